@@ -1,0 +1,42 @@
+# Two commands: `make run` starts the app, `make test` runs the tests. Both set up .venv first.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+PORT ?= 8501
+
+.PHONY: run test bench install install-test browser clean
+
+run: install
+	$(VENV)/bin/streamlit run app.py --server.port $(PORT)
+
+test: install-test browser
+	$(PY) -m pytest -q
+
+bench: install-test
+	$(PY) benchmarks/run.py
+
+install: $(VENV)/.installed
+install-test: $(VENV)/.installed-test
+
+$(PY):
+	python3 -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+
+# Reinstall when the dependency list changes.
+$(VENV)/.installed: pyproject.toml | $(PY)
+	$(PIP) install --quiet -e .
+	touch $@
+
+# torch is pinned to the CPU wheel in pyproject (a looser spec pulls a multi-GB CUDA build).
+$(VENV)/.installed-test: pyproject.toml | $(PY)
+	$(PIP) install --quiet -e ".[test]"
+	touch $@ $(VENV)/.installed
+
+# The browser test drives Debian's Chromium (Playwright's own browser download fails here).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "install Debian's chromium (sudo apt-get install chromium) for the browser test"; exit 1; fi; }
+
+clean:
+	rm -rf $(VENV) .pytest_cache test-artifacts

@@ -1,0 +1,220 @@
+"""Map PyTorch ESM-2 state dicts (HF Hub 2022, transformers 5.x, fair-esm) onto our NNX state.
+
+Every external key is first renamed to fair-esm's stripped name (which our attribute names
+follow), then placed into the model's nested state: per-layer tensors are stacked on the
+leading layer axis that ``nnx.vmap`` gave ``ESM2.layers``, and PyTorch ``Linear`` weights
+(out, in) are transposed into Flax kernels (in, out).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Mapping
+
+import numpy as np
+from flax import nnx
+
+from .config import ESM2Config
+
+
+class CheckpointMismatchError(ValueError):
+    """A checkpoint does not fit the model: lists every missing, unexpected and misshapen key."""
+
+    def __init__(self, source: str, missing=(), unexpected=(), mismatched=()):
+        self.missing, self.unexpected, self.mismatched = list(missing), list(unexpected), list(mismatched)
+        parts = [f"checkpoint {source} does not match the ESM-2 architecture:"]
+        if self.missing:
+            parts.append(f"  missing keys ({len(self.missing)}): " + ", ".join(self.missing))
+        if self.unexpected:
+            parts.append(f"  unexpected keys ({len(self.unexpected)}): " + ", ".join(self.unexpected))
+        if self.mismatched:
+            parts.append(f"  shape mismatches ({len(self.mismatched)}): " + ", ".join(self.mismatched))
+        super().__init__("\n".join(parts))
+
+
+# HF (transformers) names -> fair-esm names; applied in order, each a full-match regex.
+_HF_RULES: list[tuple[str, str]] = [
+    (r"embeddings\.word_embeddings\.weight", "embed_tokens.weight"),
+    (r"encoder\.layer\.(\d+)\.attention\.self\.query\.(weight|bias)", r"layers.\1.self_attn.q_proj.\2"),
+    (r"encoder\.layer\.(\d+)\.attention\.self\.key\.(weight|bias)", r"layers.\1.self_attn.k_proj.\2"),
+    (r"encoder\.layer\.(\d+)\.attention\.self\.value\.(weight|bias)", r"layers.\1.self_attn.v_proj.\2"),
+    # transformers 5.x saves one shared copy, as a literal "*" layer or at model level.
+    (r"encoder\.layer\.(\d+|\*)\.attention\.self\.rotary_embeddings\.inv_freq", r"layers.\1.self_attn.rot_emb.inv_freq"),
+    (r"rotary_embeddings\.inv_freq", "layers.*.self_attn.rot_emb.inv_freq"),
+    (r"encoder\.layer\.(\d+)\.attention\.output\.dense\.(weight|bias)", r"layers.\1.self_attn.out_proj.\2"),
+    (r"encoder\.layer\.(\d+)\.attention\.LayerNorm\.(weight|bias)", r"layers.\1.self_attn_layer_norm.\2"),
+    (r"encoder\.layer\.(\d+)\.intermediate\.dense\.(weight|bias)", r"layers.\1.fc1.\2"),
+    (r"encoder\.layer\.(\d+)\.output\.dense\.(weight|bias)", r"layers.\1.fc2.\2"),
+    (r"encoder\.layer\.(\d+)\.LayerNorm\.(weight|bias)", r"layers.\1.final_layer_norm.\2"),
+    (r"encoder\.emb_layer_norm_after\.(weight|bias)", r"emb_layer_norm_after.\1"),
+    (r"contact_head\.regression\.(weight|bias)", r"contact_head.regression.\1"),
+    (r"lm_head\.decoder\.weight", "lm_head.weight"),
+    (r"lm_head\.decoder\.bias", "lm_head.decoder_bias"),
+    (r"lm_head\.(dense|layer_norm)\.(weight|bias)", r"lm_head.\1.\2"),
+    (r"lm_head\.bias", "lm_head.bias"),
+]
+_HF_RULES_COMPILED = [(re.compile(p), r) for p, r in _HF_RULES]
+
+# Buffers that carry no weights (HF position ids; fair-esm's version counters).
+_IGNORED = re.compile(r"(esm\.)?embeddings\.position_ids|.*\._float_tensor|.*version")
+
+
+def canonical_name(key: str) -> str | None:
+    """fair-esm's stripped name for any known key spelling, or None for ignorable buffers."""
+    if _IGNORED.fullmatch(key):
+        return None
+    # transformers >= 5 writes LayerNorm parameters as gamma/beta.
+    key = re.sub(r"\.gamma$", ".weight", re.sub(r"\.beta$", ".bias", key))
+    # fair-esm .pt: encoder.sentence_encoder.* and encoder.lm_head.* (as its upgrade_state_dict).
+    for prefix in ("encoder.sentence_encoder.", "encoder."):
+        if key.startswith(prefix) and not key.startswith("encoder.layer."):
+            key = key[len(prefix):]
+            return key
+    hf_key = key[len("esm."):] if key.startswith("esm.") else key
+    for pattern, repl in _HF_RULES_COMPILED:
+        if pattern.fullmatch(hf_key):
+            return pattern.sub(repl, hf_key)
+    return key  # already fair-esm style (stripped), or unknown: judged below
+
+
+_LAYER_KEY = re.compile(r"layers\.(\d+|\*)\.(.+)")
+_LINEAR_WEIGHT = re.compile(r".*(proj|fc1|fc2|dense|regression)\.weight")
+
+
+def _target_path(name: str) -> tuple[tuple[str, ...], bool]:
+    """Our state path for a fair-esm parameter name (without the layer index), and whether the
+    value is a torch Linear weight to transpose."""
+    parts = name.split(".")
+    leaf = parts[-1]
+    is_linear = bool(_LINEAR_WEIGHT.fullmatch(name))
+    if name == "embed_tokens.weight":
+        return ("embed_tokens", "embedding"), False
+    if leaf == "weight":
+        parent = parts[-2]
+        leaf = "scale" if "norm" in parent else "kernel"
+    return tuple(parts[:-1]) + (leaf,), is_linear
+
+
+def state_dict_to_params(
+    state_dict: Mapping[str, np.ndarray], config: ESM2Config, source: str = "checkpoint"
+) -> dict:
+    """Convert a PyTorch-style state dict into a pure nested dict for ``ESM2``'s state.
+
+    Args:
+      state_dict: name -> array (NumPy, float), in any supported key spelling.
+      config: the architecture the weights must fit.
+      source: where the weights came from, for error messages.
+
+    Returns:
+      A nested dict matching ``nnx.to_pure_dict`` of an ``ESM2(config)`` (params and buffers).
+
+    Raises:
+      CheckpointMismatchError: listing every missing, unexpected and misshapen key at once.
+    """
+    from .model import ESM2  # local import: model imports jax, this module's helpers do not
+
+    abstract = nnx.eval_shape(lambda: ESM2(config, nnx.Rngs(0)))
+    expected = nnx.to_pure_dict(nnx.state(abstract))
+    n = config.num_layers
+
+    canonical: dict[str, np.ndarray] = {}
+    unexpected: list[str] = []
+    for key, value in state_dict.items():
+        name = canonical_name(key)
+        if name is not None:
+            canonical[name] = np.asarray(value, dtype=np.float32)
+
+    # The LM decoder is tied to the token embedding: accept a stored copy only if it is the same.
+    tied = canonical.pop("lm_head.weight", None)
+    if tied is not None and "embed_tokens.weight" in canonical:
+        if tied.shape != canonical["embed_tokens.weight"].shape or not np.array_equal(
+            tied, canonical["embed_tokens.weight"]
+        ):
+            unexpected.append("lm_head.decoder.weight (differs from the tied token embedding)")
+    decoder_bias = canonical.pop("lm_head.decoder_bias", None)
+    if decoder_bias is not None and "lm_head.bias" not in canonical:
+        canonical["lm_head.bias"] = decoder_bias
+
+    flat: dict[tuple[str, ...], np.ndarray] = {}
+    per_layer: dict[tuple[str, ...], dict[int, np.ndarray]] = {}
+    for name, value in canonical.items():
+        layer_match = _LAYER_KEY.fullmatch(name)
+        inner = layer_match.group(2) if layer_match else name
+        path, transpose = _target_path(inner)
+        if transpose:
+            value = value.T
+        if layer_match and layer_match.group(1) == "*":  # one tensor shared by every layer
+            per_layer.setdefault(("layers",) + path, {}).update({i: value for i in range(n)})
+        elif layer_match:
+            per_layer.setdefault(("layers",) + path, {})[int(layer_match.group(1))] = value
+        else:
+            flat[path] = value
+
+    missing: list[str] = []
+    mismatched: list[str] = []
+    for path, layers in per_layer.items():
+        absent = [i for i in range(n) if i not in layers]
+        extra = [i for i in layers if i >= n]
+        unexpected += [f"layers.{i}.{'.'.join(path[1:])}" for i in sorted(extra)]
+        if path[-1] == "inv_freq" and absent:
+            # transformers 5.x stores inv_freq for a single layer only; all layers share it.
+            fill = layers[min(layers)]
+            layers = {i: layers.get(i, fill) for i in range(n)}
+            absent = []
+        missing += [f"layers.{i}.{'.'.join(path[1:])}" for i in absent]
+        if not absent:
+            flat[path] = np.stack([layers[i] for i in range(n)])
+
+    params: dict = {}
+    seen = set()
+
+    def fill(expected_node, prefix: tuple[str, ...]):
+        out = {}
+        for k, v in expected_node.items():
+            path = prefix + (str(k),)
+            if isinstance(v, dict):
+                out[k] = fill(v, path)
+                continue
+            seen.add(path)
+            if path not in flat:
+                if path[-1] == "inv_freq":
+                    # Not stored (e.g. some re-saved files): recompute as the references would.
+                    out[k] = _default_inv_freq(config)
+                elif path not in per_layer:  # partly present layer params are listed above
+                    missing.append(_describe(path))
+                    out[k] = None
+                continue
+            value = flat[path]
+            if tuple(value.shape) != tuple(v.shape):
+                mismatched.append(f"{_describe(path)}: checkpoint {tuple(value.shape)} vs model {tuple(v.shape)}")
+            out[k] = value
+        return out
+
+    params = fill(expected, ())
+    unexpected += [_describe(p) for p in flat if p not in seen]
+    if missing or unexpected or mismatched:
+        raise CheckpointMismatchError(source, sorted(set(missing)), sorted(unexpected), mismatched)
+    return params
+
+
+def _default_inv_freq(config: ESM2Config) -> np.ndarray:
+    head_dim = config.head_dim
+    exponents = np.arange(0, head_dim, 2, dtype=np.float32) / np.float32(head_dim)
+    inv = (1.0 / (np.float32(config.rotary_base) ** exponents)).astype(np.float32)
+    return np.broadcast_to(inv, (config.num_layers, head_dim // 2)).copy()
+
+
+def _describe(path: tuple[str, ...]) -> str:
+    if path[0] == "layers":
+        return "layers.*." + ".".join(path[1:])
+    return ".".join(path)
+
+
+def params_to_model(params: dict, config: ESM2Config):
+    """Build an ``ESM2`` holding ``params`` (a pure nested dict as returned above)."""
+    from .model import ESM2
+
+    abstract = nnx.eval_shape(lambda: ESM2(config, nnx.Rngs(0)))
+    graphdef, state = nnx.split(abstract)
+    nnx.replace_by_pure_dict(state, params)
+    return nnx.merge(graphdef, state)

@@ -1,0 +1,78 @@
+"""Shared fixtures: isolated caches, checkpoints written in the published formats, real FASTA."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from flamino_core.config import ESM2Config
+
+SHARED_FASTA = Path(__file__).resolve().parents[2] / "shared" / "fasta"
+T6 = ESM2Config.preset("esm2_t6_8M_UR50D")
+TINY = ESM2Config.tiny()
+
+
+@pytest.fixture(autouse=True)
+def isolated_cache(tmp_path_factory, monkeypatch):
+    """Every test gets its own flamino and HF caches, offline: nothing touches ~/.cache."""
+    root = tmp_path_factory.mktemp("cache")
+    monkeypatch.setenv("FLAMINO_CACHE", str(root / "flamino"))
+    monkeypatch.setenv("HF_HOME", str(root / "hf"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv("FLAMINO_MODEL", raising=False)
+    return root
+
+
+@pytest.fixture(scope="session")
+def shared_fasta() -> Path:
+    if not SHARED_FASTA.is_dir():
+        pytest.skip(f"shared FASTA files not found at {SHARED_FASTA}")
+    return SHARED_FASTA
+
+
+@pytest.fixture(scope="session")
+def real_sequences(shared_fasta) -> dict[str, str]:
+    from flamino_core.fasta import read_fasta
+
+    seqs = {}
+    for path in sorted(shared_fasta.glob("*.fa")):
+        for record in read_fasta(path).records:
+            seqs[record.id] = record.sequence
+    return seqs
+
+
+@pytest.fixture(scope="session")
+def hf_checkpoints(tmp_path_factory):
+    """{(config name, style): (directory, torch reference model)} for both HF key styles."""
+    from reference_checkpoints import make_hf_model, write_hf_2022, write_hf_5x
+
+    made = {}
+
+    def get(config: ESM2Config, style: str):
+        key = (config.name, style)
+        if key not in made:
+            model = make_hf_model(config, seed=hash(key) % 1000)
+            directory = tmp_path_factory.mktemp(f"hf-{config.name}-{style}")
+            if style == "2022":
+                write_hf_2022(model, config, directory)
+            elif style == "2022-bin":
+                write_hf_2022(model, config, directory, fmt="bin")
+            else:
+                write_hf_5x(model, directory)
+            made[key] = (directory, _eager(model))
+        return made[key]
+
+    return get
+
+
+def _eager(model):
+    # HF's default SDPA attention returns no attention maps; compare against eager.
+    model.config._attn_implementation = "eager"
+    for module in model.modules():
+        if hasattr(module, "config"):
+            module.config._attn_implementation = "eager"
+    return model.eval()
+
+
