@@ -150,19 +150,25 @@ def state_dict_to_params(
         else:
             flat[path] = value
 
+    expected_shapes = {path: tuple(leaf.shape) for path, leaf in _leaves(expected)}
     missing: list[str] = []
     mismatched: list[str] = []
     for path, layers in per_layer.items():
+        name = ".".join(path[1:])
+        if path not in expected_shapes:
+            unexpected += [f"layers.{i}.{name}" for i in sorted(layers)]
+            continue
         absent = [i for i in range(n) if i not in layers]
-        extra = [i for i in layers if i >= n]
-        unexpected += [f"layers.{i}.{'.'.join(path[1:])}" for i in sorted(extra)]
-        if path[-1] == "inv_freq" and absent:
-            # transformers 5.x stores inv_freq for a single layer only; all layers share it.
-            fill = layers[min(layers)]
-            layers = {i: layers.get(i, fill) for i in range(n)}
+        unexpected += [f"layers.{i}.{name}" for i in sorted(layers) if i >= n]
+        if path[-1] == "inv_freq" and absent and layers:
+            # transformers 5.x stores inv_freq once; every layer shares it.
+            layers = {i: layers.get(i, layers[min(layers)]) for i in range(n)}
             absent = []
-        missing += [f"layers.{i}.{'.'.join(path[1:])}" for i in absent]
-        if not absent:
+        missing += [f"layers.{i}.{name}" for i in absent]
+        want = expected_shapes[path][1:]
+        bad = [i for i in range(n) if i in layers and tuple(layers[i].shape) != want]
+        mismatched += [f"layers.{i}.{name}: checkpoint {tuple(layers[i].shape)} vs model {want}" for i in bad]
+        if not absent and not bad:
             flat[path] = np.stack([layers[i] for i in range(n)])
 
     params: dict = {}
@@ -192,9 +198,18 @@ def state_dict_to_params(
 
     params = fill(expected, ())
     unexpected += [_describe(p) for p in flat if p not in seen]
+    missing = [m for m in missing if m is not None]
     if missing or unexpected or mismatched:
         raise CheckpointMismatchError(source, sorted(set(missing)), sorted(unexpected), mismatched)
     return params
+
+
+def _leaves(tree: dict, prefix: tuple[str, ...] = ()):
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            yield from _leaves(value, prefix + (str(key),))
+        else:
+            yield prefix + (str(key),), value
 
 
 def _default_inv_freq(config: ESM2Config) -> np.ndarray:

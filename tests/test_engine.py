@@ -1,0 +1,130 @@
+"""The jitted backend: batch/padding invariance, compilation count, long sequences, capture."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from flamino_core import Engine, load_weights
+from flamino_core.engine import LENGTH_BUCKETS, TRACE_COUNTS, bucket_length, window_starts
+
+
+@pytest.fixture(scope="module")
+def engine():
+    return Engine(load_weights("random:tiny:1"))
+
+
+def random_protein(rng, length):
+    return "".join(rng.choice(list("ACDEFGHIKLMNPQRSTVWY"), size=length))
+
+
+def test_results_do_not_depend_on_the_batch(engine, real_sequences):
+    rng = np.random.default_rng(0)
+    target = real_sequences["HBB_HUMAN"]
+    (alone,) = engine.run([target], repr_layers=(0, 1, 2), attention_layers=(1, 2), contacts=True)
+    others = [random_protein(rng, n) for n in (140, 150, 5, 190)]
+    crowded = engine.run(others[:2] + [target] + others[2:], repr_layers=(0, 1, 2), attention_layers=(1, 2),
+                         contacts=True)[2]
+    for layer in (0, 1, 2):
+        np.testing.assert_allclose(crowded.representations[layer], alone.representations[layer], atol=1e-5)
+    np.testing.assert_allclose(crowded.logits, alone.logits, atol=1e-5)
+    np.testing.assert_allclose(crowded.attentions, alone.attentions, atol=1e-6)
+    np.testing.assert_allclose(crowded.contacts, alone.contacts, atol=1e-6)
+
+
+def test_output_order_and_shapes(engine):
+    seqs = ["MKV" * 30, "A", "W" * 7]
+    results = engine.run(seqs, repr_layers=(0, -1), attention_layers=(-1,))
+    for seq, res in zip(seqs, results):
+        L = len(seq)
+        assert res.sequence == seq
+        assert res.final.shape == (L, 32) and res.representations[0].shape == (L, 32)
+        assert res.logits.shape == (L, 33)
+        assert res.attentions.shape == (1, 4, L + 2, L + 2)
+        assert res.mean.shape == (32,)
+        # Attention rows are distributions over the real tokens.
+        np.testing.assert_allclose(res.attentions.sum(-1), 1.0, atol=1e-5)
+
+
+def test_nothing_is_captured_unless_asked(engine):
+    (res,) = engine.run(["MKVLA"])
+    assert res.attentions is None and res.contacts is None
+    assert set(res.representations) == {2}
+
+
+def test_compilations_bounded_by_buckets(engine):
+    rng = np.random.default_rng(1)
+    lengths = [10, 20, 25, 70, 100, 120, 200, 250, 300]
+    engine.run([random_protein(rng, n) for n in lengths])  # warm-up
+    before = sum(TRACE_COUNTS.values())
+    # New lengths inside the same buckets, one at a time and all together: no new compilation.
+    for n in [11, 21, 71, 101, 121, 201, 301]:
+        engine.run([random_protein(rng, n)])
+    assert sum(TRACE_COUNTS.values()) - before <= len({bucket_length(n + 2) for n in lengths})
+    before = sum(TRACE_COUNTS.values())
+    for n in [12, 22, 72, 102, 122, 202, 302]:
+        engine.run([random_protein(rng, n)])
+    assert sum(TRACE_COUNTS.values()) == before, "recompiled for lengths inside known buckets"
+
+
+def test_masked_scan_compiles_once_per_shape(engine):
+    rng = np.random.default_rng(2)
+    engine.masked_log_probs(random_protein(rng, 40))
+    before = TRACE_COUNTS["masked"]
+    engine.masked_log_probs(random_protein(rng, 41))
+    engine.masked_log_probs(random_protein(rng, 45))
+    assert TRACE_COUNTS["masked"] == before
+
+
+def test_window_starts_cover_with_overlap():
+    assert window_starts(1022) == [0]
+    starts = window_starts(2500)
+    assert starts[0] == 0 and starts[-1] == 2500 - 1022
+    assert all(b - a <= 511 for a, b in zip(starts, starts[1:]))
+
+
+def test_long_sequences_windowed_truncated_full(engine):
+    rng = np.random.default_rng(3)
+    seq = random_protein(rng, 1500)
+    (windowed,) = engine.run([seq], contacts=True)
+    assert windowed.final.shape == (1500, 32) and windowed.contacts.shape == (1500, 1500)
+    # Independent check: run each window as its own sequence and average where they overlap.
+    starts = window_starts(1500)
+    windows = engine.run([seq[s : s + 1022] for s in starts])
+    total, count = np.zeros((1500, 32)), np.zeros((1500, 1))
+    for s, w in zip(starts, windows):
+        total[s : s + 1022] += w.final
+        count[s : s + 1022] += 1
+    np.testing.assert_allclose(windowed.final, total / count, atol=1e-5)
+    (truncated,) = engine.run([seq], long="truncate")
+    assert truncated.sequence == seq[:1022] and truncated.final.shape == (1022, 32)
+    (full,) = engine.run([seq], long="full")
+    assert full.final.shape == (1500, 32)
+    with pytest.raises(ValueError, match="truncate"):
+        engine.run([seq], attention_layers=(1,))
+
+
+def test_masked_log_probs_are_one_pass_per_position(engine):
+    """Row i equals an ordinary forward pass with position i masked (computed independently)."""
+    from flamino_core.alphabet import MASK_IDX, batch_encode
+    import jax.numpy as jnp
+    from flamino_core.convert import params_to_model
+    from flamino_core.scores import log_softmax
+
+    seq = "MKTAYIAKQRQISFVKSHFSRQ"
+    ours = engine.masked_log_probs(seq, positions=[0, 5, 21])
+    model = params_to_model(engine.weights.params, engine.config)
+    for row, p in enumerate([0, 5, 21]):
+        tokens = batch_encode([seq])
+        tokens[0, p + 1] = MASK_IDX
+        logits = np.asarray(model(jnp.asarray(tokens))["logits"])[0, p + 1]
+        np.testing.assert_allclose(ours[row], log_softmax(logits), atol=1e-5)
+
+
+def test_bad_layers_are_refused(engine):
+    with pytest.raises(ValueError, match="layers 0..2"):
+        engine.run(["MKV"], repr_layers=(5,))
+
+
+def test_buckets_are_sorted():
+    assert list(LENGTH_BUCKETS) == sorted(LENGTH_BUCKETS) and LENGTH_BUCKETS[-1] >= 1024

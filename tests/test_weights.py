@@ -1,0 +1,203 @@
+"""Model identifiers, conversion errors, the Orbax cache, hub download and offline behaviour."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from flamino_core import weights as weights_mod
+from flamino_core.config import PRESETS, ESM2Config
+from flamino_core.convert import CheckpointMismatchError, state_dict_to_params
+from flamino_core.weights import (
+    ModelError,
+    ModelNotAvailableError,
+    load_weights,
+    save_checkpoint,
+)
+from conftest import TINY
+
+
+def leaves(tree, prefix=()):
+    for k, v in tree.items():
+        if isinstance(v, dict):
+            yield from leaves(v, prefix + (k,))
+        else:
+            yield prefix + (k,), v
+
+
+def assert_identical(a, b):
+    la, lb = dict(leaves(a)), dict(leaves(b))
+    assert la.keys() == lb.keys()
+    for k in la:
+        assert np.asarray(la[k]).dtype == np.asarray(lb[k]).dtype, k
+        assert np.array_equal(np.asarray(la[k]), np.asarray(lb[k])), k
+
+
+def test_orbax_round_trip_is_bit_identical(tmp_path):
+    original = load_weights("random:tiny:3")
+    save_checkpoint(tmp_path / "ckpt", original.config, original.params, "test")
+    restored = load_weights(str(tmp_path / "ckpt"))
+    assert restored.config == original.config
+    assert_identical(original.params, restored.params)
+
+
+def test_converted_weights_are_cached_and_reused(hf_checkpoints, monkeypatch, isolated_cache):
+    directory, _ = hf_checkpoints(TINY, "2022")
+    first = load_weights(str(directory))
+    entries = list((isolated_cache / "flamino" / "models").iterdir())
+    assert len(entries) == 1 and (entries[0] / "params").is_dir()
+    # Second start: no conversion at all.
+    monkeypatch.setattr(weights_mod, "state_dict_to_params", lambda *a, **k: pytest.fail("converted again"))
+    second = load_weights(str(directory))
+    assert_identical(first.params, second.params)
+
+
+def test_corrupted_cache_entry_is_detected_and_rebuilt(hf_checkpoints, isolated_cache):
+    directory, _ = hf_checkpoints(TINY, "2022")
+    first = load_weights(str(directory))
+    (entry,) = (isolated_cache / "flamino" / "models").iterdir()
+    meta = json.loads((entry / "source.json").read_text())
+    meta["checksum"] = "0" * 64  # as if the stored arrays no longer matched what was written
+    (entry / "source.json").write_text(json.dumps(meta))
+    messages = []
+    rebuilt = load_weights(str(directory), progress=lambda f, m: messages.append(m))
+    assert any("damaged" in m for m in messages)
+    assert_identical(first.params, rebuilt.params)
+
+
+def test_deleted_params_are_rebuilt(hf_checkpoints, isolated_cache):
+    directory, _ = hf_checkpoints(TINY, "2022")
+    first = load_weights(str(directory))
+    (entry,) = (isolated_cache / "flamino" / "models").iterdir()
+    shutil.rmtree(entry / "params")
+    assert_identical(first.params, load_weights(str(directory)).params)
+
+
+def _hf_state_dict(directory: Path) -> dict:
+    from safetensors.numpy import load_file
+
+    return load_file(str(directory / "model.safetensors"))
+
+
+def test_mismatch_lists_every_missing_unexpected_and_misshapen_key(hf_checkpoints):
+    directory, _ = hf_checkpoints(TINY, "2022")
+    sd = dict(_hf_state_dict(directory))
+    del sd["esm.encoder.layer.1.intermediate.dense.weight"]
+    del sd["lm_head.bias"]
+    sd["esm.encoder.layer.0.attention.self.query.bias"] = np.zeros(7, np.float32)
+    sd["esm.embeddings.position_embeddings.weight"] = np.zeros((1026, 32), np.float32)
+    with pytest.raises(CheckpointMismatchError) as info:
+        state_dict_to_params(sd, TINY)
+    message = str(info.value)
+    assert "layers.1.fc1.kernel" in message
+    assert "lm_head.bias" in message
+    assert "position_embeddings" in message
+    assert "layers.0.self_attn.q_proj.bias: checkpoint (7,) vs model (32,)" in message
+
+
+def test_wrong_architecture_is_refused(hf_checkpoints):
+    directory, _ = hf_checkpoints(TINY, "2022")
+    sd = _hf_state_dict(directory)
+    bigger = ESM2Config(num_layers=3, embed_dim=32, attention_heads=4, ffn_dim=64)
+    with pytest.raises(CheckpointMismatchError, match="missing keys"):
+        state_dict_to_params(sd, bigger)
+
+
+def test_all_key_spellings_convert_to_the_same_weights(hf_checkpoints):
+    a = load_weights(str(hf_checkpoints(TINY, "2022")[0]))
+    b = state_dict_to_params(_hf_state_dict(hf_checkpoints(TINY, "2022")[0]), TINY)
+    assert_identical(a.params, b)
+
+
+def test_preset_offline_without_cache_says_how_to_get_weights():
+    with pytest.raises(ModelNotAvailableError) as info:
+        load_weights("esm2_t6_8M_UR50D")
+    message = str(info.value)
+    assert "flamino fetch esm2_t6_8M_UR50D" in message
+    assert "huggingface.co/facebook/esm2_t6_8M_UR50D" in message
+
+
+def test_preset_download_converts_and_caches(hf_checkpoints, monkeypatch):
+    """The Hub path with huggingface_hub's download replaced by a local file server."""
+    import huggingface_hub
+
+    directory, _ = hf_checkpoints(TINY, "5x")
+    requested = []
+
+    def fake_download(repo_id, filename, **kwargs):
+        requested.append((repo_id, filename))
+        return str(directory / filename)
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
+    monkeypatch.setitem(PRESETS, "esm2_tiny_test", (2, 32, 4, "tiny"))
+    loaded = load_weights("facebook/esm2_tiny_test")
+    assert requested == [("facebook/esm2_tiny_test", "config.json"), ("facebook/esm2_tiny_test", "model.safetensors")]
+    assert loaded.config.num_layers == 2
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", lambda *a, **k: pytest.fail("downloaded again"))
+    assert_identical(loaded.params, load_weights("esm2_tiny_test").params)
+    assert "esm2_tiny_test" in weights_mod.cached_presets()
+
+
+@pytest.mark.parametrize(
+    "identifier, match",
+    [("esm2_t7_bogus", "unknown model"), ("/no/such/dir", "does not exist"), ("random:nope", "bad test model")],
+)
+def test_bad_identifiers_give_clear_errors(identifier, match):
+    with pytest.raises(ModelError, match=match):
+        load_weights(identifier)
+
+
+def test_local_paths_and_pickles_can_be_disabled(hf_checkpoints, tmp_path):
+    directory, _ = hf_checkpoints(TINY, "2022")
+    with pytest.raises(ModelError, match="disabled"):
+        load_weights(str(directory), allow_local_paths=False)
+    bin_dir, _ = hf_checkpoints(TINY, "2022-bin")
+    with pytest.raises(ModelError, match="pickle"):
+        load_weights(str(bin_dir), allow_pickle=False)
+
+
+def test_pickles_are_loaded_weights_only(tmp_path):
+    """A .pt that would run code when unpickled is refused, not executed."""
+    import torch
+
+    class Evil:
+        def __reduce__(self):
+            return (Path("/tmp/flamino-pwned").write_text, ("pwned",))
+
+    path = tmp_path / "evil.pt"
+    torch.save({"model": {}, "cfg": Evil()}, path)
+    Path(tmp_path / "evil-contact-regression.pt").write_bytes(b"")
+    Path("/tmp/flamino-pwned").unlink(missing_ok=True)
+    with pytest.raises(ModelError, match="cannot read"):
+        load_weights(str(path))
+    assert not Path("/tmp/flamino-pwned").exists()
+
+
+def test_presets_match_hf_parameter_counts():
+    """Every preset's parameter shapes equal those of transformers' model of the same config
+    (built on the meta device, so even 15B costs no memory)."""
+    import jax
+    import torch
+    from flax import nnx
+    from transformers import EsmForMaskedLM
+
+    from flamino_core.model import ESM2
+    from reference_checkpoints import hf_config
+
+    for name in PRESETS:
+        config = ESM2Config.preset(name)
+        abstract = nnx.eval_shape(lambda: ESM2(config, nnx.Rngs(0)))
+        ours = sum(x.size for x in jax.tree.leaves(nnx.state(abstract, nnx.Param)))
+        with torch.device("meta"):
+            hf = EsmForMaskedLM(hf_config(config))
+        theirs = sum(p.numel() for n, p in hf.named_parameters() if "position_embeddings" not in n)
+        assert ours == theirs, (name, ours, theirs)
+
+
+def test_flamino_model_environment_variable(monkeypatch):
+    monkeypatch.setenv("FLAMINO_MODEL", "random:tiny:5")
+    assert load_weights().is_random and load_weights().source == "random:tiny:5"
