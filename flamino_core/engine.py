@@ -189,8 +189,9 @@ class Engine:
             raise ValueError(f"long must be one of {LONG_POLICIES}, not {long!r}")
         n = self.config.num_layers
         repr_layers = tuple(sorted(set(self.normalize_layers(repr_layers)) | {n}))
+        if any(a == 0 or a < -n for a in attention_layers):
+            raise ValueError(f"attention layers are numbered 1..{n} (or -1 for the last); layer 0 is the embedding")
         attention_layers = self.normalize_layers(attention_layers)
-        attention_layers = tuple(a or n for a in attention_layers)  # layer 0 has no attention
         used = [s[:MAX_RESIDUES] if long == "truncate" else s for s in sequences]
         windowed = long == "window"
         if windowed and attention_layers and any(len(s) > MAX_RESIDUES for s in used):

@@ -229,7 +229,8 @@ class ESM2(nnx.Module):
         """
         n = self.config.num_layers
         repr_layers = sorted({layer % (n + 1) for layer in repr_layers})
-        capture = set(range(1, n + 1)) if need_contacts else {a % (n + 1) or n for a in attention_layers}
+        attention_layers = [a % (n + 1) for a in attention_layers]  # -1 is the last layer
+        capture = set(range(1, n + 1)) if need_contacts else set(attention_layers)
         x = self.embed(tokens)
         key_bias = jnp.where(tokens == PAD_IDX, -jnp.inf, 0.0)[:, None, None, :]  # (B, 1, 1, T)
 
@@ -264,8 +265,7 @@ class ESM2(nnx.Module):
             # Padding rows/cols zeroed, as fair-esm does before returning or using the maps.
             maps = {layer: m * pair_mask for layer, m in maps.items()}
             if attention_layers:
-                wanted = [a % (n + 1) or n for a in attention_layers]
-                out["attentions"] = jnp.stack([maps[a] for a in wanted], axis=1)
+                out["attentions"] = jnp.stack([maps[a] for a in attention_layers], axis=1)
             if need_contacts:
                 stacked = jnp.stack([maps[a] for a in range(1, n + 1)], axis=1)
                 out["contacts"] = self.contact_head(tokens, stacked)

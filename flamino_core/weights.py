@@ -137,18 +137,33 @@ def _download_preset(name: str, progress: Progress) -> tuple[ESM2Config, dict, s
 
     repo = f"{HUB_ORG}/{name}"
     progress(None, f"Fetching {repo} from the Hugging Face Hub")
+    bar = _forwarding_tqdm(progress)
     try:
         config_path = hf_hub_download(repo, "config.json")
         try:
-            weights_path = hf_hub_download(repo, "model.safetensors")
+            weights_path = hf_hub_download(repo, "model.safetensors", tqdm_class=bar)
         except EntryNotFoundError:
-            weights_path = hf_hub_download(repo, "pytorch_model.bin")
+            weights_path = hf_hub_download(repo, "pytorch_model.bin", tqdm_class=bar)
     except LocalEntryNotFoundError:
         raise ModelNotAvailableError(offline_message(name)) from None
     except OSError as err:  # connection failures surface as OSError subclasses
         raise ModelNotAvailableError(offline_message(name) + f"\n(download error: {err})") from None
     progress(None, f"Converting {name}")
     return _convert_hf_files(Path(config_path), Path(weights_path), name, allow_pickle=True)
+
+
+def _forwarding_tqdm(progress: Progress):
+    """A tqdm class that also reports download progress to ``progress`` (the app's bar)."""
+    from tqdm.auto import tqdm
+
+    class ForwardingTqdm(tqdm):
+        def update(self, n=1):
+            shown = super().update(n)
+            if self.total:
+                progress(min(self.n / self.total, 1.0), f"Downloading {self.desc or 'weights'}")
+            return shown
+
+    return ForwardingTqdm
 
 
 def offline_message(name: str) -> str:

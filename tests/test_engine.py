@@ -128,3 +128,8 @@ def test_bad_layers_are_refused(engine):
 
 def test_buckets_are_sorted():
     assert list(LENGTH_BUCKETS) == sorted(LENGTH_BUCKETS) and LENGTH_BUCKETS[-1] >= 1024
+
+
+def test_attention_layer_zero_is_refused(engine):
+    with pytest.raises(ValueError, match="layer 0"):
+        engine.run(["MKV"], attention_layers=(0,))
