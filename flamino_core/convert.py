@@ -118,11 +118,13 @@ def state_dict_to_params(
     n = config.num_layers
 
     canonical: dict[str, np.ndarray] = {}
+    original: dict[str, str] = {}  # canonical name -> the key as the checkpoint spells it
     unexpected: list[str] = []
     for key, value in state_dict.items():
         name = canonical_name(key)
         if name is not None:
             canonical[name] = np.asarray(value, dtype=np.float32)
+            original[name] = key
 
     # The LM decoder is tied to the token embedding: accept a stored copy only if it is the same.
     tied = canonical.pop("lm_head.weight", None)
@@ -136,6 +138,7 @@ def state_dict_to_params(
         canonical["lm_head.bias"] = decoder_bias
 
     flat: dict[tuple[str, ...], np.ndarray] = {}
+    origin: dict[tuple[str, ...], str] = {}
     per_layer: dict[tuple[str, ...], dict[int, np.ndarray]] = {}
     for name, value in canonical.items():
         layer_match = _LAYER_KEY.fullmatch(name)
@@ -149,6 +152,7 @@ def state_dict_to_params(
             per_layer.setdefault(("layers",) + path, {})[int(layer_match.group(1))] = value
         else:
             flat[path] = value
+            origin[path] = original[name]
 
     expected_shapes = {path: tuple(leaf.shape) for path, leaf in _leaves(expected)}
     missing: list[str] = []
@@ -172,33 +176,23 @@ def state_dict_to_params(
             flat[path] = np.stack([layers[i] for i in range(n)])
 
     params: dict = {}
-    seen = set()
-
-    def fill(expected_node, prefix: tuple[str, ...]):
-        out = {}
-        for k, v in expected_node.items():
-            path = prefix + (str(k),)
-            if isinstance(v, dict):
-                out[k] = fill(v, path)
-                continue
-            seen.add(path)
-            if path not in flat:
-                if path[-1] == "inv_freq":
-                    # Not stored (e.g. some re-saved files): recompute as the references would.
-                    out[k] = _default_inv_freq(config)
-                elif path not in per_layer:  # partly present layer params are listed above
+    for path, leaf in _leaves(expected):
+        value = flat.get(path)
+        if value is None:
+            if path[-1] == "inv_freq":
+                # Not stored (some re-saved files): recompute as the references then do.
+                value = _default_inv_freq(config)
+            else:
+                if path not in per_layer:  # partly present per-layer tensors are listed above
                     missing.append(_describe(path))
-                    out[k] = None
                 continue
-            value = flat[path]
-            if tuple(value.shape) != tuple(v.shape):
-                mismatched.append(f"{_describe(path)}: checkpoint {tuple(value.shape)} vs model {tuple(v.shape)}")
-            out[k] = value
-        return out
-
-    params = fill(expected, ())
-    unexpected += [_describe(p) for p in flat if p not in seen]
-    missing = [m for m in missing if m is not None]
+        elif tuple(value.shape) != tuple(leaf.shape):
+            mismatched.append(f"{_describe(path)}: checkpoint {tuple(value.shape)} vs model {tuple(leaf.shape)}")
+        node = params
+        for key in path[:-1]:
+            node = node.setdefault(key, {})
+        node[path[-1]] = value
+    unexpected += [origin.get(p, _describe(p)) for p in flat if p not in expected_shapes]
     if missing or unexpected or mismatched:
         raise CheckpointMismatchError(source, sorted(set(missing)), sorted(unexpected), mismatched)
     return params

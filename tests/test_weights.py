@@ -95,7 +95,7 @@ def test_mismatch_lists_every_missing_unexpected_and_misshapen_key(hf_checkpoint
     message = str(info.value)
     assert "layers.1.fc1.kernel" in message
     assert "lm_head.bias" in message
-    assert "position_embeddings" in message
+    assert "esm.embeddings.position_embeddings.weight" in message
     assert "layers.0.self_attn.q_proj.bias: checkpoint (7,) vs model (32,)" in message
 
 
