@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 PORT ?= 8501
 
-.PHONY: run test bench install install-test browser clean
+.PHONY: run test bench install install-test browser clean lock
 
 run: install
 	$(VENV)/bin/streamlit run app.py --server.port $(PORT)
@@ -40,3 +40,11 @@ browser:
 
 clean:
 	rm -rf $(VENV) .pytest_cache test-artifacts
+
+# Pin the runtime dependencies for the hosted deployments (requirements.txt).
+lock: | $(PY)
+	$(PIP) install --dry-run --ignore-installed --quiet --report /tmp/flamino-lock.json .
+	{ head -2 requirements.txt; $(PY) -c "import json; r = json.load(open('/tmp/flamino-lock.json')); \
+	  print('\n'.join(sorted(f\"{i['metadata']['name']}=={i['metadata']['version']}\" for i in r['install'] \
+	  if i['metadata']['name'] != 'flamino'), key=str.lower))"; echo .; } > requirements.txt.new
+	mv requirements.txt.new requirements.txt
