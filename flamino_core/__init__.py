@@ -1,10 +1,12 @@
 """flamino: ESM-2 in JAX / Flax NNX, with the loaders, scores and analyses the app and CLI share."""
 
+from . import analysis, share
 from .alphabet import STANDARD_AMINO_ACIDS, TOKENS, batch_encode, encode
 from .config import MAX_RESIDUES, PRESETS, ESM2Config
 from .convert import CheckpointMismatchError, state_dict_to_params
 from .engine import LONG_POLICIES, Engine, SequenceOutput, enable_compilation_cache
 from .fasta import ParsedInput, ProteinRecord, parse_fasta_bytes, parse_fasta_text, read_fasta
+from .hosting import HeavyJobQueue, Limits, QueueFull, current_limits, hosted_mode
 from .model import ESM2
 from .scores import (
     STRATEGIES,
@@ -25,6 +27,13 @@ from .weights import (
 )
 
 __all__ = [
+    "analysis",
+    "share",
+    "HeavyJobQueue",
+    "Limits",
+    "QueueFull",
+    "current_limits",
+    "hosted_mode",
     "ESM2",
     "ESM2Config",
     "Engine",

@@ -118,7 +118,7 @@ def top_k_rows(probabilities: np.ndarray, sequence: str, k: int = 3) -> list[dic
 def token_distribution(log_probs: np.ndarray) -> dict[str, float]:
     """A (33,) log-probability vector as {token: probability} in alphabet order."""
     probs = np.exp(np.asarray(log_probs, dtype=np.float64))
-    return {token: float(p) for token, p in zip(TOKENS, probs)}
+    return {token: float(p) for token, p in zip(TOKENS, probs, strict=True)}
 
 
 # --- embeddings ---------------------------------------------------------------------------------

@@ -47,16 +47,28 @@ def escape(text: str) -> str:
 
 
 # --- masked predictions ------------------------------------------------------------------------
-def probability_heatmap(probabilities: np.ndarray, sequence: str, title: str = "") -> go.Figure:
+def probability_heatmap(
+    probabilities: np.ndarray, sequence: str, entropies: np.ndarray | None = None, title: str = ""
+) -> go.Figure:
     """20 x L heatmap of predicted amino-acid probabilities; the sequence's residues outlined.
 
     Args:
       probabilities: (20, L), rows in ``STANDARD_AMINO_ACIDS`` order.
       sequence: the L residues (axis labels such as ``M1``).
+      entropies: (L,) per-position entropy in bits; when given, drawn as a track under the
+        heatmap on the same position axis, so the two line up when zooming.
     """
     labels = residue_labels(sequence)
     aas = list(STANDARD_AMINO_ACIDS)
-    fig = go.Figure(
+    rows = 1 if entropies is None else 2
+    fig = make_subplots(
+        rows=rows,
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.04,
+        row_heights=[0.75, 0.25] if rows == 2 else None,
+    )
+    fig.add_trace(
         go.Heatmap(
             z=probabilities,
             x=labels,
@@ -64,11 +76,15 @@ def probability_heatmap(probabilities: np.ndarray, sequence: str, title: str = "
             zmin=0,
             zmax=1,
             colorscale="Viridis",
-            colorbar={"title": {"text": "p"}},
+            colorbar={"title": {"text": "p"}, "len": 0.75 if rows == 2 else 1, "y": 1, "yanchor": "top"},
             hovertemplate="position %{x}<br>amino acid %{y}<br>p = %{z:.3f}<extra></extra>",
-        )
+        ),
+        row=1,
+        col=1,
     )
-    in_alphabet = [(label, aa) for label, aa in zip(labels, sequence) if aa in STANDARD_AMINO_ACIDS]
+    in_alphabet = [
+        (label, aa) for label, aa in zip(labels, sequence, strict=True) if aa in STANDARD_AMINO_ACIDS
+    ]
     if in_alphabet:
         fig.add_trace(
             go.Scatter(
@@ -78,36 +94,35 @@ def probability_heatmap(probabilities: np.ndarray, sequence: str, title: str = "
                 marker={"symbol": "square-open", "color": "white", "size": 9, "line": {"width": 2}},
                 name="sequence residue",
                 hoverinfo="skip",
-            )
+            ),
+            row=1,
+            col=1,
         )
-    fig.update_xaxes(type="category", title="position")
-    fig.update_yaxes(type="category", title="amino acid", autorange="reversed")
+    fig.update_yaxes(type="category", title="amino acid", autorange="reversed", row=1, col=1)
+    if entropies is not None:
+        fig.add_trace(
+            go.Bar(
+                x=labels,
+                y=entropies,
+                marker_color="#4C72B0",
+                name="entropy",
+                showlegend=False,
+                hovertemplate="position %{x}<br>entropy %{y:.2f} bits<extra></extra>",
+            ),
+            row=2,
+            col=1,
+        )
+        fig.update_yaxes(title="entropy (bits)", range=[0, math.log2(20) * 1.05], row=2, col=1)
+    fig.update_xaxes(type="category")
+    fig.update_xaxes(title="position", row=rows, col=1)
+    subtitle = "<br><sup>below: entropy of each position's prediction (4.32 bits = uniform)</sup>"
     return _layout(
         fig,
-        title or "Predicted amino-acid probabilities (unmasked pass)",
-        height=480,
+        (title or "Predicted amino-acid probabilities (unmasked pass)") + (subtitle if rows == 2 else ""),
+        height=480 if rows == 1 else 620,
         showlegend=True,
-        legend={"orientation": "h", "y": 1.08, "x": 1, "xanchor": "right"},
+        legend={"orientation": "h", "y": 1.02, "x": 1, "xanchor": "right", "yanchor": "bottom"},
     )
-
-
-def entropy_track(entropies: np.ndarray, sequence: str, title: str = "") -> go.Figure:
-    """Per-position entropy (bits) as bars: high where the model is unsure."""
-    labels = residue_labels(sequence)
-    fig = go.Figure(
-        go.Bar(
-            x=labels,
-            y=entropies,
-            marker_color="#4C72B0",
-            hovertemplate="position %{x}<br>entropy %{y:.2f} bits<extra></extra>",
-        )
-    )
-    fig.add_hline(
-        y=math.log2(20), line_dash="dot", line_color="grey", annotation_text="uniform (4.32 bits)"
-    )
-    fig.update_xaxes(type="category", title="position")
-    fig.update_yaxes(title="entropy (bits)", range=[0, math.log2(20) * 1.05])
-    return _layout(fig, title or "Per-position entropy of the predicted distribution", height=280)
 
 
 def distribution_bars(
@@ -208,7 +223,7 @@ def residue_pca_scatter(
         raise ValueError(f"colour_by must be position, residue or class, not {colour_by!r}")
     coords = result.coords
     positions = np.arange(1, len(sequence) + 1)
-    hover = [f"{aa}{i} ({residue_class(aa)})" for i, aa in zip(positions, sequence)]
+    hover = [f"{aa}{i} ({residue_class(aa)})" for i, aa in zip(positions, sequence, strict=True)]
     fig = go.Figure()
 
     def add(mask: np.ndarray, name: str, marker: dict, showlegend: bool = True) -> None:
@@ -296,11 +311,18 @@ def explained_variance_bars(ratios: np.ndarray, title: str = "") -> go.Figure:
         ]
     )
     fig.update_yaxes(title="fraction of variance", range=[0, 1.05], tickformat=".0%")
-    return _layout(fig, title or "Explained variance", height=300)
+    return _layout(
+        fig,
+        title or "Explained variance",
+        height=320,
+        legend={"orientation": "h", "y": -0.25, "x": 0},
+    )
 
 
 # --- attention and contacts ---------------------------------------------------------------------
-def attention_heatmap(matrix: np.ndarray, labels: Sequence[str], title: str, diverging: bool = False) -> go.Figure:
+def attention_heatmap(
+    matrix: np.ndarray, labels: Sequence[str], title: str, diverging: bool = False
+) -> go.Figure:
     """One attention map: rows are the attending (query) tokens, columns the attended (key) ones.
 
     Args:
@@ -311,7 +333,7 @@ def attention_heatmap(matrix: np.ndarray, labels: Sequence[str], title: str, div
     colour = {"colorscale": "RdBu_r", "zmid": 0} if diverging else {"colorscale": "Blues", "zmin": 0}
     fig = go.Figure(
         go.Heatmap(
-            z=matrix,
+            z=np.asarray(matrix, dtype=np.float32),  # half the bytes sent for a 1022 x 1022 map
             x=shown,
             y=shown,
             hovertemplate="query %{y} → key %{x}<br>%{z:.4f}<extra></extra>",
@@ -349,7 +371,7 @@ def attention_grid(
     for h in range(heads):
         fig.add_trace(
             go.Heatmap(
-                z=small[h],
+                z=small[h].astype(np.float32),
                 x=ticks,
                 y=ticks,
                 coloraxis="coloraxis",
@@ -360,6 +382,9 @@ def attention_grid(
         )
     fig.update_xaxes(showticklabels=False)
     fig.update_yaxes(showticklabels=False, autorange="reversed")
+    for h in range(heads):  # square thumbnails
+        suffix = "" if h == 0 else str(h + 1)
+        fig.update_layout({f"yaxis{suffix}": {"scaleanchor": f"x{suffix}", "constrain": "domain"}})
     colour = {"colorscale": "RdBu_r", "cmid": 0} if diverging else {"colorscale": "Blues", "cmin": 0}
     fig.update_layout(coloraxis=colour)
     note = f" (averaged in {step}×{step} blocks)" if step > 1 else ""
@@ -371,7 +396,7 @@ def contact_map(contacts: np.ndarray, sequence: str, title: str = "") -> go.Figu
     labels = residue_labels(sequence)
     fig = go.Figure(
         go.Heatmap(
-            z=contacts,
+            z=np.asarray(contacts, dtype=np.float32),
             x=labels,
             y=labels,
             zmin=0,

@@ -136,6 +136,18 @@ def _download_preset(name: str, progress: Progress) -> tuple[ESM2Config, dict, s
     from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
 
     repo = f"{HUB_ORG}/{name}"
+    if not _hub_reachable():
+        # Fail in seconds rather than after huggingface_hub's retries (~25 s): but only once
+        # its own cache (HF_HOME) has been checked, which works offline.
+        try:
+            return _convert_hf_files(
+                Path(hf_hub_download(repo, "config.json", local_files_only=True)),
+                Path(_cached_hub_weights(repo)),
+                name,
+                allow_pickle=True,
+            )
+        except (LocalEntryNotFoundError, EntryNotFoundError, FileNotFoundError):
+            raise ModelNotAvailableError(offline_message(name)) from None
     progress(None, f"Fetching {repo} from the Hugging Face Hub")
     bar = _forwarding_tqdm(progress)
     try:
@@ -150,6 +162,34 @@ def _download_preset(name: str, progress: Progress) -> tuple[ESM2Config, dict, s
         raise ModelNotAvailableError(offline_message(name) + f"\n(download error: {err})") from None
     progress(None, f"Converting {name}")
     return _convert_hf_files(Path(config_path), Path(weights_path), name, allow_pickle=True)
+
+
+def _cached_hub_weights(repo: str) -> str:
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
+
+    for filename in ("model.safetensors", "pytorch_model.bin"):
+        try:
+            return hf_hub_download(repo, filename, local_files_only=True)
+        except (LocalEntryNotFoundError, EntryNotFoundError):
+            continue
+    raise FileNotFoundError(repo)
+
+
+def _hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether the Hub answers at all; False at once under HF_HUB_OFFLINE=1."""
+    import socket
+    from urllib.parse import urlparse
+
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}:
+        return False
+    endpoint = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    port = endpoint.port or (443 if endpoint.scheme == "https" else 80)
+    try:
+        with socket.create_connection((endpoint.hostname, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
 
 
 def _forwarding_tqdm(progress: Progress):
@@ -309,7 +349,9 @@ def _cached_or_convert(key: str, identifier: str, convert, progress: Progress) -
     return ModelWeights(identifier, config, params, source)
 
 
-def save_checkpoint(directory: Path, config: ESM2Config, params: dict, source: str) -> Path:
+def save_checkpoint(
+    directory: Path, config: ESM2Config, params: dict, source: str, is_random: bool = False
+) -> Path:
     """Write a flamino checkpoint: the config as JSON and the parameters as an Orbax checkpoint.
 
     Written to a temporary sibling and renamed, so an interrupted save never looks complete.
@@ -326,7 +368,9 @@ def save_checkpoint(directory: Path, config: ESM2Config, params: dict, source: s
     checkpointer.wait_until_finished()  # the save is asynchronous
     checksum = _params_checksum(params)
     (tmp / SOURCE_FILE).write_text(
-        json.dumps({"source": source, "created": time.time(), "checksum": checksum}, indent=2)
+        json.dumps(
+            {"source": source, "created": time.time(), "checksum": checksum, "is_random": is_random}, indent=2
+        )
     )
     shutil.rmtree(directory, ignore_errors=True)
     tmp.rename(directory)
@@ -348,7 +392,9 @@ def _restore(directory: Path, identifier: str) -> ModelWeights:
     meta = json.loads((directory / SOURCE_FILE).read_text()) if (directory / SOURCE_FILE).exists() else {}
     if meta.get("checksum") and meta["checksum"] != _params_checksum(params):
         raise ModelError(f"checkpoint {directory} is corrupted (checksum mismatch)")
-    return ModelWeights(identifier, config, params, meta.get("source", str(directory)))
+    return ModelWeights(
+        identifier, config, params, meta.get("source", str(directory)), is_random=bool(meta.get("is_random"))
+    )
 
 
 def _params_checksum(params: dict) -> str:
@@ -367,7 +413,7 @@ def convert_to_checkpoint(source: str, output: Path | None = None, progress: Pro
     """``flamino convert``: load any supported source and write a flamino checkpoint directory."""
     weights = load_weights(source, progress=progress)
     output = Path(output) if output else Path(Path(source).name.removesuffix(".pt") + "-flamino")
-    return save_checkpoint(output, weights.config, weights.params, weights.source)
+    return save_checkpoint(output, weights.config, weights.params, weights.source, weights.is_random)
 
 
 def cached_presets() -> set[str]:

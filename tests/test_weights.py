@@ -201,3 +201,33 @@ def test_presets_match_hf_parameter_counts():
 def test_flamino_model_environment_variable(monkeypatch):
     monkeypatch.setenv("FLAMINO_MODEL", "random:tiny:5")
     assert load_weights().is_random and load_weights().source == "random:tiny:5"
+
+
+def test_untrained_flag_survives_a_checkpoint(tmp_path):
+    from flamino_core.weights import convert_to_checkpoint
+
+    out = convert_to_checkpoint("random:tiny:2", tmp_path / "rand")
+    assert load_weights(str(out)).is_random
+    real = load_weights("random:tiny:2")
+    save_checkpoint(tmp_path / "plain", real.config, real.params, "somewhere")
+    assert not load_weights(str(tmp_path / "plain")).is_random
+
+
+def test_unreachable_hub_fails_without_retrying_downloads(monkeypatch):
+    """Hub unreachable (not just HF_HUB_OFFLINE): only the local HF cache is consulted, so the
+    message comes at once instead of after huggingface_hub's network retries."""
+    import huggingface_hub
+
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # discard port: nothing listens
+    real_download = huggingface_hub.hf_hub_download
+    calls = []
+
+    def recording_download(*args, **kwargs):
+        calls.append(kwargs.get("local_files_only", False))
+        return real_download(*args, **kwargs)
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", recording_download)
+    with pytest.raises(ModelNotAvailableError, match="flamino fetch"):
+        load_weights("esm2_t6_8M_UR50D")
+    assert calls and all(calls), "tried the network although the Hub was unreachable"

@@ -1,0 +1,80 @@
+"""Input: paste or upload sequences, or load an example; see what the validator made of them."""
+
+import pandas as pd
+import streamlit as st
+
+from app_pages import _state as state
+from flamino_core.fasta import parse_fasta_bytes
+
+UPLOAD_TYPES = ["fasta", "fa", "faa", "txt", "gz"]
+
+
+def use_example(label: str) -> None:
+    state.set_input(state.example_text(label))
+    st.session_state.pop("_upload_issues", None)
+
+
+def use_uploads() -> None:
+    """Validate each uploaded file and put the records it kept into the text box."""
+    files = st.session_state.get("_uploads") or []
+    if not files:
+        st.session_state.pop("_upload_issues", None)
+        return
+    kept, issues = [], []
+    for file in files:
+        result = parse_fasta_bytes(file.getvalue())
+        kept += result.records
+        issues += [(file.name, issue) for issue in result.errors + result.warnings]
+    state.set_input(state.to_fasta(kept) if kept else "")
+    st.session_state["_upload_issues"] = issues
+
+
+def main() -> None:
+    st.header("Your sequences")
+    st.markdown(
+        "Paste FASTA or a bare protein sequence, upload FASTA files, or try an example. "
+        "Then open **Masked predictions**, **Embeddings** or **Attention** in the menu."
+    )
+
+    columns = st.columns(len(state.EXAMPLES))
+    for column, label in zip(columns, state.EXAMPLES, strict=True):
+        column.button(label, on_click=use_example, args=(label,), icon=":material/science:", width="stretch")
+
+    text = st.text_area(
+        "FASTA or sequence",
+        key=state.keep(state.FASTA, ""),
+        on_change=lambda: st.session_state.pop("_upload_issues", None),  # they describe old text
+        height=220,
+        placeholder=">my_protein optional description\nMKTAYIAKQRQISFVKSHFSRQ…",
+    )
+    state.remember(state.FASTA, text)
+
+    st.file_uploader(
+        "…or upload FASTA files (.fasta, .fa, .faa, .txt, optionally gzipped)",
+        type=UPLOAD_TYPES,
+        accept_multiple_files=True,
+        key="_uploads",
+        on_change=use_uploads,
+        help="The records of all files are put in the box above; files with problems are reported below.",
+    )
+    for name, issue in st.session_state.get("_upload_issues", []):
+        show = st.error if issue.level == "error" else st.warning
+        show(state.plain(f"{name}: {issue}"))
+
+    result = state.parsed()
+    if result is None:
+        st.info("No input yet.")
+        return
+    state.show_issues(result)
+    if not result.records:
+        return
+    st.success(f"{len(result.records)} record(s) ready for analysis.", icon=":material/check_circle:")
+    table = pd.DataFrame(
+        [{"id": r.id, "length": len(r.sequence), "description": r.description} for r in result.records]
+    )
+    st.dataframe(table, hide_index=True, width="stretch")
+    if len(result.records) > 1:
+        st.caption("Choose which record the pages analyse in the sidebar.")
+
+
+main()

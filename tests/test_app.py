@@ -1,0 +1,438 @@
+"""Every page of the Streamlit app under ``streamlit.testing.v1.AppTest``, on the untrained
+``random:tiny`` model: inputs, selectors, figures, downloads, links, and the error paths."""
+
+from __future__ import annotations
+
+import ast
+import base64
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from flamino_core.alphabet import AA_TO_IDX
+from flamino_core.engine import Engine
+from flamino_core.share import decode_fasta
+from flamino_core.weights import ModelNotAvailableError, load_weights, save_checkpoint
+
+AppTest = pytest.importorskip("streamlit.testing.v1").AppTest
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = ROOT / "app.py"
+PAGES = ROOT / "app_pages"
+UBIQUITIN = "MQIFVKTLTGKTITLEVEPSDTIENVKAKIQDKEGIPPDQQRLIFAGKQLEDGRTLSDYNIQKESTLHLVLRLRGG"
+TIMEOUT = 180  # the first run of each option set compiles the model
+
+
+@pytest.fixture(autouse=True)
+def environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("FLAMINO_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("FLAMINO_MODEL", "random:tiny")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+def start(query: dict[str, str] | None = None) -> AppTest:
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
+    at.query_params.update(query or {})
+    return at.run()
+
+
+def example(at: AppTest, label: str) -> AppTest:
+    next(b for b in at.button if b.label == label).click()
+    return at.run()
+
+
+def paste(at: AppTest, text: str) -> AppTest:
+    at.text_area(key="_w_fasta_text").input(text)
+    return at.run()
+
+
+def open_page(at: AppTest, name: str) -> AppTest:
+    return at.switch_page(f"app_pages/{name}.py").run()
+
+
+def figures(at: AppTest) -> list[dict]:
+    return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+
+
+def values(data) -> list:
+    """A figure's data array: plotly sends NumPy arrays as base64 ``{"dtype", "bdata"}``."""
+    if isinstance(data, dict) and "bdata" in data:
+        return np.frombuffer(base64.b64decode(data["bdata"]), dtype=data["dtype"]).tolist()
+    return list(data)
+
+
+def titles(at: AppTest) -> list[str]:
+    return [fig["layout"].get("title", {}).get("text", "") for fig in figures(at)]
+
+
+def assert_clean(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def unescaped(markdown: str) -> str:
+    """Markdown source as the reader sees it (the app backslash-escapes user text)."""
+    return markdown.replace("\\", "")
+
+
+def texts(at: AppTest) -> str:
+    return "\n".join(str(t.value) for t in at.text)
+
+
+# --- input ---------------------------------------------------------------------------------------
+def test_start_page_labels_the_untrained_model_and_waits_for_input():
+    at = start()
+    assert_clean(at)
+    assert any("Untrained test model — random weights, output is not biology" in w.value for w in at.warning)
+    model = at.sidebar.selectbox(key="_w_model_choice")
+    assert model.value == "random:tiny"
+    assert "untrained test model" in model.format_func(model.value)
+    assert any("esm2_t33_650M_UR50D" in o and "650M params" in o and "33 layers" in o for o in model.options)
+    assert any("No input yet" in i.value for i in at.info)
+
+
+@pytest.mark.parametrize(
+    "label, ids",
+    [
+        ("Haemoglobin β (human)", ["HBB_HUMAN"]),
+        ("Ubiquitin (human)", ["UBIQ_HUMAN"]),
+        ("Two UniProt entries", ["sp|P55685|Y4WG_RHISN", "sp|Q1XGE2|HAC1_ASPOR"]),
+    ],
+)
+def test_each_example_loads_in_one_click(label, ids):
+    at = example(start(), label)
+    assert_clean(at)
+    assert f"{len(ids)} record(s) ready" in at.success[0].value
+    assert list(at.dataframe[0].value["id"]) == ids
+    if len(ids) > 1:
+        picker = at.sidebar.selectbox(key="_w_record")
+        assert picker.options == [f"{i} ({n} aa)" for i, n in zip(ids, (181, 345), strict=True)]
+    else:
+        assert ids[0] in texts(at)
+
+
+def test_bare_sequence_is_accepted():
+    at = paste(start(), UBIQUITIN.lower())
+    assert_clean(at)
+    assert "1 record(s) ready" in at.success[0].value
+    assert list(at.dataframe[0].value["length"]) == [76]
+
+
+def test_bad_fasta_gives_inline_errors_naming_record_and_position():
+    at = paste(start(), ">good\nMKTAYIAK\n>broken\nMKT*AYJ\n")
+    assert not at.exception
+    (error,) = at.error
+    assert "broken: position 4" in unescaped(error.value)
+    assert "broken: position 7: 'J' is not an amino-acid letter" in unescaped(error.value)
+    assert list(at.dataframe[0].value["id"]) == ["good"]  # the good record is still usable
+
+
+def test_input_with_nothing_usable_shows_only_the_error():
+    at = paste(start(), "LOCUS       SCU49845     5028 bp    DNA             PLN\n")
+    assert not at.exception
+    assert "GenBank" in at.error[0].value
+    assert not at.success and not at.dataframe
+
+
+def test_warnings_name_the_record():
+    at = paste(start(), ">numbered\n1 MKTAYIAK 9 QRQISF*\n")
+    assert_clean(at)
+    joined = unescaped(" ".join(w.value for w in at.warning))
+    assert "numbered: removed digits" in joined and "stop codon" in joined
+
+
+def test_headers_are_escaped_not_rendered_as_markdown():
+    at = paste(start(), ">**bold**_x_[link](http://example.org)\nMKT*\n>ok\nMK1\n")
+    assert not at.exception
+    shown = " ".join(w.value for w in at.warning)
+    assert "\\*\\*bold\\*\\*" in shown and "\\[link\\]\\(http" in shown
+
+
+def test_uploading_several_files_fills_the_box_and_reports_bad_ones():
+    at = start()
+    at.file_uploader(key="_uploads").set_value(
+        [
+            ("hbb.fa", (ROOT / "assets" / "HBB_HUMAN.fa").read_bytes(), "text/plain"),
+            ("ubq.fasta", b">ubq\n" + UBIQUITIN.encode() + b"\n", "text/plain"),
+            ("bad.txt", b">oops\nMK?T\n", "text/plain"),
+        ]
+    )
+    at.run()
+    assert not at.exception
+    assert list(at.dataframe[0].value["id"]) == ["HBB_HUMAN", "ubq"]
+    assert any("bad.txt: oops: position 3" in unescaped(e.value) for e in at.error)
+    assert at.text_area(key="_w_fasta_text").value.startswith(">HBB_HUMAN")
+
+
+def test_pages_without_input_point_to_the_input_page():
+    at = start()
+    for name in ("predictions", "embeddings", "attention"):
+        open_page(at, name)
+        assert_clean(at)
+        assert any("Input" in i.value for i in at.info)
+        assert not at.get("plotly_chart")
+
+
+# --- predictions -----------------------------------------------------------------------------
+def test_predictions_page_draws_every_figure_and_follows_its_selectors():
+    at = open_page(paste(start(), f">ubq\n{UBIQUITIN}\n"), "predictions")
+    assert_clean(at)
+    assert [t.split("<br>")[0] for t in titles(at)] == [
+        "Predicted amino-acid probabilities (unmasked pass)",
+        "Position 1 (M) masked: predicted distribution",
+        "Substitution scores (wt-marginals): log p(mutant) − log p(wild type)",
+    ]
+    heatmap, residues, entropy = figures(at)[0]["data"]
+    assert heatmap["y"] == list("ACDEFGHIKLMNPQRSTVWY")
+    assert heatmap["x"][:3] == ["M1", "Q2", "I3"] and len(heatmap["x"]) == 76
+    assert residues["y"][:3] == ["M", "Q", "I"]
+    assert entropy["type"] == "bar" and max(values(entropy["y"])) <= np.log2(20) + 1e-9
+
+    table = at.dataframe[0].value
+    assert list(table.columns[-2:]) == ["top3", "p3"] and len(table) == 76
+    at.number_input(key="_w_k").set_value(5).run()
+    assert list(at.dataframe[0].value.columns[-2:]) == ["top5", "p5"]
+
+    at.number_input(key="_w_pos").set_value(10).run()
+    assert "Position 10 (G) masked" in titles(at)[1]
+    assert any("rank" in c.value and "position 10 masked" in c.value for c in at.caption)
+
+    at.radio(key="_w_scan").set_value("masked").run()
+    assert_clean(at)
+    assert "masked-marginals" in titles(at)[2]
+    (pppl,) = at.metric
+    assert pppl.label == "Pseudo-perplexity"
+    # The same number straight from the engine: exp(-mean log p(wild type | its position masked)).
+    engine = Engine(load_weights("random:tiny"))
+    log_probs = engine.masked_log_probs(UBIQUITIN)
+    expected = np.exp(-np.mean([log_probs[i, AA_TO_IDX[aa]] for i, aa in enumerate(UBIQUITIN)]))
+    assert float(pppl.value) == pytest.approx(expected, abs=0.006)
+    downloads = {b.proto.label for b in at.get("download_button")}
+    assert {
+        "Probabilities and entropy (CSV)",
+        "Top-k table (CSV)",
+        "Scores, masked-marginals (CSV)",
+    } <= downloads
+    assert "Figure (HTML)" in downloads
+
+
+# --- embeddings ------------------------------------------------------------------------------
+def test_embeddings_page_projects_residues_and_records():
+    at = open_page(example(start(), "Two UniProt entries"), "embeddings")
+    assert_clean(at)
+    assert len(figures(at)) == 3
+    residue_fig, variance_fig, record_fig = figures(at)
+    assert residue_fig["data"][0]["type"] == "scatter"
+    assert len(values(residue_fig["data"][0]["x"])) == 181
+    assert residue_fig["data"][0]["text"][0] == "M1 (hydrophobic)"
+    assert record_fig["data"][0]["text"] == ["sp|P55685|Y4WG_RHISN", "sp|Q1XGE2|HAC1_ASPOR"]
+    assert "PC1" in residue_fig["layout"]["xaxis"]["title"]["text"]
+
+    at.selectbox(key="_w_elayer").set_value(0).run()
+    at.radio(key="_w_dims").set_value("3").run()
+    at.radio(key="_w_colour").set_value("class").run()
+    assert_clean(at)
+    residue_fig = figures(at)[0]
+    assert {trace["type"] for trace in residue_fig["data"]} == {"scatter3d"}
+    assert {trace["name"] for trace in residue_fig["data"]} <= {
+        "hydrophobic", "aromatic", "polar", "positive", "negative", "special", "other"
+    }  # fmt: skip
+    assert "layer 0" in titles(at)[0] and "layer 0" in titles(at)[2]
+
+    at.sidebar.selectbox(key="_w_record").set_value("sp|Q1XGE2|HAC1_ASPOR").run()
+    assert sum(len(values(trace["x"])) for trace in figures(at)[0]["data"]) == 345
+    downloads = {b.proto.label for b in at.get("download_button")}
+    assert {"Embeddings and PCA (NPZ)", "Mean embeddings (NPZ)", "PCA coordinates (CSV)"} <= downloads
+
+
+def test_embeddings_page_with_one_record_says_how_to_compare():
+    at = open_page(example(start(), "Ubiquitin (human)"), "embeddings")
+    assert_clean(at)
+    assert len(figures(at)) == 2
+    assert any("two or more records" in i.value for i in at.info)
+
+
+# --- attention -------------------------------------------------------------------------------
+def test_attention_page_layers_heads_apc_and_contacts():
+    at = open_page(example(start(), "Ubiquitin (human)"), "attention")
+    assert_clean(at)
+    attention_fig, contact_fig, grid_fig = figures(at)
+    assert "Attention, layer 2 (final), average of all heads" in attention_fig["layout"]["title"]["text"]
+    assert attention_fig["data"][0]["x"][:2] == ["M1", "Q2"] and len(attention_fig["data"][0]["x"]) == 76
+    assert "contact" in contact_fig["layout"]["title"]["text"]
+    assert len(grid_fig["data"]) == 4  # tiny model: 4 heads
+
+    at.selectbox(key="_w_alayer").set_value(1).run()
+    at.selectbox(key="_w_head").set_value(3).run()
+    assert "layer 1, head 3" in titles(at)[0]
+    at.toggle(key="_w_special").set_value(True).run()
+    assert_clean(at)
+    labels = figures(at)[0]["data"][0]["x"]
+    assert labels[0] == "&lt;cls&gt;" and labels[-1] == "&lt;eos&gt;" and len(labels) == 78
+
+    at.toggle(key="_w_apc").set_value(True).run()
+    assert_clean(at)
+    assert titles(at)[0].startswith("APC-corrected")
+    assert len(figures(at)[0]["data"][0]["x"]) == 76  # APC drops the special tokens
+    assert at.toggle(key="_w_special").disabled
+
+
+def test_a_sequence_longer_than_1022_residues_on_every_page():
+    long = (UBIQUITIN * 15)[:1100]
+    at = paste(start(), f">long\n{long}\n")
+    assert any("overlapping windows" in unescaped(w.value) for w in at.warning)
+    open_page(at, "attention")
+    assert_clean(at)
+    assert any("first 1022" in i.value for i in at.info)
+    attention_fig, contact_fig, _ = figures(at)
+    assert len(attention_fig["data"][0]["x"]) == 1022
+    assert len(contact_fig["data"][0]["x"]) == 1100
+    open_page(at, "predictions")
+    assert_clean(at)
+    assert len(figures(at)[0]["data"][0]["x"]) == 1100
+    at.number_input(key="_w_pos").set_value(1100).run()
+    assert "Position 1100" in titles(at)[1]
+    open_page(at, "embeddings")
+    assert_clean(at)
+    assert len(values(figures(at)[0]["data"][0]["x"])) == 1100
+
+
+# --- models ----------------------------------------------------------------------------------
+def test_offline_preset_shows_the_engine_message_not_a_traceback(monkeypatch):
+    monkeypatch.setenv("FLAMINO_MODEL", "esm2_t6_8M_UR50D")
+    at = example(start(), "Ubiquitin (human)")
+    assert not at.exception
+    (error,) = at.error
+    assert "could not be loaded" in error.value and "esm2" in error.value
+    assert "download needed" in at.sidebar.selectbox(key="_w_model_choice").format_func("esm2_t6_8M_UR50D")
+    open_page(at, "predictions")
+    assert not at.exception
+    assert any("Choose a model" in i.value for i in at.info)
+
+
+def test_a_failed_load_is_not_retried_on_every_click_until_asked(monkeypatch):
+    state = pytest.importorskip("app_pages._state")
+    calls = []
+
+    def offline(identifier, progress=None):
+        calls.append(identifier)
+        progress(None, "Fetching from the Hub")
+        raise ModelNotAvailableError(f"Model {identifier} is not on this machine")
+
+    monkeypatch.setattr(state, "load_weights", offline)
+    monkeypatch.setenv("FLAMINO_MODEL", "esm2_t30_150M_UR50D")
+    at = example(start(), "Ubiquitin (human)")
+    open_page(at, "predictions")
+    at.run()
+    assert calls == ["esm2_t30_150M_UR50D"]
+    assert "is not on this machine" in at.error[0].value
+    next(b for b in at.button if b.label == "Try again").click().run()
+    assert calls == ["esm2_t30_150M_UR50D"] * 2
+    assert not at.exception
+
+
+def test_local_checkpoint_folder_loads_and_is_used_by_the_pages(tmp_path):
+    weights = load_weights("random:tiny:3")
+    folder = save_checkpoint(tmp_path / "my-esm2", weights.config, weights.params, "test")
+    at = example(start(), "Ubiquitin (human)")
+    at.sidebar.selectbox(key="_w_model_choice").set_value("local").run()
+    at.sidebar.text_input(key="_w_local_path").input(str(folder)).run()
+    next(b for b in at.sidebar.button if b.label == "Load checkpoint").click().run()
+    assert_clean(at)
+    assert not any("Untrained" in w.value for w in at.warning)  # a checkpoint is not flagged random
+    assert str(folder) in texts(at)  # "In use:"
+    open_page(at, "predictions")
+    assert_clean(at)
+    assert len(figures(at)) == 3
+    assert dict(at.query_params)["model"] in (str(folder), [str(folder)])
+
+
+def test_local_checkpoint_path_reports_a_missing_folder():
+    at = start()
+    at.sidebar.selectbox(key="_w_model_choice").set_value("local").run()
+    at.sidebar.text_input(key="_w_local_path").input("/nonexistent/esm2-folder").run()
+    next(b for b in at.sidebar.button if b.label == "Load checkpoint").click().run()
+    assert not at.exception
+    assert any("does not exist" in e.value for e in at.error)
+    # Back to the test model: the message goes away.
+    at.sidebar.selectbox(key="_w_model_choice").set_value("random:tiny").run()
+    assert_clean(at)
+
+
+# --- links -----------------------------------------------------------------------------------
+def test_the_link_reproduces_page_model_selections_and_input():
+    at = open_page(example(start(), "Two UniProt entries"), "predictions")
+    at.sidebar.selectbox(key="_w_record").set_value("sp|Q1XGE2|HAC1_ASPOR").run()
+    at.number_input(key="_w_pos").set_value(7).run()
+    at.number_input(key="_w_k").set_value(4).run()
+    params = dict(at.query_params)
+    params = {k: v[-1] if isinstance(v, list) else v for k, v in params.items()}
+    assert params["page"] == "predictions" and params["model"] == "random:tiny"
+    assert params["pos"] == "7" and params["k"] == "4" and params["record"] == "sp|Q1XGE2|HAC1_ASPOR"
+    assert decode_fasta(params["fasta"]) == (ROOT / "assets" / "uniprot_two.fa").read_text()
+
+    shared = start(params)
+    assert_clean(shared)
+    assert shared.header[0].value == "Masked predictions"
+    assert shared.number_input(key="_w_pos").value == 7
+    assert shared.number_input(key="_w_k").value == 4
+    assert shared.sidebar.selectbox(key="_w_record").value == "sp|Q1XGE2|HAC1_ASPOR"
+    assert titles(shared) == titles(at)
+
+
+def test_a_hand_written_sequence_link_works():
+    at = start({"seq": UBIQUITIN, "page": "embeddings", "elayer": "1", "colour": "residue"})
+    assert_clean(at)
+    assert at.header[0].value == "Embeddings"
+    assert "layer 1" in titles(at)[0]
+    assert at.radio(key="_w_colour").value == "residue"
+
+
+@pytest.mark.parametrize(
+    "query",
+    [{"fasta": "not-a-real-token"}, {"fasta": "eJzLSM3JyQcABiwCFQ"[:-3]}, {"page": "nowhere", "pos": "x"}],
+)
+def test_a_broken_link_is_reported_and_the_app_still_works(query):
+    at = start(query)
+    assert not at.exception
+    assert any("could not be read" in w.value for w in at.warning)
+    assert "Your sequences" in at.header[0].value
+
+
+def test_a_link_cannot_ask_for_a_huge_untrained_model():
+    at = start({"model": "random:esm2_t48_15B_UR50D", "seq": UBIQUITIN})
+    assert_clean(at)
+    assert any("untrained test model of a large size" in w.value for w in at.warning)
+    assert at.sidebar.selectbox(key="_w_model_choice").value == "random:tiny"
+
+
+def test_a_link_naming_a_server_path_does_not_load_it():
+    at = start({"model": "/srv/models/esm2_t33", "seq": UBIQUITIN})
+    assert_clean(at)
+    assert at.sidebar.selectbox(key="_w_model_choice").value == "local"
+    assert at.sidebar.text_input(key="_w_local_path").value == "/srv/models/esm2_t33"
+    assert any("Untrained test model" in w.value for w in at.warning)  # still the previous model
+
+
+# --- architecture ----------------------------------------------------------------------------
+def test_pages_do_not_import_jax_or_flax():
+    for path in [APP, *sorted(PAGES.glob("*.py"))]:
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            for name in names:
+                assert name.split(".")[0] not in {"jax", "jaxlib", "flax", "orbax"}, (
+                    f"{path.name} imports {name}"
+                )
+
+
+def test_there_is_no_legacy_pages_folder():
+    # Streamlit runs files in a pages/ folder beside app.py as a legacy multipage app,
+    # bypassing app.py (and st.navigation) on some runs.
+    assert not (ROOT / "pages").exists()

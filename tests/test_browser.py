@@ -1,0 +1,209 @@
+"""The app in a real browser: ``streamlit run app.py`` on a free local port, driven by headless
+Chromium through Playwright. Screenshots of every page go to ``test-artifacts/screenshots/``.
+
+Needs Debian's ``/usr/bin/chromium`` (``apt-get install chromium``) and the Python ``playwright``
+package; skipped without them. Uses the untrained ``random:tiny`` model and a temporary cache.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = Path("/usr/bin/chromium")
+SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
+UBIQUITIN = "MQIFVKTLTGKTITLEVEPSDTIENVKAKIQDKEGIPPDQQRLIFAGKQLEDGRTLSDYNIQKESTLHLVLRLRGG"
+# A second record with a header full of markdown/HTML: it must show up as plain text.
+NASTY_ID = "**bold**<b>x</b>"
+INPUT = f">ubiquitin human\n{UBIQUITIN}\n>{NASTY_ID} [link](http://example.org)\nMKTAYIAKQRQISFVKSHFSRQ\n"
+# Figures each page must draw (plotly charts) once its results are in.
+PAGES = {  # url path -> (title in the navigation, plotly charts it draws)
+    "predictions": ("Masked predictions", 3),
+    "embeddings": ("Embeddings", 3),
+    "attention": ("Attention", 3),
+}
+TIMEOUT_MS = 60_000
+# Tall, so each screenshot shows a whole page (Streamlit scrolls inside its own container).
+VIEWPORT = {"width": 1400, "height": 2600}
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs /usr/bin/chromium (apt-get install chromium)"),
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """A Streamlit server for this module; its log is printed if it fails to come up."""
+    port = _free_port()
+    env = {
+        **os.environ,
+        "FLAMINO_MODEL": "random:tiny",
+        "FLAMINO_CACHE": str(tmp_path_factory.mktemp("flamino-cache")),
+        "HF_HUB_OFFLINE": "1",
+    }
+    log = tmp_path_factory.mktemp("server") / "streamlit.log"
+    with log.open("w") as out:
+        process = subprocess.Popen(
+            [
+                sys.executable, "-m", "streamlit", "run", "app.py",
+                "--server.headless", "true",
+                "--server.port", str(port),
+                "--server.address", "127.0.0.1",
+                "--server.fileWatcherType", "none",
+                "--browser.gatherUsageStats", "false",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"streamlit did not start:\n{log.read_text()}")
+            time.sleep(0.5)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    with playwright_api.sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=str(CHROMIUM),
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+            ],
+        )
+        yield browser
+        browser.close()
+
+
+def _nav(page, title: str):
+    return page.locator('[data-testid="stSidebarNavLink"]').filter(has_text=title)
+
+
+def _settle(page) -> None:
+    """Wait until the script run is over (Streamlit's 'running' indicator is gone)."""
+    page.wait_for_timeout(300)
+    page.wait_for_selector('[data-testid="stStatusWidget"]', state="detached", timeout=TIMEOUT_MS)
+    page.wait_for_timeout(300)
+
+
+def _check_page(page, name: str, charts: int) -> None:
+    page.wait_for_function(
+        f"document.querySelectorAll('[data-testid=\"stPlotlyChart\"] .main-svg').length >= {charts}",
+        timeout=TIMEOUT_MS,
+    )
+    _settle(page)
+    assert page.locator('[data-testid="stException"]').count() == 0, page.locator(
+        '[data-testid="stException"]'
+    ).first.inner_text()
+    assert page.locator('[data-testid="stAlertContentError"]').count() == 0, page.locator(
+        '[data-testid="stAlertContentError"]'
+    ).first.inner_text()
+    assert page.get_by_text("Untrained test model — random weights, output is not biology").count() >= 1
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+
+
+def _download(page, label: str, folder: Path) -> Path:
+    with page.expect_download() as info:
+        page.get_by_role("button", name=label).first.click()
+    target = folder / info.value.suggested_filename
+    info.value.save_as(target)
+    return target
+
+
+def _check_downloads(page, folder: Path) -> None:
+    """Downloads are built on click (deferred): the files must arrive complete."""
+    scores = _download(page, "Scores, wt-marginals (CSV)", folder)
+    assert scores.name == "ubiquitin_wt-marginals.csv"
+    lines = scores.read_text().splitlines()
+    assert lines[0] == "record,position,wt,mt,score" and len(lines) == 1 + 76 * 20
+    assert lines[1].startswith("ubiquitin,1,M,A,")
+    figure = _download(page, "Figure (HTML)", folder)
+    assert "Plotly.newPlot" in figure.read_text()
+
+
+def test_paste_then_every_page_and_the_shared_link(server, browser, tmp_path):
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    context = browser.new_context(viewport=VIEWPORT)
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    page.goto(server)
+    page.get_by_text("Your sequences").wait_for()
+
+    box = page.get_by_label("FASTA or sequence")
+    box.fill(INPUT)
+    box.press("Control+Enter")
+    page.get_by_text("2 record(s) ready for analysis.").wait_for()
+    _settle(page)
+    # The odd header is shown verbatim (as text in the records table), never rendered.
+    assert page.locator("b", has_text="x").count() == 0
+    assert page.locator('a[href="http://example.org"]').count() == 0
+    page.screenshot(path=str(SCREENSHOTS / "input.png"), full_page=True)
+
+    for name, (title, charts) in PAGES.items():
+        _nav(page, title).click()
+        page.wait_for_url(f"**/{name}*")
+        _check_page(page, name, charts)
+        if name == "predictions":
+            _check_downloads(page, tmp_path)
+
+    # The address bar is the shareable link: a fresh browser context must reproduce the view.
+    page.wait_for_function("window.location.search.includes('fasta=')")
+    link = page.url
+    assert "page=attention" in link and "model=random" in link
+    fresh = browser.new_context(viewport=VIEWPORT).new_page()
+    fresh.set_default_timeout(TIMEOUT_MS)
+    fresh.goto(link)
+    _check_page(fresh, "shared_link", PAGES["attention"][1])
+    assert fresh.get_by_role("heading", name="Attention").count() == 1
+    assert fresh.get_by_text("ubiquitin  ·  76 residues").count() >= 1
+
+    # A bad sequence gives the validator's inline error, naming record and position.
+    _nav(page, "Input").click()
+    box = page.get_by_label("FASTA or sequence")
+    box.wait_for()
+    box.fill(">broken\nMKT*AYJ\n")
+    box.press("Control+Enter")
+    error = page.locator('[data-testid="stAlertContentError"]').filter(has_text="broken")
+    error.wait_for()
+    assert "position 4" in error.inner_text()
+    page.screenshot(path=str(SCREENSHOTS / "bad_input.png"), full_page=True)
+    context.close()

@@ -1,0 +1,160 @@
+"""Shareable links: round trips, and garbage query strings that must give None, never raise."""
+
+from __future__ import annotations
+
+import base64
+import random
+import urllib.parse
+import zlib
+
+import pytest
+
+from flamino_core.share import (
+    MAX_FASTA_CHARS,
+    OPTIONS,
+    SharedView,
+    decode_fasta,
+    decode_view,
+    encode_fasta,
+    encode_view,
+)
+
+HBB = (
+    ">HBB_HUMAN Human beta hemoglobin.\n"
+    "VHLTPEEKSAVTALWGKVNVDEVGGEALGRLLVVYPWTQRFFESFGDLSTPDAVMGNPKV\n"
+    "KAHGKKVLGAFSDGLAHLDNLKGTFATLSELHCDKLHVDPENFRLLGNVLVCVLAHHFGK\n"
+    "EFTPPVQAAYQKVVAGVANALAHKYH\n"
+)
+
+
+def b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
+def test_fasta_round_trip_is_url_safe_and_compact():
+    token = encode_fasta(HBB)
+    assert decode_fasta(token) == HBB
+    assert urllib.parse.quote(token, safe="") == token  # nothing to percent-encode
+    # Residues carry ~4.3 bits each; after zlib and base64 a long sequence still gets shorter.
+    rng = random.Random(0)
+    long = ">long\n" + "".join(rng.choice("ACDEFGHIKLMNPQRSTVWY") for _ in range(2000)) + "\n"
+    assert len(encode_fasta(long)) < 0.8 * len(long)
+    unicode = ">β-globin ünïcode\nMKT\n"
+    assert decode_fasta(encode_fasta(unicode)) == unicode
+
+
+def test_token_is_zlib_then_base64url_so_other_tools_can_read_it():
+    token = encode_fasta(HBB)
+    assert zlib.decompress(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))).decode() == HBB
+    assert decode_fasta(b64url(zlib.compress(b">x\nMK\n"))) == ">x\nMK\n"
+
+
+@pytest.mark.parametrize(
+    "token",
+    [
+        "",
+        "!!!!",
+        "abc",  # valid base64 alphabet, not zlib
+        "a",  # impossible base64 length
+        encode_fasta(HBB)[:-4],  # cut short when copied
+        encode_fasta(HBB) + "AAAA",  # trailing garbage
+        b64url(zlib.compress(b"\xff\xfe not utf-8")),
+        b64url(zlib.compress(b"   \n ")),  # nothing in it
+        b64url(zlib.compress(b">x\x00\nMK")),
+        "A" * 100_000,  # longer than any link we make
+        None,
+        123,
+    ],
+)
+def test_bad_tokens_decode_to_none(token):
+    assert decode_fasta(token) is None
+
+
+def test_decompression_bomb_is_refused_without_inflating_it():
+    bomb = b64url(zlib.compress(b"A" * (MAX_FASTA_CHARS * 4 + 10), 9))
+    assert len(bomb) < 2_000
+    assert decode_fasta(bomb) is None
+    just_fits = b64url(zlib.compress(b">x\n" + b"M" * (MAX_FASTA_CHARS - 10), 9))
+    assert decode_fasta(just_fits) is not None
+
+
+def test_view_round_trip_through_a_real_query_string():
+    view = SharedView(
+        model="random:tiny",
+        page="attention",
+        fasta=HBB,
+        record="HBB_HUMAN",
+        options={"alayer": 2, "head": 0, "apc": True, "special": False},
+    )
+    query = urllib.parse.urlencode(encode_view(view))
+    parsed = dict(urllib.parse.parse_qsl(query))
+    assert decode_view(parsed) == view
+
+
+def test_every_option_survives_a_round_trip():
+    samples = {
+        "pos": 12, "k": 20, "scan": "masked", "elayer": 0, "dims": "3", "colour": "class",
+        "alayer": 33, "head": 20, "apc": False, "special": True,
+    }  # fmt: skip
+    assert set(samples) == set(OPTIONS)
+    view = SharedView(page="predictions", options=samples)
+    assert decode_view(encode_view(view)) == view
+
+
+def test_encode_refuses_values_decode_would_drop():
+    with pytest.raises(ValueError, match="unknown page"):
+        encode_view(SharedView(page="admin"))
+    with pytest.raises(ValueError, match="unknown view option"):
+        encode_view(SharedView(options={"evil": 1}))
+    with pytest.raises(ValueError, match="would not survive"):
+        encode_view(SharedView(options={"k": 99}))
+    assert encode_view(SharedView(model="m", options={"k": None})) == {"model": "m"}
+
+
+def test_plain_sequence_links_for_people_writing_urls_by_hand():
+    assert decode_view({"seq": "MKTAYIAK"}).fasta == "MKTAYIAK"
+    assert decode_view({"seq": "MKT AYIAK"}) is None
+    assert decode_view({"seq": "<script>"}) is None
+
+
+def test_invalid_fields_are_dropped_individually():
+    view = decode_view(
+        {
+            "page": "nowhere",
+            "pos": "-3",
+            "k": "21",
+            "head": "2",
+            "apc": "yes",
+            "model": "random:tiny",
+            "x": "1",
+        }
+    )
+    assert view == SharedView(model="random:tiny", options={"head": 2})
+
+
+def test_repeated_keys_take_the_last_value_like_streamlit():
+    assert decode_view({"page": ["input", "embeddings"]}).page == "embeddings"
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {},
+        {"utm_source": "mail"},
+        {"fasta": "garbage"},  # a link whose sequence is unreadable must not show anything else
+        {"fasta": "garbage", "model": "random:tiny", "page": "predictions"},
+        {"page": "nowhere", "pos": "x", "k": "1e3"},
+        {"model": "a\x00b"},
+        {"model": "m" * 10_000},
+        {"record": "r\nx"},
+        {"pos": "9" * 50},
+        {"page": []},
+        {"page": None},
+        {"page": 3},
+        {1: "x"},
+        "not a mapping",
+        None,
+    ],
+)
+def test_garbage_queries_decode_to_none(params):
+    assert decode_view(params) is None
