@@ -1,5 +1,5 @@
 # The hosted demo as a container: pinned dependencies, the model fetched at first start into a
-# persistent volume (/cache), hosted-mode limits on.
+# persistent volume (/cache), hosted-mode limits on. See docs/deploy.md.
 #   docker build -t flamino .
 #   docker run -p 8501:8501 -v flamino-cache:/cache -e FLAMINO_MODEL=esm2_t12_35M_UR50D flamino
 FROM python:3.11-slim
@@ -7,6 +7,7 @@ FROM python:3.11-slim
 WORKDIR /app
 COPY requirements.txt pyproject.toml README.md ./
 COPY flamino_core ./flamino_core
+# requirements.txt ends with "." : the pinned dependencies, then flamino itself (for `flamino fetch`).
 RUN pip install --no-cache-dir -r requirements.txt
 COPY app.py ./
 COPY app_pages ./app_pages
@@ -14,12 +15,17 @@ COPY assets ./assets
 COPY .streamlit ./.streamlit
 COPY deploy/entrypoint.sh ./deploy/entrypoint.sh
 
+# The cache folder must exist and belong to the app's user before VOLUME: changes made to a
+# volume's path after it is declared are discarded.
+RUN useradd --create-home flamino && mkdir -p /cache && chown flamino /cache
 ENV FLAMINO_HOSTED=1 \
     FLAMINO_CACHE=/cache/flamino \
     HF_HOME=/cache/huggingface \
-    FLAMINO_MODEL=esm2_t12_35M_UR50D
+    FLAMINO_MODEL=esm2_t12_35M_UR50D \
+    STREAMLIT_SERVER_MAX_UPLOAD_SIZE=2
 VOLUME /cache
 EXPOSE 8501
-RUN useradd --create-home flamino && mkdir -p /cache && chown flamino /cache
 USER flamino
+HEALTHCHECK --interval=30s --timeout=5s --start-period=300s \
+    CMD python -c "import os, urllib.request; urllib.request.urlopen(f'http://127.0.0.1:{os.environ.get(\"PORT\", \"8501\")}/_stcore/health', timeout=4)"
 ENTRYPOINT ["/app/deploy/entrypoint.sh"]

@@ -48,3 +48,9 @@ lock: | $(PY)
 	  print('\n'.join(sorted(f\"{i['metadata']['name']}=={i['metadata']['version']}\" for i in r['install'] \
 	  if i['metadata']['name'] != 'flamino'), key=str.lower))"; echo .; } > requirements.txt.new
 	mv requirements.txt.new requirements.txt
+
+# The hosted demo under load: 8 browser sessions for 3 minutes (not part of `make test`).
+# Updates the numbers in docs/reliability.md; e.g. LOADTEST_ARGS="--duration 60 --report none".
+.PHONY: loadtest
+loadtest: install-test browser
+	$(PY) loadtest/run.py $(LOADTEST_ARGS)

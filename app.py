@@ -49,7 +49,7 @@ with st.sidebar:
     image_format = st.radio(
         "Figure image format (camera button on each figure)",
         ["png", "svg"],
-        key=state.keep(state.IMAGE_FORMAT, "png", lambda v: v in ("png", "svg")),
+        **state.seeded(state.IMAGE_FORMAT, "png", lambda v: v in ("png", "svg"), options=["png", "svg"]),
         format_func=str.upper,
         horizontal=True,
     )

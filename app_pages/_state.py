@@ -3,11 +3,19 @@
 Results are cached with ``st.cache_data`` keyed by (model identifier, sequence, options), all
 plain strings, ints and tuples, so they hash cheaply and are shared by every session. The model
 is loaded once per process with ``st.cache_resource``; the engine is thread-safe.
+
+Hosted mode (``FLAMINO_HOSTED=1``, see ``flamino_core.hosting``) tightens the input limits, offers
+only the server's models (no local paths, no pickles), and runs heavy computations (masked scans,
+attention and contacts of long sequences) through one bounded queue shared by all sessions.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
+import logging
+import math
+import os
 import re
 import threading
 import urllib.parse
@@ -21,9 +29,17 @@ import streamlit as st
 from flamino_core import scores
 from flamino_core.config import MAX_RESIDUES, PRESETS
 from flamino_core.engine import Engine, enable_compilation_cache
-from flamino_core.fasta import ParsedInput, ProteinRecord, parse_fasta_text
+from flamino_core.fasta import InputIssue, ParsedInput, ProteinRecord, parse_fasta_text
 from flamino_core.figures import figure_html
-from flamino_core.share import SharedView, decode_view, encode_view
+from flamino_core.hosting import (
+    HEAVY_RESIDUES,
+    RANDOM_TEST_MODEL,
+    QueueFull,
+    current_limits,
+    heavy_job_queue,
+    hosted_mode,
+)
+from flamino_core.share import MAX_FASTA_CHARS, SharedView, decode_view, encode_view
 from flamino_core.weights import ModelError, ModelWeights, cached_presets, default_model, load_weights
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
@@ -32,14 +48,17 @@ EXAMPLES = {  # button label -> file in assets/
     "Ubiquitin (human)": "UBIQ_HUMAN.fa",
     "Two UniProt entries": "uniprot_two.fa",
 }
-RANDOM_TEST_MODEL = "random:tiny"
 RANDOM_LABEL = "untrained test model — random weights, output is not biology"
 LOCAL_CHOICE = "local"
-# Input limits for an interactive session (the CLI has none).
+# Input limits for an interactive session (the CLI has none); hosted mode tightens them.
 MAX_RECORDS = 200
 MAX_RESIDUES_PER_RECORD = 5_000
 MAX_TOTAL_RESIDUES = 100_000
 MAX_LINK_CHARS = 8_000  # longer links are refused by some browsers and chat tools
+# Results kept in memory are bounded by entry counts fixed at import: smaller on a shared
+# server, where one attention entry of a 650M model at 1022 residues is ~85 MB.
+HOSTED = hosted_mode()
+LOG = logging.getLogger("flamino")
 
 # Session-state keys. Page selections use the same names as the link's query keys.
 FASTA = "fasta_text"
@@ -71,6 +90,21 @@ def keep(key: str, default, valid: Callable[[object], bool] = lambda value: True
         value = ss.get(key, default)
         ss[widget_key] = value if valid(value) else default
     return widget_key
+
+
+def seeded(key: str, default, valid: Callable[[object], bool] = lambda value: True, options=None) -> dict:
+    """Keyword arguments (``key`` and ``index`` or ``value``) for a widget made with ``keep``.
+
+    The widget's own default is the kept value too: a browser that sends a widget's default
+    instead of its state (seen under load, when a rerun is requested before the widget has
+    settled) then cannot silently reset the selection, e.g. switch the model to the first one.
+    Pass ``options`` for a selectbox or radio.
+    """
+    widget_key = keep(key, default, valid)
+    value = st.session_state[widget_key]
+    if options is not None:
+        return {"key": widget_key, "index": list(options).index(value)}
+    return {"key": widget_key, "value": value}
 
 
 def remember(key: str, value) -> None:
@@ -106,7 +140,15 @@ def apply_view(view: SharedView) -> None:
         ss[FASTA] = view.fasta
     if view.record:
         ss[RECORD] = view.record
-    if view.model:
+    if view.model and current_limits().allowed_models is not None:
+        if current_limits().check_model(view.model):
+            ss["_link_problem"] = plain(
+                f"The link asks for the model {view.model}, which this server does not offer; "
+                f"using {ss[MODEL]} instead."
+            )
+        else:
+            ss[MODEL] = view.model
+    elif view.model:
         if (
             view.model in (RANDOM_TEST_MODEL, default_model())
             or view.model.removeprefix("facebook/") in PRESETS
@@ -161,8 +203,11 @@ def current_view(page: str) -> SharedView:
 def link_params(page: str) -> tuple[dict[str, str], str | None]:
     """Query parameters for the current view and a note when the input had to be shortened."""
     view = current_view(page)
-    params = encode_view(view)
-    if len(urllib.parse.urlencode(params)) <= MAX_LINK_CHARS:
+    if view.fasta and len(view.fasta) > MAX_FASTA_CHARS:  # no link could carry it back
+        params = None
+    else:
+        params = encode_view(view)
+    if params is not None and len(urllib.parse.urlencode(params)) <= MAX_LINK_CHARS:
         return params, None
     record = selected_record()
     if record is not None:
@@ -191,14 +236,39 @@ def publish_link(page: str, slot) -> None:
 
 
 # --- input ----------------------------------------------------------------------------------------
-@st.cache_data(show_spinner=False, max_entries=64)
-def parse_input(text: str) -> ParsedInput:
+def input_limits() -> dict[str, int]:
+    """The validator's limits for this session: the app's own, tightened in hosted mode."""
+    hosted = current_limits().fasta_limits()
+    own = {
+        "max_records": MAX_RECORDS,
+        "max_residues_per_record": MAX_RESIDUES_PER_RECORD,
+        "max_total_residues": MAX_TOTAL_RESIDUES,
+    }
+    return {key: value if hosted[key] is None else min(value, hosted[key]) for key, value in own.items()}
+
+
+def upload_size_mb() -> int | None:
+    """The upload cap the browser enforces in hosted mode (whole MB); the server checks too."""
+    limit = current_limits().max_upload_bytes
+    return None if limit is None else max(1, math.ceil(limit / 1e6))
+
+
+@st.cache_data(show_spinner=False, max_entries=16 if HOSTED else 64)
+def _parse(text: str, max_records: int, max_residues_per_record: int, max_total_residues: int) -> ParsedInput:
     return parse_fasta_text(
         text,
-        max_records=MAX_RECORDS,
-        max_residues_per_record=MAX_RESIDUES_PER_RECORD,
-        max_total_residues=MAX_TOTAL_RESIDUES,
+        max_records=max_records,
+        max_residues_per_record=max_residues_per_record,
+        max_total_residues=max_total_residues,
     )
+
+
+def parse_input(text: str) -> ParsedInput:
+    """The one validator, with this session's limits; pasted text, uploads and links all come here."""
+    problem = current_limits().check_upload(len(text.encode("utf-8", "replace")), "the input")
+    if problem:
+        return ParsedInput((), (), (InputIssue(None, problem, "error"),))
+    return _parse(text, **input_limits())
 
 
 def parsed() -> ParsedInput | None:
@@ -235,7 +305,7 @@ def record_picker() -> None:
     chosen = st.selectbox(
         f"Record ({len(found)} in the input)",
         ids,
-        key=keep(RECORD, ids[0], lambda v: v in lengths),
+        **seeded(RECORD, ids[0], lambda v: v in lengths, options=ids),
         format_func=lambda i: f"{i} ({lengths[i]} aa)",
     )
     remember(RECORD, chosen)
@@ -292,6 +362,14 @@ def record_caption(record: ProteinRecord) -> None:
 
 
 # --- the model --------------------------------------------------------------------------------------
+def model_choices() -> list[str]:
+    """What the model picker offers: everything locally, the server's models in hosted mode."""
+    allowed = current_limits().allowed_models
+    if allowed is None:
+        return [*PRESETS, LOCAL_CHOICE, RANDOM_TEST_MODEL]
+    return [p for p in PRESETS if p in allowed] + sorted(m for m in allowed if m not in PRESETS)
+
+
 def model_label(identifier: str) -> str:
     cached = cached_presets()
     if identifier in PRESETS:
@@ -303,15 +381,19 @@ def model_label(identifier: str) -> str:
     if identifier.startswith("random:"):
         spec = identifier.removeprefix("random:")
         return RANDOM_LABEL if spec == "tiny" else f"{RANDOM_LABEL} ({spec})"
+    if current_limits().allowed_models is not None:  # the operator's checkpoint: not its path
+        return f"this server's model ({Path(identifier).name})"
     return identifier
 
 
 def model_picker() -> None:
     """Sidebar controls choosing ``st.session_state[MODEL]``."""
     ss = st.session_state
+    choices = model_choices()
+    if LOCAL_CHOICE not in choices and ss[MODEL].removeprefix("facebook/") not in choices:
+        ss[MODEL] = default_model()  # hosted: only the server's models, whatever came before
     active = ss[MODEL]
-    choices = [*PRESETS, LOCAL_CHOICE, RANDOM_TEST_MODEL]
-    if active.startswith("random:") and active not in choices:
+    if active.startswith("random:") and active not in choices and LOCAL_CHOICE in choices:
         choices.append(active)
     is_path = active not in choices and active.removeprefix("facebook/") not in PRESETS
     if active.removeprefix("facebook/") in PRESETS:
@@ -335,7 +417,7 @@ def model_picker() -> None:
     choice = st.selectbox(
         "Model",
         choices,
-        key=keep(MODEL_CHOICE, default_choice, lambda v: v in choices),
+        **seeded(MODEL_CHOICE, default_choice, lambda v: v in choices, options=choices),
         format_func=model_label,
         on_change=choose,
         help="ESM-2 checkpoints from fair-esm / Hugging Face, converted once and cached. "
@@ -345,7 +427,7 @@ def model_picker() -> None:
     if choice == LOCAL_CHOICE:
         path = st.text_input(
             "Checkpoint path",
-            key=keep(LOCAL_PATH, ""),
+            **seeded(LOCAL_PATH, ""),
             placeholder="/data/esm2_t33_650M_UR50D.pt or an HF model folder",
         )
         remember(LOCAL_PATH, path)
@@ -364,10 +446,27 @@ _ready: set[str] = set()  # identifiers load_engine has built an engine for
 _prepare_lock = threading.Lock()
 
 
+def _load_weights(identifier: str, progress=None) -> ModelWeights:
+    """``load_weights`` under this server's policy: in hosted mode no server paths (except the
+    operator's own ``FLAMINO_MODEL``) and never a pickle."""
+    limits = current_limits()
+    return load_weights(
+        identifier,
+        progress=progress,
+        allow_local_paths=limits.allow_local_paths or identifier == os.environ.get("FLAMINO_MODEL"),
+        allow_pickle=limits.allow_pickle,
+    )
+
+
 @st.cache_resource(show_spinner="Loading the model…", max_entries=2)
 def load_engine(identifier: str) -> Engine:
-    """The engine for a model identifier: built once per process, shared by all sessions."""
-    weights = _prepared.pop(identifier, None) or load_weights(identifier)
+    """The engine for a model identifier: built once per process and shared by all sessions
+    (``st.cache_resource`` holds one instance per identifier; the engine is thread-safe and its
+    jitted functions compile once per shape for the whole process)."""
+    weights = _prepared.pop(identifier, None)
+    if weights is None:
+        with _prepare_lock:  # evicted and asked for again: one load at a time, as in _prepare
+            weights = _prepared.pop(identifier, None) or _load_weights(identifier)
     enable_compilation_cache()
     engine = Engine(weights)
     _ready.add(identifier)
@@ -395,7 +494,7 @@ def _prepare(identifier: str) -> None:
         with _prepare_lock:  # one download per model, not one per session
             if identifier not in _ready and identifier not in _prepared:
                 progress(None, f"Loading model {identifier}")
-                _prepared[identifier] = load_weights(identifier, progress=progress)
+                _prepared[identifier] = _load_weights(identifier, progress=progress)
     finally:
         slot.empty()
 
@@ -410,6 +509,10 @@ def active_engine() -> tuple[Engine | None, str | None]:
     failures = st.session_state.setdefault(MODEL_FAILURES, {})
     if identifier in failures:
         return None, failures[identifier]
+    refused = current_limits().check_model(identifier)
+    if refused:
+        failures[identifier] = refused[:1].upper() + refused[1:]
+        return None, failures[identifier]
     try:
         _prepare(identifier)
         return load_engine(identifier), None
@@ -417,6 +520,12 @@ def active_engine() -> tuple[Engine | None, str | None]:
         failures[identifier] = str(err)
     except ValueError as err:  # a config the engine cannot build: still the user's model file
         failures[identifier] = f"Cannot use model {identifier!r}: {err}"
+    except Exception as err:  # a dropped download, a full disk: say so, keep the app usable
+        LOG.exception("loading model %s failed", identifier)
+        failures[identifier] = (
+            f"Loading {identifier} failed ({type(err).__name__}: {err}). "
+            "This is often a network hiccup: try again in a minute."
+        )
     return None, failures[identifier]
 
 
@@ -466,6 +575,58 @@ def model_id() -> str:
     return st.session_state[MODEL]
 
 
+# --- heavy jobs -------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def _heavy_slot(what: str):
+    """Run the block in the process-wide heavy-job queue, showing the wait while there is one.
+
+    Used inside cached functions (only a cache miss queues). Updating the note every few seconds
+    is also what stops the wait of a session that was closed meanwhile: Streamlit interrupts a
+    stopped script at its next element update.
+    """
+    queue = heavy_job_queue()
+    note = st.empty()
+    shown = [-1]
+
+    def waiting(seconds: float) -> None:
+        if int(seconds) // 5 == shown[0]:
+            return
+        shown[0] = int(seconds) // 5
+        note.info(
+            f"Waiting for a free slot for {what}: {queue.running} heavy job(s) running, "
+            f"{queue.waiting} waiting ({seconds:.0f} s)…",
+            icon=":material/hourglass_top:",
+        )
+
+    try:
+        with queue.slot(on_wait=waiting):
+            note.empty()
+            yield
+    except BaseException as exc:  # Streamlit's stop/rerun signals are BaseExceptions
+        if type(exc).__name__ in ("StopException", "RerunException"):
+            LOG.warning("heavy job abandoned (%s): its session closed or asked for something else", what)
+        raise
+    finally:
+        note.empty()
+
+
+def heavy(compute: Callable, *args, what: str):
+    """``compute(*args)``, or None with a warning when the server is too busy to queue it."""
+    try:
+        return compute(*args)
+    except QueueFull as err:
+        st.warning(
+            f"**The server is busy:** {what} was not computed this time ({plain(err)}). "
+            "Everything else on the page works; change any option or reload to try again.",
+            icon=":material/hourglass_top:",
+        )
+        return None
+
+
+def _maybe_heavy(sequence: str, what: str):
+    return _heavy_slot(what) if len(sequence) > HEAVY_RESIDUES else contextlib.nullcontext()
+
+
 # --- cached results -----------------------------------------------------------------------------------
 # Each takes the model identifier (not the engine) so results are keyed by model.
 def _bar(text: str):
@@ -502,12 +663,13 @@ def masked_position(model: str, sequence: str, position: int) -> np.ndarray:
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def masked_scan(model: str, sequence: str) -> np.ndarray:
-    """(L, 33) log-probabilities with each position masked in turn: L forward passes."""
-    bar, update = _bar(f"Masking each of the {len(sequence)} positions")
-    try:
-        return load_engine(model).masked_log_probs(sequence, progress=update)
-    finally:
-        bar.empty()
+    """(L, 33) log-probabilities with each position masked in turn: L forward passes (queued)."""
+    with _heavy_slot("the masked scan"):
+        bar, update = _bar(f"Masking each of the {len(sequence)} positions")
+        try:
+            return load_engine(model).masked_log_probs(sequence, progress=update)
+        finally:
+            bar.empty()
 
 
 @st.cache_data(show_spinner="Scoring substitutions…", max_entries=64)
@@ -515,7 +677,7 @@ def wt_marginal_scores(model: str, sequence: str) -> np.ndarray:
     return scores.wt_marginals(load_engine(model), sequence)
 
 
-@st.cache_data(show_spinner="Computing embeddings…", max_entries=64)
+@st.cache_data(show_spinner="Computing embeddings…", max_entries=16 if HOSTED else 64)
 def representations(model: str, sequence: str, layer: int) -> np.ndarray:
     """(L, D) hidden states after ``layer`` (0 = token embeddings)."""
     (out,) = load_engine(model).run([sequence], repr_layers=(layer,), logits=False)
@@ -533,24 +695,28 @@ def mean_embeddings(model: str, sequences: tuple[str, ...], layer: int) -> np.nd
     return np.stack([out.representations[layer].mean(axis=0) for out in outs])
 
 
-@st.cache_data(show_spinner="Computing attention maps…", max_entries=8)
+@st.cache_data(show_spinner="Computing attention maps…", max_entries=4 if HOSTED else 8)
 def attention(model: str, sequence: str, layer: int) -> np.ndarray:
     """(H, T, T) attention of one layer, T = residues + 2 (with ``<cls>``/``<eos>``).
 
     Only this layer's maps are materialised. Longer than 1022 residues: the first 1022
-    (maps cannot be stitched from windows).
+    (maps cannot be stitched from windows). Long sequences are queued.
     """
     long = "truncate" if len(sequence) > MAX_RESIDUES else "window"
-    (out,) = load_engine(model).run(
-        [sequence], repr_layers=(), logits=False, attention_layers=(layer,), long=long
-    )
+    with _maybe_heavy(sequence, "the attention maps"):
+        (out,) = load_engine(model).run(
+            [sequence], repr_layers=(), logits=False, attention_layers=(layer,), long=long
+        )
     return out.attentions[0]
 
 
-@st.cache_data(show_spinner="Predicting contacts (needs every layer's attention)…", max_entries=16)
+@st.cache_data(
+    show_spinner="Predicting contacts (needs every layer's attention)…", max_entries=8 if HOSTED else 16
+)
 def contacts(model: str, sequence: str) -> np.ndarray:
-    """(L, L) contact probabilities; long sequences in overlapping windows."""
-    (out,) = load_engine(model).run([sequence], repr_layers=(), logits=False, contacts=True, long="window")
+    """(L, L) contact probabilities; long sequences in overlapping windows (and queued)."""
+    with _maybe_heavy(sequence, "the contact map"):
+        (out,) = load_engine(model).run([sequence], repr_layers=(), logits=False, contacts=True, long="window")
     return out.contacts
 
 

@@ -45,62 +45,68 @@ def main() -> None:
     head_names = {0: "average of all heads", **{h: f"head {h}" for h in range(1, heads + 1)}}
     controls = st.columns([2, 2, 1, 2], vertical_alignment="bottom")
     layer = controls[0].selectbox(
-        "Layer", list(names), format_func=names.get, key=state.keep("alayer", n, lambda v: v in names)
+        "Layer", list(names), format_func=names.get, **state.seeded("alayer", n, lambda v: v in names, options=names)
     )
     state.remember("alayer", layer)
     head = controls[1].selectbox(
         "Head",
         list(head_names),
         format_func=head_names.get,
-        key=state.keep("head", 0, lambda v: v in head_names),
+        **state.seeded("head", 0, lambda v: v in head_names, options=head_names),
     )
     state.remember("head", head)
     use_apc = controls[2].toggle(
         "APC",
-        key=state.keep("apc", False, lambda v: isinstance(v, bool)),
+        **state.seeded("apc", False, lambda v: isinstance(v, bool)),
         help="Average product correction of the symmetrised map, as the contact head applies it: "
         "removes the background of tokens that attend (or are attended) everywhere.",
     )
     state.remember("apc", use_apc)
     special = controls[3].toggle(
         "Start/end tokens",
-        key=state.keep("special", False, lambda v: isinstance(v, bool)),
+        **state.seeded("special", False, lambda v: isinstance(v, bool)),
         help="Show the start (cls) and end (eos) tokens, which often soak up attention. Not with APC.",
         disabled=use_apc,
     )
     state.remember("special", special)
 
-    maps = state.attention(model, seq, layer)  # (H, T, T), T = len(shown_seq) + 2
-    matrix = analysis.attention_view(maps, None if head == 0 else head - 1, use_apc, special)
-    labels = analysis.residue_labels(shown_seq)
-    if special and not use_apc:
-        labels = ["<cls>", *labels, "<eos>"]
+    # Long sequences go through the server's heavy-job queue; when it is full the page says so
+    # and shows what it has.
+    maps = state.heavy(state.attention, model, seq, layer, what="the attention maps")  # (H, T, T)
+    contact_probs = state.heavy(state.contacts, model, seq, what="the contact map")  # (L, L)
     what = "APC-corrected, symmetrised attention" if use_apc else "Attention"
-    title = f"{what}, {names[layer]}, {head_names[head]}"
-    contact_probs = state.contacts(model, seq)
 
     left, right = st.columns(2)
-    with (
-        left,
-        state.show_figure(
-            figures.attention_heatmap(matrix, labels, title, diverging=use_apc),
-            "attention_map",
-            f"{stem}_layer{layer}_head{head or 'avg'}",
-        ),
-    ):
-        state.csv_button(
-            "This map (CSV)",
-            lambda: pd.DataFrame(matrix, index=labels, columns=labels).reset_index(names="query"),
-            f"{stem}_layer{layer}_head{head or 'avg'}{'_apc' if use_apc else ''}.csv",
-            "attention_csv",
-        )
-    with right, state.show_figure(figures.contact_map(contact_probs, seq), "contacts", f"{stem}_contacts"):
-        state.csv_button(
-            "Contacts (CSV)",
-            lambda: contacts_frame(contact_probs, seq),
-            f"{stem}_contacts.csv",
-            "contacts_csv",
-        )
+    if maps is not None:
+        matrix = analysis.attention_view(maps, None if head == 0 else head - 1, use_apc, special)
+        labels = analysis.residue_labels(shown_seq)
+        if special and not use_apc:
+            labels = ["<cls>", *labels, "<eos>"]
+        title = f"{what}, {names[layer]}, {head_names[head]}"
+        with (
+            left,
+            state.show_figure(
+                figures.attention_heatmap(matrix, labels, title, diverging=use_apc),
+                "attention_map",
+                f"{stem}_layer{layer}_head{head or 'avg'}",
+            ),
+        ):
+            state.csv_button(
+                "This map (CSV)",
+                lambda: pd.DataFrame(matrix, index=labels, columns=labels).reset_index(names="query"),
+                f"{stem}_layer{layer}_head{head or 'avg'}{'_apc' if use_apc else ''}.csv",
+                "attention_csv",
+            )
+    if contact_probs is not None:
+        with right, state.show_figure(figures.contact_map(contact_probs, seq), "contacts", f"{stem}_contacts"):
+            state.csv_button(
+                "Contacts (CSV)",
+                lambda: contacts_frame(contact_probs, seq),
+                f"{stem}_contacts.csv",
+                "contacts_csv",
+            )
+    if maps is None:
+        return
 
     st.subheader(f"All {heads} heads of {names[layer]}")
     per_head = analysis.strip_special(maps)
@@ -114,6 +120,5 @@ def main() -> None:
             f"{stem}_layer{layer}_attention.npz",
             "attention_npz",
         )
-
 
 main()

@@ -23,7 +23,7 @@ def main() -> None:
     names = state.layer_names(n)
     controls = st.columns([2, 1, 2])
     layer = controls[0].selectbox(
-        "Layer", list(names), format_func=names.get, key=state.keep("elayer", n, lambda v: v in names)
+        "Layer", list(names), format_func=names.get, **state.seeded("elayer", n, lambda v: v in names, options=names)
     )
     state.remember("elayer", layer)
     dims = controls[1].radio(
@@ -31,7 +31,7 @@ def main() -> None:
         ["2", "3"],
         format_func=lambda d: f"{d}D",
         horizontal=True,
-        key=state.keep("dims", "2", lambda v: v in ("2", "3")),
+        **state.seeded("dims", "2", lambda v: v in ("2", "3"), options=["2", "3"]),
     )
     state.remember("dims", dims)
     colour = controls[2].radio(
@@ -39,7 +39,7 @@ def main() -> None:
         list(COLOURS),
         format_func=COLOURS.get,
         horizontal=True,
-        key=state.keep("colour", "position", lambda v: v in COLOURS),
+        **state.seeded("colour", "position", lambda v: v in COLOURS, options=COLOURS),
     )
     state.remember("colour", colour)
 

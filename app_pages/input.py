@@ -4,9 +4,8 @@ import pandas as pd
 import streamlit as st
 
 from app_pages import _state as state
-from flamino_core.fasta import parse_fasta_bytes
-
-UPLOAD_TYPES = ["fasta", "fa", "faa", "txt", "gz"]
+from flamino_core.fasta import InputIssue, parse_fasta_bytes
+from flamino_core.hosting import current_limits
 
 
 def use_example(label: str) -> None:
@@ -21,8 +20,13 @@ def use_uploads() -> None:
         st.session_state.pop("_upload_issues", None)
         return
     kept, issues = [], []
+    limits = current_limits()
     for file in files:
-        result = parse_fasta_bytes(file.getvalue())
+        too_big = limits.check_upload(file.size, "the file")
+        if too_big:
+            issues.append((file.name, InputIssue(None, too_big, "error")))
+            continue
+        result = parse_fasta_bytes(file.getvalue(), **state.input_limits())
         kept += result.records
         issues += [(file.name, issue) for issue in result.errors + result.warnings]
     state.set_input(state.to_fasta(kept) if kept else "")
@@ -42,19 +46,21 @@ def main() -> None:
 
     text = st.text_area(
         "FASTA or sequence",
-        key=state.keep(state.FASTA, ""),
+        **state.seeded(state.FASTA, ""),
         on_change=lambda: st.session_state.pop("_upload_issues", None),  # they describe old text
         height=220,
         placeholder=">my_protein optional description\nMKTAYIAKQRQISFVKSHFSRQ…",
     )
     state.remember(state.FASTA, text)
 
+    # Any file type is accepted on purpose: the validator then says what a GenBank file, a PDF
+    # or a picture is and what to do, instead of the uploader refusing it without a reason.
     st.file_uploader(
         "…or upload FASTA files (.fasta, .fa, .faa, .txt, optionally gzipped)",
-        type=UPLOAD_TYPES,
         accept_multiple_files=True,
         key="_uploads",
         on_change=use_uploads,
+        max_upload_size=state.upload_size_mb(),
         help="The records of all files are put in the box above; files with problems are reported below.",
     )
     for name, issue in st.session_state.get("_upload_issues", []):

@@ -52,7 +52,7 @@ def main() -> None:
     with left:
         st.subheader("Top predictions per position")
         k = st.number_input(
-            "How many (k)", min_value=1, max_value=20, step=1, key=state.keep("k", 3, lambda v: 1 <= v <= 20)
+            "How many (k)", min_value=1, max_value=20, step=1, **state.seeded("k", 3, lambda v: 1 <= v <= 20)
         )
         state.remember("k", int(k))
         top = pd.DataFrame(analysis.top_k_rows(probabilities, seq, int(k)))
@@ -65,7 +65,7 @@ def main() -> None:
             min_value=1,
             max_value=len(seq),
             step=1,
-            key=state.keep("pos", 1, lambda v: isinstance(v, int) and 1 <= v <= len(seq)),
+            **state.seeded("pos", 1, lambda v: isinstance(v, int) and 1 <= v <= len(seq)),
         )
         position = int(position)
         state.remember("pos", position)
@@ -93,11 +93,13 @@ def main() -> None:
 
     st.subheader("Single-substitution map")
     scan = st.radio(
-        "Scoring", list(SCANS), format_func=SCANS.get, key=state.keep("scan", "wt", lambda v: v in SCANS)
+        "Scoring", list(SCANS), format_func=SCANS.get, **state.seeded("scan", "wt", lambda v: v in SCANS, options=SCANS)
     )
     state.remember("scan", scan)
-    if scan == "masked":
-        log_probs_all = state.masked_scan(model, seq)  # (L, 33)
+    log_probs_all = None
+    if scan == "masked":  # L forward passes: through the server's heavy-job queue
+        log_probs_all = state.heavy(state.masked_scan, model, seq, what="the masked-marginal scan")  # (L, 33)
+    if log_probs_all is not None:
         substitution = scores.substitution_scores(log_probs_all, seq)
         pppl = scores.pseudo_perplexity(log_probs_all, seq)
         st.metric(
@@ -110,7 +112,10 @@ def main() -> None:
         method = "masked-marginals"
     else:
         substitution = state.wt_marginal_scores(model, seq)
-        st.caption("Pseudo-perplexity needs the masked scan: choose masked-marginals above.")
+        if scan == "masked":
+            st.caption("Showing the fast wt-marginals scores meanwhile.")
+        else:
+            st.caption("Pseudo-perplexity needs the masked scan: choose masked-marginals above.")
         method = "wt-marginals"
     with state.show_figure(
         figures.substitution_heatmap(substitution, seq, method), "subst", f"{stem}_{method}"

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import os
 import sys
+import traceback
 from pathlib import Path
 from typing import Sequence
 
@@ -42,16 +44,21 @@ class _Progress:
 
 def _load_engine(model: str | None):
     from .engine import Engine, enable_compilation_cache
-    from .weights import ModelError, load_weights
+    from .weights import ModelError, default_model, load_weights
 
     enable_compilation_cache()
     try:
         weights = load_weights(model, progress=_Progress("model").message)
+        engine = Engine(weights)
     except ModelError as err:
         raise UserError(str(err)) from None
+    except (ValueError, OSError) as err:  # a damaged checkpoint folder, an unreadable file
+        first_line = (str(err).splitlines() or [""])[0]
+        name = model or default_model()
+        raise UserError(f"cannot use model {name!r}: {type(err).__name__}: {first_line}") from None
     if weights.is_random:
         _say("note: untrained test model (random weights): outputs are not biology")
-    return Engine(weights)
+    return engine
 
 
 def _read_records(path: str):
@@ -78,7 +85,21 @@ def _check_output(path: str, suffix: str) -> Path:
         raise UserError(f"output {path!r} should end in {suffix}")
     if out.parent and not out.parent.exists():
         raise UserError(f"output folder {out.parent} does not exist")
+    if out.is_dir():
+        raise UserError(f"output {path!r} is a folder; give a file name")
     return out
+
+
+@contextlib.contextmanager
+def _written_atomically(out: Path):
+    """A temporary file beside ``out``, renamed to ``out`` only when the block succeeds: an
+    interrupted or failed run never leaves a truncated file that looks like a result."""
+    tmp = out.with_name(f".{out.name}.partial-{os.getpid()}")
+    try:
+        yield tmp
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 # --- subcommands ---------------------------------------------------------------------------
@@ -93,6 +114,10 @@ def cmd_fetch(args) -> int:
         weights = load_weights(name, progress=_Progress("fetch").message)
     except ModelError as err:
         raise UserError(str(err)) from None
+    except Exception as err:  # the Hub client's network errors are not all OSErrors
+        _say(f"could not fetch {name}: {type(err).__name__}: {err}; run the command again: "
+             "the download resumes where it stopped")
+        return EXIT_FAILURE
     print(f"{name}: ready ({weights.config.num_layers} layers, from {weights.source})")
     return EXIT_OK
 
@@ -103,7 +128,7 @@ def cmd_convert(args) -> int:
     try:
         out = convert_to_checkpoint(args.source, Path(args.output) if args.output else None,
                                     progress=_Progress("convert").message)
-    except ModelError as err:
+    except (ModelError, ValueError) as err:  # ValueError: damaged checkpoint files
         raise UserError(str(err)) from None
     print(f"wrote flamino checkpoint {out}")
     return EXIT_OK
@@ -156,7 +181,8 @@ def cmd_embed(args) -> int:
         for layer in repr_layers:
             if layer != n:
                 arrays[f"layer{layer}/{i}"] = res.representations[layer]
-    np.savez(out_path, **arrays)
+    with _written_atomically(out_path) as tmp, open(tmp, "wb") as handle:
+        np.savez(handle, **arrays)
     print(f"wrote {out_path} ({len(records)} sequences)")
     return EXIT_USAGE if had_errors else EXIT_OK
 
@@ -167,7 +193,7 @@ def cmd_score(args) -> int:
     out_path = _check_output(args.output, ".csv")
     records, had_errors = _read_records(args.fasta)
     engine = _load_engine(args.model)
-    with open(out_path, "w", newline="") as handle:
+    with _written_atomically(out_path) as tmp, open(tmp, "w", newline="") as handle:
         writer = csv.writer(handle)
         if args.strategy == "pppl":
             writer.writerow(["record_id", "pppl"])
@@ -227,6 +253,10 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("-o", "--output", required=True, help="output .csv")
     score.add_argument("--strategy", choices=STRATEGIES, default="masked-marginals")
     score.set_defaults(call=cmd_score)
+
+    from .batch import add_batch_parser  # flamino batch embed|score: proteome scale on Ray
+
+    add_batch_parser(sub)
     return parser
 
 
@@ -246,6 +276,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except MemoryError:
         _say("out of memory: try fewer or shorter sequences, or a smaller model")
+        return EXIT_FAILURE
+    except OSError as err:  # an output folder without write permission, a full disk
+        where = f" {err.filename}" if err.filename else ""
+        _say(f"could not write{where}: {err.strerror or err}")
+        return EXIT_FAILURE
+    except Exception as err:  # a bug or a dropped download: one line, the traceback on request
+        if os.environ.get("FLAMINO_DEBUG"):
+            traceback.print_exc()
+        _say(f"unexpected error: {type(err).__name__}: {err} (set FLAMINO_DEBUG=1 to see where; please report it)")
         return EXIT_FAILURE
 
 

@@ -93,7 +93,7 @@ def load_weights(
     hub_name = identifier.removeprefix(f"{HUB_ORG}/")
     if hub_name in PRESETS:
         return _cached_or_convert(
-            f"hub-{hub_name}", identifier, lambda: _download_preset(hub_name, progress), progress
+            f"hub-{hub_name}", identifier, lambda: _download_preset(hub_name, progress, allow_pickle), progress
         )
     path = Path(identifier).expanduser()
     if path.exists():
@@ -130,7 +130,7 @@ def random_weights(identifier: str) -> ModelWeights:
 
 
 # --- sources --------------------------------------------------------------------------------
-def _download_preset(name: str, progress: Progress) -> tuple[ESM2Config, dict, str]:
+def _download_preset(name: str, progress: Progress, allow_pickle: bool = True) -> tuple[ESM2Config, dict, str]:
     """Download ``facebook/<name>`` from the Hub (honours HF_HOME, HF_HUB_OFFLINE) and convert."""
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
@@ -144,7 +144,7 @@ def _download_preset(name: str, progress: Progress) -> tuple[ESM2Config, dict, s
                 Path(hf_hub_download(repo, "config.json", local_files_only=True)),
                 Path(_cached_hub_weights(repo)),
                 name,
-                allow_pickle=True,
+                allow_pickle=allow_pickle,
             )
         except (LocalEntryNotFoundError, EntryNotFoundError, FileNotFoundError):
             raise ModelNotAvailableError(offline_message(name)) from None
@@ -158,10 +158,13 @@ def _download_preset(name: str, progress: Progress) -> tuple[ESM2Config, dict, s
             weights_path = hf_hub_download(repo, "pytorch_model.bin", tqdm_class=bar)
     except LocalEntryNotFoundError:
         raise ModelNotAvailableError(offline_message(name)) from None
-    except OSError as err:  # connection failures surface as OSError subclasses
-        raise ModelNotAvailableError(offline_message(name) + f"\n(download error: {err})") from None
+    except Exception as err:  # connection drops surface as OSError or the HTTP client's errors
+        raise ModelNotAvailableError(
+            f"Downloading {repo} failed ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}). "
+            f"Try again (downloads resume where they stopped).\n" + offline_message(name)
+        ) from None
     progress(None, f"Converting {name}")
-    return _convert_hf_files(Path(config_path), Path(weights_path), name, allow_pickle=True)
+    return _convert_hf_files(Path(config_path), Path(weights_path), name, allow_pickle=allow_pickle)
 
 
 def _cached_hub_weights(repo: str) -> str:

@@ -316,7 +316,7 @@ def test_a_failed_load_is_not_retried_on_every_click_until_asked(monkeypatch):
     state = pytest.importorskip("app_pages._state")
     calls = []
 
-    def offline(identifier, progress=None):
+    def offline(identifier, progress=None, **policy):
         calls.append(identifier)
         progress(None, "Fetching from the Hub")
         raise ModelNotAvailableError(f"Model {identifier} is not on this machine")
@@ -436,3 +436,208 @@ def test_there_is_no_legacy_pages_folder():
     # Streamlit runs files in a pages/ folder beside app.py as a legacy multipage app,
     # bypassing app.py (and st.navigation) on some runs.
     assert not (ROOT / "pages").exists()
+
+
+# --- hosted mode -----------------------------------------------------------------------------
+@pytest.fixture
+def hosted(monkeypatch):
+    """FLAMINO_HOSTED=1 with small limits, and a fresh process-wide heavy-job queue."""
+    from flamino_core import hosting
+
+    monkeypatch.setenv("FLAMINO_HOSTED", "1")
+    monkeypatch.setenv("FLAMINO_MAX_RECORDS", "3")
+    monkeypatch.setenv("FLAMINO_MAX_RESIDUES", "100")
+    monkeypatch.setenv("FLAMINO_MAX_TOTAL_RESIDUES", "250")
+    monkeypatch.setenv("FLAMINO_MAX_UPLOAD_BYTES", "2000")
+    monkeypatch.setattr(hosting, "_QUEUE", None)
+    return hosting
+
+
+def test_hosted_limits_are_explained_and_the_records_within_them_kept(hosted, monkeypatch):
+    monkeypatch.setenv("FLAMINO_MAX_RECORDS", "4")
+    monkeypatch.setenv("FLAMINO_MAX_TOTAL_RESIDUES", "200")
+    records = [("a", UBIQUITIN), ("too_long", UBIQUITIN * 2), ("b", UBIQUITIN), ("c", UBIQUITIN), ("d", "MKV")]
+    at = paste(start(), "".join(f">{name}\n{seq}\n" for name, seq in records))
+    assert not at.exception
+    (error,) = at.error
+    shown = unescaped(error.value)
+    assert "5 records; only the first 4 are analysed" in shown
+    assert "too_long: 152 residues, more than the limit of 100 per sequence" in shown
+    assert "more than 200 residues in total" in shown and "from 'c' on" in shown
+    assert list(at.dataframe[0].value["id"]) == ["a", "b"]
+
+
+def test_hosted_refuses_oversized_paste_and_uploads_with_a_message(hosted):
+    at = paste(start(), ">big\n" + "MKV" * 1000 + "\n")
+    assert not at.exception
+    assert "The input is 3.0 kB; this server accepts up to 2.0 kB" in unescaped(at.error[0].value)
+    assert not at.dataframe
+
+    at = start()
+    uploader = at.file_uploader(key="_uploads")
+    assert uploader.proto.max_upload_size_mb == 1  # the browser refuses big files before sending
+    uploader.set_value(
+        [
+            ("big.fa", b">big\n" + b"MKV" * 1000 + b"\n", "text/plain"),
+            ("small.fa", b">small\n" + UBIQUITIN.encode() + b"\n", "text/plain"),
+        ]
+    )
+    at.run()
+    assert not at.exception
+    assert any("big.fa: The file is 3.0 kB; this server accepts up to 2.0 kB" in unescaped(e.value) for e in at.error)
+    assert list(at.dataframe[0].value["id"]) == ["small"]
+
+
+def test_hosted_model_picker_offers_no_local_paths_and_links_cannot_name_one(hosted, tmp_path, monkeypatch):
+    state = pytest.importorskip("app_pages._state")
+    weights = load_weights("random:tiny:3")
+    folder = save_checkpoint(tmp_path / "server-side", weights.config, weights.params, "test")
+    asked = []
+    real = state.load_weights
+    def recording(identifier, **kw):
+        asked.append(identifier)
+        return real(identifier, **kw)
+
+    monkeypatch.setattr(state, "load_weights", recording)
+
+    at = start({"model": str(folder), "seq": UBIQUITIN})
+    assert not at.exception
+    assert any("which this server does not offer" in unescaped(w.value) for w in at.warning)
+    picker = at.sidebar.selectbox(key="_w_model_choice")
+    assert picker.value == "random:tiny" and "local" not in picker.options
+    assert not any("Local checkpoint" in picker.format_func(o) for o in ["random:tiny"])
+    assert not at.sidebar.text_input  # no path box at all
+    assert str(folder) not in asked
+
+    # A big preset this server does not offer is refused the same way.
+    at = start({"model": "esm2_t48_15B_UR50D", "seq": UBIQUITIN})
+    assert any("esm2\\_t48\\_15B\\_UR50D, which this server does not offer" in w.value for w in at.warning)
+    assert "esm2_t48_15B_UR50D" not in at.sidebar.selectbox(key="_w_model_choice").options
+    assert "esm2_t48_15B_UR50D" not in asked
+
+
+def test_hosted_session_holding_a_path_is_refused_not_loaded(hosted, tmp_path, monkeypatch):
+    state = pytest.importorskip("app_pages._state")
+    weights = load_weights("random:tiny:3")
+    folder = save_checkpoint(tmp_path / "elsewhere", weights.config, weights.params, "test")
+    calls = []
+    real = state.load_weights
+    def recording(identifier, **kw):
+        calls.append((identifier, kw))
+        return real(identifier, **kw)
+
+    monkeypatch.setattr(state, "load_weights", recording)
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
+    at.session_state["_initialised"] = True
+    at.session_state["model"] = str(folder)  # however it got there, hosted mode does not open it
+    at.session_state["fasta_text"] = UBIQUITIN
+    at.run()
+    assert not at.exception
+    assert at.session_state["model"] == "random:tiny"  # the picker falls back to the server's model
+    assert all(identifier != str(folder) for identifier, _ in calls)
+    # Whatever is loaded in hosted mode is loaded without pickles.
+    assert all(kw["allow_pickle"] is False for _, kw in calls)
+    assert not at.error and any("Untrained test model" in w.value for w in at.warning)
+
+
+def test_hosted_operator_checkpoint_is_loaded_without_pickles(hosted, tmp_path, monkeypatch):
+    """FLAMINO_MODEL is the operator's choice: a local checkpoint there is allowed, pickles never."""
+    weights = load_weights("random:tiny:4")
+    folder = save_checkpoint(tmp_path / "operator-model", weights.config, weights.params, "test")
+    monkeypatch.setenv("FLAMINO_MODEL", str(folder))
+    at = example(start(), "Ubiquitin (human)")
+    assert_clean(at)
+    picker = at.sidebar.selectbox(key="_w_model_choice")
+    assert picker.value == str(folder) and "local" not in picker.options
+    assert picker.format_func(str(folder)) == "this server's model (operator-model)"
+    open_page(at, "predictions")
+    assert_clean(at)
+    assert len(figures(at)) == 3
+
+
+def test_hosted_full_queue_shows_a_warning_and_the_rest_of_the_page(hosted, monkeypatch):
+    queue = hosted.HeavyJobQueue(workers=1, max_waiting=0)
+    monkeypatch.setattr(hosted, "_QUEUE", queue)
+    sequence = "MKTAYIAKQRQISFVKSHFSRQLEERLGLIEVQAPILSRVGDGTQDNLSGAEKAVQVKVKALPDAQFEVV"  # not cached yet
+    at = open_page(paste(start(), f">queued\n{sequence}\n"), "predictions")
+    with queue.slot():  # another session's scan holds the only slot
+        at.radio(key="_w_scan").set_value("masked").run()
+        assert not at.exception and not at.error
+        (busy,) = [w for w in at.warning if "server is busy" in w.value]
+        assert "masked-marginal scan was not computed" in busy.value
+        assert not at.metric  # no pseudo-perplexity without the scan...
+        assert "wt-marginals" in titles(at)[2]  # ...but the fast scores instead
+        assert len(figures(at)) == 3
+    assert queue.running == 0 and queue.waiting == 0
+    at.run()  # the slot is free again: the scan runs
+    assert_clean(at)
+    assert at.metric[0].label == "Pseudo-perplexity"
+    assert "masked-marginals" in titles(at)[2]
+
+
+def test_hosted_full_queue_on_the_attention_page_of_a_long_sequence(hosted, monkeypatch):
+    monkeypatch.setenv("FLAMINO_MAX_RESIDUES", "1000")
+    monkeypatch.setenv("FLAMINO_MAX_TOTAL_RESIDUES", "2000")
+    monkeypatch.setenv("FLAMINO_MAX_UPLOAD_BYTES", "100000")
+    queue = hosted.HeavyJobQueue(workers=1, max_waiting=0)
+    monkeypatch.setattr(hosted, "_QUEUE", queue)
+    long = (UBIQUITIN[::-1] * 7)[:450]  # > HEAVY_RESIDUES: attention and contacts are queued
+    at = paste(start(), f">short\n{UBIQUITIN}\n>long\n{long}\n")
+    open_page(at, "attention")
+    assert_clean(at)  # the short record does not queue: everything is drawn
+    assert len(figures(at)) == 3
+    with queue.slot():
+        at.sidebar.selectbox(key="_w_record").set_value("long").run()
+        assert not at.exception and not at.error
+        busy = " ".join(w.value for w in at.warning if "server is busy" in w.value)
+        assert "attention maps was not computed" in busy and "contact map was not computed" in busy
+        assert not figures(at)
+    at.run()
+    assert_clean(at)
+    assert len(figures(at)) == 3 and len(figures(at)[1]["data"][0]["x"]) == 450
+
+
+def test_one_engine_and_one_compilation_per_shape_serve_every_session(monkeypatch):
+    """Two sessions on the same model share one engine (st.cache_resource) and its compiled code."""
+    from flamino_core import engine as engine_mod
+
+    state = pytest.importorskip("app_pages._state")
+    built = []
+
+    class CountingEngine(Engine):
+        def __init__(self, *args, **kwargs):
+            built.append(self)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(state, "Engine", CountingEngine)
+    monkeypatch.setenv("FLAMINO_MODEL", "random:tiny:11")  # not cached by other tests
+    first = open_page(paste(start(), f">one\n{UBIQUITIN}\n"), "embeddings")
+    assert_clean(first)
+    traces = dict(engine_mod.TRACE_COUNTS)
+    other = UBIQUITIN[::-1]  # a different sequence of the same length bucket
+    second = open_page(paste(start(), f">two\n{other}\n"), "embeddings")
+    assert_clean(second)
+    assert len(built) == 1
+    assert dict(engine_mod.TRACE_COUNTS) == traces  # nothing was compiled again
+
+
+def test_every_kept_widget_defaults_to_its_current_value():
+    """Under load a browser may send a widget's default instead of its state (found by the load
+    test: fresh sessions switched to the first model in the list). Every widget whose value is
+    kept in session state must therefore have that same value as its default."""
+    at = start({"seq": UBIQUITIN, "page": "attention", "alayer": "1", "head": "3", "apc": "1"})
+    assert_clean(at)
+    checked = 0
+    for kind in ("selectbox", "radio", "number_input", "toggle", "text_area"):
+        for widget in at.get(kind):
+            key = getattr(widget, "key", None) or ""
+            if not key.startswith("_w_"):
+                continue
+            if kind in ("selectbox", "radio"):  # the default is an index into the options
+                assert widget.options[widget.proto.default] == widget.format_func(widget.value), key
+            else:
+                assert widget.proto.default == widget.value, key
+            checked += 1
+    assert checked >= 6
+    assert at.selectbox(key="_w_head").value == 3 and at.toggle(key="_w_apc").value
+    assert at.sidebar.selectbox(key="_w_model_choice").proto.default == 7  # random:tiny, not index 0

@@ -78,3 +78,67 @@ def test_queue_times_out_cleanly():
             with queue.slot(timeout=0.05):
                 pass
     assert queue.running == 0 and queue.waiting == 0
+
+
+def test_waiting_is_reported_and_can_be_abandoned():
+    """on_wait sees the wait; whatever it raises (a closed session) ends the wait cleanly."""
+    queue = HeavyJobQueue(workers=1, max_waiting=2)
+    seen = []
+
+    class SessionClosed(Exception):
+        pass
+
+    def on_wait(seconds):
+        seen.append(seconds)
+        if len(seen) == 3:
+            raise SessionClosed
+
+    with queue.slot():
+        with pytest.raises(SessionClosed):
+            with queue.slot(timeout=10, on_wait=on_wait, poll=0.01):
+                pytest.fail("got a slot that was taken")
+        assert queue.waiting == 0 and queue.running == 1
+    assert len(seen) == 3 and seen == sorted(seen) and seen[0] > 0
+    with queue.slot(timeout=0.1, on_wait=on_wait, poll=0.01):  # free: no waiting at all
+        assert queue.running == 1
+    assert len(seen) == 3 and queue.running == 0
+
+
+def test_hosted_mode_offers_only_its_models(monkeypatch):
+    monkeypatch.setenv("FLAMINO_HOSTED", "1")
+    monkeypatch.setenv("FLAMINO_MODEL", "esm2_t6_8M_UR50D")
+    monkeypatch.setenv("FLAMINO_HOSTED_MODELS", "facebook/esm2_t12_35M_UR50D, ")
+    limits = current_limits()
+    assert limits.allowed_models == {"esm2_t6_8M_UR50D", "esm2_t12_35M_UR50D", "random:tiny"}
+    assert limits.check_model("facebook/esm2_t12_35M_UR50D") is None
+    assert limits.check_model("random:tiny") is None
+    for refused in ("esm2_t48_15B_UR50D", "/srv/models/x", "random:esm2_t48_15B_UR50D", "../etc"):
+        message = limits.check_model(refused)
+        assert message and refused in message and "esm2_t12_35M_UR50D" in message
+    monkeypatch.delenv("FLAMINO_HOSTED_MODELS")
+    assert "esm2_t30_150M_UR50D" in current_limits().allowed_models  # small presets by default
+    assert "esm2_t33_650M_UR50D" not in current_limits().allowed_models
+    monkeypatch.delenv("FLAMINO_HOSTED")
+    assert current_limits().check_model("/any/path") is None  # locally: anything
+
+
+def test_upload_and_paste_size_messages_say_both_sizes(monkeypatch):
+    monkeypatch.setenv("FLAMINO_HOSTED", "1")
+    monkeypatch.setenv("FLAMINO_MAX_UPLOAD_BYTES", "1500000")
+    limits = current_limits()
+    assert limits.check_upload(1_500_000) is None
+    message = limits.check_upload(2_345_678, "proteins.fa")
+    assert message.startswith("proteins.fa is 2.35 MB; this server accepts up to 1.50 MB")
+    assert "run flamino locally" in message
+
+
+def test_the_process_wide_queue_follows_hosted_settings(monkeypatch):
+    from flamino_core import hosting
+
+    monkeypatch.setattr(hosting, "_QUEUE", None)
+    monkeypatch.setenv("FLAMINO_HOSTED", "1")
+    monkeypatch.setenv("FLAMINO_HEAVY_WORKERS", "2")
+    monkeypatch.setenv("FLAMINO_HEAVY_WAITING", "3")
+    queue = hosting.heavy_job_queue()
+    assert (queue.workers, queue.max_waiting) == (2, 3)
+    assert hosting.heavy_job_queue() is queue  # one per process, shared by every session
