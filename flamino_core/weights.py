@@ -159,9 +159,10 @@ def _download_preset(name: str, progress: Progress, allow_pickle: bool = True) -
     except LocalEntryNotFoundError:
         raise ModelNotAvailableError(offline_message(name)) from None
     except Exception as err:  # connection drops surface as OSError or the HTTP client's errors
+        detail = str(err).splitlines()[0] if str(err) else ""
         raise ModelNotAvailableError(
-            f"Downloading {repo} failed ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}). "
-            f"Try again (downloads resume where they stopped).\n" + offline_message(name)
+            f"could not fetch {name} from the Hub (download error: {type(err).__name__}: {detail}). "
+            f"Try again: downloads resume where they stopped.\n" + offline_message(name)
         ) from None
     progress(None, f"Converting {name}")
     return _convert_hf_files(Path(config_path), Path(weights_path), name, allow_pickle=allow_pickle)
