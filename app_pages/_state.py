@@ -571,6 +571,16 @@ def require_record() -> ProteinRecord | None:
     return record
 
 
+def page_inputs():
+    """(record, engine, model id, sequence, file stem) for an analysis page, or None when the
+    record or the model is missing (the helpers above have then said what to do)."""
+    record = require_record()
+    engine = require_engine() if record else None
+    if record is None or engine is None:
+        return None
+    return record, engine, model_id(), record.sequence, safe_name(record.id)
+
+
 def model_id() -> str:
     return st.session_state[MODEL]
 

@@ -25,11 +25,10 @@ def contacts_frame(contacts: np.ndarray, sequence: str) -> pd.DataFrame:
 
 
 def main() -> None:
-    record = state.require_record()
-    engine = state.require_engine() if record else None
-    if record is None or engine is None:
+    inputs = state.page_inputs()
+    if inputs is None:
         return
-    model, seq, stem = state.model_id(), record.sequence, state.safe_name(record.id)
+    record, engine, model, seq, stem = inputs
     n, heads = engine.config.num_layers, engine.config.attention_heads
     st.header("Attention")
     state.record_caption(record)

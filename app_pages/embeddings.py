@@ -11,11 +11,10 @@ COLOURS = {"position": "position", "residue": "residue", "class": "residue class
 
 
 def main() -> None:
-    record = state.require_record()
-    engine = state.require_engine() if record else None
-    if record is None or engine is None:
+    inputs = state.page_inputs()
+    if inputs is None:
         return
-    model, seq, stem = state.model_id(), record.sequence, state.safe_name(record.id)
+    record, engine, model, seq, stem = inputs
     n = engine.config.num_layers
     st.header("Embeddings")
     state.record_caption(record)

@@ -23,11 +23,10 @@ def probabilities_frame(probabilities: np.ndarray, sequence: str, entropies: np.
 
 
 def main() -> None:
-    record = state.require_record()
-    engine = state.require_engine() if record else None
-    if record is None or engine is None:
+    inputs = state.page_inputs()
+    if inputs is None:
         return
-    model, seq, stem = state.model_id(), record.sequence, state.safe_name(record.id)
+    record, engine, model, seq, stem = inputs
     st.header("Masked predictions")
     state.record_caption(record)
 
