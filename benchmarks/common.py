@@ -106,15 +106,25 @@ def write_checkpoint(shape: str, root: Path) -> Path:
 
 
 # --- FLOPs -------------------------------------------------------------------------------------
-def forward_flops(config, rows: int, width: int, head_positions: int | None = None) -> float:
+def forward_flops(
+    config, rows: int, width: int, head_positions: int | None = None, last_layer_positions: int | None = None
+) -> float:
     """Matmul FLOPs of one forward pass over a (rows, width) token batch.
 
     Per layer and row: 2*T*(4 D^2 + 2 D F) for the projections and the MLP plus 4*T^2*D for
     QK^T and PV; the LM head adds 2*D*(D+V) per position it runs at (all T by default).
+    ``last_layer_positions``: the last layer computes keys and values at all T positions but
+    queries, attention output and MLP only at this many (flamino's masked scan).
     """
     D, F, V, n = config.embed_dim, config.ffn_dim, config.vocab_size, config.num_layers
     T = width
-    per_row = n * (2 * T * (4 * D * D + 2 * D * F) + 4 * T * T * D)
+    layer = 2 * T * (4 * D * D + 2 * D * F) + 4 * T * T * D
+    if last_layer_positions is None:
+        per_row = n * layer
+    else:
+        P = last_layer_positions
+        last = 2 * T * 2 * D * D + 2 * P * (2 * D * D + 2 * D * F) + 4 * P * T * D
+        per_row = (n - 1) * layer + last
     per_row += 2 * (T if head_positions is None else head_positions) * D * (D + V)
     return float(rows) * per_row
 

@@ -92,36 +92,33 @@ def flamino_engine(shape: str):
 
 
 class ShapeLog:
-    """Records the token shapes flamino's jitted entry points are called with (the padded shapes
-    it really runs), by wrapping them in the engine module while the block runs."""
+    """Records the token shapes an engine's jitted entry points are called with (the padded
+    shapes it really runs), by wrapping them on the engine while the block runs."""
 
     ENTRY_POINTS = ("_forward", "_masked_log_probs")
 
-    def __init__(self):
-        from flamino_core import engine as eng
-
-        self.module = eng
+    def __init__(self, engine):
+        self.engine = engine
         self.shapes: list[tuple[int, int]] = []
         self.saved: dict = {}
 
     def __enter__(self) -> "ShapeLog":
         for name in self.ENTRY_POINTS:
-            original = getattr(self.module, name, None)
+            original = getattr(self.engine, name, None)
             if original is None:
                 continue
             self.saved[name] = original
 
-            def wrapper(*args, _original=original, **kwargs):
-                tokens = args[2] if len(args) > 2 else kwargs["tokens"]
+            def wrapper(state, tokens, *args, _original=original, **kwargs):
                 self.shapes.append(tuple(int(d) for d in tokens.shape))
-                return _original(*args, **kwargs)
+                return _original(state, tokens, *args, **kwargs)
 
-            setattr(self.module, name, wrapper)
+            setattr(self.engine, name, wrapper)
         return self
 
     def __exit__(self, *exc) -> None:
         for name, original in self.saved.items():
-            setattr(self.module, name, original)
+            setattr(self.engine, name, original)
 
 
 def trace_count() -> int:
@@ -153,7 +150,7 @@ def flamino_varlen() -> dict:
         return outs
 
     start = time.perf_counter()
-    with ShapeLog() as log:
+    with ShapeLog(engine) as log:
         outs = run()  # warm-up: compiles every (rows, bucket) shape of this workload
     warmup_s = time.perf_counter() - start
     traces = trace_count()
@@ -195,7 +192,7 @@ def flamino_latency() -> dict:
     result = {}
     for length in common.LATENCY_LENGTHS:
         seq = common.fixed_protein(length)
-        with ShapeLog() as log:
+        with ShapeLog(engine) as log:
             engine.run([seq])
         engine.run([seq])
         times = timed(lambda: engine.run([seq]), ARGS.reps)
@@ -229,7 +226,7 @@ def flamino_scan() -> dict:
 
     # Warm-up: the scan's first batch, which compiles its batch shape and tells its size.
     start = time.perf_counter()
-    with ShapeLog() as log:
+    with ShapeLog(engine) as log:
         try:
             engine.masked_log_probs(seq, progress=first_batch_only)
         except _Stop:
@@ -243,16 +240,17 @@ def flamino_scan() -> dict:
     def run():
         out["lp"] = engine.masked_log_probs(seq, positions=range(timed_positions))
 
-    with ShapeLog() as log:
+    with ShapeLog(engine) as log:
         times = timed(run, ARGS.reps)
     assert out["lp"].shape == (timed_positions, cfg.vocab_size)
     timed_shapes = log.shapes[: len(log.shapes) // ARGS.reps]
-    timed_flops = sum(common.forward_flops(cfg, r, w, head_positions=1) for r, w in timed_shapes)
+    # Arithmetic flamino really does: the last layer runs queries and MLP at the masked position only.
+    timed_flops = sum(common.forward_flops(cfg, r, w, head_positions=1, last_layer_positions=1) for r, w in timed_shapes)
     if timed_positions == L:
         full_shapes = timed_shapes
     else:  # the untimed batches have the shape of the timed ones (the last one padded to it)
         full_shapes = [(rows, width)] * batches
-    full_flops = sum(common.forward_flops(cfg, r, w, head_positions=1) for r, w in full_shapes)
+    full_flops = sum(common.forward_flops(cfg, r, w, head_positions=1, last_layer_positions=1) for r, w in full_shapes)
     scale = full_flops / timed_flops
     return {
         **summary([t * scale for t in times]),

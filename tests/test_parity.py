@@ -129,3 +129,26 @@ def test_fair_esm_pt_matches_fair_esm(tmp_path, real_sequences, config):
             close(res.representations[layer], ref["representations"][layer][i, 1 : L + 1].numpy(), f"layer {layer}")
         close(res.attentions, ref["attentions"][i, :, :, : L + 2, : L + 2].numpy(), f"attentions of {i}")
         close(res.contacts, ref["contacts"][i, :L, :L].numpy(), f"contacts of {i}")
+
+
+@pytest.mark.parametrize("config", [TINY, T6], ids=["tiny", "t6"])
+def test_plain_forward_and_scan_match_hf_on_long_rows(hf_checkpoints, real_sequences, config):
+    """The fast paths: no maps captured, rows long enough (HAC1_ASPOR, 345 residues) that
+    attention is computed a few heads at a time, and the scan's last layer at the mask only."""
+    directory, hf = hf_checkpoints(config, "2022")
+    engine = Engine(load_weights(str(directory)))
+    seqs = sequences_for(real_sequences, config)
+    assert max(map(len, seqs)) + 2 > 192  # beyond ALL_HEADS_AT_ONCE_UP_TO
+    results = engine.run(seqs)  # one padded batch of mixed lengths
+    ref = hf_forward(hf, batch_encode(seqs), output_hidden_states=True)
+    for i, (seq, res) in enumerate(zip(seqs, results)):
+        L = len(seq)
+        close(res.logits, ref.logits[i, 1 : L + 1].numpy(), f"logits of {i}")
+        close(res.final, ref.hidden_states[-1][i, 1 : L + 1].numpy(), f"final representation of {i}")
+    seq = max(seqs, key=len)
+    positions = [0, 1, 100, len(seq) // 2, len(seq) - 1]
+    ours = engine.masked_log_probs(seq, positions=positions)
+    tokens = np.repeat(batch_encode([seq]), len(positions), axis=0)
+    tokens[np.arange(len(positions)), np.array(positions) + 1] = MASK_IDX
+    log_probs = torch.log_softmax(hf_forward(hf, tokens).logits, -1).numpy()
+    close(ours, log_probs[np.arange(len(positions)), np.array(positions) + 1], "masked log-probs")
