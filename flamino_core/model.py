@@ -35,11 +35,6 @@ def layer_norm(dim: int, config: ESM2Config, rngs: nnx.Rngs) -> nnx.LayerNorm:
     return nnx.LayerNorm(dim, epsilon=config.layer_norm_eps, rngs=rngs)
 
 
-def rotate_half(x: jax.Array) -> jax.Array:
-    x1, x2 = jnp.split(x, 2, axis=-1)
-    return jnp.concatenate([-x2, x1], axis=-1)
-
-
 class RotaryEmbedding(nnx.Module):
     """Rotary position embedding (Su et al. 2021), fair-esm's ``rot_emb``."""
 
@@ -50,18 +45,22 @@ class RotaryEmbedding(nnx.Module):
         self.inv_freq = Buffer(1.0 / (base**exponents))
 
     def cos_sin(self, positions: jax.Array) -> tuple[jax.Array, jax.Array]:
-        """cos and sin of the rotation angles at integer ``positions``: (..., head_dim) each."""
-        freqs = positions.astype(jnp.float32)[..., None] * self.inv_freq[...]  # (..., hd/2)
-        angles = jnp.concatenate([freqs, freqs], axis=-1)  # (..., hd)
+        """cos and sin of the rotation angles at integer ``positions``: (..., head_dim / 2) each."""
+        angles = positions.astype(jnp.float32)[..., None] * self.inv_freq[...]  # (..., hd/2)
         return jnp.cos(angles), jnp.sin(angles)
 
     @staticmethod
     def rotate(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
-        return x * cos + rotate_half(x) * sin
+        """x * cos + rotate_half(x) * sin, the references' formula, where cos and sin repeat
+        the same angles in both halves and rotate_half(x) = [-x2, x1]. Written per half (the
+        same products and sums, so the same rounding): XLA:CPU fused the concatenated
+        rotate_half into the head transpose about 10% less efficiently (t6, 16 x 304 tokens)."""
+        x1, x2 = jnp.split(x, 2, axis=-1)
+        return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
 
     def __call__(self, q: jax.Array, k: jax.Array) -> tuple[jax.Array, jax.Array]:
         """Rotate q and k, (..., T, hd), by their positions 0..T-1."""
-        cos, sin = self.cos_sin(jnp.arange(q.shape[-2]))  # (T, hd)
+        cos, sin = self.cos_sin(jnp.arange(q.shape[-2]))  # (T, hd/2)
         return self.rotate(q, cos, sin), self.rotate(k, cos, sin)
 
 
@@ -148,7 +147,7 @@ class MultiheadAttention(nnx.Module):
         v = self._heads(self.v_proj(x))
         cos, sin = self.rot_emb.cos_sin(jnp.arange(x.shape[1]))
         k = self.rot_emb.rotate(k, cos, sin)
-        cos_at, sin_at = self.rot_emb.cos_sin(positions)  # (B, hd)
+        cos_at, sin_at = self.rot_emb.cos_sin(positions)  # (B, hd/2)
         q = self.rot_emb.rotate(q, cos_at[:, None, None], sin_at[:, None, None])
         out = _attend_heads(q, k, v, key_bias)  # (B, H, 1, hd)
         return self.out_proj(out.reshape(out.shape[0], -1))
