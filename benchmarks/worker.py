@@ -201,8 +201,10 @@ def flamino_latency() -> dict:
             "flops": sum(common.forward_flops(engine.config, r, w) for r, w in log.shapes),
             "shapes": [list(s) for s in log.shapes],
         }
-    # New lengths in the same buckets (e.g. 92 and 128 tokens both pad to 128): no compile.
-    new_lengths = [same_bucket_length(L, 10) for L in common.LATENCY_LENGTHS]
+    # New lengths in the same buckets (the shortest of 1-10 residues shorter that pads to the
+    # same bucket, e.g. 292 and 302 tokens both pad to 304): no compile.
+    new_lengths = [next(filter(None, (same_bucket_length(L, d) for d in range(10, 0, -1))), None)
+                   for L in common.LATENCY_LENGTHS]
     before = trace_count()
     for length in filter(None, new_lengths):
         engine.run([common.fixed_protein(length, salt=1)])
