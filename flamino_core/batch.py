@@ -46,7 +46,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .fasta import parse_fasta_text
+from .fasta import parse_fasta_text, unique_id
 
 COMMANDS = ("embed", "score")
 EMBED_PARTS = ("mean", "per_tok", "logits")
@@ -162,16 +162,6 @@ def _record_texts(handle: TextIO) -> Iterator[tuple[str | None, str]]:
         yield header, "".join(lines)
 
 
-def _unique_id(record_id: str, used: set[str]) -> str:
-    """The id, or id_2, id_3, ... if taken: the rule ``fasta.parse_fasta_text`` applies to a file."""
-    candidate, suffix = record_id, 1
-    while candidate in used:
-        suffix += 1
-        candidate = f"{record_id}_{suffix}"
-    used.add(candidate)
-    return candidate
-
-
 def read_records(
     paths: Sequence[str | os.PathLike], issues: list[FileIssue] | None = None
 ) -> Iterator[InputRecord]:
@@ -268,7 +258,7 @@ def _validate(text: str, header: str, index: int, file_number: int, used: set[st
         notes = [re.sub(r"'record_\d+'", f"'record_{index + 1}'", note) for note in notes]
         record_id = f"record_{index + 1}"
     if record_id is not None:
-        unique = _unique_id(record_id, used)
+        unique = unique_id(record_id, used)  # the rule parse_fasta_text applies within a file
         if unique != record_id:
             notes.append(f"the id '{record_id}' was already used; renamed this record '{unique}'")
             record_id = unique

@@ -64,11 +64,6 @@ def _pow2_at_least(n: int) -> int:
     return 1 << (max(1, n) - 1).bit_length()
 
 
-def _pow2_pieces(n: int) -> list[int]:
-    """n as a sum of powers of two, largest first (13 -> [8, 4, 1]): batch sizes with no filler rows."""
-    return [1 << bit for bit in reversed(range(n.bit_length())) if n >> bit & 1]
-
-
 @dataclasses.dataclass
 class SequenceOutput:
     """Model outputs for one sequence, special tokens removed except in ``attentions``."""
@@ -333,10 +328,12 @@ class Engine:
 
 
 def _split_pow2(rows: list[int], width: int) -> list[tuple[list[int], int]]:
+    """Rows in power-of-two pieces, largest first (13 rows -> 8 + 4 + 1): no filler rows."""
     pieces, start = [], 0
-    for size in _pow2_pieces(len(rows)):
-        pieces.append((rows[start:start + size], width))
-        start += size
+    for bit in reversed(range(len(rows).bit_length())):
+        if len(rows) >> bit & 1:
+            pieces.append((rows[start:start + (1 << bit)], width))
+            start += 1 << bit
     return pieces
 
 

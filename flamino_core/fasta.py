@@ -379,7 +379,7 @@ def _header(raw: _RawRecord, used_ids: set[str]) -> tuple[str, str, str, list[st
         warnings.append(
             f"the description was longer than {MAX_DESCRIPTION_CHARS} characters; shortened it"
         )
-    unique = _unique_id(record_id, used_ids)
+    unique = unique_id(record_id, used_ids)
     if unique != record_id:
         warnings.append(f"the id '{record_id}' was already used; renamed this record '{unique}'")
         record_id = unique
@@ -387,7 +387,8 @@ def _header(raw: _RawRecord, used_ids: set[str]) -> tuple[str, str, str, list[st
     return record_id, description, label, warnings
 
 
-def _unique_id(record_id: str, used_ids: set[str]) -> str:
+def unique_id(record_id: str, used_ids: set[str]) -> str:
+    """The id, or id_2, id_3, ... if taken (and marks it taken): records keep distinct ids."""
     candidate, suffix = record_id, 1
     while candidate in used_ids:
         suffix += 1

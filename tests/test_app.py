@@ -440,6 +440,21 @@ def test_there_is_no_legacy_pages_folder():
 
 # --- hosted mode -----------------------------------------------------------------------------
 @pytest.fixture
+def loads_seen_by_app(monkeypatch) -> list:
+    """Every ``load_weights(identifier, **keywords)`` call the app makes, recorded and passed on."""
+    state = pytest.importorskip("app_pages._state")
+    calls = []
+    real = state.load_weights
+
+    def recording(identifier, **kw):
+        calls.append((identifier, kw))
+        return real(identifier, **kw)
+
+    monkeypatch.setattr(state, "load_weights", recording)
+    return calls
+
+
+@pytest.fixture
 def hosted(monkeypatch):
     """FLAMINO_HOSTED=1 with small limits, and a fresh process-wide heavy-job queue."""
     from flamino_core import hosting
@@ -488,17 +503,10 @@ def test_hosted_refuses_oversized_paste_and_uploads_with_a_message(hosted):
     assert list(at.dataframe[0].value["id"]) == ["small"]
 
 
-def test_hosted_model_picker_offers_no_local_paths_and_links_cannot_name_one(hosted, tmp_path, monkeypatch):
-    state = pytest.importorskip("app_pages._state")
+def test_hosted_model_picker_offers_no_local_paths_and_links_cannot_name_one(hosted, tmp_path, loads_seen_by_app):
     weights = load_weights("random:tiny:3")
     folder = save_checkpoint(tmp_path / "server-side", weights.config, weights.params, "test")
-    asked = []
-    real = state.load_weights
-    def recording(identifier, **kw):
-        asked.append(identifier)
-        return real(identifier, **kw)
-
-    monkeypatch.setattr(state, "load_weights", recording)
+    asked = loads_seen_by_app  # the app's load_weights calls, (identifier, keywords), as they happen
 
     at = start({"model": str(folder), "seq": UBIQUITIN})
     assert not at.exception
@@ -507,26 +515,19 @@ def test_hosted_model_picker_offers_no_local_paths_and_links_cannot_name_one(hos
     assert picker.value == "random:tiny" and "local" not in picker.options
     assert not any("Local checkpoint" in picker.format_func(o) for o in ["random:tiny"])
     assert not at.sidebar.text_input  # no path box at all
-    assert str(folder) not in asked
+    assert str(folder) not in [identifier for identifier, _ in asked]
 
     # A big preset this server does not offer is refused the same way.
     at = start({"model": "esm2_t48_15B_UR50D", "seq": UBIQUITIN})
     assert any("esm2\\_t48\\_15B\\_UR50D, which this server does not offer" in w.value for w in at.warning)
     assert "esm2_t48_15B_UR50D" not in at.sidebar.selectbox(key="_w_model_choice").options
-    assert "esm2_t48_15B_UR50D" not in asked
+    assert "esm2_t48_15B_UR50D" not in [identifier for identifier, _ in asked]
 
 
-def test_hosted_session_holding_a_path_is_refused_not_loaded(hosted, tmp_path, monkeypatch):
-    state = pytest.importorskip("app_pages._state")
+def test_hosted_session_holding_a_path_is_refused_not_loaded(hosted, tmp_path, loads_seen_by_app):
     weights = load_weights("random:tiny:3")
     folder = save_checkpoint(tmp_path / "elsewhere", weights.config, weights.params, "test")
-    calls = []
-    real = state.load_weights
-    def recording(identifier, **kw):
-        calls.append((identifier, kw))
-        return real(identifier, **kw)
-
-    monkeypatch.setattr(state, "load_weights", recording)
+    calls = loads_seen_by_app
     at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
     at.session_state["_initialised"] = True
     at.session_state["model"] = str(folder)  # however it got there, hosted mode does not open it
