@@ -64,8 +64,9 @@ class RotaryEmbedding(nnx.Module):
         return self.rotate(q, cos, sin), self.rotate(k, cos, sin)
 
 
-# Attention scores of one head up to this many bytes are computed for all heads at once; longer
-# ones are computed a few heads at a time (see ``attend``).
+# Rows of up to ALL_HEADS_AT_ONCE_UP_TO tokens: attention for all heads of the batch at once.
+# Longer rows: a few heads at a time, as many as keep their scores within ATTENTION_CHUNK_BYTES
+# (see ``attend``).
 ATTENTION_CHUNK_BYTES = 2 << 20
 ALL_HEADS_AT_ONCE_UP_TO = 192  # tokens
 
@@ -187,6 +188,11 @@ class LMHead(nnx.Module):
         return x @ embedding.T + self.bias[...]
 
 
+def padding_bias(tokens: jax.Array) -> jax.Array:
+    """Additive attention bias over keys, (B, 1, 1, T): 0 for real tokens, -inf for padding."""
+    return jnp.where(tokens == PAD_IDX, -jnp.inf, 0.0)[:, None, None, :]
+
+
 def symmetrize(x: jax.Array) -> jax.Array:
     return x + x.swapaxes(-1, -2)
 
@@ -278,7 +284,7 @@ class ESM2(nnx.Module):
         """
         n = self.config.num_layers
         x = self.embed(tokens)
-        key_bias = jnp.where(tokens == PAD_IDX, -jnp.inf, 0.0)[:, None, None, :]
+        key_bias = padding_bias(tokens)
         if n > 1:
             x, _ = self._run_layers(0, n - 1, x, key_bias, False)
         graphdef, state = nnx.split(self.layers)
@@ -315,7 +321,7 @@ class ESM2(nnx.Module):
         attention_layers = [a % (n + 1) for a in attention_layers]  # -1 is the last layer
         capture = set(range(1, n + 1)) if need_contacts else set(attention_layers)
         x = self.embed(tokens)
-        key_bias = jnp.where(tokens == PAD_IDX, -jnp.inf, 0.0)[:, None, None, :]  # (B, 1, 1, T)
+        key_bias = padding_bias(tokens)  # (B, 1, 1, T)
 
         hidden = {0: x} if 0 in repr_layers else {}
         maps: dict[int, jax.Array] = {}
