@@ -235,9 +235,10 @@ class Engine:
         """Batches of rows and their padded width, within the token budget.
 
         Sorted by length and filled greedily, as transformers users batch by hand, so a batch
-        is padded to its longest row's bucket. Row counts are powers of two so that few shapes
-        are compiled; the last, partial batch of each width is split into power-of-two pieces
-        (13 rows -> 8 + 4 + 1) rather than padded with filler rows.
+        is padded to its longest row's bucket. A batch holds at most a power of two rows (the
+        most the budget allows at its width), and one that ends up with fewer is split into
+        power-of-two pieces (13 rows -> 8 + 4 + 1) rather than padded with filler rows, so
+        few shapes are compiled.
         """
         order = sorted(range(len(lengths)), key=lambda i: lengths[i])
         batches: list[tuple[list[int], int]] = []
