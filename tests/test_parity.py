@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -11,8 +13,12 @@ from flamino_core.alphabet import MASK_IDX, batch_encode
 from conftest import T6, TINY
 from reference_checkpoints import hf_forward
 
-# fp32 parity: 1e-4 absolute, plus 1e-5 relative for large values (logits reach ~30 with these
-# deliberately large weights, where fp32 rounding alone is ~4e-6 per operation).
+# fp32 parity, the product's promise: 1e-4 absolute, plus 1e-5 relative for large values of the
+# residual stream. Why 1e-4 separates rounding from modelling errors on these checkpoints is
+# measured, not assumed: see test_bound_separates_rounding_from_modelling_errors and
+# reference_checkpoints.EMBEDDING_STD. Measured on them: every quantity compared in this file
+# (logits, hidden states, attention, contacts, scores) agrees within 5e-5 absolute, logits
+# within 1.2e-5, so the bound has at least 2x room for summation-order noise.
 ATOL, RTOL = 1e-4, 1e-5
 
 
@@ -152,3 +158,73 @@ def test_plain_forward_and_scan_match_hf_on_long_rows(hf_checkpoints, real_seque
     tokens[np.arange(len(positions)), np.array(positions) + 1] = MASK_IDX
     log_probs = torch.log_softmax(hf_forward(hf, tokens).logits, -1).numpy()
     close(ours, log_probs[np.arange(len(positions)), np.array(positions) + 1], "masked log-probs")
+
+
+def _without_tokendropout_scaling(config, params, monkeypatch):
+    return dataclasses.replace(config, token_dropout=False), params
+
+
+def _tanh_gelu(config, params, monkeypatch):
+    import jax
+
+    from flamino_core import model
+
+    monkeypatch.setattr(model, "gelu", lambda x: jax.nn.gelu(x, approximate=True))
+    return config, params
+
+
+def _layer_norm_eps_1e6(config, params, monkeypatch):
+    return dataclasses.replace(config, layer_norm_eps=1e-6), params
+
+
+def _recomputed_inv_freq(config, params, monkeypatch):
+    # What a port that ignores the checkpoint's fp16-rounded copy would use.
+    head_dim = config.head_dim
+    inv = 1.0 / (10000.0 ** (np.arange(0, head_dim, 2, dtype=np.float32) / head_dim))
+    layers = dict(params["layers"])
+    attention = dict(layers["self_attn"])
+    attention["rot_emb"] = {"inv_freq": np.broadcast_to(inv, (config.num_layers, head_dim // 2)).copy()}
+    layers["self_attn"] = attention
+    return config, {**params, "layers": layers}
+
+
+MODELLING_ERRORS = {
+    "tanh-gelu": _tanh_gelu,
+    "eps-1e-6": _layer_norm_eps_1e6,
+    "recomputed-inv-freq": _recomputed_inv_freq,
+    "no-token-dropout-scaling": _without_tokendropout_scaling,
+}
+
+
+@pytest.mark.parametrize("config", [TINY, T6], ids=["tiny", "t6"])
+@pytest.mark.parametrize("error", [None, *MODELLING_ERRORS])
+def test_bound_separates_rounding_from_modelling_errors(hf_checkpoints, real_sequences, monkeypatch, config, error):
+    """The 1e-4 bound is meaningful on the test checkpoints in both directions.
+
+    The faithful model's logits stay at least 4x inside it (fp32 summation order alone: worst
+    9.6e-6 at tiny and 1.2e-5 at t6 over 20 weight seeds), and each modelling error a port
+    typically makes lands at least 2x outside it (smallest worst-logit error over the same 20
+    seeds: tanh GELU 4.5e-4 at tiny and 1.6e-3 at t6; eps 1e-6 2.4e-3; recomputed inv_freq
+    2.7e-3; no token-dropout scaling 1.6e-2). If this
+    test fails for a faithful model, the checkpoints' scale has drifted into fp32 noise; if it
+    fails for an injected error, they have become too gentle to catch it.
+    """
+    import jax.numpy as jnp
+
+    from flamino_core.convert import params_to_model
+
+    directory, hf = hf_checkpoints(config, "2022")
+    weights = load_weights(str(directory))
+    model_config, params = weights.config, weights.params
+    if error is not None:
+        model_config, params = MODELLING_ERRORS[error](model_config, params, monkeypatch)
+    seqs = sequences_for(real_sequences, config)
+    tokens = batch_encode(seqs)
+    ours = np.asarray(params_to_model(params, model_config)(jnp.asarray(tokens))["logits"], np.float64)
+    ref = hf_forward(hf, tokens).logits.numpy().astype(np.float64)
+    real = tokens != 1
+    worst = float(np.abs(ours - ref)[real].max())
+    if error is None:
+        assert worst < ATOL / 4, f"faithful model: logits differ by {worst:.3g}, too close to the {ATOL} bound"
+    else:
+        assert worst > 2 * ATOL, f"{error}: logits differ by only {worst:.3g}; the checkpoints would not catch it"
