@@ -20,6 +20,7 @@ from typing import Literal
 from Bio import SeqIO
 
 from .alphabet import AA_TO_IDX
+from .three_letter import read_three_letter
 
 ESM2_TRAINING_LENGTH = 1022  # residues; longer sequences are windowed by the engine
 MAX_ID_CHARS = 100
@@ -149,6 +150,7 @@ class _RawRecord:
     title: str | None  # header without '>'; None for a pasted bare sequence
     sequence: str  # whitespace removed, otherwise as typed
     had_whitespace: bool
+    text: str = ""  # the sequence lines as typed, whitespace kept (three-letter codes need it)
 
 
 # ---------------------------------------------------------------- public API
@@ -284,7 +286,7 @@ def _raw_records(lines: list[str], issues: _Issues) -> list[_RawRecord]:
     if start is None:  # a bare sequence pasted without a header
         squeezed = ["".join(line.split()) for line in lines]
         had_whitespace = any(s != line for s, line in zip(squeezed, lines))
-        return [_RawRecord(1, None, "".join(squeezed), had_whitespace)]
+        return [_RawRecord(1, None, "".join(squeezed), had_whitespace, "\n".join(lines))]
     _report_preamble(lines[:start], issues)
     return _split_with_biopython(lines[start:])
 
@@ -313,21 +315,23 @@ def _split_with_biopython(lines: list[str]) -> list[_RawRecord]:
     """Group lines (starting with a header) into records using Biopython."""
     # Whitespace inside sequence lines is removed here, before Biopython (which
     # drops spaces silently), so it can be reported per record.
-    cleaned, had_whitespace = [], []
+    cleaned, had_whitespace, typed = [], [], []
     for line in lines:
         if line.startswith(">"):
             cleaned.append(line)
             had_whitespace.append(False)
+            typed.append([])
         else:
             squeezed = "".join(line.split())
             had_whitespace[-1] |= squeezed != line
             cleaned.append(squeezed)
+            typed[-1].append(line)
     parsed = SeqIO.parse(io.StringIO("\n".join(cleaned)), "fasta")
     return [
         # Biopython stores sequences as ASCII bytes; decode ourselves so
         # non-ASCII characters become reportable instead of crashing str(seq).
-        _RawRecord(number, rec.description, bytes(rec.seq).decode("utf-8", "replace"), spaced)
-        for number, (rec, spaced) in enumerate(zip(parsed, had_whitespace, strict=True), 1)
+        _RawRecord(number, rec.description, bytes(rec.seq).decode("utf-8", "replace"), spaced, "\n".join(text))
+        for number, (rec, spaced, text) in enumerate(zip(parsed, had_whitespace, typed, strict=True), 1)
     ]
 
 
@@ -400,6 +404,12 @@ def unique_id(record_id: str, used_ids: set[str]) -> str:
 def _check_sequence(raw: _RawRecord) -> tuple[str, list[str], list[str]]:
     """(cleaned residues, warnings, errors) for one record's sequence text."""
     warnings: list[str] = []
+    three_letter = read_three_letter(raw.text)
+    if three_letter is not None:  # Met-Val-...: read letter by letter it would be METVAL...
+        if three_letter.error:
+            return "", warnings, [three_letter.error]
+        warnings.append(three_letter.note)
+        raw = replace(raw, sequence=three_letter.sequence, had_whitespace=False)
     text = raw.sequence.translate(_DROP_DIGITS)
     if len(text) != len(raw.sequence):
         spaces = " and spaces" if raw.had_whitespace else ""

@@ -137,3 +137,16 @@ def test_convert_then_use_checkpoint(checkpoint, tmp_path, shared_fasta):
     assert main(["embed", str(shared_fasta / "HBB_HUMAN.fa"), "-m", str(out), "-o", str(tmp_path / "a.npz")]) == 0
     assert main(["embed", str(shared_fasta / "HBB_HUMAN.fa"), "-m", str(directory), "-o", str(tmp_path / "b.npz")]) == 0
     np.testing.assert_array_equal(np.load(tmp_path / "a.npz")["mean/0"], np.load(tmp_path / "b.npz")["mean/0"])
+
+
+def test_embed_reads_three_letter_codes_as_residues_not_letters(shared_fasta, tmp_path, capsys):
+    from Bio.SeqUtils import seq3
+
+    hbb = read_fasta(shared_fasta / "HBB_HUMAN.fa").records[0].sequence
+    three = seq3(hbb)
+    fasta = tmp_path / "hbb3.fa"
+    fasta.write_text(">HBB three-letter\n" + "-".join(three[i:i + 3] for i in range(0, len(three), 3)) + "\n")
+    out = tmp_path / "out.npz"
+    assert main(["embed", str(fasta), "-m", "random:tiny", "-o", str(out)]) == 0
+    assert list(np.load(out)["sequences"]) == [hbb]  # not "METVALHIS..."
+    assert "three-letter codes" in capsys.readouterr().err
