@@ -570,3 +570,20 @@ def _mostly_text(data: bytes) -> bool:
     """True if control bytes are rare (< 1%): a non-UTF-8 text file, not binary."""
     controls = sum(data.count(bytes([b])) for b in range(32) if b not in b"\t\n\v\f\r")
     return controls + data.count(0x7F) < 0.01 * len(data)
+
+
+def to_fasta(records: tuple[ProteinRecord, ...] | list[ProteinRecord], width: int = 60) -> str:
+    """Records as FASTA text that ``parse_fasta_text`` reads back to the same records.
+
+    Args:
+      records: validated records (ids without spaces, sequences of alphabet letters).
+      width: residues per sequence line (60, as UniProt writes them).
+
+    Returns:
+      The text, one ``>id description`` header per record, ending in a newline.
+    """
+    lines = []
+    for record in records:
+        lines.append(f">{record.id} {record.description}".rstrip())
+        lines += [record.sequence[i : i + width] for i in range(0, len(record.sequence), width)]
+    return "\n".join(lines) + "\n"

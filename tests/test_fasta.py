@@ -527,3 +527,33 @@ def test_any_bytes_never_raise(data):
 @given(fasta_like_text, st.sampled_from(["utf-16", "utf-16-le", "utf-16-be", "utf-32"]))
 def test_any_encoded_text_never_raises(text, codec):
     assert_well_formed(parse_fasta_bytes(text.encode(codec, "replace")))
+
+
+# ---------------------------------------------------------------- writing FASTA
+
+
+@pytest.mark.parametrize("name", ["HBB_HUMAN.fa", "uniprot_two.fa"])
+def test_to_fasta_writes_what_biopython_writes_and_reads_back(name):
+    """The app puts uploaded records back into its text box with ``to_fasta``: the text must be
+    plain FASTA (Biopython's writer is the reference: ``>id description``, 60 residues a line)
+    and validate to the same records."""
+    import io
+
+    from Bio import SeqIO
+    from Bio.Seq import Seq
+    from Bio.SeqRecord import SeqRecord
+
+    from flamino_core.fasta import to_fasta
+
+    records = read_fasta(shared_file(name)).records
+    expected = io.StringIO()
+    SeqIO.write(
+        [SeqRecord(Seq(r.sequence), id=r.id, description=f"{r.id} {r.description}") for r in records],
+        expected,
+        "fasta",
+    )
+    text = to_fasta(records)
+    assert text == expected.getvalue()
+    assert parse_fasta_text(text).records == records
+    bare = [ProteinRecord("seq", "", "MKV" * 30)]  # no description: no trailing space
+    assert to_fasta(bare).splitlines() == [">seq", "MKV" * 20, "MKV" * 10]
