@@ -1,7 +1,8 @@
 """flamino: what the ESM-2 protein language model thinks of your sequences.
 
-Run with ``streamlit run app.py``. This file only lays out navigation and the sidebar; the pages
-in ``app_pages/`` read widgets, call ``flamino_core`` and draw its figures.
+Run with ``streamlit run app.py``. This file only lays out navigation (the pages declared in
+``app_pages/_ui/views.py``), the sidebar and the error boundary; the pages in ``app_pages/`` read
+widgets, call ``flamino_core`` and draw its figures, with the helpers in ``app_pages/_ui/``.
 
 The folder is deliberately not called ``pages/``: Streamlit treats a ``pages/`` folder beside the
 main script as a legacy multipage app and, in some runs (the first run of a fresh server opened
@@ -12,53 +13,34 @@ import logging
 
 import streamlit as st
 
-from app_pages import _state as state
+from app_pages._ui import downloads, inputs, models, session
+from app_pages._ui.views import DEFAULT_PAGE, PAGES
 
 st.set_page_config(page_title="flamino", page_icon="🧬", layout="wide")
-state.init_session()
-state.sync_input()
+session.init_session()
+inputs.sync_input()
 
-PAGES = {
-    "input": st.Page(
-        "app_pages/input.py", title="Input", icon=":material/edit_note:", url_path="input", default=True
-    ),
-    "predictions": st.Page(
-        "app_pages/predictions.py",
-        title="Masked predictions",
-        icon=":material/grid_on:",
-        url_path="predictions",
-    ),
-    "embeddings": st.Page(
-        "app_pages/embeddings.py", title="Embeddings", icon=":material/scatter_plot:", url_path="embeddings"
-    ),
-    "attention": st.Page(
-        "app_pages/attention.py", title="Attention", icon=":material/hub:", url_path="attention"
-    ),
+pages = {
+    key: st.Page(page.file, title=page.title, icon=page.icon, url_path=key, default=key == DEFAULT_PAGE)
+    for key, page in PAGES.items()
 }
-page = st.navigation(list(PAGES.values()))
-current = next(key for key, candidate in PAGES.items() if candidate.title == page.title)
-wanted = state.take_link_page()
+page = st.navigation(list(pages.values()))
+current = next(key for key, candidate in pages.items() if candidate.title == page.title)
+wanted = session.take_link_page()
 if wanted and wanted != current:
-    st.switch_page(PAGES[wanted])
+    st.switch_page(pages[wanted])
 
 with st.sidebar:
     st.title(":material/genetics: flamino")
     st.caption("ESM-2 protein language model explorer")
-    state.model_picker()
-    state.record_picker()
-    image_format = st.radio(
-        "Figure image format (camera button on each figure)",
-        ["png", "svg"],
-        **state.seeded(state.IMAGE_FORMAT, "png", lambda v: v in ("png", "svg"), options=["png", "svg"]),
-        format_func=str.upper,
-        horizontal=True,
-    )
-    state.remember(state.IMAGE_FORMAT, image_format)
+    models.model_picker()
+    inputs.record_picker()
+    downloads.image_format_picker()
     link_slot = st.empty()
 
-if problem := st.session_state.pop("_link_problem", None):
+if problem := session.take_link_problem():
     st.warning(problem)
-state.model_banner()
+models.model_banner()
 try:
     page.run()
 except Exception as err:  # never a traceback in front of a biologist; the log keeps it
@@ -67,4 +49,4 @@ except Exception as err:  # never a traceback in front of a biologist; the log k
         f"Something went wrong on this page: {type(err).__name__}: {err}. Your input is kept; try "
         "another record or option, or reload. If it persists, please report it with the shared link."
     )
-state.publish_link(current, link_slot)
+session.publish_link(current, link_slot)

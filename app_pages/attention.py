@@ -4,7 +4,9 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app_pages import _state as state
+from app_pages._ui import inputs, models, results
+from app_pages._ui.downloads import csv_button, npz_button, show_figure
+from app_pages._ui.widgets import kept_selectbox, kept_toggle, layer_names
 from flamino_core import analysis, figures
 from flamino_core.config import MAX_RESIDUES
 
@@ -25,13 +27,13 @@ def contacts_frame(contacts: np.ndarray, sequence: str) -> pd.DataFrame:
 
 
 def main() -> None:
-    inputs = state.page_inputs()
-    if inputs is None:
+    page = models.page_inputs()
+    if page is None:
         return
-    record, engine, model, seq, stem = inputs
+    record, engine, model, seq, stem = page
     n, heads = engine.config.num_layers, engine.config.attention_heads
     st.header("Attention")
-    state.record_caption(record)
+    inputs.record_caption(record)
     shown_seq = seq[:MAX_RESIDUES]
     if len(seq) > MAX_RESIDUES:
         st.info(
@@ -40,39 +42,32 @@ def main() -> None:
             "predicted in overlapping windows."
         )
 
-    names = state.layer_names(n, first=1)
+    names = layer_names(n, first=1)
     head_names = {0: "average of all heads", **{h: f"head {h}" for h in range(1, heads + 1)}}
     controls = st.columns([2, 2, 1, 2], vertical_alignment="bottom")
-    layer = controls[0].selectbox(
-        "Layer", list(names), format_func=names.get, **state.seeded("alayer", n, lambda v: v in names, options=names)
-    )
-    state.remember("alayer", layer)
-    head = controls[1].selectbox(
-        "Head",
-        list(head_names),
-        format_func=head_names.get,
-        **state.seeded("head", 0, lambda v: v in head_names, options=head_names),
-    )
-    state.remember("head", head)
-    use_apc = controls[2].toggle(
-        "APC",
-        **state.seeded("apc", False, lambda v: isinstance(v, bool)),
-        help="Average product correction of the symmetrised map, as the contact head applies it: "
-        "removes the background of tokens that attend (or are attended) everywhere.",
-    )
-    state.remember("apc", use_apc)
-    special = controls[3].toggle(
-        "Start/end tokens",
-        **state.seeded("special", False, lambda v: isinstance(v, bool)),
-        help="Show the start (cls) and end (eos) tokens, which often soak up attention. Not with APC.",
-        disabled=use_apc,
-    )
-    state.remember("special", special)
+    with controls[0]:
+        layer = kept_selectbox("Layer", "alayer", names, default=n, format_func=names.get)
+    with controls[1]:
+        head = kept_selectbox("Head", "head", head_names, format_func=head_names.get)
+    with controls[2]:
+        use_apc = kept_toggle(
+            "APC",
+            "apc",
+            help="Average product correction of the symmetrised map, as the contact head applies it: "
+            "removes the background of tokens that attend (or are attended) everywhere.",
+        )
+    with controls[3]:
+        special = kept_toggle(
+            "Start/end tokens",
+            "special",
+            help="Show the start (cls) and end (eos) tokens, which often soak up attention. Not with APC.",
+            disabled=use_apc,
+        )
 
     # Long sequences go through the server's heavy-job queue; when it is full the page says so
     # and shows what it has.
-    maps = state.heavy(state.attention, model, seq, layer, what="the attention maps")  # (H, T, T)
-    contact_probs = state.heavy(state.contacts, model, seq, what="the contact map")  # (L, L)
+    maps = results.heavy(results.attention, model, seq, layer, what="the attention maps")  # (H, T, T)
+    contact_probs = results.heavy(results.contacts, model, seq, what="the contact map")  # (L, L)
     what = "APC-corrected, symmetrised attention" if use_apc else "Attention"
 
     left, right = st.columns(2)
@@ -84,21 +79,21 @@ def main() -> None:
         title = f"{what}, {names[layer]}, {head_names[head]}"
         with (
             left,
-            state.show_figure(
+            show_figure(
                 figures.attention_heatmap(matrix, labels, title, diverging=use_apc),
                 "attention_map",
                 f"{stem}_layer{layer}_head{head or 'avg'}",
             ),
         ):
-            state.csv_button(
+            csv_button(
                 "This map (CSV)",
                 lambda: pd.DataFrame(matrix, index=labels, columns=labels).reset_index(names="query"),
                 f"{stem}_layer{layer}_head{head or 'avg'}{'_apc' if use_apc else ''}.csv",
                 "attention_csv",
             )
     if contact_probs is not None:
-        with right, state.show_figure(figures.contact_map(contact_probs, seq), "contacts", f"{stem}_contacts"):
-            state.csv_button(
+        with right, show_figure(figures.contact_map(contact_probs, seq), "contacts", f"{stem}_contacts"):
+            csv_button(
                 "Contacts (CSV)",
                 lambda: contacts_frame(contact_probs, seq),
                 f"{stem}_contacts.csv",
@@ -112,8 +107,8 @@ def main() -> None:
     if use_apc:
         per_head = analysis.apc(analysis.symmetrize(per_head))
     grid = figures.attention_grid(per_head, title=f"{what} of every head, {names[layer]}", diverging=use_apc)
-    with state.show_figure(grid, "attention_grid", f"{stem}_layer{layer}_all_heads"):
-        state.npz_button(
+    with show_figure(grid, "attention_grid", f"{stem}_layer{layer}_all_heads"):
+        npz_button(
             "All maps of this layer (NPZ, with start/end tokens)",
             lambda: {"sequence": np.array(shown_seq), "layer": np.array(layer), "attentions": maps},
             f"{stem}_layer{layer}_attention.npz",

@@ -3,13 +3,14 @@
 import pandas as pd
 import streamlit as st
 
-from app_pages import _state as state
-from flamino_core.fasta import InputIssue, parse_fasta_bytes
-from flamino_core.hosting import current_limits
+from app_pages._ui import inputs
+from app_pages._ui.policy import current_limits
+from app_pages._ui.widgets import kept_text_area, plain
+from flamino_core.fasta import InputIssue, parse_fasta_bytes, to_fasta
 
 
 def use_example(label: str) -> None:
-    state.set_input(state.example_text(label))
+    inputs.set_input(inputs.example_text(label))
     st.session_state.pop("_upload_issues", None)
 
 
@@ -26,10 +27,10 @@ def use_uploads() -> None:
         if too_big:
             issues.append((file.name, InputIssue(None, too_big, "error")))
             continue
-        result = parse_fasta_bytes(file.getvalue(), **state.input_limits())
+        result = parse_fasta_bytes(file.getvalue(), **inputs.input_limits())
         kept += result.records
         issues += [(file.name, issue) for issue in result.errors + result.warnings]
-    state.set_input(state.to_fasta(kept) if kept else "")
+    inputs.set_input(to_fasta(kept) if kept else "")
     st.session_state["_upload_issues"] = issues
 
 
@@ -40,18 +41,17 @@ def main() -> None:
         "Then open **Masked predictions**, **Embeddings** or **Attention** in the menu."
     )
 
-    columns = st.columns(len(state.EXAMPLES))
-    for column, label in zip(columns, state.EXAMPLES, strict=True):
+    columns = st.columns(len(inputs.EXAMPLES))
+    for column, label in zip(columns, inputs.EXAMPLES, strict=True):
         column.button(label, on_click=use_example, args=(label,), icon=":material/science:", width="stretch")
 
-    text = st.text_area(
+    kept_text_area(
         "FASTA or sequence",
-        **state.seeded(state.FASTA, ""),
+        inputs.FASTA,
         on_change=lambda: st.session_state.pop("_upload_issues", None),  # they describe old text
         height=220,
         placeholder=">my_protein optional description\nMKTAYIAKQRQISFVKSHFSRQ…",
     )
-    state.remember(state.FASTA, text)
 
     # Any file type is accepted on purpose: the validator then says what a GenBank file, a PDF
     # or a picture is and what to do, instead of the uploader refusing it without a reason.
@@ -60,18 +60,18 @@ def main() -> None:
         accept_multiple_files=True,
         key="_uploads",
         on_change=use_uploads,
-        max_upload_size=state.upload_size_mb(),
+        max_upload_size=inputs.upload_size_mb(),
         help="The records of all files are put in the box above; files with problems are reported below.",
     )
     for name, issue in st.session_state.get("_upload_issues", []):
         show = st.error if issue.level == "error" else st.warning
-        show(state.plain(f"{name}: {issue}"))
+        show(plain(f"{name}: {issue}"))
 
-    result = state.parsed()
+    result = inputs.parsed()
     if result is None:
         st.info("No input yet.")
         return
-    state.show_issues(result)
+    inputs.show_issues(result)
     if not result.records:
         return
     st.success(f"{len(result.records)} record(s) ready for analysis.", icon=":material/check_circle:")

@@ -4,14 +4,11 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app_pages import _state as state
+from app_pages._ui import inputs, models, results
+from app_pages._ui.downloads import csv_button, show_figure
+from app_pages._ui.widgets import kept_number_input, kept_radio
 from flamino_core import analysis, figures, scores
 from flamino_core.alphabet import STANDARD_AA_TOKEN_IDS, STANDARD_AMINO_ACIDS
-
-SCANS = {
-    "wt": "wt-marginals — fast: one unmasked pass",
-    "masked": "masked-marginals — exact: one pass per position (slower), gives pseudo-perplexity",
-}
 
 
 def probabilities_frame(probabilities: np.ndarray, sequence: str, entropies: np.ndarray) -> pd.DataFrame:
@@ -23,14 +20,14 @@ def probabilities_frame(probabilities: np.ndarray, sequence: str, entropies: np.
 
 
 def main() -> None:
-    inputs = state.page_inputs()
-    if inputs is None:
+    page = models.page_inputs()
+    if page is None:
         return
-    record, engine, model, seq, stem = inputs
+    record, engine, model, seq, stem = page
     st.header("Masked predictions")
-    state.record_caption(record)
+    inputs.record_caption(record)
 
-    logits = state.logits(model, seq)
+    logits = results.logits(model, seq)
     probabilities = analysis.amino_acid_probabilities(logits)  # (20, L)
     entropies = analysis.entropy(probabilities)
     st.markdown(
@@ -39,8 +36,8 @@ def main() -> None:
         "prediction (high: the model is unsure what belongs there)."
     )
     overview = figures.probability_heatmap(probabilities, seq, entropies)
-    with state.show_figure(overview, "prob_heatmap", f"{stem}_probabilities"):
-        state.csv_button(
+    with show_figure(overview, "prob_heatmap", f"{stem}_probabilities"):
+        csv_button(
             "Probabilities and entropy (CSV)",
             lambda: probabilities_frame(probabilities, seq, entropies),
             f"{stem}_probabilities.csv",
@@ -50,34 +47,23 @@ def main() -> None:
     left, right = st.columns(2)
     with left:
         st.subheader("Top predictions per position")
-        k = st.number_input(
-            "How many (k)", min_value=1, max_value=20, step=1, **state.seeded("k", 3, lambda v: 1 <= v <= 20)
-        )
-        state.remember("k", int(k))
-        top = pd.DataFrame(analysis.top_k_rows(probabilities, seq, int(k)))
+        k = kept_number_input("How many (k)", "k")
+        top = pd.DataFrame(analysis.top_k_rows(probabilities, seq, k))
         st.dataframe(top, hide_index=True, height=360, width="stretch")
-        state.csv_button("Top-k table (CSV)", lambda: top, f"{stem}_top{k}.csv", "topk_csv")
+        csv_button("Top-k table (CSV)", lambda: top, f"{stem}_top{k}.csv", "topk_csv")
     with right:
         st.subheader("Mask one position")
-        position = st.number_input(
-            f"Position (1–{len(seq)})",
-            min_value=1,
-            max_value=len(seq),
-            step=1,
-            **state.seeded("pos", 1, lambda v: isinstance(v, int) and 1 <= v <= len(seq)),
-        )
-        position = int(position)
-        state.remember("pos", position)
-        log_probs = state.masked_position(model, seq, position - 1)  # (33,)
+        position = kept_number_input(f"Position (1–{len(seq)})", "pos", max_value=len(seq))
+        log_probs = results.masked_position(model, seq, position - 1)  # (33,)
         masked = np.exp(log_probs.astype(np.float64))
         masked_aa = masked[STANDARD_AA_TOKEN_IDS]
         residue = seq[position - 1]
         fig = figures.distribution_bars(
             masked_aa, probabilities[:, position - 1], position, residue, other_mass=1 - masked_aa.sum()
         )
-        with state.show_figure(fig, "masked_bars", f"{stem}_pos{position}_masked"):
+        with show_figure(fig, "masked_bars", f"{stem}_pos{position}_masked"):
             distribution = analysis.token_distribution(log_probs)
-            state.csv_button(
+            csv_button(
                 "All 33 tokens (CSV)",
                 lambda: pd.DataFrame(
                     {"token": list(distribution), "probability": list(distribution.values())}
@@ -91,13 +77,10 @@ def main() -> None:
             st.caption(f"p({residue} | position {position} masked) = {p_residue:.3f}; rank {rank} of 20.")
 
     st.subheader("Single-substitution map")
-    scan = st.radio(
-        "Scoring", list(SCANS), format_func=SCANS.get, **state.seeded("scan", "wt", lambda v: v in SCANS, options=SCANS)
-    )
-    state.remember("scan", scan)
+    scan = kept_radio("Scoring", "scan")
     log_probs_all = None
     if scan == "masked":  # L forward passes: through the server's heavy-job queue
-        log_probs_all = state.heavy(state.masked_scan, model, seq, what="the masked-marginal scan")  # (L, 33)
+        log_probs_all = results.heavy(results.masked_scan, model, seq, what="the masked-marginal scan")  # (L, 33)
     if log_probs_all is not None:
         substitution = scores.substitution_scores(log_probs_all, seq)
         pppl = scores.pseudo_perplexity(log_probs_all, seq)
@@ -110,16 +93,16 @@ def main() -> None:
         )
         method = "masked-marginals"
     else:
-        substitution = state.wt_marginal_scores(model, seq)
+        substitution = results.wt_marginal_scores(model, seq)
         if scan == "masked":
             st.caption("Showing the fast wt-marginals scores meanwhile.")
         else:
             st.caption("Pseudo-perplexity needs the masked scan: choose masked-marginals above.")
         method = "wt-marginals"
-    with state.show_figure(
+    with show_figure(
         figures.substitution_heatmap(substitution, seq, method), "subst", f"{stem}_{method}"
     ):
-        state.csv_button(
+        csv_button(
             f"Scores, {method} (CSV)",
             lambda: pd.DataFrame(
                 list(scores.score_rows(record.id, seq, substitution)),

@@ -1,4 +1,5 @@
-"""Hosted-mode limits and the bounded heavy-job queue."""
+"""The app's policy (hosted-mode limits, which models a server loads and a link may ask for) and
+the bounded heavy-job queue."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import time
 
 import pytest
 
+from app_pages._ui import heavy_jobs
+from app_pages._ui.heavy_jobs import HeavyJobQueue, QueueFull
+from app_pages._ui.policy import LinkModel, current_limits, hosted_mode, model_from_link, weights_permissions
 from flamino_core.fasta import parse_fasta_text
-from flamino_core.hosting import HeavyJobQueue, QueueFull, current_limits, hosted_mode
 from flamino_core.weights import ModelError, load_weights
 
 
@@ -133,12 +136,49 @@ def test_upload_and_paste_size_messages_say_both_sizes(monkeypatch):
 
 
 def test_the_process_wide_queue_follows_hosted_settings(monkeypatch):
-    from flamino_core import hosting
-
-    monkeypatch.setattr(hosting, "_QUEUE", None)
+    monkeypatch.setattr(heavy_jobs, "_QUEUE", None)
     monkeypatch.setenv("FLAMINO_HOSTED", "1")
     monkeypatch.setenv("FLAMINO_HEAVY_WORKERS", "2")
     monkeypatch.setenv("FLAMINO_HEAVY_WAITING", "3")
-    queue = hosting.heavy_job_queue()
+    queue = heavy_jobs.heavy_job_queue()
     assert (queue.workers, queue.max_waiting) == (2, 3)
-    assert hosting.heavy_job_queue() is queue  # one per process, shared by every session
+    assert heavy_jobs.heavy_job_queue() is queue  # one per process, shared by every session
+
+
+OPERATOR_MODEL = "/opt/flamino/operator-esm2"
+
+
+@pytest.mark.parametrize(
+    "identifier, local, hosted",
+    [
+        ("esm2_t33_650M_UR50D", "use", "refused"),  # a preset: hosted servers offer small ones only
+        ("facebook/esm2_t12_35M_UR50D", "use", "use"),
+        ("random:tiny", "use", "use"),
+        (OPERATOR_MODEL, "use", "use"),  # FLAMINO_MODEL is the operator's choice
+        ("random:esm2_t48_15B_UR50D", "refused", "refused"),  # many GB to build: not from a link
+        ("/srv/models/esm2_t33", "local_path", "refused"),  # pre-filled, never opened by a link
+        ("../../etc/passwd", "local_path", "refused"),
+    ],
+)
+def test_which_model_a_link_may_switch_to(monkeypatch, identifier, local, hosted):
+    monkeypatch.setenv("FLAMINO_MODEL", OPERATOR_MODEL)
+    monkeypatch.delenv("FLAMINO_HOSTED_MODELS", raising=False)
+    for mode, expected in (("0", local), ("1", hosted)):
+        monkeypatch.setenv("FLAMINO_HOSTED", mode)
+        decision = model_from_link(identifier, current_limits())
+        set_fields = [name for name in ("use", "local_path", "refused") if getattr(decision, name)]
+        assert set_fields == [expected], (mode, decision)
+        if expected == "refused":
+            assert identifier in decision.refused
+        else:
+            assert decision == LinkModel(**{expected: identifier})
+
+
+def test_weights_are_loaded_without_pickles_or_server_paths_when_hosted(monkeypatch):
+    monkeypatch.setenv("FLAMINO_MODEL", OPERATOR_MODEL)
+    monkeypatch.delenv("FLAMINO_HOSTED", raising=False)
+    assert weights_permissions("/any/path", current_limits()) == {"allow_local_paths": True, "allow_pickle": True}
+    monkeypatch.setenv("FLAMINO_HOSTED", "1")
+    limits = current_limits()
+    assert weights_permissions("/any/path", limits) == {"allow_local_paths": False, "allow_pickle": False}
+    assert weights_permissions(OPERATOR_MODEL, limits) == {"allow_local_paths": True, "allow_pickle": False}

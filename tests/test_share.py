@@ -1,4 +1,5 @@
-"""Shareable links: round trips, and garbage query strings that must give None, never raise."""
+"""Shareable links and the view registry they read: round trips, and garbage query strings that
+must give None, never raise."""
 
 from __future__ import annotations
 
@@ -9,15 +10,15 @@ import zlib
 
 import pytest
 
-from flamino_core.share import (
+from app_pages._ui.links import (
     MAX_FASTA_CHARS,
-    OPTIONS,
     SharedView,
     decode_fasta,
     decode_view,
     encode_fasta,
     encode_view,
 )
+from app_pages._ui.views import OPTIONS, PAGES, Choice, Flag, Integer, page_options
 
 HBB = (
     ">HBB_HUMAN Human beta hemoglobin.\n"
@@ -158,3 +159,31 @@ def test_repeated_keys_take_the_last_value_like_streamlit():
 )
 def test_garbage_queries_decode_to_none(params):
     assert decode_view(params) is None
+
+
+def test_registry_options_belong_to_pages_and_their_defaults_survive_a_link():
+    for option in OPTIONS.values():
+        assert option.page is None or option.page in PAGES, option.key
+        if option.default is not None:
+            view = SharedView(page=option.page, options={option.key: option.default})
+            assert decode_view(encode_view(view)) == view, option.key
+    carried = [option.key for page in PAGES for option in page_options(page)]
+    assert sorted(carried) == sorted(OPTIONS)  # each option is carried by exactly one page's link
+
+
+@pytest.mark.parametrize(
+    "kind, good, bad",
+    [
+        (Integer(1, 20), {"1": 1, "20": 20, "07": 7}, ["0", "21", "-1", "1.0", "1e1", " 3", "", "123456789"]),
+        (Choice({"wt": "fast", "masked": "exact"}), {"wt": "wt", "masked": "masked"}, ["WT", "fast", ""]),
+        (Flag(), {"1": True, "0": False}, ["true", "yes", "2", ""]),
+    ],
+)
+def test_option_kinds_parse_only_what_they_write(kind, good, bad):
+    for text, value in good.items():
+        assert kind.parse(text) == value and kind.valid(value)
+        assert kind.parse(kind.format(value)) == value
+    for text in bad:
+        assert kind.parse(text) is None, text
+    assert not kind.valid(None)
+    assert isinstance(kind, Flag) or not kind.valid(True)  # a bool is never a number or a choice

@@ -1,9 +1,14 @@
 """Shareable links: the app's view (model, page, selections, input) as URL query parameters.
 
+App policy, not core: only the app writes and reads links (the CLI and ``flamino batch`` never
+do), and what a link may carry is the app's own pages and their options, declared in
+``views.py``. So the codec lives here, beside the code that publishes and applies links
+(``session.py``).
+
 The input FASTA travels compressed (zlib, then unpadded base64url) in ``fasta``; a plain
 residue string in ``seq`` is accepted too, for links written by hand. Decoding treats the query
 string as untrusted: every value is checked and bounded, and garbage gives None, never an
-exception.
+exception. Which model a link may switch to is not decided here but in ``policy.py``.
 """
 
 from __future__ import annotations
@@ -13,51 +18,18 @@ import binascii
 import dataclasses
 import re
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
-PAGES = ("input", "predictions", "embeddings", "attention")
+from .views import OPTIONS, PAGES
+
 MAX_FASTA_CHARS = 200_000  # decompressed; bounds a decompression bomb
 MAX_TOKEN_CHARS = 60_000  # compressed and encoded
 MAX_MODEL_CHARS = 500
 MAX_RECORD_CHARS = 100  # fasta.MAX_ID_CHARS
-MAX_INT = 10_000_000
 
 _BASE64URL = re.compile(r"[A-Za-z0-9_-]*")
 _PLAIN_SEQUENCE = re.compile(r"[A-Za-z]+")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-
-
-def _int(low: int, high: int = MAX_INT) -> Callable[[str], int | None]:
-    def parse(text: str) -> int | None:
-        if not re.fullmatch(r"[0-9]{1,8}", text):
-            return None
-        value = int(text)
-        return value if low <= value <= high else None
-
-    return parse
-
-
-def _choice(*allowed: str) -> Callable[[str], str | None]:
-    return lambda text: text if text in allowed else None
-
-
-def _flag(text: str) -> bool | None:
-    return {"1": True, "0": False}.get(text)
-
-
-# Page selections a link may carry: query key -> parser (str -> value, or None if invalid).
-OPTIONS: dict[str, Callable[[str], object]] = {
-    "pos": _int(1),  # predictions: masked position (1-based)
-    "k": _int(1, 20),  # predictions: top-k
-    "scan": _choice("wt", "masked"),  # predictions: substitution scoring
-    "elayer": _int(0, 1000),  # embeddings: layer
-    "dims": _choice("2", "3"),
-    "colour": _choice("position", "residue", "class"),
-    "alayer": _int(1, 1000),  # attention: layer
-    "head": _int(0, 1000),  # attention: 0 = average, else 1-based head
-    "apc": _flag,
-    "special": _flag,
-}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,7 +83,7 @@ def encode_view(view: SharedView) -> dict[str, str]:
         params["model"] = view.model
     if view.page:
         if view.page not in PAGES:
-            raise ValueError(f"unknown page {view.page!r}; pages are {PAGES}")
+            raise ValueError(f"unknown page {view.page!r}; pages are {tuple(PAGES)}")
         params["page"] = view.page
     if view.record:
         params["record"] = view.record
@@ -120,10 +92,10 @@ def encode_view(view: SharedView) -> dict[str, str]:
             continue
         if key not in OPTIONS:
             raise ValueError(f"unknown view option {key!r}")
-        text = ("1" if value else "0") if isinstance(value, bool) else str(value)
-        if OPTIONS[key](text) is None:
+        kind = OPTIONS[key].kind
+        if not kind.valid(value) or kind.parse(kind.format(value)) != value:
             raise ValueError(f"option {key}={value!r} would not survive decoding")
-        params[key] = text
+        params[key] = kind.format(value)
     if view.fasta:
         params["fasta"] = encode_fasta(view.fasta)
     return params
@@ -162,9 +134,9 @@ def decode_view(params: Mapping[str, object]) -> SharedView | None:
     record = _text(values.get("record"), MAX_RECORD_CHARS)
     page = values.get("page") if values.get("page") in PAGES else None
     options = {}
-    for key, parse in OPTIONS.items():
+    for key, option in OPTIONS.items():
         if key in values:
-            value = parse(values[key])
+            value = option.kind.parse(values[key])
             if value is not None:
                 options[key] = value
     if not (fasta or model or record or page or options):

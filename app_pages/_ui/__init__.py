@@ -1,0 +1,11 @@
+"""What the app's pages share, one module per concern (no JAX at import; see each docstring).
+
+- ``views``: the registry of pages and their shareable options.
+- ``widgets``: kept widgets (``kept_selectbox`` ...) and user text shown verbatim (``plain``).
+- ``links``: the link codec; ``session``: a session's start from its link and its published link.
+- ``policy``: what this server allows (limits, models); ``heavy_jobs``: the bounded job queue.
+- ``inputs``: the input, its validation, the records and the selected one.
+- ``models``: the model picker, loading, failures, the banner.
+- ``results``: cached model results (and the heavy ones queued).
+- ``downloads``: figures and their downloads, CSV and NPZ buttons.
+"""

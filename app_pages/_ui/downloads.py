@@ -1,0 +1,84 @@
+"""Figures and downloads: a figure with its image and HTML exports, CSV and NPZ buttons.
+
+Every download is built in memory when clicked and handed to the browser; the app writes no
+files. Figures themselves are built by ``flamino_core.figures`` (pure Plotly, no Streamlit).
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from flamino_core.figures import figure_html
+
+from .widgets import kept_radio
+
+IMAGE_FORMAT = "image_format"  # session-state key: the camera button's format
+IMAGE_FORMATS = ["png", "svg"]
+
+
+def safe_name(text: str) -> str:
+    """``text`` (a record id) as a file-name stem: no path separators, no odd characters."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_.")[:60] or "record"
+
+
+def image_format_picker() -> None:
+    """Sidebar choice of the format the figures' camera buttons save."""
+    kept_radio(
+        "Figure image format (camera button on each figure)",
+        IMAGE_FORMAT,
+        IMAGE_FORMATS,
+        default=IMAGE_FORMATS[0],
+        format_func=str.upper,
+        horizontal=True,
+    )
+
+
+def show_figure(fig, key: str, file_stem: str):
+    """The figure, its PNG/SVG via the camera button, and an HTML download (built on click).
+
+    Returns the row holding the download button, so callers can put their data downloads
+    beside it (``with row: csv_button(...)``).
+    """
+    fmt = st.session_state.get(IMAGE_FORMAT, IMAGE_FORMATS[0])
+    st.plotly_chart(
+        fig,
+        key=key,
+        theme=None,
+        config={
+            "displaylogo": False,
+            "toImageButtonOptions": {"format": fmt, "filename": file_stem, "scale": 2},
+        },
+    )
+    row = st.container(horizontal=True)
+    with row:
+        _download("Figure (HTML)", lambda: figure_html(fig), f"{file_stem}.html", "text/html", f"{key}_html")
+    return row
+
+
+def csv_button(label: str, make_frame: Callable[[], pd.DataFrame], file_name: str, key: str) -> None:
+    """A download of the table ``make_frame()`` builds (only when clicked) as CSV."""
+    _download(label, lambda: make_frame().to_csv(index=False).encode("utf-8"), file_name, "text/csv", key)
+
+
+def npz_button(label: str, arrays: Callable[[], dict[str, np.ndarray]], file_name: str, key: str) -> None:
+    """A download of the arrays ``arrays()`` builds (only when clicked) as a compressed NPZ."""
+
+    def build() -> bytes:
+        buffer = io.BytesIO()
+        np.savez_compressed(buffer, **arrays())
+        return buffer.getvalue()
+
+    _download(label, build, file_name, "application/octet-stream", key)
+
+
+def _download(label: str, data: Callable[[], bytes | str], file_name: str, mime: str, key: str) -> None:
+    # on_click="ignore": a download does not rerun the page (which would recompute its figures).
+    st.download_button(
+        label, data=data, file_name=file_name, mime=mime, key=key, on_click="ignore", icon=":material/download:"
+    )

@@ -1,0 +1,174 @@
+"""Model results, cached for every session, and the heavy ones queued.
+
+Each result is cached with ``st.cache_data`` keyed by (model identifier, sequence, options), all
+plain strings, ints and tuples, so they hash cheaply and are shared by every session. Each takes
+the model identifier, not the engine, so results are keyed by model. The entry counts are fixed
+at import: smaller on a shared server, where one attention entry of a 650M model at 1022
+residues is ~85 MB. Masked scans, and attention maps and contacts of long sequences, run through
+the process-wide heavy-job queue (``heavy_jobs.py``); ``heavy`` turns a full queue into a
+warning on the page.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable
+
+import numpy as np
+import streamlit as st
+
+from flamino_core import scores
+from flamino_core.config import MAX_RESIDUES
+
+from .heavy_jobs import HEAVY_RESIDUES, QueueFull, heavy_job_queue
+from .models import load_engine
+from .policy import hosted_mode
+from .widgets import plain
+
+HOSTED = hosted_mode()
+LOG = logging.getLogger("flamino")
+
+
+# --- heavy jobs ------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def _heavy_slot(what: str):
+    """Run the block in the process-wide heavy-job queue, showing the wait while there is one.
+
+    Used inside cached functions (only a cache miss queues). Updating the note every few seconds
+    is also what stops the wait of a session that was closed meanwhile: Streamlit interrupts a
+    stopped script at its next element update.
+    """
+    queue = heavy_job_queue()
+    note = st.empty()
+    shown = [-1]
+
+    def waiting(seconds: float) -> None:
+        if int(seconds) // 5 == shown[0]:
+            return
+        shown[0] = int(seconds) // 5
+        note.info(
+            f"Waiting for a free slot for {what}: {queue.running} heavy job(s) running, "
+            f"{queue.waiting} waiting ({seconds:.0f} s)…",
+            icon=":material/hourglass_top:",
+        )
+
+    try:
+        with queue.slot(on_wait=waiting):
+            note.empty()
+            yield
+    except BaseException as exc:  # Streamlit's stop/rerun signals are BaseExceptions
+        if type(exc).__name__ in ("StopException", "RerunException"):
+            LOG.warning("heavy job abandoned (%s): its session closed or asked for something else", what)
+        raise
+    finally:
+        note.empty()
+
+
+def heavy(compute: Callable, *args, what: str):
+    """``compute(*args)``, or None with a warning when the server is too busy to queue it."""
+    try:
+        return compute(*args)
+    except QueueFull as err:
+        st.warning(
+            f"**The server is busy:** {what} was not computed this time ({plain(err)}). "
+            "Everything else on the page works; change any option or reload to try again.",
+            icon=":material/hourglass_top:",
+        )
+        return None
+
+
+def _maybe_heavy(sequence: str, what: str):
+    return _heavy_slot(what) if len(sequence) > HEAVY_RESIDUES else contextlib.nullcontext()
+
+
+def _bar(text: str):
+    """A progress bar for a slow cached computation, removed when it is done.
+
+    It is drawn inside the cached function because Streamlit forbids drawing into outside
+    elements there; the price is that Streamlit replays its updates on every cache hit. So it
+    moves in steps of 5% at most (about 20 updates), and the final ``empty()`` leaves nothing.
+    """
+    bar = st.progress(0.0, text=text)
+    last = [0.0]
+
+    def update(done: int, total: int) -> None:
+        fraction = done / max(total, 1)
+        if fraction - last[0] >= 0.05 or done == total:
+            bar.progress(fraction, text=f"{text} ({done}/{total} batches)")
+            last[0] = fraction
+
+    return bar, update
+
+
+# --- cached results ----------------------------------------------------------------------------------
+@st.cache_data(show_spinner="Running the model…", max_entries=64)
+def logits(model: str, sequence: str) -> np.ndarray:
+    """(L, 33) LM logits from one unmasked pass."""
+    (out,) = load_engine(model).run([sequence], repr_layers=(), logits=True)
+    return out.logits
+
+
+@st.cache_data(show_spinner="Masking the position…", max_entries=256)
+def masked_position(model: str, sequence: str, position: int) -> np.ndarray:
+    """(33,) log-probabilities at 0-based ``position`` with that residue masked."""
+    return load_engine(model).masked_log_probs(sequence, [position])[0]
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def masked_scan(model: str, sequence: str) -> np.ndarray:
+    """(L, 33) log-probabilities with each position masked in turn: L forward passes (queued)."""
+    with _heavy_slot("the masked scan"):
+        bar, update = _bar(f"Masking each of the {len(sequence)} positions")
+        try:
+            return load_engine(model).masked_log_probs(sequence, progress=update)
+        finally:
+            bar.empty()
+
+
+@st.cache_data(show_spinner="Scoring substitutions…", max_entries=64)
+def wt_marginal_scores(model: str, sequence: str) -> np.ndarray:
+    return scores.wt_marginals(load_engine(model), sequence)
+
+
+@st.cache_data(show_spinner="Computing embeddings…", max_entries=16 if HOSTED else 64)
+def representations(model: str, sequence: str, layer: int) -> np.ndarray:
+    """(L, D) hidden states after ``layer`` (0 = token embeddings)."""
+    (out,) = load_engine(model).run([sequence], repr_layers=(layer,), logits=False)
+    return out.representations[layer]
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def mean_embeddings(model: str, sequences: tuple[str, ...], layer: int) -> np.ndarray:
+    """(N, D) per-sequence embeddings: each sequence's ``layer`` states averaged over residues."""
+    bar, update = _bar(f"Embedding {len(sequences)} sequences")
+    try:
+        outs = load_engine(model).run(list(sequences), repr_layers=(layer,), logits=False, progress=update)
+    finally:
+        bar.empty()
+    return np.stack([out.representations[layer].mean(axis=0) for out in outs])
+
+
+@st.cache_data(show_spinner="Computing attention maps…", max_entries=4 if HOSTED else 8)
+def attention(model: str, sequence: str, layer: int) -> np.ndarray:
+    """(H, T, T) attention of one layer, T = residues + 2 (with ``<cls>``/``<eos>``).
+
+    Only this layer's maps are materialised. Longer than 1022 residues: the first 1022
+    (maps cannot be stitched from windows). Long sequences are queued.
+    """
+    long = "truncate" if len(sequence) > MAX_RESIDUES else "window"
+    with _maybe_heavy(sequence, "the attention maps"):
+        (out,) = load_engine(model).run(
+            [sequence], repr_layers=(), logits=False, attention_layers=(layer,), long=long
+        )
+    return out.attentions[0]
+
+
+@st.cache_data(
+    show_spinner="Predicting contacts (needs every layer's attention)…", max_entries=8 if HOSTED else 16
+)
+def contacts(model: str, sequence: str) -> np.ndarray:
+    """(L, L) contact probabilities; long sequences in overlapping windows (and queued)."""
+    with _maybe_heavy(sequence, "the contact map"):
+        (out,) = load_engine(model).run([sequence], repr_layers=(), logits=False, contacts=True, long="window")
+    return out.contacts

@@ -1,0 +1,125 @@
+"""A session's start (defaults, then whatever its link carries) and its link, kept in the address
+bar and shown in the sidebar.
+
+The codec is ``links.py``, the options a page's link carries are declared in ``views.py``, and
+which model a link may switch to is decided in ``policy.py``; this module applies them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import urllib.parse
+
+import streamlit as st
+
+from .downloads import IMAGE_FORMAT, IMAGE_FORMATS
+from .inputs import FASTA, RECORD, selected_record
+from .links import MAX_FASTA_CHARS, SharedView, decode_view, encode_view
+from .models import LOCAL_CHOICE, LOCAL_PATH, MODEL, MODEL_CHOICE
+from .policy import current_limits, model_from_link
+from .views import page_options
+from .widgets import plain
+
+MAX_LINK_CHARS = 8_000  # longer links are refused by some browsers and chat tools
+LINK_PROBLEM = "_link_problem"  # a message for the next run, about the link the session came with
+LINK_PAGE = "_link_page"
+
+
+def init_session() -> None:
+    """Defaults for a new session, then whatever its link carries (once per session)."""
+    from flamino_core.weights import default_model  # imports Flax (via convert): not at import
+
+    ss = st.session_state
+    if "_initialised" in ss:
+        return
+    ss["_initialised"] = True
+    ss.setdefault(FASTA, "")
+    ss.setdefault(MODEL, default_model())
+    ss.setdefault(IMAGE_FORMAT, IMAGE_FORMATS[0])
+    params = st.query_params.to_dict()
+    if not params:
+        return
+    view = decode_view(params)
+    if view is None:
+        ss[LINK_PROBLEM] = (
+            "This link could not be read (it may have been cut short when it was copied); "
+            "starting with an empty input."
+        )
+        return
+    apply_view(view)
+
+
+def apply_view(view: SharedView) -> None:
+    """Put what a decoded link carries into the session; the model only as the policy allows."""
+    ss = st.session_state
+    if view.fasta:
+        ss[FASTA] = view.fasta
+    if view.record:
+        ss[RECORD] = view.record
+    if view.model:
+        decision = model_from_link(view.model, current_limits())
+        if decision.use:
+            ss[MODEL] = decision.use
+        elif decision.local_path:
+            ss[MODEL_CHOICE] = LOCAL_CHOICE
+            ss[LOCAL_PATH] = decision.local_path
+        else:
+            ss[LINK_PROBLEM] = plain(f"{decision.refused}; using {ss[MODEL]} instead.")
+    for key, value in view.options.items():
+        ss[key] = value
+    if view.page:
+        ss[LINK_PAGE] = view.page
+
+
+def take_link_page() -> str | None:
+    """The page a link asked for, once."""
+    return st.session_state.pop(LINK_PAGE, None)
+
+
+def take_link_problem() -> str | None:
+    """What was wrong with the link the session came with, once."""
+    return st.session_state.pop(LINK_PROBLEM, None)
+
+
+def current_view(page: str) -> SharedView:
+    """The view to put in the link: model, page, the page's selections and the input."""
+    ss = st.session_state
+    options = {option.key: ss.get(option.key) for option in page_options(page)}
+    return SharedView(
+        model=ss.get(MODEL),
+        page=page,
+        fasta=ss.get(FASTA) or None,
+        record=ss.get(RECORD),
+        options={k: v for k, v in options.items() if v is not None},
+    )
+
+
+def link_params(page: str) -> tuple[dict[str, str], str | None]:
+    """Query parameters for the current view and a note when the input had to be shortened."""
+    view = current_view(page)
+    if view.fasta and len(view.fasta) > MAX_FASTA_CHARS:  # no link could carry it back
+        params = None
+    else:
+        params = encode_view(view)
+    if params is not None and len(urllib.parse.urlencode(params)) <= MAX_LINK_CHARS:
+        return params, None
+    record = selected_record()
+    if record is not None:
+        shortened = encode_view(dataclasses.replace(view, fasta=f">{record.id}\n{record.sequence}\n"))
+        if len(urllib.parse.urlencode(shortened)) <= MAX_LINK_CHARS:
+            return shortened, "The input is too long for a link; the link carries only the selected record."
+    return encode_view(dataclasses.replace(view, fasta=None)), (
+        "The input is too long for a link; the link carries the model and selections but no sequence."
+    )
+
+
+def publish_link(page: str, slot) -> None:
+    """Keep the browser's address bar in sync with the view and show the link in ``slot``."""
+    params, note = link_params(page)
+    st.query_params.from_dict(params)
+    base = st.context.url or ""
+    with slot.container(), st.expander("Share this view", icon=":material/link:"):
+        st.caption("Opening this link reproduces the page, model, selections and input.")
+        st.code(f"{base}?{urllib.parse.urlencode(params)}", language=None, wrap_lines=True)
+        if note:
+            st.caption(note)
