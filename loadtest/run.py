@@ -468,7 +468,7 @@ def server_log_problems(log: Path) -> list[str]:
 
 
 def abandoned_jobs(log: Path) -> int:
-    """Heavy jobs the app stopped because their session went away (app_pages/_state.py)."""
+    """Heavy jobs the app stopped because their session went away (app_pages/_ui/results.py)."""
     return log.read_text(errors="replace").count("heavy job abandoned")
 
 
