@@ -22,23 +22,8 @@ from pathlib import Path
 from typing import BinaryIO, Iterable, Iterator, Literal
 
 from .alphabet import AA_TO_IDX
-from .fasta_records import (
-    ESM2_TRAINING_LENGTH,
-    MAX_DESCRIPTION_CHARS,
-    MAX_ID_CHARS,
-    CheckedRecord,
-    ProteinRecord,
-    RawRecord,
-    check_record,
-    unique_id,
-)
+from .fasta_records import CheckedRecord, ProteinRecord, RawRecord, check_record
 from .input_formats import FOREIGN_HEAD_LINES, Unreadable, decode_bytes, foreign_format, open_text
-
-__all__ = [
-    "ESM2_TRAINING_LENGTH", "MAX_DESCRIPTION_CHARS", "MAX_GUNZIP_BYTES", "MAX_ID_CHARS", "CheckedRecord",
-    "FastaError", "InputIssue", "ParsedInput", "ProteinRecord", "iter_records", "parse_fasta_bytes",
-    "parse_fasta_text", "read_fasta", "unique_id",
-]  # fmt: skip
 
 MAX_GUNZIP_BYTES = 256 * 1024 * 1024  # guards against gzip bombs
 
