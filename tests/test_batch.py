@@ -18,6 +18,7 @@ import pytest
 from flamino_core import batch, scores
 from flamino_core.batch import BatchError, Job, process_shard, read_records, read_results, run_batch, to_numpy
 from flamino_core.cli import main as cli_main
+from flamino_core.progress import duration
 from flamino_core.engine import Engine
 from flamino_core.fasta import parse_fasta_text, read_fasta
 from flamino_core.weights import load_weights
@@ -204,7 +205,7 @@ def test_cpu_actors_claim_distinct_cores(tmp_path):
     # In a child process: pinning changes the affinity of the process that asks.
     code = f"""
 import json, os
-from flamino_core.batch import _pin_to_free_cores
+from flamino_core.batch.ray_driver import _pin_to_free_cores
 everything = os.sched_getaffinity(0)
 claims, pinned = [], []
 while (held := _pin_to_free_cores(1, {str(tmp_path)!r})) is not None:
@@ -222,12 +223,12 @@ print(json.dumps([pinned, sorted(everything)]))
 def test_batch_command_line_refuses_bad_options_before_starting_ray(tmp_path, capsys):
     fasta = tmp_path / "in.fa"
     fasta.write_text(">a\nMKV\n")
-    assert batch.main(["embed", str(fasta), "-m", TINY, "-o", str(tmp_path / "o"), "--include", "contacts"]) == 2
+    assert cli_main(["batch", "embed", str(fasta), "-m", TINY, "-o", str(tmp_path / "o"), "--include", "contacts"]) == 2
     assert "contacts not available" in capsys.readouterr().err
-    assert batch.main(["score", str(fasta), "-m", TINY, "-o", str(tmp_path / "o"), "--include", "per_tok"]) == 2
-    assert batch.main(["embed", str(tmp_path / "nope.fa"), "-m", TINY, "-o", str(tmp_path / "o")]) == 2
+    assert cli_main(["batch", "score", str(fasta), "-m", TINY, "-o", str(tmp_path / "o"), "--include", "per_tok"]) == 2
+    assert cli_main(["batch", "embed", str(tmp_path / "nope.fa"), "-m", TINY, "-o", str(tmp_path / "o")]) == 2
     assert "no such file" in capsys.readouterr().err
-    assert batch.main(["embed", str(fasta), "-m", "no-such-model", "-o", str(tmp_path / "o")]) == 2
+    assert cli_main(["batch", "embed", str(fasta), "-m", "no-such-model", "-o", str(tmp_path / "o")]) == 2
     assert "unknown model" in capsys.readouterr().err
 
 
@@ -354,9 +355,9 @@ def test_progress_reports_rate_and_eta(monkeypatch):
     import io
 
     clock = iter([0.0, 10.0, 20.0, 40.0, 50.0])
-    monkeypatch.setattr(batch.time, "monotonic", lambda: next(clock))
+    monkeypatch.setattr(time, "monotonic", lambda: next(clock))
     stream = io.StringIO()
-    progress = batch.Progress(total_residues=4000, total_shards=4, stream=stream)
+    progress = batch.JobProgress(total_residues=4000, total_shards=4, stream=stream)
     for _ in range(4):  # at 10, 20, 40 and 50 s
         progress.update(rows=10, residues=1000)
     # Off a terminal: the first, then every 30 s, then the last; no ETA from the first shard alone.
@@ -365,4 +366,4 @@ def test_progress_reports_rate_and_eta(monkeypatch):
         "batch: 3/4 shards, 30 sequences, 75 residues/s, ETA 13s",
         "batch: 4/4 shards, 40 sequences, 80 residues/s, ETA done",
     ]
-    assert (batch._duration(20), batch._duration(95), batch._duration(3725)) == ("20s", "1m35s", "1h02m")
+    assert (duration(20), duration(95), duration(3725)) == ("20s", "1m35s", "1h02m")
