@@ -125,6 +125,21 @@ def test_files_that_are_not_fasta_are_reported_not_read(tmp_path):
     assert "binary" in issues[1].message and issues[1].file == 1
 
 
+def test_problems_with_a_whole_file_keep_the_validators_level(tmp_path):
+    files = [tmp_path / "prose.fa", tmp_path / "latin1.fa", tmp_path / "headerless.fa"]
+    files[0].write_text("My favourite proteins:\n>a\nMKV\n")
+    files[1].write_bytes(b">caf\xe9 au lait\nMKV\n")
+    files[2].write_text("MKVLAGG\n")
+    issues: list[batch.FileIssue] = []
+    assert [r.id for r in read_records(files, issues)] == ["a", "café"]
+    assert [(i.file, i.level) for i in issues] == [(0, "warning"), (1, "warning"), (2, "error")]
+    # The whole-file validator rates the first two the same (a paste without any header is one
+    # bare sequence there; a batch file without one is refused).
+    assert "ignored 1 line" in issues[0].message and parse_fasta_text(files[0].read_text()).errors == ()
+    assert "Latin-1" in issues[1].message
+    assert "sequence text before the first '>'" in issues[2].message
+
+
 def test_shards_are_consecutive_records_in_input_order(tmp_path):
     fasta = _proteome(tmp_path / "in.fa", 30)
     job = _job(tmp_path, shard_size=7)

@@ -32,10 +32,15 @@ class InputRecord:
 
 @dataclasses.dataclass(frozen=True)
 class FileIssue:
-    """A problem with a whole input file (not FASTA, text before its first header, unreadable)."""
+    """A problem with a whole input file, at the validator's level.
+
+    An error (not FASTA, unreadable, sequence text before the first header) is a failure of
+    the job; a warning (prose before the first header, read as Latin-1) is reported only.
+    """
 
     file: int
     message: str
+    level: str = "error"
 
 
 def fasta_inputs(paths: Sequence[str | os.PathLike]) -> list[Path]:
@@ -74,7 +79,7 @@ def read_records(
     with one set of ids over all files (duplicates get ``_2``, ``_3`` suffixes) and records
     numbered over all files (unnamed ones are called ``record_<n>``). A file without any
     '>' header is not read as one bare sequence, as a paste is. Problems with a whole file
-    go to ``issues``.
+    go to ``issues`` (errors and warnings, as the validator rates them).
     """
     issues = [] if issues is None else issues
     used: set[str] = set()
@@ -88,7 +93,7 @@ def read_records(
         with handle:
             for item in iter_records(handle, bare_sequence=False, used_ids=used, first_number=index + 1):
                 if isinstance(item, InputIssue):
-                    issues.append(FileIssue(file_number, f"{path}: {item.message}"))
+                    issues.append(FileIssue(file_number, f"{path}: {item.message}", item.level))
                     continue
                 sequence = item.record.sequence if item.record else None
                 error = "; ".join(item.errors) or None

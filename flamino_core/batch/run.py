@@ -193,10 +193,13 @@ def run_batch(
             say(f"reading {len(files)} input file(s)")
             records, residues, issues = spool_shards(job, files, progress=lambda n: say(f"read {n:,} records"))
             shards = {"records": records, "residues": residues}
+            errors = [i for i in issues if i.level == "error"]
             manifest.update(shards=shards, input_complete=True, records=sum(records),
-                            file_issues=[{"file": files[i.file].as_posix(), "reason": i.message} for i in issues])
+                            file_issues=[{"file": files[i.file].as_posix(), "reason": i.message} for i in errors],
+                            file_warnings=[{"file": files[i.file].as_posix(), "note": i.message}
+                                           for i in issues if i.level != "error"])
             for issue in issues:
-                say(f"error: {issue.message}")
+                say(f"{issue.level}: {issue.message}")
             write_json(manifest_path, manifest)
             pending = [k for k in range(len(records)) if shard_info(shard_path(out, k), job.key) is None]
 
