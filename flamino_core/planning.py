@@ -35,10 +35,12 @@ def bucket_length(tokens: int) -> int:
 
 
 def pow2_at_most(n: int) -> int:
+    """The largest power of two <= n (1 for n < 2)."""
     return 1 << (max(1, n).bit_length() - 1)
 
 
 def pow2_at_least(n: int) -> int:
+    """The smallest power of two >= n (1 for n < 2)."""
     return 1 << (max(1, n) - 1).bit_length()
 
 
@@ -298,4 +300,5 @@ def available_memory() -> int | None:
 
 
 def gigabytes(size: int) -> str:
+    """A size in bytes for people: ``126 MB``, ``562.9 GB``."""
     return f"{size / 1e9:,.1f} GB" if size >= 1e9 else f"{size / 1e6:,.0f} MB"
