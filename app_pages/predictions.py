@@ -82,8 +82,8 @@ def main() -> None:
     if scan == "masked":  # L forward passes: through the server's heavy-job queue
         log_probs_all = results.heavy(results.masked_scan, model, seq, what="the masked-marginal scan")  # (L, 33)
     if log_probs_all is not None:
-        substitution = scores.substitution_scores(log_probs_all, seq)
-        pppl = scores.pseudo_perplexity(log_probs_all, seq)
+        scored = scores.from_masked_log_probs(log_probs_all, seq)  # what scores.score returns
+        substitution, pppl = scored.substitutions, scored.pppl
         st.metric(
             "Pseudo-perplexity",
             f"{pppl:.2f}",

@@ -12,6 +12,7 @@ import dataclasses
 import numpy as np
 
 from .alphabet import STANDARD_AA_TOKEN_IDS, STANDARD_AMINO_ACIDS, TOKENS
+from .attention_maps import apc, symmetrize  # noqa: F401  (part of this module's API)
 
 # Physico-chemical classes used to colour residues (a common textbook grouping: aromatic
 # residues are split from the aliphatic hydrophobic ones; C, G and P have special roles in
@@ -168,27 +169,6 @@ def pca(data: np.ndarray, n_components: int = 2) -> PCAResult:
 
 
 # --- attention ----------------------------------------------------------------------------------
-def symmetrize(matrix: np.ndarray) -> np.ndarray:
-    """A + A^T over the last two axes, as the contact head does before APC."""
-    return matrix + np.swapaxes(matrix, -1, -2)
-
-
-def apc(matrix: np.ndarray) -> np.ndarray:
-    """Average product correction over the last two axes (Dunn et al. 2008).
-
-    Subtracts row_sum * column_sum / total from every entry, removing the background that
-    some positions attend to (or are attended by) everything. Same formula as the contact head
-    in ``model.py``; an all-zero matrix is returned unchanged.
-    """
-    m = np.asarray(matrix, dtype=np.float64)
-    row = m.sum(axis=-1, keepdims=True)
-    col = m.sum(axis=-2, keepdims=True)
-    total = m.sum(axis=(-1, -2), keepdims=True)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        correction = np.where(total != 0, row * col / total, 0.0)
-    return m - correction
-
-
 def strip_special(attention: np.ndarray) -> np.ndarray:
     """Drop the ``<cls>`` (first) and ``<eos>`` (last) rows and columns: (..., L+2, L+2) -> (..., L, L)."""
     return attention[..., 1:-1, 1:-1]

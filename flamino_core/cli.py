@@ -1,9 +1,13 @@
-"""The ``flamino`` command line: the same core functions as the app, for batch work."""
+"""The ``flamino`` command line: the same core functions as the app, for batch work.
+
+Every subcommand's arguments are declared here (``build_parser``), from the light ``options``
+module, and each command imports the heavy modules it needs (JAX, Ray) only when it runs:
+``flamino --help`` loads neither.
+"""
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import csv
 import os
 import sys
@@ -11,35 +15,18 @@ import traceback
 from pathlib import Path
 from typing import Sequence
 
+from .atomic import written_atomically
+from .options import (
+    BATCH_EMBED_PARTS, DEFAULT_SHARD_SIZE, DEFAULT_TOKEN_BUDGET, EMBED_PARTS, LONG_POLICIES, STRATEGIES,
+)  # fmt: skip
+from .progress import Progress, duration
+from .progress import say as _say
+
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
-EMBED_PARTS = ("mean", "per_tok", "logits", "attentions", "contacts")
 
 
 class UserError(Exception):
-    """Bad input or model identifier: reported as one message, exit status 2."""
-
-
-def _say(message: str) -> None:
-    print(f"flamino: {message}", file=sys.stderr)
-
-
-class _Progress:
-    """Progress on stderr (rewritten in place on a terminal, every 10% otherwise)."""
-
-    def __init__(self, label: str):
-        self.label, self.last = label, -1
-        self.tty = sys.stderr.isatty()
-
-    def __call__(self, done: int, total: int) -> None:
-        percent = int(100 * done / max(total, 1))
-        if self.tty:
-            print(f"\r{self.label}: {done}/{total} ({percent}%)", end="\n" if done >= total else "", file=sys.stderr)
-        elif percent // 10 != self.last // 10 or done >= total:
-            print(f"{self.label}: {done}/{total} ({percent}%)", file=sys.stderr)
-        self.last = percent
-
-    def message(self, fraction, text: str) -> None:
-        print(text, file=sys.stderr)
+    """Bad input, options or model identifier: reported as one message, exit status 2."""
 
 
 def _load_engine(model: str | None):
@@ -48,7 +35,7 @@ def _load_engine(model: str | None):
 
     enable_compilation_cache()
     try:
-        weights = load_weights(model, progress=_Progress("model").message)
+        weights = load_weights(model, progress=Progress("model").message)
         engine = Engine(weights)
     except ModelError as err:
         raise UserError(str(err)) from None
@@ -90,18 +77,6 @@ def _check_output(path: str, suffix: str) -> Path:
     return out
 
 
-@contextlib.contextmanager
-def _written_atomically(out: Path):
-    """A temporary file beside ``out``, renamed to ``out`` only when the block succeeds: an
-    interrupted or failed run never leaves a truncated file that looks like a result."""
-    tmp = out.with_name(f".{out.name}.partial-{os.getpid()}")
-    try:
-        yield tmp
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 # --- subcommands ---------------------------------------------------------------------------
 def cmd_fetch(args) -> int:
     from .config import PRESETS
@@ -111,7 +86,7 @@ def cmd_fetch(args) -> int:
     if name not in PRESETS:
         raise UserError(f"unknown model {args.name!r}; presets: {', '.join(PRESETS)}")
     try:
-        weights = load_weights(name, progress=_Progress("fetch").message)
+        weights = load_weights(name, progress=Progress("fetch").message)
     except ModelError as err:
         raise UserError(str(err)) from None
     except Exception as err:  # the Hub client's network errors are not all OSErrors
@@ -127,7 +102,7 @@ def cmd_convert(args) -> int:
 
     try:
         out = convert_to_checkpoint(args.source, Path(args.output) if args.output else None,
-                                    progress=_Progress("convert").message)
+                                    progress=Progress("convert").message)
     except (ModelError, ValueError) as err:  # ValueError: damaged checkpoint files
         raise UserError(str(err)) from None
     print(f"wrote flamino checkpoint {out}")
@@ -158,7 +133,7 @@ def cmd_embed(args) -> int:
             attention_layers=attention_layers,
             contacts="contacts" in include,
             long=args.long,
-            progress=_Progress("embed"),
+            progress=Progress("embed"),
         )
     except ValueError as err:
         raise UserError(str(err)) from None
@@ -181,7 +156,7 @@ def cmd_embed(args) -> int:
         for layer in repr_layers:
             if layer != n:
                 arrays[f"layer{layer}/{i}"] = res.representations[layer]
-    with _written_atomically(out_path) as tmp, open(tmp, "wb") as handle:
+    with written_atomically(out_path) as tmp, open(tmp, "wb") as handle:
         np.savez(handle, **arrays)
     print(f"wrote {out_path} ({len(records)} sequences)")
     return EXIT_USAGE if had_errors else EXIT_OK
@@ -193,7 +168,7 @@ def cmd_score(args) -> int:
     out_path = _check_output(args.output, ".csv")
     records, had_errors = _read_records(args.fasta)
     engine = _load_engine(args.model)
-    with _written_atomically(out_path) as tmp, open(tmp, "w", newline="") as handle:
+    with written_atomically(out_path) as tmp, open(tmp, "w", newline="") as handle:
         writer = csv.writer(handle)
         if args.strategy == "pppl":
             writer.writerow(["record_id", "pppl"])
@@ -201,25 +176,43 @@ def cmd_score(args) -> int:
             writer.writerow(["record_id", "position", "wt", "mt", "score"])
         for index, record in enumerate(records):
             label = f"{record.id} ({index + 1}/{len(records)})"
-            if args.strategy == "wt-marginals":
-                values = scores.wt_marginals(engine, record.sequence)
-            else:
-                log_probs = engine.masked_log_probs(record.sequence, progress=_Progress(label))
-                if args.strategy == "pppl":
-                    writer.writerow([record.id, f"{scores.pseudo_perplexity(log_probs, record.sequence):.6g}"])
-                    continue
-                values = scores.substitution_scores(log_probs, record.sequence)
-            for row in scores.score_rows(record.id, record.sequence, values):
+            scored = scores.score(engine, record.sequence, args.strategy, progress=Progress(label))
+            if args.strategy == "pppl":
+                writer.writerow([record.id, f"{scored.pppl:.6g}"])
+                continue
+            for row in scores.score_rows(record.id, scored.sequence, scored.substitutions):
                 writer.writerow(row[:4] + (f"{row[4]:.6g}",))
     print(f"wrote {out_path} ({len(records)} sequences, {args.strategy})")
     return EXIT_USAGE if had_errors else EXIT_OK
 
 
+def cmd_batch(args) -> int:
+    """``flamino batch``: 0 when every record was computed, 2 if some failed (see failures.jsonl)."""
+    from .batch import FAILURES, BatchError, run_batch
+
+    include = [part.strip() for part in args.include.split(",") if part.strip() and part.strip() != "none"]
+    try:
+        summary = run_batch(
+            args.batch_command, args.inputs, args.output, args.model, include=include, long=args.long,
+            strategy=getattr(args, "strategy", None), shard_size=args.shard_size, token_budget=args.token_budget,
+            ray_address=args.ray_address, actors=args.actors, cpus_per_actor=args.cpus_per_actor,
+            gpus_per_actor=args.gpus_per_actor, overwrite=args.overwrite, say=_say,
+        )
+    except BatchError as err:
+        raise UserError(str(err)) from None
+    print(f"wrote {summary.out_dir}: {summary.rows:,} sequences, {summary.residues:,} residues, "
+          f"{summary.shards} shards ({summary.shards_skipped} already done)")
+    if summary.shards_run:
+        print(f"this run: {summary.shards_run} shards in {duration(summary.seconds)} on {summary.actors} actor(s), "
+              f"{summary.residues_per_s:,.0f} residues/s")
+    if summary.failures:
+        print(f"failed: {summary.failures:,} (reasons in {Path(summary.out_dir) / FAILURES})")
+        return EXIT_USAGE
+    return EXIT_OK
+
+
 # --- parser -----------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
-    from .engine import LONG_POLICIES
-    from .scores import STRATEGIES
-
     parser = argparse.ArgumentParser(
         prog="flamino", description="ESM-2 embeddings and variant scores (JAX / Flax NNX)."
     )
@@ -254,10 +247,43 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--strategy", choices=STRATEGIES, default="masked-marginals")
     score.set_defaults(call=cmd_score)
 
-    from .batch import add_batch_parser  # flamino batch embed|score: proteome scale on Ray
-
-    add_batch_parser(sub)
+    _add_batch_parser(sub)
     return parser
+
+
+def _add_batch_parser(subparsers) -> None:
+    """``flamino batch embed|score``: proteome scale on Ray (see ``batch``)."""
+    batch = subparsers.add_parser(
+        "batch", help="embed or score whole proteomes on Ray, resumably, into Parquet",
+        description="Embed or score many sequences on Ray (local by default). Results: one Parquet file "
+                    "per shard in OUT_DIR, a manifest, failures.jsonl. Rerun the same command to continue.",
+    )
+    kinds = batch.add_subparsers(dest="batch_command", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("inputs", nargs="+", metavar="INPUT", help="FASTA files (plain or .gz) or folders of them")
+    common.add_argument("-m", "--model",
+                        help="model identifier, as for embed (default $FLAMINO_MODEL or esm2_t12_35M_UR50D)")
+    common.add_argument("-o", "--output", required=True, metavar="OUT_DIR", help="output folder")
+    common.add_argument("--ray-address", default="local",
+                        help="'local' (default) starts Ray in this process; 'auto' or HOST:PORT joins a cluster")
+    common.add_argument("--long", choices=LONG_POLICIES, default="window",
+                        help="sequences over 1022 residues (default: overlapping windows)")
+    common.add_argument("--shard-size", type=int, default=DEFAULT_SHARD_SIZE,
+                        help=f"records per shard, the unit of work and of resumption (default {DEFAULT_SHARD_SIZE})")
+    common.add_argument("--actors", type=int,
+                        help="model actors (default: one per GPU, else one per --cpus-per-actor CPUs)")
+    common.add_argument("--cpus-per-actor", type=float, default=1, help="CPUs per actor (default 1)")
+    common.add_argument("--gpus-per-actor", type=float, help="GPUs per actor (default 1 when the cluster has GPUs)")
+    common.add_argument("--token-budget", type=int, default=DEFAULT_TOKEN_BUDGET,
+                        help=f"tokens per forward pass (default {DEFAULT_TOKEN_BUDGET})")
+    common.add_argument("--overwrite", action="store_true", help="replace a different job's results in OUT_DIR")
+
+    embed = kinds.add_parser("embed", parents=[common], help="embeddings to Parquet")
+    embed.add_argument("--include", default="mean", help=f"comma-separated: {','.join(BATCH_EMBED_PARTS)} (default mean)")
+    score = kinds.add_parser("score", parents=[common], help="variant scores or pseudo-perplexity to Parquet")
+    score.add_argument("--include", default="mean", help="'mean' (default) or 'none'")
+    score.add_argument("--strategy", choices=STRATEGIES, default=STRATEGIES[0])
+    batch.set_defaults(call=cmd_batch)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,10 +1,11 @@
-"""The jitted inference backend: bucketing, token-budget batching, long-sequence windows.
+"""The jitted inference backend: a loaded model and the compiled calls that run it.
 
 The model is split once into (graphdef, state); a pure function of the state is jitted with
-the output options as static arguments. Inputs are padded to a few length buckets and batch
-sizes to powers of two, so a handful of compilations serve every input. Each row is computed
-independently of the others (padding is masked in attention and zeroed in the embedding),
-so results for a sequence never depend on what else is in its batch.
+the output options as static arguments. ``planning`` pads inputs to a few length buckets and
+batch sizes to powers of two, so a handful of compilations serve every input, and merges the
+windows of long sequences. Each row is computed independently of the others (padding is
+masked in attention and zeroed in the embedding), so results for a sequence never depend on
+what else is in its batch.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import collections
 import dataclasses
 import functools
 import os
-import threading
 from typing import Callable, Literal, Sequence
 
 import jax
@@ -21,23 +21,19 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from .alphabet import CLS_IDX, EOS_IDX, MASK_IDX, PAD_IDX, batch_encode, encode
+from . import planning
+from .alphabet import encode
 from .config import MAX_RESIDUES, ESM2Config
 from .convert import params_to_model
+from .options import DEFAULT_TOKEN_BUDGET, LONG_POLICIES
+from .planning import LENGTH_BUCKETS, bucket_length, window_starts  # noqa: F401  (engine's public names)
 from .weights import ModelWeights, cache_root
 
 LongPolicy = Literal["window", "truncate", "full"]
-LONG_POLICIES = ("window", "truncate", "full")
-# Token lengths (residues + <cls> + <eos>) that inputs are padded up to: every multiple of 16.
-# Finer buckets mean more shapes to compile (about a second each, once, and kept by the
-# persistent compilation cache) but at most 15 padding tokens per row: with the earlier coarse
-# buckets (..., 256, 384, ...) a 300-residue protein paid for 27% padding in every pass.
-BUCKET_STEP = 16
-LENGTH_BUCKETS = tuple(range(BUCKET_STEP, 1024 + 1, BUCKET_STEP))
-DEFAULT_TOKEN_BUDGET = 8192
-WINDOW_STEP = MAX_RESIDUES // 2  # windows overlap by half their length
 ProgressFn = Callable[[int, int], None]
-# How many times each jitted function has been traced (= compiled) in this process.
+# How many times each jitted function has been traced (= compiled) in this process. Read by
+# the tests (tests/test_engine.py, tests/test_app.py) and `make bench` to show that new
+# lengths inside known buckets compile nothing.
 TRACE_COUNTS: collections.Counter = collections.Counter()
 
 
@@ -47,21 +43,6 @@ def enable_compilation_cache(directory: str | os.PathLike | None = None) -> None
     jax.config.update("jax_compilation_cache_dir", str(directory))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-
-
-def bucket_length(tokens: int) -> int:
-    """The padded token length for a row of ``tokens`` tokens."""
-    if tokens <= LENGTH_BUCKETS[-1]:
-        return max(BUCKET_STEP, -(-tokens // BUCKET_STEP) * BUCKET_STEP)
-    return -(-tokens // 256) * 256  # --long full beyond the training length
-
-
-def _pow2_at_most(n: int) -> int:
-    return 1 << (max(1, n).bit_length() - 1)
-
-
-def _pow2_at_least(n: int) -> int:
-    return 1 << (max(1, n) - 1).bit_length()
 
 
 @dataclasses.dataclass
@@ -84,14 +65,6 @@ class SequenceOutput:
     def mean(self) -> np.ndarray:
         """Per-sequence embedding: the final representation averaged over residues."""
         return self.final.mean(axis=0)
-
-
-def window_starts(length: int, window: int = MAX_RESIDUES, step: int = WINDOW_STEP) -> list[int]:
-    """Start offsets of overlapping windows covering ``length`` residues (last one flush right)."""
-    if length <= window:
-        return [0]
-    starts = list(range(0, length - window, step))
-    return starts + [length - window]
 
 
 def _forward(graphdef, state, tokens, *, repr_layers, attention_layers, need_logits, need_contacts):
@@ -134,21 +107,10 @@ class Engine:
             static_argnames=("repr_layers", "attention_layers", "need_logits", "need_contacts"),
         )
         self._masked_log_probs = jax.jit(functools.partial(_masked_log_probs, self.graphdef))
-        self._compiled: set[tuple] = set()
-        self._lock = threading.Lock()
 
     @property
     def is_random(self) -> bool:
         return self.weights.is_random
-
-    @property
-    def compilations(self) -> int:
-        """Distinct (shape, options) combinations compiled so far by this engine."""
-        return len(self._compiled)
-
-    def _note_shape(self, key: tuple) -> None:
-        with self._lock:
-            self._compiled.add(key)
 
     def normalize_layers(self, layers: Sequence[int]) -> tuple[int, ...]:
         """fair-esm layer numbering with negatives counted from the end (-1 = final)."""
@@ -202,13 +164,7 @@ class Engine:
                 "attention maps of sequences longer than 1022 residues cannot be stitched from "
                 "windows; choose long='truncate' or long='full' for them"
             )
-
-        # Chunks: (sequence index, start offset, residues); one per window.
-        chunks = []
-        for index, seq in enumerate(used):
-            starts = window_starts(len(seq)) if windowed else [0]
-            width = MAX_RESIDUES if windowed else len(seq)
-            chunks += [(index, start, seq[start:start + width]) for start in starts]
+        self._check_memory(used, windowed, repr_layers, logits, attention_layers, contacts)
 
         options = dict(
             repr_layers=repr_layers,
@@ -216,74 +172,70 @@ class Engine:
             need_logits=logits,
             need_contacts=contacts,
         )
-        chunk_outputs: list[dict | None] = [None] * len(chunks)
-        batches = self._plan_batches([len(c[2]) for c in chunks], heavy=bool(attention_layers or contacts))
+        windows = planning.windows(used, windowed)
+        merge = planning.WindowMerge(used, windows)
+        heavy = bool(attention_layers or contacts)
+        batches = planning.plan_batches([len(w.residues) for w in windows], lambda width: self._max_rows(width, heavy))
         for done, (rows, width) in enumerate(batches):
-            outs = self._run_batch([chunks[r][2] for r in rows], width, options)
-            for r, out in zip(rows, outs):
-                chunk_outputs[r] = out
+            residues = [windows[r].residues for r in rows]
+            out = self._forward(self.state, jnp.asarray(planning.pack_rows(residues, width)), **options)
+            for r, row_output in zip(rows, planning.unpack_rows(jax.device_get(out), [len(x) for x in residues])):
+                merge.add(r, row_output)
             if progress:
                 progress(done + 1, len(batches))
 
         results = []
         for index, seq in enumerate(used):
-            parts = [(c[1], o) for c, o in zip(chunks, chunk_outputs) if c[0] == index]
-            results.append(_merge_windows(seq, parts, repr_layers, n, attention_layers))
+            merged = merge.result(index)
+            results.append(SequenceOutput(
+                sequence=seq,
+                representations=merged["representations"],
+                final_layer=n,
+                logits=merged.get("logits"),
+                attentions=merged.get("attentions"),
+                attention_layers=attention_layers,
+                contacts=merged.get("contacts"),
+            ))
         return results
 
-    def _plan_batches(self, lengths: list[int], heavy: bool) -> list[tuple[list[int], int]]:
-        """Batches of rows and their padded width, within the token budget.
-
-        Sorted by length and filled greedily, as transformers users batch by hand, so a batch
-        is padded to its longest row's bucket. A batch holds at most a power of two rows (the
-        most the budget allows at its width), and one that ends up with fewer is split into
-        power-of-two pieces (13 rows -> 8 + 4 + 1) rather than padded with filler rows, so
-        few shapes are compiled.
-        """
-        order = sorted(range(len(lengths)), key=lambda i: lengths[i])
-        batches: list[tuple[list[int], int]] = []
-        current: list[int] = []
-        width = 0
-        for i in order:
-            wider = bucket_length(lengths[i] + 2)
-            if current and len(current) + 1 > _pow2_at_most(self._max_rows(wider, heavy)):
-                batches += _split_pow2(current, width)
-                current = []
-            current.append(i)
-            width = wider
-        if current:
-            batches += _split_pow2(current, width)
-        return batches
-
     def _max_rows(self, width: int, heavy: bool) -> int:
+        """The most rows of ``width`` tokens one forward pass may hold (the token budget)."""
         rows = self.token_budget // width
         if heavy:  # attention maps: keep (rows, layers, heads, T, T) floats under ~1 GB
             per_row = self.config.num_layers * self.config.attention_heads * width * width * 4
             rows = min(rows, (1 << 30) // per_row)
         return max(1, rows)
 
-    def _run_batch(self, seqs: list[str], width: int, options: dict) -> list[dict]:
-        rows = _pow2_at_least(len(seqs))
-        # Filler rows are a minimal real sequence (<cls><eos>), never all-padding: an all-pad
-        # row would divide by zero in token dropout.
-        tokens = np.full((rows, width), PAD_IDX, np.int32)
-        tokens[:, 0], tokens[:, 1] = CLS_IDX, EOS_IDX
-        tokens[: len(seqs)] = batch_encode(seqs, pad_to=width)
-        self._note_shape(("forward", rows, width, tuple(sorted(options.items()))))
-        out = self._forward(self.state, jnp.asarray(tokens), **options)
-        out = jax.device_get(out)
-        results = []
-        for row, seq in enumerate(seqs):
-            length = len(seq)
-            item = {"representations": {k: v[row, 1:length + 1] for k, v in out["representations"].items()}}
-            if "logits" in out:
-                item["logits"] = out["logits"][row, 1:length + 1]
-            if "attentions" in out:
-                item["attentions"] = out["attentions"][row, :, :, : length + 2, : length + 2]
-            if "contacts" in out:
-                item["contacts"] = out["contacts"][row, :length, :length]
-            results.append(item)
-        return results
+    def _check_memory(self, sequences, windowed, repr_layers, logits, attention_layers, contacts) -> None:
+        """Refuse, before any forward pass, outputs that cannot fit in the memory available now.
+
+        The outputs of all sequences are returned together, so they must fit at once; the
+        model's own working memory comes on top, so passing this check does not promise the
+        run fits, but failing it means the run would run out of memory after all its work.
+        Only (L, L) outputs (contacts, attention maps) of long sequences come near the limit.
+        """
+        config = self.config
+        lengths = [len(s) for s in sequences]
+        per_residue = len(repr_layers) * config.embed_dim + (config.vocab_size if logits else 0)
+        maps = len(attention_layers) * config.attention_heads
+        sizes = planning.output_bytes(lengths, windowed=windowed, per_residue_floats=per_residue,
+                                      attention_maps=maps, contacts=contacts)
+        available = planning.available_memory()
+        if available is None or sum(sizes) <= available:
+            return
+        longest = max(lengths)
+        if contacts or attention_layers:
+            what = " and ".join(name for name, asked in (("contacts", contacts), ("attention maps", maps)) if asked)
+            lean = planning.output_bytes(lengths, windowed=windowed, per_residue_floats=per_residue)
+            advice = (f"without the {what} they need {planning.gigabytes(sum(lean))}: leave them out, or analyse "
+                      f"only the first {MAX_RESIDUES} residues of long sequences (--long truncate)")
+        else:
+            advice = "analyse fewer or shorter sequences at a time"
+        raise ValueError(
+            f"the requested outputs need about {planning.gigabytes(sum(sizes))} of memory (the longest "
+            f"sequence has {longest:,} residues), more than the {planning.gigabytes(available)} "
+            f"available now; {advice}"
+        )
 
     # --- masked passes -------------------------------------------------------------------
     def masked_log_probs(
@@ -301,87 +253,17 @@ class Engine:
         for p in positions:
             if not 0 <= p < len(sequence):
                 raise ValueError(f"position {p + 1} is outside the sequence (1..{len(sequence)})")
-        length = len(sequence)
-        window = min(length, MAX_RESIDUES)
+        window = min(len(sequence), MAX_RESIDUES)
         width = bucket_length(window + 2)
-        max_rows = _pow2_at_most(self._max_rows(width, heavy=False))
-        base = encode(sequence)
+        max_rows = planning.pow2_at_most(self._max_rows(width, heavy=False))
+        sequence_tokens = encode(sequence)
         out = np.zeros((len(positions), self.config.vocab_size), np.float32)
         total = -(-len(positions) // max_rows)
         for batch_index, first in enumerate(range(0, len(positions), max_rows)):
             chunk = positions[first:first + max_rows]
-            rows = _pow2_at_least(len(chunk))
-            tokens = np.full((rows, width), PAD_IDX, np.int32)
-            tokens[:, 0], tokens[:, 1] = CLS_IDX, EOS_IDX
-            mask_at = np.ones(rows, np.int32)
-            for r, p in enumerate(chunk):
-                start = min(max(p - window // 2, 0), length - window)
-                row = np.concatenate([[CLS_IDX], base[1 + start:1 + start + window], [EOS_IDX]])
-                row[1 + p - start] = MASK_IDX
-                tokens[r, : window + 2] = row
-                mask_at[r] = 1 + p - start
-            self._note_shape(("masked", rows, width))
+            tokens, mask_at = planning.pack_masked_rows(sequence_tokens, chunk, window, width)
             log_probs = self._masked_log_probs(self.state, jnp.asarray(tokens), jnp.asarray(mask_at))
             out[first:first + len(chunk)] = np.asarray(log_probs)[: len(chunk)]
             if progress:
                 progress(batch_index + 1, total)
         return out
-
-
-def _split_pow2(rows: list[int], width: int) -> list[tuple[list[int], int]]:
-    """Rows in power-of-two pieces, largest first (13 rows -> 8 + 4 + 1): no filler rows."""
-    pieces, start = [], 0
-    for bit in reversed(range(len(rows).bit_length())):
-        if len(rows) >> bit & 1:
-            pieces.append((rows[start:start + (1 << bit)], width))
-            start += 1 << bit
-    return pieces
-
-
-def _merge_windows(seq, parts, repr_layers, n, attention_layers) -> SequenceOutput:
-    """Average per-residue outputs over overlapping windows; contacts over covered pairs."""
-    length = len(seq)
-    if len(parts) == 1:
-        (_, out), = parts
-        return SequenceOutput(
-            sequence=seq,
-            representations=out["representations"],
-            final_layer=n,
-            logits=out.get("logits"),
-            attentions=out.get("attentions"),
-            attention_layers=attention_layers,
-            contacts=out.get("contacts"),
-        )
-    coverage = np.zeros((length, 1), np.float32)
-    reps = {k: 0.0 for k in repr_layers}
-    logits = 0.0
-    contacts = np.zeros((length, length), np.float32)
-    pair_coverage = np.zeros((length, length), np.float32)
-    for start, out in parts:
-        span = slice(start, start + len(out["representations"][n]))
-        coverage[span] += 1
-        for k in repr_layers:
-            reps[k] = reps[k] + _place(out["representations"][k], span, length)
-        if "logits" in out:
-            logits = logits + _place(out["logits"], span, length)
-        if "contacts" in out:
-            contacts[span, span] += out["contacts"]
-            pair_coverage[span, span] += 1
-    has_contacts = "contacts" in parts[0][1]
-    return SequenceOutput(
-        sequence=seq,
-        representations={k: (v / coverage).astype(np.float32) for k, v in reps.items()},
-        final_layer=n,
-        logits=(logits / coverage).astype(np.float32) if "logits" in parts[0][1] else None,
-        attention_layers=attention_layers,
-        # Pairs never inside one window get 0: the model saw no evidence for them.
-        contacts=np.divide(contacts, pair_coverage, out=np.zeros_like(contacts), where=pair_coverage > 0)
-        if has_contacts
-        else None,
-    )
-
-
-def _place(values: np.ndarray, span: slice, length: int) -> np.ndarray:
-    full = np.zeros((length,) + values.shape[1:], np.float32)
-    full[span] = values
-    return full

@@ -15,6 +15,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from .alphabet import EOS_IDX, MASK_IDX, PAD_IDX
+from .attention_maps import apc, symmetrize
 from .config import ESM2Config
 
 # Token dropout during training masks 15% of tokens, 80% of which become <mask>; the model
@@ -191,18 +192,6 @@ class LMHead(nnx.Module):
 def padding_bias(tokens: jax.Array) -> jax.Array:
     """Additive attention bias over keys, (B, 1, 1, T): 0 for real tokens, -inf for padding."""
     return jnp.where(tokens == PAD_IDX, -jnp.inf, 0.0)[:, None, None, :]
-
-
-def symmetrize(x: jax.Array) -> jax.Array:
-    return x + x.swapaxes(-1, -2)
-
-
-def apc(x: jax.Array) -> jax.Array:
-    """Average product correction over the last two axes (Dunn et al. 2008)."""
-    row = x.sum(-1, keepdims=True)
-    col = x.sum(-2, keepdims=True)
-    total = x.sum((-1, -2), keepdims=True)
-    return x - row * col / total
 
 
 class ContactPredictionHead(nnx.Module):

@@ -18,6 +18,7 @@ import pytest
 from flamino_core import batch, scores
 from flamino_core.batch import BatchError, Job, process_shard, read_records, read_results, run_batch, to_numpy
 from flamino_core.cli import main as cli_main
+from flamino_core.progress import duration
 from flamino_core.engine import Engine
 from flamino_core.fasta import parse_fasta_text, read_fasta
 from flamino_core.weights import load_weights
@@ -124,6 +125,21 @@ def test_files_that_are_not_fasta_are_reported_not_read(tmp_path):
     assert "binary" in issues[1].message and issues[1].file == 1
 
 
+def test_problems_with_a_whole_file_keep_the_validators_level(tmp_path):
+    files = [tmp_path / "prose.fa", tmp_path / "latin1.fa", tmp_path / "headerless.fa"]
+    files[0].write_text("My favourite proteins:\n>a\nMKV\n")
+    files[1].write_bytes(b">caf\xe9 au lait\nMKV\n")
+    files[2].write_text("MKVLAGG\n")
+    issues: list[batch.FileIssue] = []
+    assert [r.id for r in read_records(files, issues)] == ["a", "café"]
+    assert [(i.file, i.level) for i in issues] == [(0, "warning"), (1, "warning"), (2, "error")]
+    # The whole-file validator rates the first two the same (a paste without any header is one
+    # bare sequence there; a batch file without one is refused).
+    assert "ignored 1 line" in issues[0].message and parse_fasta_text(files[0].read_text()).errors == ()
+    assert "Latin-1" in issues[1].message
+    assert "sequence text before the first '>'" in issues[2].message
+
+
 def test_shards_are_consecutive_records_in_input_order(tmp_path):
     fasta = _proteome(tmp_path / "in.fa", 30)
     job = _job(tmp_path, shard_size=7)
@@ -204,7 +220,7 @@ def test_cpu_actors_claim_distinct_cores(tmp_path):
     # In a child process: pinning changes the affinity of the process that asks.
     code = f"""
 import json, os
-from flamino_core.batch import _pin_to_free_cores
+from flamino_core.batch.ray_driver import _pin_to_free_cores
 everything = os.sched_getaffinity(0)
 claims, pinned = [], []
 while (held := _pin_to_free_cores(1, {str(tmp_path)!r})) is not None:
@@ -222,12 +238,12 @@ print(json.dumps([pinned, sorted(everything)]))
 def test_batch_command_line_refuses_bad_options_before_starting_ray(tmp_path, capsys):
     fasta = tmp_path / "in.fa"
     fasta.write_text(">a\nMKV\n")
-    assert batch.main(["embed", str(fasta), "-m", TINY, "-o", str(tmp_path / "o"), "--include", "contacts"]) == 2
+    assert cli_main(["batch", "embed", str(fasta), "-m", TINY, "-o", str(tmp_path / "o"), "--include", "contacts"]) == 2
     assert "contacts not available" in capsys.readouterr().err
-    assert batch.main(["score", str(fasta), "-m", TINY, "-o", str(tmp_path / "o"), "--include", "per_tok"]) == 2
-    assert batch.main(["embed", str(tmp_path / "nope.fa"), "-m", TINY, "-o", str(tmp_path / "o")]) == 2
+    assert cli_main(["batch", "score", str(fasta), "-m", TINY, "-o", str(tmp_path / "o"), "--include", "per_tok"]) == 2
+    assert cli_main(["batch", "embed", str(tmp_path / "nope.fa"), "-m", TINY, "-o", str(tmp_path / "o")]) == 2
     assert "no such file" in capsys.readouterr().err
-    assert batch.main(["embed", str(fasta), "-m", "no-such-model", "-o", str(tmp_path / "o")]) == 2
+    assert cli_main(["batch", "embed", str(fasta), "-m", "no-such-model", "-o", str(tmp_path / "o")]) == 2
     assert "unknown model" in capsys.readouterr().err
 
 
@@ -354,9 +370,9 @@ def test_progress_reports_rate_and_eta(monkeypatch):
     import io
 
     clock = iter([0.0, 10.0, 20.0, 40.0, 50.0])
-    monkeypatch.setattr(batch.time, "monotonic", lambda: next(clock))
+    monkeypatch.setattr(time, "monotonic", lambda: next(clock))
     stream = io.StringIO()
-    progress = batch.Progress(total_residues=4000, total_shards=4, stream=stream)
+    progress = batch.JobProgress(total_residues=4000, total_shards=4, stream=stream)
     for _ in range(4):  # at 10, 20, 40 and 50 s
         progress.update(rows=10, residues=1000)
     # Off a terminal: the first, then every 30 s, then the last; no ETA from the first shard alone.
@@ -365,4 +381,4 @@ def test_progress_reports_rate_and_eta(monkeypatch):
         "batch: 3/4 shards, 30 sequences, 75 residues/s, ETA 13s",
         "batch: 4/4 shards, 40 sequences, 80 residues/s, ETA done",
     ]
-    assert (batch._duration(20), batch._duration(95), batch._duration(3725)) == ("20s", "1m35s", "1h02m")
+    assert (duration(20), duration(95), duration(3725)) == ("20s", "1m35s", "1h02m")

@@ -5,8 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from flamino_core import Engine, load_weights
-from flamino_core.engine import LENGTH_BUCKETS, TRACE_COUNTS, bucket_length, window_starts
+from flamino_core import Engine, load_weights, planning
+from flamino_core.engine import TRACE_COUNTS
+from flamino_core.options import DEFAULT_TOKEN_BUDGET
+from flamino_core.planning import LENGTH_BUCKETS, bucket_length, window_starts
 
 
 @pytest.fixture(scope="module")
@@ -126,33 +128,30 @@ def test_bad_layers_are_refused(engine):
         engine.run(["MKV"], repr_layers=(5,))
 
 
-def test_buckets_are_sorted():
-    assert list(LENGTH_BUCKETS) == sorted(LENGTH_BUCKETS) and LENGTH_BUCKETS[-1] >= 1024
-
-
 def test_attention_layer_zero_is_refused(engine):
     with pytest.raises(ValueError, match="layer 0"):
         engine.run(["MKV"], attention_layers=(0,))
 
 
-def test_batch_plan_pads_little_and_uses_power_of_two_rows(engine):
+def test_batch_plan_pads_little_and_uses_power_of_two_rows():
     """Every row once, in a batch whose width is its bucket or a later one, power-of-two row
     counts (no filler rows), within the token budget, and little padding on a realistic mix."""
     rng = np.random.default_rng(4)
     lengths = [int(n) for n in np.clip(rng.lognormal(np.log(300), 0.6, size=200), 30, 1000)]
-    plan = engine._plan_batches(lengths, heavy=False)
+    budget = DEFAULT_TOKEN_BUDGET
+    plan = planning.plan_batches(lengths, lambda width: budget // width)
     seen = sorted(i for rows, _ in plan for i in rows)
     assert seen == list(range(len(lengths)))
     for rows, width in plan:
         assert len(rows) & (len(rows) - 1) == 0, f"{len(rows)} rows is not a power of two"
         assert all(bucket_length(lengths[i] + 2) <= width for i in rows)
-        assert len(rows) == 1 or len(rows) * width <= engine.token_budget
+        assert len(rows) == 1 or len(rows) * width <= budget
     padded = sum(len(rows) * width for rows, width in plan)
     # Reference: batching as transformers users do it by hand (sorted, filled greedily up to the
     # same token budget, each batch padded to its longest row): 9% padding on this mix.
     greedy: list[list[int]] = []
     for i in sorted(range(len(lengths)), key=lambda i: lengths[i]):
-        if greedy and (len(greedy[-1]) + 1) * (lengths[i] + 2) <= engine.token_budget:
+        if greedy and (len(greedy[-1]) + 1) * (lengths[i] + 2) <= budget:
             greedy[-1].append(i)
         else:
             greedy.append([i])
@@ -161,6 +160,25 @@ def test_batch_plan_pads_little_and_uses_power_of_two_rows(engine):
     assert padded <= greedy_padded + 8 * len(lengths), (padded, greedy_padded)
 
 
-def test_buckets_pad_at_most_one_step():
+def test_buckets_pad_at_most_one_step_and_are_few():
     for tokens in range(1, 1025):
         assert 0 <= bucket_length(tokens) - tokens < 16
+    # Every row up to the training length lands in one of the 64 known shapes.
+    assert {bucket_length(tokens) for tokens in range(1, 1025)} == set(LENGTH_BUCKETS)
+    assert len(LENGTH_BUCKETS) == 64
+
+
+def test_contacts_that_cannot_fit_are_refused_before_any_forward_pass(engine, monkeypatch):
+    rng = np.random.default_rng(5)
+    # Contacts merged from windows: 5000^2 x (4 + 1) bytes = 125 MB; with the final layer and
+    # the logits (5000 x (32 + 33) float32 = 1.3 MB), 126 MB.
+    seq = random_protein(rng, 5000)
+    monkeypatch.setattr(planning, "available_memory", lambda: 50_000_000)
+    forward = engine._forward
+    monkeypatch.setattr(engine, "_forward", lambda *a, **k: pytest.fail("a forward pass ran before the check"))
+    with pytest.raises(ValueError, match=r"126 MB of memory.*5,000 residues.*50 MB available.*without the "
+                                         r"contacts they need 1 MB.*--long truncate"):
+        engine.run([seq], contacts=True)
+    monkeypatch.setattr(engine, "_forward", forward)
+    (out,) = engine.run([seq])  # the same sequence without contacts fits
+    assert out.final.shape == (5000, 32) and out.contacts is None

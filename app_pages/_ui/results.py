@@ -128,7 +128,7 @@ def masked_scan(model: str, sequence: str) -> np.ndarray:
 
 @st.cache_data(show_spinner="Scoring substitutions…", max_entries=64)
 def wt_marginal_scores(model: str, sequence: str) -> np.ndarray:
-    return scores.wt_marginals(load_engine(model), sequence)
+    return scores.score(load_engine(model), sequence, "wt-marginals").substitutions
 
 
 @st.cache_data(show_spinner="Computing embeddings…", max_entries=16 if HOSTED else 64)

@@ -1,0 +1,169 @@
+"""The Ray driver of a batch job: Ray started or joined, a pool of model actors, shards streamed through it.
+
+Each actor (``ShardWorker``) loads the model once and computes whole shards
+(``shards.process_shard``); CPU actors are pinned to cores of their own. Ray Data restarts
+a killed actor and retries its shard.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from .job import BatchError, Job
+from .shards import process_shard
+
+LOCAL_OBJECT_STORE_BYTES = 500 * 1024**2
+
+
+def run_on_ray(job: Job, pending: list[int], address: str, actors: int | None, cpus_per_actor: float,
+               gpus_per_actor: float | None, on_start: Callable[[], None], on_shard: Callable[[dict], None],
+               say: Callable[[str], None]) -> tuple[float, int]:
+    """Compute the ``pending`` shards of ``job`` on Ray.
+
+    ``on_start`` is called when the actors are about to start, ``on_shard`` with the summary
+    (shard, rows, residues) of each finished shard.
+
+    Returns (seconds of the compute stage, actors used).
+    """
+    try:
+        import ray
+        import ray.data
+    except ImportError:
+        raise BatchError("flamino batch runs on Ray, which is not installed: pip install 'flamino[batch]'") from None
+
+    started_here = False
+    if not ray.is_initialized():
+        common = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+        with warnings.catch_warnings():
+            # Ray starts its processes with fork + exec, which is safe next to JAX's threads.
+            warnings.filterwarnings("ignore", message="os.fork", category=RuntimeWarning)
+            if address in ("local", None):
+                ray.init(num_cpus=len(os.sched_getaffinity(0)), object_store_memory=LOCAL_OBJECT_STORE_BYTES, **common)
+            else:
+                ray.init(address=address, **common)
+        started_here = True
+    try:
+        resources = ray.cluster_resources()
+        if gpus_per_actor is None:
+            gpus_per_actor = 1.0 if resources.get("GPU", 0) >= 1 else 0.0
+        if gpus_per_actor > 0:
+            fit = int(resources.get("GPU", 0) // gpus_per_actor)
+            if fit < 1:
+                raise BatchError(f"the Ray cluster has no GPU for --gpus-per-actor {gpus_per_actor:g}")
+        else:
+            fit = int(resources.get("CPU", 1) // cpus_per_actor)
+        n_actors = max(1, min(actors or fit, len(pending)))
+        env = {}
+        if 0 < gpus_per_actor < 1:  # several actors share a GPU: JAX must not take 75% each
+            env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = f"{0.75 * gpus_per_actor:.3f}"
+        cores = 0 if gpus_per_actor else max(1, int(cpus_per_actor))
+        device = f"{gpus_per_actor:g} GPU" if gpus_per_actor else f"{cpus_per_actor:g} CPU"
+        say(f"{len(pending)} shards on {n_actors} actor(s), {device} each (Ray: {int(resources.get('CPU', 0))} CPUs, "
+            f"{int(resources.get('GPU', 0))} GPUs)")
+
+        ctx = ray.data.DataContext.get_current()
+        ctx.enable_progress_bars = False
+        ctx.print_on_execution_start = False
+        ctx.max_consecutive_actor_init_deaths = 3
+        logging.getLogger("ray.data").setLevel(logging.ERROR)
+        dataset = ray.data.from_items([{"shard": k} for k in pending], override_num_blocks=len(pending))
+        dataset = dataset.map_batches(
+            _worker_class(job, cores),
+            batch_size=1,
+            compute=ray.data.ActorPoolStrategy(size=n_actors),
+            num_cpus=cpus_per_actor,
+            num_gpus=gpus_per_actor,
+            runtime_env={"env_vars": env} if env else None,
+        )  # Ray Data restarts a killed actor and retries its shard (see process_shard for repeats)
+        on_start()
+        start = time.monotonic()
+        for row in dataset.iter_rows():
+            on_shard({name: int(row[name]) for name in ("shard", "rows", "residues")})
+        return time.monotonic() - start, n_actors
+    except BatchError:
+        raise
+    except Exception as err:  # Ray wraps worker errors in its own types; the first line says what it was
+        first_line = next((line for line in str(err).splitlines() if line.strip()), "")
+        raise BatchError(f"the job stopped ({type(err).__name__}: {first_line[:300]}); finished shards are "
+                         "kept: rerun the same command to continue") from err
+    finally:
+        if started_here:
+            ray.shutdown()
+
+
+class ShardWorker:
+    """Ray Data actor: loads the model once, then turns shard numbers into shard files."""
+
+    job: dict = {}  # set on the per-job subclass made by ``_worker_class``
+    cores = 0  # CPU actors: cores to pin this actor to (0: GPU actor, no pinning)
+
+    def __init__(self) -> None:
+        # Before JAX starts its CPU backend: its thread pool is sized to the cores allowed here.
+        self._cores_claim = _pin_to_free_cores(self.cores) if self.cores else None
+        from ..engine import Engine, enable_compilation_cache
+        from ..weights import load_weights
+
+        enable_compilation_cache()
+        self._job = Job.from_dict(self.job)
+        self._engine = Engine(load_weights(self._job.model), token_budget=self._job.token_budget)
+
+    def __call__(self, batch: dict) -> dict:
+        infos = [process_shard(self._engine, self._job, int(shard)) for shard in batch["shard"]]
+        return {
+            "shard": np.array([i["shard"] for i in infos], np.int64),
+            "rows": np.array([i["rows"] for i in infos], np.int64),
+            "residues": np.array([i["residues"] for i in infos], np.int64),
+            "failures": np.array([len(i["failures"]) for i in infos], np.int64),
+        }
+
+
+def _worker_class(job: Job, cores: int) -> type:
+    # The job travels inside the class rather than as constructor arguments: Ray keeps those in
+    # the object store and warns that a restarted actor could lose them.
+    return type("ShardWorker", (ShardWorker,), {"job": job.to_dict(), "cores": cores, "__module__": __name__})
+
+
+def _pin_to_free_cores(count: int, claims_dir: str | os.PathLike | None = None):
+    """Pin this process to ``count`` cores no other flamino actor on this machine holds.
+
+    XLA's CPU backend runs a thread pool as wide as the cores a process may use and ignores
+    the old ``--xla_cpu_multi_thread_eigen`` flag, so without this every actor would spread
+    over every core. Claims are ``flock``s on one file per core, held while the actor lives
+    and released by the kernel when it dies. Returns the open claim files (None: no free
+    cores, the process stays unpinned).
+    """
+    cores = sorted(os.sched_getaffinity(0))
+    claims_dir = Path(claims_dir or Path(tempfile.gettempdir()) / "flamino-batch-cores")
+    claims_dir.mkdir(exist_ok=True)
+    for first in range(0, len(cores) - count + 1, count):
+        group = cores[first:first + count]
+        held = []
+        for core in group:
+            handle = open(claims_dir / f"core-{core}.lock", "w")
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                handle.close()
+                break
+            held.append(handle)
+        if len(held) == count:
+            for thread in os.listdir("/proc/self/task"):  # every thread; later ones inherit it
+                try:
+                    os.sched_setaffinity(int(thread), group)
+                except OSError:  # the thread has ended
+                    pass
+            return held
+        for handle in held:
+            handle.close()
+    return None
+
+

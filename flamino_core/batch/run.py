@@ -1,0 +1,265 @@
+"""Running a batch job: options checked, the folder locked, the manifest kept, then the two stages.
+
+``run_batch`` refuses what cannot work before anything is computed (options, inputs, the
+model identifier, an output folder holding another job), reads the input into shards
+(``inputs``), computes the pending ones on Ray (``ray_driver``) and writes the summary and
+``failures.jsonl`` once every shard file exists.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Callable, Iterable, Sequence, TextIO
+
+from ..atomic import TEMPORARY_MARK, written_atomically
+from ..options import BATCH_EMBED_PARTS, BATCH_SCORE_PARTS, DEFAULT_SHARD_SIZE, DEFAULT_TOKEN_BUDGET, LONG_POLICIES, STRATEGIES
+from ..progress import Progress, duration, say as say_on_stderr
+from .inputs import fasta_inputs, spool_shards
+from .job import (
+    COMMANDS, FAILURES, MANIFEST, WORK_DIR, BatchError, DirectoryLock, Job, clear, file_fingerprint, identity,
+    identity_differences, job_key, now, shard_path, spool_path, write_json,
+)  # fmt: skip
+from .ray_driver import run_on_ray
+from .results import shard_info
+
+
+@dataclasses.dataclass
+class BatchSummary:
+    """What a job produced, over all runs, and what this run did."""
+
+    out_dir: str
+    records: int
+    rows: int
+    residues: int
+    failures: int
+    shards: int
+    shards_skipped: int  # already complete when this run started
+    shards_run: int
+    seconds: float  # compute stage of this run
+    residues_run: int  # residues computed by this run
+    actors: int
+
+    @property
+    def residues_per_s(self) -> float:
+        return self.residues_run / self.seconds if self.seconds > 0 else 0.0
+
+
+class JobProgress:
+    """Shards, sequences, residues/s and an ETA: a line every 30 s in a log, in place on a terminal."""
+
+    def __init__(self, total_residues: int, total_shards: int, stream: TextIO | None = None):
+        self.printer = Progress(every_percent=None, every_seconds=30, stream=stream)
+        self.total_residues, self.total_shards = total_residues, total_shards
+        self.start = time.monotonic()
+        self.shards = self.rows = self.residues = 0
+
+    def update(self, rows: int, residues: int) -> None:
+        self.shards += 1
+        self.rows += rows
+        self.residues += residues
+        now_ = time.monotonic()
+        self.printer.show(self.line(now_), self.shards / max(self.total_shards, 1),
+                          self.shards >= self.total_shards, now=now_)
+
+    def line(self, now_: float) -> str:
+        elapsed = now_ - self.start
+        rate = self.residues / elapsed if elapsed > 0 else 0.0
+        left = self.total_residues - self.residues
+        if left <= 0:
+            eta = "done"
+        elif self.shards >= 2 and self.residues >= 0.01 * self.total_residues:  # the first includes compiling
+            eta = duration(left / rate)
+        else:
+            eta = "?"
+        return (f"batch: {self.shards}/{self.total_shards} shards, {self.rows:,} sequences, "
+                f"{rate:,.0f} residues/s, ETA {eta}")
+
+
+def run_batch(
+    command: str,
+    inputs: Sequence[str | os.PathLike],
+    out_dir: str | os.PathLike,
+    model: str | None = None,
+    *,
+    include: Iterable[str] = ("mean",),
+    long: str = "window",
+    strategy: str | None = None,
+    shard_size: int = DEFAULT_SHARD_SIZE,
+    token_budget: int | None = None,
+    ray_address: str = "local",
+    actors: int | None = None,
+    cpus_per_actor: float = 1,
+    gpus_per_actor: float | None = None,
+    overwrite: bool = False,
+    say: Callable[[str], None] = say_on_stderr,
+) -> BatchSummary:
+    """Run (or continue) a batch job; see the package docstring for what is written where.
+
+    Args:
+      command: ``embed`` or ``score``.
+      inputs: FASTA files (plain or gzip) or folders of them, read in the order given.
+      out_dir: output folder; created if needed; a rerun with the same job continues it.
+      model: any identifier ``load_weights`` accepts (each actor loads it once).
+      include: ``mean``, ``per_tok``, ``logits`` (``score``: ``mean`` only).
+      long: policy for sequences over 1022 residues (see ``Engine.run``).
+      strategy: for ``score``: ``masked-marginals``, ``wt-marginals`` or ``pppl``.
+      shard_size: records per shard (the unit of work and of resumption).
+      token_budget: tokens per forward pass (default: the engine's).
+      ray_address: ``local`` starts Ray in this process; ``auto`` or an address joins a cluster.
+      actors: number of model actors (default: one per GPU, else one per ``cpus_per_actor`` CPUs).
+      cpus_per_actor: CPUs reserved per actor (its XLA threads on CPU).
+      gpus_per_actor: GPUs per actor (default: 1 if the cluster has GPUs, else 0).
+      overwrite: delete a different job's results in ``out_dir`` instead of refusing.
+
+    Raises:
+      BatchError: unusable inputs, options or model, or ``out_dir`` holds another job.
+    """
+    from ..weights import ModelError, default_model, load_weights
+
+    if command not in COMMANDS:
+        raise BatchError(f"unknown batch command {command!r}; choose {' or '.join(COMMANDS)}")
+    include = tuple(dict.fromkeys(include))
+    allowed = BATCH_EMBED_PARTS if command == "embed" else BATCH_SCORE_PARTS
+    unknown = [part for part in include if part not in allowed]
+    if unknown:
+        raise BatchError(f"--include: {', '.join(unknown)} not available for batch {command}; "
+                         f"choose from {', '.join(allowed)}")
+    if command == "embed" and not include:
+        raise BatchError("--include: nothing to compute; choose from " + ", ".join(BATCH_EMBED_PARTS))
+    if long not in LONG_POLICIES:
+        raise BatchError(f"--long must be one of {', '.join(LONG_POLICIES)}")
+    if command == "score":
+        strategy = strategy or STRATEGIES[0]
+        if strategy not in STRATEGIES:
+            raise BatchError(f"--strategy must be one of {', '.join(STRATEGIES)}")
+    else:
+        strategy = None
+    if shard_size < 1:
+        raise BatchError("--shard-size must be at least 1")
+    if actors is not None and actors < 1:
+        raise BatchError("--actors must be at least 1")
+    files = fasta_inputs(inputs)
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise BatchError(f"output {out} exists and is not a folder")
+    try:
+        weights = load_weights(model)  # fails early on a bad name, and fills the cache for the actors
+    except ModelError as err:
+        raise BatchError(str(err)) from None
+    if weights.is_random:
+        say("note: untrained test model (random weights): outputs are not biology")
+    model_info = weights.config.to_dict()
+    model_id = model or default_model()  # resolved here: actors on other nodes lack this environment
+    del weights
+
+    out.mkdir(parents=True, exist_ok=True)
+    with DirectoryLock(out):
+        for stale in out.glob(f".*{TEMPORARY_MARK}*"):  # left by a killed writer; never a finished file
+            stale.unlink(missing_ok=True)
+        manifest_path = out / MANIFEST
+        old = json.loads(manifest_path.read_text()) if manifest_path.exists() else None
+        previous_inputs = {i["abs_path"]: i for i in (old or {}).get("input_files", [])}
+        fingerprints = [file_fingerprint(f, previous_inputs.get(str(f.absolute()))) for f in files]
+        job = Job(command, str(out.absolute()), model_id, include, long, strategy, shard_size,
+                  token_budget or DEFAULT_TOKEN_BUDGET, files=tuple(str(f) for f in files))
+        job_identity = identity(job, fingerprints, model_info)
+        job = dataclasses.replace(job, key=job_key(job_identity))
+        if old is not None and old.get("key") != job.key:
+            if not overwrite:
+                changes = identity_differences(old.get("identity", {}), job_identity) or ["unreadable manifest"]
+                raise BatchError(f"{out} holds the results of a different job ({'; '.join(changes)}); "
+                                 "use another output folder, or --overwrite to replace them")
+            clear(out)
+            old = None
+        elif old is None and any(out.glob("shard-*.parquet")):
+            if not overwrite:
+                raise BatchError(f"{out} has shard files but no {MANIFEST}; use --overwrite to replace them")
+            clear(out)
+
+        manifest = old or {"identity": job_identity, "key": job.key, "created": now()}
+        manifest.update(input_files=fingerprints, job=job.to_dict())
+        shards = manifest.get("shards")
+        pending = [] if shards is None else [
+            k for k in range(len(shards["records"])) if shard_info(shard_path(out, k), job.key) is None
+        ]
+        if not manifest.get("input_complete") or any(not spool_path(out, k).exists() for k in pending):
+            manifest["input_complete"] = False
+            write_json(manifest_path, manifest)
+            say(f"reading {len(files)} input file(s)")
+            records, residues, issues = spool_shards(job, files, progress=lambda n: say(f"read {n:,} records"))
+            shards = {"records": records, "residues": residues}
+            errors = [i for i in issues if i.level == "error"]
+            manifest.update(shards=shards, input_complete=True, records=sum(records),
+                            file_issues=[{"file": files[i.file].as_posix(), "reason": i.message} for i in errors],
+                            file_warnings=[{"file": files[i.file].as_posix(), "note": i.message}
+                                           for i in issues if i.level != "error"])
+            for issue in issues:
+                say(f"{issue.level}: {issue.message}")
+            write_json(manifest_path, manifest)
+            pending = [k for k in range(len(records)) if shard_info(shard_path(out, k), job.key) is None]
+
+        n_shards = len(shards["records"])
+        skipped = n_shards - len(pending)
+        if skipped == n_shards:
+            say(f"all {n_shards} shards were already done")
+        elif skipped:
+            say(f"{skipped} of {n_shards} shards already done; computing the other {len(pending)}")
+        seconds, residues_run, n_actors = 0.0, 0, 0
+        if pending:
+            manifest["complete"] = False
+            write_json(manifest_path, manifest)
+            progress = JobProgress(sum(shards["residues"][k] for k in pending), len(pending))
+            finished = set(manifest.get("finished_shards", []))
+            last_save = time.monotonic()
+
+            def on_start() -> None:
+                progress.start = time.monotonic()  # the rate counts computing, not Ray's start
+
+            def on_shard(shard: dict) -> None:
+                nonlocal last_save
+                progress.update(shard["rows"], shard["residues"])
+                finished.add(shard["shard"])
+                if time.monotonic() - last_save > 10:  # the shard files are the truth; this is for people
+                    manifest["finished_shards"] = sorted(finished)
+                    write_json(manifest_path, manifest)
+                    last_save = time.monotonic()
+
+            seconds, n_actors = run_on_ray(job, pending, ray_address, actors, cpus_per_actor, gpus_per_actor,
+                                           on_start, on_shard, say)
+            residues_run = progress.residues
+        return _finish(out, job, manifest, manifest_path, skipped, len(pending), seconds, residues_run, n_actors)
+
+
+def _finish(out, job, manifest, manifest_path, skipped, run, seconds, residues_run, n_actors) -> BatchSummary:
+    """Check every shard file exists, then write failures.jsonl and the summary into the manifest."""
+    n_shards = len(manifest["shards"]["records"])
+    infos = [shard_info(shard_path(out, k), job.key) for k in range(n_shards)]
+    missing = [k for k, info in enumerate(infos) if info is None]
+    if missing:
+        raise BatchError(f"{len(missing)} shard(s) were not written (first: {missing[0]}); rerun the same command")
+    failures = [{"index": None, "file": i["file"], "id": None, "reason": i["reason"]}
+                for i in manifest.get("file_issues", [])]
+    failures += [f for info in infos for f in info["failures"]]
+    with written_atomically(out / FAILURES) as tmp, open(tmp, "w") as handle:
+        for failure in failures:
+            handle.write(json.dumps(failure) + "\n")
+    summary = BatchSummary(
+        out_dir=str(out), records=manifest["records"], rows=sum(i["rows"] for i in infos),
+        residues=sum(i["residues"] for i in infos), failures=len(failures), shards=n_shards,
+        shards_skipped=skipped, shards_run=run, seconds=seconds, residues_run=residues_run, actors=n_actors,
+    )
+    manifest.update(finished_shards=list(range(n_shards)), complete=True, finished=now(),
+                    summary=dataclasses.asdict(summary) | {"residues_per_s": summary.residues_per_s})
+    runs = manifest.setdefault("runs", [])
+    runs.append({"finished": now(), "shards": run, "seconds": round(seconds, 3), "actors": n_actors,
+                 "residues": residues_run})
+    write_json(manifest_path, manifest)
+    shutil.rmtree(out / WORK_DIR, ignore_errors=True)
+    return summary
+
+

@@ -1,0 +1,207 @@
+"""One FASTA record checked: its header turned into an id and a description, its sequence
+text into residues ESM-2 has tokens for, with a warning for everything changed on the way
+and an error (record and 1-based position) for everything refused.
+
+Positions count the characters of a sequence ignoring whitespace and digits. The reader
+that finds records in a text or a file is ``fasta``; this module sees one record at a time.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from dataclasses import dataclass, replace
+
+from .alphabet import AA_TO_IDX
+from .three_letter import read_three_letter
+
+ESM2_TRAINING_LENGTH = 1022  # residues; longer sequences are windowed by the engine
+MAX_ID_CHARS = 100
+MAX_DESCRIPTION_CHARS = 300
+
+_RESIDUES = "".join(AA_TO_IDX)  # the 25 letters ESM-2 has tokens for
+_GAPS = "-."
+_NUCLEOTIDES = "ACGTUN"
+_SHOWN_POSITIONS = 5  # positions listed per bad character
+_SHOWN_BAD_CHARACTERS = 5  # distinct bad characters reported per record
+
+_BAD_CHARACTER = re.compile(f"[^{_RESIDUES}{re.escape(_GAPS)}]")
+_UPPERCASE_ASCII = str.maketrans(string.ascii_lowercase, string.ascii_uppercase)
+_DROP_DIGITS = str.maketrans("", "", string.digits)
+_HEADER_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f-\x9f]")
+
+
+@dataclass(frozen=True)
+class ProteinRecord:
+    id: str
+    description: str  # header text after the id
+    sequence: str  # uppercase, only letters in alphabet.AA_TO_IDX
+
+
+@dataclass
+class RawRecord:
+    """A record as the reader found it, before any check."""
+
+    number: int  # 1-based position in the input
+    title: str | None  # header without '>'; None for a pasted bare sequence
+    sequence: str  # whitespace removed, otherwise as typed
+    had_whitespace: bool
+    text: str = ""  # the sequence lines as typed, whitespace kept (three-letter codes need it)
+
+
+@dataclass(frozen=True)
+class CheckedRecord:
+    """One record after the checks: kept (``record``) or refused (``errors``).
+
+    A refused record still has the id its header gives it (and takes it from later records
+    with the same id), as it would if it had been kept.
+    """
+
+    number: int  # 1-based position in the input
+    label: str  # how messages name it: its id, or "record <number>" when the header had none
+    id: str
+    description: str
+    record: ProteinRecord | None  # None: refused, or dropped by a limit on total residues
+    warnings: tuple[str, ...]  # empty for a refused record: they would only be noise
+    errors: tuple[str, ...]
+
+
+def check_record(raw: RawRecord, used_ids: set[str], max_residues: int | None = None) -> CheckedRecord:
+    """Check one record; ``used_ids`` holds the ids taken so far and gets this one.
+
+    Args:
+      raw: the record as read.
+      used_ids: ids already given to earlier records of the same input (updated).
+      max_residues: refuse sequences longer than this (None: no limit).
+
+    Returns:
+      A ``CheckedRecord``; ``record`` is None when it is refused.
+    """
+    record_id, description, label, warnings = _header(raw, used_ids)
+    sequence, seq_warnings, errors = _check_sequence(raw)
+    if sequence and max_residues is not None and len(sequence) > max_residues:
+        errors.append(f"{len(sequence):,} residues, more than the limit of {max_residues:,} per sequence")
+    if errors:
+        return CheckedRecord(raw.number, label, record_id, description, None, (), tuple(errors))
+    record = ProteinRecord(record_id, description, sequence)
+    return CheckedRecord(raw.number, label, record_id, description, record, tuple(warnings + seq_warnings), ())
+
+
+def _header(raw: RawRecord, used_ids: set[str]) -> tuple[str, str, str, list[str]]:
+    """(id, description, label for messages, warnings) for one record."""
+    warnings = []
+    if raw.title is None:
+        record_id, description = "sequence", ""
+    else:
+        title = raw.title.replace("\t", " ")
+        if _HEADER_CONTROL.search(title):
+            title = _HEADER_CONTROL.sub("\ufffd", title)
+            warnings.append("the header contained control characters; replaced them with '\ufffd'")
+        # The id is the first whitespace-separated word, as Biopython and BLAST read headers.
+        id_and_rest = title.split(None, 1)
+        record_id = id_and_rest[0] if id_and_rest else ""
+        description = id_and_rest[1] if len(id_and_rest) > 1 else ""
+    unnamed = not record_id
+    if unnamed:
+        record_id = f"record_{raw.number}"
+        warnings.append(f"the header has no id; named it '{record_id}'")
+    if len(record_id) > MAX_ID_CHARS:
+        record_id = record_id[:MAX_ID_CHARS]
+        warnings.append(f"the id was longer than {MAX_ID_CHARS} characters; shortened it")
+    if len(description) > MAX_DESCRIPTION_CHARS:
+        description = description[:MAX_DESCRIPTION_CHARS]
+        warnings.append(f"the description was longer than {MAX_DESCRIPTION_CHARS} characters; shortened it")
+    unique = unique_id(record_id, used_ids)
+    if unique != record_id:
+        warnings.append(f"the id '{record_id}' was already used; renamed this record '{unique}'")
+        record_id = unique
+    label = f"record {raw.number}" if unnamed else record_id
+    return record_id, description, label, warnings
+
+
+def unique_id(record_id: str, used_ids: set[str]) -> str:
+    """The id, or id_2, id_3, ... if taken (and marks it taken): records keep distinct ids."""
+    candidate, suffix = record_id, 1
+    while candidate in used_ids:
+        suffix += 1
+        candidate = f"{record_id}_{suffix}"
+    used_ids.add(candidate)
+    return candidate
+
+
+def _check_sequence(raw: RawRecord) -> tuple[str, list[str], list[str]]:
+    """(cleaned residues, warnings, errors) for one record's sequence text."""
+    warnings: list[str] = []
+    three_letter = read_three_letter(raw.text)
+    if three_letter is not None:  # Met-Val-...: read letter by letter it would be METVAL...
+        if three_letter.error:
+            return "", warnings, [three_letter.error]
+        warnings.append(three_letter.note)
+        raw = replace(raw, sequence=three_letter.sequence, had_whitespace=False)
+    text = raw.sequence.translate(_DROP_DIGITS)
+    if len(text) != len(raw.sequence):
+        spaces = " and spaces" if raw.had_whitespace else ""
+        warnings.append(f"removed digits (sequence numbering){spaces} from the sequence")
+    elif raw.had_whitespace:
+        warnings.append("removed spaces from inside the sequence")
+    text = text.translate(_UPPERCASE_ASCII)
+    if text.endswith("*"):
+        text = text.rstrip("*")
+        warnings.append("removed the terminal '*' (stop codon)")
+
+    errors = _bad_character_messages(text)
+    residues = text.replace("-", "").replace(".", "")
+    if len(residues) != len(text):
+        warnings.append(
+            f"removed {len(text) - len(residues):,} gap character(s) ('-' or '.'); "
+            "ESM-2 reads ungapped sequences"
+        )
+    if not raw.sequence:
+        errors.append("no sequence under this header")
+    elif not residues and not errors:
+        errors.append("no amino-acid letters left after removing gaps, digits and '*'")
+    if errors:
+        return "", warnings, errors
+
+    nucleotides = sum(residues.count(base) for base in _NUCLEOTIDES)
+    if len(residues) >= 20 and nucleotides >= 0.9 * len(residues):
+        warnings.append("looks like DNA/RNA; ESM-2 reads protein sequences; translate it first")
+    if len(residues) > ESM2_TRAINING_LENGTH:
+        warnings.append(
+            f"longer than {ESM2_TRAINING_LENGTH} residues, ESM-2's training length; "
+            "analysed in overlapping windows"
+        )
+    return residues, warnings, errors
+
+
+def _bad_character_messages(text: str) -> list[str]:
+    """One message per distinct unusable character, with its first positions."""
+    positions: dict[str, list[int]] = {}
+    for match in _BAD_CHARACTER.finditer(text):
+        positions.setdefault(match.group(), []).append(match.start() + 1)
+    messages = []
+    for char, where in list(positions.items())[:_SHOWN_BAD_CHARACTERS]:
+        messages.append(f"{_positions(where)}: {_describe_bad(char)}")
+    if len(positions) > _SHOWN_BAD_CHARACTERS:
+        messages.append(f"and {len(positions) - _SHOWN_BAD_CHARACTERS} other unsupported characters")
+    return messages
+
+
+def _positions(where: list[int]) -> str:
+    if len(where) == 1:
+        return f"position {where[0]}"
+    shown = ", ".join(str(p) for p in where[:_SHOWN_POSITIONS])
+    more = len(where) - _SHOWN_POSITIONS
+    return f"positions {shown}" + (f" and {more:,} more" if more > 0 else "")
+
+
+def _describe_bad(char: str) -> str:
+    if char == "*":
+        return "'*' (stop codon) inside the sequence; only a terminal '*' is allowed"
+    shown = f"'{char}'" if char.isprintable() else f"U+{ord(char):04X}"
+    if char.isalpha():
+        return (
+            f"{shown} is not an amino-acid letter "
+            f"(ESM-2 knows the 20 standard ones plus B, O, U, X and Z)"
+        )
+    return f"{shown} is not allowed in a protein sequence"

@@ -1,0 +1,25 @@
+"""The choices the command line, batch jobs and the app offer, in one module with no imports.
+
+``flamino --help`` builds its parser from these without loading NumPy or JAX; the modules
+that act on a choice import it from here, so each list is written once. A new scoring
+strategy is a name in ``STRATEGIES`` and a branch in ``scores.score``.
+"""
+
+# Sequences longer than ESM-2's 1022 training residues: overlapping windows averaged where
+# they overlap, the first 1022 residues, or one pass over everything (see ``planning``).
+LONG_POLICIES = ("window", "truncate", "full")
+
+# Variant-effect scores (Meier et al. 2021): one masked pass per position, one unmasked
+# pass, or the pseudo-perplexity from the masked passes (see ``scores.score``).
+STRATEGIES = ("masked-marginals", "wt-marginals", "pppl")
+
+# Tokens per forward pass: rows x padded width of one batch (see ``planning.plan_batches``).
+DEFAULT_TOKEN_BUDGET = 8192
+
+# What ``flamino embed --include`` can write into its .npz file.
+EMBED_PARTS = ("mean", "per_tok", "logits", "attentions", "contacts")
+
+# What ``flamino batch`` can write into its Parquet shards (per-residue maps do not fit a row).
+BATCH_EMBED_PARTS = ("mean", "per_tok", "logits")
+BATCH_SCORE_PARTS = ("mean",)
+DEFAULT_SHARD_SIZE = 1000  # records per shard: the unit of work and of resumption

@@ -1,0 +1,99 @@
+"""Planning rows and merging windows, as pure functions: memory in proportion to length."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import numpy as np
+
+from flamino_core import planning
+from flamino_core.config import MAX_RESIDUES
+
+
+def _window_outputs(windows, width: int, contacts: bool, seed: int = 0) -> list[dict]:
+    rng = np.random.default_rng(seed)
+    outputs = []
+    for w in windows:
+        n = len(w.residues)
+        out = {"representations": {2: rng.standard_normal((n, width), dtype=np.float32)}}
+        if contacts:
+            out["contacts"] = rng.random((n, n), dtype=np.float32)
+        outputs.append(out)
+    return outputs
+
+
+def test_merging_windows_of_a_long_sequence_takes_memory_in_proportion_to_its_length():
+    length, width = 300_000, 8  # 586 windows; an (L, L) float32 map would be 360 GB
+    sequence = "A" * length
+    windows = planning.windows([sequence], windowed=True)
+    outputs = _window_outputs(windows, width, contacts=False)
+    tracemalloc.start()
+    try:
+        merge = planning.WindowMerge([sequence], windows)
+        for index, output in enumerate(outputs):
+            merge.add(index, output)
+        merged = merge.result(0)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert merged["representations"][2].shape == (length, width) and "contacts" not in merged
+    # The merged (L, D) array and an (L, 1) coverage count are all it needs; a full-length
+    # array per window, or any (L, L) array, would be many times this.
+    one_copy = length * (width + 1) * 4
+    assert peak < 1.5 * one_copy, f"peak {peak / 1e6:.1f} MB for a {one_copy / 1e6:.1f} MB result"
+
+
+def test_merged_windows_average_residues_and_pairs_over_the_windows_that_hold_them():
+    length = 2500
+    windows = planning.windows(["A" * length], windowed=True)
+    assert [w.start for w in windows] == [0, 511, 1022, 1478]
+    outputs = _window_outputs(windows, 3, contacts=True, seed=1)
+    merge = planning.WindowMerge(["A" * length], windows)
+    for index in reversed(range(len(windows))):  # batches finish in any order
+        merge.add(index, outputs[index])
+    merged = merge.result(0)
+    # Independent reference: for every residue and pair, the plain mean over the windows
+    # that contain it (pairs in no window: 0).
+    reps = np.zeros((length, 3))
+    counts = np.zeros(length)
+    contacts = np.zeros((length, length))
+    pairs = np.zeros((length, length))
+    for w, out in zip(windows, outputs):
+        inside = np.zeros(length, bool)
+        inside[w.start:w.start + len(w.residues)] = True
+        reps[inside] += out["representations"][2]
+        counts[inside] += 1
+        both = np.outer(inside, inside)
+        contacts[both] += out["contacts"].ravel()
+        pairs[both] += 1
+    # The merge sums in float32 (as the engine's outputs are): up to 3 values of size ~1, so
+    # about 1e-7 absolute rounding; a value from a wrong window would be off by ~1.
+    np.testing.assert_allclose(merged["representations"][2], reps / counts[:, None], atol=1e-6)
+    expected = np.divide(contacts, pairs, out=np.zeros_like(contacts), where=pairs > 0)
+    np.testing.assert_allclose(merged["contacts"], expected, atol=1e-6)
+    assert pairs[0, -1] == 0 and merged["contacts"][0, -1] == 0  # too far apart for one window
+
+
+def test_contacts_of_long_sequences_count_quadratically_in_the_memory_estimate():
+    kwargs = dict(windowed=True, per_residue_floats=10)
+    assert planning.output_bytes([300_000], **kwargs) == [4 * 300_000 * 10]
+    with_contacts = planning.output_bytes([300_000, 500], contacts=True, **kwargs)
+    # Merged from windows: a float32 map plus one byte per pair for the window counts.
+    assert with_contacts == [4 * 3_000_000 + 5 * 300_000**2, 4 * 5_000 + 4 * 500**2]
+
+
+def test_masked_rows_hold_the_window_centred_on_each_position():
+    rng = np.random.default_rng(2)
+    length = 1500
+    tokens = rng.integers(4, 29, size=length + 2).astype(np.int32)
+    tokens[0], tokens[-1] = 0, 2
+    positions = [0, 700, 1499]
+    rows, mask_at = planning.pack_masked_rows(tokens, positions, MAX_RESIDUES, 1024)
+    assert rows.shape == (4, 1024)  # three rows, then one filler row: a power of two
+    for r, p in enumerate(positions):
+        start = {0: 0, 700: 700 - 511, 1499: length - MAX_RESIDUES}[p]
+        expected = np.concatenate([[0], tokens[1 + start:1 + start + MAX_RESIDUES], [2]])
+        expected[1 + p - start] = 32  # <mask>
+        np.testing.assert_array_equal(rows[r, :MAX_RESIDUES + 2], expected)
+        assert mask_at[r] == 1 + p - start
+    assert rows[3, :2].tolist() == [0, 2] and (rows[3, 2:] == 1).all()  # <cls><eos>, then padding
