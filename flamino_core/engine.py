@@ -327,6 +327,61 @@ class Engine:
                 progress(batch_index + 1, total)
         return out
 
+    # --- several positions masked in one row (variants' joint-masked strategy) -------------
+    def joint_masked_log_probs(
+        self, sequence: str, position_sets: Sequence[Sequence[int]], progress: ProgressFn | None = None
+    ) -> list[np.ndarray]:
+        """log p(token | sequence with every position of a set masked at once), one pass per set.
+
+        Args:
+          sequence: a validated residue string.
+          position_sets: 0-based residue indices; each set is masked together in its own row.
+          progress: called with (batches done, batches total).
+
+        Returns:
+          Per set, a (len(set), vocab) array of log-probabilities at its positions, in its order.
+          Sequences over 1022 residues: each row is the 1022-residue window centred on the
+          middle of its set's span; a set spanning more than one window raises ValueError.
+        """
+        length = len(sequence)
+        window = min(length, MAX_RESIDUES)
+        starts = []
+        for positions in position_sets:
+            if len(positions) == 0:
+                raise ValueError("each set of positions to mask needs at least one position")
+            low, high = min(positions), max(positions)
+            if low < 0 or high >= length:
+                raise ValueError(f"position {(low if low < 0 else high) + 1} is outside the sequence (1..{length})")
+            if high - low >= window:
+                raise ValueError(f"positions {low + 1} and {high + 1} do not fit one {window}-residue window")
+            centred = (low + high) // 2 - window // 2
+            starts.append(min(max(centred, high - window + 1, 0), low, length - window))
+        width = bucket_length(window + 2)
+        max_rows = _pow2_at_most(self._max_rows(width, heavy=False))
+        base = encode(sequence)
+        options = dict(repr_layers=(), attention_layers=(), need_logits=True, need_contacts=False)
+        out: list[np.ndarray] = []
+        total = -(-len(position_sets) // max_rows)
+        for batch_index, first in enumerate(range(0, len(position_sets), max_rows)):
+            chunk = range(first, min(first + max_rows, len(position_sets)))
+            rows = _pow2_at_least(len(chunk))
+            tokens = np.full((rows, width), PAD_IDX, np.int32)
+            tokens[:, 0], tokens[:, 1] = CLS_IDX, EOS_IDX  # filler rows: <cls><eos>, as in run()
+            for r, s in enumerate(chunk):
+                row = base[starts[s]:starts[s] + window + 2].copy()
+                row[0], row[-1] = CLS_IDX, EOS_IDX
+                row[1 + np.asarray(position_sets[s]) - starts[s]] = MASK_IDX
+                tokens[r, : window + 2] = row
+            self._note_shape(("forward", rows, width, tuple(sorted(options.items()))))
+            logits = np.asarray(jax.device_get(self._forward(self.state, jnp.asarray(tokens), **options)["logits"]))
+            for r, s in enumerate(chunk):
+                at = logits[r, 1 + np.asarray(position_sets[s]) - starts[s]].astype(np.float64)  # (K, vocab)
+                at -= at.max(axis=-1, keepdims=True)
+                out.append((at - np.log(np.exp(at).sum(axis=-1, keepdims=True))).astype(np.float32))
+            if progress:
+                progress(batch_index + 1, total)
+        return out
+
 
 def _split_pow2(rows: list[int], width: int) -> list[tuple[list[int], int]]:
     """Rows in power-of-two pieces, largest first (13 rows -> 8 + 4 + 1): no filler rows."""
