@@ -123,8 +123,10 @@ def parse_dms(data: bytes | str, wild_type: str | None = None, offset: int = 1) 
     repeated = counts[counts > 1]
     if len(repeated):
         shown = ", ".join(f"{m} ({n}x)" for m, n in repeated.head(_SHOWN).items())
-        issues.append(f"{len(repeated):,} mutants appear on more than one row ({shown}{' …' if len(repeated) > _SHOWN else ''}); "
-                      "each is scored, but only its first row counts in the statistics")
+        more = " …" if len(repeated) > _SHOWN else ""
+        which = "1 mutant appears" if len(repeated) == 1 else f"{len(repeated):,} mutants appear"
+        issues.append(f"{which} on more than one row ({shown}{more}); each is scored, but only its first row "
+                      "counts in the statistics")
     return DmsTable(frame, wild_type, offset, source, issues)
 
 
@@ -151,7 +153,8 @@ def _lines(mask) -> str:
     """'line 5' / '3 rows (lines 5, 9, 12 …)' for a boolean row mask (the header is line 1)."""
     rows = np.flatnonzero(np.asarray(mask))
     shown = ", ".join(str(r + 2) for r in rows[:_SHOWN])
-    return f"line {shown}" if len(rows) == 1 else f"{len(rows):,} rows (lines {shown}{' …' if len(rows) > _SHOWN else ''})"
+    more = " …" if len(rows) > _SHOWN else ""
+    return f"line {shown}" if len(rows) == 1 else f"{len(rows):,} rows (lines {shown}{more})"
 
 
 def _derive_wild_type(frame: pd.DataFrame, offset: int, issues: list[str]) -> str:

@@ -228,7 +228,9 @@ def parse_variant(text: str, sequence: str, offset: int = 1, order: int = 0, lab
         seen.add(index)
         substitutions.append(Substitution(index, wt, mt))
     if problems:
-        where = "" if len(changes) == 1 and entry == f"{changes[0][0]}{changes[0][1]}{changes[0][2]}" else f"{_quote(entry)}: "
+        # Name the entry as written unless the substitution's own name already is that.
+        plain = len(changes) == 1 and entry == "".join(map(str, changes[0]))
+        where = "" if plain else f"{_quote(entry)}: "
         return VariantIssue(order, entry, kinds[0], where + "; ".join(problems), label)
     mutant = ":".join(f"{s.wt}{s.index + offset}{s.mt}" for s in substitutions)
     return Variant(order, entry, mutant, tuple(substitutions), offset, label)
@@ -313,6 +315,9 @@ def _csv_entries(text: str) -> tuple[list[tuple[str, str, int]], list[VariantIss
                 continue
             if column is None:
                 header = [cell.strip().lower() for cell in row]
+                if "mutant" not in header:  # the first line opened a quoted cell spanning lines
+                    return [], [VariantIssue(-1, "", INPUT, "the mutation table's header has no readable "
+                                                            "'mutant' column (check its quotes)")]
                 column = header.index("mutant")
                 label_column = header.index("label") if "label" in header else None
                 continue

@@ -31,7 +31,8 @@ MANY_POINTS = 5_000  # WebGL scatter above this many points
 
 
 def _statistics_line(metrics: dict) -> str:
-    names = [("spearman", "Spearman ρ"), ("auc", "AUC"), ("mcc", "MCC"), ("ndcg", "NDCG"), ("top10_recall", "top-10% recall")]
+    names = [("spearman", "Spearman ρ"), ("auc", "AUC"), ("mcc", "MCC"), ("ndcg", "NDCG"),
+             ("top10_recall", "top-10% recall")]
     parts = [f"{label} {metrics[key]:.3f}" for key, label in names if metrics.get(key) is not None]
     parts.append(f"n = {metrics.get('n_scored', 0):,} ({metrics.get('n_skipped', 0):,} skipped)")
     return " · ".join(parts)
@@ -69,7 +70,7 @@ def dms_scatter(scores: DmsScores, metrics: dict, singles_only: bool = False) ->
     return _layout(fig, title, height=520, legend={"orientation": "h", "y": -0.15})
 
 
-def _grid(scores: DmsScores, used: np.ndarray, column: str, first: int, last: int, offset: int) -> np.ndarray:
+def _grid(scores: DmsScores, used: np.ndarray, column: str, first: int, last: int) -> np.ndarray:
     """(positions first..last, 20) values of ``column`` for the single substitutions in ``used``."""
     grid = np.full((last - first + 1, len(STANDARD_AMINO_ACIDS)), np.nan)
     columns = {aa: j for j, aa in enumerate(STANDARD_AMINO_ACIDS)}
@@ -100,7 +101,7 @@ def dms_heatmaps(scores: DmsScores) -> go.Figure:
     panels = [("DMS_score", "DMS", 0.44), ("score", "model", 1.0)]
     for col, (column, name, bar_x) in enumerate(panels, start=1):
         fig.add_trace(go.Heatmap(
-            z=_grid(scores, used, column, first, last, dms.offset), x=aas, y=labels, colorscale="RdBu",
+            z=_grid(scores, used, column, first, last), x=aas, y=labels, colorscale="RdBu",
             zmid=0 if column == "score" else None,  # model scores: 0 = as likely as the wild type
             colorbar={"title": {"text": name}, "x": bar_x, "len": 0.9},
             hovertemplate=f"%{{y}} → %{{x}}<br>{name} %{{z:.3f}}<extra></extra>",
@@ -163,5 +164,6 @@ def variant_map(
             marker={"symbol": LABEL_SYMBOLS[n % len(LABEL_SYMBOLS)], "size": 11, "color": colour, "line": {"width": 2}},
             hovertemplate="%{text}<extra></extra>",
         ))
-    fig.update_layout(showlegend=True, legend={"orientation": "h", "y": 1.0, "x": 1, "xanchor": "right", "yanchor": "bottom"})
+    legend = {"orientation": "h", "y": 1.0, "x": 1, "xanchor": "right", "yanchor": "bottom"}
+    fig.update_layout(showlegend=True, legend=legend)
     return fig

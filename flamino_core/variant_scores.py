@@ -219,7 +219,8 @@ def _table(variants, issues, results, strategy: str, record_id: str) -> pd.DataF
     rows = []
     for v in variants:
         score, non_additivity, status = results[v.order]
-        rows.append((v.order, v.text, score, non_additivity, status, v.mutant, v.positions, len(v.substitutions), v.label))
+        rows.append((v.order, v.text, score, non_additivity, status,
+                     v.mutant, v.positions, len(v.substitutions), v.label))
     for issue in issues:
         if issue.order >= 0:
             rows.append((issue.order, issue.text, np.nan, np.nan, issue.message, "", (), 0, issue.label))
