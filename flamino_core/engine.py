@@ -267,3 +267,39 @@ class Engine:
             if progress:
                 progress(batch_index + 1, total)
         return out
+
+    def joint_masked_log_probs(
+        self, sequence: str, position_sets: Sequence[Sequence[int]], progress: ProgressFn | None = None
+    ) -> list[np.ndarray]:
+        """log p(token | sequence with every position of a set masked at once), one pass per set.
+
+        Args:
+          sequence: a validated residue string.
+          position_sets: 0-based residue indices; each set is masked together in its own row.
+          progress: called with (batches done, batches total).
+
+        Returns:
+          Per set, a (len(set), vocab) array of log-probabilities at its positions, in its order.
+          Sequences over 1022 residues: each row is the 1022-residue window centred on the
+          middle of its set's span; a set spanning more than one window raises ValueError.
+        """
+        window = min(len(sequence), MAX_RESIDUES)
+        for positions in position_sets:  # every set checked before the first pass
+            planning.joint_window_start(positions, len(sequence), window)
+        width = bucket_length(window + 2)
+        max_rows = planning.pow2_at_most(self._max_rows(width, heavy=False))
+        sequence_tokens = encode(sequence)
+        options = dict(repr_layers=(), attention_layers=(), need_logits=True, need_contacts=False)
+        out: list[np.ndarray] = []
+        total = -(-len(position_sets) // max_rows)
+        for batch_index, first in enumerate(range(0, len(position_sets), max_rows)):
+            chunk = position_sets[first:first + max_rows]
+            tokens, starts = planning.pack_jointly_masked_rows(sequence_tokens, chunk, window, width)
+            logits = np.asarray(jax.device_get(self._forward(self.state, jnp.asarray(tokens), **options)["logits"]))
+            for r, (positions, start) in enumerate(zip(chunk, starts)):
+                at = logits[r, 1 + np.asarray(positions) - start].astype(np.float64)  # (K, vocab)
+                at -= at.max(axis=-1, keepdims=True)
+                out.append((at - np.log(np.exp(at).sum(axis=-1, keepdims=True))).astype(np.float32))
+            if progress:
+                progress(batch_index + 1, total)
+        return out

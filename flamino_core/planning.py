@@ -151,6 +151,46 @@ def pack_masked_rows(
     return tokens, mask_at
 
 
+def joint_window_start(positions: Sequence[int], length: int, window: int) -> int:
+    """Start of the ``window``-residue window that holds every position of a set, centred on the
+    middle of its span (the variants' joint-masked strategy; see docs/variants.md).
+
+    Raises:
+      ValueError: a position outside the sequence, or a span wider than one window.
+    """
+    if len(positions) == 0:
+        raise ValueError("each set of positions to mask needs at least one position")
+    low, high = min(positions), max(positions)
+    if low < 0 or high >= length:
+        raise ValueError(f"position {(low if low < 0 else high) + 1} is outside the sequence (1..{length})")
+    if high - low >= window:
+        raise ValueError(f"positions {low + 1} and {high + 1} do not fit one {window}-residue window")
+    centred = (low + high) // 2 - window // 2
+    return min(max(centred, high - window + 1, 0), low, length - window)
+
+
+def pack_jointly_masked_rows(
+    sequence_tokens: np.ndarray, position_sets: Sequence[Sequence[int]], window: int, width: int
+) -> tuple[np.ndarray, list[int]]:
+    """Rows that each mask a whole set of positions at once (one row per set).
+
+    Returns:
+      tokens (power of two >= len(position_sets), width) with filler rows after the real ones,
+      and each row's window start (residue index of its first residue).
+    """
+    length = len(sequence_tokens) - 2
+    tokens = _filler_rows(pow2_at_least(len(position_sets)), width)
+    starts = []
+    for r, positions in enumerate(position_sets):
+        start = joint_window_start(positions, length, window)
+        tokens[r, 0] = CLS_IDX
+        tokens[r, 1:window + 1] = sequence_tokens[1 + start:1 + start + window]
+        tokens[r, window + 1] = EOS_IDX
+        tokens[r, 1 + np.asarray(positions) - start] = MASK_IDX
+        starts.append(start)
+    return tokens, starts
+
+
 def unpack_rows(out: dict, lengths: Sequence[int]) -> list[dict]:
     """Per-row outputs of one batch with padding and special tokens cut away (views, no copies).
 

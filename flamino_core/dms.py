@@ -1,0 +1,258 @@
+"""Deep mutational scanning tables in ProteinGym's format, scored by the model.
+
+ProteinGym's substitution files have ``mutant`` (``A23V`` or ``A23V:G45D``) and ``DMS_score``
+(higher = fitter), and usually ``mutated_sequence`` and ``DMS_score_bin`` (1 fit, 0 not). The wild
+type is given (FASTA) or derived from ``mutated_sequence`` + ``mutant``. Missing values, duplicate
+mutants and rows that disagree with the wild type are reported and left out, never fatal; only a
+table without the two required columns, or without any way to know the wild type, is refused.
+The agreement statistics are in ``dms_metrics``.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import io
+import os
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from .mutations import Variant, VariantIssue, parse_variant, read_changes, suggest_offset
+from .variant_scores import DEFAULT_VARIANT_STRATEGY, OK, score_variants
+
+REQUIRED_COLUMNS = ("mutant", "DMS_score")
+SCORE_COLUMNS = ("score", "non_additivity", "status")  # what scoring adds to the table
+_SHOWN = 3  # example lines quoted per reported problem
+
+
+class DmsError(ValueError):
+    """A DMS table that cannot be used at all (the message says why and what to do)."""
+
+
+@dataclasses.dataclass
+class DmsTable:
+    """A DMS table as read: every input column, the wild type, what was noticed on the way.
+
+    ``frame`` keeps the input columns in order (as text, except ``DMS_score`` and
+    ``DMS_score_bin``, which are numbers with NaN where missing).
+    """
+
+    frame: pd.DataFrame
+    wild_type: str
+    offset: int
+    wild_type_source: str  # "given", or "derived from mutated_sequence"
+    issues: list[str]  # reported, not fatal
+
+    @property
+    def has_bins(self) -> bool:
+        return "DMS_score_bin" in self.frame.columns
+
+
+@dataclasses.dataclass
+class DmsScores:
+    """A scored DMS table: ``frame`` is every input column plus ``score``, (``non_additivity``,)
+    ``status``, in input order; ``in_metrics`` marks the rows the statistics use."""
+
+    frame: pd.DataFrame
+    in_metrics: np.ndarray  # (rows,) bool: scored, DMS_score present, first of its mutant
+    variants: pd.DataFrame  # score_variants' table, row for row: variant, positions, n_mutations
+    strategy: str
+    passes: int
+    notes: list[str]
+    dms: DmsTable
+
+    @property
+    def n_mutations(self) -> np.ndarray:
+        """(rows,) substitutions per row, 0 where the mutant could not be scored."""
+        return self.variants["n_mutations"].to_numpy()
+
+    def rows_used(self, singles_only: bool = False) -> np.ndarray:
+        """(rows,) bool: the rows the statistics use (single substitutions only if asked)."""
+        return self.in_metrics & (self.n_mutations == 1) if singles_only else self.in_metrics.copy()
+
+
+def read_dms(path: str | os.PathLike, wild_type: str | None = None, offset: int = 1) -> DmsTable:
+    """``parse_dms`` on a file; a missing or unreadable file raises ``DmsError``."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError as exc:
+        raise DmsError(f"cannot read the DMS table {os.fspath(path)!r}: {exc.strerror or exc}") from None
+    return parse_dms(data, wild_type, offset)
+
+
+def parse_dms(data: bytes | str, wild_type: str | None = None, offset: int = 1) -> DmsTable:
+    """Read a ProteinGym-style DMS table and settle its wild type.
+
+    Args:
+      data: the CSV (comma or tab separated) as bytes or text.
+      wild_type: the sequence the mutants refer to (validated, e.g. from ``fasta``); None to
+        derive it from ``mutated_sequence`` and ``mutant``.
+      offset: the number of the wild type's first residue in the ``mutant`` column.
+
+    Returns:
+      ``DmsTable``.
+
+    Raises:
+      DmsError: unreadable, no ``mutant``/``DMS_score`` column, or no wild type obtainable.
+    """
+    frame = _read_frame(data)
+    missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
+    if missing:
+        raise DmsError(f"the DMS table needs the columns {' and '.join(REQUIRED_COLUMNS)} (ProteinGym format); "
+                       f"{', '.join(missing)} missing among: {', '.join(map(str, frame.columns[:12]))}")
+    if frame.empty:
+        raise DmsError("the DMS table has a header but no rows")
+    issues = []
+    frame["mutant"] = frame["mutant"].str.strip()
+    frame["DMS_score"] = _numbers(frame, "DMS_score", issues)
+    if "DMS_score_bin" in frame.columns:
+        frame["DMS_score_bin"] = _numbers(frame, "DMS_score_bin", issues)
+        odd = frame["DMS_score_bin"].notna() & ~frame["DMS_score_bin"].isin([0, 1])
+        if odd.any():
+            issues.append(f"{_lines(odd)}: DMS_score_bin is not 0 or 1; those rows are left out of AUC and MCC")
+            frame.loc[odd, "DMS_score_bin"] = np.nan
+    if wild_type is None:
+        wild_type, source = _derive_wild_type(frame, offset, issues), "derived from mutated_sequence"
+    else:
+        source = "given"
+        _check_mutated_sequences(frame, wild_type, offset, issues)
+    counts = frame.loc[frame["mutant"] != "", "mutant"].value_counts()
+    repeated = counts[counts > 1]
+    if len(repeated):
+        shown = ", ".join(f"{m} ({n}x)" for m, n in repeated.head(_SHOWN).items())
+        more = " …" if len(repeated) > _SHOWN else ""
+        which = "1 mutant appears" if len(repeated) == 1 else f"{len(repeated):,} mutants appear"
+        issues.append(f"{which} on more than one row ({shown}{more}); each is scored, but only its first row "
+                      "counts in the statistics")
+    return DmsTable(frame, wild_type, offset, source, issues)
+
+
+def _read_frame(data: bytes | str) -> pd.DataFrame:
+    text = data.decode("utf-8-sig", errors="replace") if isinstance(data, bytes) else data.lstrip("\ufeff")
+    first = text.split("\n", 1)[0]
+    try:
+        return pd.read_csv(io.StringIO(text), sep="\t" if "\t" in first else ",", dtype=str,
+                           keep_default_na=False, skip_blank_lines=True)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as exc:
+        raise DmsError(f"the DMS table could not be read as CSV: {str(exc).strip() or type(exc).__name__}") from None
+
+
+def _numbers(frame: pd.DataFrame, column: str, issues: list[str]) -> pd.Series:
+    values = pd.to_numeric(frame[column].str.strip(), errors="coerce")
+    missing = values.isna() | ~np.isfinite(values)
+    if missing.any():
+        issues.append(f"{_lines(missing)}: {column} is missing or not a number"
+                      + ("; those rows are scored but left out of the statistics" if column == "DMS_score" else ""))
+    return values.where(~missing)
+
+
+def _lines(mask) -> str:
+    """'line 5' / '3 rows (lines 5, 9, 12 …)' for a boolean row mask (the header is line 1)."""
+    rows = np.flatnonzero(np.asarray(mask))
+    shown = ", ".join(str(r + 2) for r in rows[:_SHOWN])
+    more = " …" if len(rows) > _SHOWN else ""
+    return f"line {shown}" if len(rows) == 1 else f"{len(rows):,} rows (lines {shown}{more})"
+
+
+def _derive_wild_type(frame: pd.DataFrame, offset: int, issues: list[str]) -> str:
+    """Undo each row's substitutions in its ``mutated_sequence``; the rows must agree."""
+    if "mutated_sequence" not in frame.columns:
+        raise DmsError("the DMS table has no mutated_sequence column to derive the wild type from; "
+                       "give the wild-type sequence as FASTA")
+    votes: collections.Counter = collections.Counter()
+    row_wild = np.full(len(frame), None, dtype=object)
+    for row, (mutant, mutated) in enumerate(zip(frame["mutant"], frame["mutated_sequence"].str.strip().str.upper())):
+        changes, problem = read_changes(mutant)
+        residues = list(mutated)
+        if problem or not residues:
+            continue
+        for wt, number, mt in changes:
+            index = number - offset
+            if not 0 <= index < len(residues) or residues[index] != mt:
+                break
+            residues[index] = wt
+        else:
+            row_wild[row] = "".join(residues)
+            votes[row_wild[row]] += 1
+    if not votes:
+        raise DmsError("no row's mutated_sequence fits its mutant, so the wild type cannot be derived; "
+                       "give the wild-type sequence as FASTA (or check the numbering offset)")
+    wild_type, _ = votes.most_common(1)[0]
+    disagree = np.array([w is not None and w != wild_type for w in row_wild])
+    unusable = np.array([w is None for w in row_wild])
+    if disagree.any():
+        issues.append(f"{_lines(disagree)}: mutated_sequence with the mutant undone gives another wild type than "
+                      f"the other {votes[wild_type]:,} rows; the majority wild type is used")
+    if unusable.any():
+        issues.append(f"{_lines(unusable)}: mutated_sequence does not fit the mutant (or one is unreadable), "
+                      "so these rows did not help derive the wild type")
+    return wild_type
+
+
+def _check_mutated_sequences(frame: pd.DataFrame, wild_type: str, offset: int, issues: list[str]) -> None:
+    if "mutated_sequence" not in frame.columns:
+        return
+    differ = np.zeros(len(frame), bool)
+    for row, (mutant, mutated) in enumerate(zip(frame["mutant"], frame["mutated_sequence"].str.strip().str.upper())):
+        variant = parse_variant(mutant, wild_type, offset)
+        if isinstance(variant, Variant) and mutated and variant.apply(wild_type) != mutated:
+            differ[row] = True
+    if differ.any():
+        issues.append(f"{_lines(differ)}: mutated_sequence is not the given wild type with the mutant applied; "
+                      "the model scores the given wild type with the mutant applied")
+
+
+def score_dms(
+    engine,
+    dms: DmsTable,
+    strategy: str = DEFAULT_VARIANT_STRATEGY,
+    *,
+    record_id: str = "",
+    progress: Callable[[int, int], None] | None = None,
+) -> DmsScores:
+    """Score every row of a DMS table (multi-mutants too: additively under masked-marginals).
+
+    Args:
+      engine: a loaded ``Engine``.
+      dms: from ``read_dms`` / ``parse_dms``.
+      strategy: one of ``variant_scores.VARIANT_STRATEGIES``.
+      record_id: the wild type's record id, for messages.
+      progress: called with (passes done, passes total).
+
+    Returns:
+      ``DmsScores``; rows that cannot be scored have NaN and the reason in ``status``. The
+      wild-type disagreements found here are added to ``dms.issues``.
+    """
+    variants: list[Variant] = []
+    problems: list[VariantIssue] = []
+    for row, mutant in enumerate(dms.frame["mutant"]):
+        parsed = parse_variant(mutant, dms.wild_type, dms.offset, order=row)
+        (variants if isinstance(parsed, Variant) else problems).append(parsed)
+    issues = list(dms.issues)
+    if problems:
+        kinds = collections.Counter(p.kind for p in problems)
+        first = problems[0]
+        issues.append(f"{len(problems):,} rows cannot be scored ({', '.join(f'{n:,} {k}' for k, n in kinds.items())}); "
+                      f"first: line {first.order + 2}: {first.message}")
+        hint = suggest_offset(variants, problems, dms.wild_type, dms.offset)
+        if hint:
+            issues.append(hint)
+    result = score_variants(engine, dms.wild_type, variants, strategy, issues=problems,
+                            record_id=record_id, progress=progress)
+    frame = dms.frame.copy()
+    clashes = [c for c in SCORE_COLUMNS if c in frame.columns]
+    if clashes:
+        issues.append(f"the input column(s) {', '.join(clashes)} are replaced by the model's")
+    table = result.table
+    for column in SCORE_COLUMNS:
+        if column in table.columns:
+            frame[column] = table[column].to_numpy()
+    # Duplicates by the ProteinGym spelling, so A23V and p.Ala23Val are the same mutant.
+    key = table["variant"].where(table["variant"] != "", frame["mutant"].to_numpy())
+    first_of_mutant = ~key.duplicated(keep="first")
+    in_metrics = (table["status"].to_numpy() == OK) & frame["DMS_score"].notna().to_numpy() & first_of_mutant.to_numpy()
+    dms = dataclasses.replace(dms, issues=issues)
+    return DmsScores(frame, in_metrics, table, strategy, result.passes, result.notes, dms)

@@ -1,0 +1,123 @@
+"""Agreement between model scores and a deep mutational scan, as ProteinGym defines it.
+
+Definitions follow ProteinGym's ``proteingym/performance_DMS_benchmarks.py``
+(github.com/OATML-Markslab/ProteinGym, read at commit a6fc27fcf58eb2403fded76819e3f5665381be36),
+higher DMS_score and higher model score both meaning "fitter":
+
+* ``spearman``: Spearman's rank correlation of DMS_score and score (``scipy.stats.spearmanr``).
+* ``auc``: ROC AUC of the score for DMS_score_bin (1 fit, 0 not). ProteinGym calls scikit-learn's
+  ``roc_auc_score``; that is the Mann-Whitney U of the fit rows' scores against the others over
+  n_fit x n_unfit (ties count one half), so scipy's ``mannwhitneyu`` gives it exactly.
+* ``mcc``: Matthews correlation of DMS_score_bin with the score cut at its median (score >=
+  median counts as fit), ProteinGym's ``matthews_corrcoef`` call written out (0 when a margin
+  is empty, as scikit-learn returns).
+* ``ndcg``: ProteinGym's ``calc_ndcg``: gains are DMS_score min-max scaled to [0, 1]; DCG over
+  the top 10% of rows by model score (k = floor(n / 10)), each gain divided by log2(rank + 1);
+  normalised by the DCG of the ideal (true) order.
+* ``top10_recall``: ProteinGym's ``calc_toprecall``: of the rows whose DMS_score is above its
+  90th percentile, the share whose score is also above the score's 90th percentile.
+
+A statistic that is undefined on the rows at hand is None (JSON null): fewer than 2 rows or a
+constant column (spearman), no DMS_score_bin or only one class in it (auc, mcc; ProteinGym would
+report NaN and 0 there), fewer than 10 rows or a constant DMS_score (ndcg).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import scipy.stats
+
+from .dms import DmsScores
+
+TOP_PERCENT = 10  # ProteinGym's top=10 (NDCG) and top_true=top_model=10 (recall)
+
+
+def agreement_metrics(dms_score, model_score, dms_score_bin=None) -> dict[str, float | None]:
+    """``spearman``, ``auc``, ``mcc``, ``ndcg``, ``top10_recall`` for paired arrays.
+
+    Args:
+      dms_score: (n,) experimental fitness, higher = fitter, no NaN.
+      model_score: (n,) model scores, no NaN.
+      dms_score_bin: (n,) 1/0 fit labels, NaN where unknown; None when the assay has none.
+
+    Returns:
+      The five statistics (None where undefined, see the module docstring).
+    """
+    true = np.asarray(dms_score, dtype=np.float64)
+    pred = np.asarray(model_score, dtype=np.float64)
+    metrics = {"spearman": _spearman(true, pred), "auc": None, "mcc": None,
+               "ndcg": calc_ndcg(true, pred), "top10_recall": calc_top_recall(true, pred) if len(true) else None}
+    if dms_score_bin is not None:
+        bins = np.asarray(dms_score_bin, dtype=np.float64)
+        known = ~np.isnan(bins)
+        labels, scores = bins[known].astype(int), pred[known]
+        if 0 < labels.sum() < len(labels):
+            metrics["auc"] = _auc(labels, scores)
+            metrics["mcc"] = _mcc(labels, (pred >= np.median(pred))[known])
+    return metrics
+
+
+def _spearman(true: np.ndarray, pred: np.ndarray) -> float | None:
+    if len(true) < 2 or np.ptp(true) == 0 or np.ptp(pred) == 0:
+        return None
+    return float(scipy.stats.spearmanr(true, pred).statistic)
+
+
+def _auc(labels: np.ndarray, scores: np.ndarray) -> float:
+    fit, unfit = scores[labels == 1], scores[labels == 0]
+    u = scipy.stats.mannwhitneyu(fit, unfit, alternative="two-sided", method="asymptotic").statistic
+    return float(u / (len(fit) * len(unfit)))
+
+
+def _mcc(labels: np.ndarray, predicted_fit: np.ndarray) -> float:
+    tp = float(np.sum((labels == 1) & predicted_fit))
+    tn = float(np.sum((labels == 0) & ~predicted_fit))
+    fp = float(np.sum((labels == 0) & predicted_fit))
+    fn = float(np.sum((labels == 1) & ~predicted_fit))
+    denominator = math.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
+    return (tp * tn - fp * fn) / denominator if denominator else 0.0
+
+
+def calc_ndcg(true: np.ndarray, pred: np.ndarray, top: int = TOP_PERCENT) -> float | None:
+    """ProteinGym's quantile NDCG (``calc_ndcg(y_true, y_score)`` with its defaults)."""
+    k = int(np.floor(len(true) * top / 100))
+    if k == 0 or np.ptp(true) == 0:
+        return None
+    gains = (true - true.min()) / (true.max() - true.min())
+    # The same double argsort (numpy's default sort) as ProteinGym, so tied scores rank alike.
+    ranks = np.argsort(np.argsort(-pred)) + 1
+    ideal_ranks = np.argsort(np.argsort(-gains)) + 1
+    dcg = float(np.sum(gains[ranks <= k] / np.log2(ranks[ranks <= k] + 1)))
+    idcg = float(np.sum(gains[ideal_ranks <= k] / np.log2(ideal_ranks[ideal_ranks <= k] + 1)))
+    return dcg / idcg if idcg else None
+
+
+def calc_top_recall(true: np.ndarray, pred: np.ndarray, top: int = TOP_PERCENT) -> float:
+    """ProteinGym's ``calc_toprecall``: strict ``>`` the 90th percentiles (linear interpolation)."""
+    top_true = true > np.percentile(true, 100 - top)
+    top_pred = pred > np.percentile(pred, 100 - top)
+    return float((top_true & top_pred).sum() / top_true.sum()) if top_true.sum() > 0 else 0.0
+
+
+def dms_metrics(scores: DmsScores, *, model: str, singles_only: bool = False) -> dict:
+    """The metrics JSON of a scored DMS table.
+
+    Args:
+      scores: from ``dms.score_dms``.
+      model: the model identifier, recorded as given.
+      singles_only: use single substitutions only (multi-mutant rows count as skipped).
+
+    Returns:
+      ``spearman``, ``auc``, ``mcc``, ``ndcg``, ``top10_recall`` (None where undefined),
+      ``n_scored`` (rows used), ``n_skipped`` (the other rows), ``model``, ``strategy``,
+      ``singles_only``.
+    """
+    used = scores.rows_used(singles_only)
+    frame = scores.frame
+    bins = frame["DMS_score_bin"].to_numpy(dtype=np.float64)[used] if scores.dms.has_bins else None
+    metrics = agreement_metrics(frame["DMS_score"].to_numpy(dtype=np.float64)[used],
+                                frame["score"].to_numpy(dtype=np.float64)[used], bins)
+    return {**metrics, "n_scored": int(used.sum()), "n_skipped": int(len(frame) - used.sum()),
+            "model": model, "strategy": scores.strategy, "singles_only": singles_only}

@@ -1,0 +1,330 @@
+"""Mutation lists: ProteinGym and HGVS protein notation, checked against the sequence.
+
+Accepted notation, one variant per line or separated by spaces, commas or semicolons:
+
+* ProteinGym / one-letter: ``A23V``; a multi-mutant joins substitutions with ``:`` (``A23V:G45D``).
+* HGVS protein: ``p.Ala23Val``, predicted ``p.(Ala23Val)``, several on one allele
+  ``p.[Ala23Val;Gly45Asp]``; one-letter HGVS (``p.A23V``) and three-letter without ``p.`` too.
+* A CSV (comma or tab separated) with a ``mutant`` column, and optionally a ``label`` column
+  (``benign``, ``pathogenic`` ...) that the app draws as markers.
+
+Positions are numbered from ``offset`` (1 unless the sequence is a piece of a longer entry; see
+``numbering_offset``). Every variant is checked against the sequence; one that cannot be scored
+becomes a ``VariantIssue`` with a message naming it, and the others are still returned. No str or
+bytes input makes ``parse_mutations`` raise.
+"""
+
+from __future__ import annotations
+
+import collections
+import csv
+import dataclasses
+import io
+import re
+
+from .alphabet import STANDARD_AMINO_ACIDS
+from .numbering import numbering_offset  # noqa: F401  (re-exported: the variant API uses it)
+from .three_letter import CODES
+
+# Kinds of VariantIssue, so callers can filter or count them without parsing messages.
+MALFORMED, INDEL, STOP, SYNONYMOUS, NON_STANDARD = "malformed", "indel", "stop", "synonymous", "non-standard"
+OUT_OF_RANGE, WRONG_WILD_TYPE, REPEATED, INPUT = "out-of-range", "wrong-wild-type", "repeated-position", "input"
+EXPECTED = "expected e.g. A23V, A23V:G45D, p.Ala23Val, p.(Ala23Val) or p.[Ala23Val;Gly45Asp]"
+_SHOWN = 60  # characters of a bad entry quoted in a message
+
+# One substitution: a one- or three-letter wild type, a position, a one- or three-letter target
+# (or ``*``/``Ter`` for a stop, ``=`` for HGVS's "unchanged", ``?`` for "unknown").
+_CHANGE = re.compile(r"([A-Za-z*]|[A-Za-z]{3})(\d+)([A-Za-z*=?]|[A-Za-z]{3})")
+# Insertions, deletions, duplications, frameshifts, extensions: anything after the first
+# position that names one of them, or a range (``Lys23_Val25del``).
+_INDEL = re.compile(r"\d.*(delins|del|ins|dup|fs|ext)|\d_[A-Za-z*]", re.IGNORECASE)
+_SEPARATORS = " \t\r\n\f\v,;"
+# Suggest another numbering only on enough evidence: with 5 substitutions a chance fit at some
+# offset of a 300-residue protein has odds of about 300 x (1/20)^5, 1 in 10,000.
+MIN_WRONG_FOR_HINT, MIN_CHANGES_FOR_HINT = 3, 5
+
+
+@dataclasses.dataclass(frozen=True)
+class Substitution:
+    """One amino-acid change: ``index`` is the 0-based residue index into the sequence."""
+
+    index: int
+    wt: str
+    mt: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    """A variant that can be scored: one or more substitutions at distinct positions.
+
+    ``order`` is its place in the input (0-based, shared with ``VariantIssue``), ``text`` the
+    entry as written, ``mutant`` the ProteinGym spelling in the user's numbering (``A23V:G45D``).
+    """
+
+    order: int
+    text: str
+    mutant: str
+    substitutions: tuple[Substitution, ...]
+    offset: int = 1
+    label: str = ""
+
+    @property
+    def indices(self) -> tuple[int, ...]:
+        """0-based residue indices of the mutated positions."""
+        return tuple(s.index for s in self.substitutions)
+
+    @property
+    def positions(self) -> tuple[int, ...]:
+        """Mutated positions in the user's numbering."""
+        return tuple(s.index + self.offset for s in self.substitutions)
+
+    def apply(self, sequence: str) -> str:
+        """The mutated sequence."""
+        residues = list(sequence)
+        for s in self.substitutions:
+            residues[s.index] = s.mt
+        return "".join(residues)
+
+
+@dataclasses.dataclass(frozen=True)
+class VariantIssue:
+    """An entry that cannot be scored. ``order`` -1 is about the whole input, not one entry."""
+
+    order: int
+    text: str
+    kind: str
+    message: str
+    label: str = ""
+
+    def __str__(self) -> str:
+        return self.message
+
+
+# --- reading one entry --------------------------------------------------------------------------
+def read_changes(text: str) -> tuple[list[tuple[str, int, str]], VariantIssue | None]:
+    """The substitutions an entry names, as written: ``[(wt, number, mt)]`` with one-letter codes.
+
+    Checks notation only (no sequence): malformed text, indels, stops and synonymous or
+    non-standard targets are reported; positions and wild-type letters are not checked here.
+
+    Returns:
+      ``(changes, None)``, or ``([], issue)`` with ``issue.order`` -1 (the caller sets it).
+    """
+    entry = text.strip()
+    body = entry[2:] if entry[:2] in ("p.", "P.") else entry
+    for opening, closing in ("[]", "()", "()"):  # p.[(...)] is allowed: strip up to two layers
+        if body[:1] == opening and body[-1:] == closing:
+            body = body[1:-1].strip()
+    parts = re.split(r"\s*[;:]\s*", body) if body else []
+    single = len(parts) == 1
+    changes = []
+    for part in parts:
+        problem = _read_change(part)
+        if isinstance(problem, VariantIssue):
+            quoted = _quote(entry) if single or not part else f"{part} in {_quote(entry)}"
+            message = problem.message.replace("{}", quoted)
+            return [], dataclasses.replace(problem, text=entry, message=message)
+        changes.append(problem)
+    if not changes:
+        return [], VariantIssue(-1, entry, MALFORMED, f"{_quote(entry)} names no substitution ({EXPECTED})")
+    return changes, None
+
+
+def _read_change(part: str) -> tuple[str, int, str] | VariantIssue:
+    def issue(kind: str, message: str) -> VariantIssue:
+        return VariantIssue(-1, part, kind, message)
+
+    if not part:
+        return issue(MALFORMED, f"{{}}: an empty substitution ({EXPECTED})")
+    if _INDEL.search(part):
+        return issue(INDEL, "{}: an insertion, deletion, duplication, frameshift or extension; "
+                            "only substitutions can be scored")
+    match = _CHANGE.fullmatch(part)
+    if not match:
+        return issue(MALFORMED, f"{{}} is not a protein substitution ({EXPECTED})")
+    wt, number, mt = (_one_letter(match.group(1)), int(match.group(2)), _one_letter(match.group(3)))
+    if wt is None or mt is None:
+        code = match.group(1) if wt is None else match.group(3)
+        return issue(MALFORMED, f"{{}}: {code!r} is not an amino-acid code")
+    if mt == "?":
+        return issue(MALFORMED, "{}: '?' (unknown consequence) cannot be scored")
+    if "*" in (wt, mt):
+        what = "a stop (nonsense) variant" if mt == "*" else "a stop-loss variant"
+        return issue(STOP, f"{{}}: {what}; ESM-2 has no stop token, so it cannot be scored")
+    if mt == "=" or mt == wt:
+        return issue(SYNONYMOUS, "{}: synonymous (the amino acid does not change), nothing to score")
+    if mt not in STANDARD_AMINO_ACIDS:
+        return issue(NON_STANDARD, f"{{}}: {mt} is not one of the 20 standard amino acids")
+    return wt, number, mt
+
+
+def _one_letter(code: str) -> str | None:
+    if len(code) == 1:
+        return code.upper()
+    return CODES.get(code.title())
+
+
+def _quote(text: str) -> str:
+    return repr(text if len(text) <= _SHOWN else text[:_SHOWN] + "…")
+
+
+def parse_variant(text: str, sequence: str, offset: int = 1, order: int = 0, label: str = "") -> Variant | VariantIssue:
+    """One entry (``A23V``, ``A23V:G45D``, ``p.[Ala23Val;Gly45Asp]`` ...) checked against ``sequence``.
+
+    Args:
+      text: the entry as written.
+      sequence: the (wild-type) sequence the positions refer to.
+      offset: the number of its first residue.
+      order: the entry's place in the input.
+      label: a user label carried along (the CSV ``label`` column).
+
+    Returns:
+      A ``Variant``, or a ``VariantIssue`` whose message names the entry.
+    """
+    changes, problem = read_changes(text)
+    entry = text.strip()
+    if problem is not None:
+        return dataclasses.replace(problem, order=order, label=label)
+    substitutions, problems, kinds, seen = [], [], [], set()
+    numbered = f"{offset:,}-{offset + len(sequence) - 1:,}"
+    for wt, number, mt in changes:
+        index = number - offset
+        name = f"{wt}{number}{mt}"
+        if not 0 <= index < len(sequence):
+            start = f", numbering starts at {offset}" if offset != 1 else ""
+            problems.append(f"{name}: position {number:,} is outside the sequence ({numbered}{start})")
+            kinds.append(OUT_OF_RANGE)
+        elif sequence[index] != wt:
+            problems.append(f"{name}: the sequence has {sequence[index]} at position {number:,}, not {wt}")
+            kinds.append(WRONG_WILD_TYPE)
+        elif index in seen:
+            problems.append(f"{name}: position {number:,} is mutated twice in one variant")
+            kinds.append(REPEATED)
+        seen.add(index)
+        substitutions.append(Substitution(index, wt, mt))
+    if problems:
+        # Name the entry as written unless the substitution's own name already is that.
+        plain = len(changes) == 1 and entry == "".join(map(str, changes[0]))
+        where = "" if plain else f"{_quote(entry)}: "
+        return VariantIssue(order, entry, kinds[0], where + "; ".join(problems), label)
+    mutant = ":".join(f"{s.wt}{s.index + offset}{s.mt}" for s in substitutions)
+    return Variant(order, entry, mutant, tuple(substitutions), offset, label)
+
+
+# --- a whole list -------------------------------------------------------------------------------
+def parse_mutations(
+    text: str | bytes, sequence: str, offset: int = 1
+) -> tuple[list[Variant], list[VariantIssue]]:
+    """Every variant in a pasted list or CSV, checked against ``sequence``.
+
+    Args:
+      text: the list (one variant per line, or separated by spaces, commas or semicolons; a
+        ``;`` inside ``p.[...]`` joins substitutions) or a CSV with a ``mutant`` column and an
+        optional ``label`` column. Bytes are read as UTF-8.
+      sequence: the wild-type sequence (validated, uppercase).
+      offset: the number of its first residue (1 unless numbered like a longer entry).
+
+    Returns:
+      ``(variants, issues)``: both carry ``order``, the entry's place in the input, so the two
+      can be merged back into input order. Issues with ``order`` -1 are about the whole input
+      (an unreadable file, nothing found, a numbering that looks shifted).
+    """
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            return [], [VariantIssue(-1, "", INPUT, f"the mutation list is not UTF-8 text (byte {exc.start:,})")]
+    text = text.lstrip("\ufeff")
+    entries, issues = _csv_entries(text) if _is_csv(text) else (_list_entries(text), [])
+    variants = []
+    for order, (entry, label, row) in enumerate(entries):
+        parsed = parse_variant(entry, sequence, offset, order, label)
+        if isinstance(parsed, Variant):
+            variants.append(parsed)
+        elif row:  # a table's entries are named by line too
+            message = "no mutant" if not entry.strip() else parsed.message
+            issues.append(dataclasses.replace(parsed, message=f"line {row}: {message}"))
+        else:
+            issues.append(parsed)
+    if not entries and not issues:
+        issues.append(VariantIssue(-1, "", INPUT, "no variants found in the mutation list"))
+    shifted = suggest_offset(variants, issues, sequence, offset)
+    if shifted:
+        issues.append(VariantIssue(-1, "", WRONG_WILD_TYPE, shifted))
+    return variants, issues
+
+
+def _list_entries(text: str) -> list[tuple[str, str, int]]:
+    """Split at separators outside brackets: the ``;`` in ``p.[Ala23Val;Gly45Asp]`` joins."""
+    entries, current, depth = [], [], 0
+    for char in text:
+        if char in "[(":
+            depth += 1
+        elif char in "])":
+            depth = max(0, depth - 1)
+        if char in _SEPARATORS and (depth == 0 or char in "\r\n"):
+            depth = 0  # a line never continues an unclosed bracket
+            if current:
+                entries.append(("".join(current), "", 0))
+            current = []
+        else:
+            current.append(char)
+    if current:
+        entries.append(("".join(current), "", 0))
+    return entries
+
+
+def _is_csv(text: str) -> bool:
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    return "mutant" in [cell.strip().strip('"').lower() for cell in re.split(r"[,\t]", first)]
+
+
+def _csv_entries(text: str) -> tuple[list[tuple[str, str, int]], list[VariantIssue]]:
+    """(mutant, label, line number) per row of a table with a ``mutant`` column."""
+    first = next(line for line in text.splitlines() if line.strip())
+    reader = csv.reader(io.StringIO(text), delimiter="\t" if "\t" in first else ",")
+    entries, column, label_column = [], None, None
+    try:
+        for row in reader:
+            if not any(cell.strip() for cell in row):
+                continue
+            if column is None:
+                header = [cell.strip().lower() for cell in row]
+                if "mutant" not in header:  # the first line opened a quoted cell spanning lines
+                    return [], [VariantIssue(-1, "", INPUT, "the mutation table's header has no readable "
+                                                            "'mutant' column (check its quotes)")]
+                column = header.index("mutant")
+                label_column = header.index("label") if "label" in header else None
+                continue
+            mutant = row[column].strip() if column < len(row) else ""
+            label = row[label_column].strip() if label_column is not None and label_column < len(row) else ""
+            entries.append((mutant, label, reader.line_num))
+    except csv.Error as exc:
+        return entries, [VariantIssue(-1, "", INPUT, f"line {reader.line_num} of the mutation table could not "
+                                                     f"be read as CSV ({exc}); the rows before it were read")]
+    return entries, []
+
+
+def suggest_offset(variants: list[Variant], issues: list[VariantIssue], sequence: str, offset: int) -> str:
+    """A hint when wild-type letters miss but every entry fits under one other numbering, else "".
+
+    Each substitution votes for the offsets under which its wild-type letter is where it says;
+    an offset that every substitution votes for is suggested.
+    """
+    wrong = [i for i in issues if i.kind in (WRONG_WILD_TYPE, OUT_OF_RANGE) and i.order >= 0]
+    if len(wrong) < MIN_WRONG_FOR_HINT:
+        return ""
+    changes = [c for entry in wrong + variants for c in read_changes(entry.text)[0]]
+    if len(changes) < MIN_CHANGES_FOR_HINT:
+        return ""
+    where = collections.defaultdict(list)
+    for index, letter in enumerate(sequence):
+        where[letter].append(index)
+    votes = collections.Counter(number - index for wt, number, _ in changes for index in where.get(wt, ()))
+    if not votes:
+        return ""
+    best, count = votes.most_common(1)[0]
+    if count < len(changes) or best == offset:
+        return ""
+    return (f"{len(wrong)} of {len(wrong) + len(variants)} variants do not fit the sequence as numbered from "
+            f"{offset}, but all of them fit if the numbering starts at {best}: set the offset to {best}")

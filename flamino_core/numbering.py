@@ -1,0 +1,37 @@
+"""Residue numbering: the number of a sequence's first residue.
+
+Sequences cut from a longer entry (a Pfam domain, a UniProt fragment) are numbered from where
+they start in that entry, and users quote positions in that numbering (``SECY_CHLTR/73-433``
+starts at 73). Every page, figure axis, download and CLI command that shows positions takes
+the same offset, read by default from the record id here.
+"""
+
+from __future__ import annotations
+
+import re
+
+_RECORD_SPAN = re.compile(r"/(\d+)-(\d+)$")
+
+
+def numbering_offset(record_id: str, length: int | None = None) -> tuple[int, str]:
+    """The number of the first residue, read from a Pfam/UniProt-style ``/start-end`` suffix.
+
+    ``SECY_CHLTR/73-433`` starts at 73; an id without the suffix starts at 1.
+
+    Args:
+      record_id: the FASTA record id.
+      length: the sequence length, to check the span against (optional).
+
+    Returns:
+      ``(offset, note)``: note is empty, or says why the suffix looks inconsistent (it is still
+      used: the user can override it).
+    """
+    match = _RECORD_SPAN.search(record_id or "")
+    if not match:
+        return 1, ""
+    start, end = int(match.group(1)), int(match.group(2))
+    note = ""
+    if length is not None and end - start + 1 != length:
+        note = (f"{record_id}: the id says residues {start}-{end} ({end - start + 1:,}), but the sequence "
+                f"has {length:,}; numbering starts at {start} anyway (give an offset to change it)")
+    return start, note

@@ -1,0 +1,169 @@
+"""Figures for variant lists and deep mutational scans: pure ``(results) -> go.Figure`` builders.
+
+Positions are in the user's numbering (the ``offset`` of the variants). User text (mutants,
+labels) is HTML-escaped, as in ``figures``.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .alphabet import STANDARD_AMINO_ACIDS
+from .analysis import residue_labels
+from .dms import DmsScores
+from .figures import _layout, _qualitative, escape, substitution_heatmap
+from .mutations import Variant
+
+# Colours for the labels people use most (ClinVar's classes); other labels get the palette.
+LABEL_COLOURS = {
+    "benign": "#009E73", "likely benign": "#56B4E9",
+    "pathogenic": "#000000", "likely pathogenic": "#D55E00",
+    "vus": "#E69F00", "uncertain": "#E69F00", "uncertain significance": "#E69F00",
+}
+LABEL_SYMBOLS = ("circle-open", "diamond-open", "square-open", "triangle-up-open", "star-open", "x-thin-open")
+FIT_COLOURS = {1: "#0072B2", 0: "#D55E00"}  # DMS_score_bin: fit / not fit
+MANY_POINTS = 5_000  # WebGL scatter above this many points
+
+
+def _statistics_line(metrics: dict) -> str:
+    names = [("spearman", "Spearman ρ"), ("auc", "AUC"), ("mcc", "MCC"), ("ndcg", "NDCG"),
+             ("top10_recall", "top-10% recall")]
+    parts = [f"{label} {metrics[key]:.3f}" for key, label in names if metrics.get(key) is not None]
+    parts.append(f"n = {metrics.get('n_scored', 0):,} ({metrics.get('n_skipped', 0):,} skipped)")
+    return " · ".join(parts)
+
+
+def dms_scatter(scores: DmsScores, metrics: dict, singles_only: bool = False) -> go.Figure:
+    """Model score (x) against DMS_score (y) for the rows the statistics use; statistics in the title.
+
+    Args:
+      scores: from ``dms.score_dms``.
+      metrics: from ``dms_metrics.dms_metrics`` on the same rows.
+      singles_only: show single substitutions only (as the metrics were computed).
+    """
+    used = scores.rows_used(singles_only)
+    frame = scores.frame[used]
+    bins = frame["DMS_score_bin"] if scores.dms.has_bins else pd.Series(np.nan, index=frame.index)
+    kind = go.Scattergl if len(frame) > MANY_POINTS else go.Scatter
+    fig = go.Figure()
+    groups = [(1, "fit (DMS_score_bin 1)"), (0, "not fit (DMS_score_bin 0)"), (None, "no DMS_score_bin")]
+    for value, name in groups:
+        part = frame[bins.isna()] if value is None else frame[bins == value]
+        if part.empty:
+            continue
+        fig.add_trace(kind(
+            x=part["score"], y=part["DMS_score"], mode="markers", name=name,
+            text=[escape(m) for m in part["mutant"]],
+            marker={"size": 5, "opacity": 0.7, "color": FIT_COLOURS.get(value, "#777777")},
+            hovertemplate="%{text}<br>model %{x:.3f}<br>DMS %{y:.3f}<extra></extra>",
+        ))
+    fig.update_xaxes(title=f"model score ({escape(scores.strategy)}, log p(mutant) − log p(wild type))")
+    fig.update_yaxes(title="DMS_score (higher = fitter)")
+    title = (f"Model vs experiment: {_statistics_line(metrics)}"
+             f"<br><sup>{escape(metrics.get('model', ''))}, {escape(scores.strategy)}"
+             f"{', single substitutions only' if singles_only else ''}</sup>")
+    return _layout(fig, title, height=520, legend={"orientation": "h", "y": -0.15})
+
+
+def _grid(scores: DmsScores, used: np.ndarray, column: str, first: int, last: int) -> np.ndarray:
+    """(positions first..last, 20) values of ``column`` for the single substitutions in ``used``."""
+    grid = np.full((last - first + 1, len(STANDARD_AMINO_ACIDS)), np.nan)
+    columns = {aa: j for j, aa in enumerate(STANDARD_AMINO_ACIDS)}
+    values = scores.frame[column].to_numpy(dtype=np.float64)
+    for row in np.flatnonzero(used):
+        mutant = scores.variants["variant"].iat[row]
+        (position,) = scores.variants["positions"].iat[row]
+        grid[position - first, columns[mutant[-1]]] = values[row]
+    return grid
+
+
+def dms_heatmaps(scores: DmsScores) -> go.Figure:
+    """Experiment and model side by side: position x amino-acid maps on the same axes.
+
+    Single substitutions only (a multi-mutant has no cell). Rows are the positions the assay
+    covers, in the user's numbering; the wild-type residue of each row is marked.
+    """
+    used = scores.rows_used(singles_only=True)
+    dms = scores.dms
+    if not used.any():
+        return _layout(go.Figure(), "No single substitutions to map", height=300)
+    positions = [p for (p,) in scores.variants["positions"][used]]
+    first, last = min(positions), max(positions)
+    labels = residue_labels(dms.wild_type[first - dms.offset:last - dms.offset + 1], first)
+    aas = list(STANDARD_AMINO_ACIDS)
+    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.12,
+                        subplot_titles=("experiment: DMS_score", f"model: {escape(scores.strategy)} score"))
+    panels = [("DMS_score", "DMS", 0.44), ("score", "model", 1.0)]
+    for col, (column, name, bar_x) in enumerate(panels, start=1):
+        fig.add_trace(go.Heatmap(
+            z=_grid(scores, used, column, first, last), x=aas, y=labels, colorscale="RdBu",
+            zmid=0 if column == "score" else None,  # model scores: 0 = as likely as the wild type
+            colorbar={"title": {"text": name}, "x": bar_x, "len": 0.9},
+            hovertemplate=f"%{{y}} → %{{x}}<br>{name} %{{z:.3f}}<extra></extra>",
+        ), row=1, col=col)
+        wild = [(label, aa) for label, aa in zip(labels, dms.wild_type[first - dms.offset:]) if aa in aas]
+        fig.add_trace(go.Scatter(
+            x=[aa for _, aa in wild], y=[label for label, _ in wild], mode="markers", name="wild type",
+            marker={"symbol": "circle", "size": 4, "color": "#444444"}, hoverinfo="skip", showlegend=col == 1,
+        ), row=1, col=col)
+    fig.update_xaxes(type="category", categoryorder="array", categoryarray=aas, title="mutant", matches="x")
+    fig.update_yaxes(type="category", autorange="reversed", categoryorder="array", categoryarray=labels)
+    fig.update_yaxes(title="position (wild type)", col=1)
+    title = "Experiment and model, single substitutions<br><sup>red: low (less fit / less likely); blue: high</sup>"
+    fig = _layout(fig, title, height=int(np.clip(160 + 7 * len(labels), 450, 2400)),
+                  legend={"orientation": "h", "y": 1.0, "x": 1, "xanchor": "right", "yanchor": "bottom"})
+    return fig.update_layout(margin={"t": 110})  # room for the title above the panel titles
+
+
+def variant_map(
+    substitution_scores: np.ndarray,
+    sequence: str,
+    variants: Sequence[Variant],
+    *,
+    offset: int = 1,
+    method: str = "masked-marginals",
+    table: pd.DataFrame | None = None,
+) -> go.Figure:
+    """The full substitution map with the user's variants marked, one marker style per label.
+
+    Args:
+      substitution_scores: (L, 20) from ``scores.masked_marginals`` / ``wt_marginals``.
+      sequence: the wild type.
+      variants: the variants to mark (each substitution of a multi-mutant gets a marker).
+      offset: the number of the first residue (the axis labels follow it).
+      method: the strategy of ``substitution_scores``, for the title.
+      table: ``VariantScores.table``, to show each variant's own score on hover.
+    """
+    fig = substitution_heatmap(substitution_scores, sequence, method)
+    labels = residue_labels(sequence, offset)
+    fig.update_traces(x=labels, selector={"type": "heatmap"})
+    wild = [(labels[i], aa) for i, aa in enumerate(sequence) if aa in STANDARD_AMINO_ACIDS]
+    fig.add_trace(go.Scatter(
+        x=[x for x, _ in wild], y=[y for _, y in wild], mode="markers", name="wild type",
+        marker={"symbol": "circle", "size": 4, "color": "#444444"}, hoverinfo="skip",
+    ))
+    own = {} if table is None else dict(zip(table["order"], table["score"]))
+    groups: dict[str, list[Variant]] = {}
+    for v in variants:
+        groups.setdefault(v.label, []).append(v)
+    palette = _qualitative(len(groups))
+    for n, (label, members) in enumerate(sorted(groups.items())):
+        cells = [(labels[s.index], s.mt, v) for v in members for s in v.substitutions]
+        colour = LABEL_COLOURS.get(label.strip().lower(), palette[n % len(palette)])
+        hover = [f"{escape(v.text)}" + (f" ({escape(label)})" if label else "")
+                 + (f"<br>variant score {own[v.order]:.3f}" if np.isfinite(own.get(v.order, np.nan)) else "")
+                 for _, _, v in cells]
+        fig.add_trace(go.Scatter(
+            x=[x for x, _, _ in cells], y=[y for _, y, _ in cells], mode="markers",
+            name=escape(label) if label else "your variants", text=hover,
+            marker={"symbol": LABEL_SYMBOLS[n % len(LABEL_SYMBOLS)], "size": 11, "color": colour, "line": {"width": 2}},
+            hovertemplate="%{text}<extra></extra>",
+        ))
+    legend = {"orientation": "h", "y": 1.0, "x": 1, "xanchor": "right", "yanchor": "bottom"}
+    fig.update_layout(showlegend=True, legend=legend)
+    return fig

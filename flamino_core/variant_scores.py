@@ -1,0 +1,235 @@
+"""Scores for a list of variants (``mutations.Variant``), the way ProteinGym scores ESM-2.
+
+All scores are natural-log likelihood ratios with the softmax over the full 33-token vocabulary,
+as ProteinGym's ``proteingym/baselines/esm/compute_fitness.py`` (``label_row``) computes them:
+
+* ``masked-marginals`` (default): sum over the mutated positions of log p(mt) - log p(wt), each
+  position masked in its own pass. Only the distinct mutated positions get a pass (K passes for
+  K positions, never one per residue), then every variant is a sum of looked-up differences.
+* ``wt-marginals``: the same sum from one unmasked pass (fast, approximate).
+* ``joint-masked``: all positions of a multi-mutant masked in one pass, the differences read from
+  that pass; ``non_additivity`` = joint - additive (masked-marginals). A single substitution's
+  joint pass is its masked-marginal pass, so singles cost nothing extra and have 0 there.
+* ``pll``: pseudo-log-likelihood of the mutant minus that of the wild type, where
+  PLL(x) = sum_i log p(x_i | x with i masked): L passes per distinct mutant, plus L for the wild
+  type. Slow; hosted servers refuse it above ``PLL_HOSTED_MAX_PASSES`` (see ``pll_size_problem``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .alphabet import AA_TO_IDX, STANDARD_AMINO_ACIDS
+from .config import MAX_RESIDUES
+from .mutations import Variant, VariantIssue
+from . import scores
+
+VARIANT_STRATEGIES = ("masked-marginals", "wt-marginals", "joint-masked", "pll")
+DEFAULT_VARIANT_STRATEGY = "masked-marginals"
+OK = "ok"
+# PLL costs L x (variants + 1) masked passes. A hosted server already accepts one masked scan of
+# its longest allowed record (FLAMINO_MAX_RESIDUES, 2,000 residues: 2,000 passes; a 300-residue
+# scan takes about 15 s with t6 on 2 cores, docs/benchmarks.md), so PLL is held to the same
+# number of passes: no PLL request costs more than the heaviest job the server takes anyway.
+PLL_HOSTED_MAX_PASSES = 2_000
+ProgressFn = Callable[[int, int], None]
+
+
+@dataclasses.dataclass
+class VariantScores:
+    """Scores of a mutation list, one table row per input entry, in input order.
+
+    ``table`` columns: ``record_id``, ``mutant`` (as written), ``score`` (NaN when skipped),
+    ``non_additivity`` (joint-masked only), ``status`` (``ok`` or why it was skipped), and for
+    display ``variant`` (ProteinGym spelling, user numbering), ``positions`` (tuple, user
+    numbering), ``n_mutations``, ``label``, ``order``. ``output_columns(strategy)`` picks the
+    columns a CSV download holds.
+    """
+
+    table: pd.DataFrame
+    strategy: str
+    passes: int  # model rows run (masked or unmasked passes), filler rows not counted
+    notes: list[str]  # how long sequences were handled, random weights ...
+
+    @property
+    def n_scored(self) -> int:
+        return int((self.table["status"] == OK).sum())
+
+    @property
+    def n_skipped(self) -> int:
+        return len(self.table) - self.n_scored
+
+
+def output_columns(strategy: str) -> list[str]:
+    """The columns of the scored CSV: ``record_id,mutant,score[,non_additivity],status``."""
+    return ["record_id", "mutant", "score"] + (["non_additivity"] if strategy == "joint-masked" else []) + ["status"]
+
+
+def pll_passes(length: int, n_variants: int) -> int:
+    """Masked passes ``pll`` needs: the wild type and each distinct mutant, L each."""
+    return length * (n_variants + 1)
+
+
+def pll_size_problem(length: int, n_variants: int, max_passes: int = PLL_HOSTED_MAX_PASSES) -> str | None:
+    """Why a hosted server refuses this ``pll`` request, or None when it is small enough."""
+    needed = pll_passes(length, n_variants)
+    if needed <= max_passes:
+        return None
+    return (f"pll needs {needed:,} masked passes here ({length:,} residues x {n_variants + 1:,} sequences: the "
+            f"wild type and each mutant); this server runs at most {max_passes:,}. Use masked-marginals "
+            "(one pass per mutated position), fewer variants, or run flamino locally")
+
+
+def score_variants(
+    engine,
+    sequence: str,
+    variants: Sequence[Variant],
+    strategy: str = DEFAULT_VARIANT_STRATEGY,
+    *,
+    issues: Iterable[VariantIssue] = (),
+    record_id: str = "",
+    progress: ProgressFn | None = None,
+) -> VariantScores:
+    """Score ``variants`` of ``sequence`` and merge them with the skipped entries in input order.
+
+    Args:
+      engine: a loaded ``Engine``.
+      sequence: the wild-type sequence the variants were checked against.
+      variants: from ``mutations.parse_mutations`` / ``parse_variant``.
+      strategy: one of ``VARIANT_STRATEGIES``.
+      issues: the entries that could not be read (their ``order`` places them in the table;
+        issues about the whole input, order -1, are left out).
+      record_id: written in every row.
+      progress: called with (passes done, passes total) when more than one pass runs.
+
+    Returns:
+      ``VariantScores``.
+    """
+    if strategy not in VARIANT_STRATEGIES:
+        raise ValueError(f"unknown strategy {strategy!r}: choose one of {', '.join(VARIANT_STRATEGIES)}")
+    variants = list(variants)
+    results: dict[int, tuple[float, float, str]] = {}
+    notes = _notes(engine, sequence, strategy, record_id)
+    if not variants:
+        passes = 0
+    elif strategy == "wt-marginals":
+        passes = _windows(len(sequence))
+        table = scores.score(engine, sequence, "wt-marginals").substitutions.astype(np.float64)  # (L, 20)
+        columns = {aa: j for j, aa in enumerate(STANDARD_AMINO_ACIDS)}
+        for v in variants:
+            results[v.order] = (float(sum(table[s.index, columns[s.mt]] for s in v.substitutions)), np.nan, OK)
+    elif strategy == "pll":
+        mutants = list(dict.fromkeys(v.apply(sequence) for v in variants))
+        passes = pll_passes(len(sequence), len(mutants))
+        counter = _Passes(passes, progress)
+        wild_pll = _pll(engine, sequence, counter)
+        plls = {m: _pll(engine, m, counter) for m in mutants}
+        for v in variants:
+            results[v.order] = (plls[v.apply(sequence)] - wild_pll, np.nan, OK)
+    else:
+        indices = sorted({i for v in variants for i in v.indices})
+        sets = []
+        if strategy == "joint-masked":
+            sets = list(dict.fromkeys(tuple(sorted(v.indices)) for v in variants if len(v.indices) > 1))
+            sets = [s for s in sets if s[-1] - s[0] < MAX_RESIDUES]
+        passes = len(indices) + len(sets)
+        counter = _Passes(passes, progress)
+        log_probs = engine.masked_log_probs(sequence, indices, progress=counter.stage(len(indices)))
+        row_of = {index: row for row, index in enumerate(indices)}
+        for v in variants:
+            additive = _sum_differences(log_probs, [row_of[i] for i in v.indices], v)
+            results[v.order] = (additive, 0.0 if strategy == "joint-masked" else np.nan, OK)
+        if strategy == "joint-masked":
+            joint = dict(zip(sets, engine.joint_masked_log_probs(sequence, sets, progress=counter.stage(len(sets)))))
+            for v in variants:
+                if len(v.indices) < 2:
+                    continue
+                key = tuple(sorted(v.indices))
+                if key not in joint:
+                    span = key[-1] - key[0] + 1
+                    results[v.order] = (np.nan, np.nan, f"{v.text}: its positions span {span:,} residues, more than "
+                                        f"one {MAX_RESIDUES:,}-residue window; joint masking needs them in one "
+                                        "window (masked-marginals scores it)")
+                    continue
+                rows = [key.index(i) for i in v.indices]
+                score = _sum_differences(joint[key], rows, v)
+                results[v.order] = (score, score - results[v.order][0], OK)
+    table = _table(variants, issues, results, strategy, record_id)
+    return VariantScores(table, strategy, passes, notes)
+
+
+def _sum_differences(log_probs: np.ndarray, rows: list[int], variant: Variant) -> float:
+    """sum_k log p(mt_k) - log p(wt_k), row ``rows[k]`` of ``log_probs`` holding position k."""
+    return float(sum(
+        float(log_probs[row, AA_TO_IDX[s.mt]]) - float(log_probs[row, AA_TO_IDX[s.wt]])
+        for row, s in zip(rows, variant.substitutions)
+    ))
+
+
+def _pll(engine, sequence: str, counter: "_Passes") -> float:
+    log_probs = engine.masked_log_probs(sequence, progress=counter.stage(len(sequence)))
+    tokens = [AA_TO_IDX[aa] for aa in sequence]
+    return float(log_probs[np.arange(len(sequence)), tokens].astype(np.float64).sum())
+
+
+def _windows(length: int) -> int:
+    from .engine import window_starts
+
+    return len(window_starts(length))
+
+
+class _Passes:
+    """Turns each engine call's (batches done, batches) into (passes done, passes) overall."""
+
+    def __init__(self, total: int, progress: ProgressFn | None):
+        self.total, self.progress, self.done = total, progress, 0
+
+    def stage(self, passes: int) -> ProgressFn | None:
+        start = self.done
+        self.done += passes
+        if self.progress is None or self.total <= 1:
+            return None
+        return lambda batch, batches: self.progress(start + round(passes * batch / max(batches, 1)), self.total)
+
+
+def _notes(engine, sequence: str, strategy: str, record_id: str) -> list[str]:
+    notes = []
+    if getattr(engine, "is_random", False):
+        notes.append("the model has random weights (a test model): these scores are not biology")
+    if len(sequence) > MAX_RESIDUES:
+        name = f"{record_id}: " if record_id else ""
+        how = {
+            "masked-marginals": "each mutated position was masked in the 1,022-residue window centred on it "
+                                "(as ProteinGym does)",
+            "wt-marginals": "log-probabilities come from overlapping 1,022-residue windows (step 511), averaged "
+                            "where they overlap",
+            "joint-masked": "each position was masked in the 1,022-residue window centred on it, each multi-mutant "
+                            "in the window centred on its span; multi-mutants spanning more are not scored",
+            "pll": "each position's log-likelihood comes from the 1,022-residue window centred on it",
+        }[strategy]
+        notes.append(f"{name}{len(sequence):,} residues is longer than ESM-2's training length (1,022): {how}")
+    return notes
+
+
+def _table(variants, issues, results, strategy: str, record_id: str) -> pd.DataFrame:
+    rows = []
+    for v in variants:
+        score, non_additivity, status = results[v.order]
+        rows.append((v.order, v.text, score, non_additivity, status,
+                     v.mutant, v.positions, len(v.substitutions), v.label))
+    for issue in issues:
+        if issue.order >= 0:
+            rows.append((issue.order, issue.text, np.nan, np.nan, issue.message, "", (), 0, issue.label))
+    columns = ["order", "mutant", "score", "non_additivity", "status", "variant", "positions", "n_mutations", "label"]
+    table = pd.DataFrame(rows, columns=columns).sort_values("order", kind="stable").reset_index(drop=True)
+    table.insert(0, "record_id", record_id)
+    table["score"] = table["score"].astype(float)
+    if strategy != "joint-masked":
+        table = table.drop(columns="non_additivity")
+    else:
+        table["non_additivity"] = table["non_additivity"].astype(float)
+    return table
