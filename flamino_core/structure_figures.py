@@ -8,6 +8,8 @@ chain ids come from the user's file and are HTML-escaped before they reach hover
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import plotly.graph_objects as go
 
@@ -20,7 +22,8 @@ from .structure_align import ChainAlignment
 CA_BREAK = 4.2
 TRUE_POSITIVE, FALSE_POSITIVE = "#1f77b4", "#d62728"
 NO_VALUE = "#bbbbbb"
-HOVER_WORDS_UP_TO = 400  # residues
+HOVER_WORDS_UP_TO = 400  # cells a side
+MAX_CELLS = 500  # heatmap cells a side; longer maps are drawn in blocks
 
 
 def _layout(fig: go.Figure, title: str, height: int, **kwargs) -> go.Figure:
@@ -39,6 +42,7 @@ def contact_comparison_map(
     contacts: np.ndarray,
     top: TopPairs | None = None,
     title: str = "",
+    max_cells: int = MAX_CELLS,
 ) -> go.Figure:
     """Predicted contacts above the diagonal, true contacts below, top predictions marked.
 
@@ -48,26 +52,33 @@ def contact_comparison_map(
       top: the ranked pairs to mark (``contact_eval.top_predictions``), drawn as blue circles
         (true contacts) and red crosses (false positives) on the predicted triangle.
       title: figure title (escaped).
+      max_cells: longer sequences are drawn in k x k blocks holding each block's maximum (a
+        block shows a contact if any pair in it is one), so the figure stays a few megabytes;
+        the marks stay at their exact positions.
     """
     predicted = np.asarray(predicted, dtype=np.float32)
-    contacts = np.asarray(contacts, dtype=np.float32)
     length = len(predicted)
-    positions = np.arange(1, length + 1)
     row, col = np.indices((length, length))
     upper = np.where(col > row, predicted, np.nan)
     # Lower triangle on three levels: -1 no structure, 0 no contact, 1 contact.
-    lower = np.where(col < row, np.where(np.isnan(contacts), -1.0, contacts), np.nan)
+    lower = np.where(col < row, np.where(np.isnan(contacts), -1.0, contacts), np.nan).astype(np.float32)
+    block = max(1, -(-length // max_cells))
+    if block > 1:
+        upper, lower = _block_max(upper, block), _block_max(lower, block)
+    # Cell centres in 1-based positions: position p for single cells, a block's middle otherwise.
+    centres = np.arange(len(upper)) * block + (block + 1) / 2
+    where = "positions %{y} – %{x}" if block == 1 else f"{block}×{block} block around %{{y:.0f}} – %{{x:.0f}}"
     fig = go.Figure()
     fig.add_trace(go.Heatmap(
-        z=upper, x=positions, y=positions, zmin=0, zmax=1, colorscale="Blues",
+        z=upper, x=centres, y=centres, zmin=0, zmax=1, colorscale="Blues",
         colorbar={"title": {"text": "p(contact)"}, "len": 0.6, "y": 1, "yanchor": "top"},
-        hovertemplate="positions %{y} – %{x}<br>predicted p = %{z:.3f}<extra></extra>",
+        hovertemplate=where + "<br>predicted p = %{z:.3f}<extra></extra>",
         name="predicted",
     ))
     fig.add_trace(go.Heatmap(
-        z=lower, x=positions, y=positions, zmin=-1, zmax=1, showscale=False,
+        z=lower, x=centres, y=centres, zmin=-1, zmax=1, showscale=False,
         colorscale=[[0, "#ececec"], [0.33, "#ececec"], [0.34, "#ffffff"], [0.66, "#ffffff"], [0.67, "#303030"], [1, "#303030"]],
-        **_structure_hover(lower),
+        **_structure_hover(lower, where),
         name="structure",
     ))
     if top is not None and len(top):
@@ -84,19 +95,32 @@ def contact_comparison_map(
             ))
     fig.update_xaxes(title="position (predicted above the diagonal)", range=[0.5, length + 0.5], constrain="domain")
     fig.update_yaxes(title="position (structure below the diagonal)", range=[length + 0.5, 0.5], scaleanchor="x")
+    note = f" ({block}×{block} blocks, maximum shown)" if block > 1 else ""
     return _layout(
-        fig, escape(title) or "Predicted contacts vs the structure", height=620,
+        fig, (escape(title) or "Predicted contacts vs the structure") + note, height=620,
         legend={"orientation": "h", "y": -0.15},
     )
 
 
-def _structure_hover(lower: np.ndarray) -> dict:
-    # Words per cell cost ~15 bytes each in the figure's JSON: fine up to a few hundred
-    # residues, megabytes beyond, where the hover shows the level's code instead.
+def _block_max(matrix: np.ndarray, block: int) -> np.ndarray:
+    """Maximum over block x block tiles, ignoring NaN (a tile of only NaN stays NaN)."""
+    n = len(matrix)
+    size = -(-n // block) * block
+    padded = np.full((size, size), np.nan, dtype=np.float32)
+    padded[:n, :n] = matrix
+    tiles = padded.reshape(size // block, block, size // block, block)
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN tiles
+        return np.nanmax(tiles, axis=(1, 3))
+
+
+def _structure_hover(lower: np.ndarray, where: str) -> dict:
+    # Words per cell cost ~15 bytes each in the figure's JSON: fine up to a few hundred cells a
+    # side, megabytes beyond, where the hover shows the level's code instead.
     if len(lower) <= HOVER_WORDS_UP_TO:
         words = np.where(lower == 1, "contact (< 8 Å)", np.where(lower == 0, "no contact", "no structure"))
-        return {"customdata": words, "hovertemplate": "positions %{x} – %{y}<br>structure: %{customdata}<extra></extra>"}
-    return {"hovertemplate": "positions %{x} – %{y}<br>structure: %{z} (1 contact, 0 none, -1 no structure)<extra></extra>"}
+        return {"customdata": words, "hovertemplate": where + "<br>structure: %{customdata}<extra></extra>"}
+    return {"hovertemplate": where + "<br>structure: %{z} (1 contact, 0 none, -1 no structure)<extra></extra>"}
 
 
 def structure_trace_3d(

@@ -123,3 +123,25 @@ def test_3d_view_renders_offline(gbt, tmp_path):
             browser.close()
     assert refused == [] and errors == []
     assert traces == len(fig.data) == 2  # the line and the coloured residues (all aligned here)
+
+
+def test_long_maps_are_drawn_in_blocks(gbt):
+    """Past ``max_cells`` a side, each cell holds its block's maximum: a block shows a contact
+    when any pair in it is one. Checked tile by tile against numpy on the full maps."""
+    _, alignment = gbt
+    length = len(alignment.sequence)  # 228
+    rng = np.random.default_rng(1)
+    predicted = rng.random((length, length))
+    contacts = true_contacts(alignment)
+    fig = contact_comparison_map(predicted, contacts, max_cells=50)  # blocks of ceil(228/50) = 5
+    upper, lower = (np.array(trace.z, dtype=float) for trace in fig.data[:2])
+    assert upper.shape == lower.shape == (46, 46) and "5×5 blocks" in fig.layout.title.text
+    rows, cols = np.indices((length, length))
+    levels = np.where(np.isnan(contacts), -1, contacts)
+    for r, c in ((0, 0), (10, 2), (30, 29), (45, 0), (3, 40)):
+        tile = (slice(5 * r, 5 * r + 5), slice(5 * c, 5 * c + 5))
+        above, below = (cols > rows)[tile], (cols < rows)[tile]
+        expected_upper = predicted[tile][above].max() if above.any() else np.nan
+        expected_lower = levels[tile][below].max() if below.any() else np.nan
+        np.testing.assert_equal([upper[r, c], lower[r, c]], [np.float32(expected_upper), expected_lower])
+    assert np.array(fig.data[0].x)[:2].tolist() == [3.0, 8.0]  # block centres, 1-based positions
