@@ -8,6 +8,7 @@ server.
 
 from __future__ import annotations
 
+import http.client
 import json
 import re
 import socket
@@ -82,14 +83,22 @@ def fetch_alphafold(
 
 
 def _download(url: str, what: str, timeout: float, max_bytes: int) -> bytes:
+    parts = urllib.parse.urlsplit(url)
+    host = parts.netloc
+    if parts.scheme not in ("http", "https"):  # never file:, ftp: ... from a server's answer
+        raise FetchError(f"will not download {what} from {url!r}: only http and https links are followed")
     request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})
-    host = urllib.parse.urlsplit(url).netloc
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             declared = response.headers.get("Content-Length")
             if declared and declared.isdigit() and int(declared) > max_bytes:
                 raise FetchError(_too_large(what, int(declared), max_bytes))
             data = _read_capped(response, max_bytes, deadline=time.monotonic() + 3 * timeout)
+            # http.client returns a short body without complaint when the server hangs up early.
+            if declared and declared.isdigit() and len(data) < int(declared):
+                raise http.client.IncompleteRead(data, int(declared) - len(data))
+    except FetchError:
+        raise
     except urllib.error.HTTPError as err:
         if err.code == 404:
             raise FetchError(f"{what} was not found at {host}") from None
@@ -101,6 +110,10 @@ def _download(url: str, what: str, timeout: float, max_bytes: int) -> bytes:
         raise FetchError(
             f"could not reach {host} to fetch {what} ({reason}); this machine may be offline: {_INSTEAD}"
         ) from None
+    except http.client.HTTPException as err:  # e.g. the connection closed mid-download
+        raise FetchError(f"the download of {what} from {host} broke off ({type(err).__name__}); {_INSTEAD}") from None
+    except ValueError:  # a URL urllib cannot open (an odd link in the AlphaFold DB answer)
+        raise FetchError(f"cannot download {what} from {url!r}; {_INSTEAD}") from None
     if len(data) > max_bytes:
         raise FetchError(_too_large(what, None, max_bytes))
     return data

@@ -60,6 +60,14 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         elif path == "/api/prediction/P69905":
             entry = [{"entryId": "AF-P69905-F1", "cifUrl": f"{base}/files/model.cif"}]
             self._send(json.dumps(entry).encode(), "application/json")
+        elif path == "/api/prediction/P12345":  # a link that is not http(s)
+            self._send(json.dumps([{"cifUrl": "file:///etc/hostname"}]).encode(), "application/json")
+        elif path == "/download/1ABC.cif.gz":  # promises 10,000 bytes, sends 10, hangs up
+            self.send_response(200)
+            self.send_header("Content-Length", "10000")
+            self.end_headers()
+            self.wfile.write(b"data_1ABC\n")
+            self.close_connection = True
         elif path == "/api/prediction/Q9Y6K9":
             self._send(b"[]", "application/json")
         elif path == "/files/model.cif":  # a real file standing in for the model (transport only)
@@ -135,6 +143,16 @@ def test_alphafold_follows_the_api_answer(server):
         fetch_alphafold("Q9Y6K9", base_url=f"{server}/api/prediction")
     with pytest.raises(FetchError, match="AlphaFold DB entry A0A023GPI8 was not found"):
         fetch_alphafold("A0A023GPI8", base_url=f"{server}/api/prediction")
+
+
+def test_download_that_breaks_off(server):
+    with pytest.raises(FetchError, match="broke off .IncompleteRead."):
+        fetch_pdb("1ABC", base_url=f"{server}/download")
+
+
+def test_only_http_links_are_followed(server):
+    with pytest.raises(FetchError, match="only http and https links are followed"):
+        fetch_alphafold("P12345", base_url=f"{server}/api/prediction")
 
 
 def test_malformed_identifiers_never_reach_the_network():
