@@ -66,7 +66,7 @@ def true_contacts(alignment: ChainAlignment, threshold: float = CONTACT_DISTANCE
     return contacts
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)  # holds arrays: compare fields, not objects
 class TopPairs:
     """The top-ranked predicted pairs of one separation range (0-based positions, i < j)."""
 

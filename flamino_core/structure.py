@@ -105,7 +105,7 @@ class ParsedStructure:
         return [_summarise(chain) for chain in self.model(model_index)]
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)  # holds arrays: compare fields, not objects
 class ChainResidues:
     """The amino acids of one chain, in file order, with the coordinates the analyses use."""
 

@@ -43,7 +43,7 @@ def _blosum_letters(sequence: str) -> str:
     return sequence.translate(str.maketrans("UO", "XX"))
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)  # holds arrays: compare fields, not objects
 class ChainAlignment:
     """A chain aligned to the analysed sequence.
 
