@@ -1,0 +1,361 @@
+"""Reading protein structures (PDB or mmCIF, plain or gzipped) into per-chain residue arrays.
+
+Biopython does the parsing (``Bio.PDB.PDBParser`` / ``MMCIFParser``). This module decides what
+counts as an amino acid, which atom stands for a residue in a contact, and turns everything a
+real file can throw at a parser into a ``StructureError`` with a message a biologist can act on.
+
+What a chain's residues are:
+  * water is dropped; ions, ligands, caps and nucleotides are counted and reported, never used;
+  * an amino acid is a residue whose name is in Biopython's PDB table of (modified) amino acids
+    (``MSE`` is read as M, ``SEP`` as S ...) or, for a name the table lacks, one that carries the
+    N, CA and C backbone atoms (read as ``X``, e.g. 5-phenyl-norvaline ``PH8`` in 2N0N);
+  * an amino acid without a C-alpha atom cannot be placed and is left out, with a note;
+  * alternate locations: Biopython keeps, for each atom, the location with the highest occupancy;
+  * residue numbers and insertion codes are kept as labels (``52``, ``184A``) and are never used
+    as sequence positions: ``structure_align`` aligns the residues to the sequence.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import io
+import os
+import zlib
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+from Bio.Data import IUPACData, PDBData
+from Bio.PDB import MMCIFParser, PDBParser
+from Bio.PDB.Structure import Structure
+
+MAX_STRUCTURE_BYTES = 200 * 1024 * 1024  # decompressed; guards against gzip bombs
+
+# Three-letter code -> one letter. Biopython's PDB table knows ~1000 modified amino acids
+# (MSE -> M, SEP -> S, AIB -> A ...) but not selenocysteine / pyrrolysine / UNK, which the
+# IUPAC table has (SEC -> U, PYL -> O; ESM-2 has tokens for both).
+AMINO_ACID_LETTERS: dict[str, str] = {
+    **{code.upper(): letter for code, letter in IUPACData.protein_letters_3to1_extended.items()},
+    **PDBData.protein_letters_3to1_extended,
+    "UNK": "X",
+}
+NUCLEOTIDES = frozenset(PDBData.nucleic_letters_3to1_extended)
+BACKBONE = ("N", "CA", "C")
+
+# Ideal geometry to place a C-beta from N, CA and C (Engh & Huber values, as trRosetta and
+# fair-esm's contact notebook use): CA-CB 1.522 A, angle N-CA-CB 1.927 rad (110.4 deg),
+# dihedral C-N-CA-CB -2.143 rad (-122.8 deg).
+CB_BOND, CB_ANGLE, CB_DIHEDRAL = 1.522, 1.927, -2.143
+
+# How the atom that stands for a residue in a contact was chosen (``ChainResidues.contact_atom``).
+CB, GLY_CA, VIRTUAL_CB, CA_ONLY = "CB", "CA (glycine)", "virtual CB", "CA (no CB, none placeable)"
+
+
+class StructureError(ValueError):
+    """A structure file or a choice in it that cannot be used; the message says why."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ChainSummary:
+    """One chain of one model, as listed to the user before any choice is made."""
+
+    chain_id: str
+    n_amino_acids: int
+    others: dict[str, int]  # residue name -> count, water as "HOH" (ligands, ions, caps, nucleotides)
+
+    @property
+    def is_protein(self) -> bool:
+        return self.n_amino_acids > 0
+
+    def describe(self) -> str:
+        """``chain E: 82 amino acids; also SO4 x2, water x74``."""
+        parts = [f"{self.n_amino_acids} amino acids" if self.is_protein else "no amino acids"]
+        if self.others:
+            listed = ", ".join(
+                f"{'water' if name == 'HOH' else name} x{count}" for name, count in self.others.items()
+            )
+            parts.append(f"also {listed}")
+        return f"chain {self.chain_id}: " + "; ".join(parts)
+
+
+@dataclasses.dataclass(frozen=True)
+class ParsedStructure:
+    """A parsed file: the Biopython structure plus what the user needs to choose from."""
+
+    name: str
+    file_format: str  # "PDB" or "mmCIF"
+    structure: Structure  # never modified by flamino (the app caches it); export works on copies
+
+    @property
+    def n_models(self) -> int:
+        return len(self.structure)
+
+    def model(self, model_index: int = 0):
+        """The Biopython model at a 0-based index; a StructureError names the valid range."""
+        if not 0 <= model_index < self.n_models:
+            raise StructureError(
+                f"{self.name} has {self.n_models} model(s), numbered 0..{self.n_models - 1}; "
+                f"there is no model {model_index}"
+            )
+        return self.structure.child_list[model_index]
+
+    def chains(self, model_index: int = 0) -> list[ChainSummary]:
+        """Every chain of a model in file order, protein or not."""
+        return [_summarise(chain) for chain in self.model(model_index)]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)  # holds arrays: compare fields, not objects
+class ChainResidues:
+    """The amino acids of one chain, in file order, with the coordinates the analyses use."""
+
+    chain_id: str
+    model_index: int
+    residue_ids: tuple[tuple[str, int, str], ...]  # Biopython ids (hetero flag, number, insertion code)
+    names: tuple[str, ...]  # three-letter names as in the file (MSE, AIB ...)
+    sequence: str  # one letter per residue; X for an amino acid Biopython's table lacks
+    ca: np.ndarray  # (N, 3) C-alpha coordinates, Angstrom
+    contact_xyz: np.ndarray  # (N, 3) C-beta, C-alpha for glycine, or a stand-in (see contact_atom)
+    contact_atom: tuple[str, ...]  # CB, GLY_CA, VIRTUAL_CB or CA_ONLY for each residue
+    notes: tuple[str, ...] = ()  # what was read specially (modified residues, left-out residues)
+
+    def __len__(self) -> int:
+        return len(self.sequence)
+
+    @property
+    def labels(self) -> list[str]:
+        """Residue numbers as the file writes them, with the insertion code: ``52``, ``184A``."""
+        return [residue_label(rid) for rid in self.residue_ids]
+
+
+def residue_label(residue_id: tuple[str, int, str]) -> str:
+    """``(' ', 184, 'A')`` -> ``184A``."""
+    return f"{residue_id[1]}{residue_id[2].strip()}"
+
+
+# --- reading ------------------------------------------------------------------------------------
+def read_structure(path: str | os.PathLike, max_bytes: int = MAX_STRUCTURE_BYTES) -> ParsedStructure:
+    """Read a PDB or mmCIF file from disk (``.gz`` or not; the format is read from the content).
+
+    Raises:
+      StructureError: a missing or unreadable file, or one that is not a structure.
+    """
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+        if size > max_bytes:
+            raise StructureError(f"{path.name} is {size:,} bytes; the limit is {max_bytes:,}")
+        data = path.read_bytes()
+    except OSError as err:
+        raise StructureError(f"cannot read {path}: {err.strerror or err}") from None
+    return parse_structure_bytes(data, path.name, max_bytes=max_bytes)
+
+
+def parse_structure_bytes(data: bytes, name: str = "upload", max_bytes: int = MAX_STRUCTURE_BYTES) -> ParsedStructure:
+    """Parse the bytes of a PDB or mmCIF file (an upload, a download), gzipped or not.
+
+    Args:
+      data: the file's bytes.
+      name: what to call the file in messages (its file name).
+      max_bytes: refuse files (after decompression) larger than this.
+
+    Returns:
+      A ``ParsedStructure`` with at least one model and one atom.
+
+    Raises:
+      StructureError: the bytes are not a PDB or mmCIF structure, with what they look like.
+    """
+    if data[:2] == b"\x1f\x8b":
+        data = _gunzip(data, name, max_bytes)
+    if len(data) > max_bytes:
+        raise StructureError(f"{name} is {len(data):,} bytes; the limit is {max_bytes:,}")
+    text = data.decode("latin-1")  # PDB and mmCIF are ASCII; latin-1 never fails to decode
+    file_format = _sniff_format(text, name)
+    parser = MMCIFParser(QUIET=True) if file_format == "mmCIF" else PDBParser(QUIET=True)
+    stem = name.split(".")[0] or "structure"
+    try:
+        structure = parser.get_structure(stem, io.StringIO(text))
+    except Exception as err:  # Biopython raises many kinds on damaged files; all mean the same here
+        raise StructureError(f"{name} looks like {file_format} but could not be read: {err}") from None
+    if len(structure) == 0 or not any(True for _ in structure.get_atoms()):
+        raise StructureError(f"{name} has no atom records: it is not a structure file")
+    broken = next((atom for atom in structure.get_atoms() if not np.isfinite(atom.coord).all()), None)
+    if broken is not None:
+        residue = broken.get_parent()
+        raise StructureError(
+            f"{name}: atom {broken.get_id()} of {residue.get_resname()} {residue_label(residue.id)} "
+            f"(chain {residue.get_parent().id}) has coordinates that are not finite numbers"
+        )
+    return ParsedStructure(name, file_format, structure)
+
+
+def _gunzip(data: bytes, name: str, max_bytes: int) -> bytes:
+    # Same bounded read as the FASTA reader (fasta.py): never inflate more than the limit.
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(data)) as handle:
+            out = handle.read(max_bytes + 1)
+    except (OSError, EOFError, zlib.error):
+        raise StructureError(f"{name} is a damaged or truncated gzip file") from None
+    if len(out) > max_bytes:
+        raise StructureError(f"{name} decompresses to more than {max_bytes:,} bytes; the limit is {max_bytes:,}")
+    return out
+
+
+def _sniff_format(text: str, name: str) -> str:
+    """'PDB' or 'mmCIF' from the content; a StructureError saying what the text is otherwise."""
+    head = text[:200_000]
+    lines = [line for line in head.splitlines()[:2000] if line.strip()]
+    first = lines[0].lstrip() if lines else ""
+    if first.startswith("data_") or "\n_atom_site." in head or "\nloop_" in head:
+        if "_atom_site." not in text:
+            raise StructureError(f"{name} is an mmCIF file without atom coordinates (_atom_site); "
+                                 "it may be a dictionary or a chemical component file")
+        return "mmCIF"
+    if any(line.startswith(("ATOM  ", "HETATM")) for line in text.splitlines()):
+        return "PDB"
+    if first.startswith(">"):
+        hint = "a FASTA file (sequences, no coordinates)"
+    elif "\x00" in head or sum(ch < " " and ch not in "\r\n\t" for ch in head[:4096]) > 8:
+        hint = "a binary file (BinaryCIF, MMTF, an archive?); save the structure as PDB or mmCIF"
+    elif not lines:
+        hint = "empty"
+    else:
+        hint = "a text file without ATOM/HETATM records or an mmCIF _atom_site table"
+    raise StructureError(f"{name} is not a PDB or mmCIF structure: it is {hint}")
+
+
+# --- chains -------------------------------------------------------------------------------------
+def _is_amino_acid(residue) -> bool:
+    name = residue.get_resname().strip().upper()
+    if residue.id[0] == "W" or "CA" not in residue:
+        return False  # the calcium ion (residue CA, atom CA) has no name in the table and no N/C
+    return name in AMINO_ACID_LETTERS or all(atom in residue for atom in BACKBONE)
+
+
+def _summarise(chain) -> ChainSummary:
+    others: Counter = Counter()
+    n_amino = 0
+    for residue in chain:
+        if _is_amino_acid(residue):
+            n_amino += 1
+        else:
+            others["HOH" if residue.id[0] == "W" else residue.get_resname().strip()] += 1
+    return ChainSummary(chain.id, n_amino, dict(others))
+
+
+def chain_residues(parsed: ParsedStructure, chain_id: str, model_index: int = 0) -> ChainResidues:
+    """The amino acids of one chain of one model, with C-alpha and contact-atom coordinates.
+
+    Args:
+      parsed: from ``parse_structure_bytes`` / ``read_structure``.
+      chain_id: the chain identifier as the file writes it (author chain id in mmCIF).
+      model_index: 0-based model (NMR files have several; the first by default).
+
+    Raises:
+      StructureError: the model or chain does not exist, or the chain holds no amino acid (the
+        message lists the chains there are, and what the asked one holds).
+    """
+    model = parsed.model(model_index)
+    if chain_id not in model:
+        listing = "; ".join(summary.describe() for summary in parsed.chains(model_index))
+        raise StructureError(f"{parsed.name} has no chain {chain_id!r} in model {model_index}. Chains: {listing}")
+    chain = model[chain_id]
+    summary = _summarise(chain)
+    if not summary.is_protein:
+        raise StructureError(f"{parsed.name}, {summary.describe()}: not a protein chain")
+
+    ids, names, letters, ca, contact, kinds = [], [], [], [], [], []
+    unknown, modified, no_ca = Counter(), Counter(), []
+    for residue in chain:
+        name = residue.get_resname().strip().upper()
+        if residue.id[0] != "W" and name in AMINO_ACID_LETTERS and "CA" not in residue:
+            no_ca.append(f"{name} {residue_label(residue.id)}")
+            continue
+        if not _is_amino_acid(residue):
+            continue
+        letter = AMINO_ACID_LETTERS.get(name, "X")
+        if name not in AMINO_ACID_LETTERS:
+            unknown[name] += 1
+        elif name not in PDBData.protein_letters_3to1:
+            modified[f"{name} as {letter}"] += 1
+        xyz, kind = _contact_atom(residue, letter)
+        ids.append(residue.id)
+        names.append(name)
+        letters.append(letter)
+        ca.append(residue["CA"].coord)
+        contact.append(xyz)
+        kinds.append(kind)
+
+    notes = []
+    if modified:
+        notes.append("modified residues read as their parent amino acid: " + _counts(modified))
+    if unknown:
+        notes.append("amino acids Biopython's table does not know, read as X: " + _counts(unknown))
+    if no_ca:
+        notes.append("left out, no C-alpha atom: " + ", ".join(no_ca))
+    kind_counts = Counter(kinds)
+    if kind_counts[VIRTUAL_CB]:
+        notes.append(f"{kind_counts[VIRTUAL_CB]} residue(s) without a CB atom: C-beta placed from N, CA, C")
+    if kind_counts[CA_ONLY]:
+        notes.append(f"{kind_counts[CA_ONLY]} residue(s) without a CB atom or the N, CA, C to place one: C-alpha used for contacts")
+    return ChainResidues(
+        chain_id=chain_id,
+        model_index=model_index,
+        residue_ids=tuple(ids),
+        names=tuple(names),
+        sequence="".join(letters),
+        ca=np.array(ca, dtype=np.float64).reshape(-1, 3),
+        contact_xyz=np.array(contact, dtype=np.float64).reshape(-1, 3),
+        contact_atom=tuple(kinds),
+        notes=tuple(notes),
+    )
+
+
+def protein_chains(parsed: ParsedStructure, model_index: int = 0) -> list[ChainResidues]:
+    """Every chain of a model that holds at least one amino acid, in file order."""
+    return [
+        chain_residues(parsed, summary.chain_id, model_index)
+        for summary in parsed.chains(model_index)
+        if summary.is_protein
+    ]
+
+
+def _counts(counter: Counter) -> str:
+    return ", ".join(f"{name} x{count}" if count > 1 else name for name, count in counter.items())
+
+
+def _contact_atom(residue, letter: str) -> tuple[np.ndarray, str]:
+    """The atom that stands for a residue in a contact, and which one it is."""
+    if "CB" in residue:
+        return residue["CB"].coord.astype(np.float64), CB
+    if letter == "G":
+        return residue["CA"].coord.astype(np.float64), GLY_CA
+    if all(atom in residue for atom in BACKBONE):
+        # Truncated side chains, or residues like AIB whose beta carbons are CB1/CB2.
+        n, ca, c = (residue[atom].coord.astype(np.float64) for atom in BACKBONE)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            placed = virtual_cb(n, ca, c)
+        if np.isfinite(placed).all():  # not when N, CA, C coincide or are collinear (damaged files)
+            return placed, VIRTUAL_CB
+    return residue["CA"].coord.astype(np.float64), CA_ONLY
+
+
+def virtual_cb(n: np.ndarray, ca: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Place C-beta from the backbone with ideal geometry (``CB_BOND``, ``CB_ANGLE``, ``CB_DIHEDRAL``).
+
+    Standard internal-to-Cartesian placement of atom D from A=C, B=N, C=CA: D is ``CB_BOND``
+    from CA, makes the angle N-CA-CB, and the dihedral C-N-CA-CB. Works on (3,) or (..., 3).
+    """
+    b_to_c = ca - n
+    b_to_c = b_to_c / np.linalg.norm(b_to_c, axis=-1, keepdims=True)
+    normal = np.cross(n - c, b_to_c)
+    normal = normal / np.linalg.norm(normal, axis=-1, keepdims=True)
+    in_plane = np.cross(normal, b_to_c)
+    # Coordinates of CB in the frame (b_to_c, in_plane, normal) centred on CA; the first axis is
+    # negative-cosine because the angle is measured at CA between CA->N and CA->CB.
+    d = (
+        -CB_BOND * np.cos(CB_ANGLE),
+        CB_BOND * np.sin(CB_ANGLE) * np.cos(CB_DIHEDRAL),
+        CB_BOND * np.sin(CB_ANGLE) * np.sin(CB_DIHEDRAL),
+    )
+    return ca + d[0] * b_to_c + d[1] * in_plane + d[2] * normal

@@ -1,0 +1,107 @@
+"""Exports: the structure as PDB with a per-residue track in the B-factor column; the precision CSV.
+
+A track in the B-factor column is the convention ESMFold (and AlphaFold) use for pLDDT, so any
+molecular viewer can colour by it (PyMOL ``spectrum b``, ChimeraX ``color bfactor``).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+
+import numpy as np
+import pandas as pd
+from Bio.PDB import PDBIO, Select
+
+from .structure import ParsedStructure, StructureError
+from .structure_align import ChainAlignment
+
+UNALIGNED_BFACTOR = 0.0  # residues with no value (not aligned to the sequence, other chains, ligands, water)
+# The PDB B-factor field is 6 characters with two decimals (columns 61-66).
+BFACTOR_MIN, BFACTOR_MAX = -99.99, 999.99
+
+
+def pdb_with_track(
+    parsed: ParsedStructure,
+    alignment: ChainAlignment,
+    values: np.ndarray,
+    label: str,
+    scale: float = 1.0,
+    fill: float = UNALIGNED_BFACTOR,
+    whole_model: bool = False,
+) -> str:
+    """PDB text of the aligned chain (or its whole model) with ``values`` as B-factors.
+
+    Args:
+      parsed: the structure ``alignment`` was made from (it is not modified: a copy is written).
+      alignment: the chosen chain aligned to the sequence.
+      values: (L,) one value per sequence position; NaN = no value.
+      label: what the values are; written in a REMARK line with the scale and the fill value.
+      scale: multiplier so small values survive two decimals (attention x100).
+      fill: B-factor for every atom that gets no value: residues not aligned to the sequence,
+        positions whose value is NaN, and (with ``whole_model``) other chains, ligands, water.
+      whole_model: write the whole model as the file has it (every chain, ligands, ions, water);
+        by default only the aligned chain's amino acids are written.
+
+    Raises:
+      StructureError: a chain id longer than one character, or a value outside what the
+        B-factor column holds (the message says the range and suggests a scale).
+    """
+    per_residue = alignment.per_residue(values) * scale
+    finite = per_residue[np.isfinite(per_residue)]
+    if finite.size and (finite.min() < BFACTOR_MIN or finite.max() > BFACTOR_MAX):
+        raise StructureError(
+            f"{label} x{scale:g} ranges from {finite.min():.4g} to {finite.max():.4g}; the PDB B-factor "
+            f"column holds {BFACTOR_MIN} to {BFACTOR_MAX}: choose a smaller scale"
+        )
+    if not (BFACTOR_MIN <= fill <= BFACTOR_MAX) or math.isnan(fill):
+        raise StructureError(f"the fill value {fill} does not fit the B-factor column")
+
+    model = parsed.model(alignment.chain.model_index).copy()
+    chains = list(model) if whole_model else [model[alignment.chain_id]]
+    for chain in chains:
+        if len(chain.id) > 1:
+            raise StructureError(
+                f"chain {chain.id!r} has a {len(chain.id)}-character id, which the PDB format cannot hold"
+                + ("; export only the aligned chain" if whole_model and chain.id != alignment.chain_id else "")
+            )
+        for residue in chain.get_unpacked_list():  # unpacks residues with alternative identities
+            for atom in residue.get_unpacked_list():  # and atoms with alternate locations
+                atom.set_bfactor(fill)
+
+    by_id = dict(zip(alignment.chain.residue_ids, per_residue))
+    for residue in model[alignment.chain_id].get_unpacked_list():
+        value = by_id.get(residue.id)
+        if value is not None and np.isfinite(value):
+            for atom in residue.get_unpacked_list():
+                atom.set_bfactor(float(value))
+
+    writer = PDBIO()
+    writer.set_structure(model if whole_model else model[alignment.chain_id])
+    selection = Select() if whole_model else _Residues(set(alignment.chain.residue_ids))
+    out = io.StringIO()
+    scale_note = f" x{scale:g}" if scale != 1 else ""
+    for remark in (
+        f"B-factor column: {label}{scale_note}",
+        f"chain {alignment.chain_id} of model {alignment.chain.model_index} aligned to the sequence",
+        f"atoms without a value: {fill:.2f}",
+    ):
+        # Unnumbered free-text REMARK lines: the numbered ones have meanings in the PDB format.
+        out.write(f"REMARK flamino: {remark}"[:80] + "\n")
+    writer.save(out, select=selection)
+    return out.getvalue()
+
+
+class _Residues(Select):
+    """Only the chain's amino acids (the residues ``ChainResidues`` holds)."""
+
+    def __init__(self, residue_ids: set):
+        self.residue_ids = residue_ids
+
+    def accept_residue(self, residue) -> bool:
+        return residue.id in self.residue_ids
+
+
+def precision_csv(table: pd.DataFrame) -> str:
+    """The precision table as CSV text (no index; a precision that could not be computed is empty)."""
+    return table.to_csv(index=False)

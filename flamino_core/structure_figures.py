@@ -1,0 +1,192 @@
+"""Plotly builders for the structure views: predicted vs true contacts, and a 3D C-alpha trace.
+
+Pure ``(arrays) -> go.Figure`` functions with no Streamlit, like ``figures.py``. The 3D view is
+a plain Plotly ``Scatter3d`` so it renders wherever plotly.js is served (the app bundles it;
+``figures.figure_html`` embeds it): no molecular-viewer script from a CDN. Residue names and
+chain ids come from the user's file and are HTML-escaped before they reach hover text.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import plotly.graph_objects as go
+
+from .contact_eval import TopPairs
+from .figures import TEMPLATE, escape
+from .structure_align import ChainAlignment
+
+# Consecutive C-alpha atoms of a chain are 3.8 A apart (trans peptide; ~2.9 A cis). Farther
+# than this, residues are missing between them and the trace is broken rather than drawn across.
+CA_BREAK = 4.2
+TRUE_POSITIVE, FALSE_POSITIVE = "#1f77b4", "#d62728"
+NO_VALUE = "#bbbbbb"
+HOVER_WORDS_UP_TO = 400  # cells a side
+MAX_CELLS = 500  # heatmap cells a side; longer maps are drawn in blocks
+
+
+def _layout(fig: go.Figure, title: str, height: int, **kwargs) -> go.Figure:
+    fig.update_layout(
+        template=TEMPLATE,
+        title={"text": title, "x": 0, "xanchor": "left"},
+        margin={"l": 60, "r": 20, "t": 60, "b": 50},
+        height=height,
+        **kwargs,
+    )
+    return fig
+
+
+def contact_comparison_map(
+    predicted: np.ndarray,
+    contacts: np.ndarray,
+    top: TopPairs | None = None,
+    title: str = "",
+    max_cells: int = MAX_CELLS,
+) -> go.Figure:
+    """Predicted contacts above the diagonal, true contacts below, top predictions marked.
+
+    Args:
+      predicted: (L, L) predicted probabilities (NaN = not predicted, shown blank).
+      contacts: (L, L) from ``contact_eval.true_contacts``: 1 contact, 0 none, NaN no structure.
+      top: the ranked pairs to mark (``contact_eval.top_predictions``), drawn as blue circles
+        (true contacts) and red crosses (false positives) on the predicted triangle.
+      title: figure title (escaped).
+      max_cells: longer sequences are drawn in k x k blocks holding each block's maximum (a
+        block shows a contact if any pair in it is one), so the figure stays a few megabytes;
+        the marks stay at their exact positions.
+    """
+    predicted = np.asarray(predicted, dtype=np.float32)
+    length = len(predicted)
+    row, col = np.indices((length, length))
+    upper = np.where(col > row, predicted, np.nan)
+    # Lower triangle on three levels: -1 no structure, 0 no contact, 1 contact.
+    lower = np.where(col < row, np.where(np.isnan(contacts), -1.0, contacts), np.nan).astype(np.float32)
+    block = max(1, -(-length // max_cells))
+    if block > 1:
+        upper, lower = _block_max(upper, block), _block_max(lower, block)
+    # Cell centres in 1-based positions: position p for single cells, a block's middle otherwise.
+    centres = np.arange(len(upper)) * block + (block + 1) / 2
+    where = "positions %{y} – %{x}" if block == 1 else f"{block}×{block} block around %{{y:.0f}} – %{{x:.0f}}"
+    fig = go.Figure()
+    fig.add_trace(go.Heatmap(
+        z=upper, x=centres, y=centres, zmin=0, zmax=1, colorscale="Blues",
+        colorbar={"title": {"text": "p(contact)"}, "len": 0.6, "y": 1, "yanchor": "top"},
+        hovertemplate=where + "<br>predicted p = %{z:.3f}<extra></extra>",
+        name="predicted",
+    ))
+    fig.add_trace(go.Heatmap(
+        z=lower, x=centres, y=centres, zmin=-1, zmax=1, showscale=False,
+        colorscale=[[0, "#ececec"], [0.33, "#ececec"], [0.34, "#ffffff"], [0.66, "#ffffff"], [0.67, "#303030"], [1, "#303030"]],
+        **_structure_hover(lower, where),
+        name="structure",
+    ))
+    if top is not None and len(top):
+        for is_contact, name, colour, symbol in (
+            (True, "top predictions: contact", TRUE_POSITIVE, "circle-open"),
+            (False, "top predictions: no contact", FALSE_POSITIVE, "x-thin-open"),
+        ):
+            pick = top.is_contact == is_contact
+            fig.add_trace(go.Scatter(
+                x=top.j[pick] + 1, y=top.i[pick] + 1, mode="markers", name=f"{name} ({int(pick.sum())})",
+                marker={"color": colour, "symbol": symbol, "size": 7, "line": {"width": 1.5, "color": colour}},
+                customdata=top.probability[pick],
+                hovertemplate="positions %{y} – %{x}<br>predicted p = %{customdata:.3f}<extra></extra>",
+            ))
+    fig.update_xaxes(title="position (predicted above the diagonal)", range=[0.5, length + 0.5], constrain="domain")
+    fig.update_yaxes(title="position (structure below the diagonal)", range=[length + 0.5, 0.5], scaleanchor="x")
+    note = f" ({block}×{block} blocks, maximum shown)" if block > 1 else ""
+    return _layout(
+        fig, (escape(title) or "Predicted contacts vs the structure") + note, height=620,
+        legend={"orientation": "h", "y": -0.15},
+    )
+
+
+def _block_max(matrix: np.ndarray, block: int) -> np.ndarray:
+    """Maximum over block x block tiles, ignoring NaN (a tile of only NaN stays NaN)."""
+    n = len(matrix)
+    size = -(-n // block) * block
+    padded = np.full((size, size), np.nan, dtype=np.float32)
+    padded[:n, :n] = matrix
+    tiles = padded.reshape(size // block, block, size // block, block)
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN tiles
+        return np.nanmax(tiles, axis=(1, 3))
+
+
+def _structure_hover(lower: np.ndarray, where: str) -> dict:
+    # Words per cell cost ~15 bytes each in the figure's JSON: fine up to a few hundred cells a
+    # side, megabytes beyond, where the hover shows the level's code instead.
+    if len(lower) <= HOVER_WORDS_UP_TO:
+        words = np.where(lower == 1, "contact (< 8 Å)", np.where(lower == 0, "no contact", "no structure"))
+        return {"customdata": words, "hovertemplate": where + "<br>structure: %{customdata}<extra></extra>"}
+    return {"hovertemplate": where + "<br>structure: %{z} (1 contact, 0 none, -1 no structure)<extra></extra>"}
+
+
+def structure_trace_3d(
+    alignment: ChainAlignment,
+    values: np.ndarray,
+    label: str,
+    title: str = "",
+    colorscale: str = "Viridis",
+) -> go.Figure:
+    """The chain's C-alpha trace, residues coloured by a per-position track.
+
+    Args:
+      alignment: the chain aligned to the sequence (gives coordinates and the residue of each
+        sequence position).
+      values: (L,) one value per sequence position; residues not aligned (or NaN) are grey.
+      label: what the values are (colour-bar title and hover).
+      title: figure title (escaped).
+      colorscale: any Plotly colour scale name.
+
+    Hover shows the residue as the file numbers it (with insertion code), its name, the
+    sequence position it is aligned to, and the value.
+    """
+    chain = alignment.chain
+    per_residue = alignment.per_residue(values)
+    position_of = np.full(len(chain), -1)
+    aligned = np.flatnonzero(alignment.residue_at >= 0)
+    position_of[alignment.residue_at[aligned]] = aligned
+    label_text = escape(label)
+    hover = [
+        f"{escape(chain.chain_id)} {escape(number)} {escape(name)}<br>"
+        + (f"position {p + 1} ({escape(alignment.sequence[p])})" if p >= 0 else "not aligned to the sequence")
+        + (f"<br>{label_text} = {value:.3g}" if np.isfinite(value) else "")
+        for number, name, p, value in zip(chain.labels, chain.names, position_of, per_residue)
+    ]
+    xyz = chain.ca
+    # Break the line where residues are missing: a None between two points ends a segment.
+    gap_after = np.linalg.norm(np.diff(xyz, axis=0), axis=1) > CA_BREAK
+    line_x, line_y, line_z = [], [], []
+    for k, point in enumerate(xyz):
+        line_x.append(point[0]), line_y.append(point[1]), line_z.append(point[2])
+        if k < len(gap_after) and gap_after[k]:
+            line_x.append(None), line_y.append(None), line_z.append(None)
+
+    fig = go.Figure()
+    fig.add_trace(go.Scatter3d(
+        x=line_x, y=line_y, z=line_z, mode="lines", line={"color": "#9a9a9a", "width": 4},
+        hoverinfo="skip", name="C-alpha trace", showlegend=False,
+    ))
+    has_value = np.isfinite(per_residue)
+    hover_array = np.array(hover, dtype=object)
+    if (~has_value).any():
+        fig.add_trace(go.Scatter3d(
+            x=xyz[~has_value, 0], y=xyz[~has_value, 1], z=xyz[~has_value, 2], mode="markers",
+            marker={"size": 4, "color": NO_VALUE}, text=hover_array[~has_value],
+            hovertemplate="%{text}<extra></extra>", name="no value",
+        ))
+    if has_value.any():
+        fig.add_trace(go.Scatter3d(
+            x=xyz[has_value, 0], y=xyz[has_value, 1], z=xyz[has_value, 2], mode="markers",
+            marker={"size": 5, "color": per_residue[has_value], "colorscale": colorscale,
+                    "colorbar": {"title": {"text": label_text}}, "showscale": True},
+            text=hover_array[has_value], hovertemplate="%{text}<extra></extra>", name=label_text,
+        ))
+    hidden = {"visible": False}
+    return _layout(
+        fig, escape(title) or f"Chain {escape(chain.chain_id)} coloured by {label_text}", height=620,
+        scene={"xaxis": hidden, "yaxis": hidden, "zaxis": hidden, "aspectmode": "data"},
+        legend={"orientation": "h", "y": 0},
+    )
