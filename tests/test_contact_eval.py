@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from structure_reference import STANDARD, STRUCTURES, entity_sequences, read_reference, seqres
 
-from flamino_core.contact_eval import (
+from flamino_core.structure.contacts import (
     CUTOFFS,
     PRECISION_COLUMNS,
     SEPARATION_RANGES,
@@ -23,8 +23,8 @@ from flamino_core.contact_eval import (
     top_predictions,
     true_contacts,
 )
-from flamino_core.structure import read_structure
-from flamino_core.structure_align import choose_chain
+from flamino_core.structure.reading import read_structure
+from flamino_core.structure.align import choose_chain
 
 pytestmark = pytest.mark.skipif(not STRUCTURES.is_dir(), reason=f"real structures not found at {STRUCTURES}")
 # The ranges, written out here rather than read from the module: inclusive bounds.

@@ -13,12 +13,12 @@ from hypothesis import strategies as st
 from sklearn.metrics import matthews_corrcoef, ndcg_score, roc_auc_score
 
 from flamino_core import Engine, load_weights, scores
-from flamino_core.dms import DmsError, parse_dms, read_dms, score_dms
-from flamino_core.dms_metrics import agreement_metrics, dms_metrics
+from flamino_core.variants.dms import DmsError, parse_dms, read_dms, score_dms
+from flamino_core.variants.metrics import agreement_metrics, dms_metrics
 from flamino_core.fasta import read_fasta
-from flamino_core.mutations import parse_mutations
-from flamino_core.variant_figures import dms_heatmaps, dms_scatter, variant_map
-from flamino_core.variant_scores import score_variants
+from flamino_core.variants.notation import parse_mutations
+from flamino_core.variants.figures import dms_heatmaps, dms_scatter, variant_map
+from flamino_core.variants.scoring import score_variants
 
 DMS_DIR = Path(__file__).resolve().parents[2] / "shared" / "dms"
 ASSAY = DMS_DIR / "A0A1I9GEU1_NEIME_Kennouche_2019.csv"

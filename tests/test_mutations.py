@@ -6,8 +6,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from flamino_core import mutations as m
-from flamino_core.mutations import Substitution, Variant, numbering_offset, parse_mutations, parse_variant
+from flamino_core.variants import notation as m
+from flamino_core.variants.notation import Substitution, Variant, numbering_offset, parse_mutations, parse_variant
 
 # Human beta-globin; positions counted by hand: M1 V2 H3 L4 T5 P6 E7 E8 K9 S10 A11 V12 T13 A14 L15 W16 G17.
 HBB = "MVHLTPEEKSAVTALWGKVNVDEVGGEALGRLLVVYPWTQRFFESFGDLSTPDAVMGNPKVKAHGKKVLGAFSDGLAHLDNLKGTFATLSELHCDKLHVDPENFRLLGNVLVCVLAHHFGKEFTPPVQAAYQKVVAGVANALAHKYH"

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from structure_reference import STANDARD, STRUCTURES, entity_sequences, read_reference, seqres
 
-from flamino_core.structure import (
+from flamino_core.structure.reading import (
     AMINO_ACID_LETTERS,
     CB,
     GLY_CA,
@@ -28,7 +28,7 @@ from flamino_core.structure import (
     protein_chains,
     read_structure,
 )
-from flamino_core.structure_align import align_chain, choose_chain, identity_needed
+from flamino_core.structure.align import align_chain, choose_chain, identity_needed
 
 pytestmark = pytest.mark.skipif(not STRUCTURES.is_dir(), reason=f"real structures not found at {STRUCTURES}")
 ABETA42 = "".join(STANDARD[name] for name in seqres(STRUCTURES / "2BEG.pdb", "A")) if STRUCTURES.is_dir() else ""
@@ -107,7 +107,7 @@ def test_modified_and_unknown_amino_acids_in_2n0n():
 
 def test_virtual_cb_matches_real_cb_atoms():
     """The ideal-geometry C-beta used for residues without one, checked on every real CB of 1GBT."""
-    from flamino_core.structure import virtual_cb
+    from flamino_core.structure.reading import virtual_cb
 
     reference = [r for r in _standard_residues(STRUCTURES / "1GBT.cif", "A") if "CB" in r.atoms]
     n, ca, c, cb = (np.array([r.atoms[a] for r in reference]) for a in ("N", "CA", "C", "CB"))

@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 from structure_reference import STRUCTURES, entity_sequences, pdb_text_rows
 
-from flamino_core.structure import StructureError, parse_structure_bytes, read_structure
-from flamino_core.structure_align import choose_chain
-from flamino_core.structure_export import UNALIGNED_BFACTOR, pdb_with_track, precision_csv
+from flamino_core.structure.reading import StructureError, parse_structure_bytes, read_structure
+from flamino_core.structure.align import choose_chain
+from flamino_core.structure.export import UNALIGNED_BFACTOR, pdb_with_track, precision_csv
 
 pytestmark = pytest.mark.skipif(not STRUCTURES.is_dir(), reason=f"real structures not found at {STRUCTURES}")
 

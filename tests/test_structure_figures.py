@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from structure_reference import STRUCTURES, entity_sequences
 
-from flamino_core.contact_eval import top_predictions, true_contacts
+from flamino_core.structure.contacts import top_predictions, true_contacts
 from flamino_core.figures import figure_html
-from flamino_core.structure import read_structure
-from flamino_core.structure_align import align_chain, choose_chain
-from flamino_core.structure_figures import contact_comparison_map, structure_trace_3d
+from flamino_core.structure.reading import read_structure
+from flamino_core.structure.align import align_chain, choose_chain
+from flamino_core.structure.figures import contact_comparison_map, structure_trace_3d
 
 pytestmark = pytest.mark.skipif(not STRUCTURES.is_dir(), reason=f"real structures not found at {STRUCTURES}")
 CHROMIUM = Path("/usr/bin/chromium")

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from flamino_core.alphabet import TOKENS
-from flamino_core.structure_tracks import TRACKS, compute_track
+from flamino_core.structure.tracks import TRACKS, compute_track
 
 STANDARD = "ACDEFGHIKLMNPQRSTVWY"
 SEQUENCE = "MKVLAXGHW"  # with an X: its wild type is not among the 20

@@ -8,8 +8,8 @@ import torch
 
 from flamino_core import Engine, load_weights
 from flamino_core.alphabet import MASK_IDX, batch_encode
-from flamino_core.mutations import parse_mutations
-from flamino_core.variant_scores import (
+from flamino_core.variants.notation import parse_mutations
+from flamino_core.variants.scoring import (
     PLL_HOSTED_MAX_PASSES,
     output_columns,
     pll_passes,

@@ -19,8 +19,8 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from .mutations import Variant, VariantIssue, parse_variant, read_changes, suggest_offset
-from .variant_scores import DEFAULT_VARIANT_STRATEGY, OK, score_variants
+from .notation import Variant, VariantIssue, parse_variant, read_changes, suggest_offset
+from .scoring import DEFAULT_VARIANT_STRATEGY, OK, score_variants
 
 REQUIRED_COLUMNS = ("mutant", "DMS_score")
 SCORE_COLUMNS = ("score", "non_additivity", "status")  # what scoring adds to the table

@@ -13,9 +13,9 @@ import warnings
 import numpy as np
 import plotly.graph_objects as go
 
-from .contact_eval import TopPairs
-from .figures import TEMPLATE, escape
-from .structure_align import ChainAlignment
+from .contacts import TopPairs
+from ..figures import TEMPLATE, escape
+from .align import ChainAlignment
 
 # Consecutive C-alpha atoms of a chain are 3.8 A apart (trans peptide; ~2.9 A cis). Farther
 # than this, residues are missing between them and the trace is broken rather than drawn across.

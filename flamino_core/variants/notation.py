@@ -22,9 +22,9 @@ import dataclasses
 import io
 import re
 
-from .alphabet import STANDARD_AMINO_ACIDS
-from .numbering import numbering_offset  # noqa: F401  (re-exported: the variant API uses it)
-from .three_letter import CODES
+from ..alphabet import STANDARD_AMINO_ACIDS
+from ..numbering import numbering_offset  # noqa: F401  (re-exported: the variant API uses it)
+from ..three_letter import CODES
 
 # Kinds of VariantIssue, so callers can filter or count them without parsing messages.
 MALFORMED, INDEL, STOP, SYNONYMOUS, NON_STANDARD = "malformed", "indel", "stop", "synonymous", "non-standard"

@@ -13,11 +13,11 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .alphabet import STANDARD_AMINO_ACIDS
-from .analysis import residue_labels
+from ..alphabet import STANDARD_AMINO_ACIDS
+from ..analysis import residue_labels
 from .dms import DmsScores
-from .figures import _layout, _qualitative, escape, substitution_heatmap
-from .mutations import Variant
+from ..figures import _layout, _qualitative, escape, substitution_heatmap
+from .notation import Variant
 
 # Colours for the labels people use most (ClinVar's classes); other labels get the palette.
 LABEL_COLOURS = {

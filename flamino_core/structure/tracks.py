@@ -11,8 +11,8 @@ import dataclasses
 
 import numpy as np
 
-from .alphabet import STANDARD_AMINO_ACIDS
-from .analysis import amino_acid_probabilities, entropy, pca
+from ..alphabet import STANDARD_AMINO_ACIDS
+from ..analysis import amino_acid_probabilities, entropy, pca
 
 CONTACT_PROBABILITY = 0.5  # a predicted contact, for the contact-count track
 CONTACT_MIN_SEPARATION = 6  # as in the precision table: closer pairs are not counted

@@ -23,10 +23,10 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from .alphabet import AA_TO_IDX, STANDARD_AMINO_ACIDS
-from .config import MAX_RESIDUES
-from .mutations import Variant, VariantIssue
-from . import scores
+from ..alphabet import AA_TO_IDX, STANDARD_AMINO_ACIDS
+from ..config import MAX_RESIDUES
+from .notation import Variant, VariantIssue
+from .. import scores
 
 VARIANT_STRATEGIES = ("masked-marginals", "wt-marginals", "joint-masked", "pll")
 DEFAULT_VARIANT_STRATEGY = "masked-marginals"
@@ -177,7 +177,7 @@ def _pll(engine, sequence: str, counter: "_Passes") -> float:
 
 
 def _windows(length: int) -> int:
-    from .engine import window_starts
+    from ..engine import window_starts
 
     return len(window_starts(length))
 

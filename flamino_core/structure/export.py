@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 from Bio.PDB import PDBIO, Select
 
-from .structure import ParsedStructure, StructureError
-from .structure_align import ChainAlignment
+from .reading import ParsedStructure, StructureError
+from .align import ChainAlignment
 
 UNALIGNED_BFACTOR = 0.0  # residues with no value (not aligned to the sequence, other chains, ligands, water)
 # The PDB B-factor field is 6 characters with two decimals (columns 61-66).

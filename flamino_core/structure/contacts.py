@@ -29,7 +29,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from .structure_align import ChainAlignment
+from .align import ChainAlignment
 
 CONTACT_DISTANCE = 8.0  # Angstrom, C-beta to C-beta
 # Separation ranges, inclusive bounds (None: no upper bound), in the order the table lists them.
