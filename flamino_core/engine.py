@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from . import hardware
 from .alphabet import CLS_IDX, EOS_IDX, MASK_IDX, PAD_IDX, batch_encode, encode
 from .config import MAX_RESIDUES, ESM2Config
 from .convert import params_to_model
@@ -34,7 +35,7 @@ LONG_POLICIES = ("window", "truncate", "full")
 # buckets (..., 256, 384, ...) a 300-residue protein paid for 27% padding in every pass.
 BUCKET_STEP = 16
 LENGTH_BUCKETS = tuple(range(BUCKET_STEP, 1024 + 1, BUCKET_STEP))
-DEFAULT_TOKEN_BUDGET = 8192
+DEFAULT_TOKEN_BUDGET = hardware.TOKEN_BUDGET["cpu"]
 WINDOW_STEP = MAX_RESIDUES // 2  # windows overlap by half their length
 ProgressFn = Callable[[int, int], None]
 # How many times each jitted function has been traced (= compiled) in this process.
@@ -120,11 +121,15 @@ def _masked_log_probs(graphdef, state, tokens, positions):
 class Engine:
     """A loaded model with a cached, jitted forward pass. Thread-safe; share one per process."""
 
-    def __init__(self, weights: ModelWeights, token_budget: int = DEFAULT_TOKEN_BUDGET):
+    def __init__(self, weights: ModelWeights, token_budget: int | None = None, attention: str | None = None,
+                 precision: str | None = None):
         self.weights = weights
         self.config: ESM2Config = weights.config
-        self.token_budget = token_budget
         model = params_to_model(weights.params, weights.config)
+        # Attention path, matmul precision and token budget for this machine (hardware.choose:
+        # the fused CPU kernel when built, dot_product_attention on a GPU; fp32 unless asked).
+        self.backend = hardware.configure(model, attention, precision, token_budget)
+        self.token_budget = self.backend.token_budget
         self.graphdef, self.state = nnx.split(model)
         self.state = jax.device_put(self.state)
         # The graph definition is closed over rather than passed as a static argument: jit would
@@ -140,6 +145,11 @@ class Engine:
     @property
     def is_random(self) -> bool:
         return self.weights.is_random
+
+    @property
+    def attention_path(self) -> str:
+        """"fused", "xla" or "dot-product-attention" (see ``hardware``); ``backend.describe()`` says why."""
+        return self.backend.attention
 
     @property
     def compilations(self) -> int:
