@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib
 import os
 
 import jax
@@ -33,15 +34,20 @@ class KernelStatus:
     variants: dict[str, int] = dataclasses.field(default_factory=dict)  # name -> id, runnable here
 
 
+_registered: list[str] = []  # XLA keeps a target for the life of the process: register it once
+
+
 @functools.cache
 def status() -> KernelStatus:
     """Load the compiled kernel and register it with XLA (once per process)."""
     try:
-        from . import _attention_cpu
+        _attention_cpu = importlib.import_module(f"{__package__}._attention_cpu")
     except ImportError as err:
         return KernelStatus(False, f"not built (no C++ compiler at install time?): {err}")
     try:
-        jax.ffi.register_ffi_target(TARGET, _attention_cpu.handler(), platform="cpu")
+        if TARGET not in _registered:
+            jax.ffi.register_ffi_target(TARGET, _attention_cpu.handler(), platform="cpu")
+            _registered.append(TARGET)
     except Exception as err:  # an FFI API mismatch after a jaxlib upgrade without a rebuild
         return KernelStatus(False, f"built but not loadable by this jaxlib ({type(err).__name__}: {err}); "
                                    "reinstall flamino to rebuild it")

@@ -174,6 +174,10 @@ def configure(model, attention: str | None = None, precision: str | None = None,
 
     backend = choose(model.config.head_dim, attention, precision, token_budget)
     bf16 = backend.precision == "bf16"
+    if backend.hardware.platform == "gpu" and not bf16:
+        # JAX computes fp32 dots on recent GPUs in TF32 by default (10-bit mantissas): far
+        # outside the 1e-4 parity. fp32 means fp32 (process-wide; explicit bf16 dots unaffected).
+        jax.config.update("jax_default_matmul_precision", "float32")
     set_attention_path(model, backend.attention, "bfloat16" if bf16 else "float32")
     if bf16:
         use_bf16_matmuls(model)
