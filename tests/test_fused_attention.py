@@ -159,6 +159,21 @@ def test_choice_follows_the_hardware_and_requests(monkeypatch):
         hardware.choose(head_dim=16, precision="fp8")
 
 
+def test_on_a_gpu_the_engine_uses_dot_product_attention_and_a_larger_budget(monkeypatch):
+    """No GPU here: the decision is checked with the hardware description a GPU machine gives;
+    the dot-product-attention path itself runs on CPU in test_parity (XLA's implementation)."""
+    gpu = hardware.Hardware("gpu", "NVIDIA H100", "some CPU", ("avx2", "fma"), True, "GPU multiplies bf16")
+    monkeypatch.setattr(hardware, "detect", lambda: gpu)
+    monkeypatch.delenv(hardware.ATTENTION_ENV, raising=False)
+    fp32 = hardware.choose(head_dim=64)
+    assert (fp32.attention, fp32.token_budget) == ("dot-product-attention", 32768)
+    assert "XLA implementation" in fp32.attention_why
+    bf16 = hardware.choose(head_dim=64, precision="bf16")
+    assert "cuDNN" in bf16.attention_why and "bf16" in bf16.describe()
+    with pytest.raises(ValueError, match="CPU kernel"):
+        hardware.choose(head_dim=64, attention="fused")
+
+
 def test_cpu_description_names_model_and_extensions():
     hw = hardware.detect()
     flags = open("/proc/cpuinfo").read() if sys.platform.startswith("linux") else ""
