@@ -3,10 +3,10 @@
     .venv/bin/python benchmarks/run.py            # full run (t6, t12, t30), writes docs/benchmarks.md
     .venv/bin/python benchmarks/run.py --quick    # t6 only, fewer repetitions, no doc update
 
-Every measurement runs in its own process (``worker.py``; the table is built by ``report.py``) with the same thread count and the
+Every measurement runs in its own process (``worker.py``) with the same thread count and the
 same random weights, which this script writes once per shape in the HF 5.x format. Results go
-to ``benchmarks/results/`` (JSON) and, for full runs, between the markers in
-``docs/benchmarks.md``.
+to ``benchmarks/results/`` (JSON) and, for full runs, the table (``report.py``) goes between the
+markers in ``docs/benchmarks.md``.
 """
 
 from __future__ import annotations
