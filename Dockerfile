@@ -5,10 +5,15 @@
 FROM python:3.11-slim
 
 WORKDIR /app
-COPY requirements.txt pyproject.toml README.md ./
+COPY requirements.txt pyproject.toml setup.py README.md ./
+COPY csrc ./csrc
 COPY flamino_core ./flamino_core
 # requirements.txt ends with "." : the pinned dependencies, then flamino itself (for `flamino fetch`).
-RUN pip install --no-cache-dir -r requirements.txt
+# g++ is there only while installing: it compiles flamino's fused attention kernel (csrc/),
+# then is removed (without it flamino would run its slower pure-JAX attention).
+RUN apt-get update && apt-get install -y --no-install-recommends g++ \
+    && pip install --no-cache-dir -r requirements.txt \
+    && apt-get purge -y g++ && apt-get autoremove -y && rm -rf /var/lib/apt/lists/*
 COPY app.py ./
 COPY app_pages ./app_pages
 COPY assets ./assets

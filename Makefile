@@ -22,13 +22,15 @@ $(PY):
 	python3 -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 
-# Reinstall when the dependency list changes.
-$(VENV)/.installed: pyproject.toml | $(PY)
+# Reinstall when the dependency list or the fused attention kernel's source changes (the
+# install compiles it when a C++ compiler is present; without one flamino uses pure JAX).
+KERNEL_SOURCES := setup.py $(wildcard csrc/*.cc csrc/*.h)
+$(VENV)/.installed: pyproject.toml $(KERNEL_SOURCES) | $(PY)
 	$(PIP) install --quiet -e .
 	touch $@
 
 # torch is pinned to the CPU wheel in pyproject (a looser spec pulls a multi-GB CUDA build).
-$(VENV)/.installed-test: pyproject.toml | $(PY)
+$(VENV)/.installed-test: pyproject.toml $(KERNEL_SOURCES) | $(PY)
 	$(PIP) install --quiet -e ".[test]"
 	touch $@ $(VENV)/.installed
 
@@ -39,7 +41,7 @@ browser:
 	  else echo "install Debian's chromium (sudo apt-get install chromium) for the browser test"; exit 1; fi; }
 
 clean:
-	rm -rf $(VENV) .pytest_cache test-artifacts
+	rm -rf $(VENV) .pytest_cache test-artifacts build flamino_core/_attention_cpu*.so
 
 # Pin the runtime dependencies for the hosted deployments (requirements.txt).
 lock: | $(PY)

@@ -142,9 +142,12 @@ def machine_info() -> dict:
     flags = ""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
+            if line.startswith(("flags", "Features")):
                 have = set(line.split(":", 1)[1].split())
-                flags = " ".join(f for f in ("avx2", "fma", "avx512f", "avx512_bf16", "amx_tile") if f in have)
+                # The vector extensions that matter to both systems' kernels (as flamino_core.hardware
+                # reports them; not imported here to keep this module light).
+                flags = " ".join(f for f in ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile",
+                                             "asimd", "bf16", "sve") if f in have) or "no AVX2"
                 break
     except OSError:
         pass

@@ -5,8 +5,8 @@
 
 Every measurement runs in its own process (``worker.py``) with the same thread count and the
 same random weights, which this script writes once per shape in the HF 5.x format. Results go
-to ``benchmarks/results/`` (JSON) and, for full runs, between the markers in
-``docs/benchmarks.md``.
+to ``benchmarks/results/`` (JSON) and, for full runs, the table (``report.py``) goes between the
+markers in ``docs/benchmarks.md``.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
+from report import report  # noqa: E402
 
 WORKER = Path(__file__).resolve().parent / "worker.py"
 DOC = common.REPO / "docs" / "benchmarks.md"
@@ -45,15 +46,6 @@ COLD_WARM_REPEATS = 2
 # the table keeps each system's better median. A single short measurement on this shared
 # 2-core VM was sometimes 1.5x slower than the next one, for either system.
 LATENCY_ROUNDS = 2
-TARGETS = {
-    "varlen": 1.5,  # flamino throughput / HF
-    "scan": 1.2,  # HF time / flamino time
-    "latency": 1.0,
-    "cold_warm_t6_s": 3.0,
-    "efficiency": 0.75,  # t12 and t30
-}
-
-
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="t6 only, fewer repetitions (development)")
@@ -86,13 +78,20 @@ class Runner:
         )
         self.env.pop("FLAMINO_JAX_CACHE", None)  # only the cold-start runs use a compile cache
         self.env.pop("FLAMINO_MODEL", None)
+        # flamino's own choice (the fused kernel when built) unless a row asks for pure JAX.
+        self.env.pop("FLAMINO_ATTENTION", None)
+        self.env.pop("FLAMINO_PRECISION", None)
+        self.device = "cpu"  # where JAX runs: set from the first peak measurement
 
     def __call__(self, system: str, measurement: str, shape: str = "t6", *, reps: int = 3,
                  extra: list[str] | None = None, env: dict | None = None, tags: dict | None = None,
                  timeout: float = 3600) -> dict:
         cmd = [sys.executable, str(WORKER), system, measurement, "--shape", shape, "--reps", str(reps),
-               "--threads", str(self.threads), "--root", str(self.root), *(extra or [])]
+               "--threads", str(self.threads), "--root", str(self.root), "--device", self.device,
+               *(extra or [])]
         label = f"{system} {measurement} {shape}" if system not in ("jax", "torch") else f"{system} {measurement}"
+        if (tags or {}).get("attention") == "xla":
+            label += " (kernel off)"
         load = os.getloadavg()[0]
         print(f"[{time.strftime('%H:%M:%S')}] {label:28s} (load {load:.2f}) ...", end="", flush=True, file=sys.stderr)
         t0 = time.time()
@@ -132,7 +131,9 @@ def run_all(args: argparse.Namespace, root: Path) -> dict:
         "quick": args.quick,
     }
     started = time.time()
-    peaks = [run("jax", "peak", reps=5), run("torch", "peak", reps=5)]
+    jax_peak = run("jax", "peak", reps=5)
+    run.device = "gpu" if jax_peak.get("platform") == "gpu" else "cpu"  # HF then uses the same GPU
+    peaks = [jax_peak, run("torch", "peak", reps=5)]
     for shape in shapes:
         reps = QUICK_REPS if args.quick else REPS[shape]
         prep = run("prepare", "checkpoint", shape, reps=1)
@@ -148,220 +149,37 @@ def run_all(args: argparse.Namespace, root: Path) -> dict:
             run("flamino", "cold", shape, env=env, tags={"cache": "warm"})
         for _ in range(COLD_WARM_REPEATS):
             run("hf", "cold", shape)
+        # flamino twice per measurement: its default attention path (the fused kernel when
+        # built) and the pure-JAX attention (kernel off), alternating with HF.
         for round_ in range(LATENCY_ROUNDS):
-            for system in ("flamino", "hf"):
-                run(system, "latency", shape, reps=reps["latency"], tags={"round": round_})
-        for system in ("flamino", "hf"):
+            for system, attention in SYSTEMS:
+                run(system, "latency", shape, reps=reps["latency"], **_attention(attention, round=round_))
+        for system, attention in SYSTEMS:
             extra = ["--no-recompile-check"] if shape == "t30" and system == "flamino" else []
-            run(system, "varlen", shape, reps=reps["varlen"], extra=extra)
+            run(system, "varlen", shape, reps=reps["varlen"], extra=extra, **_attention(attention))
         part = ["--scan-batches", str(0 if args.full else SCAN_BATCHES.get(shape, 0))]
-        flamino_scan = run("flamino", "scan", shape, reps=reps["scan"], extra=part)
-        rows = flamino_scan.get("rows_per_batch", 16)  # HF gets the same rows per batch
-        run("hf", "scan", shape, reps=reps["scan"], extra=part + ["--scan-rows", str(rows)])
+        rows = 16
+        for system, attention in SYSTEMS:
+            if system == "hf":  # HF gets the same rows per batch as flamino
+                run(system, "scan", shape, reps=reps["scan"], extra=part + ["--scan-rows", str(rows)])
+                continue
+            flamino_scan = run(system, "scan", shape, reps=reps["scan"], extra=part, **_attention(attention))
+            rows = flamino_scan.get("rows_per_batch", rows)
     peaks += [run("jax", "peak", reps=5), run("torch", "peak", reps=5)]
     info.update(loadavg_after=os.getloadavg(), total_s=time.time() - started, shapes=shapes)
     return {"info": info, "records": run.records}
 
 
-# --- the table ---------------------------------------------------------------------------------
-def _find(records, system, measurement, shape=None, **match):
-    out = [r for r in records if r["system"] == system and r["measurement"] == measurement
-           and (shape is None or r["shape"] == shape) and all(r.get(k) == v for k, v in match.items())]
-    return out
+# (system, attention path): flamino's default path, HF, flamino with the kernel off.
+SYSTEMS = (("flamino", "auto"), ("hf", None), ("flamino", "xla"))
 
 
-def _one(records, *a, **k):
-    found = [r for r in _find(records, *a, **k) if "error" not in r]
-    return found[-1] if found else None
-
-
-def _best_median(records, system, measurement, shape, key):
-    """The lowest median of ``record[key]`` over the rounds of one measurement (None if none)."""
-    medians = [r[key]["median_s"] for r in _find(records, system, measurement, shape)
-               if "error" not in r and key in r]
-    return min(medians) if medians else None
-
-
-def _median(values):
-    values = sorted(values)
-    if not values:
-        return None
-    mid = len(values) // 2
-    return values[mid] if len(values) % 2 else 0.5 * (values[mid - 1] + values[mid])
-
-
-def _mib(r):
-    return f"{r['peak_rss_mib']:.0f}" if r and "peak_rss_mib" in r else "–"
-
-
-def _ok(flag):
-    return "–" if flag is None else ("**met**" if flag else "**missed**")
-
-
-def matmul_peak(records) -> tuple[float | None, float | None]:
-    """fp32 matmul peak (GFLOP/s): JAX's best median of the start/end runs, and torch's."""
-    jax_runs = [r["gflops_median"] for r in _find(records, "jax", "peak") if "error" not in r]
-    torch_runs = [r["gflops_median"] for r in _find(records, "torch", "peak") if "error" not in r]
-    return max(jax_runs, default=None), max(torch_runs, default=None)
-
-
-SHARED_MARK = " ‡"
-MIN_CPU_SHARE = 0.7  # a system alone on its cores measured 0.87-1.0 here
-
-
-def _shared(*records) -> bool:
-    """Whether any of these measurements ran on a CPU busy with other work."""
-    for r in records:
-        if not r:
-            continue
-        share = r.get("cpu_share")
-        if share is not None and share < MIN_CPU_SHARE:
-            return True
-        if share is None and r.get("load_at_start", 0) > r.get("threads", 2) + 1.5:
-            return True  # cold starts: no timed loop, so judge by the load when they began
-    return False
-
-
-def _mark(*records) -> str:
-    return SHARED_MARK if _shared(*records) else ""
-
-
-def build_rows(result: dict) -> list[list[str]]:
-    records = result["records"]
-    peak, _ = matmul_peak(records)
-    rows = []
-    for shape in result["info"]["shapes"]:
-        f, h = _one(records, "flamino", "varlen", shape), _one(records, "hf", "varlen", shape)
-        if f or h:
-            fr = f["residues"] / f["median_s"] if f else None
-            hr = h["residues"] / h["median_s"] if h else None
-            ratio = fr / hr if fr and hr else None
-            rows.append([shape, "varlen throughput, 64 proteins (residues/s)" + _mark(f, h), _fmt(fr, "{:.0f}"),
-                         _fmt(hr, "{:.0f}"), _fmt(ratio, "{:.2f}x"), f">= {TARGETS['varlen']}x",
-                         _ok(None if ratio is None else ratio >= TARGETS["varlen"]), _mib(f), _mib(h)])
-        f, h = _one(records, "flamino", "latency", shape), _one(records, "hf", "latency", shape)
-        for length in common.LATENCY_LENGTHS:
-            ft = _best_median(records, "flamino", "latency", shape, str(length))
-            ht = _best_median(records, "hf", "latency", shape, str(length))
-            ratio = ht / ft if ft and ht else None
-            rows.append([shape, f"latency, 1 protein of {length} (ms, warm)" + _mark(f, h), _fmt(ft and ft * 1e3, "{:.1f}"),
-                         _fmt(ht and ht * 1e3, "{:.1f}"), _fmt(ratio, "{:.2f}x"), ">= 1.0x",
-                         _ok(None if ratio is None else ratio >= TARGETS["latency"]), _mib(f), _mib(h)])
-        f, h = _one(records, "flamino", "scan", shape), _one(records, "hf", "scan", shape)
-        if f or h:
-            ft, ht = (f["median_s"] if f else None), (h["median_s"] if h else None)
-            ratio = ht / ft if ft and ht else None
-            note = "" if not f or f.get("timed_positions", 300) >= common.SCAN_LENGTH else \
-                f" [{f['timed_positions']} of 300 timed, scaled]"
-            rows.append([shape, f"masked-marginal scan, 300 residues (s){note}" + _mark(f, h), _fmt(ft, "{:.1f}"),
-                         _fmt(ht, "{:.1f}"), _fmt(ratio, "{:.2f}x"), f">= {TARGETS['scan']}x",
-                         _ok(None if ratio is None else ratio >= TARGETS["scan"]), _mib(f), _mib(h)])
-        empty = _one(records, "flamino", "cold", shape, cache="empty")
-        warm = [r for r in _find(records, "flamino", "cold", shape, cache="warm") if "error" not in r]
-        hf_cold = [r for r in _find(records, "hf", "cold", shape) if "error" not in r]
-        hc = _median([r["first_embedding_s"] for r in hf_cold])
-        hc_rss = max((r["peak_rss_mib"] for r in hf_cold), default=None)
-        if empty:
-            rows.append([shape, "cold start to first embedding, empty compile cache (s)" + _mark(empty, *hf_cold),
-                         _fmt(empty["first_embedding_s"], "{:.2f}"), _fmt(hc, "{:.2f}"),
-                         _fmt(hc and hc / empty["first_embedding_s"], "{:.2f}x"), "–", "–", _mib(empty),
-                         _fmt(hc_rss, "{:.0f}")])
-        if warm:
-            wc = _median([r["first_embedding_s"] for r in warm])
-            target = shape == "t6"
-            rows.append([shape, "cold start to first embedding, warm compile cache (s)" + _mark(*warm, *hf_cold), _fmt(wc, "{:.2f}"),
-                         _fmt(hc, "{:.2f}"), _fmt(hc and hc / wc, "{:.2f}x"),
-                         "< 3 s" if target else "–", _ok(wc < TARGETS["cold_warm_t6_s"]) if target else "–",
-                         _fmt(max(r["peak_rss_mib"] for r in warm), "{:.0f}"), _fmt(hc_rss, "{:.0f}")])
-        for name, meas in (("varlen forward", "varlen"), ("masked scan", "scan")):
-            f, h = _one(records, "flamino", meas, shape), _one(records, "hf", meas, shape)
-            fe = f["flops"] / f["median_s"] / 1e9 / peak if f and peak else None
-            he = h["flops"] / h["median_s"] / 1e9 / peak if h and peak else None
-            if fe is None and he is None:
-                continue
-            target = meas == "varlen" and shape in ("t12", "t30")
-            rows.append([shape, f"efficiency, {name}: achieved FLOP/s / fp32 matmul peak" + _mark(f, h),
-                         _fmt(fe, "{:.0%}") + _fmt(f and f["flops"] / f["median_s"] / 1e9, " ({:.0f} GF/s)"),
-                         _fmt(he, "{:.0%}") + _fmt(h and h["flops"] / h["median_s"] / 1e9, " ({:.0f} GF/s)"),
-                         "–", ">= 75%" if target else "–",
-                         _ok(fe >= TARGETS["efficiency"]) if target and fe is not None else "–", "–", "–"])
-    # Engine properties (flamino only).
-    checks = [r for r in records if r["system"] == "flamino" and "error" not in r
-              and r.get("recompiles_new_lengths") is not None]
-    if checks:
-        total = sum(r["recompiles_new_lengths"] for r in checks)
-        where = ", ".join(sorted({f"{r['shape']} {r['measurement']}" for r in checks}))
-        rows.append(["all", f"recompilations after warm-up, new lengths in existing buckets ({where})",
-                     str(total), "–", "–", "0", _ok(total == 0), "–", "–"])
-    varlens = [r for r in records if r["system"] == "flamino" and r["measurement"] == "varlen" and "error" not in r]
-    if varlens:
-        ok = all(r["only_requested_outputs"] for r in varlens)
-        rows.append(["all", "attention maps / hidden states only on request (default run returns final "
-                     "representation + logits only)", "yes" if ok else "no", "–", "–", "yes", _ok(ok), "–", "–"])
-    return rows
-
-
-def _fmt(value, spec: str) -> str:
-    return "–" if value is None else spec.format(value)
-
-
-HEADER = ["shape", "measurement", "flamino", "HF transformers", "speedup (flamino vs HF)", "target", "",
-          "peak RSS flamino (MiB)", "peak RSS HF (MiB)"]
-
-
-def markdown_table(rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(HEADER) + " |", "|" + "|".join("---" for _ in HEADER) + "|"]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines)
-
-
-def report(result: dict) -> str:
-    info, records = result["info"], result["records"]
-    m = info["machine"]
-    peak, torch_peak = matmul_peak(records)
-    loads = [r["load_at_start"] for r in records if "load_at_start" in r]
-    shares = [r["cpu_share"] for r in records if r.get("cpu_share") is not None]
-    errors = [f"- {r['system']} {r['measurement']} {r['shape']}: {r['error']}" for r in records if "error" in r]
-    v = m["versions"]
-    # The run itself keeps the 1-minute load near `threads`; more than that, or threads that got
-    # clearly less than their cores while timing, means something else was running.
-    busy = (info["loadavg_before"][0] > 0.5 or (_median(loads) or 0) > info["threads"] + 0.5
-            or min(shares, default=1) < 0.75)
-    lines = [
-        f"Run {info['date']} (git {info['git']}), {info['total_s'] / 60:.1f} min in total.",
-        "",
-        f"- Command: `{info['command']}`" + (" (what `make bench` runs)" if not info["quick"] else ""),
-        f"- Machine: {m['cpu']} ({m['cpu_flags']}), {m['cores']} cores, {m['mem_gb']} GB RAM, Linux {m['kernel']}",
-        f"- Software: Python {m['python']}, jax {v['jax']} (jaxlib {v['jaxlib']}), flax {v['flax']}, "
-        f"torch {v['torch']}, transformers {v['transformers']}, numpy {v['numpy']}",
-        f"- Threads: {info['threads']} for both systems (process affinity + torch.set_num_threads); fp32; "
-        f"HF attention implementation: {_attn(records)}",
-        f"- fp32 matmul peak (4096x4096 `jnp.dot`, median of 5, best of the start and end runs): "
-        f"{_fmt(peak, '{:.0f}')} GFLOP/s; torch `mm` (same protocol) for reference: {_fmt(torch_peak, '{:.0f}')} GFLOP/s",
-        f"- Load average (1 min) before / after: {info['loadavg_before'][0]:.2f} / {info['loadavg_after'][0]:.2f}; "
-        f"at the start of each measurement: {min(loads, default=0):.2f} to {max(loads, default=0):.2f}",
-        f"- CPU share while timing (process CPU time / (wall time x threads), median per measurement): "
-        f"{_fmt(min(shares, default=None), '{:.2f}')} to {_fmt(max(shares, default=None), '{:.2f}')}"
-        " (about 1 when a system has its cores to itself)",
-    ]
-    if busy:
-        lines.append("- **The CPU was shared** with other work during this run (load average above idle): "
-                     "absolute times are inflated and noisy; both systems ran interleaved, so ratios are "
-                     "less affected, but rerun on an idle machine before trusting small differences.")
-    rows = build_rows(result)
-    lines += ["", markdown_table(rows), ""]
-    if any(SHARED_MARK in r[1] for r in rows):
-        lines += [f"{SHARED_MARK.strip()} measured while other work shared the CPU (a timed process got less "
-                  f"than {MIN_CPU_SHARE:.0%} of its cores, or a cold start began at a load average above "
-                  "threads + 1.5): treat as noisy.", ""]
-    if errors:
-        lines += ["Failed measurements:", *errors, ""]
-    return "\n".join(lines)
-
-
-def _attn(records) -> str:
-    names = {r.get("attn_implementation") for r in records if r.get("attn_implementation")}
-    return ", ".join(sorted(names)) or "?"
+def _attention(attention: str | None, **tags) -> dict:
+    """Runner keyword arguments for one flamino attention path (HF: tags only)."""
+    if attention is None:
+        return {"tags": tags} if tags else {}
+    env = {} if attention == "auto" else {"FLAMINO_ATTENTION": attention}
+    return {"env": env, "tags": {"attention": attention, **tags}}
 
 
 def write_doc(block: str) -> None:

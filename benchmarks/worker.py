@@ -39,6 +39,8 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--scan-rows", type=int, default=16,
                    help="HF masked scan: rows per batch (run.py passes flamino's)")
     p.add_argument("--no-recompile-check", action="store_true", help="varlen: skip the extra pass")
+    p.add_argument("--device", default="cpu", choices=["cpu", "gpu"],
+                   help="where flamino runs (run.py passes JAX's platform); HF uses the same")
     return p.parse_args()
 
 
@@ -84,11 +86,19 @@ def summary(times: list[float]) -> dict:
 
 
 # --- flamino ---------------------------------------------------------------------------------
+BACKEND: dict = {}  # what the engine ran with (attention path, precision, hardware), for the report
+
+
 def flamino_engine(shape: str):
+    """The engine as users get it; $FLAMINO_ATTENTION (set by run.py) picks the attention path."""
     from flamino_core import Engine, load_weights
 
     weights = load_weights(str(common.checkpoint_dir(shape, Path(ARGS.root))))
-    return Engine(weights)
+    engine = Engine(weights)
+    backend = getattr(engine, "backend", None)
+    if backend is not None:
+        BACKEND.update(attention_path=backend.attention, backend=backend.describe())
+    return engine
 
 
 class ShapeLog:
@@ -298,6 +308,14 @@ def flamino_cold() -> dict:
 
 
 # --- HF transformers ---------------------------------------------------------------------------
+def torch_device() -> str:
+    """"cuda" when flamino runs on a GPU (run.py passes JAX's platform) and torch has CUDA, so
+    both systems use the same device; otherwise "cpu"."""
+    import torch
+
+    return "cuda" if ARGS.device == "gpu" and torch.cuda.is_available() else "cpu"
+
+
 def hf_model(shape: str):
     import torch
     from transformers import EsmForMaskedLM
@@ -305,7 +323,7 @@ def hf_model(shape: str):
     torch.set_num_threads(ARGS.threads)
     model = EsmForMaskedLM.from_pretrained(str(common.checkpoint_dir(shape, Path(ARGS.root)))).eval()
     assert next(model.parameters()).dtype == torch.float32
-    return model
+    return model.to(torch_device())
 
 
 def hf_embed_logits(model, ids: np.ndarray, lengths: list[int]) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -314,11 +332,11 @@ def hf_embed_logits(model, ids: np.ndarray, lengths: list[int]) -> list[tuple[np
 
     from flamino_core.alphabet import PAD_IDX
 
-    t = torch.from_numpy(ids.astype(np.int64))
+    t = torch.from_numpy(ids.astype(np.int64)).to(model.device)
     with torch.inference_mode():
         hidden = model.esm(input_ids=t, attention_mask=(t != PAD_IDX).long()).last_hidden_state
         logits = model.lm_head(hidden)
-    hidden, logits = hidden.numpy(), logits.numpy()
+    hidden, logits = hidden.cpu().numpy(), logits.cpu().numpy()  # .cpu() waits for a GPU
     return [(hidden[i, 1:L + 1], logits[i, 1:L + 1]) for i, L in enumerate(lengths)]
 
 
@@ -367,6 +385,7 @@ def hf_varlen() -> dict:
         "batches": [list(s) for s in shapes],
         "padded_tokens": sum(r * w for r, w in shapes),
         "attn_implementation": model.config._attn_implementation,
+        "device": str(model.device),
     }
 
 
@@ -387,6 +406,7 @@ def hf_latency() -> dict:
         times = timed(run, ARGS.reps)
         result[str(length)] = {**summary(times), "flops": common.forward_flops(cfg, 1, length + 2)}
     result["attn_implementation"] = model.config._attn_implementation
+    result["device"] = str(model.device)
     return result
 
 
@@ -410,11 +430,11 @@ def hf_scan() -> dict:
             chunk = positions[first:first + rows]
             ids = np.tile(base, (len(chunk), 1)).astype(np.int64)
             ids[np.arange(len(chunk)), np.array(chunk) + 1] = MASK_IDX
-            t = torch.from_numpy(ids)
+            t = torch.from_numpy(ids).to(model.device)
             with torch.inference_mode():
                 logits = model(input_ids=t, attention_mask=torch.ones_like(t)).logits
                 at = logits[torch.arange(len(chunk)), torch.as_tensor(chunk) + 1]
-                out.append(torch.log_softmax(at, dim=-1).numpy())
+                out.append(torch.log_softmax(at, dim=-1).cpu().numpy())
         return np.concatenate(out)
 
     def shapes(n: int) -> list[tuple[int, int]]:
@@ -459,6 +479,7 @@ def hf_cold() -> dict:
     t_import = time.time()
     torch.set_num_threads(ARGS.threads)
     model = EsmForMaskedLM.from_pretrained(str(common.checkpoint_dir(ARGS.shape, Path(ARGS.root)))).eval()
+    model = model.to(torch_device())
     t_load = time.time()
     seq = common.real_records()[0][1] if common.real_records() else common.fixed_protein(146)
     ((hidden, _),) = hf_embed_logits(model, batch_encode([seq]), [len(seq)])
@@ -490,26 +511,35 @@ def jax_peak() -> dict:
 
     a = jax.random.normal(jax.random.key(0), (PEAK_N, PEAK_N), jnp.float32)
     b = jax.random.normal(jax.random.key(1), (PEAK_N, PEAK_N), jnp.float32)
-    dot = jax.jit(jnp.dot)
+    # True fp32 (on a GPU JAX's default would be TF32), as flamino runs its fp32 model.
+    dot = jax.jit(lambda a, b: jnp.dot(a, b, precision="highest"))
     for _ in range(2):
         dot(a, b).block_until_ready()
     times = timed(lambda: dot(a, b).block_until_ready(), ARGS.reps)
     flops = 2.0 * PEAK_N**3
     return {**summary(times), "flops": flops, "gflops_median": flops / statistics.median(times) / 1e9,
-            "gflops_best": flops / min(times) / 1e9}
+            "gflops_best": flops / min(times) / 1e9, "platform": jax.default_backend(),
+            "device_kind": getattr(jax.devices()[0], "device_kind", "")}
 
 
 def torch_peak() -> dict:
     import torch
 
     torch.set_num_threads(ARGS.threads)
-    a, b = torch.randn(PEAK_N, PEAK_N), torch.randn(PEAK_N, PEAK_N)
-    for _ in range(2):
+    device = torch_device()
+    a, b = torch.randn(PEAK_N, PEAK_N, device=device), torch.randn(PEAK_N, PEAK_N, device=device)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+
+    def matmul():
         a @ b
-    times = timed(lambda: a @ b, ARGS.reps)
+        sync()
+
+    for _ in range(2):
+        matmul()
+    times = timed(matmul, ARGS.reps)
     flops = 2.0 * PEAK_N**3
     return {**summary(times), "flops": flops, "gflops_median": flops / statistics.median(times) / 1e9,
-            "gflops_best": flops / min(times) / 1e9}
+            "gflops_best": flops / min(times) / 1e9, "device": device}
 
 
 # --- preparation -------------------------------------------------------------------------------
@@ -545,6 +575,7 @@ def main() -> None:
         raise SystemExit(f"no such measurement: {ARGS.system} {ARGS.measurement}")
     result = job()
     result.update(
+        **BACKEND,
         system=ARGS.system,
         measurement=ARGS.measurement,
         shape=ARGS.shape,

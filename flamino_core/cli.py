@@ -29,7 +29,7 @@ class UserError(Exception):
     """Bad input, options or model identifier: reported as one message, exit status 2."""
 
 
-def _load_engine(model: str | None):
+def _load_engine(model: str | None, verbose: bool = False):
     from .engine import Engine, enable_compilation_cache
     from .weights import ModelError, default_model, load_weights
 
@@ -45,6 +45,8 @@ def _load_engine(model: str | None):
         raise UserError(f"cannot use model {name!r}: {type(err).__name__}: {first_line}") from None
     if weights.is_random:
         _say("note: untrained test model (random weights): outputs are not biology")
+    if verbose:  # which attention path, precision and hardware (hardware.Backend.describe)
+        _say(f"running on {engine.backend.describe()}")
     return engine
 
 
@@ -118,7 +120,7 @@ def cmd_embed(args) -> int:
         raise UserError(f"--include: unknown part(s) {', '.join(unknown)}; choose from {', '.join(EMBED_PARTS)}")
     out_path = _check_output(args.output, ".npz")
     records, had_errors = _read_records(args.fasta)
-    engine = _load_engine(args.model)
+    engine = _load_engine(args.model, args.verbose)
     n = engine.config.num_layers
     try:
         repr_layers = engine.normalize_layers(args.repr_layers)
@@ -167,7 +169,7 @@ def cmd_score(args) -> int:
 
     out_path = _check_output(args.output, ".csv")
     records, had_errors = _read_records(args.fasta)
-    engine = _load_engine(args.model)
+    engine = _load_engine(args.model, args.verbose)
     with written_atomically(out_path) as tmp, open(tmp, "w", newline="") as handle:
         writer = csv.writer(handle)
         if args.strategy == "pppl":
@@ -220,6 +222,8 @@ def build_parser() -> argparse.ArgumentParser:
     model_help = ("preset name (e.g. esm2_t33_650M_UR50D), local model folder, fair-esm .pt file, flamino "
                   "checkpoint, or random:tiny (untrained test model); default $FLAMINO_MODEL or esm2_t12_35M_UR50D")
 
+    verbose_help = "say which hardware, attention path (fused kernel or pure JAX) and precision run the model"
+
     fetch = sub.add_parser("fetch", help="download a published model and cache it")
     fetch.add_argument("name")
     fetch.set_defaults(call=cmd_fetch)
@@ -238,6 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="hidden layers to save (0 = embeddings, -1 = final)")
     embed.add_argument("--long", choices=LONG_POLICIES, default="window",
                        help="sequences over 1022 residues (default: overlapping windows)")
+    embed.add_argument("-v", "--verbose", action="store_true", help=verbose_help)
     embed.set_defaults(call=cmd_embed)
 
     score = sub.add_parser("score", help="single-substitution scores or pseudo-perplexity to a .csv file")
@@ -245,6 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("-m", "--model", help=model_help)
     score.add_argument("-o", "--output", required=True, help="output .csv")
     score.add_argument("--strategy", choices=STRATEGIES, default="masked-marginals")
+    score.add_argument("-v", "--verbose", action="store_true", help=verbose_help)
     score.set_defaults(call=cmd_score)
 
     _add_batch_parser(sub)

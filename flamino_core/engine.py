@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from . import planning
+from . import hardware, planning
 from .alphabet import encode
 from .config import MAX_RESIDUES, ESM2Config
 from .convert import params_to_model
@@ -93,11 +93,15 @@ def _masked_log_probs(graphdef, state, tokens, positions):
 class Engine:
     """A loaded model with a cached, jitted forward pass. Thread-safe; share one per process."""
 
-    def __init__(self, weights: ModelWeights, token_budget: int = DEFAULT_TOKEN_BUDGET):
+    def __init__(self, weights: ModelWeights, token_budget: int | None = None, attention: str | None = None,
+                 precision: str | None = None):
         self.weights = weights
         self.config: ESM2Config = weights.config
-        self.token_budget = token_budget
         model = params_to_model(weights.params, weights.config)
+        # Attention path, matmul precision and token budget for this machine (hardware.choose:
+        # the fused CPU kernel when built, dot_product_attention on a GPU; fp32 unless asked).
+        self.backend = hardware.configure(model, attention, precision, token_budget)
+        self.token_budget = self.backend.token_budget
         self.graphdef, self.state = nnx.split(model)
         self.state = jax.device_put(self.state)
         # The graph definition is closed over rather than passed as a static argument: jit would
@@ -111,6 +115,11 @@ class Engine:
     @property
     def is_random(self) -> bool:
         return self.weights.is_random
+
+    @property
+    def attention_path(self) -> str:
+        """"fused", "xla" or "dot-product-attention" (see ``hardware``); ``backend.describe()`` says why."""
+        return self.backend.attention
 
     def normalize_layers(self, layers: Sequence[int]) -> tuple[int, ...]:
         """fair-esm layer numbering with negatives counted from the end (-1 = final)."""

@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from .attention_paths import attend_tokens_major
 from .alphabet import EOS_IDX, MASK_IDX, PAD_IDX
 from .attention_maps import apc, symmetrize
 from .config import ESM2Config
@@ -111,14 +112,43 @@ class MultiheadAttention(nnx.Module):
         self.v_proj = nnx.Linear(dim, dim, rngs=rngs)
         self.out_proj = nnx.Linear(dim, dim, rngs=rngs)
         self.rot_emb = RotaryEmbedding(self.head_dim, config.rotary_base)
+        # How attention is computed when no map is captured (see hardware.ATTENTION_PATHS; an
+        # engine sets it with ``set_attention_path``). "xla" is the code below; the others work
+        # on the (B, T, H, hd) layout in ``_attend_tokens_major``. Capturing maps always takes
+        # the pure-JAX path, which keeps the probabilities for nnx.sow.
+        self.attention_path = "xla"
+        self.attention_dtype = "float32"  # dot-product-attention's inputs (bf16: cuDNN on GPU)
 
     def _heads(self, x: jax.Array) -> jax.Array:
         batch, seq_len, _ = x.shape
         x = x.reshape(batch, seq_len, self.num_heads, self.head_dim)  # (B, T, H, hd)
         return x.transpose(0, 2, 1, 3)  # (B, H, T, hd)
 
+    def _tokens_major(self, x: jax.Array) -> jax.Array:
+        batch, seq_len, _ = x.shape
+        return x.reshape(batch, seq_len, self.num_heads, self.head_dim)  # (B, T, H, hd), no copy
+
+    def _attend_tokens_major(self, q: jax.Array, x: jax.Array, key_bias: jax.Array,
+                             q_positions: jax.Array) -> jax.Array:
+        """Attention without head transposes (``attention_paths``): the fused kernel or
+        jax.nn.dot_product_attention.
+
+        q: (B, Tq, D) from q_proj, unscaled; x: (B, T, D) for keys and values; key_bias
+        (B, 1, 1, T); q_positions (B, Tq). Returns (B, Tq, D), what out_proj reads.
+        """
+        batch, seq_len, _ = x.shape
+        q, k, v = self._tokens_major(q), self._tokens_major(self.k_proj(x)), self._tokens_major(self.v_proj(x))
+        cos, sin = self.rot_emb.cos_sin(jnp.arange(seq_len))  # (T, hd/2)
+        out = attend_tokens_major(self.attention_path, q, k, v, cos, sin, q_positions,
+                                  key_bias.reshape(batch, seq_len), self.scaling, self.attention_dtype)
+        return out.reshape(batch, q.shape[1], -1)  # (B, Tq, D)
+
     def __call__(self, x: jax.Array, key_bias: jax.Array, capture: bool) -> jax.Array:
         """x: (B, T, D); key_bias: (B, 1, 1, T), 0 for real tokens and -inf for padding."""
+        if not capture and self.attention_path != "xla":
+            batch, seq_len, _ = x.shape
+            positions = jnp.broadcast_to(jnp.arange(seq_len), (batch, seq_len))
+            return self.out_proj(self._attend_tokens_major(self.q_proj(x), x, key_bias, positions))
         # q is scaled before rotary is applied, as in both references.
         q = self._heads(self.q_proj(x) * self.scaling)
         k = self._heads(self.k_proj(x))
@@ -144,6 +174,9 @@ class MultiheadAttention(nnx.Module):
         down to the one position whose output is wanted (the same arithmetic, row by row).
         """
         x_at = jnp.take_along_axis(x, positions[:, None, None], axis=1)  # (B, 1, D)
+        if self.attention_path != "xla":
+            out = self._attend_tokens_major(self.q_proj(x_at), x, key_bias, positions[:, None])
+            return self.out_proj(out[:, 0])
         q = self._heads(self.q_proj(x_at) * self.scaling)  # (B, H, 1, hd)
         k = self._heads(self.k_proj(x))
         v = self._heads(self.v_proj(x))
@@ -153,6 +186,15 @@ class MultiheadAttention(nnx.Module):
         q = self.rot_emb.rotate(q, cos_at[:, None, None], sin_at[:, None, None])
         out = _attend_heads(q, k, v, key_bias)  # (B, H, 1, hd)
         return self.out_proj(out.reshape(out.shape[0], -1))
+
+
+def set_attention_path(model: nnx.Module, path: str, dtype: str = "float32") -> None:
+    """Make every attention layer of ``model`` use ``path`` (see ``hardware.ATTENTION_PATHS``)
+    when no map is captured; ``dtype`` is dot-product-attention's input type."""
+    for _, module in model.iter_modules():
+        if isinstance(module, MultiheadAttention):
+            module.attention_path = path
+            module.attention_dtype = dtype
 
 
 class TransformerLayer(nnx.Module):

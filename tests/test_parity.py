@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from flamino_core import Engine, load_weights, scores
+from flamino_core import Engine, fused_attention, load_weights, scores
 from flamino_core.alphabet import MASK_IDX, batch_encode
 from conftest import T6, TINY
 from reference_checkpoints import hf_forward
@@ -20,6 +20,17 @@ from reference_checkpoints import hf_forward
 # (logits, hidden states, attention, contacts, scores) agrees within 5e-5 absolute, logits
 # within 1.2e-5, so the bound has at least 2x room for summation-order noise.
 ATOL, RTOL = 1e-4, 1e-5
+
+
+# Attention paths of a pass that captures no maps (flamino_core.hardware): the fused C++ kernel
+# (the CPU default when built), the pure-JAX fallback, and jax.nn.dot_product_attention (the
+# GPU default; XLA's implementation here). Each must give the references' numbers.
+KERNEL = fused_attention.status()
+ATTENTION_PATHS = [
+    pytest.param("fused", marks=pytest.mark.skipif(not KERNEL.available, reason=f"fused kernel {KERNEL.reason}")),
+    "xla",
+    "dot-product-attention",
+]
 
 
 def close(ours, ref, what, atol=ATOL, rtol=RTOL):
@@ -84,10 +95,12 @@ def test_masked_inputs_and_token_dropout_match_hf(hf_checkpoints, real_sequences
     close(ours[real], ref[real], "logits with masks")
 
 
+@pytest.mark.parametrize("attention", ATTENTION_PATHS)
 @pytest.mark.parametrize("config", [TINY, T6], ids=["tiny", "t6"])
-def test_masked_marginals_match_hf(hf_checkpoints, real_sequences, config):
+def test_masked_marginals_match_hf(hf_checkpoints, real_sequences, config, attention):
     directory, hf = hf_checkpoints(config, "5x")
-    engine = Engine(load_weights(str(directory)))
+    engine = Engine(load_weights(str(directory)), attention=attention)
+    assert engine.attention_path == attention
     seq = real_sequences["HBB_HUMAN"][:60]
     ours = scores.masked_marginals(engine, seq)
     tokens = np.repeat(batch_encode([seq]), len(seq), axis=0)
@@ -137,12 +150,15 @@ def test_fair_esm_pt_matches_fair_esm(tmp_path, real_sequences, config):
         close(res.contacts, ref["contacts"][i, :L, :L].numpy(), f"contacts of {i}")
 
 
+@pytest.mark.parametrize("attention", ATTENTION_PATHS)
 @pytest.mark.parametrize("config", [TINY, T6], ids=["tiny", "t6"])
-def test_plain_forward_and_scan_match_hf_on_long_rows(hf_checkpoints, real_sequences, config):
-    """The fast paths: no maps captured, rows long enough (HAC1_ASPOR, 345 residues) that
-    attention is computed a few heads at a time, and the scan's last layer at the mask only."""
+def test_plain_forward_and_scan_match_hf_on_long_rows(hf_checkpoints, real_sequences, config, attention):
+    """The fast paths, each attention path: no maps captured, rows long enough (HAC1_ASPOR,
+    345 residues) that the pure-JAX attention works a few heads at a time and the kernel over
+    two key blocks, and the scan's last layer at the mask only."""
     directory, hf = hf_checkpoints(config, "2022")
-    engine = Engine(load_weights(str(directory)))
+    engine = Engine(load_weights(str(directory)), attention=attention)
+    assert engine.attention_path == attention
     seqs = sequences_for(real_sequences, config)
     assert max(map(len, seqs)) + 2 > 192  # beyond ALL_HEADS_AT_ONCE_UP_TO
     results = engine.run(seqs)  # one padded batch of mixed lengths

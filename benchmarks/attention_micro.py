@@ -1,0 +1,102 @@
+"""Attention alone: the fused kernel against the pure-JAX path, as the model calls them.
+
+    .venv/bin/python benchmarks/attention_micro.py [--rounds 5] [--shapes t6:16x304,t30:4x304]
+
+Both start from q, k, v in the (B, T, H, hd) layout the projections produce and end in the
+(B, T, D) layout ``out_proj`` reads (the pure-JAX path transposes to heads-major and back and
+applies rotary in XLA; the kernel does it all in one call). The two are timed in alternating
+rounds (this machine is shared; one round alone can be off by 1.5x); the table gives the
+median and the spread (min-max) of the per-round medians. Rows are padded like real batches:
+row i of B holds T - 7 i tokens. A development tool: not part of ``make bench``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+from flamino_core import fused_attention  # noqa: E402
+from flamino_core.model import RotaryEmbedding, attend  # noqa: E402
+
+HEADS = {"t6": (20, 16), "t12": (20, 24), "t30": (20, 32), "t33": (20, 64), "t48": (40, 128)}
+DEFAULT = "t6:16x304,t6:1x304,t6:1x1008,t6:8x1008,t12:16x304,t30:4x304,t30:1x1008,t33:2x304"
+
+
+def inputs(batch: int, tokens: int, heads: int, head_dim: int):
+    rng = np.random.default_rng(0)
+    q, k, v = (jnp.asarray(rng.normal(size=(batch, tokens, heads, head_dim)), jnp.float32) for _ in range(3))
+    lengths = np.maximum(tokens - 7 * np.arange(batch), 1)
+    bias = jnp.asarray(np.where(np.arange(tokens)[None] < lengths[:, None], 0.0, -np.inf), jnp.float32)
+    rot = RotaryEmbedding(head_dim, 10000.0)
+    return q, k, v, bias, rot
+
+
+def xla_path(q, k, v, bias, inv_freq):
+    batch, tokens, heads, head_dim = q.shape
+    rot = RotaryEmbedding.__new__(RotaryEmbedding)
+    angles = jnp.arange(tokens, dtype=jnp.float32)[:, None] * inv_freq
+    cos, sin = jnp.cos(angles), jnp.sin(angles)
+    qh = (q * head_dim**-0.5).transpose(0, 2, 1, 3)
+    kh, vh = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)
+    qh, kh = rot.rotate(qh, cos, sin), rot.rotate(kh, cos, sin)
+    out = attend(qh, kh, vh, bias[:, None, None, :])
+    return out.transpose(0, 2, 1, 3).reshape(batch, tokens, heads * head_dim)
+
+
+def kernel_path(q, k, v, bias, inv_freq):
+    batch, tokens, heads, head_dim = q.shape
+    angles = jnp.arange(tokens, dtype=jnp.float32)[:, None] * inv_freq
+    positions = jnp.broadcast_to(jnp.arange(tokens), (batch, tokens))
+    out = fused_attention.fused_attention(q, k, v, jnp.cos(angles), jnp.sin(angles), positions, bias,
+                                          head_dim**-0.5)
+    return out.reshape(batch, tokens, heads * head_dim)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--shapes", default=DEFAULT, help="comma-separated preset:BxT")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--reps", type=int, default=5, help="calls per round (median kept)")
+    args = p.parse_args()
+    status = fused_attention.status()
+    print(f"kernel: {status.reason}; load average {os.getloadavg()[0]:.2f}", file=sys.stderr)
+    paths = {"pure JAX": jax.jit(xla_path), "fused kernel": jax.jit(kernel_path)}
+    print("| shape | pure JAX (ms) | fused kernel (ms) | speedup | max abs difference |")
+    print("|---|---|---|---|---|")
+    for spec in args.shapes.split(","):
+        preset, dims = spec.split(":")
+        batch, tokens = map(int, dims.split("x"))
+        heads, head_dim = HEADS[preset]
+        q, k, v, bias, rot = inputs(batch, tokens, heads, head_dim)
+        call_args = (q, k, v, bias, rot.inv_freq[...])
+        outs = {name: np.asarray(fn(*call_args)) for name, fn in paths.items()}
+        real = np.asarray(bias[:, :, None] == 0).repeat(heads * head_dim, -1)
+        diff = float(np.abs(outs["pure JAX"] - outs["fused kernel"])[real].max())
+        medians = {name: [] for name in paths}
+        for _ in range(args.rounds):
+            for name, fn in paths.items():
+                times = []
+                for _ in range(args.reps):
+                    start = time.perf_counter()
+                    fn(*call_args).block_until_ready()
+                    times.append(time.perf_counter() - start)
+                medians[name].append(statistics.median(times) * 1e3)
+        cell = lambda ms: f"{statistics.median(ms):.2f} ({min(ms):.2f}-{max(ms):.2f})"  # noqa: E731
+        ratio = statistics.median(medians["pure JAX"]) / statistics.median(medians["fused kernel"])
+        print(f"| {preset} {batch}x{tokens} (H={heads}, hd={head_dim}) | {cell(medians['pure JAX'])} | "
+              f"{cell(medians['fused kernel'])} | {ratio:.2f}x | {diff:.1e} |", flush=True)
+    print(f"load average after: {os.getloadavg()[0]:.2f}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,79 @@
+"""Engine-level A/B of attention paths (and precisions) in one process, alternating rounds.
+
+    .venv/bin/python benchmarks/engine_paths.py --shape t6 [--paths fused,xla] [--rounds 5]
+
+Two or more engines on the same random weights (``random:<preset>``), each timed on the same
+calls in turn, round after round (this machine is shared: compare within a round, not across
+runs). Prints median and spread (min-max) of the per-round medians, in ms. A development
+tool; ``make bench`` is the measurement of record.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import common  # noqa: E402
+
+from flamino_core import Engine, load_weights  # noqa: E402
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--shape", default="t6", choices=list(common.SHAPES))
+    p.add_argument("--paths", default="fused,xla", help="comma-separated attention paths, or path:bf16")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--work", default="latency,scan", help="comma-separated: latency, scan, varlen")
+    args = p.parse_args()
+    weights = load_weights(f"random:{common.SHAPES[args.shape]}")
+    engines = {}
+    for spec in args.paths.split(","):
+        path, _, precision = spec.partition(":")
+        engines[spec] = Engine(weights, attention=path, precision=precision or "fp32")
+        print(f"{spec}: {engines[spec].backend.describe()}", file=sys.stderr)
+    calls = {}
+    work = args.work.split(",")
+    if "latency" in work:
+        for length in common.LATENCY_LENGTHS:
+            seq = common.fixed_protein(length)
+            calls[f"latency {length}"] = lambda e, seq=seq: e.run([seq])
+    if "scan" in work:
+        seq = common.fixed_protein(common.SCAN_LENGTH)
+        calls["scan batch 16x304"] = lambda e, seq=seq: e.masked_log_probs(seq, positions=range(16))
+    if "varlen" in work:
+        seqs = common.varlen_workload()
+        calls["varlen 64 proteins"] = lambda e: e.run(seqs)
+    for fn in calls.values():  # compile everything first
+        for engine in engines.values():
+            fn(engine)
+            fn(engine)
+    print(f"load average {os.getloadavg()[0]:.2f}", file=sys.stderr)
+    names = list(engines)
+    print("| call | " + " | ".join(f"{n} (ms)" for n in names) + f" | {names[-1]} / {names[0]} |")
+    print("|---|" + "---|" * (len(names) + 1))
+    for label, fn in calls.items():
+        medians = {n: [] for n in names}
+        for _ in range(args.rounds):
+            for n in names:
+                times = []
+                for _ in range(args.reps):
+                    start = time.perf_counter()
+                    fn(engines[n])
+                    times.append(time.perf_counter() - start)
+                medians[n].append(statistics.median(times) * 1e3)
+        cells = [f"{statistics.median(m):.1f} ({min(m):.1f}-{max(m):.1f})" for m in medians.values()]
+        ratio = statistics.median(medians[names[-1]]) / statistics.median(medians[names[0]])
+        print(f"| {label} | " + " | ".join(cells) + f" | {ratio:.2f}x |", flush=True)
+    print(f"load average after {os.getloadavg()[0]:.2f}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
