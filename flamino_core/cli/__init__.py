@@ -1,0 +1,65 @@
+"""The ``flamino`` command line: the same core functions as the app, for scripts and batch work.
+
+One module per command family, each declaring its subcommands' arguments (``add_parsers``) and
+running them (``cmd_*``); ``build_parser`` below assembles them, and ``main`` maps every failure
+to an exit status and one line on stderr. Each command imports the heavy modules it needs (JAX,
+Ray) only when it runs: ``flamino --help`` loads neither (``tests/test_imports.py``).
+
+Adding a command: a module here with ``add_parsers(sub)`` and its ``cmd_*``, and one line in
+``COMMAND_MODULES``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+from typing import Sequence
+
+from ..progress import say
+from . import batch_jobs, embed, models, score
+from .common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UserError
+
+__all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "UserError", "build_parser", "main"]
+
+# In the order `flamino --help` lists them.
+COMMAND_MODULES = (models, embed, score, batch_jobs)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="flamino", description="ESM-2 embeddings and variant scores (JAX / Flax NNX)."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    for module in COMMAND_MODULES:
+        module.add_parsers(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:  # argparse already printed its usage message
+        return EXIT_USAGE if exit_.code else EXIT_OK
+    try:
+        return args.call(args)
+    except UserError as err:
+        say(str(err))
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        say("interrupted")
+        return 130
+    except MemoryError:
+        say("out of memory: try fewer or shorter sequences, or a smaller model")
+        return EXIT_FAILURE
+    except OSError as err:  # an output folder without write permission, a full disk
+        where = f" {err.filename}" if err.filename else ""
+        say(f"could not write{where}: {err.strerror or err}")
+        return EXIT_FAILURE
+    except Exception as err:  # a bug or a dropped download: one line, the traceback on request
+        if os.environ.get("FLAMINO_DEBUG"):
+            traceback.print_exc()
+        say(f"unexpected error: {type(err).__name__}: {err} (set FLAMINO_DEBUG=1 to see where; please report it)")
+        return EXIT_FAILURE

@@ -1,0 +1,73 @@
+"""``flamino batch embed|score``: proteome scale on Ray (the work itself is in ``flamino_core.batch``).
+
+Only the arguments and the report live here; ``batch`` raises ``BatchError``, which becomes a
+``UserError`` (exit 2), so ``batch`` never imports the command line (no import cycle).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..options import BATCH_EMBED_PARTS, DEFAULT_SHARD_SIZE, DEFAULT_TOKEN_BUDGET, LONG_POLICIES, STRATEGIES
+from ..progress import duration, say
+from .common import EXIT_OK, EXIT_USAGE, UserError
+
+
+def cmd_batch(args) -> int:
+    """``flamino batch``: 0 when every record was computed, 2 if some failed (see failures.jsonl)."""
+    from ..batch import FAILURES, BatchError, run_batch
+
+    include = [part.strip() for part in args.include.split(",") if part.strip() and part.strip() != "none"]
+    try:
+        summary = run_batch(
+            args.batch_command, args.inputs, args.output, args.model, include=include, long=args.long,
+            strategy=getattr(args, "strategy", None), shard_size=args.shard_size, token_budget=args.token_budget,
+            ray_address=args.ray_address, actors=args.actors, cpus_per_actor=args.cpus_per_actor,
+            gpus_per_actor=args.gpus_per_actor, overwrite=args.overwrite, say=say,
+        )
+    except BatchError as err:
+        raise UserError(str(err)) from None
+    print(f"wrote {summary.out_dir}: {summary.rows:,} sequences, {summary.residues:,} residues, "
+          f"{summary.shards} shards ({summary.shards_skipped} already done)")
+    if summary.shards_run:
+        print(f"this run: {summary.shards_run} shards in {duration(summary.seconds)} on {summary.actors} actor(s), "
+              f"{summary.residues_per_s:,.0f} residues/s")
+    if summary.failures:
+        print(f"failed: {summary.failures:,} (reasons in {Path(summary.out_dir) / FAILURES})")
+        return EXIT_USAGE
+    return EXIT_OK
+
+
+def add_parsers(subparsers) -> None:
+    batch = subparsers.add_parser(
+        "batch", help="embed or score whole proteomes on Ray, resumably, into Parquet",
+        description="Embed or score many sequences on Ray (local by default). Results: one Parquet file "
+                    "per shard in OUT_DIR, a manifest, failures.jsonl. Rerun the same command to continue.",
+    )
+    kinds = batch.add_subparsers(dest="batch_command", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("inputs", nargs="+", metavar="INPUT", help="FASTA files (plain or .gz) or folders of them")
+    common.add_argument("-m", "--model",
+                        help="model identifier, as for embed (default $FLAMINO_MODEL or esm2_t12_35M_UR50D)")
+    common.add_argument("-o", "--output", required=True, metavar="OUT_DIR", help="output folder")
+    common.add_argument("--ray-address", default="local",
+                        help="'local' (default) starts Ray in this process; 'auto' or HOST:PORT joins a cluster")
+    common.add_argument("--long", choices=LONG_POLICIES, default="window",
+                        help="sequences over 1022 residues (default: overlapping windows)")
+    common.add_argument("--shard-size", type=int, default=DEFAULT_SHARD_SIZE,
+                        help=f"records per shard, the unit of work and of resumption (default {DEFAULT_SHARD_SIZE})")
+    common.add_argument("--actors", type=int,
+                        help="model actors (default: one per GPU, else one per --cpus-per-actor CPUs)")
+    common.add_argument("--cpus-per-actor", type=float, default=1, help="CPUs per actor (default 1)")
+    common.add_argument("--gpus-per-actor", type=float, help="GPUs per actor (default 1 when the cluster has GPUs)")
+    common.add_argument("--token-budget", type=int, default=DEFAULT_TOKEN_BUDGET,
+                        help=f"tokens per forward pass (default {DEFAULT_TOKEN_BUDGET})")
+    common.add_argument("--overwrite", action="store_true", help="replace a different job's results in OUT_DIR")
+
+    embed = kinds.add_parser("embed", parents=[common], help="embeddings to Parquet")
+    embed.add_argument("--include", default="mean", help=f"comma-separated: {','.join(BATCH_EMBED_PARTS)} (default mean)")
+    score = kinds.add_parser("score", parents=[common], help="variant scores or pseudo-perplexity to Parquet")
+    score.add_argument("--include", default="mean", help="'mean' (default) or 'none'")
+    score.add_argument("--strategy", choices=STRATEGIES, default=STRATEGIES[0])
+    batch.set_defaults(call=cmd_batch)

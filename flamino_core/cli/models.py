@@ -1,0 +1,50 @@
+"""``flamino fetch`` and ``flamino convert``: published checkpoints into the local cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..progress import Progress, say
+from .common import EXIT_FAILURE, EXIT_OK, UserError
+
+
+def cmd_fetch(args) -> int:
+    from ..config import PRESETS
+    from ..weights import ModelError, load_weights
+
+    name = args.name.removeprefix("facebook/")
+    if name not in PRESETS:
+        raise UserError(f"unknown model {args.name!r}; presets: {', '.join(PRESETS)}")
+    try:
+        weights = load_weights(name, progress=Progress("fetch").message)
+    except ModelError as err:
+        raise UserError(str(err)) from None
+    except Exception as err:  # the Hub client's network errors are not all OSErrors
+        say(f"could not fetch {name}: {type(err).__name__}: {err}; run the command again: "
+            "the download resumes where it stopped")
+        return EXIT_FAILURE
+    print(f"{name}: ready ({weights.config.num_layers} layers, from {weights.source})")
+    return EXIT_OK
+
+
+def cmd_convert(args) -> int:
+    from ..weights import ModelError, convert_to_checkpoint
+
+    try:
+        out = convert_to_checkpoint(args.source, Path(args.output) if args.output else None,
+                                    progress=Progress("convert").message)
+    except (ModelError, ValueError) as err:  # ValueError: damaged checkpoint files
+        raise UserError(str(err)) from None
+    print(f"wrote flamino checkpoint {out}")
+    return EXIT_OK
+
+
+def add_parsers(sub) -> None:
+    fetch = sub.add_parser("fetch", help="download a published model and cache it")
+    fetch.add_argument("name")
+    fetch.set_defaults(call=cmd_fetch)
+
+    convert = sub.add_parser("convert", help="convert a checkpoint into a flamino checkpoint folder")
+    convert.add_argument("source", help="local HF model folder, fair-esm .pt file, or preset name")
+    convert.add_argument("-o", "--output", help="output folder (default: <source name>-flamino)")
+    convert.set_defaults(call=cmd_convert)
