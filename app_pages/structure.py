@@ -82,9 +82,9 @@ def track_choices(n_layers, n_heads, seq):
     """The track picker and the widgets of the chosen track's own choices."""
     track = kept_selectbox("Colour the chain by", "strack", format_func=lambda t: f"{t}: {TRACKS[t].description}")
     choice = {"amino_acid": "A", "residue": 1, "layer": n_layers, "head": 0, "component": 1, "strategy": None}
-    params = TRACKS[track].params
+    params, needs = TRACKS[track].params, TRACKS[track].needs
     columns = st.columns(4)
-    if track in ("mean-score", "substitution"):
+    if "scores" in needs:
         with columns[0]:
             choice["strategy"] = kept_radio("Scores", "sscore", help="masked-marginals: one pass per position (slower)")
     if "amino_acid" in params:
@@ -93,8 +93,8 @@ def track_choices(n_layers, n_heads, seq):
     if "residue" in params:
         with columns[0]:
             choice["residue"] = kept_number_input(f"From position (1–{len(seq)})", "sres", max_value=len(seq))
-    if track in ("attention", "pca"):
-        names = layer_names(n_layers, first=1 if track == "attention" else 0)
+    if "attention" in needs or "representations" in needs:  # attention comes from layers 1 and up
+        names = layer_names(n_layers, first=1 if "attention" in needs else 0)
         with columns[1]:
             choice["layer"] = kept_selectbox("Layer", "slayer", names, default=n_layers, format_func=names.get)
     if "head" in params:

@@ -25,7 +25,7 @@ from flamino_core import scores
 from flamino_core.structure import fetch
 from flamino_core.structure.align import ChainAlignment, choose_chain
 from flamino_core.structure.reading import ParsedStructure, StructureError, parse_structure_bytes, read_structure
-from flamino_core.structure.tracks import compute_track, track_label
+from flamino_core.structure.tracks import TRACKS, compute_track, track_label
 
 from . import results
 from .inputs import upload_size_mb
@@ -162,8 +162,9 @@ def contacts_by_model(sequence: str) -> dict[str, np.ndarray]:
 
 
 def track_values(name: str, model: str, sequence: str, contacts: np.ndarray | None, choice: dict) -> tuple[np.ndarray | None, str]:
-    """(L,) values of a track and its label, from the cached model results; None while a queued
-    result is unavailable (``results.heavy`` has said why).
+    """(L,) values of a track and its label, from the cached model results the track needs
+    (``TRACKS[name].needs``); None while a queued result is unavailable (``results.heavy`` has
+    said why).
 
     Args:
       choice: amino_acid, residue (1-based), layer, head (0: mean), component, strategy.
@@ -171,36 +172,36 @@ def track_values(name: str, model: str, sequence: str, contacts: np.ndarray | No
     Raises:
       ValueError: a choice that does not fit (a residue beyond the attention maps).
     """
+    needs = TRACKS[name].needs
     inputs: dict = {}
-    strategy = choice["strategy"] if name in ("mean-score", "substitution") else None
     shown = sequence
-    if name == "entropy":
+    if "logits" in needs:
         inputs["logits"] = results.logits(model, sequence)
-    elif strategy == "wt-marginals":
+    if "scores" in needs and choice["strategy"] == "wt-marginals":
         inputs["scores"] = results.wt_marginal_scores(model, sequence)
-    elif strategy is not None:
+    elif "scores" in needs:
         log_probs = results.heavy(results.masked_scan, model, sequence, what="the masked-marginal scan")
         if log_probs is None:
             return None, ""
         inputs["scores"] = scores.from_masked_log_probs(log_probs, sequence).substitutions
-    elif name == "contact-count":
+    if "contacts" in needs:
         if contacts is None:
             return None, ""
         inputs["contacts"] = contacts
-    elif name == "attention":
+    if "attention" in needs:
         maps = results.heavy(results.attention, model, sequence, choice["layer"], what="the attention maps")
         if maps is None:
             return None, ""
         inputs["attention"] = maps
         shown = sequence[: maps.shape[-1] - 2]  # maps of longer sequences cover the first 1022
-    else:
+    if "representations" in needs:
         inputs["representations"] = results.representations(model, sequence, choice["layer"])
     residue = choice["residue"] - 1
     head = None if choice["head"] == 0 else choice["head"] - 1
     values = compute_track(name, shown, amino_acid=choice["amino_acid"], residue=residue, head=head,
                            component=choice["component"], **inputs)
     values = np.pad(values, (0, len(sequence) - len(shown)), constant_values=np.nan)  # no value past the maps
-    layer = choice["layer"] if name in ("attention", "pca") else None
+    layer = choice["layer"] if {"attention", "representations"} & set(needs) else None
     label = track_label(name, amino_acid=choice["amino_acid"], residue=residue, layer=layer, head=head,
-                        component=choice["component"], strategy=strategy)
+                        component=choice["component"], strategy=choice["strategy"] if "scores" in needs else None)
     return values, label

@@ -100,24 +100,24 @@ def _align_records(parsed, records, args, analysed):
 def _track_values(engine, out, args, layer):
     """The chosen track's (L,) values for one record and its label, from the run's outputs."""
     from .. import scores
-    from ..structure.tracks import compute_track, track_label
+    from ..structure.tracks import TRACKS, compute_track, track_label
 
     track = args.track or "entropy"
+    needs = TRACKS[track].needs
     residue = None if args.track_residue is None else args.track_residue - 1
     head = None if args.track_head is None else args.track_head - 1
     choices = dict(amino_acid=args.track_aa, residue=residue, head=head, component=args.track_component)
-    substitutions, strategy, attention, representations = None, None, None, None
-    if track in ("mean-score", "substitution"):
-        strategy = args.track_strategy
-        substitutions = scores.score(engine, out.sequence, strategy, long=args.long, unmasked=out,
-                                     progress=Progress(f"{strategy} scan")).substitutions
-    if track == "attention":
-        attention = out.attentions[0]  # (H, L+2, L+2) of the one layer asked for
-    if track == "pca":
-        representations = out.representations[layer]
-    values = compute_track(track, out.sequence, logits=out.logits, scores=substitutions, contacts=out.contacts,
-                           attention=attention, representations=representations, **choices)
-    shown_layer = layer if track in ("attention", "pca") else None
+    inputs = {"logits": out.logits, "contacts": out.contacts}
+    strategy = args.track_strategy if "scores" in needs else None
+    if strategy:
+        inputs["scores"] = scores.score(engine, out.sequence, strategy, long=args.long, unmasked=out,
+                                        progress=Progress(f"{strategy} scan")).substitutions
+    if "attention" in needs:
+        inputs["attention"] = out.attentions[0]  # (H, L+2, L+2) of the one layer asked for
+    if "representations" in needs:
+        inputs["representations"] = out.representations[layer]
+    values = compute_track(track, out.sequence, **inputs, **choices)
+    shown_layer = layer if {"attention", "representations"} & set(needs) else None
     return values, track_label(track, layer=shown_layer, strategy=strategy, **choices)
 
 
