@@ -179,7 +179,7 @@ def test_registry_options_belong_to_pages_and_their_defaults_survive_a_link():
         (Integer(1, 20), {"1": 1, "20": 20, "07": 7}, ["0", "21", "-1", "1.0", "1e1", " 3", "", "123456789"]),
         (Choice({"wt": "fast", "masked": "exact"}), {"wt": "wt", "masked": "masked"}, ["WT", "fast", ""]),
         (Flag(), {"1": True, "0": False}, ["true", "yes", "2", ""]),
-        (Word(), {"A": "A", "b2": "b2", "best": "best"}, ["", "A B", "ABCDE", "A;", "<b>", "A\n"]),
+        (Word(), {"A": "A", "b2": "b2", "A-2": "A-2", "best": "best"}, ["", "A B", "ABCDEFGHI", "A;", "<b>", "A\n"]),
     ],
 )
 def test_option_kinds_parse_only_what_they_write(kind, good, bad):

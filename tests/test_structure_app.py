@@ -231,3 +231,32 @@ def test_every_widget_of_the_page_is_kept():
     open_page(at, "structure")  # the structure and the selections survive a page switch
     assert_clean(at)
     assert at.selectbox(key="_w_strack").value == "pca" and len(figures(at)) == 2
+
+
+def test_without_input_the_page_points_to_the_input_page():
+    at = open_page(start(), "structure")
+    assert_clean(at)
+    assert any("Input" in i.value for i in at.info) and not at.get("file_uploader")
+
+
+def test_a_full_heavy_queue_leaves_the_rest_of_the_page(monkeypatch):
+    """Hosted, a 446-residue record (1GBT's chain twice: over the 400 residues whose contacts are
+    queued) while another session holds the only slot: the contact parts wait with a warning,
+    the 3D view (entropy: no queue) is drawn; once the slot is free, everything is."""
+    from app_pages._ui import heavy_jobs
+
+    for name, value in {"FLAMINO_HOSTED": "1", "FLAMINO_MAX_RESIDUES": "1000", "FLAMINO_MAX_UPLOAD_BYTES": "1000000"}.items():
+        monkeypatch.setenv(name, value)
+    queue = heavy_jobs.HeavyJobQueue(workers=1, max_waiting=0)
+    monkeypatch.setattr(heavy_jobs, "_QUEUE", queue)
+    sequence = reference_case("1GBT.cif")[0] * 2
+    at = structure_page(sequence)
+    with queue.slot():
+        upload(at, "1GBT.cif")
+        assert not at.exception and not at.error
+        assert any("contact map was not computed" in w.value for w in at.warning)
+        assert not at.dataframe and titles(at) == ["Chain A of 1GBT.cif: entropy (bits)"]
+        assert unescaped(at.success[0].value).endswith("identity 100.0%, coverage 50.0% of the sequence")
+    at.run()
+    assert_clean(at)
+    assert len(at.dataframe[0].value) == 12 and len(figures(at)) == 2

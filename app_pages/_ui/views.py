@@ -83,7 +83,8 @@ class Flag:
 class Word:
     """A short identifier such as a structure's chain id, written as itself."""
 
-    pattern: str = r"[A-Za-z0-9]{1,4}"  # PDB chain ids are one character, mmCIF author ids up to 4
+    # PDB chain ids are one character; mmCIF author ids of large assemblies are longer ("AAA", "A-2").
+    pattern: str = r"[A-Za-z0-9_.-]{1,8}"
 
     def parse(self, text: str) -> str | None:
         return text if self.valid(text) else None
