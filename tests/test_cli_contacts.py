@@ -241,3 +241,13 @@ def test_help_stays_light():
     code = ("import contextlib, io\nfrom flamino_core.cli import main\n"
             "with contextlib.redirect_stdout(io.StringIO()):\n    assert main(['contacts', '--help']) == 0")
     assert heavy_modules_after(code) == []
+
+
+def test_pdb_file_names_for_several_records_are_safe_and_distinct(tmp_path):
+    from flamino_core.cli.contacts import pdb_paths
+
+    out = tmp_path / "scored.pdb"
+    assert pdb_paths(out, ["only|one"]) == [out]
+    names = [p.name for p in pdb_paths(out, ["sp|P69905|HBA", "sp|P69905|HBA", "../etc/x", "***"])]
+    assert names == ["scored.sp_P69905_HBA.pdb", "scored.sp_P69905_HBA_.pdb", "scored.etc_x.pdb", "scored.record.pdb"]
+    assert all(p.parent == tmp_path for p in pdb_paths(out, ["../etc/x"] * 2))

@@ -44,17 +44,18 @@ def open_structure(spec: str):
         raise UserError(f"--structure: {err}") from None
 
 
-def pdb_paths(pdb_out: Path, record_ids: list[str]) -> dict[str, Path]:
-    """One PDB file per record: ``pdb_out`` itself for one record, ``<stem>.<record_id>.pdb`` beside it for several."""
+def pdb_paths(pdb_out: Path, record_ids: list[str]) -> list[Path]:
+    """One PDB file per record, in order: ``pdb_out`` itself for one record, ``<stem>.<record_id>.pdb``
+    beside it for several (ids made safe for file names, and distinct: ids may repeat)."""
     if len(record_ids) == 1:
-        return {record_ids[0]: pdb_out}
-    paths, used = {}, set()
+        return [pdb_out]
+    paths, used = [], set()
     for record_id in record_ids:
         name = re.sub(r"[^A-Za-z0-9_.-]+", "_", record_id).strip("_.") or "record"
-        while name in used:  # two ids that differ only in characters a file name cannot hold
+        while name in used:
             name += "_"
         used.add(name)
-        paths[record_id] = pdb_out.with_name(f"{pdb_out.stem}.{name}.pdb")
+        paths.append(pdb_out.with_name(f"{pdb_out.stem}.{name}.pdb"))
     return paths
 
 
@@ -74,15 +75,17 @@ def _check_track_options(args) -> None:
         raise UserError("--track-head is counted from 1 (leave it out for the mean of all heads)")
 
 
-def _align_records(parsed, records, args, analysed):
+def _align_records(parsed, records, args):
     """Each record's alignment (or the message why it cannot be compared), said on stderr."""
+    from ..config import MAX_RESIDUES
     from ..structure.align import choose_chain
     from ..structure.reading import StructureError
 
     aligned, refused, notes_said = [], [], set()
     for record in records:
+        analysed = record.sequence[:MAX_RESIDUES] if args.long == "truncate" else record.sequence  # as the engine will
         try:
-            alignment = choose_chain(parsed, analysed[record.id], args.chain, args.model_index, args.min_identity)
+            alignment = choose_chain(parsed, analysed, args.chain, args.model_index, args.min_identity)
         except StructureError as err:
             refused.append(f"{record.id}: {err}")
             if len(records) > 1:  # a single record's refusal is the command's one-line error
@@ -124,7 +127,6 @@ def _track_values(engine, out, args, layer):
 def cmd_contacts(args) -> int:
     import pandas as pd
 
-    from ..config import MAX_RESIDUES
     from ..structure.contacts import PRECISION_COLUMNS, precision_table
     from ..structure.export import pdb_with_track, precision_csv
     from ..structure.reading import StructureError, chain_residues
@@ -145,8 +147,7 @@ def cmd_contacts(args) -> int:
         say(f"  {summary.describe()}")
 
     records, had_errors = read_records(args.fasta)
-    analysed = {r.id: r.sequence[:MAX_RESIDUES] if args.long == "truncate" else r.sequence for r in records}
-    aligned, refused = _align_records(parsed, records, args, analysed)
+    aligned, refused = _align_records(parsed, records, args)
     if not aligned:
         if len(refused) == 1:
             raise UserError(refused[0])
@@ -161,7 +162,7 @@ def cmd_contacts(args) -> int:
         raise UserError(f"--track-layer: {err}") from None
     if "attention" in needs and layer == 0:
         raise UserError("--track-layer: attention comes from layers 1 and up (layer 0 is the token embedding)")
-    paths = pdb_paths(pdb_out, [record.id for record, _ in aligned]) if pdb_out else {}
+    paths = pdb_paths(pdb_out, [record.id for record, _ in aligned]) if pdb_out else []
 
     tables, written = [], []
     for index, (record, alignment) in enumerate(aligned):
@@ -188,9 +189,9 @@ def cmd_contacts(args) -> int:
             say(f"error: {record.id}: no PDB file: {err}")
             had_errors = True
             continue
-        with written_atomically(paths[record.id]) as tmp:
+        with written_atomically(paths[index]) as tmp:
             tmp.write_text(text)
-        written.append(paths[record.id])
+        written.append(paths[index])
 
     table = pd.concat(tables, ignore_index=True)[list(PRECISION_COLUMNS)]
     with written_atomically(out_path) as tmp:
