@@ -659,6 +659,10 @@ EVERY_OPTION = {
     "head": ("3", 3),
     "apc": ("1", True),
     "special": ("1", True),
+    # The Structure page's options (its widgets show with a structure: tests/test_structure_app.py).
+    "schain": ("B", "B"), "smodel": ("1", 1), "srange": ("long", "long"), "scut": ("L/5", "L/5"),
+    "strack": ("attention", "attention"), "saa": ("W", "W"), "sres": ("5", 5), "slayer": ("1", 1),
+    "shead": ("2", 2), "spc": ("2", 2), "sscore": ("masked-marginals", "masked-marginals"),
 }
 VALUE_WIDGETS = ("selectbox", "radio", "number_input", "toggle", "checkbox", "text_area", "text_input",
                  "slider", "select_slider", "multiselect")  # fmt: skip
@@ -674,7 +678,7 @@ def test_every_widget_is_kept_and_defaults_to_its_current_value():
     assert set(EVERY_OPTION) == set(OPTIONS)  # a new option gets a value here
     at = start({"seq": UBIQUITIN, "page": "attention", **{k: text for k, (text, _) in EVERY_OPTION.items()}})
     kinds = set()
-    for name in ("attention", "predictions", "embeddings", "input"):
+    for name in ("attention", "predictions", "embeddings", "structure", "input"):
         if name != "attention":
             open_page(at, name)
         assert_clean(at)

@@ -238,3 +238,46 @@ def test_an_idle_server_with_an_open_tab_uses_almost_no_cpu(server, browser):
     # Measured: ~0.5-2% with the watcher off; about 100% (one core) with it on. 10% leaves room
     # for a slow, shared CI machine and still fails a watcher or any other busy loop.
     assert used < 0.10, f"the idle server used {100 * used:.0f}% of a core over {seconds:.0f} s"
+
+
+def test_structure_page_upload_then_table_contact_map_3d_view_and_pdb(server, browser, tmp_path):
+    """Upload 2BEG.pdb for Aβ42 on the Structure page: the precision table, the contact map and the
+    3D view (WebGL) are drawn with no request leaving this machine, and the PDB download carries
+    the track in its B-factor column."""
+    structure = ROOT.parent / "shared" / "structures" / "2BEG.pdb"
+    if not structure.exists():
+        pytest.skip(f"real structure not found at {structure}")
+    from Bio.PDB import PDBParser
+
+    context = browser.new_context(viewport=VIEWPORT)
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    outside = []  # requests to anywhere but the app's server: a CDN would show up here
+
+    def route(request_route):
+        if request_route.request.url.startswith(server.url):
+            request_route.continue_()
+        else:
+            outside.append(request_route.request.url)
+            request_route.abort()
+
+    page.route("**/*", route)
+    page.goto(f"{server.url}/?page=structure&seq=DAEFRHDSGYEVHHQKLVFFAEDVGSNKGAIIGLMVGGVVIA")
+    page.get_by_role("heading", name="Structure", exact=True).wait_for()
+    page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(structure))
+    _check_page(page, "structure", 2)
+    page.wait_for_selector(".js-plotly-plot .gl-container canvas")  # the 3D scene is drawn
+    assert page.get_by_text("chain A: 26 residues, 26 aligned, identity 100.0%").count() == 1
+    assert page.locator('[data-testid="stDataFrame"]').count() == 1
+    table = _download(page, "Precision (CSV)", tmp_path).read_text().splitlines()
+    assert table[0] == "model,record_id,chain,range,cutoff,precision,n_pairs,identity,coverage" and len(table) == 13
+
+    pdb = _download(page, "Structure with entropy as B-factors (PDB)", tmp_path)
+    assert pdb.read_text().startswith("REMARK flamino: B-factor column: entropy (bits)\n")
+    chain = PDBParser(QUIET=True).get_structure("out", str(pdb))[0]["A"]
+    per_residue = {residue.id[1]: {atom.get_bfactor() for atom in residue} for residue in chain}
+    assert sorted(per_residue) == list(range(17, 43))
+    # One value per residue, an entropy over 20 amino acids: within [0, log2 20 = 4.32] bits.
+    assert all(len(b) == 1 and 0 <= min(b) <= 4.33 for b in per_residue.values())
+    assert outside == []
+    context.close()

@@ -18,7 +18,7 @@ from app_pages._ui.links import (
     encode_fasta,
     encode_view,
 )
-from app_pages._ui.views import OPTIONS, PAGES, Choice, Flag, Integer, page_options
+from app_pages._ui.views import OPTIONS, PAGES, Choice, Flag, Integer, Word, page_options
 
 HBB = (
     ">HBB_HUMAN Human beta hemoglobin.\n"
@@ -96,6 +96,8 @@ def test_every_option_survives_a_round_trip():
     samples = {
         "pos": 12, "k": 20, "scan": "masked", "elayer": 0, "dims": "3", "colour": "class",
         "alayer": 33, "head": 20, "apc": False, "special": True,
+        "schain": "AB1", "smodel": 3, "srange": "long", "scut": "L/5", "strack": "attention", "saa": "W",
+        "sres": 17, "slayer": 0, "shead": 2, "spc": 3, "sscore": "masked-marginals",
     }  # fmt: skip
     assert set(samples) == set(OPTIONS)
     view = SharedView(page="predictions", options=samples)
@@ -177,6 +179,7 @@ def test_registry_options_belong_to_pages_and_their_defaults_survive_a_link():
         (Integer(1, 20), {"1": 1, "20": 20, "07": 7}, ["0", "21", "-1", "1.0", "1e1", " 3", "", "123456789"]),
         (Choice({"wt": "fast", "masked": "exact"}), {"wt": "wt", "masked": "masked"}, ["WT", "fast", ""]),
         (Flag(), {"1": True, "0": False}, ["true", "yes", "2", ""]),
+        (Word(), {"A": "A", "b2": "b2", "A-2": "A-2", "best": "best"}, ["", "A B", "ABCDEFGHI", "A;", "<b>", "A\n"]),
     ],
 )
 def test_option_kinds_parse_only_what_they_write(kind, good, bad):

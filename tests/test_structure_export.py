@@ -9,7 +9,7 @@ from structure_reference import STRUCTURES, entity_sequences, pdb_text_rows
 
 from flamino_core.structure.reading import StructureError, parse_structure_bytes, read_structure
 from flamino_core.structure.align import choose_chain
-from flamino_core.structure.export import UNALIGNED_BFACTOR, pdb_with_track, precision_csv
+from flamino_core.structure.export import UNALIGNED_BFACTOR, pdb_export_problem, pdb_with_track, precision_csv
 
 pytestmark = pytest.mark.skipif(not STRUCTURES.is_dir(), reason=f"real structures not found at {STRUCTURES}")
 
@@ -98,6 +98,19 @@ def test_values_outside_the_bfactor_column_are_refused():
         pdb_with_track(parsed, alignment, np.full(26, 5000.0), "big")
     with pytest.raises(StructureError, match="B-factor column holds"):
         pdb_with_track(parsed, alignment, np.full(26, 0.5), "attention", scale=1e4)
+    # The app asks first, and gets the same message without a PDB being written.
+    assert "B-factor column holds" in pdb_export_problem(parsed, alignment, np.full(26, 5000.0), "big")
+    assert pdb_export_problem(parsed, alignment, np.full(26, 5.0), "fine") is None
+
+
+def test_long_remarks_are_wrapped_to_80_columns_not_cut():
+    parsed = read_structure(STRUCTURES / "2BEG.pdb")
+    alignment = choose_chain(parsed, "LVFFAEDVGSNKGAIIGLMVGGVVIA")
+    label = "attention from residue 1022 (layer 33, mean of heads) and some more words to wrap"
+    text = pdb_with_track(parsed, alignment, np.zeros(26), label, scale=100)
+    remarks = [line for line in text.splitlines() if line.startswith("REMARK")]
+    assert all(len(line) <= 80 and line.startswith("REMARK flamino: ") for line in remarks)
+    assert f"B-factor column: {label} x100" in " ".join(line[16:] for line in remarks)
 
 
 def test_precision_csv_has_the_columns_and_empty_nan():

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from flamino_core.alphabet import TOKENS
-from flamino_core.structure.tracks import TRACKS, compute_track
+from flamino_core.options import STRUCTURE_TRACKS
+from flamino_core.structure.tracks import TRACKS, compute_track, track_label
 
 STANDARD = "ACDEFGHIKLMNPQRSTVWY"
 SEQUENCE = "MKVLAXGHW"  # with an X: its wild type is not among the 20
@@ -85,6 +86,17 @@ def test_missing_inputs_and_unknown_tracks_are_named():
 
 def test_registry_names_what_each_track_needs():
     assert set(TRACKS) == {"entropy", "mean-score", "substitution", "contact-count", "attention", "pca"}
+    assert tuple(TRACKS) == STRUCTURE_TRACKS  # the light list the CLI parser and the app's links use
     assert TRACKS["attention"].pdb_scale == 100  # weights in [0, 1] would lose all but 2 decimals
     for track in TRACKS.values():
         assert set(track.needs) <= {"logits", "scores", "contacts", "attention", "representations"}
+
+
+def test_labels_say_the_choices_one_based():
+    assert track_label("entropy") == "entropy (bits)"
+    assert track_label("attention", residue=16, layer=6, head=2) == "attention from residue 17 (layer 6, head 3)"
+    assert track_label("attention", residue=0, layer=2) == "attention from residue 1 (layer 2, mean of heads)"
+    assert track_label("substitution", amino_acid="P", strategy="wt-marginals") == "score of P at each position, wt-marginals"
+    assert track_label("pca", component=2, layer=0) == "PC2 of layer 0"
+    with pytest.raises(ValueError, match="unknown track"):
+        track_label("plddt")

@@ -66,6 +66,11 @@ def csv_button(label: str, make_frame: Callable[[], pd.DataFrame], file_name: st
     _download(label, lambda: make_frame().to_csv(index=False).encode("utf-8"), file_name, "text/csv", key)
 
 
+def text_button(label: str, make_text: Callable[[], str], file_name: str, mime: str, key: str) -> None:
+    """A download of the text ``make_text()`` builds (only when clicked): a PDB file, a CSV."""
+    _download(label, lambda: make_text().encode("utf-8"), file_name, mime, key)
+
+
 def npz_button(label: str, arrays: Callable[[], dict[str, np.ndarray]], file_name: str, key: str) -> None:
     """A download of the arrays ``arrays()`` builds (only when clicked) as a compressed NPZ."""
 

@@ -16,7 +16,13 @@ import dataclasses
 import re
 from collections.abc import Mapping
 
+from flamino_core.options import CONTACT_CUTOFFS, SEPARATION_RANGES, STRUCTURE_TRACKS, TRACK_SCORE_STRATEGIES
+
 MAX_INT = 10_000_000  # bounds any number a link carries; 8 digits at most
+
+
+def _span(low: int, high: int | None) -> str:
+    return f"≥ {low}" if high is None else f"{low}–{high}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,7 +79,24 @@ class Flag:
         return isinstance(value, bool)
 
 
-Kind = Integer | Choice | Flag
+@dataclasses.dataclass(frozen=True)
+class Word:
+    """A short identifier such as a structure's chain id, written as itself."""
+
+    # PDB chain ids are one character; mmCIF author ids of large assemblies are longer ("AAA", "A-2").
+    pattern: str = r"[A-Za-z0-9_.-]{1,8}"
+
+    def parse(self, text: str) -> str | None:
+        return text if self.valid(text) else None
+
+    def format(self, value: str) -> str:
+        return value
+
+    def valid(self, value: object) -> bool:
+        return isinstance(value, str) and re.fullmatch(self.pattern, value) is not None
+
+
+Kind = Integer | Choice | Flag | Word
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,9 +131,27 @@ PAGES: dict[str, Page] = {
         Page("predictions", "Masked predictions", ":material/grid_on:", "app_pages/predictions.py"),
         Page("embeddings", "Embeddings", ":material/scatter_plot:", "app_pages/embeddings.py"),
         Page("attention", "Attention", ":material/hub:", "app_pages/attention.py"),
+        Page("structure", "Structure", ":material/deployed_code:", "app_pages/structure.py"),
     )
 }
 DEFAULT_PAGE = "input"
+
+# The Structure page: chain and model in the file, the contact map's range and cutoff, and the
+# track on the 3D view with its own choices.
+BEST_CHAIN = "best"  # the chain that best matches the sequence
+STRUCTURE_OPTIONS = (
+    ViewOption("schain", "structure", Word(), BEST_CHAIN),
+    ViewOption("smodel", "structure", Integer(0, 9999), 0),  # 0-based model in the file
+    ViewOption("srange", "structure", Choice({name: f"{name} ({_span(*bounds)})" for name, bounds in SEPARATION_RANGES.items()}), "all"),
+    ViewOption("scut", "structure", Choice({cutoff: f"top {cutoff}" for cutoff in CONTACT_CUTOFFS}), "L"),
+    ViewOption("strack", "structure", Choice({name: name for name in STRUCTURE_TRACKS}), "entropy"),
+    ViewOption("saa", "structure", Choice({aa: aa for aa in "ACDEFGHIKLMNPQRSTVWY"}), "A"),  # substitution
+    ViewOption("sres", "structure", Integer(1), 1),  # attention: from this position, 1-based
+    ViewOption("slayer", "structure", Integer(0, 1000)),  # attention, pca; default: the final layer
+    ViewOption("shead", "structure", Integer(0, 1000), 0),  # attention; 0: the mean of all heads
+    ViewOption("spc", "structure", Integer(1, 10), 1),  # pca component
+    ViewOption("sscore", "structure", Choice({s: s for s in TRACK_SCORE_STRATEGIES}), "wt-marginals"),
+)
 
 OPTIONS: dict[str, ViewOption] = {
     option.key: option
@@ -141,6 +182,7 @@ OPTIONS: dict[str, ViewOption] = {
         ViewOption("head", "attention", Integer(0, 1000), 0),  # 0: the average of all heads
         ViewOption("apc", "attention", Flag(), False),
         ViewOption("special", "attention", Flag(), False),
+        *STRUCTURE_OPTIONS,
     )
 }
 

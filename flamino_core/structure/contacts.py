@@ -29,17 +29,13 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+# Separation ranges (inclusive bounds, None: no upper bound) and cutoffs (label -> k in
+# floor(L / k)), in the order the table lists them: defined with the other choices the CLI and
+# the app offer, so the app's link registry reads them without importing this module.
+from ..options import CONTACT_CUTOFFS as CUTOFFS, SEPARATION_RANGES  # noqa: F401 (part of this module's API)
 from .align import ChainAlignment
 
 CONTACT_DISTANCE = 8.0  # Angstrom, C-beta to C-beta
-# Separation ranges, inclusive bounds (None: no upper bound), in the order the table lists them.
-SEPARATION_RANGES: dict[str, tuple[int, int | None]] = {
-    "short": (6, 11),
-    "medium": (12, 23),
-    "long": (24, None),
-    "all": (6, None),
-}
-CUTOFFS: dict[str, int] = {"L": 1, "L/2": 2, "L/5": 5}  # label -> k in floor(L / k)
 PRECISION_COLUMNS = ("record_id", "chain", "range", "cutoff", "precision", "n_pairs", "identity", "coverage")
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import math
+import textwrap
 
 import numpy as np
 import pandas as pd
@@ -19,6 +20,39 @@ from .align import ChainAlignment
 UNALIGNED_BFACTOR = 0.0  # residues with no value (not aligned to the sequence, other chains, ligands, water)
 # The PDB B-factor field is 6 characters with two decimals (columns 61-66).
 BFACTOR_MIN, BFACTOR_MAX = -99.99, 999.99
+REMARK = "REMARK flamino: "
+
+
+def pdb_export_problem(
+    parsed: ParsedStructure,
+    alignment: ChainAlignment,
+    values: np.ndarray,
+    label: str,
+    scale: float = 1.0,
+    fill: float = UNALIGNED_BFACTOR,
+    whole_model: bool = False,
+) -> str | None:
+    """Why ``pdb_with_track`` would refuse these arguments (its message), or None if it would not.
+
+    Cheap (no PDB text is written): the app asks before offering the download.
+    """
+    per_residue = alignment.per_residue(values) * scale
+    finite = per_residue[np.isfinite(per_residue)]
+    if finite.size and (finite.min() < BFACTOR_MIN or finite.max() > BFACTOR_MAX):
+        return (
+            f"{label} x{scale:g} ranges from {finite.min():.4g} to {finite.max():.4g}; the PDB B-factor "
+            f"column holds {BFACTOR_MIN} to {BFACTOR_MAX}: choose a smaller scale"
+        )
+    if not (BFACTOR_MIN <= fill <= BFACTOR_MAX) or math.isnan(fill):
+        return f"the fill value {fill} does not fit the B-factor column"
+    model = parsed.model(alignment.chain.model_index)
+    for chain in list(model) if whole_model else [model[alignment.chain_id]]:
+        if len(chain.id) > 1:
+            return (
+                f"chain {chain.id!r} has a {len(chain.id)}-character id, which the PDB format cannot hold"
+                + ("; export only the aligned chain" if whole_model and chain.id != alignment.chain_id else "")
+            )
+    return None
 
 
 def pdb_with_track(
@@ -47,24 +81,14 @@ def pdb_with_track(
       StructureError: a chain id longer than one character, or a value outside what the
         B-factor column holds (the message says the range and suggests a scale).
     """
+    problem = pdb_export_problem(parsed, alignment, values, label, scale, fill, whole_model)
+    if problem:
+        raise StructureError(problem)
     per_residue = alignment.per_residue(values) * scale
-    finite = per_residue[np.isfinite(per_residue)]
-    if finite.size and (finite.min() < BFACTOR_MIN or finite.max() > BFACTOR_MAX):
-        raise StructureError(
-            f"{label} x{scale:g} ranges from {finite.min():.4g} to {finite.max():.4g}; the PDB B-factor "
-            f"column holds {BFACTOR_MIN} to {BFACTOR_MAX}: choose a smaller scale"
-        )
-    if not (BFACTOR_MIN <= fill <= BFACTOR_MAX) or math.isnan(fill):
-        raise StructureError(f"the fill value {fill} does not fit the B-factor column")
 
     model = parsed.model(alignment.chain.model_index).copy()
     chains = list(model) if whole_model else [model[alignment.chain_id]]
     for chain in chains:
-        if len(chain.id) > 1:
-            raise StructureError(
-                f"chain {chain.id!r} has a {len(chain.id)}-character id, which the PDB format cannot hold"
-                + ("; export only the aligned chain" if whole_model and chain.id != alignment.chain_id else "")
-            )
         for residue in chain.get_unpacked_list():  # unpacks residues with alternative identities
             for atom in residue.get_unpacked_list():  # and atoms with alternate locations
                 atom.set_bfactor(fill)
@@ -86,8 +110,10 @@ def pdb_with_track(
         f"chain {alignment.chain_id} of model {alignment.chain.model_index} aligned to the sequence",
         f"atoms without a value: {fill:.2f}",
     ):
-        # Unnumbered free-text REMARK lines: the numbered ones have meanings in the PDB format.
-        out.write(f"REMARK flamino: {remark}"[:80] + "\n")
+        # Unnumbered free-text REMARK lines (the numbered ones have meanings in the PDB format),
+        # wrapped to the format's 80 columns rather than cut.
+        for line in textwrap.wrap(remark, width=80 - len(REMARK)) or [""]:
+            out.write(f"{REMARK}{line}\n")
     writer.save(out, select=selection)
     return out.getvalue()
 

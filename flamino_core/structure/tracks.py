@@ -50,6 +50,38 @@ TRACKS: dict[str, Track] = {
 }
 
 
+def track_label(
+    name: str,
+    *,
+    amino_acid: str | None = None,
+    residue: int | None = None,
+    layer: int | None = None,
+    head: int | None = None,
+    component: int = 1,
+    strategy: str | None = None,
+) -> str:
+    """What a track's values are, with its choices, for a colour bar, a title or the PDB REMARK.
+
+    Takes ``compute_track``'s choices (``residue`` and ``head`` 0-based, as there) plus the layer
+    (fair-esm numbering) and the scoring strategy the values came from; positions and heads are
+    written 1-based, as users count them: ``attention from residue 17 (layer 6, head 3)``.
+    """
+    if name not in TRACKS:
+        raise ValueError(f"unknown track {name!r}; choose one of {', '.join(TRACKS)}")
+    source = f", {strategy}" if strategy else ""
+    if name == "mean-score":
+        return f"mean substitution score{source}"
+    if name == "substitution":
+        return f"score of {amino_acid} at each position{source}"
+    if name == "attention":
+        heads = "mean of heads" if head is None else f"head {head + 1}"
+        where = f"layer {layer}, " if layer is not None else ""
+        return f"attention from residue {'?' if residue is None else residue + 1} ({where}{heads})"
+    if name == "pca":
+        return f"PC{component}" + (f" of layer {layer}" if layer is not None else "")
+    return TRACKS[name].label
+
+
 def entropy_track(logits: np.ndarray) -> np.ndarray:
     """(L,) entropy in bits of the predicted amino-acid distribution, from (L, vocab) logits."""
     return entropy(amino_acid_probabilities(logits), axis=0)

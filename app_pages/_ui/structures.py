@@ -1,0 +1,207 @@
+"""The Structure page's structure and what the page computes from it.
+
+Where a structure comes from (an upload, a file on this machine, a download by PDB id or UniProt
+accession), holding it for the session, the chain's alignment (cached), the contacts of every
+model run on the page this session (for the precision table by model), and the per-residue
+track values from the cached model results.
+
+The parsed structure lives in session state, so it survives page switches; flamino never
+modifies it (exports work on copies). Uploads are parsed once per content for every session
+(``st.cache_resource`` keyed by the bytes' hash). A file that is not a structure, a refused path
+or a failed download is a message under the source widgets, never a traceback. Hosted mode
+(``policy.py``) offers no local paths; downloads are allowed, capped at the upload size.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from pathlib import Path
+
+import numpy as np
+import streamlit as st
+
+from flamino_core import scores
+from flamino_core.structure import fetch
+from flamino_core.structure.align import ChainAlignment, choose_chain
+from flamino_core.structure.reading import ParsedStructure, StructureError, parse_structure_bytes, read_structure
+from flamino_core.structure.tracks import TRACKS, compute_track, track_label
+
+from . import results
+from .inputs import upload_size_mb
+from .policy import current_limits, hosted_mode
+from .widgets import kept_text_input, plain
+
+# Session-state keys.
+STRUCTURE = "_structure"  # (ParsedStructure, cache key, where it came from)
+PROBLEM = "_structure_problem"  # why the last upload / path / download gave no structure
+UPLOAD = "_structure_upload"
+PATH = "structure_path"  # kept text inputs
+FETCH_ID = "structure_fetch_id"
+SEEN_CONTACTS = "_structure_contacts"  # (model, sequence) -> (L, L) contacts, oldest first
+MAX_SEEN = 6  # contact maps kept per session: at 2,000 residues each is 16 MB
+
+
+# --- where the structure comes from ------------------------------------------------------------
+@st.cache_resource(show_spinner="Reading the structure…", max_entries=8 if hosted_mode() else 32)
+def _parse_upload(digest: str, name: str, _data: bytes) -> ParsedStructure:
+    """One parse per file content, shared by every session (never modified: see the module doc)."""
+    return parse_structure_bytes(_data, name)
+
+
+def _hold(parsed: ParsedStructure, key: str, origin: str) -> None:
+    st.session_state[STRUCTURE] = (parsed, key, origin)
+    st.session_state.pop(PROBLEM, None)
+
+
+def _refuse(message: str) -> None:
+    """Say why; a structure read before stays (the caption says which one is shown)."""
+    st.session_state[PROBLEM] = message
+
+
+def take_upload() -> None:
+    """The uploader's callback: parse the new file (removing it keeps the structure)."""
+    file = st.session_state.get(UPLOAD)
+    if file is None:
+        return
+    too_big = current_limits().check_upload(file.size, file.name)
+    if too_big:
+        _refuse(too_big)
+        return
+    data = file.getvalue()
+    digest = hashlib.sha256(data).hexdigest()
+    try:
+        _hold(_parse_upload(digest, file.name, data), digest, f"uploaded file {file.name}")
+    except StructureError as err:
+        _refuse(str(err))
+
+
+def open_path() -> None:
+    """The Open button's callback: a file on this machine (never offered in hosted mode)."""
+    if not current_limits().allow_local_paths:
+        _refuse("This server does not open files by path; upload the file instead.")
+        return
+    path = st.session_state.get(PATH, "").strip()
+    try:
+        _hold(read_structure(Path(path).expanduser()), f"path:{uuid.uuid4().hex}", f"file {path}")
+    except StructureError as err:
+        _refuse(str(err))
+
+
+def download(identifier: str) -> None:
+    """Fetch a PDB entry (RCSB) or an AlphaFold DB model, with the core's timeout and size cap."""
+    identifier = identifier.strip()
+    limit = current_limits().max_upload_bytes  # hosted: no larger than an upload may be
+    cap = fetch.MAX_DOWNLOAD_BYTES if limit is None else min(limit, fetch.MAX_DOWNLOAD_BYTES)
+    try:
+        if fetch.PDB_ID.match(identifier):
+            parsed = fetch.fetch_pdb(identifier, base_url=fetch.RCSB_URL, max_bytes=cap)
+            origin = f"PDB entry {identifier.upper()} (RCSB)"
+        elif fetch.UNIPROT_ACCESSION.match(identifier.upper()):
+            parsed = fetch.fetch_alphafold(identifier, base_url=fetch.ALPHAFOLD_API, max_bytes=cap)
+            origin = f"AlphaFold DB model of {identifier.upper()}"
+        else:
+            _refuse(f"{identifier!r} is neither a PDB id (like 1GBT) nor a UniProt accession (like P69905).")
+            return
+    except StructureError as err:  # FetchError: offline, not found, too large, not a structure
+        _refuse(str(err))
+        return
+    _hold(parsed, f"fetch:{uuid.uuid4().hex}", origin)
+
+
+def source_panel() -> None:
+    """Upload, a path (not in hosted mode) and a download, side by side, and the last problem."""
+    local = current_limits().allow_local_paths
+    columns = st.columns(3 if local else 2, vertical_alignment="bottom")
+    with columns[0]:
+        # Any file type on purpose: the reader then says what a FASTA file or a PDF is.
+        st.file_uploader(
+            "PDB or mmCIF file (optionally .gz)",
+            key=UPLOAD,
+            on_change=take_upload,
+            max_upload_size=upload_size_mb(),
+        )
+    if local:
+        with columns[1]:
+            path = kept_text_input("…or a file on this machine", PATH, placeholder="/data/1gbt.cif.gz")
+            st.button("Open", on_click=open_path, disabled=not path.strip(), icon=":material/folder_open:")
+    with columns[-1]:
+        identifier = kept_text_input(
+            "…or download by PDB id or UniProt accession (AlphaFold DB)", FETCH_ID, placeholder="1GBT or P69905"
+        )
+        if st.button("Download", disabled=not identifier.strip(), icon=":material/cloud_download:"):
+            with st.spinner(f"Downloading {identifier.strip()}…"):
+                download(identifier)
+    if PROBLEM in st.session_state:
+        st.error(plain(st.session_state[PROBLEM]), icon=":material/error:")
+
+
+def held() -> tuple[ParsedStructure, str, str] | None:
+    """(structure, cache key, where it came from) of this session, or None."""
+    return st.session_state.get(STRUCTURE)
+
+
+# --- what the page computes ----------------------------------------------------------------------
+@st.cache_data(show_spinner=False, max_entries=32)
+def alignment(key: str, sequence: str, chain_id: str | None, model_index: int, _parsed: ParsedStructure) -> ChainAlignment:
+    """``choose_chain`` for the held structure (``key`` stands for it); a StructureError is not cached."""
+    return choose_chain(_parsed, sequence, chain_id, model_index)
+
+
+def remember_contacts(model: str, sequence: str, contacts: np.ndarray) -> None:
+    """Keep a model's contacts for the table by model (the oldest go past ``MAX_SEEN``)."""
+    seen = st.session_state.setdefault(SEEN_CONTACTS, {})
+    seen[(model, sequence)] = contacts  # an update keeps the model's place in the table
+    while len(seen) > MAX_SEEN:
+        seen.pop(next(iter(seen)))
+
+
+def contacts_by_model(sequence: str) -> dict[str, np.ndarray]:
+    """Model -> contacts of ``sequence``, for every model run on the page this session."""
+    return {model: c for (model, seq), c in st.session_state.get(SEEN_CONTACTS, {}).items() if seq == sequence}
+
+
+def track_values(name: str, model: str, sequence: str, contacts: np.ndarray | None, choice: dict) -> tuple[np.ndarray | None, str]:
+    """(L,) values of a track and its label, from the cached model results the track needs
+    (``TRACKS[name].needs``); None while a queued result is unavailable (``results.heavy`` has
+    said why).
+
+    Args:
+      choice: amino_acid, residue (1-based), layer, head (0: mean), component, strategy.
+
+    Raises:
+      ValueError: a choice that does not fit (a residue beyond the attention maps).
+    """
+    needs = TRACKS[name].needs
+    inputs: dict = {}
+    shown = sequence
+    if "logits" in needs:
+        inputs["logits"] = results.logits(model, sequence)
+    if "scores" in needs and choice["strategy"] == "wt-marginals":
+        inputs["scores"] = results.wt_marginal_scores(model, sequence)
+    elif "scores" in needs:
+        log_probs = results.heavy(results.masked_scan, model, sequence, what="the masked-marginal scan")
+        if log_probs is None:
+            return None, ""
+        inputs["scores"] = scores.from_masked_log_probs(log_probs, sequence).substitutions
+    if "contacts" in needs:
+        if contacts is None:
+            return None, ""
+        inputs["contacts"] = contacts
+    if "attention" in needs:
+        maps = results.heavy(results.attention, model, sequence, choice["layer"], what="the attention maps")
+        if maps is None:
+            return None, ""
+        inputs["attention"] = maps
+        shown = sequence[: maps.shape[-1] - 2]  # maps of longer sequences cover the first 1022
+    if "representations" in needs:
+        inputs["representations"] = results.representations(model, sequence, choice["layer"])
+    residue = choice["residue"] - 1
+    head = None if choice["head"] == 0 else choice["head"] - 1
+    values = compute_track(name, shown, amino_acid=choice["amino_acid"], residue=residue, head=head,
+                           component=choice["component"], **inputs)
+    values = np.pad(values, (0, len(sequence) - len(shown)), constant_values=np.nan)  # no value past the maps
+    layer = choice["layer"] if {"attention", "representations"} & set(needs) else None
+    label = track_label(name, amino_acid=choice["amino_acid"], residue=residue, layer=layer, head=head,
+                        component=choice["component"], strategy=choice["strategy"] if "scores" in needs else None)
+    return values, label

@@ -1,0 +1,165 @@
+"""Structure: predicted contacts against a PDB/mmCIF structure, and any per-residue track on its chain in 3D."""
+
+import streamlit as st
+
+from app_pages._ui import inputs, models, results, structures
+from app_pages._ui.downloads import safe_name, show_figure, text_button
+from app_pages._ui.views import BEST_CHAIN
+from app_pages._ui.widgets import kept_number_input, kept_radio, kept_selectbox, layer_names, plain
+from flamino_core.structure.contacts import CUTOFFS, precision_by_model, top_predictions, true_contacts
+from flamino_core.structure.export import pdb_export_problem, pdb_with_track, precision_csv
+from flamino_core.structure.figures import contact_comparison_map, structure_trace_3d
+from flamino_core.structure.reading import StructureError
+from flamino_core.structure.tracks import TRACKS
+
+INTRO = (
+    "Compare the model's predicted contacts with a structure of this protein, and colour the "
+    "structure by what the model says about each residue. The chain is aligned to the sequence "
+    "(residue numbers are never taken for positions); only aligned residues are compared."
+)
+
+
+def chain_and_alignment(parsed, key, seq):
+    """Model and chain pickers, what the file holds, and the chosen chain's alignment (or None)."""
+    model_index = 0
+    if parsed.n_models > 1:
+        model_index = kept_selectbox(
+            f"Model in the file ({parsed.n_models}, as in an NMR ensemble)",
+            "smodel",
+            list(range(parsed.n_models)),
+            format_func=lambda i: f"model {i + 1}",
+        )
+    summaries = parsed.chains(model_index)
+    st.markdown("**What the file holds**\n\n" + "\n".join(f"- {plain(s.describe())}" for s in summaries))
+    protein = [s.chain_id for s in summaries if s.is_protein]
+    chain = kept_selectbox(
+        "Chain",
+        "schain",
+        [BEST_CHAIN, *protein],
+        format_func=lambda c: "best match to the sequence" if c == BEST_CHAIN else f"chain {c}",
+        help="Chains without amino acids (DNA, ligands, water) cannot be compared and are not offered.",
+    )
+    try:
+        alignment = structures.alignment(key, seq, None if chain == BEST_CHAIN else chain, model_index, parsed)
+    except StructureError as err:
+        st.error(plain(str(err)), icon=":material/error:")
+        return None
+    st.success(plain(alignment.describe()), icon=":material/link:")
+    for note in alignment.chain.notes:
+        st.caption(plain(f"Chain {alignment.chain_id}: {note}"))
+    with st.expander("Alignment (sequence above, structure below)"):
+        st.code(alignment.text, language=None)
+    return alignment
+
+
+def precision_section(alignment, contacts, record, seq, file_stem):
+    st.subheader("Contact precision")
+    by_model = structures.contacts_by_model(seq)
+    table = precision_by_model(alignment, by_model, record.id)
+    st.caption(
+        f"Top L, L/2 and L/5 predicted pairs in each separation range (|i − j| in sequence positions), "
+        f"L = {len(seq)} (the analysed sequence's length). A true contact: C-beta atoms (C-alpha for "
+        f"glycine) closer than 8 Å within chain {alignment.chain_id}. Only pairs with both residues in the "
+        "structure are judged; n_pairs says how many. One block per model run on this page in this session."
+    )
+    st.dataframe(table, hide_index=True, width="stretch")
+    text_button("Precision (CSV)", lambda: precision_csv(table), f"{file_stem}_precision.csv", "text/csv", "precision_csv")
+
+    st.subheader("Predicted contacts vs the structure")
+    left, right = st.columns(2)
+    with left:
+        separation = kept_radio("Separation", "srange", horizontal=True)
+    with right:
+        cutoff = kept_radio("Marked predictions", "scut", horizontal=True)
+    truth = true_contacts(alignment)
+    top = top_predictions(contacts, truth, separation, k=len(seq) // CUTOFFS[cutoff])
+    title = (f"Predicted (above the diagonal) vs chain {alignment.chain_id} (below); top {cutoff} {separation}-range "
+             f"pairs marked: {int(top.is_contact.sum())} of {len(top)} true")
+    show_figure(contact_comparison_map(contacts, truth, top, title), "structure_contacts", f"{file_stem}_contacts")
+
+
+def track_choices(n_layers, n_heads, seq):
+    """The track picker and the widgets of the chosen track's own choices."""
+    track = kept_selectbox("Colour the chain by", "strack", format_func=lambda t: f"{t}: {TRACKS[t].description}")
+    choice = {"amino_acid": "A", "residue": 1, "layer": n_layers, "head": 0, "component": 1, "strategy": None}
+    params, needs = TRACKS[track].params, TRACKS[track].needs
+    columns = st.columns(4)
+    if "scores" in needs:
+        with columns[0]:
+            choice["strategy"] = kept_radio("Scores", "sscore", help="masked-marginals: one pass per position (slower)")
+    if "amino_acid" in params:
+        with columns[1]:
+            choice["amino_acid"] = kept_selectbox("Substituted amino acid", "saa")
+    if "residue" in params:
+        with columns[0]:
+            choice["residue"] = kept_number_input(f"From position (1–{len(seq)})", "sres", max_value=len(seq))
+    if "attention" in needs or "representations" in needs:  # attention comes from layers 1 and up
+        names = layer_names(n_layers, first=1 if "attention" in needs else 0)
+        with columns[1]:
+            choice["layer"] = kept_selectbox("Layer", "slayer", names, default=n_layers, format_func=names.get)
+    if "head" in params:
+        heads = {0: "mean of all heads", **{h: f"head {h}" for h in range(1, n_heads + 1)}}
+        with columns[2]:
+            choice["head"] = kept_selectbox("Head", "shead", heads, format_func=heads.get)
+    if "component" in params:
+        with columns[2]:
+            choice["component"] = kept_number_input("Component", "spc")
+    return track, choice
+
+
+def view_3d(parsed, alignment, model, contacts, seq, engine, file_stem):
+    st.subheader("The chain in 3D")
+    track, choice = track_choices(engine.config.num_layers, engine.config.attention_heads, seq)
+    try:
+        values, label = structures.track_values(track, model, seq, contacts, choice)
+    except ValueError as err:
+        st.warning(plain(str(err)))
+        return
+    if values is None:
+        return
+    fig = structure_trace_3d(alignment, values, label, f"Chain {alignment.chain_id} of {parsed.name}: {label}")
+    st.caption("C-alpha trace; hover a residue for its number in the file, its name, its position and the value. "
+               "Grey: residues not aligned to the sequence.")
+    scale = TRACKS[track].pdb_scale
+    with show_figure(fig, "structure_3d", f"{file_stem}_{track}_3d"):
+        problem = pdb_export_problem(parsed, alignment, values, label, scale)
+        if problem:
+            st.caption(plain(f"No PDB download: {problem}"))
+        else:
+            text_button(
+                f"Structure with {track} as B-factors (PDB)",
+                lambda: pdb_with_track(parsed, alignment, values, label, scale=scale),
+                f"{file_stem}_{track}.pdb",
+                "chemical/x-pdb",
+                "structure_pdb",
+            )
+
+
+def main() -> None:
+    page = models.page_inputs()
+    if page is None:
+        return
+    record, engine, model, seq, stem = page
+    st.header("Structure")
+    inputs.record_caption(record)
+    st.markdown(INTRO)
+    structures.source_panel()
+    held = structures.held()
+    if held is None:
+        st.info("Upload a PDB or mmCIF file of this protein (or download one) to compare it with the predictions.")
+        return
+    parsed, key, origin = held
+    st.caption(plain(f"Shown: {parsed.name}, {origin} ({parsed.file_format}, {parsed.n_models} model(s))"))
+    alignment = chain_and_alignment(parsed, key, seq)
+    if alignment is None:
+        return
+    file_stem = f"{stem}_{safe_name(parsed.name.split('.')[0])}_{alignment.chain_id}"
+    # Long sequences go through the server's heavy-job queue; a full queue is a warning here.
+    contacts = results.heavy(results.contacts, model, seq, what="the contact map")  # (L, L)
+    if contacts is not None:
+        structures.remember_contacts(model, seq, contacts)
+        precision_section(alignment, contacts, record, seq, file_stem)
+    view_3d(parsed, alignment, model, contacts, seq, engine, file_stem)
+
+
+main()

@@ -1,0 +1,241 @@
+"""``flamino contacts``: predicted contacts against a real structure, as precision at L, L/2, L/5.
+
+For each record: the structure's chain that best matches it (or ``--chain``) is aligned to it,
+the model's contact head predicts its (L, L) map, and ``structure.contacts.precision_table``
+compares the two; the rows of every record go to one CSV with exactly
+``record_id,chain,range,cutoff,precision,n_pairs,identity,coverage``. With ``--pdb-out`` the chain
+is also written as PDB with a per-residue track (``structure.tracks.TRACKS``) in the B-factor
+column. Definitions: docs/structure.md.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ..atomic import written_atomically
+from ..options import LONG_POLICIES, STRUCTURE_TRACKS, TRACK_SCORE_STRATEGIES
+from ..progress import Progress, say
+from .common import EXIT_OK, EXIT_USAGE, MODEL_HELP, VERBOSE_HELP, UserError, check_output, load_engine, read_records
+
+FETCH_PREFIXES = {"pdb": "an RCSB PDB entry", "afdb": "an AlphaFold DB model"}
+
+
+def open_structure(spec: str):
+    """The structure a ``--structure`` value names: a file (plain or .gz), ``pdb:ID`` or ``afdb:ACCESSION``.
+
+    Raises:
+      UserError: the file is missing or not a structure, or the download failed (the message
+        says why and what to do).
+    """
+    from ..structure import fetch
+    from ..structure.reading import StructureError, read_structure
+
+    prefix, _, identifier = spec.partition(":")
+    try:
+        if prefix.lower() in FETCH_PREFIXES and identifier and not Path(spec).exists():
+            say(f"fetching {FETCH_PREFIXES[prefix.lower()]}: {identifier}")
+            # Base URLs read at call time (not as default arguments), so tests can serve them locally.
+            if prefix.lower() == "pdb":
+                return fetch.fetch_pdb(identifier, base_url=fetch.RCSB_URL)
+            return fetch.fetch_alphafold(identifier, base_url=fetch.ALPHAFOLD_API)
+        return read_structure(spec)
+    except StructureError as err:
+        raise UserError(f"--structure: {err}") from None
+
+
+def pdb_paths(pdb_out: Path, record_ids: list[str]) -> list[Path]:
+    """One PDB file per record, in order: ``pdb_out`` itself for one record, ``<stem>.<record_id>.pdb``
+    beside it for several (ids made safe for file names, and distinct: ids may repeat)."""
+    if len(record_ids) == 1:
+        return [pdb_out]
+    paths, used = [], set()
+    for record_id in record_ids:
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", record_id).strip("_.") or "record"
+        while name in used:
+            name += "_"
+        used.add(name)
+        paths.append(pdb_out.with_name(f"{pdb_out.stem}.{name}.pdb"))
+    return paths
+
+
+def _check_track_options(args) -> None:
+    if args.track is not None and args.pdb_out is None:
+        raise UserError("--track goes into the B-factor column of the PDB file: give --pdb-out FILE.pdb")
+    track = args.track or "entropy"
+    if args.pdb_out is None:
+        return
+    if track == "attention" and args.track_residue is None:
+        raise UserError("--track attention needs --track-residue N: the residue (1-based) the attention comes from")
+    if track == "substitution" and args.track_aa is None:
+        raise UserError("--track substitution needs --track-aa A: the amino acid substituted at every position")
+    if args.track_residue is not None and args.track_residue < 1:
+        raise UserError("--track-residue is counted from 1")
+    if args.track_head is not None and args.track_head < 1:
+        raise UserError("--track-head is counted from 1 (leave it out for the mean of all heads)")
+
+
+def _align_records(parsed, records, args):
+    """Each record's alignment (or the message why it cannot be compared), said on stderr."""
+    from ..config import MAX_RESIDUES
+    from ..structure.align import choose_chain
+    from ..structure.reading import StructureError
+
+    aligned, refused, notes_said = [], [], set()
+    for record in records:
+        analysed = record.sequence[:MAX_RESIDUES] if args.long == "truncate" else record.sequence  # as the engine will
+        try:
+            alignment = choose_chain(parsed, analysed, args.chain, args.model_index, args.min_identity)
+        except StructureError as err:
+            refused.append(f"{record.id}: {err}")
+            if len(records) > 1:  # a single record's refusal is the command's one-line error
+                say(f"error: {refused[-1]}")
+            continue
+        say(f"{record.id}: {alignment.describe()}")
+        if alignment.chain_id not in notes_said:
+            notes_said.add(alignment.chain_id)
+            for note in alignment.chain.notes:
+                say(f"  chain {alignment.chain_id}: {note}")
+        aligned.append((record, alignment))
+    return aligned, refused
+
+
+def _track_values(engine, out, args, layer):
+    """The chosen track's (L,) values for one record and its label, from the run's outputs."""
+    from .. import scores
+    from ..structure.tracks import TRACKS, compute_track, track_label
+
+    track = args.track or "entropy"
+    needs = TRACKS[track].needs
+    residue = None if args.track_residue is None else args.track_residue - 1
+    head = None if args.track_head is None else args.track_head - 1
+    choices = dict(amino_acid=args.track_aa, residue=residue, head=head, component=args.track_component)
+    inputs = {"logits": out.logits, "contacts": out.contacts}
+    strategy = args.track_strategy if "scores" in needs else None
+    if strategy:
+        inputs["scores"] = scores.score(engine, out.sequence, strategy, long=args.long, unmasked=out,
+                                        progress=Progress(f"{strategy} scan")).substitutions
+    if "attention" in needs:
+        inputs["attention"] = out.attentions[0]  # (H, L+2, L+2) of the one layer asked for
+    if "representations" in needs:
+        inputs["representations"] = out.representations[layer]
+    values = compute_track(track, out.sequence, **inputs, **choices)
+    shown_layer = layer if {"attention", "representations"} & set(needs) else None
+    return values, track_label(track, layer=shown_layer, strategy=strategy, **choices)
+
+
+def cmd_contacts(args) -> int:
+    import pandas as pd
+
+    from ..structure.contacts import PRECISION_COLUMNS, precision_table
+    from ..structure.export import pdb_with_track, precision_csv
+    from ..structure.reading import StructureError, chain_residues
+    from ..structure.tracks import TRACKS
+
+    out_path = check_output(args.output, ".csv")
+    pdb_out = check_output(args.pdb_out, ".pdb") if args.pdb_out else None
+    _check_track_options(args)
+    parsed = open_structure(args.structure)
+    try:
+        summaries = parsed.chains(args.model_index)
+        if args.chain is not None:
+            chain_residues(parsed, args.chain, args.model_index)  # a missing or non-protein chain: say so now
+    except StructureError as err:
+        raise UserError(str(err)) from None
+    say(f"{parsed.name}: {parsed.file_format}, {parsed.n_models} model(s); model {args.model_index}:")
+    for summary in summaries:
+        say(f"  {summary.describe()}")
+
+    records, had_errors = read_records(args.fasta)
+    aligned, refused = _align_records(parsed, records, args)
+    if not aligned:
+        if len(refused) == 1:
+            raise UserError(refused[0])
+        raise UserError(f"none of the {len(records)} records can be compared with {parsed.name} (see above)")
+
+    engine = load_engine(args.model, args.verbose)
+    track = args.track or "entropy"
+    needs = TRACKS[track].needs if pdb_out else ()
+    try:
+        layer = engine.normalize_layers([args.track_layer])[0]
+    except ValueError as err:
+        raise UserError(f"--track-layer: {err}") from None
+    if "attention" in needs and layer == 0:
+        raise UserError("--track-layer: attention comes from layers 1 and up (layer 0 is the token embedding)")
+    paths = pdb_paths(pdb_out, [record.id for record, _ in aligned]) if pdb_out else []
+
+    tables, written = [], []
+    for index, (record, alignment) in enumerate(aligned):
+        try:
+            (out,) = engine.run(
+                [record.sequence],
+                repr_layers=(layer,) if "representations" in needs else (),
+                logits=bool({"logits", "scores"} & set(needs)),
+                attention_layers=(layer,) if "attention" in needs else (),
+                contacts=True,
+                long=args.long,
+                progress=Progress(f"{record.id} ({index + 1}/{len(aligned)})"),
+            )
+        except ValueError as err:  # e.g. attention maps of a sequence beyond 1022 residues in windows
+            raise UserError(f"{record.id}: {err}") from None
+        tables.append(precision_table(alignment, out.contacts, record.id))
+        if not pdb_out:
+            continue
+        try:
+            values, label = _track_values(engine, out, args, layer)
+            text = pdb_with_track(parsed, alignment, values, label, scale=TRACKS[track].pdb_scale,
+                                  whole_model=args.whole_model)
+        except (ValueError, StructureError) as err:  # a residue beyond the sequence, a value the column cannot hold
+            say(f"error: {record.id}: no PDB file: {err}")
+            had_errors = True
+            continue
+        with written_atomically(paths[index]) as tmp:
+            tmp.write_text(text)
+        written.append(paths[index])
+
+    table = pd.concat(tables, ignore_index=True)[list(PRECISION_COLUMNS)]
+    with written_atomically(out_path) as tmp:
+        tmp.write_text(precision_csv(table))
+    print(f"wrote {out_path} ({len(aligned)} record(s) x {len(table) // len(aligned)} rows)")
+    for path in written:
+        print(f"wrote {path} ({track} in the B-factor column)")
+    return EXIT_USAGE if had_errors or refused else EXIT_OK
+
+
+def add_parsers(sub) -> None:
+    contacts = sub.add_parser(
+        "contacts",
+        help="precision of predicted contacts against a PDB/mmCIF structure, to a .csv file",
+        description="Compare the model's predicted contacts with a structure: precision at L, L/2 and L/5 "
+        "for short (6-11), medium (12-23), long (>= 24) and all (>= 6) sequence separations, L = the "
+        "sequence length. Optionally write the chain as PDB with a per-residue track in the B-factor column.",
+    )
+    contacts.add_argument("fasta", help="FASTA file ('-' for standard input)")
+    contacts.add_argument("--structure", required=True, metavar="FILE",
+                          help="PDB or mmCIF file (optionally .gz), or pdb:1GBT / afdb:P69905 to download one")
+    contacts.add_argument("--chain", help="chain id (default: the protein chain that best matches each record)")
+    contacts.add_argument("--model-index", type=int, default=0,
+                          help="model in the file, 0-based (NMR files hold several; default: the first)")
+    contacts.add_argument("--min-identity", type=float, metavar="F",
+                          help="identity (0-1) the alignment needs (default: Rost's curve for its length)")
+    contacts.add_argument("-m", "--model", help=MODEL_HELP)
+    contacts.add_argument("-o", "--output", required=True, help="output .csv: record_id,chain,range,cutoff,"
+                          "precision,n_pairs,identity,coverage")
+    contacts.add_argument("--pdb-out", metavar="FILE.pdb",
+                          help="write the chain as PDB with --track in the B-factor column "
+                          "(several records: FILE.<record_id>.pdb)")
+    contacts.add_argument("--track", choices=STRUCTURE_TRACKS, help="per-residue values for --pdb-out (default: entropy)")
+    contacts.add_argument("--track-residue", type=int, metavar="N", help="attention: the residue it comes from (1-based)")
+    contacts.add_argument("--track-layer", type=int, default=-1, metavar="N",
+                          help="attention, pca: the layer (fair-esm numbering, -1 = final; default -1)")
+    contacts.add_argument("--track-head", type=int, metavar="N", help="attention: one head (1-based; default: mean of heads)")
+    contacts.add_argument("--track-aa", metavar="A", help="substitution: the amino acid substituted")
+    contacts.add_argument("--track-component", type=int, default=1, metavar="N", help="pca: the component (default 1)")
+    contacts.add_argument("--track-strategy", choices=TRACK_SCORE_STRATEGIES, default="wt-marginals",
+                          help="mean-score, substitution: the scores they use (default: wt-marginals, one pass)")
+    contacts.add_argument("--whole-model", action="store_true",
+                          help="--pdb-out writes every chain, ligand and water of the model, not only the chain")
+    contacts.add_argument("--long", choices=LONG_POLICIES, default="window",
+                          help="sequences over 1022 residues (default: overlapping windows)")
+    contacts.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
+    contacts.set_defaults(call=cmd_contacts)

@@ -1,0 +1,262 @@
+"""The Structure page under ``streamlit.testing.v1.AppTest``, on the untrained ``random:tiny`` model
+and the real files in ../shared/structures: upload, chain and model choice, the precision table
+(against the independent computation of test_contact_eval), the contact map, the 3D view and its
+track choices, downloads, links, hosted mode and the error paths."""
+
+from __future__ import annotations
+
+import http.server
+import socket
+import threading
+
+import numpy as np
+import pytest
+from structure_reference import STRUCTURES, read_reference
+from test_app import assert_clean, figures, open_page, paste, start, titles, unescaped, values
+from test_cli_contacts import _OnePdbEntry, check_rows, entropy_bits
+from test_contact_eval import reference_case
+
+from flamino_core.engine import Engine
+from flamino_core.structure import fetch
+from flamino_core.weights import load_weights
+
+AppTest = pytest.importorskip("streamlit.testing.v1").AppTest
+pytestmark = pytest.mark.skipif(not STRUCTURES.is_dir(), reason=f"real structures not found at {STRUCTURES}")
+ABETA42, _, ABETA_XYZ = reference_case("2BEG.pdb")
+UPLOAD = "_structure_upload"
+
+
+@pytest.fixture(autouse=True)
+def environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("FLAMINO_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("FLAMINO_MODEL", "random:tiny")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+def structure_page(sequence: str = ABETA42, query: dict | None = None) -> AppTest:
+    at = start(query) if query else start()
+    paste(at, f">abeta42\n{sequence}\n")
+    return open_page(at, "structure")
+
+
+def upload(at: AppTest, name: str, data: bytes | None = None) -> AppTest:
+    data = (STRUCTURES / name).read_bytes() if data is None else data
+    at.file_uploader(key=UPLOAD).set_value((name, data, "application/octet-stream"))
+    return at.run()
+
+
+def engine_outputs(model: str, sequence: str):
+    """The engine run with the options the page's cached results use (so the same numbers)."""
+    engine = Engine(load_weights(model))
+    (contacts,) = engine.run([sequence], repr_layers=(), logits=False, contacts=True)
+    (logits,) = engine.run([sequence], repr_layers=(), logits=True)
+    return contacts.contacts, logits.logits
+
+
+def test_upload_shows_what_was_read_the_precision_table_the_map_and_the_3d_view():
+    at = structure_page()
+    assert_clean(at)
+    assert any("Upload a PDB or mmCIF file" in i.value for i in at.info) and not figures(at)
+    upload(at, "2BEG.pdb")
+    assert_clean(at)
+    held = unescaped(" ".join(m.value for m in at.markdown))
+    assert all(f"chain {c}: 26 amino acids" in held for c in "ABCDE")
+    (aligned,) = at.success
+    assert unescaped(aligned.value) == "chain A: 26 residues, 26 aligned, identity 100.0%, coverage 61.9% of the sequence"
+
+    contacts, logits = engine_outputs("random:tiny", ABETA42)
+    table = at.dataframe[0].value
+    assert list(table.columns) == ["model", "record_id", "chain", "range", "cutoff", "precision", "n_pairs",
+                                   "identity", "coverage"]
+    assert set(table["model"]) == {"random:tiny"}
+    rows = [{k: ("" if k == "precision" and np.isnan(v) else str(v)) for k, v in row.items()}
+            for row in table.drop(columns="model").to_dict("records")]
+    check_rows(rows, contacts, ABETA_XYZ, "abeta42", "A", identity=1.0, coverage=26 / 42)
+
+    contact_map, trace = figures(at)
+    marks = [t for t in contact_map["data"] if t["type"] == "scatter"]
+    all_l = table[(table["range"] == "all") & (table["cutoff"] == "L")].iloc[0]
+    assert sum(len(values(t["x"])) for t in marks) == all_l["n_pairs"] == 42
+    assert "top L all-range pairs marked" in titles(at)[0]
+
+    line, coloured = trace["data"]  # every residue of chain A is aligned: no grey trace
+    residues = read_reference(STRUCTURES / "2BEG.pdb", "A")
+    np.testing.assert_allclose(np.array(values(coloured["x"])), [r.atoms["CA"][0] for r in residues], atol=1e-3)
+    # Residue k of the chain is Aβ position 17 + k; float32 logits, so 1e-5 bits.
+    np.testing.assert_allclose(values(coloured["marker"]["color"]), entropy_bits(logits)[16:], atol=1e-5)
+    assert coloured["text"][0].startswith("A 17 LEU<br>position 17 (L)<br>entropy (bits) = ")
+    downloads = {b.proto.label for b in at.get("download_button")}
+    assert {"Precision (CSV)", "Structure with entropy as B-factors (PDB)", "Figure (HTML)"} <= downloads
+
+    at.selectbox(key="_w_schain").set_value("C").run()
+    assert_clean(at)
+    assert unescaped(at.success[0].value).startswith("chain C: 26 residues")
+    assert set(at.dataframe[0].value["chain"]) == {"C"}
+
+
+def test_the_table_compares_every_model_run_this_session():
+    at = upload(structure_page(), "2BEG.pdb")
+    at.session_state["model"] = "random:tiny:3"  # as the sidebar's picker sets it
+    at.run()
+    assert_clean(at)
+    table = at.dataframe[0].value
+    assert list(table["model"]) == ["random:tiny"] * 12 + ["random:tiny:3"] * 12
+    for model in ("random:tiny", "random:tiny:3"):
+        contacts, _ = engine_outputs(model, ABETA42)
+        part = table[table["model"] == model].drop(columns="model").to_dict("records")
+        rows = [{k: ("" if k == "precision" and np.isnan(v) else str(v)) for k, v in r.items()} for r in part]
+        check_rows(rows, contacts, ABETA_XYZ, "abeta42", "A", identity=1.0, coverage=26 / 42)
+
+
+def test_tracks_and_their_choices_follow_the_widgets_and_a_link():
+    query = {"seq": ABETA42, "page": "structure", "schain": "B", "strack": "attention", "sres": "20",
+             "slayer": "1", "shead": "2"}
+    at = upload(start(query), "2BEG.pdb")  # the link opens the Structure page
+    assert_clean(at)
+    assert unescaped(at.success[0].value).startswith("chain B:")
+    assert titles(at)[1] == "Chain B of 2BEG.pdb: attention from residue 20 (layer 1, head 2)"
+    engine = Engine(load_weights("random:tiny"))
+    (out,) = engine.run([ABETA42], repr_layers=(), logits=False, attention_layers=(1,))
+    coloured = figures(at)[1]["data"][-1]
+    np.testing.assert_allclose(values(coloured["marker"]["color"]), out.attentions[0][1][20, 1:-1][16:], atol=1e-6)
+    assert "Structure with attention as B-factors (PDB)" in {b.proto.label for b in at.get("download_button")}
+
+    for track, title in [("mean-score", "mean substitution score, wt-marginals"),
+                         ("substitution", "score of A at each position, wt-marginals"),
+                         ("contact-count", "predicted contacts"), ("pca", "PC1 of layer 1")]:  # the link's layer
+        at.selectbox(key="_w_strack").set_value(track).run()
+        assert_clean(at)
+        assert titles(at)[1].endswith(title), track
+    at.selectbox(key="_w_slayer").set_value(0).run()
+    at.number_input(key="_w_spc").set_value(2).run()
+    assert titles(at)[1].endswith("PC2 of layer 0")
+
+
+def test_several_models_in_the_file():
+    """Assembled, since none of the five files has two models: 2BEG's chain A as MODEL 1 and its
+    chain B, relabelled A, as MODEL 2 (real coordinates, arrangement made up for the test)."""
+    lines = (STRUCTURES / "2BEG.pdb").read_text().splitlines()
+    atoms = {c: [line for line in lines if line.startswith("ATOM") and line[21] == c] for c in "AB"}
+    text = "\n".join(["MODEL        1", *atoms["A"], "ENDMDL", "MODEL        2",
+                      *[line[:21] + "A" + line[22:] for line in atoms["B"]], "ENDMDL", "END"])
+    at = upload(structure_page(), "two-models.pdb", text.encode())
+    assert_clean(at)
+    picker = at.selectbox(key="_w_smodel")
+    assert picker.options == ["model 1", "model 2"] and picker.value == 0
+    picker.set_value(1).run()
+    assert_clean(at)
+    coloured = figures(at)[1]["data"][-1]
+    chain_b = read_reference(STRUCTURES / "2BEG.pdb", "B")
+    np.testing.assert_allclose(values(coloured["x"]), [r.atoms["CA"][0] for r in chain_b], atol=1e-3)
+
+
+@pytest.mark.parametrize(
+    "name, data, message",
+    [
+        ("HBB_HUMAN.fa", (STRUCTURES.parent / "fasta" / "HBB_HUMAN.fa").read_bytes(),
+         "HBB_HUMAN.fa is not a PDB or mmCIF structure: it is a FASTA file"),
+        ("broken.cif.gz", b"\x1f\x8b\x08\x00garbage", "broken.cif.gz is a damaged or truncated gzip file"),
+        ("1A7G.cif", None, "1A7G.cif chain E does not match the sequence well enough to compare: identity 35.0%"),
+    ],
+)
+def test_files_that_cannot_be_compared_are_messages_not_tracebacks(name, data, message):
+    at = upload(structure_page(), name, data)
+    assert not at.exception
+    assert any(message in unescaped(e.value) for e in at.error), [e.value for e in at.error]
+    assert not figures(at) and not at.dataframe
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_download_by_pdb_id_and_the_offline_message(monkeypatch):
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _OnePdbEntry)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        sequence = reference_case("1A7G.cif")[0]
+        at = structure_page(sequence)
+        monkeypatch.setattr(fetch, "RCSB_URL", f"http://127.0.0.1:{_closed_port()}/download")
+        at.text_input(key="_w_structure_fetch_id").input("1A7G").run()
+        next(b for b in at.button if b.label == "Download").click().run()
+        assert not at.exception
+        assert any("could not reach 127.0.0.1" in unescaped(e.value) and "offline" in e.value for e in at.error)
+        monkeypatch.setattr(fetch, "RCSB_URL", f"http://127.0.0.1:{httpd.server_address[1]}/download")
+        next(b for b in at.button if b.label == "Download").click().run()
+        assert_clean(at)
+        assert any("PDB entry 1A7G (RCSB)" in unescaped(c.value) for c in at.caption)
+        assert unescaped(at.success[0].value).startswith("chain E: 82 residues, 82 aligned, identity 100.0%")
+        at.text_input(key="_w_structure_fetch_id").input("not an id").run()
+        next(b for b in at.button if b.label == "Download").click().run()
+        assert any("neither a PDB id" in unescaped(e.value) for e in at.error)
+        assert len(figures(at)) == 2  # the structure downloaded before is still shown
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=5)
+
+
+def test_a_local_path_opens_here_and_never_in_hosted_mode(monkeypatch):
+    at = structure_page()
+    at.text_input(key="_w_structure_path").input(str(STRUCTURES / "2BEG.pdb")).run()
+    next(b for b in at.button if b.label == "Open").click().run()
+    assert_clean(at)
+    assert len(figures(at)) == 2
+
+    monkeypatch.setenv("FLAMINO_HOSTED", "1")
+    at = structure_page()
+    assert_clean(at)
+    assert "_w_structure_path" not in [t.key for t in at.text_input]
+    assert not [b for b in at.button if b.label == "Open"]
+    assert [t.key for t in at.text_input] == ["_w_structure_fetch_id"]  # downloads are allowed
+
+
+def test_every_widget_of_the_page_is_kept():
+    """As test_app's check: each selection is a kept widget whose default is its current value."""
+    at = upload(structure_page(), "2BEG.pdb")
+    for track in ("entropy", "attention", "substitution", "pca"):
+        at.selectbox(key="_w_strack").set_value(track).run()
+        assert_clean(at)
+        for kind in ("selectbox", "radio", "number_input", "text_input"):
+            for widget in at.get(kind):
+                assert (widget.key or "").startswith("_w_"), f"{kind} {widget.label!r} is not a kept widget"
+                if kind in ("selectbox", "radio"):
+                    assert widget.options[widget.proto.default] == widget.format_func(widget.value), widget.key
+                else:
+                    assert widget.proto.default == widget.value, widget.key
+    open_page(at, "input")
+    open_page(at, "structure")  # the structure and the selections survive a page switch
+    assert_clean(at)
+    assert at.selectbox(key="_w_strack").value == "pca" and len(figures(at)) == 2
+
+
+def test_without_input_the_page_points_to_the_input_page():
+    at = open_page(start(), "structure")
+    assert_clean(at)
+    assert any("Input" in i.value for i in at.info) and not at.get("file_uploader")
+
+
+def test_a_full_heavy_queue_leaves_the_rest_of_the_page(monkeypatch):
+    """Hosted, a 446-residue record (1GBT's chain twice: over the 400 residues whose contacts are
+    queued) while another session holds the only slot: the contact parts wait with a warning,
+    the 3D view (entropy: no queue) is drawn; once the slot is free, everything is."""
+    from app_pages._ui import heavy_jobs
+
+    for name, value in {"FLAMINO_HOSTED": "1", "FLAMINO_MAX_RESIDUES": "1000", "FLAMINO_MAX_UPLOAD_BYTES": "1000000"}.items():
+        monkeypatch.setenv(name, value)
+    queue = heavy_jobs.HeavyJobQueue(workers=1, max_waiting=0)
+    monkeypatch.setattr(heavy_jobs, "_QUEUE", queue)
+    sequence = reference_case("1GBT.cif")[0] * 2
+    at = structure_page(sequence)
+    with queue.slot():
+        upload(at, "1GBT.cif")
+        assert not at.exception and not at.error
+        assert any("contact map was not computed" in w.value for w in at.warning)
+        assert not at.dataframe and titles(at) == ["Chain A of 1GBT.cif: entropy (bits)"]
+        assert unescaped(at.success[0].value).endswith("identity 100.0%, coverage 50.0% of the sequence")
+    at.run()
+    assert_clean(at)
+    assert len(at.dataframe[0].value) == 12 and len(figures(at)) == 2
