@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from os import PathLike
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from .fasta_reader import iter_records
 from .fasta_records import CheckedRecord, InputIssue, ProteinRecord
@@ -24,7 +24,7 @@ from .input_formats import Unreadable, decode_bytes
 
 __all__ = [
     "FastaError", "InputIssue", "MAX_GUNZIP_BYTES", "ParsedInput", "ProteinRecord", "file_problem",
-    "iter_records", "parse_fasta_bytes", "parse_fasta_text", "read_fasta", "to_fasta",
+    "iter_records", "parse_fasta_bytes", "parse_fasta_text", "parse_sources", "read_fasta", "to_fasta",
 ]  # fmt: skip
 
 MAX_GUNZIP_BYTES = 256 * 1024 * 1024  # guards against gzip bombs
@@ -146,6 +146,73 @@ def read_fasta(
         max_decompressed_bytes=max_decompressed_bytes,
         allow_nucleotides=allow_nucleotides,
     )
+
+
+def parse_sources(
+    sources: Sequence[tuple[str | None, str | bytes]],
+    *,
+    max_records: int | None = None,
+    max_residues_per_record: int | None = None,
+    max_total_residues: int | None = None,
+    allow_nucleotides: bool = False,
+    max_decompressed_bytes: int = MAX_GUNZIP_BYTES,
+) -> tuple[ParsedInput, tuple[int, ...]]:
+    """Several inputs read as one (the app's pasted text and uploaded files).
+
+    Each source is read by itself (a GenBank upload beside a FASTA paste), with one set of ids
+    over all of them (a second ``HBB_HUMAN`` becomes ``HBB_HUMAN_2``) and the limits spent
+    across all of them in order.
+
+    Args:
+      sources: ``(name, text or bytes)`` in order; the name prefixes that source's messages
+        (None: none, for the pasted text). Bytes are decoded as ``parse_fasta_bytes`` does.
+
+    Returns:
+      ``(combined, kept)``: every record and issue in source order, and how many records each
+      source gave.
+    """
+    used: set[str] = set()
+    parts, kept = [], []
+    number, records_left, residues_left = 1, max_records, max_total_residues
+    for name, data in sources:
+        notes: list[str] = []
+        if isinstance(data, bytes):
+            try:
+                data, notes = decode_bytes(data, max_decompressed_bytes)
+            except Unreadable as exc:
+                parts.append(ParsedInput((), (), (InputIssue(None, str(exc), "error", name),)))
+                kept.append(0)
+                continue
+        if records_left == 0 or residues_left == 0:
+            spent = "records" if records_left == 0 else "residues"
+            problem = f"not read: the inputs before it already hold the limit of {spent}"
+            parts.append(ParsedInput((), (), (InputIssue(None, problem, "error", name),)))
+            kept.append(0)
+            continue
+        items = list(iter_records(
+            data.splitlines(), used_ids=used, first_number=number, max_records=records_left,
+            max_residues_per_record=max_residues_per_record, max_total_residues=residues_left,
+            allow_nucleotides=allow_nucleotides,
+        ))  # fmt: skip
+        parsed = ParsedInput.collect(items)
+        read = sum(isinstance(item, CheckedRecord) for item in items)
+        number += read
+        records_left = None if records_left is None else records_left - read
+        residues = sum(len(r.sequence) for r in parsed.records)
+        residues_left = None if residues_left is None else max(residues_left - residues, 0)
+        tagged = [InputIssue(None, note, "warning", name) for note in notes]
+        parts.append(ParsedInput(
+            parsed.records,
+            tuple(tagged) + tuple(replace(issue, source=name) for issue in parsed.warnings),
+            tuple(replace(issue, source=name) for issue in parsed.errors),
+            parsed.nucleotide_labels,
+        ))  # fmt: skip
+        kept.append(len(parsed.records))
+    combined = ParsedInput(
+        tuple(r for p in parts for r in p.records), tuple(w for p in parts for w in p.warnings),
+        tuple(e for p in parts for e in p.errors), tuple(n for p in parts for n in p.nucleotide_labels),
+    )  # fmt: skip
+    return combined, tuple(kept)
 
 
 def file_problem(path: str | PathLike[str], exc: OSError) -> str:

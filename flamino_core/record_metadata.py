@@ -100,8 +100,11 @@ def join_table(records: Sequence[ProteinRecord], data: bytes) -> tuple[dict[str,
     """
     import pandas as pd
 
+    header = data.split(b"\n", 1)[0]
+    # The header line decides: tabs (TSV), else semicolons without commas (European CSV), else commas.
+    sep = "\t" if b"\t" in header else ";" if b";" in header and b"," not in header else ","
     try:
-        table = pd.read_csv(io.BytesIO(data), sep=None, engine="python", dtype=str, keep_default_na=False)
+        table = pd.read_csv(io.BytesIO(data), sep=sep, dtype=str, keep_default_na=False)
     except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as exc:
         raise ValueError(f"the table could not be read as CSV or TSV ({exc})") from None
     if table.shape[1] < 2 or table.empty:

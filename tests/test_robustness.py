@@ -291,7 +291,7 @@ def app_with(data: bytes) -> AppTest:
     if pasteable:
         at.text_area(key="_w_fasta_text").input(text)
     else:
-        at.file_uploader(key="_uploads").set_value([("input.fasta", data, "application/octet-stream")])
+        at.file_uploader[0].set_value([("input.fasta", data, "application/octet-stream")])
     return at.run()
 
 
