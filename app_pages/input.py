@@ -18,8 +18,9 @@ def use_example(label: str) -> None:
 def main() -> None:
     st.header("Your sequences")
     st.markdown(
-        "Paste FASTA, a bare protein sequence or a GenBank/Swiss-Prot entry, upload files, or try an "
-        "example. Then open **Masked predictions**, **Embeddings**, **Attention** or **Records** in the menu."
+        "Paste FASTA, a bare protein sequence (UniProt's numbered blocks and GenBank's ORIGIN lines are fine) "
+        "or a whole GenBank, GenPept or Swiss-Prot entry; upload files; or try an example. Then open "
+        "**Masked predictions**, **Embeddings**, **Attention** or **Records** in the menu."
     )
 
     columns = st.columns(len(inputs.EXAMPLES))
@@ -31,8 +32,6 @@ def main() -> None:
         inputs.FASTA,
         height=220,
         placeholder=">my_protein optional description\nMKTAYIAKQRQISFVKSHFSRQ…",
-        help="FASTA (one or many records), a bare sequence, UniProt's numbered blocks, a GenBank ORIGIN block, "
-        "or a whole GenBank, GenPept or Swiss-Prot entry.",
     )
     # Any file type is accepted on purpose: the validator then says what a PDF or a picture is
     # and what to do, instead of the uploader refusing it without a reason.

@@ -9,7 +9,8 @@ import streamlit as st
 from app_pages._ui import inputs, models, results
 from app_pages._ui.downloads import csv_button
 from flamino_core import scores
-from flamino_core.record_summary import ENTROPY_COLUMN, PPPL_COLUMN, mean_entropy, summary_rows
+from flamino_core.record_metadata import FIELDS
+from flamino_core.record_summary import ENTROPY_COLUMN, PPPL_COLUMN, SHOWN_FIELDS, mean_entropy, summary_rows
 
 PPPL_ASKED = "_pppl_asked"  # session state: the (model, records) whose pseudo-perplexities were asked for
 
@@ -59,9 +60,8 @@ def main() -> None:
     asked = st.session_state.get(PPPL_ASKED) == key
     if not asked:
         left, right = st.columns([1, 3], vertical_alignment="center")
-        if left.button("Compute pseudo-perplexity", icon=":material/play_arrow:"):
-            st.session_state[PPPL_ASKED] = key
-            asked = True
+        left.button("Compute pseudo-perplexity", icon=":material/play_arrow:",
+                    on_click=lambda: st.session_state.__setitem__(PPPL_ASKED, key))  # fmt: skip
         right.caption(
             f"Pseudo-perplexity masks each position in turn: {len(found)} masked scan(s), {passes:,} "
             "forward passes in all, run one after another in the server's queue for heavy jobs."
@@ -74,6 +74,7 @@ def main() -> None:
         hide_index=True,
         width="stretch",
         column_config={
+            **{field: FIELDS[field] for field in SHOWN_FIELDS},  # the header's own key shown: OS=, GN= ...
             ENTROPY_COLUMN: st.column_config.NumberColumn(format="%.3f", help="Unmasked pass, bits (0 to 4.32)"),
             PPPL_COLUMN: st.column_config.NumberColumn(format="%.3f", help="exp(−mean log p(residue | it masked))"),
         },
