@@ -164,6 +164,7 @@ class _LineHandle(io.TextIOBase):
         return "" if line is None else line + "\n"
 
     def read(self, size: int | None = -1) -> str:
+        # Biopython reads by line; read(0) is its check for a text handle. Anything else: the rest.
         if size == 0:
             return ""
         return "".join(iter(self.readline, ""))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import io
 import re
-from typing import Iterable, Sequence
+from typing import Sequence
 
 from .fasta_records import ProteinRecord
 from .numbering import record_span
@@ -135,21 +135,19 @@ def _match(record: ProteinRecord, rows: dict[str, int]) -> int | None:
 
 
 def _number(text: object) -> object:
-    """``"9606"`` -> 9606, ``"0.5"`` -> 0.5; other text (and empty) as it is (None if empty)."""
+    """``"9606"`` -> 9606, ``"0.5"`` -> 0.5; other text as it is (``"007"`` too); None if empty."""
     if text is None:
         return None
     value = str(text).strip()
     if not value:
         return None
-    if re.fullmatch(r"[+-]?\d{1,15}", value):
+    if re.fullmatch(r"[+-]?(0|[1-9]\d{0,14})", value):  # "007" is a code, kept as text
         return int(value)
+    if re.fullmatch(r"[+-]?0\d+", value):
+        return value
     try:
         number = float(value)
     except ValueError:
         return value
     return number if number == number and abs(number) != float("inf") else value
 
-
-def column_values(rows: Iterable[dict[str, object]], column: str) -> list[object]:
-    """One column of ``metadata_rows`` output."""
-    return [row.get(column) for row in rows]

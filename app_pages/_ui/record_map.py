@@ -99,7 +99,7 @@ def records_section(model: str, layer: int, layer_name: str) -> None:
         projection, ids, colour, colour_name, selected.id if selected else None, labels,
         title=f"Mean embeddings of {len(ids)} records, {layer_name} ({METHODS[projection.method]})",
     )  # fmt: skip
-    extra = {column: values for column, values in table.items()}
+    extra = table  # the joined table's columns go into the downloads too
     with show_figure(fig, "sequence_pca", f"records_layer{layer}_{projection.method}"):
         npz_button(
             "Mean embeddings (NPZ)",

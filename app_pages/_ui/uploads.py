@@ -15,11 +15,12 @@ import hashlib
 
 import streamlit as st
 
-from .policy import current_limits
+from .policy import current_limits, hosted_mode
 
 FILES = "_uploaded_files"  # session state: the kept files, in upload order
 _GENERATION = "_uploader_generation"  # the uploader's key suffix; a new one empties it
-MAX_FILES = 50
+# Files kept per session (the oldest go first): their bytes live in the server's memory.
+MAX_FILES = 10 if hosted_mode() else 50
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,10 +59,6 @@ def _take(key: str) -> None:
 def remove(name: str) -> None:
     """Forget the kept file ``name`` (and so its records)."""
     st.session_state[FILES] = tuple(upload for upload in files() if upload.name != name)
-
-
-def clear() -> None:
-    st.session_state[FILES] = ()
 
 
 def file_list(records_per_file: tuple[int, ...]) -> None:
