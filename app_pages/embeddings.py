@@ -1,4 +1,5 @@
-"""Embeddings: per-residue and per-sequence representations, projected with PCA."""
+"""Embeddings: per-residue representations projected with PCA, and every record's mean embedding
+on one map (``_ui/record_map.py``); each half has its own controls, the layer serves both."""
 
 import numpy as np
 import pandas as pd
@@ -6,6 +7,7 @@ import streamlit as st
 
 from app_pages._ui import inputs, models, results
 from app_pages._ui.downloads import csv_button, npz_button, show_figure
+from app_pages._ui.record_map import records_section
 from app_pages._ui.widgets import kept_radio, kept_selectbox, layer_names
 from flamino_core import analysis, figures
 
@@ -20,15 +22,14 @@ def main() -> None:
     inputs.record_caption(record)
 
     names = layer_names(n)
-    controls = st.columns([2, 1, 2])
-    with controls[0]:
-        layer = kept_selectbox("Layer", "elayer", names, default=n, format_func=names.get)
-    with controls[1]:
-        dims = kept_radio("Projection", "dims", horizontal=True)
-    with controls[2]:
-        colour = kept_radio("Colour by", "colour", horizontal=True)
+    layer = kept_selectbox("Layer (both halves)", "elayer", names, default=n, format_func=names.get)
 
     st.subheader("Per-residue embeddings")
+    controls = st.columns([1, 2])
+    with controls[0]:
+        dims = kept_radio("Projection", "dims", horizontal=True)
+    with controls[1]:
+        colour = kept_radio("Colour residues by", "colour", horizontal=True)
     reps = results.representations(model, seq, layer)  # (L, D)
     result = analysis.pca(reps, n_components=3)
     ratios = result.explained_variance_ratio
@@ -69,30 +70,6 @@ def main() -> None:
             figures.explained_variance_bars(ratios), "variance", f"{stem}_layer{layer}_variance"
         )
 
-    st.subheader("Per-sequence mean embeddings")
-    found = inputs.records()
-    if len(found) < 2:
-        st.info("Add two or more records on the Input page to compare sequences here.")
-        return
-    ids = [r.id for r in found]
-    means = results.mean_embeddings(model, tuple(r.sequence for r in found), layer)  # (N, D)
-    seq_result = analysis.pca(means, n_components=2)
-    fig = figures.sequence_pca_scatter(
-        seq_result, ids, title=f"Mean embeddings of {len(ids)} records, {names[layer]} (PCA)"
-    )
-    with show_figure(fig, "sequence_pca", f"records_layer{layer}_pca"):
-        npz_button(
-            "Mean embeddings (NPZ)",
-            lambda: {"ids": np.array(ids), "layer": np.array(layer), "mean_embeddings": means},
-            f"records_layer{layer}_mean_embeddings.npz",
-            "sequence_npz",
-        )
-        csv_button(
-            "PCA coordinates of records (CSV)",
-            lambda: pd.DataFrame({"id": ids, "PC1": seq_result.coords[:, 0], "PC2": seq_result.coords[:, 1]}),
-            f"records_layer{layer}_pca.csv",
-            "sequence_csv",
-        )
-
+    records_section(model, layer, names[layer])
 
 main()

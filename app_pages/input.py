@@ -1,44 +1,26 @@
-"""Input: paste or upload sequences, or load an example; see what the validator made of them."""
+"""Input: paste sequences, upload files, or load an example; see what the validator made of them.
+
+The pasted text and each uploaded file are separate sources, each shown where it was given;
+their records are combined for the other pages.
+"""
 
 import pandas as pd
 import streamlit as st
 
-from app_pages._ui import inputs
-from app_pages._ui.policy import current_limits
-from app_pages._ui.widgets import kept_text_area, plain
-from flamino_core.fasta import InputIssue, parse_fasta_bytes, to_fasta
+from app_pages._ui import inputs, uploads
+from app_pages._ui.widgets import kept_checkbox, kept_text_area
 
 
 def use_example(label: str) -> None:
     inputs.set_input(inputs.example_text(label))
-    st.session_state.pop("_upload_issues", None)
-
-
-def use_uploads() -> None:
-    """Validate each uploaded file and put the records it kept into the text box."""
-    files = st.session_state.get("_uploads") or []
-    if not files:
-        st.session_state.pop("_upload_issues", None)
-        return
-    kept, issues = [], []
-    limits = current_limits()
-    for file in files:
-        too_big = limits.check_upload(file.size, "the file")
-        if too_big:
-            issues.append((file.name, InputIssue(None, too_big, "error")))
-            continue
-        result = parse_fasta_bytes(file.getvalue(), **inputs.input_limits())
-        kept += result.records
-        issues += [(file.name, issue) for issue in result.errors + result.warnings]
-    inputs.set_input(to_fasta(kept) if kept else "")
-    st.session_state["_upload_issues"] = issues
 
 
 def main() -> None:
     st.header("Your sequences")
     st.markdown(
-        "Paste FASTA or a bare protein sequence, upload FASTA files, or try an example. "
-        "Then open **Masked predictions**, **Embeddings** or **Attention** in the menu."
+        "Paste FASTA, a bare protein sequence (UniProt's numbered blocks and GenBank's ORIGIN lines are fine) "
+        "or a whole GenBank, GenPept or Swiss-Prot entry; upload files; or try an example. Then open "
+        "**Masked predictions**, **Embeddings**, **Attention** or **Records** in the menu."
     )
 
     columns = st.columns(len(inputs.EXAMPLES))
@@ -48,39 +30,52 @@ def main() -> None:
     kept_text_area(
         "FASTA or sequence",
         inputs.FASTA,
-        on_change=lambda: st.session_state.pop("_upload_issues", None),  # they describe old text
         height=220,
         placeholder=">my_protein optional description\nMKTAYIAKQRQISFVKSHFSRQ…",
     )
-
-    # Any file type is accepted on purpose: the validator then says what a GenBank file, a PDF
-    # or a picture is and what to do, instead of the uploader refusing it without a reason.
-    st.file_uploader(
-        "…or upload FASTA files (.fasta, .fa, .faa, .txt, optionally gzipped)",
-        accept_multiple_files=True,
-        key="_uploads",
-        on_change=use_uploads,
+    # Any file type is accepted on purpose: the validator then says what a PDF or a picture is
+    # and what to do, instead of the uploader refusing it without a reason.
+    uploads.uploader(
+        label="…or upload files (FASTA, GenBank, GenPept, Swiss-Prot; optionally gzipped)",
         max_upload_size=inputs.upload_size_mb(),
-        help="The records of all files are put in the box above; files with problems are reported below.",
+        help="Each file is kept below with its records, beside the pasted text; remove a file to drop its records.",
     )
-    for name, issue in st.session_state.get("_upload_issues", []):
-        show = st.error if issue.level == "error" else st.warning
-        show(plain(f"{name}: {issue}"))
-
-    result = inputs.parsed()
+    result, counts = inputs.parsed_with_counts()
+    uploads.file_list(counts[1:])
     if result is None:
         st.info("No input yet.")
         return
     inputs.show_issues(result)
+    if result.nucleotide_labels or st.session_state.get(inputs.ALLOW_DNA):
+        nucleotide_choice(result)
     if not result.records:
         return
-    st.success(f"{len(result.records)} record(s) ready for analysis.", icon=":material/check_circle:")
+    pasted, from_files = counts[0], sum(counts[1:])
+    sources = f" ({pasted} pasted, {from_files} from files)" if uploads.files() and pasted else ""
+    st.success(f"{len(result.records)} record(s) ready for analysis{sources}.", icon=":material/check_circle:")
     table = pd.DataFrame(
         [{"id": r.id, "length": len(r.sequence), "description": r.description} for r in result.records]
     )
     st.dataframe(table, hide_index=True, width="stretch")
     if len(result.records) > 1:
-        st.caption("Choose which record the pages analyse in the sidebar.")
+        st.caption("Choose which record the pages analyse in the sidebar; compare them all on **Records**.")
+
+
+def nucleotide_choice(result) -> None:
+    """Say that some records are DNA/RNA, and let the user insist that they be read as protein."""
+    count = len(result.nucleotide_labels)
+    if count and not st.session_state.get(inputs.ALLOW_DNA):
+        st.info(
+            f"{count} record(s) are nucleotide sequence. ESM-2 reads proteins: translate DNA to protein first "
+            "(e.g. Biopython's `Seq.translate`, EMBOSS `transeq`), or tick the box to read the letters as amino acids.",
+            icon=":material/genetics:",
+        )
+    kept_checkbox(
+        "Analyse nucleotide sequences as protein anyway",
+        inputs.ALLOW_DNA,
+        help="The letters A, C, G, T, U and N are read as the amino acids of the same names; the model's output "
+        "on them says little about any protein.",
+    )
 
 
 main()

@@ -1,10 +1,11 @@
 """The one protein-input reader used by every input path (paste, upload, CLI, batch, shared link).
 
-``iter_records`` reads FASTA line by line, from text lines or a binary stream (plain or
-gzip), and yields each record checked (``fasta_records.CheckedRecord``) and each problem
-with the input as a whole (``InputIssue`` with ``record=None``). ``parse_fasta_text``,
-``parse_fasta_bytes`` and ``read_fasta`` collect it for a whole input into ``ParsedInput``;
-``flamino batch`` streams files through it one record at a time.
+``iter_records`` (``fasta_reader``) reads FASTA line by line, from text lines or a binary
+stream (plain or gzip), and the flat files people paste (GenBank, GenPept, EMBL, Swiss-Prot:
+``flat_files``), and yields each record checked (``fasta_records.CheckedRecord``) and each
+problem with the input as a whole (``InputIssue`` with ``record=None``). ``parse_fasta_text``,
+``parse_fasta_bytes`` and ``read_fasta`` here collect it for a whole input into
+``ParsedInput``; ``flamino batch`` streams files through it one record at a time.
 
 Bad records are reported (record id + 1-based position) and skipped; good ones are kept.
 No str/bytes input makes these functions raise.
@@ -12,35 +13,21 @@ No str/bytes input makes these functions raise.
 
 from __future__ import annotations
 
-import io
-import re
-import zlib
 from dataclasses import dataclass, replace
-from itertools import chain
 from os import PathLike
 from pathlib import Path
-from typing import BinaryIO, Iterable, Iterator, Literal
+from typing import Iterable, Sequence
 
-from .alphabet import AA_TO_IDX
-from .fasta_records import CheckedRecord, ProteinRecord, RawRecord, check_record
-from .input_formats import FOREIGN_HEAD_LINES, Unreadable, decode_bytes, foreign_format, open_text
+from .fasta_reader import iter_records
+from .fasta_records import CheckedRecord, InputIssue, ProteinRecord
+from .input_formats import Unreadable, decode_bytes
+
+__all__ = [
+    "FastaError", "InputIssue", "MAX_GUNZIP_BYTES", "ParsedInput", "ProteinRecord", "file_problem",
+    "iter_records", "parse_fasta_bytes", "parse_fasta_text", "parse_sources", "read_fasta", "to_fasta",
+]  # fmt: skip
 
 MAX_GUNZIP_BYTES = 256 * 1024 * 1024  # guards against gzip bombs
-
-_RESIDUES = "".join(AA_TO_IDX)
-_SEQUENCE_LIKE = re.compile(f"[{_RESIDUES}{_RESIDUES.lower()}{re.escape('-.')}*0-9\\s]+")
-
-
-@dataclass(frozen=True)
-class InputIssue:
-    record: str | None  # record id ("record 3" if it had none); None = whole input
-    message: str
-    level: Literal["warning", "error"]
-
-    def __str__(self) -> str:
-        if self.record is None:
-            return self.message[:1].upper() + self.message[1:]
-        return f"{self.record}: {self.message}"
 
 
 class FastaError(ValueError):
@@ -56,6 +43,7 @@ class ParsedInput:
     records: tuple[ProteinRecord, ...]
     warnings: tuple[InputIssue, ...] = ()
     errors: tuple[InputIssue, ...] = ()
+    nucleotide_labels: tuple[str, ...] = ()  # records judged nucleotide (refused, or allowed)
 
     @property
     def ok(self) -> bool:
@@ -70,16 +58,18 @@ class ParsedInput:
     @classmethod
     def collect(cls, items: Iterable[CheckedRecord | InputIssue]) -> "ParsedInput":
         """The kept records and every issue of ``iter_records``' output, in input order."""
-        records, warnings, errors = [], [], []
+        records, warnings, errors, nucleotides = [], [], [], []
         for item in items:
             if isinstance(item, InputIssue):
                 (errors if item.level == "error" else warnings).append(item)
                 continue
             if item.record is not None:
                 records.append(item.record)
+            if item.nucleotides:
+                nucleotides.append(item.label)
             warnings += [InputIssue(item.label, message, "warning") for message in item.warnings]
             errors += [InputIssue(item.label, message, "error") for message in item.errors]
-        return cls(tuple(records), tuple(warnings), tuple(errors))
+        return cls(tuple(records), tuple(warnings), tuple(errors), tuple(nucleotides))
 
 
 # ---------------------------------------------------------------- whole inputs
@@ -91,14 +81,20 @@ def parse_fasta_text(
     max_records: int | None = None,
     max_residues_per_record: int | None = None,
     max_total_residues: int | None = None,
+    allow_nucleotides: bool = False,
 ) -> ParsedInput:
-    """Validate FASTA (or a bare pasted sequence); limits of None mean unlimited."""
+    """Validate FASTA (or a bare pasted sequence, or a flat file); limits of None mean unlimited.
+
+    ``allow_nucleotides``: analyse sequences that look like DNA/RNA as protein (with a warning)
+    instead of refusing them.
+    """
     return ParsedInput.collect(
         iter_records(
             text.splitlines(),
             max_records=max_records,
             max_residues_per_record=max_residues_per_record,
             max_total_residues=max_total_residues,
+            allow_nucleotides=allow_nucleotides,
         )
     )
 
@@ -110,6 +106,7 @@ def parse_fasta_bytes(
     max_residues_per_record: int | None = None,
     max_total_residues: int | None = None,
     max_decompressed_bytes: int = MAX_GUNZIP_BYTES,
+    allow_nucleotides: bool = False,
 ) -> ParsedInput:
     """Validate an uploaded file's bytes: gunzips, honours BOMs, refuses binary files."""
     try:
@@ -121,6 +118,7 @@ def parse_fasta_bytes(
         max_records=max_records,
         max_residues_per_record=max_residues_per_record,
         max_total_residues=max_total_residues,
+        allow_nucleotides=allow_nucleotides,
     )
     notes_issues = tuple(InputIssue(None, note, "warning") for note in notes)
     return replace(parsed, warnings=notes_issues + parsed.warnings)
@@ -133,6 +131,7 @@ def read_fasta(
     max_residues_per_record: int | None = None,
     max_total_residues: int | None = None,
     max_decompressed_bytes: int = MAX_GUNZIP_BYTES,
+    allow_nucleotides: bool = False,
 ) -> ParsedInput:
     """Validate a FASTA file (plain or gzipped); an unreadable file is an error issue."""
     try:
@@ -145,7 +144,75 @@ def read_fasta(
         max_residues_per_record=max_residues_per_record,
         max_total_residues=max_total_residues,
         max_decompressed_bytes=max_decompressed_bytes,
+        allow_nucleotides=allow_nucleotides,
     )
+
+
+def parse_sources(
+    sources: Sequence[tuple[str | None, str | bytes]],
+    *,
+    max_records: int | None = None,
+    max_residues_per_record: int | None = None,
+    max_total_residues: int | None = None,
+    allow_nucleotides: bool = False,
+    max_decompressed_bytes: int = MAX_GUNZIP_BYTES,
+) -> tuple[ParsedInput, tuple[int, ...]]:
+    """Several inputs read as one (the app's pasted text and uploaded files).
+
+    Each source is read by itself (a GenBank upload beside a FASTA paste), with one set of ids
+    over all of them (a second ``HBB_HUMAN`` becomes ``HBB_HUMAN_2``) and the limits spent
+    across all of them in order.
+
+    Args:
+      sources: ``(name, text or bytes)`` in order; the name prefixes that source's messages
+        (None: none, for the pasted text). Bytes are decoded as ``parse_fasta_bytes`` does.
+
+    Returns:
+      ``(combined, kept)``: every record and issue in source order, and how many records each
+      source gave.
+    """
+    used: set[str] = set()
+    parts, kept = [], []
+    number, records_left, residues_left = 1, max_records, max_total_residues
+    for name, data in sources:
+        notes: list[str] = []
+        if isinstance(data, bytes):
+            try:
+                data, notes = decode_bytes(data, max_decompressed_bytes)
+            except Unreadable as exc:
+                parts.append(ParsedInput((), (), (InputIssue(None, str(exc), "error", name),)))
+                kept.append(0)
+                continue
+        if records_left == 0 or residues_left == 0:
+            spent = "records" if records_left == 0 else "residues"
+            problem = f"not read: the inputs before it already hold the limit of {spent}"
+            parts.append(ParsedInput((), (), (InputIssue(None, problem, "error", name),)))
+            kept.append(0)
+            continue
+        items = list(iter_records(
+            data.splitlines(), used_ids=used, first_number=number, max_records=records_left,
+            max_residues_per_record=max_residues_per_record, max_total_residues=residues_left,
+            allow_nucleotides=allow_nucleotides,
+        ))  # fmt: skip
+        parsed = ParsedInput.collect(items)
+        read = sum(isinstance(item, CheckedRecord) for item in items)
+        number += read
+        records_left = None if records_left is None else records_left - read
+        residues = sum(len(r.sequence) for r in parsed.records)
+        residues_left = None if residues_left is None else max(residues_left - residues, 0)
+        tagged = [InputIssue(None, note, "warning", name) for note in notes]
+        parts.append(ParsedInput(
+            parsed.records,
+            tuple(tagged) + tuple(replace(issue, source=name) for issue in parsed.warnings),
+            tuple(replace(issue, source=name) for issue in parsed.errors),
+            parsed.nucleotide_labels,
+        ))  # fmt: skip
+        kept.append(len(parsed.records))
+    combined = ParsedInput(
+        tuple(r for p in parts for r in p.records), tuple(w for p in parts for w in p.warnings),
+        tuple(e for p in parts for e in p.errors), tuple(n for p in parts for n in p.nucleotide_labels),
+    )  # fmt: skip
+    return combined, tuple(kept)
 
 
 def file_problem(path: str | PathLike[str], exc: OSError) -> str:
@@ -157,206 +224,6 @@ def file_problem(path: str | PathLike[str], exc: OSError) -> str:
     if isinstance(exc, PermissionError):
         return f"permission denied reading {path}"
     return f"could not read {path}: {exc.strerror or exc}"
-
-
-# ---------------------------------------------------------------- the streaming reader
-
-
-def iter_records(
-    source: Iterable[str] | BinaryIO,
-    *,
-    bare_sequence: bool = True,
-    used_ids: set[str] | None = None,
-    first_number: int = 1,
-    max_records: int | None = None,
-    max_residues_per_record: int | None = None,
-    max_total_residues: int | None = None,
-) -> Iterator[CheckedRecord | InputIssue]:
-    """Read FASTA record by record: each record checked, and problems with the whole input.
-
-    Memory is one record (plus, for a headerless input, the input itself), so files of any
-    size stream through.
-
-    Args:
-      source: lines of text (a list, an open text file), or a binary stream (a file opened
-        ``"rb"``, plain or gzip; its encoding is judged by ``input_formats.open_text``).
-      bare_sequence: read an input without any '>' header as one pasted sequence (the app
-        and ``flamino embed``); False reports it as text before the first header.
-      used_ids: ids taken by earlier inputs (updated), so ids stay unique over several files.
-      first_number: the number of this input's first record (records are numbered from it,
-        and unnamed ones called ``record_<number>``).
-      max_records: records past this many are counted, not read (one error says so).
-      max_residues_per_record: refuse longer sequences.
-      max_total_residues: keep records in order until their residues exceed this; the
-        valid records after are dropped (one error says so).
-
-    Yields:
-      ``CheckedRecord`` per record read (kept or refused), in input order, and ``InputIssue``
-      (``record=None``) for the input as a whole: a format that is not FASTA, text before
-      the first header, a limit reached, a file that could not be read to its end.
-    """
-    for name, limit in (
-        ("max_records", max_records),
-        ("max_residues_per_record", max_residues_per_record),
-        ("max_total_residues", max_total_residues),
-    ):
-        if limit is not None and limit < 0:
-            raise ValueError(f"{name} must be >= 0, got {limit}")
-    if hasattr(source, "read") and not isinstance(source, io.TextIOBase):  # a binary stream
-        try:
-            source, notes = open_text(source)
-        except Unreadable as exc:
-            yield InputIssue(None, str(exc), "error")
-            return
-        for note in notes:
-            yield InputIssue(None, note, "warning")
-    reader = _Reader(
-        bare_sequence, set() if used_ids is None else used_ids, first_number,
-        max_records, max_residues_per_record, max_total_residues,
-    )  # fmt: skip
-    lines = _stripped_lines(source)
-    try:
-        yield from reader.read(lines)
-    except (OSError, EOFError, zlib.error) as exc:  # gzip data damaged past the start
-        yield InputIssue(
-            None, f"unreadable after {reader.read_count:,} record(s) ({exc}); those were read", "error"
-        )
-
-
-def _stripped_lines(source: Iterable[str]) -> Iterator[str]:
-    """Lines without surrounding whitespace (it never matters in FASTA), split as ``str.splitlines``."""
-    first = True
-    for chunk in source:
-        for line in chunk.splitlines() or [""]:
-            if first:
-                line, first = line.lstrip("\ufeff"), False
-            if not line.isascii():
-                try:
-                    line.encode("utf-8")
-                except UnicodeEncodeError:  # lone surrogates: unprintable and unencodable
-                    line = line.encode("utf-8", "replace").decode("utf-8")
-            yield line.strip()
-
-
-class _Reader:
-    """Groups lines into records under their '>' headers and checks each one.
-
-    Not Biopython's ``SimpleFastaParser``: it skips the text before the first header without
-    a word (we report it), removes the spaces and line breaks between three-letter codes
-    (``MET VAL`` must stay apart to be read as codes) and gives no way to say whether a
-    record had spaces removed; grouping lines under headers is the simple part.
-    """
-
-    def __init__(self, bare_sequence, used_ids, first_number, max_records, max_residues, max_total):
-        self.bare_sequence, self.used_ids, self.first_number = bare_sequence, used_ids, first_number
-        self.max_records, self.max_residues, self.max_total = max_records, max_residues, max_total
-        self.read_count = 0  # records passed on so far
-        self.seen = 0  # records found, including those past max_records
-        self.kept = self.residues = self.dropped = 0
-        self.first_dropped: str | None = None
-
-    def read(self, lines: Iterator[str]) -> Iterator[CheckedRecord | InputIssue]:
-        head: list[str] = []
-        first = None
-        for line in lines:  # enough lines to tell a foreign format
-            head.append(line)
-            first = first or line or None
-            if first is not None and len(head) >= FOREIGN_HEAD_LINES:
-                break
-        if first is None:
-            yield InputIssue(None, "no sequence found", "error")
-            return
-        foreign = foreign_format(first, head)
-        if foreign:
-            yield InputIssue(None, foreign, "error")
-            return
-
-        preamble: list[str] = []
-        title: str | None = None
-        typed: list[str] = []
-        for line in chain(head, lines):
-            if line.startswith(">"):
-                if title is None:
-                    yield from _preamble_issues(preamble)
-                else:
-                    yield from self._record(title, typed)
-                title, typed = line[1:], []
-            elif title is not None:
-                if self.max_records is None or self.seen < self.max_records:
-                    typed.append(line)
-            else:
-                preamble.append(line)
-        if title is not None:
-            yield from self._record(title, typed)
-        elif self.bare_sequence:  # a sequence pasted without a header
-            yield from self._record(None, preamble)
-        else:
-            issues = list(_preamble_issues(preamble))
-            yield from issues
-            if all(issue.level == "warning" for issue in issues):
-                yield InputIssue(None, "no sequence found: no line starts a record with '>'", "error")
-        yield from self._closing_issues()
-
-    def _record(self, title: str | None, typed: list[str]) -> Iterator[CheckedRecord]:
-        self.seen += 1
-        if self.max_records is not None and self.seen > self.max_records:
-            return
-        squeezed = ["".join(line.split()) for line in typed]
-        raw = RawRecord(
-            number=self.first_number + self.read_count,
-            title=title,
-            sequence="".join(squeezed),
-            had_whitespace=any(s != line for s, line in zip(squeezed, typed)),
-            text="\n".join(typed),
-        )
-        checked = check_record(raw, self.used_ids, self.max_residues)
-        self.read_count += 1
-        if checked.record is not None and self.max_total is not None:
-            self.residues += len(checked.record.sequence)
-            if self.residues > self.max_total:
-                self.dropped += 1
-                self.first_dropped = self.first_dropped or checked.id
-                checked = replace(checked, record=None)  # its warnings are still reported
-            else:
-                self.kept += 1
-        yield checked
-
-    def _closing_issues(self) -> Iterator[InputIssue]:
-        if self.max_records is not None and self.seen > self.max_records:
-            yield InputIssue(
-                None,
-                f"the input has {self.seen:,} records; only the first {self.max_records:,} "
-                f"are analysed ({self.seen - self.max_records:,} dropped)",
-                "error",
-            )
-        if self.dropped:
-            yield InputIssue(
-                None,
-                f"the input has more than {self.max_total:,} residues in total; analysed the first "
-                f"{self.kept:,} record(s) and dropped {self.dropped:,} (from '{self.first_dropped}' on)",
-                "error",
-            )
-
-
-def _preamble_issues(preamble: list[str]) -> Iterator[InputIssue]:
-    """Text before the first '>' is never analysed; say so."""
-    text = [line for line in preamble if line]
-    if not text:
-        return
-    if all(_looks_like_sequence(line) for line in text):
-        yield InputIssue(
-            None,
-            "found sequence text before the first '>' header; it was not analysed. "
-            "Add a header line such as '>my_protein' above it",
-            "error",
-        )
-    else:
-        yield InputIssue(None, f"ignored {len(text)} line(s) of text before the first '>' header", "warning")
-
-
-def _looks_like_sequence(line: str) -> bool:
-    # Mixed case ("Human hemoglobin") reads as prose, not residues.
-    return bool(_SEQUENCE_LIKE.fullmatch(line)) and line in (line.upper(), line.lower())
 
 
 def to_fasta(records: tuple[ProteinRecord, ...] | list[ProteinRecord], width: int = 60) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import string
 from dataclasses import dataclass, replace
+from typing import Literal
 
 from .alphabet import AA_TO_IDX
 from .three_letter import read_three_letter
@@ -21,7 +22,13 @@ MAX_DESCRIPTION_CHARS = 300
 
 _RESIDUES = "".join(AA_TO_IDX)  # the 25 letters ESM-2 has tokens for
 _GAPS = "-."
-_NUCLEOTIDES = "ACGTUN"
+# The nucleotide rule: a sequence of at least NUCLEOTIDE_MIN_LENGTH letters of which at least
+# NUCLEOTIDE_FRACTION are A, C, G, T, U or N is DNA/RNA. Those six letters make up ~26% of
+# natural proteins (UniProtKB composition), so a protein of 20 residues passes for nucleotides
+# with a chance of ~1e-8, and a real DNA sequence (N included for unknown bases) is all of them.
+NUCLEOTIDES = "ACGTUN"
+NUCLEOTIDE_FRACTION = 0.9
+NUCLEOTIDE_MIN_LENGTH = 20
 _SHOWN_POSITIONS = 5  # positions listed per bad character
 _SHOWN_BAD_CHARACTERS = 5  # distinct bad characters reported per record
 
@@ -29,6 +36,21 @@ _BAD_CHARACTER = re.compile(f"[^{_RESIDUES}{re.escape(_GAPS)}]")
 _UPPERCASE_ASCII = str.maketrans(string.ascii_lowercase, string.ascii_uppercase)
 _DROP_DIGITS = str.maketrans("", "", string.digits)
 _HEADER_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f-\x9f]")
+
+
+@dataclass(frozen=True)
+class InputIssue:
+    record: str | None  # record id ("record 3" if it had none); None = whole input
+    message: str
+    level: Literal["warning", "error"]
+    source: str | None = None  # the file it came from, when an input combines several
+
+    def __str__(self) -> str:
+        if self.record is None:
+            text = self.message[:1].upper() + self.message[1:]
+        else:
+            text = f"{self.record}: {self.message}"
+        return text if self.source is None else f"{self.source}: {text}"
 
 
 @dataclass(frozen=True)
@@ -47,6 +69,7 @@ class RawRecord:
     sequence: str  # whitespace removed, otherwise as typed
     had_whitespace: bool
     text: str = ""  # the sequence lines as typed, whitespace kept (three-letter codes need it)
+    notes: tuple[str, ...] = ()  # what the reader did to find it (a flat file read ...), warned first
 
 
 @dataclass(frozen=True)
@@ -64,27 +87,55 @@ class CheckedRecord:
     record: ProteinRecord | None  # None: refused, or dropped by a limit on total residues
     warnings: tuple[str, ...]  # empty for a refused record: they would only be noise
     errors: tuple[str, ...]
+    nucleotides: bool = False  # judged DNA/RNA (``looks_like_nucleotides``): refused, or allowed
 
 
-def check_record(raw: RawRecord, used_ids: set[str], max_residues: int | None = None) -> CheckedRecord:
+def check_record(
+    raw: RawRecord, used_ids: set[str], max_residues: int | None = None, allow_nucleotides: bool = False
+) -> CheckedRecord:
     """Check one record; ``used_ids`` holds the ids taken so far and gets this one.
 
     Args:
       raw: the record as read.
       used_ids: ids already given to earlier records of the same input (updated).
       max_residues: refuse sequences longer than this (None: no limit).
+      allow_nucleotides: analyse a DNA/RNA-looking sequence as protein (with a warning)
+        instead of refusing it. The verdict comes before the length check: a 330 kb DNA
+        file hears that it is DNA, not that it is long.
 
     Returns:
       A ``CheckedRecord``; ``record`` is None when it is refused.
     """
     record_id, description, label, warnings = _header(raw, used_ids)
+    warnings = list(raw.notes) + warnings
     sequence, seq_warnings, errors = _check_sequence(raw)
-    if sequence and max_residues is not None and len(sequence) > max_residues:
+    nucleotides = bool(sequence) and looks_like_nucleotides(sequence)
+    if nucleotides:
+        share = f"{nucleotide_fraction(sequence):.0%} of its {len(sequence):,} letters are A, C, G, T, U or N"
+        if not allow_nucleotides:
+            errors.append(f"this is nucleotide sequence, not protein ({share}); ESM-2 reads protein "
+                          "sequences: translate it first, or choose to analyse it as protein anyway")  # fmt: skip
+        else:
+            seq_warnings.insert(0, f"nucleotide sequence ({share}), analysed as protein as asked; ESM-2 was "
+                                   "trained on proteins, so its output on these letters means little")  # fmt: skip
+    if not errors and max_residues is not None and len(sequence) > max_residues:
         errors.append(f"{len(sequence):,} residues, more than the limit of {max_residues:,} per sequence")
     if errors:
-        return CheckedRecord(raw.number, label, record_id, description, None, (), tuple(errors))
+        return CheckedRecord(raw.number, label, record_id, description, None, (), tuple(errors), nucleotides)
     record = ProteinRecord(record_id, description, sequence)
-    return CheckedRecord(raw.number, label, record_id, description, record, tuple(warnings + seq_warnings), ())
+    return CheckedRecord(
+        raw.number, label, record_id, description, record, tuple(warnings + seq_warnings), (), nucleotides
+    )
+
+
+def nucleotide_fraction(sequence: str) -> float:
+    """The share of ``sequence`` (uppercase, no gaps) that is A, C, G, T, U or N."""
+    return sum(sequence.count(base) for base in NUCLEOTIDES) / max(len(sequence), 1)
+
+
+def looks_like_nucleotides(sequence: str) -> bool:
+    """The nucleotide rule (``NUCLEOTIDE_MIN_LENGTH``, ``NUCLEOTIDE_FRACTION``) on a cleaned sequence."""
+    return len(sequence) >= NUCLEOTIDE_MIN_LENGTH and nucleotide_fraction(sequence) >= NUCLEOTIDE_FRACTION
 
 
 def _header(raw: RawRecord, used_ids: set[str]) -> tuple[str, str, str, list[str]]:
@@ -163,9 +214,6 @@ def _check_sequence(raw: RawRecord) -> tuple[str, list[str], list[str]]:
     if errors:
         return "", warnings, errors
 
-    nucleotides = sum(residues.count(base) for base in _NUCLEOTIDES)
-    if len(residues) >= 20 and nucleotides >= 0.9 * len(residues):
-        warnings.append("looks like DNA/RNA; ESM-2 reads protein sequences; translate it first")
     if len(residues) > ESM2_TRAINING_LENGTH:
         warnings.append(
             f"longer than {ESM2_TRAINING_LENGTH} residues, ESM-2's training length; "

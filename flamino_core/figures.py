@@ -281,26 +281,6 @@ def _qualitative(n: int) -> list[str]:
     return list(px.colors.qualitative.Alphabet)[:n]
 
 
-def sequence_pca_scatter(result: PCAResult, ids: Sequence[str], title: str = "") -> go.Figure:
-    """Per-sequence mean embeddings on their first two principal components, labelled by record."""
-    labels = [escape(i) for i in ids]
-    fig = go.Figure(
-        go.Scatter(
-            x=result.coords[:, 0],
-            y=result.coords[:, 1],
-            mode="markers+text",
-            text=labels,
-            textposition="top center",
-            marker={"size": 11, "color": "#4C72B0"},
-            hovertemplate="%{text}<extra></extra>",
-        )
-    )
-    ratios = result.explained_variance_ratio
-    fig.update_xaxes(title=_axis_title(0, ratios[0]))
-    fig.update_yaxes(title=_axis_title(1, ratios[1]))
-    return _layout(fig, title or "Per-sequence mean embeddings (PCA)", height=460)
-
-
 def explained_variance_bars(ratios: np.ndarray, title: str = "") -> go.Figure:
     """Explained variance ratio of each principal component, with the cumulative sum."""
     names = [f"PC{i + 1}" for i in range(len(ratios))]

@@ -3,9 +3,14 @@
 Uploads and files arrive as bytes: gzip is opened, byte-order marks and UTF-16 honoured,
 binary files (images, archives, office documents) named so the user hears what they gave,
 and text that is not UTF-8 read as Latin-1 with a note. Text in a format people upload by
-mistake (GenBank, PDB, Stockholm, FASTQ ...) is recognised by its first lines and refused
-with what to do instead. To recognise another format, add a line to ``FOREIGN_FORMATS`` (text)
-or ``BINARY_MAGIC`` (bytes).
+mistake (PDB, Stockholm, FASTQ ...) is recognised by its first lines and refused with what to
+do instead. Flat files that hold a sequence (GenBank, GenPept, EMBL, Swiss-Prot) are recognised
+here and read by ``flat_files``; so are sequences as people copy them out of such files or web
+pages (a GenBank ``ORIGIN`` block, a ``/translation`` qualifier, UniProt's numbered blocks).
+
+To refuse another format, add a line to ``FOREIGN_FORMATS`` (text) or ``BINARY_MAGIC`` (bytes);
+to read one, to ``FLAT_FILE_FORMATS`` (a format Biopython's ``SeqIO`` reads) or
+``FRAMED_SEQUENCES`` (sequence lines between a first and a last line).
 
 Whole inputs (``decode_bytes``) and streamed files (``open_text``) go through the same
 ``_identify``; a stream is judged by its first ``SNIFF_BYTES``.
@@ -23,10 +28,29 @@ from typing import BinaryIO, TextIO
 GZIP_MAGIC = b"\x1f\x8b"
 SNIFF_BYTES = 1 << 16  # a streamed file's encoding is decided from its first 64 KiB
 
+# Flat files read record by record with Biopython: (first-line pattern, name, SeqIO format).
+# Swiss-Prot and EMBL both start "ID   "; a Swiss-Prot ID line ends with the length in AA.
+FLAT_FILE_FORMATS = (
+    (r"LOCUS\s", "GenBank", "genbank"),
+    (r"ID {3}\S.*\sAA\.$", "Swiss-Prot", "swiss"),
+    (r"ID {3}\S", "EMBL", "embl"),
+)
+_FLAT_FILE_PATTERNS = tuple((re.compile(p), name, fmt) for p, name, fmt in FLAT_FILE_FORMATS)
+
+# Sequence text as people copy it out of a flat file: (first-line pattern, last-line pattern,
+# what it is). The matched text of both lines is dropped; the rest is read as a bare sequence.
+FRAMED_SEQUENCES = (
+    (r"ORIGIN\b", r"//$", "a GenBank ORIGIN block"),
+    (r'/translation="', r'"$', "a GenBank /translation qualifier"),
+)
+_FRAMED_PATTERNS = tuple((re.compile(start), re.compile(end), name) for start, end, name in FRAMED_SEQUENCES)
+
+# UniProt's web page shows a sequence in blocks of 10 under a line numbering each block's end
+# ("        10         20"); copied, the numbering lines come along.
+BLOCK = 10
+
 # Formats people upload by mistake: (first-line pattern, what it is, what to do).
 FOREIGN_FORMATS = (
-    (r"LOCUS\s", "a GenBank flat file", "export the protein as FASTA or copy its /translation"),
-    (r"ID {3}\S", "a Swiss-Prot/EMBL flat file", "download the FASTA version of the entry instead"),
     (r"# STOCKHOLM", "a Stockholm alignment", "convert it to FASTA (e.g. esl-reformat fasta)"),
     (r"(CLUSTAL|MUSCLE \(|PROBCONS)", "a Clustal alignment", "save the alignment as FASTA"),
     (
@@ -73,6 +97,50 @@ class Unreadable(Exception):
     """The bytes cannot be read as text; the message is for the user."""
 
 
+def flat_file_format(first: str) -> tuple[str, str] | None:
+    """``(name, Biopython SeqIO format)`` if the first non-blank line starts a readable flat file."""
+    for pattern, name, seqio_format in _FLAT_FILE_PATTERNS:
+        if pattern.match(first):
+            return name, seqio_format
+    return None
+
+
+def framed_sequence(first: str) -> tuple[re.Pattern, re.Pattern, str] | None:
+    """``(first-line pattern, last-line pattern, name)`` if the text is a sequence copied out of a
+    flat file (it starts like ``FRAMED_SEQUENCES`` says), else None."""
+    for start, end, name in _FRAMED_PATTERNS:
+        if start.match(first):
+            return start, end, name
+    return None
+
+
+def numbered_blocks(head: list[str]) -> bool:
+    """True if the text starts like UniProt's numbered layout: a line of numbers, each the end of
+    a block of ``BLOCK`` residues (10, 20, 30 ...), over a line of those blocks.
+
+    Only the first pair of lines is judged (the rest is read as sequence, digits dropped). A
+    PHYLIP header ("5 42") is not numbering: its numbers are not consecutive multiples of 10,
+    and the line under a PHYLIP header starts with a name, not a 10-residue block.
+    """
+    lines = [line.strip() for line in head if line.strip()]
+    if len(lines) < 2:
+        return False
+    numbers, blocks = lines[0].split(), lines[1].split()
+    if not all(n.isdigit() for n in numbers):
+        return False
+    ends = [int(n) for n in numbers]
+    first_block = ends[0] // BLOCK
+    if ends[0] < BLOCK or ends[0] % BLOCK or ends != [BLOCK * (first_block + k) for k in range(len(ends))]:
+        return False
+    whole = len(blocks) - (len(blocks[-1]) < BLOCK)
+    return (
+        all(block.isalpha() for block in blocks)
+        and all(len(block) == BLOCK for block in blocks[:-1])
+        and len(blocks[-1]) <= BLOCK
+        and whole == len(ends)
+    )
+
+
 def foreign_format(first: str, head: list[str]) -> str | None:
     """A user-facing error if the text is a known non-FASTA format, else None.
 
@@ -80,6 +148,8 @@ def foreign_format(first: str, head: list[str]) -> str | None:
       first: the first non-blank line (stripped).
       head: the first ``FOREIGN_HEAD_LINES`` lines of the input (stripped).
     """
+    if numbered_blocks(head):  # "10 20" over blocks would read as a PHYLIP header
+        return None
     for pattern, name, hint in _FOREIGN_PATTERNS:
         if pattern.match(first):
             return f"this looks like {name}, not FASTA; {hint}"

@@ -13,6 +13,12 @@ import re
 _RECORD_SPAN = re.compile(r"/(\d+)-(\d+)$")
 
 
+def record_span(record_id: str) -> tuple[int, int] | None:
+    """``(start, end)`` of a Pfam/UniProt-style ``/start-end`` id suffix, or None."""
+    match = _RECORD_SPAN.search(record_id or "")
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
 def numbering_offset(record_id: str, length: int | None = None) -> tuple[int, str]:
     """The number of the first residue, read from a Pfam/UniProt-style ``/start-end`` suffix.
 
@@ -26,10 +32,10 @@ def numbering_offset(record_id: str, length: int | None = None) -> tuple[int, st
       ``(offset, note)``: note is empty, or says why the suffix looks inconsistent (it is still
       used: the user can override it).
     """
-    match = _RECORD_SPAN.search(record_id or "")
-    if not match:
+    span = record_span(record_id)
+    if span is None:
         return 1, ""
-    start, end = int(match.group(1)), int(match.group(2))
+    start, end = span
     note = ""
     if length is not None and end - start + 1 != length:
         note = (f"{record_id}: the id says residues {start}-{end} ({end - start + 1:,}), but the sequence "

@@ -10,7 +10,7 @@ import pytest
 import scipy.linalg
 import scipy.stats
 
-from flamino_core import analysis, figures
+from flamino_core import analysis, figures, record_map
 from flamino_core.alphabet import AA_TO_IDX, STANDARD_AMINO_ACIDS, TOKENS
 
 RNG = np.random.default_rng(7)
@@ -185,7 +185,7 @@ def test_every_builder_returns_a_figure():
             for c in ("position", "residue", "class")
             for d in (2, 3)
         ),
-        figures.sequence_pca_scatter(analysis.pca(reps[:3], 2), ["a", "b", "c"]),
+        record_map.record_map_figure(record_map.project(reps[:3]), ["a", "b", "c"]),
         figures.explained_variance_bars(result.explained_variance_ratio),
         figures.attention_heatmap(maps[0], analysis.residue_labels(SEQ), "t"),
         figures.attention_grid(maps, max_size=4),
@@ -210,8 +210,9 @@ def test_residue_scatter_colour_groups_cover_every_residue():
 
 
 def test_user_text_is_escaped_in_figures():
-    fig = figures.sequence_pca_scatter(analysis.pca(RNG.normal(size=(2, 4)), 2), ["<b>x</b>", "a&b"])
-    assert list(fig.data[0].text) == ["&lt;b&gt;x&lt;/b&gt;", "a&amp;b"]
+    fig = record_map.record_map_figure(record_map.project(RNG.normal(size=(2, 4))), ["<b>x</b>", "a&b"], ["<i>", None], "<u>")
+    assert list(fig.data[0].text) == ["&lt;b&gt;x&lt;/b&gt;"] and fig.data[0].name == "&lt;i&gt;"
+    assert list(fig.data[1].text) == ["a&amp;b"]
     fig = figures.attention_heatmap(np.eye(2), ["<cls>", "M1"], "t")
     assert list(fig.data[0].x) == ["&lt;cls&gt;", "M1"]
 

@@ -17,7 +17,7 @@ from flamino_core.alphabet import AA_TO_IDX
 from flamino_core.engine import Engine
 from flamino_core.weights import ModelNotAvailableError, load_weights, save_checkpoint
 
-from app_pages._ui.links import decode_fasta
+from app_pages._ui.links import decode_fasta, encode_fasta
 
 AppTest = pytest.importorskip("streamlit.testing.v1").AppTest
 
@@ -153,20 +153,35 @@ def test_headers_are_escaped_not_rendered_as_markdown():
     assert "\\*\\*bold\\*\\*" in shown and "\\[link\\]\\(http" in shown
 
 
-def test_uploading_several_files_fills_the_box_and_reports_bad_ones():
-    at = start()
-    at.file_uploader(key="_uploads").set_value(
-        [
-            ("hbb.fa", (ROOT / "assets" / "HBB_HUMAN.fa").read_bytes(), "text/plain"),
-            ("ubq.fasta", b">ubq\n" + UBIQUITIN.encode() + b"\n", "text/plain"),
-            ("bad.txt", b">oops\nMK?T\n", "text/plain"),
-        ]
-    )
-    at.run()
+def upload(at: AppTest, files: list[tuple[str, bytes]]) -> AppTest:
+    """Drop files on the Input page's uploader (it is emptied after each upload, so index 0)."""
+    at.file_uploader[0].set_value([(name, data, "text/plain") for name, data in files])
+    return at.run()
+
+
+def test_uploading_several_files_keeps_each_beside_the_pasted_text():
+    at = paste(start(), f">pasted\n{UBIQUITIN}\n")
+    upload(at, [("hbb.fa", (ROOT / "assets" / "HBB_HUMAN.fa").read_bytes()),
+                ("ubq.fasta", b">pasted\n" + UBIQUITIN.encode() + b"\n"),
+                ("bad.txt", b">oops\nMK?T\n")])  # fmt: skip
     assert not at.exception
-    assert list(at.dataframe[0].value["id"]) == ["HBB_HUMAN", "ubq"]
+    assert list(at.dataframe[0].value["id"]) == ["pasted", "HBB_HUMAN", "pasted_2"]  # ids kept unique
     assert any("bad.txt: oops: position 3" in unescaped(e.value) for e in at.error)
-    assert at.text_area(key="_w_fasta_text").value.startswith(">HBB_HUMAN")
+    assert at.text_area(key="_w_fasta_text").value == f">pasted\n{UBIQUITIN}\n"  # the paste is kept
+    assert ["hbb.fa · 1 record", "ubq.fasta · 1 record", "bad.txt · 0 records"] == [
+        t for t in (str(x.value) for x in at.text) if " · " in t
+    ]
+    assert "3 record(s) ready for analysis (1 pasted, 2 from files)" in at.success[0].value
+    # A second upload adds to the first; removing a file removes its records.
+    upload(at, [("more.fa", b">more\nMKVLAAGIV\n")])
+    assert list(at.dataframe[0].value["id"]) == ["pasted", "HBB_HUMAN", "pasted_2", "more"]
+    next(b for b in at.button if b.key == "_remove_upload_0").click().run()
+    assert list(at.dataframe[0].value["id"]) == ["pasted", "pasted_2", "more"]
+    # The files outlive a visit to another page.
+    open_page(at, "predictions")
+    assert at.sidebar.selectbox(key="_w_record").options[-1].startswith("more")
+    open_page(at, "input")
+    assert list(at.dataframe[0].value["id"]) == ["pasted", "pasted_2", "more"]
 
 
 def test_pages_without_input_point_to_the_input_page():
@@ -515,7 +530,7 @@ def test_hosted_refuses_oversized_paste_and_uploads_with_a_message(hosted):
     assert not at.dataframe
 
     at = start()
-    uploader = at.file_uploader(key="_uploads")
+    uploader = at.file_uploader[0]
     assert uploader.proto.max_upload_size_mb == 1  # the browser refuses big files before sending
     uploader.set_value(
         [
@@ -663,6 +678,9 @@ EVERY_OPTION = {
     "schain": ("B", "B"), "smodel": ("1", 1), "srange": ("long", "long"), "scut": ("L/5", "L/5"),
     "strack": ("attention", "attention"), "saa": ("W", "W"), "sres": ("5", 5), "slayer": ("1", 1),
     "shead": ("2", 2), "spc": ("2", 2), "sscore": ("masked-marginals", "masked-marginals"),
+    "smap": ("pca", "pca"),
+    "slabels": ("0", False),
+    "dna": ("1", True),
 }
 VALUE_WIDGETS = ("selectbox", "radio", "number_input", "toggle", "checkbox", "text_area", "text_input",
                  "slider", "select_slider", "multiselect")  # fmt: skip
@@ -676,9 +694,10 @@ def test_every_widget_is_kept_and_defaults_to_its_current_value():
     from app_pages._ui.views import OPTIONS
 
     assert set(EVERY_OPTION) == set(OPTIONS)  # a new option gets a value here
-    at = start({"seq": UBIQUITIN, "page": "attention", **{k: text for k, (text, _) in EVERY_OPTION.items()}})
+    two = encode_fasta(f">ubq\n{UBIQUITIN}\n>part\n{UBIQUITIN[:50]}\n")  # the records' map needs two
+    at = start({"fasta": two, "page": "attention", **{k: text for k, (text, _) in EVERY_OPTION.items()}})
     kinds = set()
-    for name in ("attention", "predictions", "embeddings", "structure", "input"):
+    for name in ("attention", "predictions", "embeddings", "structure", "records", "input"):
         if name != "attention":
             open_page(at, name)
         assert_clean(at)
@@ -700,6 +719,6 @@ def test_every_widget_is_kept_and_defaults_to_its_current_value():
     path = at.sidebar.text_input(key="_w_local_path")
     assert path.proto.default == path.value == "/nowhere/esm2"
     assert at.session_state["local_path"] == "/nowhere/esm2"
-    assert kinds >= {"selectbox", "radio", "number_input", "toggle", "text_area"}
+    assert kinds >= {"selectbox", "radio", "number_input", "toggle", "text_area", "checkbox"}
     at.sidebar.selectbox(key="_w_model_choice").set_value("random:tiny").run()
     assert at.sidebar.selectbox(key="_w_model_choice").proto.default == 7  # random:tiny, not index 0

@@ -208,16 +208,30 @@ def test_all_ESM_letters_are_accepted():
     assert record.sequence == "LAGVSERTIDPKQNFYMHWCXBUZO"
 
 
-@pytest.mark.parametrize("sequence", ["ACGTACGTACGTACGTACGTACGT", "acguacguacguacguacgun"])
-def test_nucleotides_warn(sequence):
-    parsed = parse_fasta_text(">dna\n" + sequence + "\n")
-    assert parsed.ok  # still valid amino-acid letters
-    assert "looks like DNA/RNA" in messages(parsed.warnings)
+@pytest.mark.parametrize("sequence", ["ACGTACGTACGTACGTACGTACGT", "acguacguacguacguacgun", "ACGTNNNNACGTACGTACGTAR"])
+def test_nucleotides_are_refused_unless_allowed(sequence):
+    parsed = parse_fasta_text(">dna\n" + sequence + "\n>p\nMKV\n")
+    assert [r.id for r in parsed.records] == ["p"] and parsed.nucleotide_labels == ("dna",)
+    (error,) = parsed.errors
+    assert error.record == "dna" and "nucleotide sequence, not protein" in error.message
+    allowed = parse_fasta_text(">dna\n" + sequence + "\n", allow_nucleotides=True)
+    assert only_record(allowed).sequence == sequence.upper() and allowed.nucleotide_labels == ("dna",)
+    assert "analysed as protein as asked" in messages(allowed.warnings)
 
 
 @pytest.mark.parametrize("sequence", ["ACGTACGTACGT", HBB, "ACGTACGTACGTACGTACGTMKLWPQ"])
-def test_proteins_and_short_sequences_do_not_warn_about_dna(sequence):
-    assert "DNA" not in messages(parse_fasta_text(">x\n" + sequence).warnings)
+def test_proteins_and_short_sequences_are_not_taken_for_dna(sequence):
+    parsed = parse_fasta_text(">x\n" + sequence)
+    assert parsed.ok and not parsed.nucleotide_labels
+    assert "nucleotide" not in messages(parsed.warnings + parsed.errors)
+
+
+def test_the_dna_verdict_comes_before_the_length_limit():
+    parsed = parse_fasta_text(">chr\n" + "ACGT" * 82_500 + "\n", max_residues_per_record=2000)
+    (error,) = parsed.errors
+    assert "nucleotide sequence" in error.message and "limit" not in error.message
+    allowed = parse_fasta_text(">chr\n" + "ACGT" * 82_500 + "\n", max_residues_per_record=2000, allow_nucleotides=True)
+    assert "330,000 residues, more than the limit of 2,000" in allowed.errors[0].message
 
 
 @pytest.mark.parametrize("text", ["", "   \n\t\n", "\ufeff"])
@@ -286,22 +300,10 @@ def test_control_characters_in_header_are_replaced():
 
 # ---------------------------------------------------------------- not FASTA
 
-GENBANK = """LOCUS       NM_000518                626 bp    mRNA    linear   PRI 20-MAY-2023
-DEFINITION  Homo sapiens hemoglobin subunit beta (HBB), mRNA.
-ORIGIN
-        1 acatttgctt ctgacacaac tgtgttcact agcaacctca aacagacacc atggtgcatc
-//
-"""
 STOCKHOLM = """# STOCKHOLM 1.0
 #=GF ID  globin
 HBB_HUMAN  VHLTPEEKSAVTALWGKVNV
 HBA_HUMAN  -VLSPADKTNVKAAWGKVGA
-//
-"""
-SWISSPROT = """ID   HBB_HUMAN               Reviewed;         147 AA.
-AC   P68871;
-SQ   SEQUENCE   147 AA;  15998 MW;  EC1EC2B3C3D3E0F4 CRC64;
-     MVHLTPEEKS AVTALWGKVN VDEVGGEALG RLLVVYPWTQ RFFESFGDLS TPDAVMGNPK
 //
 """
 CLUSTAL = """CLUSTAL W (1.83) multiple sequence alignment
@@ -319,9 +321,7 @@ FASTQ = "@read1\nACGTACGT\n+\nIIIIIIII\n"
 @pytest.mark.parametrize(
     "text, name",
     [
-        (GENBANK, "GenBank"),
         (STOCKHOLM, "Stockholm"),
-        (SWISSPROT, "Swiss-Prot/EMBL"),
         (CLUSTAL, "Clustal"),
         (PDB, "PDB"),
         (FASTQ, "FASTQ"),

@@ -45,7 +45,8 @@ def test_help_loads_no_heavy_library(argv):
 @pytest.mark.parametrize(
     "module",
     ["alphabet", "config", "options", "progress", "atomic", "input_formats", "fasta_records", "fasta",
-     "three_letter", "scores", "planning", "analysis", "figures", "cli", "batch"],
+     "fasta_reader", "flat_files", "record_metadata", "protspace", "three_letter", "scores", "planning",
+     "analysis", "figures", "cli", "batch"],
 )
 def test_modules_the_light_paths_use_do_not_load_jax(module):
     assert heavy_modules_after(f"import flamino_core.{module}") == []

@@ -165,6 +165,9 @@ ACCESSION   U49845
 //
 """
 STOCKHOLM = b"# STOCKHOLM 1.0\nseq1 MKV-LA\nseq2 MKVQLA\n//\n"
+DATA = Path(__file__).resolve().parent / "data"
+GENPEPT = (DATA / "NP_000509.gp").read_bytes()  # real records written by hand: tests/data/SOURCES.md
+SWISSPROT_ENTRY = (DATA / "HBB_HUMAN.swiss.txt").read_bytes()
 SWISSPROT = b"ID   UBIQ_HUMAN    Reviewed;    76 AA.\nAC   P0CG47;\nSQ   SEQUENCE   76 AA;\n     MQIFVKTLTG KTITLEVEPS\n//\n"
 THOUSANDS = 3000
 NASTY_HEADER = "**bold**<b>x</b> [link](http://example.org) <script>alert(1)</script> _under_ `code`"
@@ -196,17 +199,21 @@ CASES = [
     Case("damaged gzip", gzip.compress(GOOD)[:20], [], [(None, "gzip file is damaged or truncated")]),
     Case("UTF-16 with BOM", GOOD.decode().encode("utf-16"), ["good"], refused=False),
     Case("UTF-16 without BOM", GOOD.decode().encode("utf-16-le"), ["good"], refused=False),
-    Case("GenBank as FASTA", GENBANK, [], [(None, "GenBank flat file, not FASTA")]),
+    Case("GenBank header without a sequence", GENBANK, [], [(None, "GenBank flat file, but it could not be read")]),
+    Case("GenPept record", GENPEPT, ["NP_000509.1"], [("NP_000509.1", "read GenPept protein record NP_000509.1")],
+         refused=False),
+    Case("Swiss-Prot entry", SWISSPROT_ENTRY, ["sp|P68871|HBB_HUMAN"],
+         [("sp|P68871|HBB_HUMAN", "read Swiss-Prot entry HBB_HUMAN (P68871)")], refused=False),
     Case("Stockholm as FASTA", STOCKHOLM, [], [(None, "Stockholm alignment, not FASTA")]),
-    Case("Swiss-Prot as FASTA", SWISSPROT, [], [(None, "Swiss-Prot/EMBL flat file, not FASTA")]),
+    Case("damaged Swiss-Prot entry", SWISSPROT, [], [(None, "Swiss-Prot flat file, but it could not be read")]),
     Case("gaps", b">gapped\nMKV--LA..GG\n", ["gapped"], [("gapped", "removed 4 gap character(s)")], refused=False),
     Case("terminal stop codon", b">stop\nMKVLA*\n", ["stop"], [("stop", "removed the terminal '*'")], refused=False),
     Case("internal stop codon", b">inner\nMKV*LA\n" + GOOD, ["good"],
          [("inner", "position 4: '*' (stop codon) inside the sequence")]),
     Case("digits and spaces", b">numbered\n1 MKVLA GGTTA\n11 QQRST\n", ["numbered"],
          [("numbered", "removed digits (sequence numbering) and spaces")], refused=False),
-    Case("DNA", b">dna\nATGGCGTACGATCGATCGTAGCTAGCTAGCA\n", ["dna"], [("dna", "looks like DNA/RNA")], refused=False),
-    Case("RNA", b">rna\nAUGGCGUACGAUCGAUCGUAGCUAGCUAGCA\n", ["rna"], [("rna", "looks like DNA/RNA")], refused=False),
+    Case("DNA", b">dna\nATGGCGTACGATCGATCGTAGCTAGCTAGCA\n" + GOOD, ["good"], [("dna", "nucleotide sequence, not protein")]),
+    Case("RNA", b">rna\nAUGGCGUACGAUCGAUCGUAGCUAGCUAGCA\n", [], [("rna", "nucleotide sequence, not protein")]),
     Case("non-amino-acid symbols", ">symbols\nMKV@LJé\n".encode() + GOOD, ["good"],
          [("symbols", "position 4: '@' is not allowed"), ("symbols", "position 6: 'J' is not an amino-acid letter"),
           ("symbols", "position 7: 'é' is not an amino-acid letter")]),
@@ -284,7 +291,7 @@ def app_with(data: bytes) -> AppTest:
     if pasteable:
         at.text_area(key="_w_fasta_text").input(text)
     else:
-        at.file_uploader(key="_uploads").set_value([("input.fasta", data, "application/octet-stream")])
+        at.file_uploader[0].set_value([("input.fasta", data, "application/octet-stream")])
     return at.run()
 
 

@@ -82,6 +82,11 @@ def npz_button(label: str, arrays: Callable[[], dict[str, np.ndarray]], file_nam
     _download(label, build, file_name, "application/octet-stream", key)
 
 
+def file_button(label: str, build: Callable[[], bytes | str], file_name: str, key: str, mime: str) -> None:
+    """A download of whatever ``build()`` makes (only when clicked): an HDF5 file, a table's text."""
+    _download(label, build, file_name, mime, key)
+
+
 def _download(label: str, data: Callable[[], bytes | str], file_name: str, mime: str, key: str) -> None:
     # on_click="ignore": a download does not rerun the page (which would recompute its figures).
     st.download_button(

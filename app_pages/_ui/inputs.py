@@ -1,19 +1,24 @@
-"""The session's input: the FASTA text, its validation with this session's limits, the records,
-the record the pages analyse, and the examples.
+"""The session's input: the pasted text and the uploaded files (``uploads.py``), their validation
+with this session's limits, the records, the record the pages analyse, and the examples.
 
 Pasted text, uploads and links all go through ``parse_input``, which calls the one validator
-(``flamino_core.fasta``) with the app's limits, tightened in hosted mode (``policy.py``).
+(``flamino_core.fasta``) with the app's limits, tightened in hosted mode (``policy.py``). The
+pasted text and each file are separate sources; their records are combined, ids kept unique.
+Sequences that look like DNA/RNA are refused unless the user ticked the box that keeps
+``ALLOW_DNA`` (also a link option).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
 import streamlit as st
 
-from flamino_core.fasta import InputIssue, ParsedInput, ProteinRecord, parse_fasta_text
+from flamino_core.fasta import InputIssue, ParsedInput, ProteinRecord, parse_sources, to_fasta
 
+from . import uploads
 from .policy import current_limits, hosted_mode
 from .views import DEFAULT_PAGE, PAGES
 from .widgets import kept_selectbox, plain, widget_key
@@ -29,9 +34,10 @@ MAX_RECORDS = 200
 MAX_RESIDUES_PER_RECORD = 5_000
 MAX_TOTAL_RESIDUES = 100_000
 
-# Session-state keys (``record`` is also the link's query key).
-FASTA = "fasta_text"
+# Session-state keys (``record`` and ``dna`` are also link query keys).
+FASTA = "fasta_text"  # the pasted text only; uploads are kept by ``uploads.py``
 RECORD = "record"
+ALLOW_DNA = "dna"  # analyse nucleotide sequences as protein anyway (views.OPTIONS)
 
 
 def input_limits() -> dict[str, int]:
@@ -52,28 +58,61 @@ def upload_size_mb() -> int | None:
 
 
 # Parsed inputs kept in memory: fewer on a shared server (fixed at import, like every cache).
+# Files are keyed by name and digest; their bytes (``_data``) are not hashed on every run.
 @st.cache_data(show_spinner=False, max_entries=16 if hosted_mode() else 64)
-def _parse(text: str, max_records: int, max_residues_per_record: int, max_total_residues: int) -> ParsedInput:
-    return parse_fasta_text(
-        text,
-        max_records=max_records,
-        max_residues_per_record=max_residues_per_record,
-        max_total_residues=max_total_residues,
-    )
+def _parse(
+    text: str, files: tuple[tuple[str, str], ...], _data: tuple[bytes, ...], allow_dna: bool,
+    max_records: int, max_residues_per_record: int, max_total_residues: int,
+) -> tuple[ParsedInput, tuple[int, ...]]:  # fmt: skip
+    sources = ([(None, text)] if text.strip() else []) + [(name, data) for (name, _), data in zip(files, _data)]
+    combined, kept = parse_sources(
+        sources, allow_nucleotides=allow_dna, max_records=max_records,
+        max_residues_per_record=max_residues_per_record, max_total_residues=max_total_residues,
+    )  # fmt: skip
+    return combined, kept if text.strip() else (0, *kept)
 
 
-def parse_input(text: str) -> ParsedInput:
-    """The one validator, with this session's limits; pasted text, uploads and links all come here."""
+def parse_input(text: str, files: tuple[uploads.Upload, ...] = (), allow_dna: bool = False):
+    """The one validator, with this session's limits, on pasted text and uploaded files.
+
+    Returns:
+      ``(combined ParsedInput, records kept from the text, then from each file)``.
+    """
     problem = current_limits().check_upload(len(text.encode("utf-8", "replace")), "the input")
-    if problem:
-        return ParsedInput((), (), (InputIssue(None, problem, "error"),))
-    return _parse(text, **input_limits())
+    if problem:  # the pasted text is refused; the files are still read
+        refused = ParsedInput((), (), (InputIssue(None, problem, "error"),))
+        combined, kept = parse_input("", files, allow_dna)
+        return ParsedInput(refused.records, combined.warnings, refused.errors + combined.errors,
+                           combined.nucleotide_labels), kept  # fmt: skip
+    readable = tuple(f for f in files if f.problem is None)
+    combined, kept = _parse(
+        text, tuple((f.name, f.digest) for f in readable), tuple(f.data for f in readable), allow_dna,
+        **input_limits(),
+    )  # fmt: skip
+    counts = iter(kept[1:])
+    per_file = tuple(0 if f.problem else next(counts) for f in files)
+    problems = tuple(InputIssue(None, f.problem, "error", f.name) for f in files if f.problem)
+    return dataclasses.replace(combined, errors=problems + combined.errors), (kept[0], *per_file)
+
+
+def parsed_with_counts() -> tuple[ParsedInput | None, tuple[int, ...]]:
+    """The validated input of this session (None when there is none) and records per source."""
+    text, files = st.session_state.get(FASTA, ""), uploads.files()
+    if not text.strip() and not files:
+        return None, (0,)
+    return parse_input(text, files, bool(st.session_state.get(ALLOW_DNA)))
 
 
 def parsed() -> ParsedInput | None:
-    """The validated input of this session, or None when the box is empty."""
-    text = st.session_state.get(FASTA, "")
-    return parse_input(text) if text.strip() else None
+    """The validated input of this session, or None when there is no text and no file."""
+    return parsed_with_counts()[0]
+
+
+def link_text() -> str:
+    """The input a share link carries: the pasted text, or with uploads, every record as FASTA."""
+    if not uploads.files():
+        return st.session_state.get(FASTA, "")
+    return to_fasta(records()) if records() else ""
 
 
 def records() -> tuple[ProteinRecord, ...]:
@@ -130,13 +169,15 @@ def set_input(text: str) -> None:
 
 
 def sync_input() -> None:
-    """Take the text box's latest value before anything (the sidebar) reads the input.
+    """Take the text box's (and the DNA box's) latest value before anything (the sidebar) reads
+    the input.
 
     The sidebar is drawn before the page, so without this it would show the records of the
     previous input for one run after an edit.
     """
-    if widget_key(FASTA) in st.session_state:
-        st.session_state[FASTA] = st.session_state[widget_key(FASTA)]
+    for key in (FASTA, ALLOW_DNA):
+        if widget_key(key) in st.session_state:
+            st.session_state[key] = st.session_state[widget_key(key)]
 
 
 def example_text(label: str) -> str:

@@ -13,7 +13,7 @@ import urllib.parse
 import streamlit as st
 
 from .downloads import IMAGE_FORMAT, IMAGE_FORMATS
-from .inputs import FASTA, RECORD, selected_record
+from .inputs import FASTA, RECORD, link_text, selected_record
 from .links import MAX_FASTA_CHARS, SharedView, decode_view, encode_view
 from .models import LOCAL_CHOICE, LOCAL_PATH, MODEL, MODEL_CHOICE
 from .policy import current_limits, model_from_link
@@ -88,7 +88,7 @@ def current_view(page: str) -> SharedView:
     return SharedView(
         model=ss.get(MODEL),
         page=page,
-        fasta=ss.get(FASTA) or None,
+        fasta=link_text() or None,  # the pasted text, or all records when files were uploaded
         record=ss.get(RECORD),
         options={k: v for k, v in options.items() if v is not None},
     )

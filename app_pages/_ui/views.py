@@ -132,6 +132,7 @@ PAGES: dict[str, Page] = {
         Page("embeddings", "Embeddings", ":material/scatter_plot:", "app_pages/embeddings.py"),
         Page("attention", "Attention", ":material/hub:", "app_pages/attention.py"),
         Page("structure", "Structure", ":material/deployed_code:", "app_pages/structure.py"),
+        Page("records", "Records", ":material/table_rows:", "app_pages/records.py"),
     )
 }
 DEFAULT_PAGE = "input"
@@ -178,11 +179,14 @@ OPTIONS: dict[str, ViewOption] = {
             Choice({"position": "position", "residue": "residue", "class": "residue class"}),
             "position",
         ),
+        ViewOption("smap", "embeddings", Choice({"pca": "PCA", "umap": "UMAP"}), "pca"),  # the records' map
+        ViewOption("slabels", "embeddings", Flag(), True),  # record ids on the map
         ViewOption("alayer", "attention", Integer(1, 1000)),  # default: the final layer
         ViewOption("head", "attention", Integer(0, 1000), 0),  # 0: the average of all heads
         ViewOption("apc", "attention", Flag(), False),
         ViewOption("special", "attention", Flag(), False),
         *STRUCTURE_OPTIONS,
+        ViewOption("dna", None, Flag(), False),  # analyse nucleotide sequences as protein anyway
     )
 }
 

@@ -137,6 +137,11 @@ def kept_toggle(label: str, key: str, *, default: bool | None = None, **kwargs) 
     return _draw(st.toggle, key, default, lambda value: isinstance(value, bool), label=label, **kwargs)
 
 
+def kept_checkbox(label: str, key: str, *, default: bool | None = None, **kwargs) -> bool:
+    """A kept ``st.checkbox``."""
+    return _draw(st.checkbox, key, default, lambda value: isinstance(value, bool), label=label, **kwargs)
+
+
 def kept_text_input(label: str, key: str, *, default: str = "", **kwargs) -> str:
     """A kept ``st.text_input``."""
     return _draw(st.text_input, key, default, lambda value: isinstance(value, str), label=label, **kwargs)

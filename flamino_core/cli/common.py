@@ -1,5 +1,10 @@
 """What every ``flamino`` subcommand shares: exit codes, the user-error type, model loading,
-FASTA reading and output checks. Light at import: the engine is imported when a model loads."""
+FASTA reading and output checks. Light at import: the engine is imported when a model loads.
+
+A command that reads sequences declares its input with ``add_fasta_argument(parser)`` (the
+FASTA path and ``--allow-dna``) and reads it with ``read_fasta_argument(args)``: one line each,
+and every such command takes the same flags and prints the same messages.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +19,10 @@ EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 MODEL_HELP = ("preset name (e.g. esm2_t33_650M_UR50D), local model folder, fair-esm .pt file, flamino "
               "checkpoint, or random:tiny (untrained test model); default $FLAMINO_MODEL or esm2_t12_35M_UR50D")
 VERBOSE_HELP = "say which hardware, attention path (fused kernel or pure JAX) and precision run the model"
+FASTA_HELP = ("FASTA file ('-' for standard input), plain or gzipped; GenBank, GenPept, EMBL and "
+              "Swiss-Prot flat files are read too")
+ALLOW_DNA_HELP = ("analyse sequences that look like DNA/RNA (>= 90%% A/C/G/T/U/N over >= 20 letters) "
+                  "as protein; by default they are refused")
 
 
 class UserError(Exception):
@@ -42,33 +51,51 @@ def load_engine(model: str | None, verbose: bool = False):
     return engine
 
 
-def read_records(path: str):
+def add_fasta_argument(parser) -> None:
+    """The positional FASTA input and ``--allow-dna``, for a command read by ``read_fasta_argument``."""
+    parser.add_argument("fasta", help=FASTA_HELP)
+    parser.add_argument("--allow-dna", action="store_true", help=ALLOW_DNA_HELP)
+
+
+def read_fasta_argument(args):
+    """``read_records`` of what ``add_fasta_argument`` declared."""
+    return read_records(args.fasta, allow_dna=args.allow_dna)
+
+
+def read_records(path: str, *, allow_dna: bool = False):
     """The usable records of a FASTA file ('-': standard input) and whether any record had errors.
 
-    Warnings and errors go to stderr; no usable record at all is a ``UserError``.
+    Warnings and errors go to stderr; no usable record at all is a ``UserError``. Sequences
+    that look like DNA/RNA are refused unless ``allow_dna``.
     """
     from ..fasta import read_fasta
 
     if path == "-":
         from ..fasta import parse_fasta_bytes
 
-        parsed = parse_fasta_bytes(sys.stdin.buffer.read())
+        parsed = parse_fasta_bytes(sys.stdin.buffer.read(), allow_nucleotides=allow_dna)
     else:
-        parsed = read_fasta(path)
+        parsed = read_fasta(path, allow_nucleotides=allow_dna)
     for issue in parsed.warnings:
         say(f"warning: {issue}")
     for issue in parsed.errors:
         say(f"error: {issue}")
+    refused_dna = len(parsed.nucleotide_labels) if not allow_dna else 0
+    if refused_dna:
+        say(f"note: {refused_dna:,} record(s) refused as nucleotide sequence; translate them to protein, "
+            "or pass --allow-dna to analyse the letters as amino acids anyway")  # fmt: skip
     if not parsed.records:
         raise UserError(f"{path}: no usable protein sequence")
     return parsed.records, bool(parsed.errors)
 
 
-def check_output(path: str, suffix: str) -> Path:
-    """``path`` as an output file with ``suffix`` in an existing folder, or a ``UserError``."""
+def check_output(path: str, suffix: str | tuple[str, ...]) -> Path:
+    """``path`` as an output file with ``suffix`` (or one of several) in an existing folder, or a
+    ``UserError``."""
     out = Path(path)
-    if out.suffix != suffix:
-        raise UserError(f"output {path!r} should end in {suffix}")
+    suffixes = (suffix,) if isinstance(suffix, str) else suffix
+    if out.suffix not in suffixes:
+        raise UserError(f"output {path!r} should end in {' or '.join(suffixes)}")
     if out.parent and not out.parent.exists():
         raise UserError(f"output folder {out.parent} does not exist")
     if out.is_dir():

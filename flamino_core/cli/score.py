@@ -7,14 +7,16 @@ import csv
 from ..atomic import written_atomically
 from ..options import STRATEGIES
 from ..progress import Progress
-from .common import EXIT_OK, EXIT_USAGE, MODEL_HELP, VERBOSE_HELP, check_output, load_engine, read_records
+from .common import (
+    EXIT_OK, EXIT_USAGE, MODEL_HELP, VERBOSE_HELP, add_fasta_argument, check_output, load_engine, read_fasta_argument,
+)  # fmt: skip
 
 
 def cmd_score(args) -> int:
     from .. import scores
 
     out_path = check_output(args.output, ".csv")
-    records, had_errors = read_records(args.fasta)
+    records, had_errors = read_fasta_argument(args)
     engine = load_engine(args.model, args.verbose)
     with written_atomically(out_path) as tmp, open(tmp, "w", newline="") as handle:
         writer = csv.writer(handle)
@@ -36,7 +38,7 @@ def cmd_score(args) -> int:
 
 def add_parsers(sub) -> None:
     score = sub.add_parser("score", help="single-substitution scores or pseudo-perplexity to a .csv file")
-    score.add_argument("fasta", help="FASTA file ('-' for standard input)")
+    add_fasta_argument(score)
     score.add_argument("-m", "--model", help=MODEL_HELP)
     score.add_argument("-o", "--output", required=True, help="output .csv")
     score.add_argument("--strategy", choices=STRATEGIES, default="masked-marginals")

@@ -1,0 +1,142 @@
+"""The Embeddings page's lower half: every record's mean embedding on one map, with its own
+controls (projection, colour, labels, a metadata table to join) and its downloads, ProtSpace's
+HDF5 and metadata table among them. The core builds the map (``flamino_core.record_map``), reads
+header metadata and joins tables (``record_metadata``) and writes the files (``protspace``)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from flamino_core import protspace
+from flamino_core.record_map import METHODS, project, record_map_figure
+from flamino_core.record_metadata import FIELDS, join_table, metadata_rows
+
+from . import inputs, results
+from .downloads import csv_button, file_button, npz_button, safe_name, show_figure
+from .widgets import kept_radio, kept_selectbox, kept_toggle, plain
+
+TABLE = "_record_table"  # session state: (file name, bytes) of the uploaded metadata table
+NO_COLOUR = "none"
+TABLE_PREFIX = "table:"
+
+
+def _take_table() -> None:
+    file = st.session_state.get("_record_table_upload")
+    if file is not None:
+        st.session_state[TABLE] = (file.name, file.getvalue())
+
+
+def _joined(records) -> tuple[dict[str, list], list[str], str | None]:
+    """The uploaded table's columns joined on the records, notes, and a problem (or None)."""
+    held = st.session_state.get(TABLE)
+    if not held:
+        return {}, [], None
+    try:
+        columns, notes = join_table(records, held[1])
+    except ValueError as err:
+        return {}, [], f"{held[0]}: {err}"
+    return columns, [f"{held[0]}: {note}" for note in notes], None
+
+
+def colour_choices(rows: list[dict], table: dict[str, list]) -> dict[str, str]:
+    """Colour-by value -> label: nothing, header fields some record has, the table's columns."""
+    choices = {NO_COLOUR: "nothing"}
+    present = {column for row in rows for column, value in row.items() if value is not None}
+    choices.update({column: label for column, label in FIELDS.items() if column in present})
+    choices.update({TABLE_PREFIX + column: f"{column} (table)" for column in table})
+    return choices
+
+
+def records_section(model: str, layer: int, layer_name: str) -> None:
+    """The per-sequence map of all records at ``layer``, its controls and downloads."""
+    st.subheader("Per-sequence mean embeddings")
+    found = inputs.records()
+    if len(found) < 2:
+        st.info("Add two or more records on the Input page to compare sequences here.")
+        return
+    ids = [r.id for r in found]
+    means = results.mean_embeddings(model, tuple(r.sequence for r in found), layer)  # (N, D)
+    rows = metadata_rows(found)
+    table, table_notes, table_problem = _joined(found)
+    choices = colour_choices(rows, table)
+
+    controls = st.columns([1, 2, 1], vertical_alignment="bottom")
+    with controls[0]:
+        method = kept_radio("Map", "smap", horizontal=True, help="UMAP needs the optional umap-learn package")
+    with controls[1]:
+        colour_key = kept_selectbox("Colour records by", "scolour", list(choices), default=NO_COLOUR,
+                                    format_func=choices.get)  # fmt: skip
+    with controls[2]:
+        labels = kept_toggle("Labels", "slabels", help="Write each record's id beside its point")
+    with st.expander("Colour by your own table (CSV/TSV joined on the record id)", icon=":material/table:"):
+        st.file_uploader("Metadata table", type=["csv", "tsv", "txt"], key="_record_table_upload",
+                         on_change=_take_table, label_visibility="collapsed")  # fmt: skip
+        st.caption("Its id column (id, identifier, record_id, accession … or the first) is matched to record ids "
+                   "or UniProt accessions; every other column can colour the map.")  # fmt: skip
+        for note in table_notes:
+            st.caption(plain(note))
+        if table_problem:
+            st.error(plain(table_problem))
+        if st.session_state.get(TABLE):
+            st.button("Remove the table", on_click=lambda: st.session_state.pop(TABLE, None))
+
+    with st.spinner("Projecting (UMAP's first run compiles numba code: ~20 s)…"):
+        projection = _projection(means, method)
+    if projection.note:
+        st.info(projection.note)
+    if colour_key.startswith(TABLE_PREFIX):
+        colour, colour_name = table[colour_key.removeprefix(TABLE_PREFIX)], colour_key.removeprefix(TABLE_PREFIX)
+    elif colour_key == NO_COLOUR:
+        colour, colour_name = None, ""
+    else:
+        colour, colour_name = [row.get(colour_key) for row in rows], FIELDS[colour_key]
+    selected = inputs.selected_record()
+    fig = record_map_figure(
+        projection, ids, colour, colour_name, selected.id if selected else None, labels,
+        title=f"Mean embeddings of {len(ids)} records, {layer_name} ({METHODS[projection.method]})",
+    )  # fmt: skip
+    extra = table  # the joined table's columns go into the downloads too
+    with show_figure(fig, "sequence_pca", f"records_layer{layer}_{projection.method}"):
+        npz_button(
+            "Mean embeddings (NPZ)",
+            lambda: {"ids": np.array(ids), "layer": np.array(layer), "mean_embeddings": means},
+            f"records_layer{layer}_mean_embeddings.npz",
+            "sequence_npz",
+        )
+        csv_button(
+            "Map coordinates and metadata (CSV)",
+            lambda: pd.DataFrame([{**row, **{f"{projection.method}_1": x, f"{projection.method}_2": y},
+                                   **{k: v[i] for k, v in extra.items()}}
+                                  for i, (row, (x, y)) in enumerate(zip(rows, projection.coords))]),
+            f"records_layer{layer}_{projection.method}.csv",
+            "sequence_csv",
+        )  # fmt: skip
+    protspace_downloads(model, found, means, extra, layer)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _projection(means: np.ndarray, method: str):
+    return project(means, method)
+
+
+def protspace_downloads(model: str, found, means: np.ndarray, extra: dict[str, list], layer: int) -> None:
+    """The records for ProtSpace: per-sequence embeddings (.h5) and their metadata (.csv)."""
+    st.caption(
+        "For [ProtSpace](https://github.com/tsenoner/protspace): `protspace prepare -i records.h5 "
+        "-a records_metadata.csv -m pca2,umap2 -o out`, then open the bundle in its web app."
+    )
+    stem = safe_name(f"records_layer{layer}")
+    row = st.container(horizontal=True)
+    with row:
+        if importlib.util.find_spec("h5py") is None:
+            st.caption("The HDF5 export needs the h5py package (`pip install h5py`).")
+        else:
+            file_button("Embeddings for ProtSpace (HDF5)",
+                        lambda: protspace.h5_bytes([r.id for r in found], means, protspace.model_label(model)),
+                        f"{stem}.h5", "protspace_h5", "application/x-hdf5")  # fmt: skip
+        file_button("Metadata for ProtSpace (CSV)", lambda: protspace.metadata_csv(found, extra),
+                    f"{stem}_metadata.csv", "protspace_csv", "text/csv")  # fmt: skip
