@@ -171,7 +171,7 @@ def test_uploading_several_files_fills_the_box_and_reports_bad_ones():
 
 def test_pages_without_input_point_to_the_input_page():
     at = start()
-    for name in ("predictions", "embeddings", "attention"):
+    for name in ("predictions", "embeddings", "attention", "variants"):
         open_page(at, name)
         assert_clean(at)
         assert any("Input" in i.value for i in at.info)
@@ -659,6 +659,17 @@ EVERY_OPTION = {
     "head": ("3", 3),
     "apc": ("1", True),
     "special": ("1", True),
+    # The Variants page: "list" (its default) so that the list's widgets show.
+    "vinput": ("list", "list"),
+    "vstrategy": ("wt-marginals", "wt-marginals"),
+    "muts": ("Q2A,K6E", "Q2A,K6E"),
+    "mlong": ("1", True),
+    "vmap": ("masked", "masked"),
+    "veffect": ("below", "below"),
+    "vfrom": ("2", 2),
+    "vto": ("70", 70),
+    "singles": ("1", True),
+    "dmswt": ("record", "record"),
 }
 VALUE_WIDGETS = ("selectbox", "radio", "number_input", "toggle", "checkbox", "text_area", "text_input",
                  "slider", "select_slider", "multiselect")  # fmt: skip
@@ -674,7 +685,7 @@ def test_every_widget_is_kept_and_defaults_to_its_current_value():
     assert set(EVERY_OPTION) == set(OPTIONS)  # a new option gets a value here
     at = start({"seq": UBIQUITIN, "page": "attention", **{k: text for k, (text, _) in EVERY_OPTION.items()}})
     kinds = set()
-    for name in ("attention", "predictions", "embeddings", "input"):
+    for name in ("attention", "predictions", "embeddings", "variants", "input"):
         if name != "attention":
             open_page(at, name)
         assert_clean(at)

@@ -18,7 +18,7 @@ from app_pages._ui.links import (
     encode_fasta,
     encode_view,
 )
-from app_pages._ui.views import OPTIONS, PAGES, Choice, Flag, Integer, page_options
+from app_pages._ui.views import OPTIONS, PAGES, Choice, Flag, Integer, Text, page_options
 
 HBB = (
     ">HBB_HUMAN Human beta hemoglobin.\n"
@@ -96,6 +96,8 @@ def test_every_option_survives_a_round_trip():
     samples = {
         "pos": 12, "k": 20, "scan": "masked", "elayer": 0, "dims": "3", "colour": "class",
         "alayer": 33, "head": 20, "apc": False, "special": True,
+        "vinput": "dms", "vstrategy": "pll", "muts": "E6V\nK17E:E6V, p.(Glu6Val)", "mlong": True, "vmap": "masked",
+        "veffect": "below", "vfrom": 3, "vto": 70, "singles": True, "dmswt": "record",
     }  # fmt: skip
     assert set(samples) == set(OPTIONS)
     view = SharedView(page="predictions", options=samples)
@@ -177,6 +179,7 @@ def test_registry_options_belong_to_pages_and_their_defaults_survive_a_link():
         (Integer(1, 20), {"1": 1, "20": 20, "07": 7}, ["0", "21", "-1", "1.0", "1e1", " 3", "", "123456789"]),
         (Choice({"wt": "fast", "masked": "exact"}), {"wt": "wt", "masked": "masked"}, ["WT", "fast", ""]),
         (Flag(), {"1": True, "0": False}, ["true", "yes", "2", ""]),
+        (Text(12), {"E6V\nK17E": "E6V\nK17E", "p.[Glu6Val]": "p.[Glu6Val]"}, ["", "E6V," * 4, "E6V\x00", "\x1b[2J"]),
     ],
 )
 def test_option_kinds_parse_only_what_they_write(kind, good, bad):

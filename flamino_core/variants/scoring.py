@@ -253,10 +253,10 @@ def filter_scored(
         raise ValueError(f"unknown effect filter {effect!r}: choose one of {', '.join(EFFECTS)}")
     low = -np.inf if first is None else first
     high = np.inf if last is None else last
-    keep = (table["status"] == OK).to_numpy()
-    keep &= np.array([any(low <= p <= high for p in positions) for positions in table["positions"]], dtype=bool)
+    in_range = [any(low <= p <= high for p in positions) for positions in table["positions"]]
+    keep = (table["status"] == OK).to_numpy() & np.array(in_range, dtype=bool)
     if effect == "below":
-        keep &= (table["score"] < 0).to_numpy()
+        keep = keep & (table["score"] < 0).to_numpy()
     elif effect == "above":
-        keep &= (table["score"] >= 0).to_numpy()
+        keep = keep & (table["score"] >= 0).to_numpy()
     return table[keep]
