@@ -143,11 +143,14 @@ def substitution_map(
         fig.update_traces(hoverinfo="skip", hovertemplate=None, selector={"type": "heatmap"})
         scores = np.asarray(substitution_scores, dtype=np.float64)  # (L, 20)
         kind = go.Scattergl if scores.size > MANY_POINTS else go.Scatter
+        # Small points: plotly's hover ranks points by distance minus marker radius, so markers
+        # wider than a cell (a 146-residue map has ~5 px cells) would tie with their neighbours
+        # and a click would pick the wrong cell. The selected one is drawn large.
         fig.add_trace(kind(
             x=np.repeat(labels, len(aas)), y=aas * len(sequence), customdata=scores.reshape(-1),
             mode="markers", name="cells", showlegend=False,
-            marker={"symbol": "square-open", "size": 12, "color": "#000000", "opacity": 0, "line": {"width": 2}},
-            selected={"marker": {"opacity": 1}}, unselected={"marker": {"opacity": 0}},
+            marker={"symbol": "square-open", "size": 2, "color": "#000000", "opacity": 0, "line": {"width": 2}},
+            selected={"marker": {"opacity": 1, "size": 12}}, unselected={"marker": {"opacity": 0}},
             hovertemplate="%{x} → %{y}<br>score %{customdata:.3f}<br>click: mask this position<extra></extra>",
         ))
     wild = [(labels[i], aa) for i, aa in enumerate(sequence) if aa in aas]
@@ -156,6 +159,9 @@ def substitution_map(
         marker={"symbol": "circle", "size": 4, "color": "#444444"}, hoverinfo="skip",
         unselected={"marker": {"opacity": 1}},  # stays visible while a cell is selected
     ))
+    # The cells fill the plot (autorange would pad the category axes for the markers' size).
+    fig.update_xaxes(range=[-0.5, len(sequence) - 0.5])
+    fig.update_yaxes(autorange=False, range=[len(aas) - 0.5, -0.5])
     legend = {"orientation": "h", "y": 1.0, "x": 1, "xanchor": "right", "yanchor": "bottom"}
     return fig.update_layout(showlegend=True, legend=legend)
 
