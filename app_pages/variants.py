@@ -20,7 +20,7 @@ from flamino_core.variants.dms import output_frame
 from flamino_core.variants.figures import dms_heatmaps, dms_scatter, variant_map
 from flamino_core.variants.metrics import dms_metrics
 from flamino_core.variants.notation import parse_mutations
-from flamino_core.variants.scoring import output_columns
+from flamino_core.variants.scoring import RANDOM_WEIGHTS_NOTE, output_columns
 
 STATISTICS = [("spearman", "Spearman ρ"), ("auc", "AUC"), ("mcc", "MCC"), ("ndcg", "NDCG"),
               ("top10_recall", "Top-10% recall")]
@@ -28,7 +28,7 @@ STATISTICS = [("spearman", "Spearman ρ"), ("auc", "AUC"), ("mcc", "MCC"), ("ndc
 
 def notes(found: list[str]) -> None:
     for note in found:
-        if "random weights" not in note:  # the banner at the top says so already
+        if note != RANDOM_WEIGHTS_NOTE:  # the banner at the top says so already
             st.caption(plain(note))
 
 

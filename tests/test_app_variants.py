@@ -22,7 +22,7 @@ from flamino_core.variants.scoring import score_variants
 from flamino_core.weights import load_weights
 from test_app import ROOT, assert_clean, environment, example, figures, open_page, start, unescaped, values  # noqa: F401
 
-from app_pages._ui.views import MAX_LINK_MUTATIONS
+from app_pages._ui.views import MAX_LINK_MUTATIONS, OPTIONS, VARIANT_STRATEGY_LABELS
 
 DMS_DIR = Path(__file__).resolve().parents[2] / "shared" / "dms"
 ASSAY = DMS_DIR / "A0A1I9GEU1_NEIME_Kennouche_2019.csv"
@@ -55,6 +55,14 @@ def link(at) -> dict[str, str]:
 def upload_dms(at, name: str, data: bytes):
     at.file_uploader(key="_dms_upload").set_value([(name, data, "text/csv")])
     return at.run()
+
+
+def test_the_page_offers_exactly_the_core_strategies():
+    from flamino_core.options import VARIANT_STRATEGIES
+    from flamino_core.variants.scoring import EFFECTS
+
+    assert tuple(VARIANT_STRATEGY_LABELS) == VARIANT_STRATEGIES
+    assert tuple(OPTIONS["veffect"].kind.labels) == EFFECTS
 
 
 # --- a pasted list -------------------------------------------------------------------------------------

@@ -57,8 +57,10 @@ def first_residue(record, offset: int | None) -> int:
 
 
 def _notes(notes, shown: set[str]) -> None:
+    from ..variants.scoring import RANDOM_WEIGHTS_NOTE
+
     for note in notes:
-        if note not in shown:
+        if note not in shown and note != RANDOM_WEIGHTS_NOTE:  # load_engine said so already
             say(f"note: {note}")
             shown.add(note)
 

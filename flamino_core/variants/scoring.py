@@ -30,6 +30,8 @@ from .notation import Variant, VariantIssue
 from .. import scores
 
 OK = "ok"
+# Said in ``VariantScores.notes`` for an untrained model (front ends that already say so skip it).
+RANDOM_WEIGHTS_NOTE = "the model has random weights (a test model): these scores are not biology"
 ProgressFn = Callable[[int, int], None]
 
 
@@ -193,7 +195,7 @@ class _Passes:
 def _notes(engine, sequence: str, strategy: str, record_id: str) -> list[str]:
     notes = []
     if getattr(engine, "is_random", False):
-        notes.append("the model has random weights (a test model): these scores are not biology")
+        notes.append(RANDOM_WEIGHTS_NOTE)
     if len(sequence) > MAX_RESIDUES:
         name = f"{record_id}: " if record_id else ""
         how = {
