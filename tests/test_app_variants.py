@@ -142,6 +142,23 @@ def test_hosted_server_refuses_pll_above_its_size_with_the_reason(monkeypatch):
     assert any("292 masked passes" in c.value for c in at.caption)
 
 
+def test_hosted_full_queue_says_so_and_scores_when_a_slot_is_free(monkeypatch):
+    from app_pages._ui import heavy_jobs
+
+    monkeypatch.setenv("FLAMINO_HOSTED", "1")
+    queue = heavy_jobs.HeavyJobQueue(workers=1, max_waiting=0)
+    monkeypatch.setattr(heavy_jobs, "_QUEUE", queue)
+    at = variants_page(example(start(), "Haemoglobin β (human)"))
+    with queue.slot():  # another session's job holds the only slot
+        at = type_list(at, "H2A K8E:V1A")  # masked passes: queued
+        assert not at.exception and not at.error
+        assert any("scoring the variants was not computed" in w.value for w in at.warning)
+        assert not at.dataframe
+    at.run()
+    assert_clean(at)
+    assert list(at.dataframe[0].value["mutant"]) == ["H2A", "K8E:V1A"]
+
+
 # --- the share link --------------------------------------------------------------------------------------
 def test_the_link_carries_a_short_list_and_says_when_one_was_too_long():
     at = variants_page(example(start(), "Haemoglobin β (human)"))
