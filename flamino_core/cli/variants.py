@@ -18,8 +18,8 @@ from ..progress import Progress, say
 from .common import EXIT_OK, MODEL_HELP, VERBOSE_HELP, UserError, check_output, load_engine, read_records
 
 SCORE_FORMAT = "%.6g"  # as ``flamino score`` writes scores
-# A --mutations value ending like this (or naming a folder) is meant as a file: a typo in its
-# name is reported, not read as a (malformed) one-entry list.
+# A --mutations value ending like this (or a path into an existing folder) is meant as a file: a
+# typo in its name is reported, not read as a (malformed) one-entry list.
 _FILE_SUFFIXES = (".csv", ".tsv", ".txt", ".tab", ".list")
 STRATEGY_HELP = ("masked-marginals (default: one masked pass per mutated position), wt-marginals (one unmasked "
                  "pass), joint-masked (a multi-mutant's positions masked together; adds non_additivity), pll "
@@ -37,7 +37,7 @@ def read_mutations(value: str) -> bytes | str:
             return path.read_bytes()
         except OSError as err:
             raise UserError(f"--mutations: cannot read {value!r}: {err.strerror or err}") from None
-    if "/" in value or value.lower().endswith(_FILE_SUFFIXES):
+    if value.lower().endswith(_FILE_SUFFIXES) or ("/" in value and path.parent.is_dir()):
         raise UserError(f"--mutations: no such file {value!r} (give a file, or the list itself, e.g. \"A23V, G45D\")")
     return value
 
