@@ -20,7 +20,9 @@ from flamino_core.variants.dms import parse_dms, score_dms
 from flamino_core.variants.notation import parse_mutations
 from flamino_core.variants.scoring import score_variants
 from flamino_core.weights import load_weights
-from test_app import ROOT, assert_clean, environment, example, figures, open_page, start, unescaped, values  # noqa: F401
+# The AppTest helpers of tests/test_app.py, and its autouse ``environment`` fixture (random:tiny).
+from test_app import ROOT, assert_clean, environment, example, figures, open_page, start, unescaped  # noqa: F401
+from test_app import values
 
 from app_pages._ui.views import MAX_LINK_MUTATIONS, OPTIONS, VARIANT_STRATEGY_LABELS
 

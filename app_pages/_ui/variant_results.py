@@ -17,14 +17,14 @@ from flamino_core.variants.scoring import VariantScores, score_variants
 
 from .models import load_engine
 from .policy import hosted_mode
-from .results import _heavy_slot
+from .results import heavy_slot
 
 HOSTED = hosted_mode()
 ONE_PASS = "wt-marginals"  # the strategy that runs one pass (per 1,022-residue window)
 
 
 def _queued(strategy: str, what: str):
-    return contextlib.nullcontext() if strategy == ONE_PASS else _heavy_slot(what)
+    return contextlib.nullcontext() if strategy == ONE_PASS else heavy_slot(what)
 
 
 def _passes_bar(text: str):

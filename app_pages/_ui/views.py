@@ -175,12 +175,14 @@ OPTIONS: dict[str, ViewOption] = {
         ViewOption("muts", "variants", Text(MAX_LINK_MUTATIONS)),
         ViewOption("mlong", "variants", Flag()),
         ViewOption("vmap", "variants", Choice(
-            {"wt": "wt-marginals — one unmasked pass", "masked": "masked-marginals — one pass per position"}), "wt"),
+            {"wt": "wt-marginals — one unmasked pass", "masked": "masked-marginals — one pass per position"}),
+            "wt"),
         ViewOption("veffect", "variants", Choice(
             {"all": "all", "below": "score < 0 (the model prefers the wild type)",
              "above": "score ≥ 0 (as likely or more)"}), "all"),
-        ViewOption("vfrom", "variants", Integer()),  # position range shown; default: the record's
-        ViewOption("vto", "variants", Integer()),
+        # The position range of the table, in the record's numbering (default: the whole record).
+        ViewOption("vfrom", "variants", Integer(-MAX_INT, MAX_INT)),
+        ViewOption("vto", "variants", Integer(-MAX_INT, MAX_INT)),
         ViewOption("singles", "variants", Flag(), False),
         ViewOption("dmswt", "variants", Choice(
             {"table": "derived from the table's mutated_sequence", "record": "the selected record"}), "table"),
