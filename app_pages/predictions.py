@@ -6,9 +6,13 @@ import streamlit as st
 
 from app_pages._ui import inputs, models, results
 from app_pages._ui.downloads import csv_button, show_figure
-from app_pages._ui.widgets import kept_number_input, kept_radio
+from app_pages._ui.widgets import kept_number_input, kept_radio, widget_key
 from flamino_core import analysis, figures, scores
-from flamino_core.alphabet import STANDARD_AA_TOKEN_IDS, STANDARD_AMINO_ACIDS
+from flamino_core.alphabet import AA_TO_IDX, STANDARD_AA_TOKEN_IDS, STANDARD_AMINO_ACIDS
+from flamino_core.variants.figures import clicked_cell, substitution_map
+from flamino_core.variants.notation import substitution_names
+
+PICKED = "_picked_cell"  # (sequence, 0-based index, mutant letter) last clicked on the map
 
 
 def probabilities_frame(probabilities: np.ndarray, sequence: str, entropies: np.ndarray) -> pd.DataFrame:
@@ -19,6 +23,33 @@ def probabilities_frame(probabilities: np.ndarray, sequence: str, entropies: np.
     return frame
 
 
+def scores_frame(record_id: str, sequence: str, substitution: np.ndarray, offset: int) -> pd.DataFrame:
+    """The map as CSV rows, with each substitution also named as a variant (``V1A``, numbered
+    from the record's first residue, as the Variants page and ``flamino variants`` write it)."""
+    frame = pd.DataFrame(
+        list(scores.score_rows(record_id, sequence, substitution)), columns=["record", "position", "wt", "mt", "score"]
+    )
+    frame["mutant"] = substitution_names(sequence, offset)
+    return frame
+
+
+def pick_cell(sequence: str, offset: int) -> None:
+    """A click on the map: mask that position (the panel above) and remember the variant."""
+    event = st.session_state.get("subst")
+    cell = clicked_cell(event["selection"]["points"], sequence, offset) if event else None
+    if cell is None:
+        return
+    index, mutant = cell
+    st.session_state["pos"] = st.session_state[widget_key("pos")] = index + 1
+    st.session_state[PICKED] = (sequence, index, mutant)
+
+
+def picked(sequence: str) -> tuple[int, str] | None:
+    """The cell last clicked on this sequence's map: (0-based index, mutant letter)."""
+    cell = st.session_state.get(PICKED)
+    return cell[1:] if cell and cell[0] == sequence else None
+
+
 def main() -> None:
     page = models.page_inputs()
     if page is None:
@@ -26,6 +57,7 @@ def main() -> None:
     record, engine, model, seq, stem = page
     st.header("Masked predictions")
     inputs.record_caption(record)
+    offset = inputs.first_number(record)
 
     logits = results.logits(model, seq)
     probabilities = analysis.amino_acid_probabilities(logits)  # (20, L)
@@ -75,6 +107,11 @@ def main() -> None:
             p_residue = masked_aa[STANDARD_AMINO_ACIDS.index(residue)]
             rank = int((masked_aa > p_residue).sum()) + 1
             st.caption(f"p({residue} | position {position} masked) = {p_residue:.3f}; rank {rank} of 20.")
+            cell = picked(seq)
+            if cell and cell[0] == position - 1 and cell[1] != residue:
+                name = f"{residue}{cell[0] + offset}{cell[1]}"
+                masked_score = float(log_probs[AA_TO_IDX[cell[1]]]) - float(log_probs[AA_TO_IDX[residue]])
+                st.caption(f"{name} (clicked on the map): masked-marginal score {masked_score:.3f}.")
 
     st.subheader("Single-substitution map")
     scan = kept_radio("Scoring", "scan")
@@ -99,18 +136,23 @@ def main() -> None:
         else:
             st.caption("Pseudo-perplexity needs the masked scan: choose masked-marginals above.")
         method = "wt-marginals"
-    with show_figure(
-        figures.substitution_heatmap(substitution, seq, method), "subst", f"{stem}_{method}"
-    ):
+    st.caption("Dots mark the wild-type residues. Click a cell to mask its position above and see that "
+               "variant's score.")
+    fig = substitution_map(substitution, seq, method, offset=offset, clickable=True)
+    with show_figure(fig, "subst", f"{stem}_{method}", on_select=lambda: pick_cell(seq, offset)):
         csv_button(
             f"Scores, {method} (CSV)",
-            lambda: pd.DataFrame(
-                list(scores.score_rows(record.id, seq, substitution)),
-                columns=["record", "position", "wt", "mt", "score"],
-            ),
+            lambda: scores_frame(record.id, seq, substitution, offset),
             f"{stem}_{method}.csv",
             "subst_csv",
         )
+    cell = picked(seq)
+    if cell:
+        index, mutant = cell
+        name = f"{seq[index]}{index + offset}{mutant}"
+        value = substitution[index, STANDARD_AMINO_ACIDS.index(mutant)]
+        st.info(f"{name}: {method} score {value:.3f} (its position is masked in the panel above).",
+                icon=":material/ads_click:")
 
 
 main()

@@ -13,6 +13,17 @@ LONG_POLICIES = ("window", "truncate", "full")
 # pass, or the pseudo-perplexity from the masked passes (see ``scores.score``).
 STRATEGIES = ("masked-marginals", "wt-marginals", "pppl")
 
+# Scores of the user's own variants, as ProteinGym scores ESM-2 (see ``variants.scoring``):
+# per mutated position masked, one unmasked pass, all of a multi-mutant's positions masked at
+# once, or the pseudo-log-likelihood ratio of mutant and wild type.
+VARIANT_STRATEGIES = ("masked-marginals", "wt-marginals", "joint-masked", "pll")
+DEFAULT_VARIANT_STRATEGY = "masked-marginals"
+# PLL costs L x (variants + 1) masked passes. A hosted server already accepts one masked scan of
+# its longest allowed record (FLAMINO_MAX_RESIDUES, 2,000 residues: 2,000 passes; a 300-residue
+# scan takes about 15 s with t6 on 2 cores, docs/benchmarks.md), so PLL is held to the same
+# number of passes: no PLL request costs more than the heaviest job the server takes anyway.
+PLL_HOSTED_MAX_PASSES = 2_000
+
 # Tokens per forward pass: rows x padded width of one batch (see ``planning.plan_batches``).
 DEFAULT_TOKEN_BUDGET = 8192
 

@@ -186,7 +186,7 @@ def test_uploading_several_files_keeps_each_beside_the_pasted_text():
 
 def test_pages_without_input_point_to_the_input_page():
     at = start()
-    for name in ("predictions", "embeddings", "attention"):
+    for name in ("predictions", "embeddings", "attention", "variants"):
         open_page(at, name)
         assert_clean(at)
         assert any("Input" in i.value for i in at.info)
@@ -681,6 +681,17 @@ EVERY_OPTION = {
     "smap": ("pca", "pca"),
     "slabels": ("0", False),
     "dna": ("1", True),
+    # The Variants page: "list" (its default) so that the list's widgets show.
+    "vinput": ("list", "list"),
+    "vstrategy": ("wt-marginals", "wt-marginals"),
+    "muts": ("Q2A,K6E", "Q2A,K6E"),
+    "mlong": ("1", True),
+    "vmap": ("masked", "masked"),
+    "veffect": ("below", "below"),
+    "vfrom": ("2", 2),
+    "vto": ("70", 70),
+    "singles": ("1", True),
+    "dmswt": ("record", "record"),
 }
 VALUE_WIDGETS = ("selectbox", "radio", "number_input", "toggle", "checkbox", "text_area", "text_input",
                  "slider", "select_slider", "multiselect")  # fmt: skip
@@ -697,7 +708,7 @@ def test_every_widget_is_kept_and_defaults_to_its_current_value():
     two = encode_fasta(f">ubq\n{UBIQUITIN}\n>part\n{UBIQUITIN[:50]}\n")  # the records' map needs two
     at = start({"fasta": two, "page": "attention", **{k: text for k, (text, _) in EVERY_OPTION.items()}})
     kinds = set()
-    for name in ("attention", "predictions", "embeddings", "structure", "records", "input"):
+    for name in ("attention", "predictions", "embeddings", "structure", "records", "variants", "input"):
         if name != "attention":
             open_page(at, name)
         assert_clean(at)

@@ -156,8 +156,8 @@ def _check_downloads(page, folder: Path) -> None:
     scores = _download(page, "Scores, wt-marginals (CSV)", folder)
     assert scores.name == "ubiquitin_wt-marginals.csv"
     lines = scores.read_text().splitlines()
-    assert lines[0] == "record,position,wt,mt,score" and len(lines) == 1 + 76 * 20
-    assert lines[1].startswith("ubiquitin,1,M,A,")
+    assert lines[0] == "record,position,wt,mt,score,mutant" and len(lines) == 1 + 76 * 20
+    assert lines[1].startswith("ubiquitin,1,M,A,") and lines[1].endswith(",M1A")
     figure = _download(page, "Figure (HTML)", folder)
     assert "Plotly.newPlot" in figure.read_text()
 
@@ -210,6 +210,45 @@ def test_paste_then_every_page_and_the_shared_link(server, browser, tmp_path):
     assert "position 4" in error.inner_text()
     page.screenshot(path=str(SCREENSHOTS / "bad_input.png"), full_page=True)
     context.close()
+
+
+def test_variants_page_paste_a_list_see_the_table_download_the_csv_click_the_map(server, browser, tmp_path):
+    page = browser.new_context(viewport=VIEWPORT).new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    hbb = "VHLTPEEKSAVTALWGKVNVDEVGGEALGRLLVVYPWTQRFFESFGDLSTPDAVMGNPKVKAHGKKVLGAFSDGLAHLDNLKGTFATLSELHCDKLHVDPENFRLLGNVLVCVLAHHFGKEFTPPVQAAYQKVVAGVANALAHKYH"
+    page.goto(f"{server.url}/?seq={hbb}&page=variants")
+    box = page.get_by_label("Variants: one per line", exact=False)
+    box.fill("E6V\nK17E:E6V\nE6*\n")
+    box.press("Control+Enter")
+    page.locator('[data-testid="stDataFrame"]').first.wait_for()
+    _check_page(page, "variants", 1)  # the map behind the variants
+    assert page.locator('[data-testid="stMetricValue"]').first.inner_text() == "2"  # scored
+    scores = _download(page, "Scores (CSV)", tmp_path)
+    lines = scores.read_text().splitlines()
+    assert lines[0] == "record_id,mutant,score,status" and len(lines) == 4
+    assert lines[1].startswith("sequence,E6V,") and lines[2].startswith("sequence,K17E:E6V,")
+    assert lines[3].split(",")[1] == "E6*" and "stop" in lines[3]
+
+    # A click on a cell of the substitution map masks that position and names the variant.
+    _nav(page, "Masked predictions").click()
+    page.wait_for_url("**/predictions*")
+    _check_page(page, "predictions_hbb", 3)
+    # The map's invisible click target of cell (L3, W): point 2 x 20 + 18 of the first scatter trace.
+    target = page.evaluate(
+        """() => {
+            const gd = document.querySelectorAll('.js-plotly-plot')[2];
+            const point = gd.querySelectorAll('.scatterlayer .trace')[0].querySelectorAll('.point')[58];
+            const box = point.getBoundingClientRect();
+            return [box.left + box.width / 2, box.top + box.height / 2];
+        }"""
+    )
+    page.mouse.move(*target)
+    page.wait_for_timeout(500)  # plotly finds the hovered point first; a click is read from it
+    page.mouse.click(*target)
+    page.get_by_text("L3W: wt-marginals score").wait_for()
+    assert page.get_by_text("Position 3 (L) masked", exact=False).count() >= 1
+    page.screenshot(path=str(SCREENSHOTS / "predictions_clicked.png"), full_page=True)
+    page.context.close()
 
 
 def test_an_idle_server_with_an_open_tab_uses_almost_no_cpu(server, browser):

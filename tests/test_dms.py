@@ -13,12 +13,12 @@ from hypothesis import strategies as st
 from sklearn.metrics import matthews_corrcoef, ndcg_score, roc_auc_score
 
 from flamino_core import Engine, load_weights, scores
-from flamino_core.variants.dms import DmsError, parse_dms, read_dms, score_dms
+from flamino_core.variants.dms import DmsError, output_frame, parse_dms, read_dms, score_dms
 from flamino_core.variants.metrics import agreement_metrics, dms_metrics
 from flamino_core.fasta import read_fasta
 from flamino_core.variants.notation import parse_mutations
-from flamino_core.variants.figures import dms_heatmaps, dms_scatter, variant_map
-from flamino_core.variants.scoring import score_variants
+from flamino_core.variants.figures import clicked_cell, dms_heatmaps, dms_scatter, substitution_map, variant_map
+from flamino_core.variants.scoring import filter_scored, score_variants
 
 DMS_DIR = Path(__file__).resolve().parents[2] / "shared" / "dms"
 ASSAY = DMS_DIR / "A0A1I9GEU1_NEIME_Kennouche_2019.csv"
@@ -177,7 +177,9 @@ def test_small_multi_mutant_table(engine):
 
     singles = dms_metrics(scored, model="m", singles_only=True)
     only = used & (frame.mutant.str.count(":") == 0)
-    assert singles["n_scored"] == 11 and singles["n_skipped"] == 9 and singles["singles_only"] is True
+    assert singles["n_scored"] == 11 and singles["n_skipped"] == 9
+    assert list(singles) == ["spearman", "auc", "mcc", "ndcg", "top10_recall", "n_scored", "n_skipped",
+                             "model", "strategy"]  # the metrics JSON's keys, exactly
     assert_metrics_match(singles, reference_metrics(frame.DMS_score[only], frame.score[only], frame.DMS_score_bin[only]))
 
     joint = score_dms(engine, dms, "joint-masked")
@@ -242,6 +244,49 @@ def test_variant_map_marks_every_substitution_by_label(engine):
     assert len(marked["wild type"]) == len(sequence)
     benign = next(t for t in fig.data if t.name == "benign")
     assert f"variant score {result.table.score[1]:.3f}" in benign.text[0]
+
+
+def test_substitution_map_marks_wild_types_and_a_click_selects_a_cell():
+    sequence = HBB[10:40]
+    table = np.random.default_rng(3).normal(size=(len(sequence), 20))
+    fig = substitution_map(table, sequence, "wt-marginals", offset=11, clickable=True)
+    heatmap, cells, wild = fig.data
+    assert heatmap.x[0] == "A11" and list(wild.x) == [f"{aa}{i + 11}" for i, aa in enumerate(sequence)]
+    assert list(wild.y) == list(sequence)
+    # One point per cell, row by row, carrying that cell's score: the heatmap's z is (20, L).
+    assert sequence[:2] == "AV"
+    assert len(cells.x) == 20 * len(sequence) and cells.x[21] == "V12" and cells.y[21] == "C"
+    assert cells.customdata[21] == table[1, 1] == heatmap.z[1][1]
+    assert clicked_cell([{"x": "V12", "y": "C", "curve_number": 1}], sequence, offset=11) == (1, "C")
+    assert clicked_cell([], sequence, 11) is None and clicked_cell(None, sequence, 11) is None
+    assert clicked_cell([{"x": "V2", "y": "C"}], sequence, 11) is None  # not this numbering
+    assert clicked_cell([{"x": "V12", "y": "X"}], sequence, 11) is None
+    plain = substitution_map(table, sequence, "wt-marginals")
+    assert [t.name for t in plain.data] == [None, "wild type"] and plain.data[0].x[0] == "A1"
+
+
+def test_filter_scored_by_position_and_effect(engine):
+    variants, issues = parse_mutations("V2A, H3D:L4P, E7*, T5A, A11G, K9R", HBB)
+    table = score_variants(engine, HBB, variants, issues=issues).table
+    ok = table[table.status == "ok"]
+    assert list(filter_scored(table).mutant) == list(ok.mutant)  # the skipped stop is never shown
+    assert list(filter_scored(table, 4, 9).mutant) == ["H3D:L4P", "T5A", "K9R"]  # any position counts
+    assert list(filter_scored(table, last=3).mutant) == ["V2A", "H3D:L4P"]
+    below = filter_scored(table, effect="below")
+    assert list(below.mutant) == [m for m, s in zip(ok.mutant, ok.score) if s < 0]
+    above = filter_scored(table, effect="above")
+    assert sorted(below.index.tolist() + above.index.tolist()) == ok.index.tolist()
+    with pytest.raises(ValueError, match="unknown effect"):
+        filter_scored(table, effect="bad")
+
+
+def test_output_frame_keeps_the_values_as_written(engine):
+    text = "mutant,DMS_score,DMS_score_bin\nV2A,1.50,1\nH3D,NA,0\nL4P,-3.5980000000000003,0\n"
+    scored = score_dms(engine, parse_dms(text, wild_type=HBB))
+    frame = output_frame(scored)
+    assert list(frame.columns) == ["mutant", "DMS_score", "DMS_score_bin", "score", "status"]
+    assert list(frame.DMS_score) == ["1.50", "NA", "-3.5980000000000003"] and list(frame.DMS_score_bin) == ["1", "0", "0"]
+    assert list(frame.score) == list(scored.frame.score) and scored.frame.DMS_score.isna().sum() == 1
 
 
 _CELLS = st.sampled_from(["mutant", "DMS_score", "DMS_score_bin", "mutated_sequence", "V2A", "H3D:L4P", "A1V", "",

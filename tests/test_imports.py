@@ -33,7 +33,8 @@ def test_the_public_names_still_load_on_first_use():
     assert "jax" in loaded  # the probe itself can see JAX arrive
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["embed", "--help"], ["score", "--help"], ["batch", "embed", "--help"]])
+@pytest.mark.parametrize("argv", [["--help"], ["embed", "--help"], ["score", "--help"], ["variants", "--help"],
+                                  ["dms", "--help"], ["batch", "embed", "--help"]])
 def test_help_loads_no_heavy_library(argv):
     code = (
         "import contextlib, io\nfrom flamino_core.cli import main\n"

@@ -178,3 +178,18 @@ def test_any_text_gives_variants_or_messages_never_an_exception(text, offset):
 def test_any_bytes(data):
     variants, issues = parse_mutations(data, HBB)
     assert variants or issues
+
+
+def test_substitution_names_follow_the_map_rows_and_the_numbering():
+    import numpy as np
+
+    from flamino_core.scores import score_rows
+    from flamino_core.variants.notation import substitution_names
+
+    names = substitution_names("VHL", offset=73)
+    rows = list(score_rows("x", "VHL", np.zeros((3, 20))))
+    assert len(names) == len(rows) == 60
+    assert [f"{wt}{position + 72}{mt}" for _, position, wt, mt, _ in rows] == names
+    assert names[:2] == ["V73A", "V73C"] and names[-1] == "L75Y"
+    variants, issues = parse_mutations(" ".join(names), "VHL", offset=73)  # each reads back (but synonyms)
+    assert len(variants) == 57 and {i.kind for i in issues} == {"synonymous"}

@@ -18,7 +18,7 @@ from app_pages._ui.links import (
     encode_fasta,
     encode_view,
 )
-from app_pages._ui.views import OPTIONS, PAGES, Choice, Flag, Integer, Word, page_options
+from app_pages._ui.views import OPTIONS, PAGES, Choice, Flag, Integer, Text, Word, page_options
 
 HBB = (
     ">HBB_HUMAN Human beta hemoglobin.\n"
@@ -99,6 +99,8 @@ def test_every_option_survives_a_round_trip():
         "schain": "AB1", "smodel": 3, "srange": "long", "scut": "L/5", "strack": "attention", "saa": "W",
         "sres": 17, "slayer": 0, "shead": 2, "spc": 3, "sscore": "masked-marginals",
         "alayer": 33, "head": 20, "apc": False, "special": True, "smap": "umap", "slabels": False, "dna": True,
+        "vinput": "dms", "vstrategy": "pll", "muts": "E6V\nK17E:E6V, p.(Glu6Val)", "mlong": True, "vmap": "masked",
+        "veffect": "below", "vfrom": 3, "vto": 70, "singles": True, "dmswt": "record",
     }  # fmt: skip
     assert set(samples) == set(OPTIONS)
     view = SharedView(page="predictions", options=samples)
@@ -184,6 +186,7 @@ def test_registry_options_belong_to_pages_and_their_defaults_survive_a_link():
         (Choice({"wt": "fast", "masked": "exact"}), {"wt": "wt", "masked": "masked"}, ["WT", "fast", ""]),
         (Flag(), {"1": True, "0": False}, ["true", "yes", "2", ""]),
         (Word(), {"A": "A", "b2": "b2", "A-2": "A-2", "best": "best"}, ["", "A B", "ABCDEFGHI", "A;", "<b>", "A\n"]),
+        (Text(12), {"E6V\nK17E": "E6V\nK17E", "p.[Glu6Val]": "p.[Glu6Val]"}, ["", "E6V," * 4, "E6V\x00", "\x1b[2J"]),
     ],
 )
 def test_option_kinds_parse_only_what_they_write(kind, good, bad):

@@ -7,6 +7,7 @@ files. Figures themselves are built by ``flamino_core.figures`` (pure Plotly, no
 from __future__ import annotations
 
 import io
+import json
 import re
 from collections.abc import Callable
 
@@ -39,13 +40,17 @@ def image_format_picker() -> None:
     )
 
 
-def show_figure(fig, key: str, file_stem: str):
+def show_figure(fig, key: str, file_stem: str, on_select: Callable[[], None] | None = None):
     """The figure, its PNG/SVG via the camera button, and an HTML download (built on click).
+
+    ``on_select``: called when the user clicks a point (the selection is then in
+    ``st.session_state[key].selection``); None: the figure is not selectable.
 
     Returns the row holding the download button, so callers can put their data downloads
     beside it (``with row: csv_button(...)``).
     """
     fmt = st.session_state.get(IMAGE_FORMAT, IMAGE_FORMATS[0])
+    selectable = {} if on_select is None else {"on_select": on_select, "selection_mode": "points"}
     st.plotly_chart(
         fig,
         key=key,
@@ -54,6 +59,7 @@ def show_figure(fig, key: str, file_stem: str):
             "displaylogo": False,
             "toImageButtonOptions": {"format": fmt, "filename": file_stem, "scale": 2},
         },
+        **selectable,
     )
     row = st.container(horizontal=True)
     with row:
@@ -69,6 +75,10 @@ def csv_button(label: str, make_frame: Callable[[], pd.DataFrame], file_name: st
 def text_button(label: str, make_text: Callable[[], str], file_name: str, mime: str, key: str) -> None:
     """A download of the text ``make_text()`` builds (only when clicked): a PDB file, a CSV."""
     _download(label, lambda: make_text().encode("utf-8"), file_name, mime, key)
+def json_button(label: str, make_object: Callable[[], object], file_name: str, key: str) -> None:
+    """A download of the JSON of what ``make_object()`` builds (only when clicked)."""
+    _download(label, lambda: (json.dumps(make_object(), indent=2) + "\n").encode("utf-8"), file_name,
+              "application/json", key)
 
 
 def npz_button(label: str, arrays: Callable[[], dict[str, np.ndarray]], file_name: str, key: str) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 import streamlit as st
 
 from flamino_core.fasta import InputIssue, ParsedInput, ProteinRecord, parse_sources, to_fasta
+from flamino_core.numbering import numbering_offset
 
 from . import uploads
 from .policy import current_limits, hosted_mode
@@ -149,6 +150,11 @@ def record_picker() -> None:
         default=ids[0],
         format_func=lambda i: f"{i} ({lengths[i]} aa)",
     )
+
+
+def first_number(record: ProteinRecord) -> int:
+    """The number of the record's first residue: its id's ``/start-end`` suffix, else 1."""
+    return numbering_offset(record.id, len(record.sequence))[0]
 
 
 def require_record() -> ProteinRecord | None:

@@ -8,8 +8,8 @@ this server loads at all) and ``model_from_link`` (what a link may switch a sess
 
 Set ``FLAMINO_HOSTED=1`` on a public server. Limits can be tuned with environment variables
 (``FLAMINO_MAX_UPLOAD_BYTES``, ``FLAMINO_MAX_RECORDS``, ``FLAMINO_MAX_RESIDUES``,
-``FLAMINO_MAX_TOTAL_RESIDUES``), and the models a visitor may choose with
-``FLAMINO_HOSTED_MODELS`` (comma-separated presets; the operator's ``FLAMINO_MODEL`` and the
+``FLAMINO_MAX_TOTAL_RESIDUES``, ``FLAMINO_MAX_PLL_PASSES``), and the models a visitor may choose
+with ``FLAMINO_HOSTED_MODELS`` (comma-separated presets; the operator's ``FLAMINO_MODEL`` and the
 untrained ``random:tiny`` are always offered). The heavy-job queue is in ``heavy_jobs.py``.
 """
 
@@ -19,6 +19,7 @@ import dataclasses
 import os
 
 from flamino_core.config import PRESETS
+from flamino_core.options import PLL_HOSTED_MAX_PASSES
 
 # Models a hosted server offers by default besides FLAMINO_MODEL: small enough for a modest
 # machine (the 650M model needs ~3 GB per copy, the 3B and 15B ones far more).
@@ -48,6 +49,7 @@ class Limits:
     allow_local_paths: bool = True
     allow_pickle: bool = True
     allowed_models: frozenset[str] | None = None  # None: any identifier
+    max_pll_passes: int | None = None  # masked passes one pll request may run
 
     def fasta_limits(self) -> dict[str, int | None]:
         """Keyword arguments for ``fasta.parse_fasta_text`` / ``parse_fasta_bytes``."""
@@ -63,6 +65,15 @@ class Limits:
             return (f"{name} is {_size(size)}; this server accepts up to {_size(self.max_upload_bytes)} "
                     "per file or pasted input. Split it, or run flamino locally for big jobs.")
         return None
+
+    def check_pll(self, length: int, n_variants: int) -> str | None:
+        """Why ``pll`` on ``n_variants`` distinct mutants of a ``length``-residue sequence is
+        refused here (L passes per sequence, the wild type included), or None."""
+        if self.max_pll_passes is None:
+            return None
+        from flamino_core.variants.scoring import pll_size_problem  # pandas: not at import
+
+        return pll_size_problem(length, n_variants, self.max_pll_passes)
 
     def check_model(self, identifier: str) -> str | None:
         """A message if this server does not offer the model ``identifier``, else None."""
@@ -103,6 +114,7 @@ def current_limits() -> Limits:
         allow_local_paths=False,  # query strings and forms must not name server paths
         allow_pickle=False,  # pickles execute code: never on a public server
         allowed_models=hosted_models(),
+        max_pll_passes=env_int("FLAMINO_MAX_PLL_PASSES", PLL_HOSTED_MAX_PASSES),
     )
 
 

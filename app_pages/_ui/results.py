@@ -32,7 +32,7 @@ LOG = logging.getLogger("flamino")
 
 # --- heavy jobs ------------------------------------------------------------------------------------
 @contextlib.contextmanager
-def _heavy_slot(what: str):
+def heavy_slot(what: str):
     """Run the block in the process-wide heavy-job queue, showing the wait while there is one.
 
     Used inside cached functions (only a cache miss queues). Updating the note every few seconds
@@ -79,7 +79,7 @@ def heavy(compute: Callable, *args, what: str):
 
 
 def _maybe_heavy(sequence: str, what: str):
-    return _heavy_slot(what) if len(sequence) > HEAVY_RESIDUES else contextlib.nullcontext()
+    return heavy_slot(what) if len(sequence) > HEAVY_RESIDUES else contextlib.nullcontext()
 
 
 def _bar(text: str):
@@ -118,7 +118,7 @@ def masked_position(model: str, sequence: str, position: int) -> np.ndarray:
 @st.cache_data(show_spinner=False, max_entries=32)
 def masked_scan(model: str, sequence: str) -> np.ndarray:
     """(L, 33) log-probabilities with each position masked in turn: L forward passes (queued)."""
-    with _heavy_slot("the masked scan"):
+    with heavy_slot("the masked scan"):
         bar, update = _bar(f"Masking each of the {len(sequence)} positions")
         try:
             return load_engine(model).masked_log_probs(sequence, progress=update)

@@ -96,7 +96,25 @@ class Word:
         return isinstance(value, str) and re.fullmatch(self.pattern, value) is not None
 
 
-Kind = Integer | Choice | Flag | Word
+@dataclasses.dataclass(frozen=True)
+class Text:
+    """Free text of 1 to ``max_chars`` characters (tabs and line breaks allowed), as written."""
+
+    max_chars: int
+
+    def parse(self, text: str) -> str | None:
+        return text if self.valid(text) else None
+
+    def format(self, value: str) -> str:
+        return value
+
+    def valid(self, value: object) -> bool:
+        return isinstance(value, str) and 0 < len(value) <= self.max_chars and not _CONTROL.search(value)
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # what a text option may not hold
+
+Kind = Integer | Choice | Flag | Word | Text
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,6 +151,7 @@ PAGES: dict[str, Page] = {
         Page("attention", "Attention", ":material/hub:", "app_pages/attention.py"),
         Page("structure", "Structure", ":material/deployed_code:", "app_pages/structure.py"),
         Page("records", "Records", ":material/table_rows:", "app_pages/records.py"),
+        Page("variants", "Variant effects", ":material/biotech:", "app_pages/variants.py"),
     )
 }
 DEFAULT_PAGE = "input"
@@ -153,6 +172,13 @@ STRUCTURE_OPTIONS = (
     ViewOption("spc", "structure", Integer(1, 10), 1),  # pca component
     ViewOption("sscore", "structure", Choice({s: s for s in TRACK_SCORE_STRATEGIES}), "wt-marginals"),
 )
+MAX_LINK_MUTATIONS = 1_500  # characters of a mutation list a link carries
+VARIANT_STRATEGY_LABELS = {  # the keys are flamino_core.options.VARIANT_STRATEGIES
+    "masked-marginals": "masked-marginals — one masked pass per mutated position (ProteinGym's ESM score)",
+    "wt-marginals": "wt-marginals — one unmasked pass (fast, approximate)",
+    "joint-masked": "joint-masked — a multi-mutant's positions masked together (shows non-additivity)",
+    "pll": "pll — pseudo-log-likelihood of mutant minus wild type (slow: L passes per variant)",
+}
 
 OPTIONS: dict[str, ViewOption] = {
     option.key: option
@@ -187,6 +213,24 @@ OPTIONS: dict[str, ViewOption] = {
         ViewOption("special", "attention", Flag(), False),
         *STRUCTURE_OPTIONS,
         ViewOption("dna", None, Flag(), False),  # analyse nucleotide sequences as protein anyway
+        # The Variants page (docs/variants.md). The mutation list travels only when it is short
+        # (a link's budget is shared with the sequence); a longer one leaves "mlong" instead.
+        ViewOption("vinput", "variants", Choice({"list": "a mutation list", "dms": "a DMS table"}), "list"),
+        ViewOption("vstrategy", "variants", Choice(VARIANT_STRATEGY_LABELS), "masked-marginals"),
+        ViewOption("muts", "variants", Text(MAX_LINK_MUTATIONS)),
+        ViewOption("mlong", "variants", Flag()),
+        ViewOption("vmap", "variants", Choice(
+            {"wt": "wt-marginals — one unmasked pass", "masked": "masked-marginals — one pass per position"}),
+            "wt"),
+        ViewOption("veffect", "variants", Choice(
+            {"all": "all", "below": "score < 0 (the model prefers the wild type)",
+             "above": "score ≥ 0 (as likely or more)"}), "all"),
+        # The position range of the table, in the record's numbering (default: the whole record).
+        ViewOption("vfrom", "variants", Integer(-MAX_INT, MAX_INT)),
+        ViewOption("vto", "variants", Integer(-MAX_INT, MAX_INT)),
+        ViewOption("singles", "variants", Flag(), False),
+        ViewOption("dmswt", "variants", Choice(
+            {"table": "derived from the table's mutated_sequence", "record": "the selected record"}), "table"),
     )
 }
 

@@ -51,9 +51,9 @@ def load_engine(model: str | None, verbose: bool = False):
     return engine
 
 
-def add_fasta_argument(parser) -> None:
+def add_fasta_argument(parser, help: str = FASTA_HELP) -> None:
     """The positional FASTA input and ``--allow-dna``, for a command read by ``read_fasta_argument``."""
-    parser.add_argument("fasta", help=FASTA_HELP)
+    parser.add_argument("fasta", help=help)
     parser.add_argument("--allow-dna", action="store_true", help=ALLOW_DNA_HELP)
 
 

@@ -16,7 +16,10 @@ from pathlib import Path
 from ..atomic import written_atomically
 from ..options import LONG_POLICIES, STRUCTURE_TRACKS, TRACK_SCORE_STRATEGIES
 from ..progress import Progress, say
-from .common import EXIT_OK, EXIT_USAGE, MODEL_HELP, VERBOSE_HELP, UserError, check_output, load_engine, read_records
+from .common import (
+    EXIT_OK, EXIT_USAGE, MODEL_HELP, VERBOSE_HELP, UserError, add_fasta_argument, check_output, load_engine,
+    read_fasta_argument,
+)  # fmt: skip
 
 FETCH_PREFIXES = {"pdb": "an RCSB PDB entry", "afdb": "an AlphaFold DB model"}
 
@@ -146,7 +149,7 @@ def cmd_contacts(args) -> int:
     for summary in summaries:
         say(f"  {summary.describe()}")
 
-    records, had_errors = read_records(args.fasta)
+    records, had_errors = read_fasta_argument(args)
     aligned, refused = _align_records(parsed, records, args)
     if not aligned:
         if len(refused) == 1:
@@ -210,7 +213,7 @@ def add_parsers(sub) -> None:
         "for short (6-11), medium (12-23), long (>= 24) and all (>= 6) sequence separations, L = the "
         "sequence length. Optionally write the chain as PDB with a per-residue track in the B-factor column.",
     )
-    contacts.add_argument("fasta", help="FASTA file ('-' for standard input)")
+    add_fasta_argument(contacts)
     contacts.add_argument("--structure", required=True, metavar="FILE",
                           help="PDB or mmCIF file (optionally .gz), or pdb:1GBT / afdb:P69905 to download one")
     contacts.add_argument("--chain", help="chain id (default: the protein chain that best matches each record)")

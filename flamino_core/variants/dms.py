@@ -24,6 +24,7 @@ from .scoring import DEFAULT_VARIANT_STRATEGY, OK, score_variants
 
 REQUIRED_COLUMNS = ("mutant", "DMS_score")
 SCORE_COLUMNS = ("score", "non_additivity", "status")  # what scoring adds to the table
+NUMBER_COLUMNS = ("DMS_score", "DMS_score_bin")  # read as numbers
 _SHOWN = 3  # example lines quoted per reported problem
 
 
@@ -36,7 +37,8 @@ class DmsTable:
     """A DMS table as read: every input column, the wild type, what was noticed on the way.
 
     ``frame`` keeps the input columns in order (as text, except ``DMS_score`` and
-    ``DMS_score_bin``, which are numbers with NaN where missing).
+    ``DMS_score_bin``, which are numbers with NaN where missing); ``as_written`` keeps those two
+    as the file wrote them, so a scored table written back shows the user's own values.
     """
 
     frame: pd.DataFrame
@@ -44,6 +46,7 @@ class DmsTable:
     offset: int
     wild_type_source: str  # "given", or "derived from mutated_sequence"
     issues: list[str]  # reported, not fatal
+    as_written: pd.DataFrame | None = None  # DMS_score (and DMS_score_bin) as text
 
     @property
     def has_bins(self) -> bool:
@@ -106,6 +109,7 @@ def parse_dms(data: bytes | str, wild_type: str | None = None, offset: int = 1) 
     if frame.empty:
         raise DmsError("the DMS table has a header but no rows")
     issues = []
+    as_written = frame[[c for c in NUMBER_COLUMNS if c in frame.columns]].copy()
     frame["mutant"] = frame["mutant"].str.strip()
     frame["DMS_score"] = _numbers(frame, "DMS_score", issues)
     if "DMS_score_bin" in frame.columns:
@@ -127,7 +131,7 @@ def parse_dms(data: bytes | str, wild_type: str | None = None, offset: int = 1) 
         which = "1 mutant appears" if len(repeated) == 1 else f"{len(repeated):,} mutants appear"
         issues.append(f"{which} on more than one row ({shown}{more}); each is scored, but only its first row "
                       "counts in the statistics")
-    return DmsTable(frame, wild_type, offset, source, issues)
+    return DmsTable(frame, wild_type, offset, source, issues, as_written)
 
 
 def _read_frame(data: bytes | str) -> pd.DataFrame:
@@ -218,7 +222,7 @@ def score_dms(
     Args:
       engine: a loaded ``Engine``.
       dms: from ``read_dms`` / ``parse_dms``.
-      strategy: one of ``variant_scores.VARIANT_STRATEGIES``.
+      strategy: one of ``options.VARIANT_STRATEGIES``.
       record_id: the wild type's record id, for messages.
       progress: called with (passes done, passes total).
 
@@ -256,3 +260,14 @@ def score_dms(
     in_metrics = (table["status"].to_numpy() == OK) & frame["DMS_score"].notna().to_numpy() & first_of_mutant.to_numpy()
     dms = dataclasses.replace(dms, issues=issues)
     return DmsScores(frame, in_metrics, table, strategy, result.passes, result.notes, dms)
+
+
+def output_frame(scores: DmsScores) -> pd.DataFrame:
+    """The scored table to write out: every input column as the file had it, then ``score``
+    (``non_additivity``) and ``status``."""
+    frame = scores.frame.copy()
+    written = scores.dms.as_written
+    if written is not None:
+        for column in written.columns:
+            frame[column] = written[column].to_numpy()
+    return frame

@@ -120,6 +120,71 @@ def dms_heatmaps(scores: DmsScores) -> go.Figure:
     return fig.update_layout(margin={"t": 110})  # room for the title above the panel titles
 
 
+def substitution_map(
+    substitution_scores: np.ndarray, sequence: str, method: str, *, offset: int = 1, clickable: bool = False
+) -> go.Figure:
+    """The full single-substitution map, wild-type cells marked, positions in the user's numbering.
+
+    Args:
+      substitution_scores: (L, 20) from ``scores.masked_marginals`` / ``wt_marginals``.
+      sequence: the wild type.
+      method: the strategy of ``substitution_scores``, for the title.
+      offset: the number of the first residue (the axis labels follow it).
+      clickable: add one invisible point per cell, so a click selects that cell. Plotly
+        heatmaps emit no selection events (streamlit issue #8760); scatter points do, and the
+        selected one is drawn as an outlined square. ``clicked_cell`` reads the selection back.
+    """
+    fig = substitution_heatmap(substitution_scores, sequence, method)
+    labels = residue_labels(sequence, offset)
+    fig.update_traces(x=labels, selector={"type": "heatmap"})
+    aas = list(STANDARD_AMINO_ACIDS)
+    if clickable:
+        # The cells' hover moves to the points (two hovers on one cell would flicker).
+        fig.update_traces(hoverinfo="skip", hovertemplate=None, selector={"type": "heatmap"})
+        scores = np.asarray(substitution_scores, dtype=np.float64)  # (L, 20)
+        kind = go.Scattergl if scores.size > MANY_POINTS else go.Scatter
+        # Small points: plotly's hover ranks points by distance minus marker radius, so markers
+        # wider than a cell (a 146-residue map has ~5 px cells) would tie with their neighbours
+        # and a click would pick the wrong cell. The selected one is drawn large.
+        fig.add_trace(kind(
+            x=np.repeat(labels, len(aas)), y=aas * len(sequence), customdata=scores.reshape(-1),
+            mode="markers", name="cells", showlegend=False,
+            marker={"symbol": "square-open", "size": 2, "color": "#000000", "opacity": 0, "line": {"width": 2}},
+            selected={"marker": {"opacity": 1, "size": 12}}, unselected={"marker": {"opacity": 0}},
+            hovertemplate="%{x} → %{y}<br>score %{customdata:.3f}<br>click: mask this position<extra></extra>",
+        ))
+    wild = [(labels[i], aa) for i, aa in enumerate(sequence) if aa in aas]
+    fig.add_trace(go.Scatter(
+        x=[x for x, _ in wild], y=[y for _, y in wild], mode="markers", name="wild type",
+        marker={"symbol": "circle", "size": 4, "color": "#444444"}, hoverinfo="skip",
+        unselected={"marker": {"opacity": 1}},  # stays visible while a cell is selected
+    ))
+    # The cells fill the plot (autorange would pad the category axes for the markers' size).
+    fig.update_xaxes(range=[-0.5, len(sequence) - 0.5])
+    fig.update_yaxes(autorange=False, range=[len(aas) - 0.5, -0.5])
+    legend = {"orientation": "h", "y": 1.0, "x": 1, "xanchor": "right", "yanchor": "bottom"}
+    return fig.update_layout(showlegend=True, legend=legend)
+
+
+def clicked_cell(points: Sequence[dict], sequence: str, offset: int = 1) -> tuple[int, str] | None:
+    """The cell a click on ``substitution_map`` selected: (0-based residue index, mutant letter).
+
+    Args:
+      points: the selection's points (``event.selection.points`` in Streamlit): each has the
+        ``x`` (position label such as ``V1``) and ``y`` (amino acid) of the point clicked.
+      sequence, offset: as the map was drawn.
+
+    Returns:
+      None when nothing (or nothing on the map) is selected; the last point otherwise.
+    """
+    index_of = {label: i for i, label in enumerate(residue_labels(sequence, offset))}
+    for point in reversed(list(points or ())):
+        index, aa = index_of.get(str(point.get("x"))), point.get("y")
+        if index is not None and aa in STANDARD_AMINO_ACIDS:
+            return index, aa
+    return None
+
+
 def variant_map(
     substitution_scores: np.ndarray,
     sequence: str,
@@ -139,14 +204,8 @@ def variant_map(
       method: the strategy of ``substitution_scores``, for the title.
       table: ``VariantScores.table``, to show each variant's own score on hover.
     """
-    fig = substitution_heatmap(substitution_scores, sequence, method)
+    fig = substitution_map(substitution_scores, sequence, method, offset=offset)
     labels = residue_labels(sequence, offset)
-    fig.update_traces(x=labels, selector={"type": "heatmap"})
-    wild = [(labels[i], aa) for i, aa in enumerate(sequence) if aa in STANDARD_AMINO_ACIDS]
-    fig.add_trace(go.Scatter(
-        x=[x for x, _ in wild], y=[y for _, y in wild], mode="markers", name="wild type",
-        marker={"symbol": "circle", "size": 4, "color": "#444444"}, hoverinfo="skip",
-    ))
     own = {} if table is None else dict(zip(table["order"], table["score"]))
     groups: dict[str, list[Variant]] = {}
     for v in variants:
@@ -164,6 +223,4 @@ def variant_map(
             marker={"symbol": LABEL_SYMBOLS[n % len(LABEL_SYMBOLS)], "size": 11, "color": colour, "line": {"width": 2}},
             hovertemplate="%{text}<extra></extra>",
         ))
-    legend = {"orientation": "h", "y": 1.0, "x": 1, "xanchor": "right", "yanchor": "bottom"}
-    fig.update_layout(showlegend=True, legend=legend)
     return fig

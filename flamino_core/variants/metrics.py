@@ -32,6 +32,8 @@ import scipy.stats
 from .dms import DmsScores
 
 TOP_PERCENT = 10  # ProteinGym's top=10 (NDCG) and top_true=top_model=10 (recall)
+# The metrics JSON, in this order (the names users script against: keep them exactly).
+METRICS_KEYS = ("spearman", "auc", "mcc", "ndcg", "top10_recall", "n_scored", "n_skipped", "model", "strategy")
 
 
 def agreement_metrics(dms_score, model_score, dms_score_bin=None) -> dict[str, float | None]:
@@ -110,9 +112,9 @@ def dms_metrics(scores: DmsScores, *, model: str, singles_only: bool = False) ->
       singles_only: use single substitutions only (multi-mutant rows count as skipped).
 
     Returns:
-      ``spearman``, ``auc``, ``mcc``, ``ndcg``, ``top10_recall`` (None where undefined),
-      ``n_scored`` (rows used), ``n_skipped`` (the other rows), ``model``, ``strategy``,
-      ``singles_only``.
+      Exactly the keys of ``METRICS_KEYS``: ``spearman``, ``auc``, ``mcc``, ``ndcg``,
+      ``top10_recall`` (None where undefined), ``n_scored`` (rows used), ``n_skipped`` (the
+      other rows), ``model``, ``strategy``: what ``flamino dms --metrics`` writes.
     """
     used = scores.rows_used(singles_only)
     frame = scores.frame
@@ -120,4 +122,4 @@ def dms_metrics(scores: DmsScores, *, model: str, singles_only: bool = False) ->
     metrics = agreement_metrics(frame["DMS_score"].to_numpy(dtype=np.float64)[used],
                                 frame["score"].to_numpy(dtype=np.float64)[used], bins)
     return {**metrics, "n_scored": int(used.sum()), "n_skipped": int(len(frame) - used.sum()),
-            "model": model, "strategy": scores.strategy, "singles_only": singles_only}
+            "model": model, "strategy": scores.strategy}

@@ -211,6 +211,13 @@ def parse_variant(text: str, sequence: str, offset: int = 1, order: int = 0, lab
     return Variant(order, entry, mutant, tuple(substitutions), offset, label)
 
 
+def substitution_names(sequence: str, offset: int = 1) -> list[str]:
+    """``V1A``-style names of every cell of a substitution map, position by position and in
+    ``STANDARD_AMINO_ACIDS`` order within one (the rows of ``scores.score_rows``), numbered from
+    ``offset``. The wild type's own letter gives names such as ``V1V`` (score 0)."""
+    return [f"{wt}{index + offset}{mt}" for index, wt in enumerate(sequence) for mt in STANDARD_AMINO_ACIDS]
+
+
 # --- a whole list -------------------------------------------------------------------------------
 def parse_mutations(
     text: str | bytes, sequence: str, offset: int = 1

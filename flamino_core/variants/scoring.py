@@ -25,17 +25,13 @@ import pandas as pd
 
 from ..alphabet import AA_TO_IDX, STANDARD_AMINO_ACIDS
 from ..config import MAX_RESIDUES
+from ..options import DEFAULT_VARIANT_STRATEGY, PLL_HOSTED_MAX_PASSES, VARIANT_STRATEGIES
 from .notation import Variant, VariantIssue
 from .. import scores
 
-VARIANT_STRATEGIES = ("masked-marginals", "wt-marginals", "joint-masked", "pll")
-DEFAULT_VARIANT_STRATEGY = "masked-marginals"
 OK = "ok"
-# PLL costs L x (variants + 1) masked passes. A hosted server already accepts one masked scan of
-# its longest allowed record (FLAMINO_MAX_RESIDUES, 2,000 residues: 2,000 passes; a 300-residue
-# scan takes about 15 s with t6 on 2 cores, docs/benchmarks.md), so PLL is held to the same
-# number of passes: no PLL request costs more than the heaviest job the server takes anyway.
-PLL_HOSTED_MAX_PASSES = 2_000
+# Said in ``VariantScores.notes`` for an untrained model (front ends that already say so skip it).
+RANDOM_WEIGHTS_NOTE = "the model has random weights (a test model): these scores are not biology"
 ProgressFn = Callable[[int, int], None]
 
 
@@ -199,7 +195,7 @@ class _Passes:
 def _notes(engine, sequence: str, strategy: str, record_id: str) -> list[str]:
     notes = []
     if getattr(engine, "is_random", False):
-        notes.append("the model has random weights (a test model): these scores are not biology")
+        notes.append(RANDOM_WEIGHTS_NOTE)
     if len(sequence) > MAX_RESIDUES:
         name = f"{record_id}: " if record_id else ""
         how = {
@@ -233,3 +229,36 @@ def _table(variants, issues, results, strategy: str, record_id: str) -> pd.DataF
     else:
         table["non_additivity"] = table["non_additivity"].astype(float)
     return table
+
+
+# What the tables of scores can be filtered to (the app's "predicted effect" choice).
+EFFECTS = ("all", "below", "above")  # any score / score < 0 / score >= 0
+
+
+def filter_scored(
+    table: pd.DataFrame, first: int | None = None, last: int | None = None, effect: str = "all"
+) -> pd.DataFrame:
+    """The scored rows of ``table`` with a mutated position in ``first..last`` and the chosen effect.
+
+    Args:
+      table: a table with ``status``, ``score`` and ``positions`` (tuples in the user's
+        numbering), as ``VariantScores.table``.
+      first, last: the position range (inclusive; None: open); a multi-mutant is kept when any
+        of its positions is in it.
+      effect: one of ``EFFECTS``: ``below`` keeps scores below 0 (the model prefers the wild
+        type), ``above`` scores of 0 or more.
+
+    Returns:
+      The kept rows (skipped entries, whose status is not ``ok``, are never kept).
+    """
+    if effect not in EFFECTS:
+        raise ValueError(f"unknown effect filter {effect!r}: choose one of {', '.join(EFFECTS)}")
+    low = -np.inf if first is None else first
+    high = np.inf if last is None else last
+    in_range = [any(low <= p <= high for p in positions) for positions in table["positions"]]
+    keep = (table["status"] == OK).to_numpy() & np.array(in_range, dtype=bool)
+    if effect == "below":
+        keep = keep & (table["score"] < 0).to_numpy()
+    elif effect == "above":
+        keep = keep & (table["score"] >= 0).to_numpy()
+    return table[keep]

@@ -1,0 +1,167 @@
+"""Variant effects: your mutation list or deep mutational scan, scored as ProteinGym scores ESM-2."""
+
+from pathlib import Path
+
+import streamlit as st
+
+from app_pages._ui import inputs, models, results, variant_results
+from app_pages._ui.downloads import csv_button, json_button, safe_name, show_figure
+from app_pages._ui.variant_views import (
+    dms_upload,
+    list_missing,
+    mutation_list,
+    scores_table,
+    skipped,
+    strategy_picker,
+)
+from app_pages._ui.widgets import kept_radio, kept_toggle, plain
+from flamino_core import scores
+from flamino_core.variants.dms import output_frame
+from flamino_core.variants.figures import dms_heatmaps, dms_scatter, variant_map
+from flamino_core.variants.metrics import dms_metrics
+from flamino_core.variants.notation import parse_mutations
+from flamino_core.variants.scoring import RANDOM_WEIGHTS_NOTE, output_columns
+
+STATISTICS = [("spearman", "Spearman ρ"), ("auc", "AUC"), ("mcc", "MCC"), ("ndcg", "NDCG"),
+              ("top10_recall", "Top-10% recall")]
+
+
+def notes(found: list[str]) -> None:
+    for note in found:
+        if note != RANDOM_WEIGHTS_NOTE:  # the banner at the top says so already
+            st.caption(plain(note))
+
+
+def substitution_scores(model: str, seq: str):
+    """The record's full substitution map, as the page's map choice asks, and its method."""
+    if kept_radio("Map behind your variants", "vmap", horizontal=True) == "masked":
+        log_probs = results.heavy(results.masked_scan, model, seq, what="the masked-marginal scan")  # (L, 33)
+        if log_probs is not None:
+            return scores.from_masked_log_probs(log_probs, seq).substitutions, "masked-marginals"
+        st.caption("Showing the fast wt-marginals map meanwhile.")
+    return results.wt_marginal_scores(model, seq), "wt-marginals"
+
+
+def list_section() -> None:
+    page = models.page_inputs()
+    if page is None:
+        return
+    record, _, model, seq, stem = page
+    inputs.record_caption(record)
+    offset = inputs.first_number(record)
+    if offset != 1:
+        st.caption(f"Positions are numbered from {offset} (from the record id).")
+    text = mutation_list()
+    if not text.strip():
+        list_missing()
+        return
+    variants, issues = parse_mutations(text, seq, offset)
+    for issue in issues:
+        if issue.order < 0:  # about the whole list: unreadable, nothing found, a shifted numbering
+            st.warning(plain(issue.message))
+    if not variants:
+        st.error(f"None of the {len(issues):,} entries can be scored; the reasons are listed below.")
+        if issues:
+            st.dataframe({"entry": [i.text for i in issues], "problem": [i.message for i in issues]},
+                         hide_index=True, width="stretch")
+        return
+    strategy = strategy_picker(len(seq), len({v.apply(seq) for v in variants}))
+    if strategy is None:
+        return
+    scored = results.heavy(variant_results.list_scores, model, seq, text, offset, strategy, record.id,
+                           what="scoring the variants")
+    if scored is None:
+        return
+    notes(scored.notes)
+    counts = st.columns(3)
+    counts[0].metric("Scored", f"{scored.n_scored:,}")
+    counts[1].metric("Not scored", f"{scored.n_skipped:,}")
+    counts[2].metric("Model passes", f"{scored.passes:,}", help="masked or unmasked forward passes run")
+    table = scored.table
+    columns = ["mutant", "variant", "positions", "score"]
+    columns += ["non_additivity"] if strategy == "joint-masked" else []
+    columns += ["label"] if (table["label"] != "").any() else []
+    scores_table(table, offset, offset + len(seq) - 1, columns)
+    skipped(table)
+    csv_button("Scores (CSV)", lambda: table[output_columns(strategy)], f"{stem}_variants_{strategy}.csv",
+               "variants_csv")
+
+    st.subheader("Your variants on the substitution map")
+    substitution, method = substitution_scores(model, seq)
+    fig = variant_map(substitution, seq, variants, offset=offset, method=method, table=table)
+    show_figure(fig, "variant_map", f"{stem}_variants_map")
+
+
+def dms_section() -> None:
+    engine, _ = models.active_engine()
+    if engine is None:
+        st.info("Choose a model that can be loaded in the sidebar to score a DMS table.")
+        return
+    model = models.model_id()
+    stored = dms_upload()
+    if stored is None:
+        return
+    name, data = stored
+    if kept_radio("Wild type", "dmswt", horizontal=True) == "record":
+        record = inputs.require_record()
+        if record is None:
+            return
+        wild_type, offset, record_id = record.sequence, inputs.first_number(record), record.id
+    else:
+        wild_type, offset, record_id = None, 1, Path(name).stem
+    table = variant_results.dms_table(data, wild_type, offset)
+    if isinstance(table, str):
+        st.error(plain(f"{name}: {table}"))
+        return
+    st.caption(plain(f"{name}: {len(table.frame):,} rows; wild type of {len(table.wild_type):,} residues, "
+                     f"{table.wild_type_source}."))
+    strategy = strategy_picker(len(table.wild_type), table.frame["mutant"].nunique())
+    if strategy is None:
+        return
+    scored = results.heavy(variant_results.dms_scores, model, data, wild_type, offset, strategy, record_id,
+                           what="scoring the DMS table")
+    if scored is None:
+        return
+    notes(scored.notes)
+    if scored.dms.issues:
+        with st.expander(f"{len(scored.dms.issues)} note(s) about the table", icon=":material/info:"):
+            st.markdown("\n".join(f"- {plain(issue)}" for issue in scored.dms.issues))
+    singles = kept_toggle("Single substitutions only (in the statistics and the scatter)", "singles")
+    metrics = dms_metrics(scored, model=model, singles_only=singles)
+    boxes = st.columns(len(STATISTICS) + 1)
+    for box, (key, label) in zip(boxes, STATISTICS):
+        box.metric(label, "—" if metrics[key] is None else f"{metrics[key]:.3f}")
+    boxes[-1].metric("Rows used", f"{metrics['n_scored']:,}", help=f"{metrics['n_skipped']:,} rows left out")
+    stem = safe_name(record_id)
+    scatter_tab, maps_tab = st.tabs(["Model vs experiment", "Side by side, per position"])
+    with scatter_tab:
+        show_figure(dms_scatter(scored, metrics, singles), "dms_scatter", f"{stem}_dms_scatter")
+    with maps_tab:
+        show_figure(dms_heatmaps(scored), "dms_maps", f"{stem}_dms_maps")
+    frame = scored.frame.drop(columns=["mutated_sequence"], errors="ignore")
+    frame["positions"] = scored.variants["positions"].to_numpy()
+    columns = [c for c in frame.columns if c not in ("status", "positions")] + ["positions"]
+    first = table.offset
+    scores_table(frame, first, first + len(table.wild_type) - 1, columns)
+    skipped(frame)
+    row = st.container(horizontal=True)
+    with row:
+        csv_button("Scored table (CSV)", lambda: output_frame(scored), f"{stem}_dms_{strategy}.csv", "dms_csv")
+        json_button("Metrics (JSON)", lambda: metrics, f"{stem}_dms_{strategy}_metrics.json", "dms_json")
+
+
+def main() -> None:
+    st.header("Variant effects")
+    st.markdown(
+        "Score the variants you bring, as ProteinGym scores ESM-2: log p(mutant) − log p(wild type), "
+        "natural log; below 0, the model finds the variant less likely than the wild type. "
+        "A deep mutational scan is compared with the model's scores (docs/variants.md explains "
+        "every score and statistic)."
+    )
+    if kept_radio("Your variants", "vinput", horizontal=True) == "list":
+        list_section()
+    else:
+        dms_section()
+
+
+main()

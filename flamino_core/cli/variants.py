@@ -1,0 +1,185 @@
+"""``flamino variants`` and ``flamino dms``: the user's mutation list, or deep mutational scan,
+scored the way ProteinGym scores ESM-2 (docs/variants.md).
+
+Both exit 0 when at least one variant was scored, every skipped one named on stderr and in the
+``status`` column, and 2 with a message when nothing could be scored.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+from ..atomic import written_atomically
+from ..options import DEFAULT_VARIANT_STRATEGY, VARIANT_STRATEGIES
+from ..progress import Progress, say
+from .common import (
+    EXIT_OK, MODEL_HELP, VERBOSE_HELP, UserError, add_fasta_argument, check_output, load_engine, read_fasta_argument,
+    read_records,
+)  # fmt: skip
+
+SCORE_FORMAT = "%.6g"  # as ``flamino score`` writes scores
+# A --mutations value ending like this (or a path into an existing folder) is meant as a file: a
+# typo in its name is reported, not read as a (malformed) one-entry list.
+_FILE_SUFFIXES = (".csv", ".tsv", ".txt", ".tab", ".list")
+STRATEGY_HELP = ("masked-marginals (default: one masked pass per mutated position), wt-marginals (one unmasked "
+                 "pass), joint-masked (a multi-mutant's positions masked together; adds non_additivity), pll "
+                 "(pseudo-log-likelihood ratio; L passes per variant, slow)")
+OFFSET_HELP = "number of the sequence's first residue (default: from a /start-end id suffix, else 1)"
+
+
+def read_mutations(value: str) -> bytes | str:
+    """The ``--mutations`` value: a file's bytes, standard input ('-'), or the list itself."""
+    if value == "-":
+        return sys.stdin.buffer.read()
+    path = Path(value)
+    if path.is_file():
+        try:
+            return path.read_bytes()
+        except OSError as err:
+            raise UserError(f"--mutations: cannot read {value!r}: {err.strerror or err}") from None
+    if value.lower().endswith(_FILE_SUFFIXES) or ("/" in value and path.parent.is_dir()):
+        raise UserError(f"--mutations: no such file {value!r} (give a file, or the list itself, e.g. \"A23V, G45D\")")
+    return value
+
+
+def first_residue(record, offset: int | None) -> int:
+    """``--offset``, else the number the record's id gives its first residue (said on stderr)."""
+    from ..numbering import numbering_offset
+
+    if offset is not None:
+        return offset
+    found, note = numbering_offset(record.id, len(record.sequence))
+    if note:
+        say(f"warning: {note}")
+    if found != 1:
+        say(f"{record.id}: numbering starts at {found} (from the id; --offset changes it)")
+    return found
+
+
+def _notes(notes, shown: set[str]) -> None:
+    from ..variants.scoring import RANDOM_WEIGHTS_NOTE
+
+    for note in notes:
+        if note not in shown and note != RANDOM_WEIGHTS_NOTE:  # load_engine said so already
+            say(f"note: {note}")
+            shown.add(note)
+
+
+def cmd_variants(args) -> int:
+    import pandas as pd
+
+    from ..variants.notation import parse_mutations
+    from ..variants.scoring import OK, output_columns, score_variants
+
+    out_path = check_output(args.output, ".csv")
+    mutations = read_mutations(args.mutations)
+    records, _ = read_fasta_argument(args)
+    engine = load_engine(args.model, args.verbose)
+    tables, scored, shown = [], 0, set()
+    for n, record in enumerate(records):
+        offset = first_residue(record, args.offset)
+        variants, issues = parse_mutations(mutations, record.sequence, offset)
+        for issue in issues:
+            if issue.order < 0:  # about the whole list: unreadable, empty, a shifted numbering
+                say(f"{record.id}: {issue.message}")
+        label = record.id if len(records) == 1 else f"{record.id} ({n + 1}/{len(records)})"
+        result = score_variants(engine, record.sequence, variants, args.strategy, issues=issues,
+                                record_id=record.id, progress=Progress(label))
+        _notes(result.notes, shown)
+        for status in result.table["status"]:
+            if status != OK:
+                say(f"{record.id}: skipped: {status}")
+        tables.append(result.table[output_columns(args.strategy)])
+        scored += result.n_scored
+    table = pd.concat(tables, ignore_index=True)
+    with written_atomically(out_path) as tmp:
+        table.to_csv(tmp, index=False, float_format=SCORE_FORMAT)
+    print(f"wrote {out_path} ({scored:,} of {len(table):,} variants scored, {args.strategy})")
+    if not scored:
+        raise UserError(f"nothing could be scored ({len(table):,} entries, all skipped; their status says why)"
+                        if len(table) else "nothing could be scored: no variants in --mutations")
+    return EXIT_OK
+
+
+def cmd_dms(args) -> int:
+    from ..variants.dms import DmsError, output_frame, read_dms, score_dms
+    from ..variants.metrics import dms_metrics
+    from ..variants.scoring import OK
+    from ..weights import default_model
+
+    out_path = check_output(args.output, ".csv")
+    metrics_path = check_output(args.metrics, ".json")
+    wild_type, record_id, offset = None, Path(args.dms).stem, args.offset
+    if args.sequence:
+        records, _ = read_records(args.sequence)
+        if len(records) > 1:
+            raise UserError(f"--sequence {args.sequence}: {len(records)} records; give the one wild-type sequence")
+        wild_type, record_id = records[0].sequence, records[0].id
+        offset = first_residue(records[0], offset)
+    try:
+        dms = read_dms(args.dms, wild_type, 1 if offset is None else offset)
+    except DmsError as err:
+        raise UserError(f"{args.dms}: {err}") from None
+    if wild_type is None:
+        say(f"{args.dms}: wild type ({len(dms.wild_type):,} residues) {dms.wild_type_source}")
+    engine = load_engine(args.model, args.verbose)
+    scores = score_dms(engine, dms, args.strategy, record_id=record_id, progress=Progress(record_id))
+    for issue in scores.dms.issues:
+        say(f"warning: {issue}")
+    _notes(scores.notes, set())
+    for row, status in enumerate(scores.frame["status"]):
+        if status != OK:
+            say(f"line {row + 2}: skipped: {status}")  # line 1 is the header
+    metrics = dms_metrics(scores, model=args.model or default_model(), singles_only=args.singles_only)
+    metrics = {key: None if isinstance(value, float) and not math.isfinite(value) else value
+               for key, value in metrics.items()}
+    with written_atomically(out_path) as tmp:
+        output_frame(scores).to_csv(tmp, index=False, float_format=SCORE_FORMAT)
+    with written_atomically(metrics_path) as tmp:
+        tmp.write_text(json.dumps(metrics, indent=2) + "\n")
+    scored = int((scores.frame["status"] == OK).sum())
+    print(f"wrote {out_path} ({scored:,} of {len(scores.frame):,} rows scored, {args.strategy}) and {metrics_path} "
+          f"(spearman {_shown(metrics['spearman'])} on {metrics['n_scored']:,} rows)")
+    if not scored:
+        raise UserError(f"nothing could be scored: none of the {len(scores.frame):,} rows fits the wild type "
+                        "(their status says why)")
+    return EXIT_OK
+
+
+def _shown(value) -> str:
+    return "undefined" if value is None else f"{value:.3f}"
+
+
+def add_parsers(sub) -> None:
+    variants = sub.add_parser("variants", help="score your mutation list (A23V, A23V:G45D, p.Ala23Val ...) to a .csv")
+    add_fasta_argument(variants, help="FASTA file ('-' for standard input); every record is scored against the list")
+    variants.add_argument("--mutations", required=True, metavar="FILE_OR_STRING",
+                          help="a file (one variant per line, or a CSV with a mutant column), '-' for standard "
+                               "input, or the list itself: \"A23V, A23V:G45D, p.(Gly45Asp)\"")
+    variants.add_argument("--offset", type=int, help=OFFSET_HELP)
+    variants.add_argument("--strategy", choices=VARIANT_STRATEGIES, default=DEFAULT_VARIANT_STRATEGY,
+                          help=STRATEGY_HELP)
+    variants.add_argument("-m", "--model", help=MODEL_HELP)
+    variants.add_argument("-o", "--output", required=True,
+                          help="output .csv: record_id,mutant,score[,non_additivity],status in input order")
+    variants.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
+    variants.set_defaults(call=cmd_variants)
+
+    dms = sub.add_parser("dms", help="score a deep mutational scan (ProteinGym format) and measure the agreement")
+    dms.add_argument("dms", metavar="DMS.csv", help="columns mutant and DMS_score (mutated_sequence, DMS_score_bin "
+                                                    "optional; higher DMS_score = fitter)")
+    dms.add_argument("--sequence", metavar="FASTA",
+                     help="the wild type (one record); default: derived from mutated_sequence and mutant")
+    dms.add_argument("--offset", type=int, help=OFFSET_HELP)
+    dms.add_argument("--strategy", choices=VARIANT_STRATEGIES, default=DEFAULT_VARIANT_STRATEGY, help=STRATEGY_HELP)
+    dms.add_argument("--singles-only", action="store_true",
+                     help="compute the metrics on single substitutions only (multi-mutants are still scored)")
+    dms.add_argument("-m", "--model", help=MODEL_HELP)
+    dms.add_argument("-o", "--output", required=True, help="output .csv: every input column plus score and status")
+    dms.add_argument("--metrics", required=True, metavar="METRICS.json",
+                     help="output .json: spearman, auc, mcc, ndcg, top10_recall, n_scored, n_skipped, model, strategy")
+    dms.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
+    dms.set_defaults(call=cmd_dms)
