@@ -27,7 +27,7 @@ def distribution_bars(
     Args:
       masked: (20,) probabilities with the position masked.
       unmasked: (20,) probabilities from the unmasked pass, drawn beside them, or None.
-      position: 1-based position, residue: its letter (for the title).
+      position: the position's number (in the sequence's numbering), residue: its letter.
       other_mass: probability on non-amino-acid tokens in the masked pass (shown in the title).
     """
     aas = list(STANDARD_AMINO_ACIDS)
@@ -54,7 +54,9 @@ def distribution_bars(
     title = f"Position {position} ({residue}) masked: predicted distribution"
     if other_mass is not None:
         title += f"<br><sup>probability on non-amino-acid tokens: {other_mass:.3f}</sup>"
-    fig.update_xaxes(title="amino acid (red: the sequence's residue)")
+    # Every letter labelled: plotly's automatic ticks skip every other one when the chart is narrow.
+    fig.update_xaxes(title="amino acid (red: the sequence's residue)", tickmode="array", tickvals=aas,
+                     ticktext=aas, tickangle=0)
     fig.update_yaxes(title="probability", rangemode="tozero")
     return _layout(fig, title, height=360, barmode="group")
 
@@ -65,7 +67,7 @@ def _axis_title(index: int, ratio: float) -> str:
 
 
 def residue_pca_scatter(
-    result: PCAResult, sequence: str, colour_by: str = "position", dims: int = 2, title: str = ""
+    result: PCAResult, sequence: str, colour_by: str = "position", dims: int = 2, title: str = "", first: int = 1
 ) -> go.Figure:
     """Per-residue embeddings projected on their principal components.
 
@@ -74,13 +76,14 @@ def residue_pca_scatter(
       sequence: the L residues, for hover text and colouring.
       colour_by: ``position`` (continuous), ``residue`` (one colour per letter) or ``class``.
       dims: 2 or 3.
+      first: the number of the first residue (hover text and the position colour scale).
     """
     if dims not in (2, 3):
         raise ValueError(f"dims must be 2 or 3, not {dims}")
     if colour_by not in ("position", "residue", "class"):
         raise ValueError(f"colour_by must be position, residue or class, not {colour_by!r}")
     coords = result.coords
-    positions = np.arange(1, len(sequence) + 1)
+    positions = np.arange(first, first + len(sequence))
     hover = [f"{aa}{i} ({residue_class(aa)})" for i, aa in zip(positions, sequence, strict=True)]
     fig = go.Figure()
 

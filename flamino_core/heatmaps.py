@@ -1,7 +1,9 @@
 """Heatmaps over sequence positions: predicted probabilities, substitution scores, attention, contacts.
 
-Pure Plotly builders ``(result arrays) -> go.Figure``, no Streamlit. Positions are shown 1-based,
-as biologists count them.
+Pure Plotly builders ``(result arrays) -> go.Figure``, no Streamlit. Positions are shown in the
+sequence's own numbering: ``first`` is the number of the first residue drawn (1 for a whole
+sequence numbered from 1; 73 for ``SECY_CHLTR/73-433``; the range's start when a page shows a
+part of the sequence), so axes, hover text and ticks read as the user quotes positions.
 """
 
 from __future__ import annotations
@@ -18,8 +20,16 @@ from .analysis import block_mean, residue_labels
 from .figure_style import _layout, escape
 
 
+# The sequence's residues are outlined twice, black inside a white halo: one of the two stands
+# out on every colour of the map (white on dark purple, black on yellow), and the legend shows
+# the black one, which a white legend background does not hide.
+RESIDUE_OUTLINE, RESIDUE_HALO = "#000000", "#FFFFFF"
+NOT_PREDICTED = "#F4A582"  # contact pairs no window held: a colour the grey scale never takes
+
+
 def probability_heatmap(
-    probabilities: np.ndarray, sequence: str, entropies: np.ndarray | None = None, title: str = ""
+    probabilities: np.ndarray, sequence: str, entropies: np.ndarray | None = None, title: str = "",
+    first: int = 1,
 ) -> go.Figure:
     """20 x L heatmap of predicted amino-acid probabilities; the sequence's residues outlined.
 
@@ -28,8 +38,9 @@ def probability_heatmap(
       sequence: the L residues (axis labels such as ``M1``).
       entropies: (L,) per-position entropy in bits; when given, drawn as a track under the
         heatmap on the same position axis, so the two line up when zooming.
+      first: the number of the first residue drawn.
     """
-    labels = residue_labels(sequence)
+    labels = residue_labels(sequence, first)
     aas = list(STANDARD_AMINO_ACIDS)
     rows = 1 if entropies is None else 2
     fig = make_subplots(
@@ -57,18 +68,20 @@ def probability_heatmap(
         (label, aa) for label, aa in zip(labels, sequence, strict=True) if aa in STANDARD_AMINO_ACIDS
     ]
     if in_alphabet:
-        fig.add_trace(
-            go.Scatter(
-                x=[label for label, _ in in_alphabet],
-                y=[aa for _, aa in in_alphabet],
-                mode="markers",
-                marker={"symbol": "square-open", "color": "white", "size": 9, "line": {"width": 2}},
-                name="sequence residue",
-                hoverinfo="skip",
-            ),
-            row=1,
-            col=1,
-        )
+        for colour, size, width, legend in ((RESIDUE_HALO, 11, 3.5, False), (RESIDUE_OUTLINE, 9, 1.5, True)):
+            fig.add_trace(
+                go.Scatter(
+                    x=[label for label, _ in in_alphabet],
+                    y=[aa for _, aa in in_alphabet],
+                    mode="markers",
+                    marker={"symbol": "square-open", "color": colour, "size": size, "line": {"width": width}},
+                    name="sequence residue",
+                    showlegend=legend,
+                    hoverinfo="skip",
+                ),
+                row=1,
+                col=1,
+            )
     fig.update_yaxes(type="category", title="amino acid", autorange="reversed", row=1, col=1)
     if entropies is not None:
         fig.add_trace(
@@ -87,23 +100,31 @@ def probability_heatmap(
     fig.update_xaxes(type="category")
     fig.update_xaxes(title="position", row=rows, col=1)
     subtitle = "<br><sup>below: entropy of each position's prediction (4.32 bits = uniform)</sup>"
-    return _layout(
+    fig = _layout(
         fig,
         (title or "Predicted amino-acid probabilities (unmasked pass)") + (subtitle if rows == 2 else ""),
-        height=480 if rows == 1 else 620,
+        height=500 if rows == 1 else 640,
         showlegend=True,
-        legend={"orientation": "h", "y": 1.02, "x": 1, "xanchor": "right", "yanchor": "bottom"},
+        # Legend on its own line between the title and the map: beside a two-line title it
+        # overlapped it on narrow screens (800 px).
+        legend={"orientation": "h", "y": 1.0, "x": 0, "xanchor": "left", "yanchor": "bottom"},
     )
+    fig.update_layout(
+        title={"y": 1.0, "yref": "container", "yanchor": "top", "pad": {"t": 10}},
+        margin={"t": 110},
+    )
+    return fig
 
 
-def substitution_heatmap(scores: np.ndarray, sequence: str, method: str) -> go.Figure:
+def substitution_heatmap(scores: np.ndarray, sequence: str, method: str, first: int = 1) -> go.Figure:
     """Single-substitution map: log p(mutant) - log p(wild type) for every position and mutant.
 
     Args:
       scores: (L, 20), columns in ``STANDARD_AMINO_ACIDS`` order.
       method: ``masked-marginals`` or ``wt-marginals`` (shown in the title).
+      first: the number of the first residue drawn.
     """
-    labels = residue_labels(sequence)
+    labels = residue_labels(sequence, first)
     finite = np.abs(scores[np.isfinite(scores)])
     limit = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
     fig = go.Figure(
@@ -156,13 +177,15 @@ def attention_heatmap(
 
 
 def attention_grid(
-    maps: np.ndarray, title: str = "", max_size: int = 64, columns: int = 5, diverging: bool = False
+    maps: np.ndarray, title: str = "", max_size: int = 64, columns: int = 5, diverging: bool = False,
+    first: int = 1,
 ) -> go.Figure:
     """Small multiples: one thumbnail per head, averaged into at most ``max_size`` square blocks.
 
     Args:
       maps: (H, n, n) attention of every head of one layer (one shared colour scale).
       diverging: colour around zero, for APC-corrected maps.
+      first: the number of the first residue drawn (the hover names each block's first one).
     """
     heads = maps.shape[0]
     columns = min(columns, heads)
@@ -176,7 +199,7 @@ def attention_grid(
     )
     step = max(-(-maps.shape[-1] // max_size), 1)
     small = block_mean(maps, max_size)
-    ticks = np.arange(small.shape[-1]) * step + 1  # first residue index of each block
+    ticks = np.arange(small.shape[-1]) * step + first  # number of each block's first residue
     for h in range(heads):
         fig.add_trace(
             go.Heatmap(
@@ -200,21 +223,48 @@ def attention_grid(
     return _layout(fig, (title or "All heads") + note, height=170 * rows + 80)
 
 
-def contact_map(contacts: np.ndarray, sequence: str, title: str = "") -> go.Figure:
-    """(L, L) contact probabilities from the contact head."""
-    labels = residue_labels(sequence)
-    fig = go.Figure(
+def contact_map(contacts: np.ndarray, sequence: str, title: str = "", first: int = 1) -> go.Figure:
+    """(L, L) contact probabilities from the contact head; NaN pairs drawn as *not predicted*.
+
+    Args:
+      contacts: (L, L) probabilities; NaN where no window held both residues (long sequences).
+      sequence: the L residues (axis labels such as ``M1``).
+      first: the number of the first residue drawn.
+    """
+    labels = residue_labels(sequence, first)
+    contacts = np.asarray(contacts, dtype=np.float32)
+    missing = np.isnan(contacts)
+    fig = go.Figure()
+    if missing.any():
+        # Plotly leaves NaN cells transparent (white, like p = 0 in this scale): an underlay in
+        # its own colour shows them, and a legend entry names it.
+        fig.add_trace(go.Heatmap(
+            z=np.where(missing, 1.0, np.nan).astype(np.float32), x=labels, y=labels,
+            colorscale=[[0, NOT_PREDICTED], [1, NOT_PREDICTED]], showscale=False, hoverongaps=False,
+            hovertemplate="%{y} – %{x}<br>not predicted (no window holds both)<extra></extra>",
+            name="not predicted",
+        ))  # fmt: skip
+        fig.add_trace(go.Scatter(
+            x=[None], y=[None], mode="markers", name="not predicted: no window holds both residues",
+            marker={"symbol": "square", "size": 12, "color": NOT_PREDICTED},
+        ))  # fmt: skip
+    fig.add_trace(
         go.Heatmap(
-            z=np.asarray(contacts, dtype=np.float32),
+            z=contacts,
             x=labels,
             y=labels,
             zmin=0,
             zmax=1,
             colorscale="Greys",
+            hoverongaps=False,
             colorbar={"title": {"text": "p(contact)"}},
             hovertemplate="%{y} – %{x}<br>p(contact) = %{z:.3f}<extra></extra>",
+            name="predicted",
         )
     )
     fig.update_xaxes(type="category", title="position", constrain="domain")
     fig.update_yaxes(type="category", title="position", autorange="reversed", scaleanchor="x")
-    return _layout(fig, title or "Predicted contacts (contact head)", height=560)
+    return _layout(
+        fig, title or "Predicted contacts (contact head)", height=580,
+        showlegend=bool(missing.any()), legend={"orientation": "h", "y": -0.12, "x": 0, "yanchor": "top"},
+    )

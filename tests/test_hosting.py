@@ -64,7 +64,7 @@ def test_queue_bounds_running_and_waiting_jobs():
     second.start()
     while queue.waiting < 1:
         time.sleep(0.01)
-    with pytest.raises(QueueFull, match="busy"):  # one running, one waiting: the third is refused
+    with pytest.raises(QueueFull, match="1 heavy job running, 1 waiting"):  # the third is refused
         with queue.slot():
             pass
     release.set()
@@ -91,8 +91,8 @@ def test_waiting_is_reported_and_can_be_abandoned():
     class SessionClosed(Exception):
         pass
 
-    def on_wait(seconds):
-        seen.append(seconds)
+    def on_wait(seconds, place):
+        seen.append((seconds, place))
         if len(seen) == 3:
             raise SessionClosed
 
@@ -101,10 +101,97 @@ def test_waiting_is_reported_and_can_be_abandoned():
             with queue.slot(timeout=10, on_wait=on_wait, poll=0.01):
                 pytest.fail("got a slot that was taken")
         assert queue.waiting == 0 and queue.running == 1
-    assert len(seen) == 3 and seen == sorted(seen) and seen[0] > 0
+    waited = [seconds for seconds, _ in seen]
+    assert len(seen) == 3 and waited == sorted(waited) and waited[-1] > 0
+    assert [place for _, place in seen] == [1, 1, 1]  # alone in the queue: next in line
     with queue.slot(timeout=0.1, on_wait=on_wait, poll=0.01):  # free: no waiting at all
         assert queue.running == 1
     assert len(seen) == 3 and queue.running == 0
+
+
+def test_queued_jobs_run_in_arrival_order():
+    """Six sessions queue heavy jobs behind a running one: they run first come, first served.
+
+    Deterministic: each job is queued only after the previous one is (``on_wait`` is called as
+    soon as a job holds its ticket), and the running job is released only when all six wait.
+    """
+    queue = HeavyJobQueue(workers=1, max_waiting=6)
+    finished, places = [], {}
+    release = threading.Event()
+    queued = [threading.Event() for _ in range(6)]
+
+    def first():
+        with queue.slot(timeout=30):
+            release.wait(30)
+        finished.append("first")
+
+    def job(index):
+        def on_wait(seconds, place):
+            places.setdefault(index, place)
+            queued[index].set()
+
+        with queue.slot(timeout=30, on_wait=on_wait, poll=0.005):  # short polls: many wake-ups
+            finished.append(index)
+
+    threads = [threading.Thread(target=first)]
+    threads[0].start()
+    with queue._changed:  # the first job holds the only slot before anyone queues
+        assert queue._changed.wait_for(lambda: queue.running == 1, 10)
+    for index in range(6):
+        thread = threading.Thread(target=job, args=(index,))
+        thread.start()
+        threads.append(thread)
+        assert queued[index].wait(10)
+    assert places == {index: index + 1 for index in range(6)}  # the place each was shown
+    assert queue.waiting == 6
+    with pytest.raises(QueueFull, match="1 heavy job running, 6 waiting"):  # said once, no "busy" twice
+        with queue.slot():
+            pass
+    release.set()
+    for thread in threads:
+        thread.join(30)
+    assert finished == ["first", 0, 1, 2, 3, 4, 5]
+    assert queue.running == 0 and queue.waiting == 0
+
+
+def test_a_job_leaving_the_queue_moves_the_others_up():
+    queue = HeavyJobQueue(workers=1, max_waiting=3)
+    places = {"b": [], "c": []}
+    leave = threading.Event()
+    queued = {"b": threading.Event(), "c": threading.Event()}
+
+    class Left(Exception):
+        pass
+
+    def job(name):
+        def on_wait(seconds, place):
+            places[name].append(place)
+            queued[name].set()
+            if name == "b" and leave.is_set():
+                raise Left
+
+        try:
+            with queue.slot(timeout=30, on_wait=on_wait, poll=0.005):
+                pass
+        except Left:
+            pass
+
+    with queue.slot():
+        b = threading.Thread(target=job, args=("b",))
+        b.start()
+        assert queued["b"].wait(10)
+        c = threading.Thread(target=job, args=("c",))
+        c.start()
+        assert queued["c"].wait(10)
+        leave.set()
+        b.join(10)
+        with queue._changed:
+            assert queue._changed.wait_for(lambda: queue.waiting == 1, 10)
+        queued["c"].clear()
+        assert queued["c"].wait(10) and queue.place(0) == 0  # b's ticket is gone
+    c.join(10)
+    assert places["c"][0] == 2 and 1 in places["c"]  # second, then first in line
+    assert queue.running == 0 and queue.waiting == 0
 
 
 def test_hosted_mode_offers_only_its_models(monkeypatch):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import streamlit as st
@@ -20,7 +19,7 @@ from flamino_core.fasta import ProteinRecord
 
 from .downloads import safe_name
 from .inputs import require_record
-from .policy import RANDOM_TEST_MODEL, current_limits, weights_permissions
+from .policy import RANDOM_TEST_MODEL, current_limits, hosted_mode, offered_now, public_model_name, weights_permissions
 from .widgets import kept_selectbox, kept_text_input, plain, widget_key
 
 if TYPE_CHECKING:
@@ -28,7 +27,11 @@ if TYPE_CHECKING:
     from flamino_core.weights import ModelWeights
 
 LOG = logging.getLogger("flamino")
-RANDOM_LABEL = "untrained test model — random weights, output is not biology"
+RANDOM_LABEL = "untrained test model"  # the picker's label; the banner says the rest
+UNAVAILABLE = (  # hosted: what a visitor hears when a model fails to load (the log has the details)
+    "This model cannot be loaded on this server right now. Choose another model in the sidebar, "
+    "or try again later."
+)
 LOCAL_CHOICE = "local"  # the picker's entry for a checkpoint on this machine
 # Session-state keys (``model`` is also the link's query key).
 MODEL = "model"
@@ -43,24 +46,41 @@ def model_choices() -> list[str]:
     allowed = current_limits().allowed_models
     if allowed is None:
         return [*PRESETS, LOCAL_CHOICE, RANDOM_TEST_MODEL]
-    return [p for p in PRESETS if p in allowed] + sorted(m for m in allowed if m not in PRESETS)
+    listed = [p for p in PRESETS if p in allowed] + sorted(m for m in allowed if m not in PRESETS)
+    return offered_now(listed)  # an offline server offers only what it has
 
 
 def model_label(identifier: str) -> str:
+    """The picker's short label (the sidebar cuts long ones off); ``model_details`` says more."""
     if identifier in PRESETS:
-        from flamino_core.weights import cached_presets
-
-        layers, dim, heads, size = PRESETS[identifier]
-        where = "cached" if identifier in cached_presets() else "download needed"
-        return f"{identifier} · {size} params · {layers} layers · {where}"
+        size = PRESETS[identifier][3]
+        return f"{identifier} · {size}"
     if identifier == LOCAL_CHOICE:
-        return "Local checkpoint (folder or .pt file)…"
+        return "Local checkpoint…"
     if identifier.startswith("random:"):
         spec = identifier.removeprefix("random:")
         return RANDOM_LABEL if spec == "tiny" else f"{RANDOM_LABEL} ({spec})"
     if current_limits().allowed_models is not None:  # the operator's checkpoint: not its path
-        return f"this server's model ({Path(identifier).name})"
+        return f"this server's model ({public_model_name(identifier, current_limits())})"
     return identifier
+
+
+def model_details(identifier: str) -> str | None:
+    """One line under the picker about the chosen model: its size, and whether it is here."""
+    if identifier in PRESETS:
+        from flamino_core.weights import cached_presets
+
+        layers, _, _, size = PRESETS[identifier]
+        if hosted_mode():
+            where = "on this server"
+        else:
+            where = "cached" if identifier in cached_presets() else "download needed (once, from the Hugging Face Hub)"
+        return f"ESM-2, {size} parameters, {layers} layers · {where}"
+    if identifier.startswith("random:"):
+        return "Random weights, for trying the interface: its output is not biology."
+    if identifier == LOCAL_CHOICE:
+        return "A folder (Hugging Face or flamino checkpoint) or a fair-esm .pt file on this machine."
+    return None
 
 
 def model_picker() -> None:
@@ -70,7 +90,8 @@ def model_picker() -> None:
     ss = st.session_state
     choices = model_choices()
     if LOCAL_CHOICE not in choices and ss[MODEL].removeprefix("facebook/") not in choices:
-        ss[MODEL] = default_model()  # hosted: only the server's models, whatever came before
+        # Hosted: only the server's models that can load now, whatever came before.
+        ss[MODEL] = default_model() if default_model() in choices else (choices or [RANDOM_TEST_MODEL])[0]
     active = ss[MODEL]
     if active.startswith("random:") and active not in choices and LOCAL_CHOICE in choices:
         choices.append(active)
@@ -103,6 +124,9 @@ def model_picker() -> None:
         help="ESM-2 checkpoints from fair-esm / Hugging Face, converted once and cached. "
         "Bigger models are slower and need more memory.",
     )
+    details = model_details(choice)
+    if details:
+        st.caption(details)
     if choice == LOCAL_CHOICE:
         path = kept_text_input(
             "Checkpoint path", LOCAL_PATH, placeholder="/data/esm2_t33_650M_UR50D.pt or an HF model folder"
@@ -167,7 +191,7 @@ def _prepare(identifier: str) -> None:
         slot.info("Waiting for another session that is loading this model…", icon=":material/hourglass_top:")
         with _prepare_lock:  # one download per model, not one per session
             if identifier not in _ready and identifier not in _prepared:
-                progress(None, f"Loading model {identifier}")
+                progress(None, f"Loading model {public_model_name(identifier, current_limits())}")
                 _prepared[identifier] = _load_weights(identifier, progress=progress)
     finally:
         slot.empty()
@@ -202,6 +226,9 @@ def active_engine() -> tuple[Engine | None, str | None]:
             f"Loading {identifier} failed ({type(err).__name__}: {err}). "
             "This is often a network hiccup: try again in a minute."
         )
+    if hosted_mode():  # the message may name server paths and the operator's to-do: log only
+        LOG.warning("hosted mode: model %s could not be loaded: %s", identifier, failures[identifier])
+        failures[identifier] = UNAVAILABLE
     return None, failures[identifier]
 
 

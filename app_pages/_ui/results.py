@@ -4,9 +4,9 @@ Each result is cached with ``st.cache_data`` keyed by (model identifier, sequenc
 plain strings, ints and tuples, so they hash cheaply and are shared by every session. Each takes
 the model identifier, not the engine, so results are keyed by model. The entry counts are fixed
 at import: smaller on a shared server, where one attention entry of a 650M model at 1022
-residues is ~85 MB. Masked scans, and attention maps and contacts of long sequences, run through
-the process-wide heavy-job queue (``heavy_jobs.py``); ``heavy`` turns a full queue into a
-warning on the page.
+residues is ~85 MB. Attention maps and contacts of long sequences run through the process-wide
+heavy-job queue (``heavy_jobs.py``), as does each chunk of a masked scan (``scans.py``, which keeps
+its own results); ``heavy`` turns a full queue into one warning on the page, with a Retry button.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import streamlit as st
 from flamino_core import scores
 from flamino_core.config import MAX_RESIDUES
 
-from .heavy_jobs import HEAVY_RESIDUES, QueueFull, heavy_job_queue
+from .heavy_jobs import HEAVY_RESIDUES, QueueFull, heavy_job_queue, jobs
 from .models import load_engine
 from .policy import hosted_mode
 from .widgets import plain
@@ -31,25 +31,31 @@ LOG = logging.getLogger("flamino")
 
 
 # --- heavy jobs ------------------------------------------------------------------------------------
-@contextlib.contextmanager
-def _heavy_slot(what: str):
-    """Run the block in the process-wide heavy-job queue, showing the wait while there is one.
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
 
-    Used inside cached functions (only a cache miss queues). Updating the note every few seconds
-    is also what stops the wait of a session that was closed meanwhile: Streamlit interrupts a
-    stopped script at its next element update.
+
+@contextlib.contextmanager
+def heavy_slot(what: str):
+    """Run the block in the process-wide heavy-job queue, showing the place in it while waiting.
+
+    Used inside cached functions (only a cache miss queues) and per chunk of a masked scan.
+    Updating the note every few seconds is also what stops the wait of a session that was closed
+    meanwhile: Streamlit interrupts a stopped script at its next element update.
     """
     queue = heavy_job_queue()
     note = st.empty()
-    shown = [-1]
+    shown = [None]
 
-    def waiting(seconds: float) -> None:
-        if int(seconds) // 5 == shown[0]:
+    def waiting(seconds: float, place: int) -> None:
+        if (int(seconds) // 5, place) == shown[0]:
             return
-        shown[0] = int(seconds) // 5
+        shown[0] = (int(seconds) // 5, place)
+        ahead = "next in line" if place == 1 else f"{_ordinal(place)} in line"
         note.info(
-            f"Waiting for a free slot for {what}: {queue.running} heavy job(s) running, "
-            f"{queue.waiting} waiting ({seconds:.0f} s)…",
+            f"Waiting for a free slot for {what}: {ahead} ({jobs(queue.running)} running; "
+            f"waited {seconds:.0f} s). Jobs run first come, first served.",
             icon=":material/hourglass_top:",
         )
 
@@ -65,21 +71,27 @@ def _heavy_slot(what: str):
         note.empty()
 
 
+def busy_warning(what: str, err: QueueFull, done: str = "") -> None:
+    """The server-is-busy message, said once, and a Retry button (a click reruns the page)."""
+    st.warning(
+        f"**The server is busy** ({plain(err)}), so {what} was not computed this time{done}. "
+        "Everything else on the page works.",
+        icon=":material/hourglass_top:",
+    )
+    st.button("Retry", key=f"retry {what}", icon=":material/refresh:")
+
+
 def heavy(compute: Callable, *args, what: str):
     """``compute(*args)``, or None with a warning when the server is too busy to queue it."""
     try:
         return compute(*args)
     except QueueFull as err:
-        st.warning(
-            f"**The server is busy:** {what} was not computed this time ({plain(err)}). "
-            "Everything else on the page works; change any option or reload to try again.",
-            icon=":material/hourglass_top:",
-        )
+        busy_warning(what, err)
         return None
 
 
 def _maybe_heavy(sequence: str, what: str):
-    return _heavy_slot(what) if len(sequence) > HEAVY_RESIDUES else contextlib.nullcontext()
+    return heavy_slot(what) if len(sequence) > HEAVY_RESIDUES else contextlib.nullcontext()
 
 
 def _bar(text: str):
@@ -113,17 +125,6 @@ def logits(model: str, sequence: str) -> np.ndarray:
 def masked_position(model: str, sequence: str, position: int) -> np.ndarray:
     """(33,) log-probabilities at 0-based ``position`` with that residue masked."""
     return load_engine(model).masked_log_probs(sequence, [position])[0]
-
-
-@st.cache_data(show_spinner=False, max_entries=32)
-def masked_scan(model: str, sequence: str) -> np.ndarray:
-    """(L, 33) log-probabilities with each position masked in turn: L forward passes (queued)."""
-    with _heavy_slot("the masked scan"):
-        bar, update = _bar(f"Masking each of the {len(sequence)} positions")
-        try:
-            return load_engine(model).masked_log_probs(sequence, progress=update)
-        finally:
-            bar.empty()
 
 
 @st.cache_data(show_spinner="Scoring substitutions…", max_entries=64)
