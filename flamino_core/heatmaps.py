@@ -107,11 +107,11 @@ def probability_heatmap(
         showlegend=True,
         # Legend on its own line between the title and the map: beside a two-line title it
         # overlapped it on narrow screens (800 px).
-        legend={"orientation": "h", "y": 1.0, "x": 0, "xanchor": "left", "yanchor": "bottom"},
+        legend={"orientation": "h", "y": 1.01, "x": 0, "xanchor": "left", "yanchor": "bottom"},
     )
     fig.update_layout(
-        title={"y": 1.0, "yref": "container", "yanchor": "top", "pad": {"t": 10}},
-        margin={"t": 110},
+        title={"y": 0.985, "yref": "container", "yanchor": "top"},
+        margin={"t": 100},
     )
     return fig
 

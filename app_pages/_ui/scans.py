@@ -118,7 +118,8 @@ def _run(model: str, sequence: str, shown: Shown, key, missing: list[int], remem
     with panel:
         bar = st.progress(0.0, text=f"Masked scan of {shown.label()}…")
         st.button("Cancel the scan", on_click=_cancel, args=(key,), icon=":material/stop_circle:", key="scan_cancel")
-    total, done = shown.size, shown.size - len(missing)
+    total = shown.size
+    done = total - len(STORE.missing(model, sequence, range(shown.start, shown.stop)))
     shown_at = [0.0]
 
     def show(finished: float) -> None:
@@ -135,14 +136,17 @@ def _run(model: str, sequence: str, shown: Shown, key, missing: list[int], remem
     for first in range(0, len(missing), CHUNK):
         chunk = missing[first:first + CHUNK]
 
+        finished: list[float] = []  # when each of the chunk's batches finished
+
         def inner(batches_done: int, batches: int, chunk_size: int = len(chunk)) -> None:
+            finished.append(time.monotonic())
             show(done + chunk_size * batches_done / batches)
 
         try:
             with heavy_slot("the masked scan"):
                 started = time.monotonic()
                 log_probs = engine.masked_log_probs(sequence, chunk, progress=inner)
-                RATES.record(model, width, len(chunk), time.monotonic() - started)
+                _measure(model, width, len(chunk), started, finished)
         except QueueFull as err:
             panel.empty()
             if done:
@@ -155,3 +159,13 @@ def _run(model: str, sequence: str, shown: Shown, key, missing: list[int], remem
         show(done)
     panel.empty()
     return STORE.get(model, sequence, range(shown.start, shown.stop))
+
+
+def _measure(model: str, width: int, positions: int, started: float, finished: list[float]) -> None:
+    """Record the pass rate of one chunk. Its first batch may include compiling the model for a
+    new shape (seconds, once per process): with several batches, time only the later ones."""
+    if len(finished) >= 3:
+        per_batch = positions / len(finished)
+        RATES.record(model, width, round(per_batch * (len(finished) - 1)), finished[-1] - finished[0])
+    else:
+        RATES.record(model, width, positions, (finished[-1] if finished else time.monotonic()) - started)
