@@ -13,7 +13,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from test_browser import CHROMIUM, SCREENSHOTS, TIMEOUT_MS, UBIQUITIN, _download, _nav, _settle, browser, server  # noqa: F401
+from test_browser import (  # noqa: F401  (browser, server: the fixtures)
+    CHROMIUM,
+    SCREENSHOTS,
+    TIMEOUT_MS,
+    UBIQUITIN,
+    _download,
+    _nav,
+    _settle,
+    browser,
+    server,
+)
 
 pytestmark = [
     pytest.mark.browser,

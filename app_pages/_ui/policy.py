@@ -82,7 +82,8 @@ class Limits:
             return None
         offered = ", ".join(sorted(public_model_name(m, self) for m in self.allowed_models))
         name = shown_model_name(identifier, self)
-        return (f"this server does not offer {f'the model {name}' if name else 'that model'}; choose one of {offered}, "
+        which = f"the model {name}" if name else "that model"
+        return (f"this server does not offer {which}; choose one of {offered}, "
                 "or run flamino on your own machine for other models and local checkpoints")
 
 

@@ -150,7 +150,8 @@ def _run(model: str, sequence: str, shown: Shown, key, missing: list[int], remem
         except QueueFull as err:
             panel.empty()
             if done:
-                busy_warning("the rest of the masked scan", err, done=f" ({done:,} of {total:,} positions are done and kept)")
+                kept = f" ({done:,} of {total:,} positions are done and kept)"
+                busy_warning("the rest of the masked scan", err, done=kept)
             else:
                 busy_warning("the masked scan", err)
             return None
