@@ -13,7 +13,7 @@ import logging
 
 import streamlit as st
 
-from app_pages._ui import downloads, inputs, models, numbering, session
+from app_pages._ui import downloads, inputs, model_picker, models, numbering, session
 from app_pages._ui.policy import hosted_mode
 from app_pages._ui.views import DEFAULT_PAGE, PAGES
 
@@ -34,7 +34,7 @@ if wanted and wanted != current:
 with st.sidebar:
     st.title(":material/genetics: flamino")
     st.caption("ESM-2 protein language model explorer")
-    models.model_picker()
+    model_picker.model_picker()
     inputs.record_picker()
     if (record := inputs.selected_record(as_read=True)) is not None:
         numbering.numbering_controls(record)

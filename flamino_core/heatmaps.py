@@ -264,7 +264,11 @@ def contact_map(contacts: np.ndarray, sequence: str, title: str = "", first: int
     )
     fig.update_xaxes(type="category", title="position", constrain="domain")
     fig.update_yaxes(type="category", title="position", autorange="reversed", scaleanchor="x")
-    return _layout(
-        fig, title or "Predicted contacts (contact head)", height=580,
-        showlegend=bool(missing.any()), legend={"orientation": "h", "y": -0.12, "x": 0, "yanchor": "top"},
+    fig = _layout(
+        fig, title or "Predicted contacts (contact head)", height=600,
+        # Under the title, above the map: below it, the legend ran into the rotated tick labels.
+        showlegend=bool(missing.any()), legend={"orientation": "h", "y": 1.0, "x": 0, "yanchor": "bottom"},
     )
+    if missing.any():
+        fig.update_layout(margin={"t": 90})
+    return fig

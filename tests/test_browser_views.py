@@ -68,7 +68,7 @@ def _overlap(a: dict, b: dict) -> bool:
 
 
 def test_an_800_px_window_fits_titles_legends_labels_and_shows_no_developer_menu(server, browser):
-    from app_pages._ui.models import model_choices, model_label
+    from app_pages._ui.model_picker import model_choices, model_label
 
     page = _open(browser, server, f">ubq\n{UBIQUITIN}\n", width=800)
     _nav(page, "Masked predictions").click()
@@ -114,6 +114,9 @@ def test_a_long_proteins_contacts_download_says_which_pairs_were_not_predicted(s
     _charts(page, 3)
     page.get_by_text("of the pairs shown are not predicted").wait_for()
     page.screenshot(path=str(SCREENSHOTS / "attention_long.png"), full_page=True)
+    (legend,) = _boxes(page, 1, ".legend")  # the "not predicted" entry: clear of every label
+    for label in _boxes(page, 1, ".g-gtitle") + _boxes(page, 1, ".g-xtitle") + _boxes(page, 1, ".xtick"):
+        assert not _overlap(legend, label), (legend, label)
     csv = _download(page, "Contacts (CSV)", tmp_path)
     assert csv.name == "long_contacts.csv"
     frame = pd.read_csv(io.StringIO(csv.read_text()))

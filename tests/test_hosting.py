@@ -8,9 +8,10 @@ import time
 
 import pytest
 
-from app_pages._ui import heavy_jobs
+from app_pages._ui import heavy_jobs, policy
 from app_pages._ui.heavy_jobs import HeavyJobQueue, QueueFull
 from app_pages._ui.policy import LinkModel, current_limits, hosted_mode, model_from_link, weights_permissions
+from flamino_core.config import PRESETS
 from flamino_core.fasta import parse_fasta_text
 from flamino_core.weights import ModelError, load_weights
 
@@ -204,7 +205,9 @@ def test_hosted_mode_offers_only_its_models(monkeypatch):
     assert limits.check_model("random:tiny") is None
     for refused in ("esm2_t48_15B_UR50D", "/srv/models/x", "random:esm2_t48_15B_UR50D", "../etc"):
         message = limits.check_model(refused)
-        assert message and refused in message and "esm2_t12_35M_UR50D" in message
+        assert message and "esm2_t12_35M_UR50D" in message
+        named = refused.startswith("random:") or refused in PRESETS  # model names, not paths
+        assert (refused in message) == named, message
     monkeypatch.delenv("FLAMINO_HOSTED_MODELS")
     assert "esm2_t30_150M_UR50D" in current_limits().allowed_models  # small presets by default
     assert "esm2_t33_650M_UR50D" not in current_limits().allowed_models
@@ -250,15 +253,39 @@ OPERATOR_MODEL = "/opt/flamino/operator-esm2"
 def test_which_model_a_link_may_switch_to(monkeypatch, identifier, local, hosted):
     monkeypatch.setenv("FLAMINO_MODEL", OPERATOR_MODEL)
     monkeypatch.delenv("FLAMINO_HOSTED_MODELS", raising=False)
+    monkeypatch.setattr(policy, "offered_now", lambda identifiers: list(identifiers))  # as if all were here
     for mode, expected in (("0", local), ("1", hosted)):
         monkeypatch.setenv("FLAMINO_HOSTED", mode)
         decision = model_from_link(identifier, current_limits())
         set_fields = [name for name in ("use", "local_path", "refused") if getattr(decision, name)]
         assert set_fields == [expected], (mode, decision)
-        if expected == "refused":
-            assert identifier in decision.refused
+        if expected == "refused":  # hosted: a path from a link is never echoed back
+            assert (identifier in decision.refused) == (mode == "0" or not identifier.startswith(("/", "..")))
         else:
             assert decision == LinkModel(**{expected: identifier})
+
+
+def test_hosted_links_use_the_operators_public_name_and_only_models_that_load_now(monkeypatch, tmp_path):
+    operator = tmp_path / "operator-esm2"
+    operator.mkdir()
+    monkeypatch.setenv("FLAMINO_HOSTED", "1")
+    monkeypatch.setenv("FLAMINO_MODEL", str(operator))
+    monkeypatch.setenv("FLAMINO_HOSTED_MODELS", "esm2_t6_8M_UR50D")
+    monkeypatch.setenv("FLAMINO_CACHE", str(tmp_path / "cache"))  # nothing fetched
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setattr(policy, "_hub_answer", None)
+    limits = current_limits()
+    assert policy.public_model_name(str(operator), limits) == "server-model"
+    assert model_from_link("server-model", limits) == LinkModel(use=str(operator))
+    monkeypatch.setenv("FLAMINO_MODEL_NAME", "lab-esm2")
+    assert policy.public_model_name(str(operator), limits) == "lab-esm2"
+    assert model_from_link("lab-esm2", limits) == LinkModel(use=str(operator))
+    # Allowed but not on this offline machine: not offered, and a link to it is refused.
+    assert policy.offered_now(["esm2_t6_8M_UR50D", "random:tiny", str(operator)]) == ["random:tiny", str(operator)]
+    assert model_from_link("esm2_t6_8M_UR50D", limits).refused
+    monkeypatch.delenv("FLAMINO_HOSTED")
+    assert policy.public_model_name(str(operator), current_limits()) == str(operator)  # locally: as it is
 
 
 def test_weights_are_loaded_without_pickles_or_server_paths_when_hosted(monkeypatch):

@@ -18,7 +18,7 @@ from app_pages._ui.links import (
     encode_fasta,
     encode_view,
 )
-from app_pages._ui.views import OPTIONS, PAGES, Choice, Flag, Integer, page_options
+from app_pages._ui.views import OPTIONS, PAGES, Choice, Flag, Integer, Span, page_options
 
 HBB = (
     ">HBB_HUMAN Human beta hemoglobin.\n"
@@ -95,7 +95,7 @@ def test_view_round_trip_through_a_real_query_string():
 def test_every_option_survives_a_round_trip():
     samples = {
         "pos": 12, "k": 20, "scan": "masked", "elayer": 0, "dims": "3", "colour": "class",
-        "alayer": 33, "head": 20, "apc": False, "special": True,
+        "alayer": 33, "head": 20, "apc": False, "special": True, "first": -12, "win": 1501, "range": (1, 1),
     }  # fmt: skip
     assert set(samples) == set(OPTIONS)
     view = SharedView(page="predictions", options=samples)
@@ -167,8 +167,12 @@ def test_registry_options_belong_to_pages_and_their_defaults_survive_a_link():
         if option.default is not None:
             view = SharedView(page=option.page, options={option.key: option.default})
             assert decode_view(encode_view(view)) == view, option.key
-    carried = [option.key for page in PAGES for option in page_options(page)]
-    assert sorted(carried) == sorted(OPTIONS)  # each option is carried by exactly one page's link
+    carried = [option.key for page in PAGES for option in page_options(page) if option.page is not None]
+    own = [key for key, option in OPTIONS.items() if option.page is not None]
+    assert sorted(carried) == sorted(own)  # each page's own option is carried by that page's link
+    everywhere = {key for key, option in OPTIONS.items() if option.page is None}
+    assert everywhere == {"first", "win", "range"}  # the record's numbering and range: every page's
+    assert all(everywhere <= {option.key for option in page_options(page)} for page in PAGES)
 
 
 @pytest.mark.parametrize(
@@ -177,6 +181,9 @@ def test_registry_options_belong_to_pages_and_their_defaults_survive_a_link():
         (Integer(1, 20), {"1": 1, "20": 20, "07": 7}, ["0", "21", "-1", "1.0", "1e1", " 3", "", "123456789"]),
         (Choice({"wt": "fast", "masked": "exact"}), {"wt": "wt", "masked": "masked"}, ["WT", "fast", ""]),
         (Flag(), {"1": True, "0": False}, ["true", "yes", "2", ""]),
+        (Integer(-5, 5), {"-5": -5, "0": 0, "5": 5, "-0": 0}, ["-6", "6", "--1", "+1", "1-", ""]),
+        (Span(), {"1-1": (1, 1), "73-433": (73, 433), "007-8": (7, 8)},
+         ["0-5", "5-4", "1", "1-", "-3-4", "1-2-3", "a-b", " 1-2", "1-123456789", ""]),
     ],
 )
 def test_option_kinds_parse_only_what_they_write(kind, good, bad):

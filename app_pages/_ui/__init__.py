@@ -8,7 +8,7 @@
 - ``inputs``: the input, its validation, the records and the selected one, ``first_number``.
 - ``numbering``: the first residue's number, a hosted window of a long record; ``ranges``: the
   residues a page shows; ``scans`` (with ``scan_store``): resumable masked scans.
-- ``models``: the model picker, loading, failures, the banner.
+- ``model_picker``: the sidebar's model picker; ``models``: loading, failures, the banner.
 - ``results``: cached model results (and the heavy ones queued).
 - ``downloads``: figures and their downloads, CSV and NPZ buttons.
 """

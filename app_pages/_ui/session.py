@@ -16,7 +16,8 @@ from . import numbering
 from .downloads import IMAGE_FORMAT, IMAGE_FORMATS
 from .inputs import FASTA, LINK_RECORD, RECORD, selected_record
 from .links import MAX_FASTA_CHARS, SharedView, decode_view, encode_view
-from .models import LOCAL_CHOICE, LOCAL_PATH, MODEL, MODEL_CHOICE, model_label
+from .model_picker import LOCAL_CHOICE, LOCAL_PATH, MODEL_CHOICE, model_label
+from .models import MODEL
 from .policy import current_limits, model_from_link, public_model_name
 from .views import OPTIONS, page_options
 from .widgets import plain
