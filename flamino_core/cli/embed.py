@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..atomic import written_atomically
 from ..options import EMBED_PARTS, LONG_POLICIES
-from ..progress import Progress
+from ..progress import Progress, say
 from .common import EXIT_OK, EXIT_USAGE, MODEL_HELP, VERBOSE_HELP, UserError, check_output, load_engine, read_records
 
 
@@ -58,6 +58,10 @@ def cmd_embed(args) -> int:
     with written_atomically(out_path) as tmp, open(tmp, "wb") as handle:
         np.savez(handle, **arrays)
     print(f"wrote {out_path} ({len(records)} sequences)")
+    with_gaps = [res for res in results if res.contacts is not None and np.isnan(res.contacts).any()]
+    if with_gaps:
+        windowed = len(with_gaps)
+        say(f"contacts of {windowed} sequence(s) over 1022 residues: pairs no window holds are NaN (not predicted)")
     return EXIT_USAGE if had_errors else EXIT_OK
 
 
