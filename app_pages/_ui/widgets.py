@@ -53,7 +53,8 @@ def _draw(
     if held not in ss or ss.get(shift_held, 0) != shift or not keepable(_shifted(ss[held], -shift)):
         value = ss.get(key, default)
         ss[held] = _shifted(value if keepable(value) else default, shift)
-        ss[shift_held] = shift
+        if shift or shift_held in ss:
+            ss[shift_held] = shift
     if choices is None:
         kwargs["value"] = ss[held]
     else:
