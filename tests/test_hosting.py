@@ -118,11 +118,12 @@ def test_queued_jobs_run_in_arrival_order():
     """
     queue = HeavyJobQueue(workers=1, max_waiting=6)
     finished, places = [], {}
-    release = threading.Event()
+    release, holding = threading.Event(), threading.Event()
     queued = [threading.Event() for _ in range(6)]
 
     def first():
         with queue.slot(timeout=30):
+            holding.set()
             release.wait(30)
         finished.append("first")
 
@@ -136,8 +137,7 @@ def test_queued_jobs_run_in_arrival_order():
 
     threads = [threading.Thread(target=first)]
     threads[0].start()
-    with queue._changed:  # the first job holds the only slot before anyone queues
-        assert queue._changed.wait_for(lambda: queue.running == 1, 10)
+    assert holding.wait(10)  # the first job holds the only slot before anyone queues
     for index in range(6):
         thread = threading.Thread(target=job, args=(index,))
         thread.start()
@@ -185,9 +185,8 @@ def test_a_job_leaving_the_queue_moves_the_others_up():
         c.start()
         assert queued["c"].wait(10)
         leave.set()
-        b.join(10)
-        with queue._changed:
-            assert queue._changed.wait_for(lambda: queue.waiting == 1, 10)
+        b.join(10)  # b gave up its ticket before its thread ended
+        assert queue.waiting == 1
         queued["c"].clear()
         assert queued["c"].wait(10) and queue.place(0) == 0  # b's ticket is gone
     c.join(10)
