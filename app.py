@@ -13,7 +13,8 @@ import logging
 
 import streamlit as st
 
-from app_pages._ui import downloads, inputs, models, session
+from app_pages._ui import downloads, inputs, model_picker, models, numbering, session
+from app_pages._ui.policy import hosted_mode
 from app_pages._ui.views import DEFAULT_PAGE, PAGES
 
 st.set_page_config(page_title="flamino", page_icon="🧬", layout="wide")
@@ -33,20 +34,25 @@ if wanted and wanted != current:
 with st.sidebar:
     st.title(":material/genetics: flamino")
     st.caption("ESM-2 protein language model explorer")
-    models.model_picker()
+    model_picker.model_picker()
     inputs.record_picker()
+    if (record := inputs.selected_record(as_read=True)) is not None:
+        numbering.numbering_controls(record)
     downloads.image_format_picker()
     link_slot = st.empty()
 
 if problem := session.take_link_problem():
     st.warning(problem)
+session.link_model_banner()
 models.model_banner()
 try:
     page.run()
 except Exception as err:  # never a traceback in front of a biologist; the log keeps it
     logging.getLogger("flamino").exception("page %s failed", current)
+    # A hosted server's visitors get no error text: it may name the server's files.
+    what = type(err).__name__ if hosted_mode() else f"{type(err).__name__}: {err}"
     st.error(
-        f"Something went wrong on this page: {type(err).__name__}: {err}. Your input is kept; try "
-        "another record or option, or reload. If it persists, please report it with the shared link."
+        f"Something went wrong on this page ({what}). Your input is kept; try another record or "
+        "option, or reload. If it persists, please report it with the shared link."
     )
 session.publish_link(current, link_slot)

@@ -1,28 +1,50 @@
-"""Attention: one layer's maps (one head, or their average), all heads at a glance, and contacts."""
+"""Attention: one layer's maps (one head, or their average), all heads at a glance, and contacts.
+
+Everything covers the page's residue range, numbered in the sequence's own numbering. Attention
+maps cover at most 1,022 residues (they cannot be stitched from windows): a longer sequence's
+maps come from the 1,022-residue window centred on the range. Contacts of a long sequence come
+from overlapping windows; pairs no window holds are NaN, *not predicted*, and drawn as such.
+"""
 
 import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app_pages._ui import inputs, models, results
+from app_pages._ui import inputs, models, ranges, results
 from app_pages._ui.downloads import csv_button, npz_button, show_figure
 from app_pages._ui.widgets import kept_selectbox, kept_toggle, layer_names
 from flamino_core import analysis, figures
 from flamino_core.config import MAX_RESIDUES
+from flamino_core.planning import WINDOW_STEP, joint_window_start
 
 
-def contacts_frame(contacts: np.ndarray, sequence: str) -> pd.DataFrame:
-    """Every residue pair i < j with its contact probability."""
+def contacts_frame(contacts: np.ndarray, sequence: str, first: int) -> pd.DataFrame:
+    """Every residue pair i < j with its contact probability (NaN: not predicted)."""
     i, j = np.triu_indices(len(sequence), k=1)
     letters = np.array(list(sequence))
     return pd.DataFrame(
         {
-            "i": i + 1,
+            "i": i + first,
             "residue_i": letters[i],
-            "j": j + 1,
+            "j": j + first,
             "residue_j": letters[j],
             "probability": contacts[i, j],
         }
+    )
+
+
+def contact_note(contacts: np.ndarray, length: int) -> str | None:
+    """Which pairs a long sequence's windows predict, and how many of those shown were not."""
+    if length <= MAX_RESIDUES:
+        return None
+    upper = contacts[np.triu_indices(len(contacts), k=1)]
+    missing = int(np.isnan(upper).sum())
+    share = f"{missing / max(len(upper), 1):.0%} of the pairs shown are" if missing else "No pair shown is"
+    return (
+        f"Contacts of this {length:,}-residue sequence come from overlapping windows of {MAX_RESIDUES:,} "
+        f"residues: every pair within {WINDOW_STEP} positions of each other is predicted, pairs further "
+        f"apart only when one window holds both (never {MAX_RESIDUES:,} or more apart). {share} not "
+        "predicted: drawn in orange, NaN in the downloads."
     )
 
 
@@ -34,12 +56,18 @@ def main() -> None:
     n, heads = engine.config.num_layers, engine.config.attention_heads
     st.header("Attention")
     inputs.record_caption(record)
-    shown_seq = seq[:MAX_RESIDUES]
+    shown = ranges.page_range(record)
+    part, first, record_stem, stem = seq[shown.span], shown.number, stem, stem + shown.stem()
+    # The residues the maps cover (at most 1,022) and the window of the sequence they come from.
+    maps_stop = min(shown.stop, shown.start + MAX_RESIDUES)
+    window = joint_window_start([shown.start, maps_stop - 1], len(seq), min(len(seq), MAX_RESIDUES))
+    window_seq = seq[window:window + MAX_RESIDUES]
+    maps_first = inputs.first_number(record) + shown.start
     if len(seq) > MAX_RESIDUES:
+        cut = "" if maps_stop == shown.stop else f" the first {MAX_RESIDUES:,} residues of the range,"
         st.info(
-            f"This sequence has {len(seq)} residues. Attention maps are shown for the first "
-            f"{MAX_RESIDUES} (ESM-2's training length); contacts cover the whole sequence, "
-            "predicted in overlapping windows."
+            f"Attention maps cover at most {MAX_RESIDUES:,} residues (ESM-2's training length): these show"
+            f"{cut} from the {MAX_RESIDUES:,}-residue window of the sequence that holds them."
         )
 
     names = layer_names(n, first=1)
@@ -66,15 +94,18 @@ def main() -> None:
 
     # Long sequences go through the server's heavy-job queue; when it is full the page says so
     # and shows what it has.
-    maps = results.heavy(results.attention, model, seq, layer, what="the attention maps")  # (H, T, T)
+    maps = results.heavy(results.attention, model, window_seq, layer, what="the attention maps")  # (H, T, T)
     contact_probs = results.heavy(results.contacts, model, seq, what="the contact map")  # (L, L)
     what = "APC-corrected, symmetrised attention" if use_apc else "Attention"
+    crop = (shown.start - window, maps_stop - window)  # the maps' residues within the window
 
     left, right = st.columns(2)
     if maps is not None:
-        matrix = analysis.attention_view(maps, None if head == 0 else head - 1, use_apc, special)
-        labels = analysis.residue_labels(shown_seq)
-        if special and not use_apc:
+        keep_special = special and not use_apc
+        view = analysis.attention_view(maps, None if head == 0 else head - 1, use_apc, keep_special)
+        matrix = analysis.crop_square(view, *crop, with_special=keep_special)
+        labels = analysis.residue_labels(seq[shown.start:maps_stop], maps_first)
+        if keep_special:
             labels = ["<cls>", *labels, "<eos>"]
         title = f"{what}, {names[layer]}, {head_names[head]}"
         with (
@@ -92,13 +123,29 @@ def main() -> None:
                 "attention_csv",
             )
     if contact_probs is not None:
-        with right, show_figure(figures.contact_map(contact_probs, seq), "contacts", f"{stem}_contacts"):
-            csv_button(
-                "Contacts (CSV)",
-                lambda: contacts_frame(contact_probs, seq),
-                f"{stem}_contacts.csv",
-                "contacts_csv",
-            )
+        shown_contacts = contact_probs[shown.span, shown.span]
+        with right:
+            with show_figure(figures.contact_map(shown_contacts, part, first=first), "contacts", f"{stem}_contacts"):
+                csv_button(
+                    "Contacts (CSV)",
+                    lambda: contacts_frame(shown_contacts, part, first),
+                    f"{stem}_contacts.csv",
+                    "contacts_csv",
+                    na_rep="NaN",
+                )
+                npz_button(
+                    "Whole contact map (NPZ)",
+                    lambda: {
+                        "sequence": np.array(seq),
+                        "first_number": np.array(inputs.first_number(record)),
+                        "contacts": contact_probs,
+                    },
+                    f"{record_stem}_contacts.npz",
+                    "contacts_npz",
+                )
+            note = contact_note(shown_contacts, len(seq))
+            if note:
+                st.caption(note)
     if maps is None:
         return
 
@@ -106,13 +153,22 @@ def main() -> None:
     per_head = analysis.strip_special(maps)
     if use_apc:
         per_head = analysis.apc(analysis.symmetrize(per_head))
-    grid = figures.attention_grid(per_head, title=f"{what} of every head, {names[layer]}", diverging=use_apc)
+    per_head = analysis.crop_square(per_head, *crop)
+    grid = figures.attention_grid(
+        per_head, title=f"{what} of every head, {names[layer]}", diverging=use_apc, first=maps_first
+    )
     with show_figure(grid, "attention_grid", f"{stem}_layer{layer}_all_heads"):
         npz_button(
             "All maps of this layer (NPZ, with start/end tokens)",
-            lambda: {"sequence": np.array(shown_seq), "layer": np.array(layer), "attentions": maps},
+            lambda: {
+                "sequence": np.array(window_seq),
+                "first_number": np.array(inputs.first_number(record) + window),
+                "layer": np.array(layer),
+                "attentions": maps,
+            },
             f"{stem}_layer{layer}_attention.npz",
             "attention_npz",
         )
+
 
 main()

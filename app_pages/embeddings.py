@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app_pages._ui import inputs, models, results
+from app_pages._ui import inputs, models, ranges, results
 from app_pages._ui.downloads import csv_button, npz_button, show_figure
 from app_pages._ui.record_map import records_section
 from app_pages._ui.widgets import kept_radio, kept_selectbox, layer_names
@@ -20,6 +20,8 @@ def main() -> None:
     n = engine.config.num_layers
     st.header("Embeddings")
     inputs.record_caption(record)
+    shown = ranges.page_range(record)  # the per-residue half covers the range, in the record's numbering
+    part, first, part_stem = seq[shown.span], shown.number, stem + shown.stem()
 
     names = layer_names(n)
     layer = kept_selectbox("Layer (both halves)", "elayer", names, default=n, format_func=names.get)
@@ -30,46 +32,49 @@ def main() -> None:
         dims = kept_radio("Projection", "dims", horizontal=True)
     with controls[1]:
         colour = kept_radio("Colour residues by", "colour", horizontal=True)
-    reps = results.representations(model, seq, layer)  # (L, D)
+    reps = results.representations(model, seq, layer)[shown.span]  # (shown, D)
     result = analysis.pca(reps, n_components=3)
     ratios = result.explained_variance_ratio
     fig = figures.residue_pca_scatter(
-        result, seq, colour_by=colour, dims=int(dims), title=f"Per-residue embeddings, {names[layer]} (PCA)"
-    )
+        result, part, colour_by=colour, dims=int(dims), first=first,
+        title=f"Per-residue embeddings{'' if shown.whole else ' of ' + shown.label()}, {names[layer]} (PCA)",
+    )  # fmt: skip
     left, right = st.columns([3, 1])
-    with left, show_figure(fig, "residue_pca", f"{stem}_layer{layer}_pca{dims}d"):
+    with left, show_figure(fig, "residue_pca", f"{part_stem}_layer{layer}_pca{dims}d"):
         npz_button(
             "Embeddings and PCA (NPZ)",
             lambda: {
-                "sequence": np.array(seq),
+                "sequence": np.array(part),
+                "first_number": np.array(first),
                 "layer": np.array(layer),
                 "embeddings": reps,
                 "pca_coords": result.coords,
                 "explained_variance_ratio": ratios,
                 "pca_components": result.components,
             },
-            f"{stem}_layer{layer}_embeddings.npz",
+            f"{part_stem}_layer{layer}_embeddings.npz",
             "residue_npz",
         )
         csv_button(
             "PCA coordinates (CSV)",
             lambda: pd.DataFrame(
                 {
-                    "position": np.arange(1, len(seq) + 1),
-                    "residue": list(seq),
-                    "class": [analysis.residue_class(aa) for aa in seq],
+                    "position": np.arange(first, first + len(part)),
+                    "residue": list(part),
+                    "class": [analysis.residue_class(aa) for aa in part],
                     **{f"PC{i + 1}": result.coords[:, i] for i in range(result.coords.shape[1])},
                 }
             ),
-            f"{stem}_layer{layer}_pca.csv",
+            f"{part_stem}_layer{layer}_pca.csv",
             "residue_csv",
         )
     with right:
         st.metric("Variance explained by PC1–PC" + dims, f"{100 * ratios[: int(dims)].sum():.1f}%")
         show_figure(
-            figures.explained_variance_bars(ratios), "variance", f"{stem}_layer{layer}_variance"
+            figures.explained_variance_bars(ratios), "variance", f"{part_stem}_layer{layer}_variance"
         )
 
     records_section(model, layer, names[layer])
+
 
 main()

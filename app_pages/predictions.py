@@ -1,10 +1,15 @@
-"""Masked predictions: what the model expects at each position, and single-substitution scores."""
+"""Masked predictions: what the model expects at each position, and single-substitution scores.
+
+Everything covers the page's residue range (``_ui/ranges.py``) and is numbered in the sequence's
+own numbering (``inputs.first_number``); the masked scan runs only the range's positions. A click
+on a cell of the substitution map masks that position in the panel above and names the variant.
+"""
 
 import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app_pages._ui import inputs, models, results
+from app_pages._ui import inputs, models, ranges, results, scans
 from app_pages._ui.downloads import csv_button, show_figure
 from app_pages._ui.widgets import kept_number_input, kept_radio, widget_key
 from flamino_core import analysis, figures, scores
@@ -12,35 +17,37 @@ from flamino_core.alphabet import AA_TO_IDX, STANDARD_AA_TOKEN_IDS, STANDARD_AMI
 from flamino_core.variants.figures import clicked_cell, substitution_map
 from flamino_core.variants.notation import substitution_names
 
-PICKED = "_picked_cell"  # (sequence, 0-based index, mutant letter) last clicked on the map
+PICKED = "_picked_cell"  # (sequence, 0-based index in it, mutant letter) last clicked on the map
 
 
-def probabilities_frame(probabilities: np.ndarray, sequence: str, entropies: np.ndarray) -> pd.DataFrame:
+def probabilities_frame(probabilities: np.ndarray, sequence: str, entropies: np.ndarray, first: int) -> pd.DataFrame:
     frame = pd.DataFrame(probabilities.T, columns=list(STANDARD_AMINO_ACIDS))
     frame.insert(0, "entropy_bits", entropies)
     frame.insert(0, "residue", list(sequence))
-    frame.insert(0, "position", np.arange(1, len(sequence) + 1))
+    frame.insert(0, "position", np.arange(first, first + len(sequence)))
     return frame
 
 
-def scores_frame(record_id: str, sequence: str, substitution: np.ndarray, offset: int) -> pd.DataFrame:
+def scores_frame(record_id: str, part: str, substitution: np.ndarray, first: int) -> pd.DataFrame:
     """The map as CSV rows, with each substitution also named as a variant (``V1A``, numbered
     from the record's first residue, as the Variants page and ``flamino variants`` write it)."""
     frame = pd.DataFrame(
-        list(scores.score_rows(record_id, sequence, substitution)), columns=["record", "position", "wt", "mt", "score"]
+        list(scores.score_rows(record_id, part, substitution, first=first)),
+        columns=["record", "position", "wt", "mt", "score"],
     )
-    frame["mutant"] = substitution_names(sequence, offset)
+    frame["mutant"] = substitution_names(part, first)
     return frame
 
 
-def pick_cell(sequence: str, offset: int) -> None:
-    """A click on the map: mask that position (the panel above) and remember the variant."""
+def pick_cell(sequence: str, part: str, start: int, first: int) -> None:
+    """A click on the map of ``part`` (``sequence[start:]``, numbered from ``first``): mask that
+    position in the panel above and remember the variant."""
     event = st.session_state.get("subst")
-    cell = clicked_cell(event["selection"]["points"], sequence, offset) if event else None
+    cell = clicked_cell(event["selection"]["points"], part, first) if event else None
     if cell is None:
         return
-    index, mutant = cell
-    st.session_state["pos"] = st.session_state[widget_key("pos")] = index + 1
+    index, mutant = start + cell[0], cell[1]
+    st.session_state["pos"] = st.session_state[widget_key("pos")] = index + 1  # kept as an index
     st.session_state[PICKED] = (sequence, index, mutant)
 
 
@@ -57,22 +64,23 @@ def main() -> None:
     record, engine, model, seq, stem = page
     st.header("Masked predictions")
     inputs.record_caption(record)
-    offset = inputs.first_number(record)
+    shown = ranges.page_range(record)
+    part, first, part_stem = seq[shown.span], shown.number, stem + shown.stem()
 
     logits = results.logits(model, seq)
-    probabilities = analysis.amino_acid_probabilities(logits)  # (20, L)
+    probabilities = analysis.amino_acid_probabilities(logits[shown.span])  # (20, shown)
     entropies = analysis.entropy(probabilities)
     st.markdown(
         "What the model predicts at each position when it sees the whole sequence (no masking). "
         "Outlined squares are the sequence's own residues; the track below is the entropy of each "
         "prediction (high: the model is unsure what belongs there)."
     )
-    overview = figures.probability_heatmap(probabilities, seq, entropies)
-    with show_figure(overview, "prob_heatmap", f"{stem}_probabilities"):
+    overview = figures.probability_heatmap(probabilities, part, entropies, first=first)
+    with show_figure(overview, "prob_heatmap", f"{part_stem}_probabilities"):
         csv_button(
             "Probabilities and entropy (CSV)",
-            lambda: probabilities_frame(probabilities, seq, entropies),
-            f"{stem}_probabilities.csv",
+            lambda: probabilities_frame(probabilities, part, entropies, first),
+            f"{part_stem}_probabilities.csv",
             "prob_csv",
         )
 
@@ -80,49 +88,52 @@ def main() -> None:
     with left:
         st.subheader("Top predictions per position")
         k = kept_number_input("How many (k)", "k")
-        top = pd.DataFrame(analysis.top_k_rows(probabilities, seq, k))
+        top = pd.DataFrame(analysis.top_k_rows(probabilities, part, k, first=first))
         st.dataframe(top, hide_index=True, height=360, width="stretch")
-        csv_button("Top-k table (CSV)", lambda: top, f"{stem}_top{k}.csv", "topk_csv")
+        csv_button("Top-k table (CSV)", lambda: top, f"{part_stem}_top{k}.csv", "topk_csv")
     with right:
         st.subheader("Mask one position")
-        position = kept_number_input(f"Position (1–{len(seq)})", "pos", max_value=len(seq))
+        number_one = inputs.first_number(record)
+        position = kept_number_input(
+            f"Position ({number_one:,}–{number_one + len(seq) - 1:,})", "pos", max_value=len(seq),
+            shift=number_one - 1,
+        )  # fmt: skip
+        number = position + number_one - 1
         log_probs = results.masked_position(model, seq, position - 1)  # (33,)
         masked = np.exp(log_probs.astype(np.float64))
         masked_aa = masked[STANDARD_AA_TOKEN_IDS]
         residue = seq[position - 1]
-        fig = figures.distribution_bars(
-            masked_aa, probabilities[:, position - 1], position, residue, other_mass=1 - masked_aa.sum()
-        )
-        with show_figure(fig, "masked_bars", f"{stem}_pos{position}_masked"):
+        unmasked = analysis.amino_acid_probabilities(logits[position - 1:position])[:, 0]
+        fig = figures.distribution_bars(masked_aa, unmasked, number, residue, other_mass=1 - masked_aa.sum())
+        with show_figure(fig, "masked_bars", f"{stem}_pos{number}_masked"):
             distribution = analysis.token_distribution(log_probs)
             csv_button(
                 "All 33 tokens (CSV)",
                 lambda: pd.DataFrame(
                     {"token": list(distribution), "probability": list(distribution.values())}
                 ),
-                f"{stem}_pos{position}_masked.csv",
+                f"{stem}_pos{number}_masked.csv",
                 "masked_csv",
             )
         if residue in STANDARD_AMINO_ACIDS:
             p_residue = masked_aa[STANDARD_AMINO_ACIDS.index(residue)]
             rank = int((masked_aa > p_residue).sum()) + 1
-            st.caption(f"p({residue} | position {position} masked) = {p_residue:.3f}; rank {rank} of 20.")
+            st.caption(f"p({residue} | position {number} masked) = {p_residue:.3f}; rank {rank} of 20.")
             cell = picked(seq)
             if cell and cell[0] == position - 1 and cell[1] != residue:
-                name = f"{residue}{cell[0] + offset}{cell[1]}"
                 masked_score = float(log_probs[AA_TO_IDX[cell[1]]]) - float(log_probs[AA_TO_IDX[residue]])
-                st.caption(f"{name} (clicked on the map): masked-marginal score {masked_score:.3f}.")
+                st.caption(f"{residue}{number}{cell[1]} (clicked on the map): masked-marginal score {masked_score:.3f}.")
 
     st.subheader("Single-substitution map")
     scan = kept_radio("Scoring", "scan")
-    log_probs_all = None
-    if scan == "masked":  # L forward passes: through the server's heavy-job queue
-        log_probs_all = results.heavy(results.masked_scan, model, seq, what="the masked-marginal scan")  # (L, 33)
-    if log_probs_all is not None:
-        scored = scores.from_masked_log_probs(log_probs_all, seq)  # what scores.score returns
+    log_probs_range = None
+    if scan == "masked":  # one pass per position of the range, in queued chunks, kept as they finish
+        log_probs_range = scans.masked_scan(model, seq, shown)  # (shown, 33) or None
+    if log_probs_range is not None:
+        scored = scores.from_masked_log_probs(log_probs_range, part)  # what scores.score returns
         substitution, pppl = scored.substitutions, scored.pppl
         st.metric(
-            "Pseudo-perplexity",
+            "Pseudo-perplexity" + ("" if shown.whole else f" of {shown.label()}"),
             f"{pppl:.2f}",
             help="exp(−mean log p(residue | its position masked)). 1 = every residue predicted with "
             "certainty; 20 ≈ uniform guessing over the amino acids. Lower means the model finds the "
@@ -130,7 +141,7 @@ def main() -> None:
         )
         method = "masked-marginals"
     else:
-        substitution = results.wt_marginal_scores(model, seq)
+        substitution = results.wt_marginal_scores(model, seq)[shown.span]
         if scan == "masked":
             st.caption("Showing the fast wt-marginals scores meanwhile.")
         else:
@@ -138,21 +149,20 @@ def main() -> None:
         method = "wt-marginals"
     st.caption("Dots mark the wild-type residues. Click a cell to mask its position above and see that "
                "variant's score.")
-    fig = substitution_map(substitution, seq, method, offset=offset, clickable=True)
-    with show_figure(fig, "subst", f"{stem}_{method}", on_select=lambda: pick_cell(seq, offset)):
+    fig = substitution_map(substitution, part, method, offset=first, clickable=True)
+    with show_figure(fig, "subst", f"{part_stem}_{method}", on_select=lambda: pick_cell(seq, part, shown.start, first)):
         csv_button(
             f"Scores, {method} (CSV)",
-            lambda: scores_frame(record.id, seq, substitution, offset),
-            f"{stem}_{method}.csv",
+            lambda: scores_frame(record.id, part, substitution, first),
+            f"{part_stem}_{method}.csv",
             "subst_csv",
         )
     cell = picked(seq)
-    if cell:
+    if cell and shown.start <= cell[0] < shown.start + len(part):
         index, mutant = cell
-        name = f"{seq[index]}{index + offset}{mutant}"
-        value = substitution[index, STANDARD_AMINO_ACIDS.index(mutant)]
-        st.info(f"{name}: {method} score {value:.3f} (its position is masked in the panel above).",
-                icon=":material/ads_click:")
+        value = substitution[index - shown.start, STANDARD_AMINO_ACIDS.index(mutant)]
+        st.info(f"{seq[index]}{index - shown.start + first}{mutant}: {method} score {value:.3f} (its position is "
+                "masked in the panel above).", icon=":material/ads_click:")
 
 
 main()

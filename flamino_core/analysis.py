@@ -79,16 +79,17 @@ def entropy(probabilities: np.ndarray, axis: int = 0, base: float = 2.0) -> np.n
     return -terms.sum(axis=axis) / np.log(base)
 
 
-def top_k_rows(probabilities: np.ndarray, sequence: str, k: int = 3) -> list[dict]:
+def top_k_rows(probabilities: np.ndarray, sequence: str, k: int = 3, first: int = 1) -> list[dict]:
     """One table row per position: the residue, its probability and rank, and the top k.
 
     Args:
       probabilities: (20, L) from ``amino_acid_probabilities`` (or a masked pass).
       sequence: the L residues.
       k: how many predictions to list (1..20).
+      first: the number of the first residue (the sequence's numbering).
 
     Returns:
-      Dicts with keys ``position`` (1-based), ``residue``, ``p(residue)``, ``rank`` (1 = the
+      Dicts with keys ``position`` (from ``first``), ``residue``, ``p(residue)``, ``rank`` (1 = the
       model's favourite; None for X/B/Z/U/O, which are not among the 20), then
       ``top1``, ``p1`` ... ``topk``, ``pk``.
     """
@@ -103,7 +104,7 @@ def top_k_rows(probabilities: np.ndarray, sequence: str, k: int = 3) -> list[dic
     for i, residue in enumerate(sequence):
         column = STANDARD_AMINO_ACIDS.find(residue)
         row: dict = {
-            "position": i + 1,
+            "position": i + first,
             "residue": residue,
             "p(residue)": float(p[column, i]) if column >= 0 else None,
             "rank": int(np.flatnonzero(order[:, i] == column)[0]) + 1 if column >= 0 else None,
@@ -193,6 +194,20 @@ def attention_view(
     if use_apc:
         return apc(symmetrize(strip_special(selected)))
     return selected if keep_special else strip_special(selected)
+
+
+def crop_square(matrix: np.ndarray, start: int, stop: int, with_special: bool = False) -> np.ndarray:
+    """Rows and columns ``start:stop`` (residue indices) of a (..., n, n) map, e.g. a page's range.
+
+    Args:
+      with_special: the map still has ``<cls>``/``<eos>`` first and last; they are kept (as the
+        first and last rows and columns) around the residues.
+    """
+    m = np.asarray(matrix)
+    if not with_special:
+        return m[..., start:stop, start:stop]
+    keep = np.r_[0, np.arange(start, stop) + 1, m.shape[-1] - 1]
+    return m[..., keep[:, None], keep[None, :]]
 
 
 def block_mean(matrix: np.ndarray, max_size: int) -> np.ndarray:

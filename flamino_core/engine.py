@@ -55,7 +55,7 @@ class SequenceOutput:
     logits: np.ndarray | None = None  # (L, vocab)
     attentions: np.ndarray | None = None  # (len(attention_layers), H, L+2, L+2), with <cls>/<eos>
     attention_layers: tuple[int, ...] = ()
-    contacts: np.ndarray | None = None  # (L, L)
+    contacts: np.ndarray | None = None  # (L, L); windowed: NaN for pairs no window held (not predicted)
 
     @property
     def final(self) -> np.ndarray:

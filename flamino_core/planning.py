@@ -217,8 +217,11 @@ class WindowMerge:
     dropped, so a long sequence costs O(L x D) memory and O(windows x window x D) time,
     never a full-length array per window. Where windows overlap the outputs are averaged;
     contacts are averaged over the windows that hold both residues, and a pair that no
-    window holds gets 0 (the model saw no evidence for it). (L, L) arrays exist only when
-    the windows carry contacts.
+    window holds is NaN: not predicted (the model never saw the two residues together, so 0
+    would be a prediction it did not make). With windows of ``MAX_RESIDUES`` and a step of
+    ``WINDOW_STEP``, every pair at most ``WINDOW_STEP`` positions apart is covered, pairs
+    ``MAX_RESIDUES`` or more apart never are. (L, L) arrays exist only when the windows carry
+    contacts.
     """
 
     def __init__(self, sequences: Sequence[str], windows: Sequence[Window]):
@@ -285,7 +288,9 @@ def _average(sums: dict) -> None:
         contacts = sums["contacts"]
         for first in range(0, len(contacts), 1024):  # row blocks: no (L, L) temporary
             block = slice(first, first + 1024)
-            np.divide(contacts[block], pairs[block], out=contacts[block], where=pairs[block] > 0)
+            covered = pairs[block] > 0
+            np.divide(contacts[block], pairs[block], out=contacts[block], where=covered)
+            contacts[block][~covered] = np.nan  # no window held both residues: not predicted
 
 
 # --- memory ------------------------------------------------------------------------------------

@@ -113,8 +113,9 @@ def pseudo_perplexity(masked_log_probs: np.ndarray, sequence: str) -> float:
     return float(np.exp(-pseudo_log_likelihoods(masked_log_probs, sequence).mean()))
 
 
-def score_rows(record_id: str, sequence: str, scores: np.ndarray) -> Iterator[tuple]:
-    """CSV rows ``record_id, position (1-based), wt, mt, score`` for every position and mt."""
+def score_rows(record_id: str, sequence: str, scores: np.ndarray, first: int = 1) -> Iterator[tuple]:
+    """CSV rows ``record_id, position, wt, mt, score`` for every position and mt; positions are
+    numbered from ``first`` (the number of the sequence's first residue, 1 by default)."""
     for i, wt in enumerate(sequence):
         for j, mt in enumerate(STANDARD_AMINO_ACIDS):
-            yield record_id, i + 1, wt, mt, float(scores[i, j])
+            yield record_id, i + first, wt, mt, float(scores[i, j])

@@ -424,3 +424,33 @@ def cached_presets() -> set[str]:
     """Preset names that are converted and cached on this machine."""
     root = cache_root() / "models"
     return {n for n in PRESETS if (root / f"hub-{n}" / SOURCE_FILE).exists()}
+
+
+def available_now(identifier: str, hub_reachable: bool | None = None) -> bool:
+    """Whether ``load_weights(identifier)`` can find the weights now, without a download that
+    cannot happen: an untrained model; a preset converted in the cache, in the Hugging Face cache
+    (``HF_HOME``) or on a reachable Hub; an existing local path. Says nothing about whether the
+    files are valid (loading says that).
+
+    Args:
+      hub_reachable: whether the Hub answers, if the caller knows (it takes up to 3 s to ask).
+    """
+    identifier = identifier.strip()
+    if identifier.startswith(RANDOM_PREFIX):
+        return True
+    name = identifier.removeprefix(f"{HUB_ORG}/")
+    if name in PRESETS:
+        if name in cached_presets():
+            return True
+        try:
+            _cached_hub_weights(f"{HUB_ORG}/{name}")
+            return True
+        except FileNotFoundError:
+            pass
+        return _hub_reachable() if hub_reachable is None else hub_reachable
+    return Path(identifier).expanduser().exists()
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether the Hugging Face Hub answers (False at once under ``HF_HUB_OFFLINE=1``)."""
+    return _hub_reachable(timeout)

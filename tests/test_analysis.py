@@ -162,12 +162,13 @@ SEQ = "MKTAYIAKQR"
 def test_probability_heatmap_axes_and_sequence_markers():
     probs = analysis.amino_acid_probabilities(RNG.normal(size=(len(SEQ), 33)))
     fig = figures.probability_heatmap(probs, SEQ)
-    heatmap, markers = fig.data
+    heatmap, halo, markers = fig.data
+    assert list(halo.x) == list(markers.x) and not halo.showlegend
     assert list(heatmap.y) == list(STANDARD_AMINO_ACIDS)
     assert list(heatmap.x) == analysis.residue_labels(SEQ)
     assert list(markers.y) == list(SEQ) and list(markers.x) == list(heatmap.x)
     with_track = figures.probability_heatmap(probs, SEQ, analysis.entropy(probs))
-    track = with_track.data[2]
+    track = with_track.data[3]
     assert track.type == "bar" and list(track.x) == list(heatmap.x)
     assert track.xaxis == "x2" and with_track.layout.xaxis.matches == "x2"  # one shared position axis
 

@@ -84,6 +84,14 @@ def texts(at: AppTest) -> str:
     return "\n".join(str(t.value) for t in at.text)
 
 
+def every_text(at: AppTest) -> str:
+    """Everything the page says: messages, captions, text, markdown and widget labels."""
+    kinds = ("warning", "error", "info", "success", "caption", "text", "markdown", "code")
+    parts = [str(getattr(e, "value", "")) for kind in kinds for e in at.get(kind)]
+    parts += [str(getattr(w, "label", "")) for kind in ("selectbox", "button", "number_input") for w in at.get(kind)]
+    return "\n".join(parts)
+
+
 # --- input ---------------------------------------------------------------------------------------
 def test_start_page_labels_the_untrained_model_and_waits_for_input():
     at = start()
@@ -92,7 +100,10 @@ def test_start_page_labels_the_untrained_model_and_waits_for_input():
     model = at.sidebar.selectbox(key="_w_model_choice")
     assert model.value == "random:tiny"
     assert "untrained test model" in model.format_func(model.value)
-    assert any("esm2_t33_650M_UR50D" in o and "650M params" in o and "33 layers" in o for o in model.options)
+    assert "esm2_t33_650M_UR50D · 650M" in model.options
+    # Labels short enough for the sidebar (a longer one was cut off); the details sit below it.
+    assert all(len(option) <= 30 for option in model.options), model.options
+    assert any("Random weights" in c.value for c in at.sidebar.caption)
     assert any("No input yet" in i.value for i in at.info)
 
 
@@ -202,7 +213,7 @@ def test_predictions_page_draws_every_figure_and_follows_its_selectors():
         "Position 1 (M) masked: predicted distribution",
         "Substitution scores (wt-marginals): log p(mutant) − log p(wild type)",
     ]
-    heatmap, residues, entropy = figures(at)[0]["data"]
+    heatmap, _halo, residues, entropy = figures(at)[0]["data"]
     assert heatmap["y"] == list("ACDEFGHIKLMNPQRSTVWY")
     assert heatmap["x"][:3] == ["M1", "Q2", "I3"] and len(heatmap["x"]) == 76
     assert residues["y"][:3] == ["M", "Q", "I"]
@@ -303,18 +314,20 @@ def test_a_sequence_longer_than_1022_residues_on_every_page():
     assert any("overlapping windows" in unescaped(w.value) for w in at.warning)
     open_page(at, "attention")
     assert_clean(at)
-    assert any("first 1022" in i.value for i in at.info)
+    assert any("cover at most 1,022 residues" in i.value for i in at.info)
+    # A long sequence opens on its first 500 residues (a readable heatmap), on every page.
+    assert any("Showing residues 1–500 of 1,100 residues" in c.value for c in at.caption)
     attention_fig, contact_fig, _ = figures(at)
-    assert len(attention_fig["data"][0]["x"]) == 1022
-    assert len(contact_fig["data"][0]["x"]) == 1100
+    assert len(attention_fig["data"][0]["x"]) == 500
+    assert len(contact_fig["data"][-1]["x"]) == 500
     open_page(at, "predictions")
     assert_clean(at)
-    assert len(figures(at)[0]["data"][0]["x"]) == 1100
+    assert len(figures(at)[0]["data"][0]["x"]) == 500
     at.number_input(key="_w_pos").set_value(1100).run()
     assert "Position 1100" in titles(at)[1]
     open_page(at, "embeddings")
     assert_clean(at)
-    assert len(values(figures(at)[0]["data"][0]["x"])) == 1100
+    assert len(values(figures(at)[0]["data"][0]["x"])) == 500
 
 
 # --- models ----------------------------------------------------------------------------------
@@ -324,7 +337,7 @@ def test_offline_preset_shows_the_engine_message_not_a_traceback(monkeypatch):
     assert not at.exception
     (error,) = at.error
     assert "could not be loaded" in error.value and "esm2" in error.value
-    assert "download needed" in at.sidebar.selectbox(key="_w_model_choice").format_func("esm2_t6_8M_UR50D")
+    assert any("download needed" in c.value for c in at.sidebar.caption)
     open_page(at, "predictions")
     assert not at.exception
     assert any("Choose a model" in i.value for i in at.info)
@@ -511,16 +524,18 @@ def hosted(monkeypatch):
 
 def test_hosted_limits_are_explained_and_the_records_within_them_kept(hosted, monkeypatch):
     monkeypatch.setenv("FLAMINO_MAX_RECORDS", "4")
-    monkeypatch.setenv("FLAMINO_MAX_TOTAL_RESIDUES", "200")
+    monkeypatch.setenv("FLAMINO_MAX_TOTAL_RESIDUES", "300")
     records = [("a", UBIQUITIN), ("too_long", UBIQUITIN * 2), ("b", UBIQUITIN), ("c", UBIQUITIN), ("d", "MKV")]
     at = paste(start(), "".join(f">{name}\n{seq}\n" for name, seq in records))
     assert not at.exception
     (error,) = at.error
     shown = unescaped(error.value)
     assert "5 records; only the first 4 are analysed" in shown
-    assert "too_long: 152 residues, more than the limit of 100 per sequence" in shown
-    assert "more than 200 residues in total" in shown and "from 'c' on" in shown
-    assert list(at.dataframe[0].value["id"]) == ["a", "b"]
+    assert "more than 300 residues in total" in shown and "from 'b' on" in shown
+    # Over the per-record limit: kept, and analysed in a window of 100 residues (#14.2).
+    warned = unescaped(" ".join(w.value for w in at.warning))
+    assert "too_long: 152 residues, more than this server analyses at once (100)" in warned
+    assert list(at.dataframe[0].value["id"]) == ["a", "too_long"]
 
 
 def test_hosted_refuses_oversized_paste_and_uploads_with_a_message(hosted):
@@ -551,7 +566,9 @@ def test_hosted_model_picker_offers_no_local_paths_and_links_cannot_name_one(hos
 
     at = start({"model": str(folder), "seq": UBIQUITIN})
     assert not at.exception
-    assert any("which this server does not offer" in unescaped(w.value) for w in at.warning)
+    (banner,) = [unescaped(w.value) for w in at.warning if "different model than the link" in w.value]
+    assert "made with a model this server does not offer" in banner
+    assert str(folder) not in every_text(at) and "server-side" not in every_text(at)  # never echoed
     picker = at.sidebar.selectbox(key="_w_model_choice")
     assert picker.value == "random:tiny" and "local" not in picker.options
     assert not any("Local checkpoint" in picker.format_func(o) for o in ["random:tiny"])
@@ -561,6 +578,7 @@ def test_hosted_model_picker_offers_no_local_paths_and_links_cannot_name_one(hos
     # A big preset this server does not offer is refused the same way.
     at = start({"model": "esm2_t48_15B_UR50D", "seq": UBIQUITIN})
     assert any("esm2\\_t48\\_15B\\_UR50D, which this server does not offer" in w.value for w in at.warning)
+    assert any("different model than the link" in w.value for w in at.warning)
     assert "esm2_t48_15B_UR50D" not in at.sidebar.selectbox(key="_w_model_choice").options
     assert "esm2_t48_15B_UR50D" not in [identifier for identifier, _ in asked]
 
@@ -591,7 +609,13 @@ def test_hosted_operator_checkpoint_is_loaded_without_pickles(hosted, tmp_path, 
     assert_clean(at)
     picker = at.sidebar.selectbox(key="_w_model_choice")
     assert picker.value == str(folder) and "local" not in picker.options
-    assert picker.format_func(str(folder)) == "this server's model (operator-model)"
+    assert picker.format_func(str(folder)) == "this server's model (server-model)"  # never its path
+    params = {k: v[-1] if isinstance(v, list) else v for k, v in dict(at.query_params).items()}
+    assert params["model"] == "server-model"  # the link names it by its public name...
+    shared = start(params)
+    assert_clean(shared)
+    assert shared.session_state["model"] == str(folder)  # ...which opens the same model
+    assert not any("different model" in w.value for w in shared.warning)
     open_page(at, "predictions")
     assert_clean(at)
     assert len(figures(at)) == 3
@@ -606,7 +630,10 @@ def test_hosted_full_queue_shows_a_warning_and_the_rest_of_the_page(hosted, monk
         at.radio(key="_w_scan").set_value("masked").run()
         assert not at.exception and not at.error
         (busy,) = [w for w in at.warning if "server is busy" in w.value]
-        assert "masked-marginal scan was not computed" in busy.value
+        assert "masked scan was not computed" in busy.value
+        assert busy.value.lower().count("busy") == 1  # said once (it was said twice before)
+        assert "1 heavy job running, 0 waiting" in busy.value
+        assert any(b.label == "Retry" for b in at.button)
         assert not at.metric  # no pseudo-perplexity without the scan...
         assert "wt-marginals" in titles(at)[2]  # ...but the fast scores instead
         assert len(figures(at)) == 3
@@ -692,6 +719,9 @@ EVERY_OPTION = {
     "vto": ("70", 70),
     "singles": ("1", True),
     "dmswt": ("record", "record"),
+    "first": ("-4", -4),
+    "win": ("1", 1),  # only a hosted server cuts windows: no widget here
+    "range": ("3-40", (3, 40)),
 }
 VALUE_WIDGETS = ("selectbox", "radio", "number_input", "toggle", "checkbox", "text_area", "text_input",
                  "slider", "select_slider", "multiselect")  # fmt: skip
@@ -722,7 +752,13 @@ def test_every_widget_is_kept_and_defaults_to_its_current_value():
                     assert widget.proto.default == widget.value, key
                 option = key.removeprefix("_w_")
                 if option in EVERY_OPTION:
-                    assert widget.value == EVERY_OPTION[option][1], key
+                    # Positions are shown in the record's numbering (first = -4): the link keeps the index.
+                    shown = EVERY_OPTION[option][1]
+                    if option == "pos":
+                        shown += EVERY_OPTION["first"][1] - 1
+                    assert widget.value == shown, key
+                elif option in ("range_start", "range_end"):
+                    assert widget.value == EVERY_OPTION["range"][1][option == "range_end"] - 5, key
                 kinds.add(kind)
     # The local checkpoint box, which shows only when chosen: its typed path is kept too.
     at.sidebar.selectbox(key="_w_model_choice").set_value("local").run()

@@ -150,3 +150,27 @@ def test_embed_reads_three_letter_codes_as_residues_not_letters(shared_fasta, tm
     assert main(["embed", str(fasta), "-m", "random:tiny", "-o", str(out)]) == 0
     assert list(np.load(out)["sequences"]) == [hbb]  # not "METVALHIS..."
     assert "three-letter codes" in capsys.readouterr().err
+
+
+def test_embed_contacts_of_a_long_sequence_are_nan_exactly_where_no_window_holds_the_pair(tmp_path, capsys):
+    """Pairs that no 1022-residue window covers are *not predicted*: NaN in the NPZ, never 0."""
+    length = 2300  # four windows: starts 0, 511, 1022 and 1278 (the last one flush right)
+    rng = np.random.default_rng(7)
+    sequence = "".join(rng.choice(list("ACDEFGHIKLMNPQRSTVWY"), length))
+    fasta = tmp_path / "long.fa"
+    fasta.write_text(f">long\n{sequence}\n")
+    out = tmp_path / "contacts.npz"
+    assert main(["embed", str(fasta), "-m", "random:tiny", "-o", str(out), "--include", "contacts"]) == 0
+    assert "pairs no window holds are NaN (not predicted)" in capsys.readouterr().err
+    contacts = np.load(out)["contacts/0"]
+    # The window rule as the README states it, written out here: windows of 1022 residues
+    # every 511, plus one ending at the last residue; a pair is predicted when one window holds both.
+    starts = sorted(set(range(0, length - 1022, 511)) | {length - 1022})
+    covered = np.zeros((length, length), bool)
+    for start in starts:
+        covered[start:start + 1022, start:start + 1022] = True
+    assert contacts.shape == (length, length)
+    np.testing.assert_array_equal(np.isnan(contacts), ~covered)
+    assert (~covered).sum() > 0.2 * length**2  # a real share of the map is not predicted
+    inside = contacts[covered]
+    assert ((inside >= 0) & (inside <= 1)).all()  # sigmoid outputs where predicted

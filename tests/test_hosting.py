@@ -8,9 +8,10 @@ import time
 
 import pytest
 
-from app_pages._ui import heavy_jobs
+from app_pages._ui import heavy_jobs, policy
 from app_pages._ui.heavy_jobs import HeavyJobQueue, QueueFull
 from app_pages._ui.policy import LinkModel, current_limits, hosted_mode, model_from_link, weights_permissions
+from flamino_core.config import PRESETS
 from flamino_core.fasta import parse_fasta_text
 from flamino_core.weights import ModelError, load_weights
 
@@ -64,7 +65,7 @@ def test_queue_bounds_running_and_waiting_jobs():
     second.start()
     while queue.waiting < 1:
         time.sleep(0.01)
-    with pytest.raises(QueueFull, match="busy"):  # one running, one waiting: the third is refused
+    with pytest.raises(QueueFull, match="1 heavy job running, 1 waiting"):  # the third is refused
         with queue.slot():
             pass
     release.set()
@@ -91,8 +92,8 @@ def test_waiting_is_reported_and_can_be_abandoned():
     class SessionClosed(Exception):
         pass
 
-    def on_wait(seconds):
-        seen.append(seconds)
+    def on_wait(seconds, place):
+        seen.append((seconds, place))
         if len(seen) == 3:
             raise SessionClosed
 
@@ -101,10 +102,96 @@ def test_waiting_is_reported_and_can_be_abandoned():
             with queue.slot(timeout=10, on_wait=on_wait, poll=0.01):
                 pytest.fail("got a slot that was taken")
         assert queue.waiting == 0 and queue.running == 1
-    assert len(seen) == 3 and seen == sorted(seen) and seen[0] > 0
+    waited = [seconds for seconds, _ in seen]
+    assert len(seen) == 3 and waited == sorted(waited) and waited[-1] > 0
+    assert [place for _, place in seen] == [1, 1, 1]  # alone in the queue: next in line
     with queue.slot(timeout=0.1, on_wait=on_wait, poll=0.01):  # free: no waiting at all
         assert queue.running == 1
     assert len(seen) == 3 and queue.running == 0
+
+
+def test_queued_jobs_run_in_arrival_order():
+    """Six sessions queue heavy jobs behind a running one: they run first come, first served.
+
+    Deterministic: each job is queued only after the previous one is (``on_wait`` is called as
+    soon as a job holds its ticket), and the running job is released only when all six wait.
+    """
+    queue = HeavyJobQueue(workers=1, max_waiting=6)
+    finished, places = [], {}
+    release, holding = threading.Event(), threading.Event()
+    queued = [threading.Event() for _ in range(6)]
+
+    def first():
+        with queue.slot(timeout=30):
+            holding.set()
+            release.wait(30)
+        finished.append("first")
+
+    def job(index):
+        def on_wait(seconds, place):
+            places.setdefault(index, place)
+            queued[index].set()
+
+        with queue.slot(timeout=30, on_wait=on_wait, poll=0.005):  # short polls: many wake-ups
+            finished.append(index)
+
+    threads = [threading.Thread(target=first)]
+    threads[0].start()
+    assert holding.wait(10)  # the first job holds the only slot before anyone queues
+    for index in range(6):
+        thread = threading.Thread(target=job, args=(index,))
+        thread.start()
+        threads.append(thread)
+        assert queued[index].wait(10)
+    assert places == {index: index + 1 for index in range(6)}  # the place each was shown
+    assert queue.waiting == 6
+    with pytest.raises(QueueFull, match="1 heavy job running, 6 waiting"):  # said once, no "busy" twice
+        with queue.slot():
+            pass
+    release.set()
+    for thread in threads:
+        thread.join(30)
+    assert finished == ["first", 0, 1, 2, 3, 4, 5]
+    assert queue.running == 0 and queue.waiting == 0
+
+
+def test_a_job_leaving_the_queue_moves_the_others_up():
+    queue = HeavyJobQueue(workers=1, max_waiting=3)
+    places = {"b": [], "c": []}
+    leave = threading.Event()
+    queued = {"b": threading.Event(), "c": threading.Event()}
+
+    class Left(Exception):
+        pass
+
+    def job(name):
+        def on_wait(seconds, place):
+            places[name].append(place)
+            queued[name].set()
+            if name == "b" and leave.is_set():
+                raise Left
+
+        try:
+            with queue.slot(timeout=30, on_wait=on_wait, poll=0.005):
+                pass
+        except Left:
+            pass
+
+    with queue.slot():
+        b = threading.Thread(target=job, args=("b",))
+        b.start()
+        assert queued["b"].wait(10)
+        c = threading.Thread(target=job, args=("c",))
+        c.start()
+        assert queued["c"].wait(10)
+        leave.set()
+        b.join(10)  # b gave up its ticket before its thread ended
+        assert queue.waiting == 1
+        queued["c"].clear()
+        assert queued["c"].wait(10) and queue.place(0) == 0  # b's ticket is gone
+    c.join(10)
+    assert places["c"][0] == 2 and 1 in places["c"]  # second, then first in line
+    assert queue.running == 0 and queue.waiting == 0
 
 
 def test_hosted_mode_offers_only_its_models(monkeypatch):
@@ -117,7 +204,9 @@ def test_hosted_mode_offers_only_its_models(monkeypatch):
     assert limits.check_model("random:tiny") is None
     for refused in ("esm2_t48_15B_UR50D", "/srv/models/x", "random:esm2_t48_15B_UR50D", "../etc"):
         message = limits.check_model(refused)
-        assert message and refused in message and "esm2_t12_35M_UR50D" in message
+        assert message and "esm2_t12_35M_UR50D" in message
+        named = refused.startswith("random:") or refused in PRESETS  # model names, not paths
+        assert (refused in message) == named, message
     monkeypatch.delenv("FLAMINO_HOSTED_MODELS")
     assert "esm2_t30_150M_UR50D" in current_limits().allowed_models  # small presets by default
     assert "esm2_t33_650M_UR50D" not in current_limits().allowed_models
@@ -163,15 +252,39 @@ OPERATOR_MODEL = "/opt/flamino/operator-esm2"
 def test_which_model_a_link_may_switch_to(monkeypatch, identifier, local, hosted):
     monkeypatch.setenv("FLAMINO_MODEL", OPERATOR_MODEL)
     monkeypatch.delenv("FLAMINO_HOSTED_MODELS", raising=False)
+    monkeypatch.setattr(policy, "offered_now", lambda identifiers: list(identifiers))  # as if all were here
     for mode, expected in (("0", local), ("1", hosted)):
         monkeypatch.setenv("FLAMINO_HOSTED", mode)
         decision = model_from_link(identifier, current_limits())
         set_fields = [name for name in ("use", "local_path", "refused") if getattr(decision, name)]
         assert set_fields == [expected], (mode, decision)
-        if expected == "refused":
-            assert identifier in decision.refused
+        if expected == "refused":  # hosted: a path from a link is never echoed back
+            assert (identifier in decision.refused) == (mode == "0" or not identifier.startswith(("/", "..")))
         else:
             assert decision == LinkModel(**{expected: identifier})
+
+
+def test_hosted_links_use_the_operators_public_name_and_only_models_that_load_now(monkeypatch, tmp_path):
+    operator = tmp_path / "operator-esm2"
+    operator.mkdir()
+    monkeypatch.setenv("FLAMINO_HOSTED", "1")
+    monkeypatch.setenv("FLAMINO_MODEL", str(operator))
+    monkeypatch.setenv("FLAMINO_HOSTED_MODELS", "esm2_t6_8M_UR50D")
+    monkeypatch.setenv("FLAMINO_CACHE", str(tmp_path / "cache"))  # nothing fetched
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setattr(policy, "_hub_answer", None)
+    limits = current_limits()
+    assert policy.public_model_name(str(operator), limits) == "server-model"
+    assert model_from_link("server-model", limits) == LinkModel(use=str(operator))
+    monkeypatch.setenv("FLAMINO_MODEL_NAME", "lab-esm2")
+    assert policy.public_model_name(str(operator), limits) == "lab-esm2"
+    assert model_from_link("lab-esm2", limits) == LinkModel(use=str(operator))
+    # Allowed but not on this offline machine: not offered, and a link to it is refused.
+    assert policy.offered_now(["esm2_t6_8M_UR50D", "random:tiny", str(operator)]) == ["random:tiny", str(operator)]
+    assert model_from_link("esm2_t6_8M_UR50D", limits).refused
+    monkeypatch.delenv("FLAMINO_HOSTED")
+    assert policy.public_model_name(str(operator), current_limits()) == str(operator)  # locally: as it is
 
 
 def test_weights_are_loaded_without_pickles_or_server_paths_when_hosted(monkeypatch):

@@ -53,7 +53,7 @@ def test_merged_windows_average_residues_and_pairs_over_the_windows_that_hold_th
         merge.add(index, outputs[index])
     merged = merge.result(0)
     # Independent reference: for every residue and pair, the plain mean over the windows
-    # that contain it (pairs in no window: 0).
+    # that contain it (pairs in no window: NaN, not predicted).
     reps = np.zeros((length, 3))
     counts = np.zeros(length)
     contacts = np.zeros((length, length))
@@ -69,9 +69,14 @@ def test_merged_windows_average_residues_and_pairs_over_the_windows_that_hold_th
     # The merge sums in float32 (as the engine's outputs are): up to 3 values of size ~1, so
     # about 1e-7 absolute rounding; a value from a wrong window would be off by ~1.
     np.testing.assert_allclose(merged["representations"][2], reps / counts[:, None], atol=1e-6)
-    expected = np.divide(contacts, pairs, out=np.zeros_like(contacts), where=pairs > 0)
-    np.testing.assert_allclose(merged["contacts"], expected, atol=1e-6)
-    assert pairs[0, -1] == 0 and merged["contacts"][0, -1] == 0  # too far apart for one window
+    expected = np.divide(contacts, pairs, out=np.full_like(contacts, np.nan), where=pairs > 0)
+    np.testing.assert_allclose(merged["contacts"], expected, atol=1e-6)  # NaN where expected is NaN
+    assert pairs[0, -1] == 0 and np.isnan(merged["contacts"][0, -1])  # too far apart for one window
+    # Every pair at most WINDOW_STEP apart is covered (what the app's note promises), and
+    # nothing MAX_RESIDUES or more apart is.
+    separation = np.abs(np.subtract.outer(np.arange(length), np.arange(length)))
+    assert not np.isnan(merged["contacts"][separation <= planning.WINDOW_STEP]).any()
+    assert np.isnan(merged["contacts"][separation >= MAX_RESIDUES]).all()
 
 
 def test_contacts_of_long_sequences_count_quadratically_in_the_memory_estimate():

@@ -18,7 +18,7 @@ from app_pages._ui.links import (
     encode_fasta,
     encode_view,
 )
-from app_pages._ui.views import OPTIONS, PAGES, Choice, Flag, Integer, Text, Word, page_options
+from app_pages._ui.views import OPTIONS, PAGES, Choice, Flag, Integer, Span, Text, Word, page_options
 
 HBB = (
     ">HBB_HUMAN Human beta hemoglobin.\n"
@@ -95,10 +95,10 @@ def test_view_round_trip_through_a_real_query_string():
 def test_every_option_survives_a_round_trip():
     samples = {
         "pos": 12, "k": 20, "scan": "masked", "elayer": 0, "dims": "3", "colour": "class",
-        "alayer": 33, "head": 20, "apc": False, "special": True,
+        "alayer": 33, "head": 20, "apc": False, "special": True, "first": -12, "win": 1501, "range": (1, 1),
         "schain": "AB1", "smodel": 3, "srange": "long", "scut": "L/5", "strack": "attention", "saa": "W",
         "sres": 17, "slayer": 0, "shead": 2, "spc": 3, "sscore": "masked-marginals",
-        "alayer": 33, "head": 20, "apc": False, "special": True, "smap": "umap", "slabels": False, "dna": True,
+        "smap": "umap", "slabels": False, "dna": True,
         "vinput": "dms", "vstrategy": "pll", "muts": "E6V\nK17E:E6V, p.(Glu6Val)", "mlong": True, "vmap": "masked",
         "veffect": "below", "vfrom": 3, "vto": 70, "singles": True, "dmswt": "record",
     }  # fmt: skip
@@ -174,9 +174,10 @@ def test_registry_options_belong_to_pages_and_their_defaults_survive_a_link():
             assert decode_view(encode_view(view)) == view, option.key
     carried = [option.key for page in PAGES for option in page_options(page) if option.page is not None]
     own = [key for key, option in OPTIONS.items() if option.page is not None]
-    assert sorted(carried) == sorted(own)  # a page's own option is carried by exactly that page's link
-    for key in set(OPTIONS) - set(own):  # page None: every page's link carries it (the DNA choice)
-        assert all(OPTIONS[key] in page_options(page) for page in PAGES), key
+    assert sorted(carried) == sorted(own)  # each page's own option is carried by that page's link
+    everywhere = {key for key, option in OPTIONS.items() if option.page is None}
+    assert everywhere == {"first", "win", "range", "dna"}  # numbering, range, the DNA choice: every page's
+    assert all(everywhere <= {option.key for option in page_options(page)} for page in PAGES)
 
 
 @pytest.mark.parametrize(
@@ -187,6 +188,9 @@ def test_registry_options_belong_to_pages_and_their_defaults_survive_a_link():
         (Flag(), {"1": True, "0": False}, ["true", "yes", "2", ""]),
         (Word(), {"A": "A", "b2": "b2", "A-2": "A-2", "best": "best"}, ["", "A B", "ABCDEFGHI", "A;", "<b>", "A\n"]),
         (Text(12), {"E6V\nK17E": "E6V\nK17E", "p.[Glu6Val]": "p.[Glu6Val]"}, ["", "E6V," * 4, "E6V\x00", "\x1b[2J"]),
+        (Integer(-5, 5), {"-5": -5, "0": 0, "5": 5, "-0": 0}, ["-6", "6", "--1", "+1", "1-", ""]),
+        (Span(), {"1-1": (1, 1), "73-433": (73, 433), "007-8": (7, 8)},
+         ["0-5", "5-4", "1", "1-", "-3-4", "1-2-3", "a-b", " 1-2", "1-123456789", ""]),
     ],
 )
 def test_option_kinds_parse_only_what_they_write(kind, good, bad):

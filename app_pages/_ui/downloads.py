@@ -67,9 +67,17 @@ def show_figure(fig, key: str, file_stem: str, on_select: Callable[[], None] | N
     return row
 
 
-def csv_button(label: str, make_frame: Callable[[], pd.DataFrame], file_name: str, key: str) -> None:
-    """A download of the table ``make_frame()`` builds (only when clicked) as CSV."""
-    _download(label, lambda: make_frame().to_csv(index=False).encode("utf-8"), file_name, "text/csv", key)
+def csv_button(
+    label: str, make_frame: Callable[[], pd.DataFrame], file_name: str, key: str, na_rep: str = ""
+) -> None:
+    """A download of the table ``make_frame()`` builds (only when clicked) as CSV.
+
+    ``na_rep``: how missing values are written (``NaN`` for contacts that were not predicted:
+    an empty cell would read as a value lost on the way).
+    """
+    _download(
+        label, lambda: make_frame().to_csv(index=False, na_rep=na_rep).encode("utf-8"), file_name, "text/csv", key
+    )
 
 
 def text_button(label: str, make_text: Callable[[], str], file_name: str, mime: str, key: str) -> None:

@@ -17,12 +17,10 @@ from pathlib import Path
 import streamlit as st
 
 from flamino_core.fasta import InputIssue, ParsedInput, ProteinRecord, parse_sources, to_fasta
-from flamino_core.numbering import numbering_offset
-
-from . import uploads
+from . import numbering, uploads
 from .policy import current_limits, hosted_mode
 from .views import DEFAULT_PAGE, PAGES
-from .widgets import kept_selectbox, plain, widget_key
+from .widgets import kept_selectbox, plain, residues, widget_key
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 EXAMPLES = {  # button label -> file in assets/
@@ -39,11 +37,17 @@ MAX_TOTAL_RESIDUES = 100_000
 FASTA = "fasta_text"  # the pasted text only; uploads are kept by ``uploads.py``
 RECORD = "record"
 ALLOW_DNA = "dna"  # analyse nucleotide sequences as protein anyway (views.OPTIONS)
+LINK_RECORD = "_link_record"  # the record a link named, until it is found or given up
 
 
 def input_limits() -> dict[str, int]:
-    """The validator's limits for this session: the app's own, tightened in hosted mode."""
+    """The validator's limits for this session: the app's own, tightened in hosted mode.
+
+    A hosted server's per-record limit is not a reason to refuse a record (up to the app's
+    own limit): a longer one is analysed in a window of that many residues (``numbering``).
+    """
     hosted = current_limits().fasta_limits()
+    hosted["max_residues_per_record"] = None
     own = {
         "max_records": MAX_RECORDS,
         "max_residues_per_record": MAX_RESIDUES_PER_RECORD,
@@ -93,7 +97,14 @@ def parse_input(text: str, files: tuple[uploads.Upload, ...] = (), allow_dna: bo
     counts = iter(kept[1:])
     per_file = tuple(0 if f.problem else next(counts) for f in files)
     problems = tuple(InputIssue(None, f.problem, "error", f.name) for f in files if f.problem)
-    return dataclasses.replace(combined, errors=problems + combined.errors), (kept[0], *per_file)
+    size = numbering.window_size()
+    windowed = tuple(
+        InputIssue(r.id, f"{len(r.sequence):,} residues, more than this server analyses at once "
+                   f"({size:,}): the pages show a window of {size:,} residues, chosen in the sidebar", "warning")
+        for r in combined.records if size is not None and len(r.sequence) > size
+    )  # fmt: skip
+    combined = dataclasses.replace(combined, errors=problems + combined.errors, warnings=combined.warnings + windowed)
+    return combined, (kept[0], *per_file)
 
 
 def parsed_with_counts() -> tuple[ParsedInput | None, tuple[int, ...]]:
@@ -113,17 +124,25 @@ def link_text() -> str:
     """The input a share link carries: the pasted text, or with uploads, every record as FASTA."""
     if not uploads.files():
         return st.session_state.get(FASTA, "")
-    return to_fasta(records()) if records() else ""
+    found = records(as_read=True)
+    return to_fasta(found) if found else ""
 
 
-def records() -> tuple[ProteinRecord, ...]:
+def records(as_read: bool = False) -> tuple[ProteinRecord, ...]:
+    """The records as the pages analyse them (hosted: long ones cut to their window), or as read."""
     result = parsed()
-    return result.records if result else ()
+    if not result or not result.records:
+        return ()
+    if as_read:
+        return result.records
+    chosen = st.session_state.get(RECORD)
+    selected = chosen if any(r.id == chosen for r in result.records) else result.records[0].id
+    return numbering.analysed_records(result.records, selected)
 
 
-def selected_record() -> ProteinRecord | None:
+def selected_record(as_read: bool = False) -> ProteinRecord | None:
     """The record the pages analyse: the one chosen in the sidebar, else the first."""
-    found = records()
+    found = records(as_read)
     if not found:
         return None
     chosen = st.session_state.get(RECORD)
@@ -149,12 +168,15 @@ def record_picker() -> None:
         ids,
         default=ids[0],
         format_func=lambda i: f"{i} ({lengths[i]} aa)",
+        on_change=lambda: st.session_state.pop(LINK_RECORD, None),  # a choice: no longer the link's
     )
 
 
 def first_number(record: ProteinRecord) -> int:
-    """The number of the record's first residue: its id's ``/start-end`` suffix, else 1."""
-    return numbering_offset(record.id, len(record.sequence))[0]
+    """The number of the first residue of ``record`` (as the pages analyse it): the sidebar's
+    "First residue number" for the selected record, else the id's ``/start-end`` suffix (else 1),
+    moved on to where a hosted window starts. Position ``i`` (0-based) is ``first_number + i``."""
+    return numbering.first_number(record)
 
 
 def require_record() -> ProteinRecord | None:
@@ -164,6 +186,15 @@ def require_record() -> ProteinRecord | None:
         st.info("Start on the **Input** page: paste a sequence, upload FASTA or pick an example.")
         if st.button("Go to Input"):
             st.switch_page(PAGES[DEFAULT_PAGE].file)
+    wanted = st.session_state.get(LINK_RECORD)
+    if record is not None and wanted is not None:
+        if any(r.id == wanted for r in records()):
+            st.session_state.pop(LINK_RECORD)
+        else:  # never silently another record: the link's numbers would seem to be about it
+            st.warning(plain(f"The link names the record {wanted}, which is not in this input.")
+                       + " Choose a record in the sidebar.", icon=":material/link_off:")
+            st.button(plain(f"Show {record.id}"), on_click=lambda: st.session_state.pop(LINK_RECORD, None))
+            return None
     return record
 
 
@@ -172,6 +203,7 @@ def set_input(text: str) -> None:
     st.session_state[FASTA] = text
     st.session_state[widget_key(FASTA)] = text
     st.session_state.pop(RECORD, None)
+    st.session_state.pop(LINK_RECORD, None)
 
 
 def sync_input() -> None:
@@ -207,5 +239,5 @@ def show_issues(result: ParsedInput, limit: int = 25) -> None:
 
 def record_caption(record: ProteinRecord) -> None:
     """The record's id, length and description, as plain text (headers are user input)."""
-    parts = [record.id, f"{len(record.sequence)} residues", record.description]
+    parts = [record.id, residues(len(record.sequence)), record.description]
     st.text("  ·  ".join(part for part in parts if part))

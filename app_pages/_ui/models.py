@@ -1,4 +1,5 @@
-"""The session's model: the sidebar picker, loading with visible progress, failures, the banner.
+"""The session's model: loading with visible progress, failures, the banner (the sidebar's
+picker is ``model_picker.py``).
 
 The model is loaded once per process (``st.cache_resource``) and shared by all sessions; the
 engine is thread-safe. ``flamino_core.engine`` and ``flamino_core.weights`` import JAX and Flax,
@@ -10,107 +11,29 @@ from __future__ import annotations
 
 import logging
 import threading
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import streamlit as st
 
-from flamino_core.config import PRESETS
 from flamino_core.fasta import ProteinRecord
 
 from .downloads import safe_name
 from .inputs import require_record
-from .policy import RANDOM_TEST_MODEL, current_limits, weights_permissions
-from .widgets import kept_selectbox, kept_text_input, plain, widget_key
+from .policy import current_limits, hosted_mode, public_model_name, weights_permissions
+from .widgets import plain
 
 if TYPE_CHECKING:
     from flamino_core.engine import Engine
     from flamino_core.weights import ModelWeights
 
 LOG = logging.getLogger("flamino")
-RANDOM_LABEL = "untrained test model — random weights, output is not biology"
-LOCAL_CHOICE = "local"  # the picker's entry for a checkpoint on this machine
-# Session-state keys (``model`` is also the link's query key).
+UNAVAILABLE = (  # hosted: what a visitor hears when a model fails to load (the log has the details)
+    "This model cannot be loaded on this server right now. Choose another model in the sidebar, "
+    "or try again later."
+)
+# Session-state keys (``model`` is also the link's query key; the picker's own are in model_picker).
 MODEL = "model"
-MODEL_CHOICE = "model_choice"
-LOCAL_PATH = "local_path"
 MODEL_FAILURES = "_model_failures"
-
-
-# --- the picker -------------------------------------------------------------------------------
-def model_choices() -> list[str]:
-    """What the model picker offers: everything locally, the server's models in hosted mode."""
-    allowed = current_limits().allowed_models
-    if allowed is None:
-        return [*PRESETS, LOCAL_CHOICE, RANDOM_TEST_MODEL]
-    return [p for p in PRESETS if p in allowed] + sorted(m for m in allowed if m not in PRESETS)
-
-
-def model_label(identifier: str) -> str:
-    if identifier in PRESETS:
-        from flamino_core.weights import cached_presets
-
-        layers, dim, heads, size = PRESETS[identifier]
-        where = "cached" if identifier in cached_presets() else "download needed"
-        return f"{identifier} · {size} params · {layers} layers · {where}"
-    if identifier == LOCAL_CHOICE:
-        return "Local checkpoint (folder or .pt file)…"
-    if identifier.startswith("random:"):
-        spec = identifier.removeprefix("random:")
-        return RANDOM_LABEL if spec == "tiny" else f"{RANDOM_LABEL} ({spec})"
-    if current_limits().allowed_models is not None:  # the operator's checkpoint: not its path
-        return f"this server's model ({Path(identifier).name})"
-    return identifier
-
-
-def model_picker() -> None:
-    """Sidebar controls choosing ``st.session_state[MODEL]``."""
-    from flamino_core.weights import default_model
-
-    ss = st.session_state
-    choices = model_choices()
-    if LOCAL_CHOICE not in choices and ss[MODEL].removeprefix("facebook/") not in choices:
-        ss[MODEL] = default_model()  # hosted: only the server's models, whatever came before
-    active = ss[MODEL]
-    if active.startswith("random:") and active not in choices and LOCAL_CHOICE in choices:
-        choices.append(active)
-    is_path = active not in choices and active.removeprefix("facebook/") not in PRESETS
-    if active.removeprefix("facebook/") in PRESETS:
-        default_choice = active.removeprefix("facebook/")
-    else:
-        default_choice = LOCAL_CHOICE if is_path else active
-    if is_path:
-        ss.setdefault(LOCAL_PATH, active)
-
-    def choose() -> None:
-        choice = ss[widget_key(MODEL_CHOICE)]
-        if choice != LOCAL_CHOICE:
-            ss[MODEL] = choice
-            forget_failure(choice)  # choosing it again is asking to try again
-
-    def load_path() -> None:
-        path = ss[widget_key(LOCAL_PATH)].strip()
-        ss[MODEL] = path
-        forget_failure(path)
-
-    choice = kept_selectbox(
-        "Model",
-        MODEL_CHOICE,
-        choices,
-        default=default_choice,
-        format_func=model_label,
-        on_change=choose,
-        help="ESM-2 checkpoints from fair-esm / Hugging Face, converted once and cached. "
-        "Bigger models are slower and need more memory.",
-    )
-    if choice == LOCAL_CHOICE:
-        path = kept_text_input(
-            "Checkpoint path", LOCAL_PATH, placeholder="/data/esm2_t33_650M_UR50D.pt or an HF model folder"
-        )
-        st.button("Load checkpoint", disabled=not path.strip(), on_click=load_path)
-        if is_path:
-            st.caption("In use:")
-            st.text(active)
 
 
 # --- loading ------------------------------------------------------------------------------------
@@ -167,7 +90,7 @@ def _prepare(identifier: str) -> None:
         slot.info("Waiting for another session that is loading this model…", icon=":material/hourglass_top:")
         with _prepare_lock:  # one download per model, not one per session
             if identifier not in _ready and identifier not in _prepared:
-                progress(None, f"Loading model {identifier}")
+                progress(None, f"Loading model {public_model_name(identifier, current_limits())}")
                 _prepared[identifier] = _load_weights(identifier, progress=progress)
     finally:
         slot.empty()
@@ -202,6 +125,9 @@ def active_engine() -> tuple[Engine | None, str | None]:
             f"Loading {identifier} failed ({type(err).__name__}: {err}). "
             "This is often a network hiccup: try again in a minute."
         )
+    if hosted_mode():  # the message may name server paths and the operator's to-do: log only
+        LOG.warning("hosted mode: model %s could not be loaded: %s", identifier, failures[identifier])
+        failures[identifier] = UNAVAILABLE
     return None, failures[identifier]
 
 

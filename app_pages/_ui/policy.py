@@ -11,15 +11,25 @@ Set ``FLAMINO_HOSTED=1`` on a public server. Limits can be tuned with environmen
 ``FLAMINO_MAX_TOTAL_RESIDUES``, ``FLAMINO_MAX_PLL_PASSES``), and the models a visitor may choose
 with ``FLAMINO_HOSTED_MODELS`` (comma-separated presets; the operator's ``FLAMINO_MODEL`` and the
 untrained ``random:tiny`` are always offered). The heavy-job queue is in ``heavy_jobs.py``.
+
+Visitors never see a server path: the operator's own checkpoint is named by its public name
+(``FLAMINO_MODEL_NAME``, default ``server-model``) in the picker, in links and in messages;
+models that cannot load now (an offline server without the weights) are not offered, and what
+the operator should do about them goes to the log (``offered_now``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
+import threading
+import time
 
 from flamino_core.config import PRESETS
 from flamino_core.options import PLL_HOSTED_MAX_PASSES
+
+LOG = logging.getLogger("flamino")
 
 # Models a hosted server offers by default besides FLAMINO_MODEL: small enough for a modest
 # machine (the 650M model needs ~3 GB per copy, the 3B and 15B ones far more).
@@ -81,8 +91,10 @@ class Limits:
             return None
         if identifier.strip().removeprefix("facebook/") in self.allowed_models:
             return None
-        offered = ", ".join(sorted(self.allowed_models))
-        return (f"this server does not offer the model {identifier!r}; choose one of {offered}, "
+        offered = ", ".join(sorted(public_model_name(m, self) for m in self.allowed_models))
+        name = shown_model_name(identifier, self)
+        which = f"the model {name}" if name else "that model"
+        return (f"this server does not offer {which}; choose one of {offered}, "
                 "or run flamino on your own machine for other models and local checkpoints")
 
 
@@ -116,6 +128,88 @@ def current_limits() -> Limits:
         allowed_models=hosted_models(),
         max_pll_passes=env_int("FLAMINO_MAX_PLL_PASSES", PLL_HOSTED_MAX_PASSES),
     )
+
+
+# --- names visitors see ----------------------------------------------------------------------
+SERVER_MODEL_NAME = "server-model"
+
+
+def operator_model() -> str | None:
+    """The operator's own checkpoint (``FLAMINO_MODEL`` when it is not a preset or test model)."""
+    model = os.environ.get("FLAMINO_MODEL", "").strip()
+    if not model or model.startswith("random:") or model.removeprefix("facebook/") in PRESETS:
+        return None
+    return model
+
+
+def public_model_name(identifier: str, limits: Limits) -> str:
+    """How links and messages name a model: hosted, the operator's checkpoint by its public name
+    (``FLAMINO_MODEL_NAME``, default ``server-model``), never by its path; otherwise as it is."""
+    if limits.allowed_models is not None and identifier == operator_model():
+        return os.environ.get("FLAMINO_MODEL_NAME", "").strip() or SERVER_MODEL_NAME
+    return identifier
+
+
+def from_public_name(name: str, limits: Limits) -> str:
+    """The identifier a public model name (from a link) stands for on this server."""
+    operator = operator_model()
+    if limits.allowed_models is not None and operator and name == public_model_name(operator, limits):
+        return operator
+    return name
+
+
+def shown_model_name(identifier: str, limits: Limits) -> str | None:
+    """The name a message to a visitor may give a model: presets and test models as they are,
+    the server's checkpoint by its public name, anything else (hosted: a path from a link) None."""
+    name = identifier.strip()
+    if name.removeprefix("facebook/") in PRESETS or name.startswith("random:") or limits.allowed_models is None:
+        return name
+    if name == operator_model():
+        return public_model_name(name, limits)
+    return None
+
+
+# --- models that can load now ----------------------------------------------------------------------
+HUB_CHECK_SECONDS = 300.0  # how long one answer on whether the Hub is reachable is trusted
+_hub_answer: tuple[float, bool] | None = None
+_reported: set[str] = set()  # models already logged as hidden
+_offered_lock = threading.Lock()
+
+
+def _hub_reachable_now() -> bool:
+    global _hub_answer
+    from flamino_core.weights import hub_reachable
+
+    now = time.monotonic()
+    if _hub_answer is None or now - _hub_answer[0] > HUB_CHECK_SECONDS:
+        _hub_answer = (now, hub_reachable())
+    return _hub_answer[1]
+
+
+def offered_now(identifiers: list[str]) -> list[str]:
+    """Those of ``identifiers`` whose weights this server can load now (hosted mode's picker).
+
+    An offline server without a model's weights would only tell the visitor to run ``flamino
+    fetch`` and copy a cache folder; it hides the model instead and says so once in the log,
+    with the instructions, for the operator.
+    """
+    from flamino_core.weights import available_now, offline_message
+
+    with _offered_lock:
+        reachable: bool | None = None
+        offered = []
+        for identifier in identifiers:
+            is_preset = identifier.removeprefix("facebook/") in PRESETS
+            if is_preset and reachable is None:
+                reachable = _hub_reachable_now()
+            if available_now(identifier, hub_reachable=reachable):
+                offered.append(identifier)
+            elif identifier not in _reported:
+                _reported.add(identifier)
+                why = offline_message(identifier.removeprefix("facebook/")) if is_preset else "its path does not exist"
+                LOG.warning("hosted mode: model %s is not offered to visitors: it cannot be loaded now. %s",
+                            identifier, why)
+        return offered
 
 
 def weights_permissions(identifier: str, limits: Limits) -> dict[str, bool]:
@@ -152,9 +246,12 @@ def model_from_link(identifier: str, limits: Limits) -> LinkModel:
     from flamino_core.weights import default_model  # imports Flax (via convert): not at import
 
     if limits.allowed_models is not None:
-        if limits.check_model(identifier):
-            return LinkModel(refused=f"The link asks for the model {identifier}, which this server does not offer")
-        return LinkModel(use=identifier)
+        wanted = from_public_name(identifier, limits)
+        if limits.check_model(wanted) or not offered_now([wanted]):
+            name = shown_model_name(identifier, limits)
+            return LinkModel(refused=f"The link was made with the model {name}, which this server does not offer"
+                             if name else "The link was made with a model this server does not offer")
+        return LinkModel(use=wanted)
     if identifier in (RANDOM_TEST_MODEL, default_model()) or identifier.removeprefix("facebook/") in PRESETS:
         return LinkModel(use=identifier)
     if identifier.startswith("random:"):

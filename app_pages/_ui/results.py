@@ -4,9 +4,9 @@ Each result is cached with ``st.cache_data`` keyed by (model identifier, sequenc
 plain strings, ints and tuples, so they hash cheaply and are shared by every session. Each takes
 the model identifier, not the engine, so results are keyed by model. The entry counts are fixed
 at import: smaller on a shared server, where one attention entry of a 650M model at 1022
-residues is ~85 MB. Masked scans, and attention maps and contacts of long sequences, run through
-the process-wide heavy-job queue (``heavy_jobs.py``); ``heavy`` turns a full queue into a
-warning on the page.
+residues is ~85 MB. Attention maps and contacts of long sequences run through the process-wide
+heavy-job queue (``heavy_jobs.py``), as does each chunk of a masked scan (``scans.py``, which keeps
+its own results, in ``scan_store.STORE``, which ``masked_scan`` below shares); ``heavy`` turns a full queue into one warning on the page, with a Retry button.
 """
 
 from __future__ import annotations
@@ -21,9 +21,10 @@ import streamlit as st
 from flamino_core import scores
 from flamino_core.config import MAX_RESIDUES
 
-from .heavy_jobs import HEAVY_RESIDUES, QueueFull, heavy_job_queue
+from .heavy_jobs import HEAVY_RESIDUES, QueueFull, heavy_job_queue, jobs
 from .models import load_engine
 from .policy import hosted_mode
+from .scan_store import STORE
 from .widgets import plain
 
 HOSTED = hosted_mode()
@@ -31,25 +32,31 @@ LOG = logging.getLogger("flamino")
 
 
 # --- heavy jobs ------------------------------------------------------------------------------------
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
 @contextlib.contextmanager
 def heavy_slot(what: str):
-    """Run the block in the process-wide heavy-job queue, showing the wait while there is one.
+    """Run the block in the process-wide heavy-job queue, showing the place in it while waiting.
 
-    Used inside cached functions (only a cache miss queues). Updating the note every few seconds
-    is also what stops the wait of a session that was closed meanwhile: Streamlit interrupts a
-    stopped script at its next element update.
+    Used inside cached functions (only a cache miss queues) and per chunk of a masked scan.
+    Updating the note every few seconds is also what stops the wait of a session that was closed
+    meanwhile: Streamlit interrupts a stopped script at its next element update.
     """
     queue = heavy_job_queue()
     note = st.empty()
-    shown = [-1]
+    shown = [None]
 
-    def waiting(seconds: float) -> None:
-        if int(seconds) // 5 == shown[0]:
+    def waiting(seconds: float, place: int) -> None:
+        if (int(seconds) // 5, place) == shown[0]:
             return
-        shown[0] = int(seconds) // 5
+        shown[0] = (int(seconds) // 5, place)
+        ahead = "next in line" if place == 1 else f"{_ordinal(place)} in line"
         note.info(
-            f"Waiting for a free slot for {what}: {queue.running} heavy job(s) running, "
-            f"{queue.waiting} waiting ({seconds:.0f} s)…",
+            f"Waiting for a free slot for {what}: {ahead} ({jobs(queue.running)} running; "
+            f"waited {seconds:.0f} s). Jobs run first come, first served.",
             icon=":material/hourglass_top:",
         )
 
@@ -65,16 +72,22 @@ def heavy_slot(what: str):
         note.empty()
 
 
+def busy_warning(what: str, err: QueueFull, done: str = "") -> None:
+    """The server-is-busy message, said once, and a Retry button (a click reruns the page)."""
+    st.warning(
+        f"**The server is busy** ({plain(err)}), so {what} was not computed this time{done}. "
+        "Everything else on the page works.",
+        icon=":material/hourglass_top:",
+    )
+    st.button("Retry", key=f"retry {what}", icon=":material/refresh:")
+
+
 def heavy(compute: Callable, *args, what: str):
     """``compute(*args)``, or None with a warning when the server is too busy to queue it."""
     try:
         return compute(*args)
     except QueueFull as err:
-        st.warning(
-            f"**The server is busy:** {what} was not computed this time ({plain(err)}). "
-            "Everything else on the page works; change any option or reload to try again.",
-            icon=":material/hourglass_top:",
-        )
+        busy_warning(what, err)
         return None
 
 
@@ -101,6 +114,29 @@ def _bar(text: str):
     return bar, update
 
 
+def masked_scan(model: str, sequence: str, what: str = "the masked scan") -> np.ndarray:
+    """(L, 33) log-probabilities with each position masked in turn: L forward passes (queued).
+
+    For pages that need a whole sequence's scan (the Records table's pseudo-perplexities, the
+    Variants and Structure pages' masked-marginal maps). The positions are kept in the same
+    process-wide ``scan_store.STORE`` as the Masked predictions page's own scans (``scans.py``),
+    so a position masked once for a model and sequence is never run again, whichever page ran it.
+    """
+    positions = range(len(sequence))
+    kept = STORE.get(model, sequence, positions)
+    if kept is not None:
+        return kept
+    missing = STORE.missing(model, sequence, positions)
+    with heavy_slot(what):
+        bar, update = _bar(f"Masking {len(missing):,} of the {len(sequence):,} positions")
+        try:
+            log_probs = load_engine(model).masked_log_probs(sequence, missing, progress=update)  # (n, 33)
+        finally:
+            bar.empty()
+    STORE.add(model, sequence, missing, log_probs)
+    return STORE.get(model, sequence, positions)
+
+
 # --- cached results ----------------------------------------------------------------------------------
 @st.cache_data(show_spinner="Running the model…", max_entries=64)
 def logits(model: str, sequence: str) -> np.ndarray:
@@ -113,17 +149,6 @@ def logits(model: str, sequence: str) -> np.ndarray:
 def masked_position(model: str, sequence: str, position: int) -> np.ndarray:
     """(33,) log-probabilities at 0-based ``position`` with that residue masked."""
     return load_engine(model).masked_log_probs(sequence, [position])[0]
-
-
-@st.cache_data(show_spinner=False, max_entries=32)
-def masked_scan(model: str, sequence: str) -> np.ndarray:
-    """(L, 33) log-probabilities with each position masked in turn: L forward passes (queued)."""
-    with heavy_slot("the masked scan"):
-        bar, update = _bar(f"Masking each of the {len(sequence)} positions")
-        try:
-            return load_engine(model).masked_log_probs(sequence, progress=update)
-        finally:
-            bar.empty()
 
 
 @st.cache_data(show_spinner="Scoring substitutions…", max_entries=64)

@@ -12,17 +12,20 @@ import urllib.parse
 
 import streamlit as st
 
+from . import numbering
 from .downloads import IMAGE_FORMAT, IMAGE_FORMATS
-from .inputs import FASTA, RECORD, link_text, selected_record
+from .inputs import FASTA, LINK_RECORD, RECORD, link_text, selected_record
 from .links import MAX_FASTA_CHARS, SharedView, decode_view, encode_view
-from .models import LOCAL_CHOICE, LOCAL_PATH, MODEL, MODEL_CHOICE
-from .policy import current_limits, model_from_link
-from .views import page_options
+from .model_picker import LOCAL_CHOICE, LOCAL_PATH, MODEL_CHOICE, model_label
+from .models import MODEL
+from .policy import current_limits, model_from_link, public_model_name
+from .views import OPTIONS, page_options
 from .widgets import plain
 
 MAX_LINK_CHARS = 8_000  # longer links are refused by some browsers and chat tools
 LINK_PROBLEM = "_link_problem"  # a message for the next run, about the link the session came with
 LINK_PAGE = "_link_page"
+LINK_MODEL = "_link_model"  # what the link's model became: banner while the session uses another
 
 
 def init_session() -> None:
@@ -55,7 +58,7 @@ def apply_view(view: SharedView) -> None:
     if view.fasta:
         ss[FASTA] = view.fasta
     if view.record:
-        ss[RECORD] = view.record
+        ss[RECORD] = ss[LINK_RECORD] = view.record  # said so on the pages if the input lacks it
     if view.model:
         decision = model_from_link(view.model, current_limits())
         if decision.use:
@@ -63,10 +66,11 @@ def apply_view(view: SharedView) -> None:
         elif decision.local_path:
             ss[MODEL_CHOICE] = LOCAL_CHOICE
             ss[LOCAL_PATH] = decision.local_path
-        else:
-            ss[LINK_PROBLEM] = plain(f"{decision.refused}; using {ss[MODEL]} instead.")
+        ss[LINK_MODEL] = decision
     for key, value in view.options.items():
         ss[key] = value
+    if any(OPTIONS[key].per_record for key in view.options):
+        ss[numbering.OPTIONS_FOR] = numbering.ADOPT  # they belong to the record the link shows
     if view.page:
         ss[LINK_PAGE] = view.page
 
@@ -74,6 +78,32 @@ def apply_view(view: SharedView) -> None:
 def take_link_page() -> str | None:
     """The page a link asked for, once."""
     return st.session_state.pop(LINK_PAGE, None)
+
+
+def link_model_banner() -> None:
+    """Say plainly, on every page, when this view does not use the model the link was made with:
+    its numbers then differ from the ones the link's author saw."""
+    ss = st.session_state
+    decision = ss.get(LINK_MODEL)
+    if decision is None or (decision.use is not None and ss[MODEL] == decision.use):
+        return
+    if decision.local_path is not None and ss[MODEL] == decision.local_path:
+        return
+    current = model_label(ss[MODEL])
+    if decision.local_path is not None:
+        why = (f"The link was made with the checkpoint {plain(decision.local_path)}, a file on the link "
+               "author's machine; it is filled in under *Local checkpoint* in the sidebar: click "
+               "**Load checkpoint** to use it if this machine has it.")
+    elif decision.refused is not None:
+        why = plain(f"{decision.refused}.")
+    else:
+        why = plain(f"The link was made with {public_model_name(decision.use, current_limits())}.")
+    st.warning(
+        f"**This view uses a different model than the link:** {plain(current)}. {why} "
+        "Its predictions and scores differ from the ones the link was made with.",
+        icon=":material/swap_horiz:",
+    )
+    st.button("Dismiss", key="dismiss_link_model", on_click=lambda: ss.pop(LINK_MODEL, None))
 
 
 def take_link_problem() -> str | None:
@@ -85,8 +115,9 @@ def current_view(page: str) -> SharedView:
     """The view to put in the link: model, page, the page's selections and the input."""
     ss = st.session_state
     options = {option.key: ss.get(option.key) for option in page_options(page)}
+    model = ss.get(MODEL)
     return SharedView(
-        model=ss.get(MODEL),
+        model=public_model_name(model, current_limits()) if model else None,  # hosted: never a path
         page=page,
         fasta=link_text() or None,  # the pasted text, or all records when files were uploaded
         record=ss.get(RECORD),
@@ -103,7 +134,7 @@ def link_params(page: str) -> tuple[dict[str, str], str | None]:
         params = encode_view(view)
     if params is not None and len(urllib.parse.urlencode(params)) <= MAX_LINK_CHARS:
         return params, None
-    record = selected_record()
+    record = selected_record(as_read=True)
     if record is not None:
         shortened = encode_view(dataclasses.replace(view, fasta=f">{record.id}\n{record.sequence}\n"))
         if len(urllib.parse.urlencode(shortened)) <= MAX_LINK_CHARS:

@@ -33,7 +33,7 @@ class Integer:
     high: int = MAX_INT
 
     def parse(self, text: str) -> int | None:
-        if not re.fullmatch(r"[0-9]{1,8}", text):
+        if not re.fullmatch(r"-?[0-9]{1,8}" if self.low < 0 else r"[0-9]{1,8}", text):
             return None
         return self._bounded(int(text))
 
@@ -114,7 +114,32 @@ class Text:
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # what a text option may not hold
 
-Kind = Integer | Choice | Flag | Word | Text
+
+@dataclasses.dataclass(frozen=True)
+class Span:
+    """A stretch of residues ``(start, end)``, 1-based and inclusive, written ``start-end``.
+
+    Always indices into the analysed sequence, whatever its numbering: the widget shows the
+    residues' numbers, the link and session state keep where they are.
+    """
+
+    def parse(self, text: str) -> tuple[int, int] | None:
+        match = re.fullmatch(r"([0-9]{1,8})-([0-9]{1,8})", text)
+        return self._valid(int(match[1]), int(match[2])) if match else None
+
+    def format(self, value: tuple[int, int]) -> str:
+        return f"{value[0]}-{value[1]}"
+
+    def valid(self, value: object) -> bool:
+        return isinstance(value, tuple) and len(value) == 2 and self._valid(*value) is not None
+
+    @staticmethod
+    def _valid(start: object, end: object) -> tuple[int, int] | None:
+        ints = all(isinstance(v, int) and not isinstance(v, bool) for v in (start, end))
+        return (start, end) if ints and 1 <= start <= end <= MAX_INT else None
+
+
+Kind = Integer | Choice | Flag | Word | Text | Span
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,13 +148,16 @@ class ViewOption:
 
     ``key`` is both the query key and the session-state key. ``page`` is the page whose links
     carry it (None: every page's). ``default`` is None where the page supplies it at run time
-    (the final layer depends on the model).
+    (the final layer depends on the model). ``per_record``: the value belongs to the selected
+    record (its numbering, its window, the residues shown) and is forgotten when another
+    record is chosen (``numbering.follow_record``).
     """
 
     key: str
     page: str | None
     kind: Kind
     default: object = None
+    per_record: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -208,6 +236,12 @@ OPTIONS: dict[str, ViewOption] = {
         ViewOption("smap", "embeddings", Choice({"pca": "PCA", "umap": "UMAP"}), "pca"),  # the records' map
         ViewOption("slabels", "embeddings", Flag(), True),  # record ids on the map
         ViewOption("alayer", "attention", Integer(1, 1000)),  # default: the final layer
+        # The number of the record's first residue (default: its id's /start-end suffix).
+        ViewOption("first", None, Integer(-MAX_INT, MAX_INT), per_record=True),
+        # Hosted mode, a record over the per-record limit: where its analysed window starts (1-based).
+        ViewOption("win", None, Integer(1), 1, per_record=True),
+        # The residues the analysis pages show (default: all, or the first 500 of long ones).
+        ViewOption("range", None, Span(), per_record=True),
         ViewOption("head", "attention", Integer(0, 1000), 0),  # 0: the average of all heads
         ViewOption("apc", "attention", Flag(), False),
         ViewOption("special", "attention", Flag(), False),

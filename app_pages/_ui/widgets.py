@@ -31,8 +31,15 @@ def widget_key(key: str) -> str:
     return f"_w_{key}"
 
 
-def _draw(widget: Callable, key: str, default: object, valid: Valid, choices: list | None = None, **kwargs):
-    """Seed the widget from the kept value (or ``default``), draw it, keep what it returns."""
+def _draw(
+    widget: Callable, key: str, default: object, valid: Valid, choices: list | None = None, shift: int = 0, **kwargs
+):
+    """Seed the widget from the kept value (or ``default``), draw it, keep what it returns.
+
+    ``shift`` (numbers only): the widget shows ``value + shift`` (a position in the sequence's
+    own numbering) while the kept value, and the link, stay ``value`` (where the residue is).
+    When the shift changes (another first-residue number) the widget follows the residue.
+    """
     option = OPTIONS.get(key)
     if option is not None and default is None:
         default = option.default
@@ -42,15 +49,22 @@ def _draw(widget: Callable, key: str, default: object, valid: Valid, choices: li
 
     ss = st.session_state
     held = widget_key(key)
-    if held not in ss or not keepable(ss[held]):
+    shift_held = f"{held}:shift"
+    if held not in ss or ss.get(shift_held, 0) != shift or not keepable(_shifted(ss[held], -shift)):
         value = ss.get(key, default)
-        ss[held] = value if keepable(value) else default
+        ss[held] = _shifted(value if keepable(value) else default, shift)
+        if shift or shift_held in ss:
+            ss[shift_held] = shift
     if choices is None:
         kwargs["value"] = ss[held]
     else:
         kwargs["index"] = choices.index(ss[held])
-    ss[key] = widget(key=held, **kwargs)
+    ss[key] = _shifted(widget(key=held, **kwargs), -shift)
     return ss[key]
+
+
+def _shifted(value: object, shift: int) -> object:
+    return value + shift if shift and isinstance(value, int) and not isinstance(value, bool) else value
 
 
 def _choices(widget: Callable, label: str, key: str, options, default, format_func, **kwargs):
@@ -103,9 +117,14 @@ def kept_number_input(
     max_value: int | None = None,
     default: int | None = None,
     step: int = 1,
+    shift: int = 0,
     **kwargs,
 ) -> int:
-    """A kept whole-number ``st.number_input``; bounds default to a registered ``Integer``'s."""
+    """A kept whole-number ``st.number_input``; bounds default to a registered ``Integer``'s.
+
+    ``shift``: the widget shows (and takes) ``value + shift``, e.g. a position in the sequence's
+    numbering, while the kept value and the link keep the 1-based index (see ``_draw``).
+    """
     option = OPTIONS.get(key)
     if option is not None and isinstance(option.kind, Integer):
         min_value = option.kind.low if min_value is None else min_value
@@ -124,12 +143,37 @@ def kept_number_input(
         key,
         default,
         within,
+        shift=shift,
         label=label,
-        min_value=min_value,
-        max_value=max_value,
+        min_value=None if min_value is None else min_value + shift,
+        max_value=None if max_value is None else max_value + shift,
         step=step,
         **kwargs,
     )
+
+
+def kept_span(
+    labels: tuple[str, str], key: str, length: int, *, default: tuple[int, int], shift: int = 0, **kwargs
+) -> tuple[int, int]:
+    """Two kept number inputs, first and last residue, for a ``Span`` option (1-based, inclusive).
+
+    The inputs show residue numbers (index + ``shift``); the kept value is the index pair. A
+    first residue after the last one is read as the two swapped.
+    """
+    ss = st.session_state
+    kept = ss.get(key)
+    if not (OPTIONS[key].kind.valid(kept) and kept[1] <= length):
+        kept = default
+    parts = []
+    for index, (column, label, part) in enumerate(zip(st.columns(2), labels, ("start", "end"), strict=True)):
+        part_key = f"{key}_{part}"
+        ss[part_key] = kept[index]
+        with column:
+            parts.append(kept_number_input(
+                label, part_key, min_value=1, max_value=length, default=kept[index], shift=shift, **kwargs
+            ))  # fmt: skip
+    ss[key] = (min(parts), max(parts))
+    return ss[key]
 
 
 def kept_toggle(label: str, key: str, *, default: bool | None = None, **kwargs) -> bool:
@@ -168,3 +212,12 @@ _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:=^&])")
 def plain(text: str) -> str:
     """User text (ids, headers, messages quoting them) escaped so markdown shows it verbatim."""
     return _MARKDOWN_SPECIAL.sub(r"\\\1", str(text)).replace("\n", "  \n")
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 residue``, ``2,554 residues``: a count with its noun in the right number."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+
+
+def residues(n: int) -> str:
+    return counted(n, "residue")

@@ -85,6 +85,10 @@ def _write_npz(out_path: Path, records, results, include, repr_layers, n) -> Non
     with written_atomically(out_path) as tmp, open(tmp, "wb") as handle:
         np.savez(handle, **arrays)
     print(f"wrote {out_path} ({len(records)} sequences)")
+    with_gaps = [res for res in results if res.contacts is not None and np.isnan(res.contacts).any()]
+    if with_gaps:
+        say(f"contacts of {len(with_gaps)} sequence(s) over 1022 residues: pairs no window holds are NaN "
+            "(not predicted)")
 
 
 def _write_protspace(out_path: Path, records, results, layer: int, model: str) -> None:

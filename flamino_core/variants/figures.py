@@ -134,9 +134,8 @@ def substitution_map(
         heatmaps emit no selection events (streamlit issue #8760); scatter points do, and the
         selected one is drawn as an outlined square. ``clicked_cell`` reads the selection back.
     """
-    fig = substitution_heatmap(substitution_scores, sequence, method)
+    fig = substitution_heatmap(substitution_scores, sequence, method, first=offset)
     labels = residue_labels(sequence, offset)
-    fig.update_traces(x=labels, selector={"type": "heatmap"})
     aas = list(STANDARD_AMINO_ACIDS)
     if clickable:
         # The cells' hover moves to the points (two hovers on one cell would flicker).

@@ -1,0 +1,142 @@
+"""Residue numbering: the number of a record's first residue, and the window a hosted server
+analyses of a record longer than its limit.
+
+Users quote positions in their own numbering (``SECY_CHLTR/73-433`` starts at 73), so every page,
+axis, table and download shows ``first_number(record) + index``. The number comes from the id
+(``flamino_core.numbering``) unless the sidebar overrides it. A hosted server analyses at most
+``max_residues_per_record`` residues of a record at a time: a longer record is cut to the window
+the sidebar chooses, and its numbering starts where the window does.
+
+Per-record options (``views.OPTIONS`` with ``per_record``: this number, the window, the residue
+range) are forgotten when another record is chosen, so a range picked for one protein is not
+applied to the next.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import zlib
+
+import streamlit as st
+
+from flamino_core.fasta import ProteinRecord
+from flamino_core.numbering import numbering_offset
+
+from .policy import current_limits
+from .views import OPTIONS
+from .widgets import kept_number_input, plain, widget_key
+
+FIRST = "first"  # session-state and link keys (views.OPTIONS)
+WINDOW = "win"
+OPTIONS_FOR = "_per_record_options_for"  # which record the per-record options belong to
+ADOPT = "adopt"  # set by a link: the first record shown keeps the link's values
+
+
+# --- per-record options --------------------------------------------------------------------------
+def _identity(record: ProteinRecord) -> tuple[str, int, int]:
+    # crc32, not hash(): the same in every process, so a test can rely on it.
+    return record.id, len(record.sequence), zlib.crc32(record.sequence.encode())
+
+
+def follow_record(record: ProteinRecord) -> None:
+    """Forget the per-record options when ``record`` (as read, before any window) is a new one."""
+    ss = st.session_state
+    held = ss.get(OPTIONS_FOR)
+    identity = _identity(record)
+    if held not in (None, ADOPT) and held != identity:
+        for option in OPTIONS.values():
+            if option.per_record:
+                for key in (option.key, f"{option.key}_start", f"{option.key}_end"):
+                    ss.pop(key, None)
+                    ss.pop(widget_key(key), None)
+    ss[OPTIONS_FOR] = identity
+
+
+# --- hosted windows ----------------------------------------------------------------------------
+def window_size() -> int | None:
+    """The most residues of one record this server analyses (None: all of them)."""
+    return current_limits().max_residues_per_record
+
+
+def window_start(record: ProteinRecord, selected_id: str | None) -> int:
+    """0-based start of the analysed window of ``record`` (as read): the sidebar's choice for the
+    selected record, the first residues for the others, 0 when the record fits."""
+    size = window_size()
+    if size is None or len(record.sequence) <= size:
+        return 0
+    chosen = st.session_state.get(WINDOW, 1) if record.id == selected_id else 1
+    chosen = chosen if isinstance(chosen, int) else 1
+    return min(max(chosen, 1), len(record.sequence) - size + 1) - 1
+
+
+def analysed_records(records: tuple[ProteinRecord, ...], selected_id: str | None) -> tuple[ProteinRecord, ...]:
+    """The records as the pages analyse them: each longer than this server's limit cut to its window."""
+    size = window_size()
+    out = []
+    for record in records:
+        start = window_start(record, selected_id)
+        if size is not None and len(record.sequence) > size:
+            record = dataclasses.replace(record, sequence=record.sequence[start:start + size])
+        out.append(record)
+    st.session_state["_window_starts"] = {r.id: window_start(r, selected_id) for r in records}
+    return tuple(out)
+
+
+def window_note(record: ProteinRecord, full_length: int) -> str | None:
+    """What a windowed record's analysis covers, for the pages (None when it is analysed whole)."""
+    if full_length <= len(record.sequence):
+        return None
+    first = first_number(record)
+    return (
+        f"This server analyses at most {window_size():,} residues of a sequence at a time: these pages "
+        f"show residues {first:,}–{first + len(record.sequence) - 1:,} of the {full_length:,}. "
+        "Choose the window in the sidebar."
+    )
+
+
+# --- the first residue's number ------------------------------------------------------------------
+def id_first_number(record: ProteinRecord) -> int:
+    """The first residue's number from the id alone (``/start-end`` suffix; else 1)."""
+    return numbering_offset(record.id)[0]
+
+
+def first_number(record: ProteinRecord) -> int:
+    """The number of the first residue of ``record`` as the pages analyse it: the sidebar's
+    number for the selected record (else the one its id gives), plus where its window starts."""
+    ss = st.session_state
+    kept = ss.get(FIRST)
+    base = kept if ss.get("_first_for") == record.id and isinstance(kept, int) else id_first_number(record)
+    return base + ss.get("_window_starts", {}).get(record.id, 0)
+
+
+def numbering_controls(record: ProteinRecord) -> None:
+    """Sidebar: the first residue's number of the selected record (as read), and its window."""
+    follow_record(record)
+    offset, note = numbering_offset(record.id, len(record.sequence))
+    first = kept_number_input(
+        "First residue number",
+        FIRST,
+        default=offset,
+        help="Positions on every page, axis and download are numbered from here. Read from a "
+        "Pfam/UniProt-style /start-end suffix of the record id (SECY_CHLTR/73-433 starts at 73), "
+        "else 1; change it for a fragment cut from a longer protein.",
+    )
+    st.session_state["_first_for"] = record.id
+    if note:
+        st.caption(plain(note))
+    elif offset != 1 and first == offset:
+        st.caption(plain(f"From the id's /{offset}-… suffix."))
+    size = window_size()
+    if size is None or len(record.sequence) <= size:
+        return
+    last_start = len(record.sequence) - size + 1
+    start = kept_number_input(
+        f"Analysed window: first residue (this server analyses {size:,} at a time)",
+        WINDOW,
+        min_value=1,
+        max_value=last_start,
+        shift=first - 1,
+        help=f"The record has {len(record.sequence):,} residues; this server analyses at most {size:,} of "
+        "a sequence at a time. Every page shows the window starting here.",
+    )
+    st.caption(f"Window: residues {start + first - 1:,}–{start + first + size - 2:,} of {len(record.sequence):,}.")

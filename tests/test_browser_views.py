@@ -1,0 +1,167 @@
+"""What only a real browser shows (headless Chromium, ``streamlit run app.py``, ``random:tiny``):
+figures that fit a narrow window, no developer toolbar, whole model names in the sidebar, the
+contacts download of a long protein, and a masked scan cancelled and resumed mid-run.
+
+Same server and browser fixtures as ``test_browser.py``; screenshots go to the same folder.
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from test_browser import (  # noqa: F401  (browser, server: the fixtures)
+    CHROMIUM,
+    SCREENSHOTS,
+    TIMEOUT_MS,
+    UBIQUITIN,
+    _download,
+    _nav,
+    _settle,
+    browser,
+    server,
+)
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs /usr/bin/chromium (apt-get install chromium)"),
+]
+RNG = np.random.default_rng(3)
+LONG = "".join(RNG.choice(list("ACDEFGHIKLMNPQRSTVWY"), 1100))
+SCAN = "".join(RNG.choice(list("ACDEFGHIKLMNPQRSTVWY"), 3000))
+
+
+def _open(browser, server, text: str, width: int = 1400):
+    page = browser.new_context(viewport={"width": width, "height": 1600}).new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    page.goto(server.url)
+    page.get_by_text("Your sequences").wait_for()
+    box = page.get_by_label("FASTA or sequence")
+    box.fill(text)
+    box.press("Control+Enter")
+    page.get_by_text("1 record(s) ready for analysis.").wait_for()
+    _settle(page)
+    return page
+
+
+def _charts(page, n: int) -> None:
+    page.wait_for_function(
+        f"document.querySelectorAll('[data-testid=\"stPlotlyChart\"] .main-svg').length >= {n}", timeout=TIMEOUT_MS
+    )
+    _settle(page)
+
+
+def _boxes(page, chart: int, selector: str) -> list[dict]:
+    return page.evaluate(
+        """([chart, selector]) => [...document.querySelectorAll('[data-testid="stPlotlyChart"]')[chart]
+              .querySelectorAll(selector)].map(e => { const b = e.getBoundingClientRect();
+              return {left: b.left, top: b.top, right: b.right, bottom: b.bottom}; })""",
+        [chart, selector],
+    )
+
+
+def _overlap(a: dict, b: dict) -> bool:
+    return a["left"] < b["right"] and b["left"] < a["right"] and a["top"] < b["bottom"] and b["top"] < a["bottom"]
+
+
+def test_an_800_px_window_fits_titles_legends_labels_and_shows_no_developer_menu(server, browser):
+    from app_pages._ui.model_picker import model_choices, model_label
+
+    page = _open(browser, server, f">ubq\n{UBIQUITIN}\n", width=800)
+    _nav(page, "Masked predictions").click()
+    _charts(page, 3)
+    (title,) = _boxes(page, 0, ".g-gtitle")
+    (legend,) = _boxes(page, 0, ".legend")
+    assert not _overlap(title, legend), (title, legend)  # they overlapped at 800 px before
+    ticks = page.evaluate(
+        """() => [...document.querySelectorAll('[data-testid="stPlotlyChart"]')[1].querySelectorAll('.xtick text')]
+              .map(e => e.textContent)"""
+    )
+    assert ticks == list("ACDEFGHIKLMNPQRSTVWY")  # every amino acid, not every other one
+    page.screenshot(path=str(SCREENSHOTS / "predictions_800px.png"), full_page=True)
+
+    # Visitors get no developer items (Deploy, Rerun, Clear cache), only what they can use.
+    assert page.get_by_role("button", name="Deploy").count() == 0
+    page.get_by_test_id("stMainMenuButton").click()
+    page.wait_for_timeout(300)
+    menu = page.get_by_test_id("stMainMenuList").inner_text()
+    assert "Print" in menu and not any(item in menu for item in ("Deploy", "Rerun", "Clear cache", "Settings"))
+    page.keyboard.press("Escape")
+
+    # Every model label fits the sidebar's picker (they were cut off with "…").
+    picker = page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"] input').first
+    labels = [model_label(choice) for choice in model_choices()]
+    too_wide = picker.evaluate(
+        """(e, labels) => { const s = getComputedStyle(e); const c = document.createElement('canvas').getContext('2d');
+              c.font = s.font; const room = e.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight);
+              return labels.filter(t => c.measureText(t).width > room); }""",
+        labels,
+    )
+    assert too_wide == []
+    page.context.close()
+
+
+def test_a_long_proteins_contacts_download_says_which_pairs_were_not_predicted(server, browser, tmp_path):
+    page = _open(browser, server, f">long\n{LONG}\n")
+    _nav(page, "Attention").click()
+    _charts(page, 3)
+    page.get_by_text("Showing residues 1–500 of 1,100 residues").wait_for()
+    page.get_by_role("button", name="Show the whole sequence").click()
+    page.get_by_text("Showing the whole sequence (1,100 residues).").wait_for()
+    _charts(page, 3)
+    page.get_by_text("of the pairs shown are not predicted").wait_for()
+    page.screenshot(path=str(SCREENSHOTS / "attention_long.png"), full_page=True)
+    (legend,) = _boxes(page, 1, ".legend")  # the "not predicted" entry: clear of every label
+    for label in _boxes(page, 1, ".g-gtitle") + _boxes(page, 1, ".g-xtitle") + _boxes(page, 1, ".xtick"):
+        assert not _overlap(legend, label), (legend, label)
+    csv = _download(page, "Contacts (CSV)", tmp_path)
+    assert csv.name == "long_contacts.csv"
+    frame = pd.read_csv(io.StringIO(csv.read_text()))
+    assert list(frame.columns) == ["i", "residue_i", "j", "residue_j", "probability"] and len(frame) == 1100 * 1099 // 2
+    assert "NaN" in csv.read_text()  # written as NaN, not as an empty cell or 0
+    # The window rule, independently: windows of 1022 every 511, plus one ending at residue 1100.
+    starts = sorted(set(range(0, 1100 - 1022, 511)) | {1100 - 1022})
+    i, j = frame["i"].to_numpy() - 1, frame["j"].to_numpy() - 1
+    covered = np.zeros(len(frame), bool)
+    for s in starts:
+        covered |= (i >= s) & (j < s + 1022)
+    np.testing.assert_array_equal(frame["probability"].isna().to_numpy(), ~covered)
+    page.context.close()
+
+
+def test_a_running_masked_scan_can_be_cancelled_and_resumed(server, browser):
+    page = _open(browser, server, f">scan\n{SCAN}\n")
+    _nav(page, "Masked predictions").click()
+    _charts(page, 3)
+    page.get_by_role("button", name="Show the whole sequence").click()
+    _charts(page, 3)
+    page.get_by_text("masked-marginals — exact").click()
+    # The first chunk measures this server's pass rate; then the scan runs on (progress with the
+    # time left), or, on a slow machine, the page first says how long it takes and asks.
+    start = page.get_by_role("button", name="Start the scan")
+    running = page.get_by_text("positions · about")
+    start.or_(running).first.wait_for(timeout=TIMEOUT_MS)
+    if start.count():
+        assert "at this server's measured rate" in page.get_by_text("masked passes, one per position").inner_text()
+        start.click()
+        running.first.wait_for(timeout=TIMEOUT_MS)
+    page.get_by_role("button", name="Cancel the scan").click()
+    stopped = page.get_by_text("was cancelled after")
+    try:
+        stopped.wait_for(timeout=TIMEOUT_MS)
+    finally:
+        page.screenshot(path=str(SCREENSHOTS / "scan_after_cancel.png"), full_page=True)
+    text = stopped.inner_text()
+    done = int(text.split("cancelled after ")[1].split(" of ")[0].replace(",", ""))
+    assert 0 < done < 3000 and "they are kept" in text
+    metric = page.get_by_test_id("stMetric").filter(has_text="Pseudo-perplexity")
+    assert metric.count() == 0
+    page.screenshot(path=str(SCREENSHOTS / "scan_cancelled.png"), full_page=True)
+    page.get_by_role("button", name="Resume the scan").click()
+    metric.first.wait_for(timeout=4 * TIMEOUT_MS)
+    _settle(page)
+    assert page.locator('[data-testid="stException"]').count() == 0
+    page.context.close()
