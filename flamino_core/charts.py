@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 
 from .alphabet import STANDARD_AMINO_ACIDS
 from .analysis import CLASS_ORDER, PCAResult, residue_class
-from .figure_style import CLASS_COLOURS, _layout, _qualitative, escape
+from .figure_style import CLASS_COLOURS, _layout, _qualitative
 
 
 def distribution_bars(

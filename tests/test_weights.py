@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from flamino_core import checkpoint_files
 from flamino_core import weights as weights_mod
 from flamino_core.config import PRESETS, ESM2Config
 from flamino_core.convert import CheckpointMismatchError, state_dict_to_params
@@ -51,7 +52,7 @@ def test_converted_weights_are_cached_and_reused(hf_checkpoints, monkeypatch, is
     entries = list((isolated_cache / "flamino" / "models").iterdir())
     assert len(entries) == 1 and (entries[0] / "params").is_dir()
     # Second start: no conversion at all.
-    monkeypatch.setattr(weights_mod, "state_dict_to_params", lambda *a, **k: pytest.fail("converted again"))
+    monkeypatch.setattr(checkpoint_files, "state_dict_to_params", lambda *a, **k: pytest.fail("converted again"))
     second = load_weights(str(directory))
     assert_identical(first.params, second.params)
 

@@ -202,7 +202,7 @@ def offered_now(identifiers: list[str]) -> list[str]:
             is_preset = identifier.removeprefix("facebook/") in PRESETS
             if is_preset and reachable is None:
                 reachable = _hub_reachable_now()
-            if available_now(identifier, hub_reachable=reachable):
+            if available_now(identifier, reachable=reachable):
                 offered.append(identifier)
             elif identifier not in _reported:
                 _reported.add(identifier)

@@ -14,7 +14,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .contacts import TopPairs
-from ..figures import TEMPLATE, escape
+from ..figure_style import _layout, escape
 from .align import ChainAlignment
 
 # Consecutive C-alpha atoms of a chain are 3.8 A apart (trans peptide; ~2.9 A cis). Farther
@@ -24,17 +24,6 @@ TRUE_POSITIVE, FALSE_POSITIVE = "#1f77b4", "#d62728"
 NO_VALUE = "#bbbbbb"
 HOVER_WORDS_UP_TO = 400  # cells a side
 MAX_CELLS = 500  # heatmap cells a side; longer maps are drawn in blocks
-
-
-def _layout(fig: go.Figure, title: str, height: int, **kwargs) -> go.Figure:
-    fig.update_layout(
-        template=TEMPLATE,
-        title={"text": title, "x": 0, "xanchor": "left"},
-        margin={"l": 60, "r": 20, "t": 60, "b": 50},
-        height=height,
-        **kwargs,
-    )
-    return fig
 
 
 def contact_comparison_map(
