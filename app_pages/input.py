@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from app_pages._ui import inputs, uploads
-from app_pages._ui.widgets import kept_checkbox, kept_text_area
+from app_pages._ui.widgets import counted, kept_checkbox, kept_text_area
 
 
 def use_example(label: str) -> None:
@@ -20,7 +20,9 @@ def main() -> None:
     st.markdown(
         "Paste FASTA, a bare protein sequence (UniProt's numbered blocks and GenBank's ORIGIN lines are fine) "
         "or a whole GenBank, GenPept or Swiss-Prot entry; upload files; or try an example. Then open "
-        "**Masked predictions**, **Embeddings**, **Attention** or **Records** in the menu."
+        "any page in the menu: **Records** (a table of every record), **Masked predictions**, **Variant effects** "
+        "(your mutation list or deep mutational scan), **Embeddings**, **Attention** or **Structure** (contacts "
+        "against your PDB/mmCIF file)."
     )
 
     columns = st.columns(len(inputs.EXAMPLES))
@@ -52,7 +54,7 @@ def main() -> None:
         return
     pasted, from_files = counts[0], sum(counts[1:])
     sources = f" ({pasted} pasted, {from_files} from files)" if uploads.files() and pasted else ""
-    st.success(f"{len(result.records)} record(s) ready for analysis{sources}.", icon=":material/check_circle:")
+    st.success(f"{counted(len(result.records), 'record')} ready for analysis{sources}.", icon=":material/check_circle:")
     table = pd.DataFrame(
         [{"id": r.id, "length": len(r.sequence), "description": r.description} for r in result.records]
     )
@@ -66,7 +68,7 @@ def nucleotide_choice(result) -> None:
     count = len(result.nucleotide_labels)
     if count and not st.session_state.get(inputs.ALLOW_DNA):
         st.info(
-            f"{count} record(s) are nucleotide sequence. ESM-2 reads proteins: translate DNA to protein first "
+            f"{counted(count, 'record')} {'is' if count == 1 else 'are'} nucleotide sequence. ESM-2 reads proteins: translate DNA to protein first "
             "(e.g. Biopython's `Seq.translate`, EMBOSS `transeq`), or tick the box to read the letters as amino acids.",
             icon=":material/genetics:",
         )

@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from app_pages._ui import inputs, models, results
+from app_pages._ui.widgets import counted
 from app_pages._ui.downloads import csv_button
 from flamino_core import scores
 from flamino_core.record_metadata import FIELDS
@@ -63,8 +64,8 @@ def main() -> None:
         left.button("Compute pseudo-perplexity", icon=":material/play_arrow:",
                     on_click=lambda: st.session_state.__setitem__(PPPL_ASKED, key))  # fmt: skip
         right.caption(
-            f"Pseudo-perplexity masks each position in turn: {len(found)} masked scan(s), {passes:,} "
-            "forward passes in all, run one after another in the server's queue for heavy jobs."
+            f"Pseudo-perplexity masks each position in turn: {counted(len(found), 'masked scan')}, "
+            f"{counted(passes, 'forward pass', 'forward passes')} in all, run one after another in the server's queue for heavy jobs."
         )
     pppl = pseudo_perplexities(model, found) if asked else {}
 

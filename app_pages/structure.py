@@ -5,7 +5,7 @@ import streamlit as st
 from app_pages._ui import inputs, models, results, structures
 from app_pages._ui.downloads import safe_name, show_figure, text_button
 from app_pages._ui.views import BEST_CHAIN
-from app_pages._ui.widgets import kept_number_input, kept_radio, kept_selectbox, layer_names, plain
+from app_pages._ui.widgets import counted, kept_number_input, kept_radio, kept_selectbox, layer_names, plain
 from flamino_core.structure.contacts import CUTOFFS, precision_by_model, top_predictions, true_contacts
 from flamino_core.structure.export import pdb_export_problem, pdb_with_track, precision_csv
 from flamino_core.structure.figures import contact_comparison_map, structure_trace_3d
@@ -149,7 +149,7 @@ def main() -> None:
         st.info("Upload a PDB or mmCIF file of this protein (or download one) to compare it with the predictions.")
         return
     parsed, key, origin = held
-    st.caption(plain(f"Shown: {parsed.name}, {origin} ({parsed.file_format}, {parsed.n_models} model(s))"))
+    st.caption(plain(f"Shown: {parsed.name}, {origin} ({parsed.file_format}, {counted(parsed.n_models, 'model')})"))
     alignment = chain_and_alignment(parsed, key, seq)
     if alignment is None:
         return

@@ -14,7 +14,7 @@ from app_pages._ui.variant_views import (
     skipped,
     strategy_picker,
 )
-from app_pages._ui.widgets import kept_radio, kept_toggle, plain
+from app_pages._ui.widgets import counted, kept_radio, kept_toggle, plain
 from flamino_core import scores
 from flamino_core.variants.dms import output_frame
 from flamino_core.variants.figures import dms_heatmaps, dms_scatter, variant_map
@@ -124,7 +124,7 @@ def dms_section() -> None:
         return
     notes(scored.notes)
     if scored.dms.issues:
-        with st.expander(f"{len(scored.dms.issues)} note(s) about the table", icon=":material/info:"):
+        with st.expander(f"{counted(len(scored.dms.issues), 'note')} about the table", icon=":material/info:"):
             st.markdown("\n".join(f"- {plain(issue)}" for issue in scored.dms.issues))
     singles = kept_toggle("Single substitutions only (in the statistics and the scatter)", "singles")
     metrics = dms_metrics(scored, model=model, singles_only=singles)

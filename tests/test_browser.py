@@ -174,7 +174,7 @@ def test_paste_then_every_page_and_the_shared_link(server, browser, tmp_path):
     box = page.get_by_label("FASTA or sequence")
     box.fill(INPUT)
     box.press("Control+Enter")
-    page.get_by_text("2 record(s) ready for analysis.").wait_for()
+    page.get_by_text("2 records ready for analysis.").wait_for()
     _settle(page)
     # The odd header is shown verbatim (as text in the records table), never rendered.
     assert page.locator("b", has_text="x").count() == 0

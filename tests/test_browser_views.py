@@ -42,7 +42,7 @@ def _open(browser, server, text: str, width: int = 1400):
     box = page.get_by_label("FASTA or sequence")
     box.fill(text)
     box.press("Control+Enter")
-    page.get_by_text("1 record(s) ready for analysis.").wait_for()
+    page.get_by_text("1 record ready for analysis.").wait_for()
     _settle(page)
     return page
 

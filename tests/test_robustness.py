@@ -312,7 +312,7 @@ def test_app_on_every_bad_input(case):
     kept = case.kept if case.app_kept is None else case.app_kept
     if kept:
         assert list(at.dataframe[0].value["id"]) == kept
-        assert f"{len(kept)} record(s) ready" in at.success[0].value
+        assert f"{len(kept)} record{'' if len(kept) == 1 else 's'} ready" in at.success[0].value
     else:
         assert not at.dataframe and not at.success and shown_errors
     assert not any("Something went wrong" in e for e in shown_errors)

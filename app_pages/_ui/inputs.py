@@ -20,7 +20,7 @@ from flamino_core.fasta import InputIssue, ParsedInput, ProteinRecord, parse_sou
 from . import numbering, uploads
 from .policy import current_limits, hosted_mode
 from .views import DEFAULT_PAGE, PAGES
-from .widgets import kept_selectbox, plain, residues, widget_key
+from .widgets import counted, kept_selectbox, plain, residues, widget_key
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 EXAMPLES = {  # button label -> file in assets/
@@ -225,16 +225,16 @@ def example_text(label: str) -> str:
 def show_issues(result: ParsedInput, limit: int = 25) -> None:
     """Errors and warnings from the validator, each naming its record (and position)."""
     sections = (
-        (result.errors, st.error, "problem(s): these records or lines were not analysed"),
-        (result.warnings, st.warning, "warning(s)"),
+        (result.errors, st.error, ("problem", "problems"), ": these records or lines were not analysed"),
+        (result.warnings, st.warning, ("warning", "warnings"), ""),
     )
-    for issues, show, heading in sections:
+    for issues, show, (one, many), detail in sections:
         if not issues:
             continue
         lines = [f"- {plain(str(issue))}" for issue in issues[:limit]]
         if len(issues) > limit:
             lines.append(f"- … and {len(issues) - limit} more")
-        show(f"**{len(issues)} {heading}**\n\n" + "\n".join(lines))
+        show(f"**{counted(len(issues), one, many)}{detail}**\n\n" + "\n".join(lines))
 
 
 def record_caption(record: ProteinRecord) -> None:

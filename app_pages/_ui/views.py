@@ -174,12 +174,12 @@ PAGES: dict[str, Page] = {
     page.key: page
     for page in (
         Page("input", "Input", ":material/edit_note:", "app_pages/input.py"),
+        Page("records", "Records", ":material/table_rows:", "app_pages/records.py"),
         Page("predictions", "Masked predictions", ":material/grid_on:", "app_pages/predictions.py"),
+        Page("variants", "Variant effects", ":material/biotech:", "app_pages/variants.py"),
         Page("embeddings", "Embeddings", ":material/scatter_plot:", "app_pages/embeddings.py"),
         Page("attention", "Attention", ":material/hub:", "app_pages/attention.py"),
         Page("structure", "Structure", ":material/deployed_code:", "app_pages/structure.py"),
-        Page("records", "Records", ":material/table_rows:", "app_pages/records.py"),
-        Page("variants", "Variant effects", ":material/biotech:", "app_pages/variants.py"),
     )
 }
 DEFAULT_PAGE = "input"
