@@ -164,7 +164,7 @@ class MultiheadAttention(nnx.Module):
 def set_attention_path(model: nnx.Module, path: str, dtype: str = "float32") -> None:
     """Make every attention layer of ``model`` use ``path`` (see ``hardware.ATTENTION_PATHS``)
     when no map is captured; ``dtype`` is dot-product-attention's input type."""
-    for _, module in model.iter_modules():
+    for _, module in nnx.iter_modules(model):
         if isinstance(module, MultiheadAttention):
             module.attention_path = path
             module.attention_dtype = dtype

@@ -258,6 +258,8 @@ def test_cpu_description_names_model_and_extensions():
         assert f" {feature}" in flags or f" {feature}\n" in flags
     if "avx512_bf16" not in flags and " amx_bf16" not in flags and hw.platform == "cpu":
         assert not hw.native_bf16 and "no native bf16" in hw.native_bf16_why
+    if " avx512_bf16" in flags and hw.platform == "cpu":  # e.g. AMD Zen 4, Intel Cooper Lake on
+        assert hw.native_bf16 and "avx512_bf16" in hw.native_bf16_why
 
 
 @pytest.fixture
