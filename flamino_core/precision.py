@@ -22,22 +22,13 @@ def bf16_dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_elem
                                precision=precision, preferred_element_type=jnp.float32, **kwargs)
 
 
-def _keep_dtypes(arrays, dtype=None, inexact=True):
-    """``nnx.Linear``'s dtype promotion, left out: a bf16 kernel stays bf16, fp32 inputs and
-    bias stay fp32 (``bf16_dot_general`` rounds the inputs; the bias is added in fp32)."""
-    del dtype, inexact
-    return arrays
-
-
 def use_bf16_matmuls(model: nnx.Module) -> None:
     """Switch every ``nnx.Linear`` in ``model`` to bf16 operands with fp32 accumulation.
 
-    The kernels are rounded to bf16 once, here: the values every call would round them to, so
-    the same numbers, without converting the weights on every call (for a short protein that
-    conversion cost about as much as a fifth of the dots) and with half the weight memory.
+    The fp32 kernels are kept and rounded in every call. Rounding them once at load (bf16
+    kernels, no dtype promotion) gives the same numbers but was slower on XLA:CPU 0.10.2 (t12,
+    one protein of 100 residues: 214 ms against 91 ms; docs/benchmarks.md).
     """
     for _, module in nnx.iter_modules(model):
         if isinstance(module, nnx.Linear):
             module.dot_general = bf16_dot_general
-            module.kernel.set_value(module.kernel[...].astype(jnp.bfloat16))
-            module.promote_dtype = _keep_dtypes
