@@ -191,7 +191,8 @@ class Engine:
         if self.backend.packing and not heavy and len(windows) > 1:
             self._run_packed(windows, options, merge, progress)
         else:
-            batches = planning.plan_batches([len(w.residues) for w in windows], lambda width: self._max_rows(width, heavy))
+            lengths = [len(w.residues) for w in windows]
+            batches = planning.plan_batches(lengths, lambda width: self._max_rows(width, heavy))
             for done, (rows, width) in enumerate(batches):
                 residues = [windows[r].residues for r in rows]
                 out = self._forward(self.state, jnp.asarray(planning.pack_rows(residues, width)), **options)

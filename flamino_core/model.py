@@ -263,7 +263,8 @@ class ESM2(nnx.Module):
             if rows is None:
                 lengths, masks = (~is_pad).sum(-1, keepdims=True), is_mask.sum(-1, keepdims=True)
             else:
-                lengths, masks = segment_sum((~is_pad).astype(jnp.int32), rows), segment_sum(is_mask.astype(jnp.int32), rows)
+                lengths = segment_sum((~is_pad).astype(jnp.int32), rows)
+                masks = segment_sum(is_mask.astype(jnp.int32), rows)
             observed = masks.astype(x.dtype) / lengths
             x = x * ((1 - MASK_RATIO_TRAIN) / (1 - observed))[..., None]
         return jnp.where(is_pad[..., None], 0.0, x)
