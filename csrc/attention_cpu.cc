@@ -175,10 +175,16 @@ static PyObject* variants(PyObject*, PyObject*) {
 
 static PyObject* best(PyObject*, PyObject*) { return PyUnicode_FromString(variant_name(best_variant())); }
 
+// The handler's argument list, as fused_attention.py (KERNEL_INTERFACE) expects it: bumped with
+// every change to it, so that an extension built from older sources is refused, not called.
+// 2: q_pos, k_pos, key_start, key_stop (packed rows).
+static PyObject* interface(PyObject*, PyObject*) { return PyLong_FromLong(2); }
+
 static PyMethodDef kMethods[] = {
     {"handler", handler, METH_NOARGS, "The XLA FFI handler (a PyCapsule) of the fused attention."},
     {"variants", variants, METH_NOARGS, "{name: id} of the instruction-set variants this CPU runs."},
     {"best_variant", best, METH_NOARGS, "The variant used by default on this CPU."},
+    {"interface", interface, METH_NOARGS, "Version of the handler's argument list."},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -23,6 +23,9 @@ TARGET = "flamino_attention"
 # Instruction-set variant of the kernel: "auto" (the best this CPU runs), or one of the names
 # ``status().variants`` lists (tests use it to run every variant this CPU can).
 VARIANT_ENV = "FLAMINO_KERNEL_VARIANT"
+# The handler's argument list this module calls (csrc/attention_cpu.cc ``interface()``): an
+# extension built from older sources (before packed rows: no ``interface``) is not used.
+KERNEL_INTERFACE = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +48,10 @@ def status() -> KernelStatus:
         _attention_cpu = importlib.import_module(f"{__package__}._attention_cpu")
     except ImportError as err:
         return KernelStatus(False, f"not built (no C++ compiler at install time?): {err}")
+    built = getattr(_attention_cpu, "interface", lambda: 1)()
+    if built != KERNEL_INTERFACE:
+        return KernelStatus(False, f"built from older sources (interface {built}, this flamino calls "
+                                   f"{KERNEL_INTERFACE}); reinstall flamino to rebuild it")
     try:
         if TARGET not in _registered:
             jax.ffi.register_ffi_target(TARGET, _attention_cpu.handler(), platform="cpu")

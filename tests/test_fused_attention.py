@@ -286,6 +286,27 @@ def test_without_the_built_kernel_the_engine_falls_back(kernel_missing, monkeypa
         Engine(weights, attention="fused")
 
 
+def test_a_kernel_built_from_older_sources_is_not_used(monkeypatch):
+    """An extension left from before packed rows (no ``interface()``: a handler of 7 arguments)
+    would fail at its first call; it is refused up front and the engine falls back."""
+    import types
+
+    from flamino_core import Engine, load_weights
+
+    old = types.ModuleType("flamino_core._attention_cpu")
+    old.handler = lambda: pytest.fail("an out-of-date handler was registered")
+    monkeypatch.setitem(sys.modules, "flamino_core._attention_cpu", old)
+    monkeypatch.delenv(hardware.ATTENTION_ENV, raising=False)
+    fused_attention.status.cache_clear()
+    try:
+        status = fused_attention.status()
+        assert not status.available and "older sources" in status.reason and "reinstall" in status.reason
+        engine = Engine(load_weights("random:tiny"))
+        assert engine.attention_path == "xla" and "older sources" in engine.backend.describe()
+    finally:
+        fused_attention.status.cache_clear()
+
+
 # --- bf16 matmuls ----------------------------------------------------------------------------
 def test_bf16_matmuls_round_operands_and_accumulate_in_fp32():
     """Against NumPy: operands rounded to bf16 (ml_dtypes), products summed in float64."""
