@@ -1,13 +1,18 @@
 """Attention alone: the fused kernel against the pure-JAX path, as the model calls them.
 
     .venv/bin/python benchmarks/attention_micro.py [--rounds 5] [--shapes t6:16x304,t30:4x304]
+        [--variants avx512,avx2]
 
 Both start from q, k, v in the (B, T, H, hd) layout the projections produce and end in the
 (B, T, D) layout ``out_proj`` reads (the pure-JAX path transposes to heads-major and back and
 applies rotary in XLA; the kernel does it all in one call). The two are timed in alternating
 rounds (this machine is shared; one round alone can be off by 1.5x); the table gives the
 median and the spread (min-max) of the per-round medians. Rows are padded like real batches:
-row i of B holds T - 7 i tokens. A development tool: not part of ``make bench``.
+row i of B holds T - 7 i tokens. ``--variants`` times the kernel once per instruction-set
+variant (``fused_attention.status().variants``: avx512, avx2, ...) instead of the default one.
+Speedup: the first column's time over each later column's (``--variants avx2,avx512``: how
+much faster AVX-512 is). A development tool: not
+part of ``make bench``.
 """
 
 from __future__ import annotations
@@ -62,26 +67,48 @@ def kernel_path(q, k, v, bias, inv_freq):
     return out.reshape(batch, tokens, heads * head_dim)
 
 
+def variant_call(name: str, fn, call_args):
+    """The first call of a path (which traces it), with its kernel variant set if it has one."""
+    if not name.startswith("kernel "):
+        return fn(*call_args)
+    saved = os.environ.get(fused_attention.VARIANT_ENV)
+    os.environ[fused_attention.VARIANT_ENV] = name.removeprefix("kernel ")
+    try:
+        return fn(*call_args)
+    finally:
+        if saved is None:
+            del os.environ[fused_attention.VARIANT_ENV]
+        else:
+            os.environ[fused_attention.VARIANT_ENV] = saved
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--shapes", default=DEFAULT, help="comma-separated preset:BxT")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--reps", type=int, default=5, help="calls per round (median kept)")
+    p.add_argument("--variants", default="", help="comma-separated kernel variants to compare (no pure JAX)")
     args = p.parse_args()
     status = fused_attention.status()
     print(f"kernel: {status.reason}; load average {os.getloadavg()[0]:.2f}", file=sys.stderr)
-    paths = {"pure JAX": jax.jit(xla_path), "fused kernel": jax.jit(kernel_path)}
-    print("| shape | pure JAX (ms) | fused kernel (ms) | speedup | max abs difference |")
-    print("|---|---|---|---|---|")
+    if args.variants:
+        # The variant is read when a call is traced: one jitted function per variant, each
+        # traced (on its first call, in ``variant_call``) with its variant set.
+        paths = {f"kernel {v}": jax.jit(lambda *a: kernel_path(*a)) for v in args.variants.split(",")}
+    else:
+        paths = {"pure JAX": jax.jit(xla_path), "fused kernel": jax.jit(kernel_path)}
+    names = list(paths)
+    print("| shape | " + " | ".join(f"{n} (ms)" for n in names) + " | speedup | max abs difference |")
+    print("|---|" + "---|" * (len(names) + 2))
     for spec in args.shapes.split(","):
         preset, dims = spec.split(":")
         batch, tokens = map(int, dims.split("x"))
         heads, head_dim = HEADS[preset]
         q, k, v, bias, rot = inputs(batch, tokens, heads, head_dim)
         call_args = (q, k, v, bias, rot.inv_freq[...])
-        outs = {name: np.asarray(fn(*call_args)) for name, fn in paths.items()}
+        outs = {name: np.asarray(variant_call(name, fn, call_args)) for name, fn in paths.items()}
         real = np.asarray(bias[:, :, None] == 0).repeat(heads * head_dim, -1)
-        diff = float(np.abs(outs["pure JAX"] - outs["fused kernel"])[real].max())
+        diff = max(float(np.abs(outs[names[0]] - out)[real].max()) for out in outs.values())
         medians = {name: [] for name in paths}
         for _ in range(args.rounds):
             for name, fn in paths.items():
@@ -92,9 +119,10 @@ def main() -> None:
                     times.append(time.perf_counter() - start)
                 medians[name].append(statistics.median(times) * 1e3)
         cell = lambda ms: f"{statistics.median(ms):.2f} ({min(ms):.2f}-{max(ms):.2f})"  # noqa: E731
-        ratio = statistics.median(medians["pure JAX"]) / statistics.median(medians["fused kernel"])
-        print(f"| {preset} {batch}x{tokens} (H={heads}, hd={head_dim}) | {cell(medians['pure JAX'])} | "
-              f"{cell(medians['fused kernel'])} | {ratio:.2f}x | {diff:.1e} |", flush=True)
+        ratios = [statistics.median(medians[names[0]]) / statistics.median(medians[n]) for n in names[1:]]
+        print(f"| {preset} {batch}x{tokens} (H={heads}, hd={head_dim}) | "
+              + " | ".join(cell(medians[n]) for n in names)
+              + f" | {' / '.join(f'{r:.2f}x' for r in ratios)} | {diff:.1e} |", flush=True)
     print(f"load average after: {os.getloadavg()[0]:.2f}", file=sys.stderr)
 
 

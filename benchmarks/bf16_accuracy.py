@@ -14,7 +14,8 @@ here XLA's implementation on the same bf16 inputs). Reported against fp32:
   real protein, up to --scan-length residues, x 20 amino acids) with fp32's.
 
 Random weights: these say how far bf16 rounding moves this architecture's outputs, not how a
-trained model's predictions change. Timings are of this CPU (no native bf16 here: slower).
+trained model's predictions change. Timings are single calls, one mode after the other: for
+speed, compare in alternating rounds with ``engine_paths.py --paths fused,fused:bf16``.
 """
 
 from __future__ import annotations

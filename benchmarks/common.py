@@ -107,7 +107,8 @@ def write_checkpoint(shape: str, root: Path) -> Path:
 
 # --- FLOPs -------------------------------------------------------------------------------------
 def forward_flops(
-    config, rows: int, width: int, head_positions: int | None = None, last_layer_positions: int | None = None
+    config, rows: int, width: int, head_positions: int | None = None, last_layer_positions: int | None = None,
+    segments: list[list[int]] | None = None,
 ) -> float:
     """Matmul FLOPs of one forward pass over a (rows, width) token batch.
 
@@ -115,9 +116,16 @@ def forward_flops(
     QK^T and PV; the LM head adds 2*D*(D+V) per position it runs at (all T by default).
     ``last_layer_positions``: the last layer computes keys and values at all T positions but
     queries, attention output and MLP only at this many (flamino's masked scan).
+    ``segments``: packed rows, per row the token count of each segment (the last one with the
+    row's padding); each attends only to itself, so attention is 4*D*sum(S^2), not 4*T^2*D.
     """
     D, F, V, n = config.embed_dim, config.ffn_dim, config.vocab_size, config.num_layers
     T = width
+    if segments is not None:
+        assert len(segments) == rows and all(sum(s) == T for s in segments)
+        dense = 2 * T * (4 * D * D + 2 * D * F)
+        head = 2 * T * D * (D + V)
+        return float(sum(n * (dense + 4 * D * sum(S * S for S in row)) + head for row in segments))
     layer = 2 * T * (4 * D * D + 2 * D * F) + 4 * T * T * D
     if last_layer_positions is None:
         per_row = n * layer

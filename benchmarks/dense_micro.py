@@ -1,6 +1,6 @@
 """The model's dense layers, alone and as the model runs them, in JAX (XLA:CPU) and torch.
 
-    .venv/bin/python benchmarks/dense_micro.py [--shape t6] [--tokens 4864] [--rounds 3]
+    .venv/bin/python benchmarks/dense_micro.py [--shape t6] [--tokens 4864] [--rounds 3] [--bf16]
 
 For one preset's shapes on a (tokens, D) activation: an isolated ``jnp.dot`` / ``torch.mm`` of
 each projection's shape, then the same dot with what the model fuses around it (bias, exact
@@ -8,6 +8,10 @@ GELU, residual, LayerNorm), then a whole MLP block. Same threads for both (all c
 process); rounds alternate. Prints GFLOP/s (matmul FLOPs only) per wall second, median of the
 rounds, and per CPU-second (so a shared machine's lost time shows). A development tool that
 answers "why are dots inside the model slower than an isolated dot" (docs/benchmarks.md).
+``--bf16`` adds each projection's dot on bf16 operands: in JAX with fp32 accumulation and an
+fp32 result, exactly what flamino's opt-in bf16 mode runs (``precision.bf16_dot_general``); in
+torch ``mm`` of bf16 tensors (oneDNN; fp32 accumulation, bf16 result), a reference for what the
+CPU's bf16 instructions (AVX512_BF16, AMX) can give.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from flamino_core.config import ESM2Config  # noqa: E402
+from flamino_core.precision import bf16_dot_general  # noqa: E402
 
 SHAPES = {"t6": "esm2_t6_8M_UR50D", "t12": "esm2_t12_35M_UR50D", "t30": "esm2_t30_150M_UR50D"}
 
@@ -51,6 +56,7 @@ def main() -> None:
                    "t6/t12, 4 x 304 for t30: a masked-scan batch)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--bf16", action="store_true", help="add the dots on bf16 operands")
     args = p.parse_args()
     cfg = ESM2Config.preset(SHAPES[args.shape])
     D, F = cfg.embed_dim, cfg.ffn_dim
@@ -87,6 +93,17 @@ def main() -> None:
             lambda a: a["x"] + torch.addmm(a["b_d"], gelu_t(torch.addmm(a["b_f"], ln_t(a["x"]), a["w1"])), a["w2"]),
         ),
     }
+    if args.bf16:
+        dot16 = lambda a, b: bf16_dot_general(a, b, (((1,), (0,)), ((), ())))  # noqa: E731
+        bf = lambda t: t.bfloat16()  # noqa: E731
+        pairs = {"q/k/v/out": ("x", "w_qkv", D, D), "fc1": ("x", "w1", D, F), "fc2": ("h", "w2", F, D)}
+        for label, (a_name, b_name, k_dim, n_dim) in pairs.items():
+            tb = {a_name: bf(tx[a_name]), b_name: bf(tx[b_name])}
+            cases[f"bf16 dot {T}x{k_dim}x{n_dim} ({label})"] = (
+                2 * T * k_dim * n_dim,
+                lambda a, a_name=a_name, b_name=b_name: dot16(a[a_name], a[b_name]),
+                lambda a, tb=tb, a_name=a_name, b_name=b_name: tb[a_name] @ tb[b_name],
+            )
     print(f"{args.shape}: {T} tokens, D={D}, F={F}, {torch.get_num_threads()} threads, "
           f"load average {os.getloadavg()[0]:.2f}", file=sys.stderr)
     print("| case | JAX GFLOP/s (per CPU-s) | torch GFLOP/s (per CPU-s) |")

@@ -4,8 +4,13 @@
 
 Two or more engines on the same random weights (``random:<preset>``), each timed on the same
 calls in turn, round after round (this machine is shared: compare within a round, not across
-runs). Prints median and spread (min-max) of the per-round medians, in ms. A development
-tool; ``make bench`` is the measurement of record.
+runs). An engine is ``path[:precision[:packing]]``, e.g. ``fused``, ``fused:bf16``,
+``fused:fp32:off`` (sequence packing off). Prints median and spread (min-max) of the
+per-round medians, in ms, then in brackets the median CPU time per call (all threads, ms: less
+disturbed than wall time when other work shares the cores, though a busy machine slows that
+too), and the CPU share of the timed calls (process CPU time / (wall time x cores): about 1
+when the process had the machine to itself). A development tool; ``make
+bench`` is the measurement of record.
 """
 
 from __future__ import annotations
@@ -36,8 +41,8 @@ def main() -> None:
     weights = load_weights(f"random:{common.SHAPES[args.shape]}")
     engines = {}
     for spec in args.paths.split(","):
-        path, _, precision = spec.partition(":")
-        engines[spec] = Engine(weights, attention=path, precision=precision or "fp32")
+        path, precision, packing = (spec.split(":") + ["", ""])[:3]
+        engines[spec] = Engine(weights, attention=path, precision=precision or "fp32", packing=packing or None)
         print(f"{spec}: {engines[spec].backend.describe()}", file=sys.stderr)
     calls = {}
     work = args.work.split(",")
@@ -57,21 +62,28 @@ def main() -> None:
             fn(engine)
     print(f"load average {os.getloadavg()[0]:.2f}", file=sys.stderr)
     names = list(engines)
-    print("| call | " + " | ".join(f"{n} (ms)" for n in names) + f" | {names[-1]} / {names[0]} |")
-    print("|---|" + "---|" * (len(names) + 1))
+    cores = len(os.sched_getaffinity(0))
+    print("| call | " + " | ".join(f"{n} (ms)" for n in names) + f" | {names[-1]} / {names[0]} | CPU share |")
+    print("|---|" + "---|" * (len(names) + 2))
     for label, fn in calls.items():
         medians = {n: [] for n in names}
+        cpu_times = {n: [] for n in names}
+        wall = cpu = 0.0
         for _ in range(args.rounds):
             for n in names:
                 times = []
                 for _ in range(args.reps):
-                    start = time.perf_counter()
+                    start, start_cpu = time.perf_counter(), time.process_time()
                     fn(engines[n])
                     times.append(time.perf_counter() - start)
+                    cpu_times[n].append((time.process_time() - start_cpu) * 1e3)
+                    cpu += cpu_times[n][-1] / 1e3
+                    wall += times[-1]
                 medians[n].append(statistics.median(times) * 1e3)
-        cells = [f"{statistics.median(m):.1f} ({min(m):.1f}-{max(m):.1f})" for m in medians.values()]
+        cells = [f"{statistics.median(medians[n]):.1f} ({min(medians[n]):.1f}-{max(medians[n]):.1f}) "
+                 f"[{statistics.median(cpu_times[n]):.0f}]" for n in names]
         ratio = statistics.median(medians[names[-1]]) / statistics.median(medians[names[0]])
-        print(f"| {label} | " + " | ".join(cells) + f" | {ratio:.2f}x |", flush=True)
+        print(f"| {label} | " + " | ".join(cells) + f" | {ratio:.2f}x | {cpu / (wall * cores):.2f} |", flush=True)
     print(f"load average after {os.getloadavg()[0]:.2f}", file=sys.stderr)
 
 

@@ -103,13 +103,15 @@ def flamino_engine(shape: str):
 
 class ShapeLog:
     """Records the token shapes an engine's jitted entry points are called with (the padded
-    shapes it really runs), by wrapping them on the engine while the block runs."""
+    shapes it really runs), by wrapping them on the engine while the block runs; for packed
+    rows (a ``segments`` argument) also each row's segment token counts (``segments``)."""
 
     ENTRY_POINTS = ("_forward", "_masked_log_probs")
 
     def __init__(self, engine):
         self.engine = engine
         self.shapes: list[tuple[int, int]] = []
+        self.segments: list[list[list[int]] | None] = []  # per call: None, or per row its segments' tokens
         self.saved: dict = {}
 
     def __enter__(self) -> "ShapeLog":
@@ -119,8 +121,11 @@ class ShapeLog:
                 continue
             self.saved[name] = original
 
-            def wrapper(state, tokens, *args, _original=original, **kwargs):
+            def wrapper(state, tokens, *args, _original=original, _name=name, **kwargs):
                 self.shapes.append(tuple(int(d) for d in tokens.shape))
+                segments = args[0] if args and _name == "_forward" else None
+                self.segments.append(None if segments is None else
+                                     [np.unique(np.asarray(row), return_counts=True)[1].tolist() for row in segments])
                 return _original(state, tokens, *args, **kwargs)
 
             setattr(self.engine, name, wrapper)
@@ -187,9 +192,10 @@ def flamino_varlen() -> dict:
         **summary(times),
         "warmup_s": warmup_s,
         "residues": sum(lengths),
-        "flops": sum(common.forward_flops(cfg, r, w) for r, w in log.shapes),
+        "flops": sum(common.forward_flops(cfg, r, w, segments=seg) for (r, w), seg in zip(log.shapes, log.segments)),
         "useful_flops": sum(common.forward_flops(cfg, 1, L + 2) for L in lengths),
         "batches": [list(s) for s in log.shapes],
+        "packed_batches": sum(seg is not None for seg in log.segments),
         "padded_tokens": sum(r * w for r, w in log.shapes),
         "traced_while_timed": traced_while_timed,
         "recompiles_new_lengths": recompiles_new_lengths,

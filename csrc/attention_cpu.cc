@@ -4,7 +4,9 @@
 //   softmax(rotary(q * scale) rotary(k)^T + key_bias) v
 //
 // on q, k, v in the (B, T, H, hd) layout the projections produce, writing the same layout, so
-// the model needs no head transposes. The arithmetic is in attention_tiles.h; this file picks
+// the model needs no head transposes. Each query and key has its own rotary position, and each
+// query a span of keys it may see, so one row can pack several sequences (block-diagonal
+// attention, positions restarting at 0 for each). The arithmetic is in attention_tiles.h; this file picks
 // the instruction-set variant at run time and shares the (row, head) pairs out over XLA's
 // intra-op thread pool, which the FFI hands to the handler. The calling thread works too and
 // only waits for pairs already started, so a busy or single-thread pool cannot deadlock it.
@@ -94,18 +96,23 @@ const char* variant_name(Variant v) {
 
 ffi::Error attention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> q, ffi::Buffer<ffi::F32> k,
                      ffi::Buffer<ffi::F32> v, ffi::Buffer<ffi::F32> cos, ffi::Buffer<ffi::F32> sin,
-                     ffi::Buffer<ffi::S32> q_pos, ffi::Buffer<ffi::F32> key_bias, float scale,
+                     ffi::Buffer<ffi::S32> q_pos, ffi::Buffer<ffi::S32> k_pos, ffi::Buffer<ffi::S32> key_start,
+                     ffi::Buffer<ffi::S32> key_stop, ffi::Buffer<ffi::F32> key_bias, float scale,
                      int32_t variant, ffi::ResultBuffer<ffi::F32> out) {
   const auto qd = q.dimensions(), kd = k.dimensions(), vd = v.dimensions(), cd = cos.dimensions();
   if (qd.size() != 4 || kd.size() != 4 || vd.size() != 4 || cd.size() != 2)
     return ffi::Error::InvalidArgument("flamino_attention: q, k, v must be (B, T, H, hd), cos (P, hd/2)");
   Problem p{q.typed_data(), k.typed_data(), v.typed_data(), cos.typed_data(), sin.typed_data(),
-            q_pos.typed_data(), key_bias.typed_data(), out->typed_data(),
+            q_pos.typed_data(), k_pos.typed_data(), key_start.typed_data(), key_stop.typed_data(),
+            key_bias.typed_data(), out->typed_data(),
             qd[0], qd[1], kd[1], qd[2], qd[3], cd[0], scale};
   const bool shapes_ok = kd[0] == p.batch && kd[2] == p.heads && kd[3] == p.head_dim &&
                          vd[0] == kd[0] && vd[1] == kd[1] && vd[2] == kd[2] && vd[3] == kd[3] &&
                          cd[1] * 2 == p.head_dim && sin.dimensions()[0] == cd[0] &&
                          static_cast<int64_t>(q_pos.element_count()) == p.batch * p.q_len &&
+                         static_cast<int64_t>(key_start.element_count()) == p.batch * p.q_len &&
+                         static_cast<int64_t>(key_stop.element_count()) == p.batch * p.q_len &&
+                         static_cast<int64_t>(k_pos.element_count()) == p.batch * p.k_len &&
                          static_cast<int64_t>(key_bias.element_count()) == p.batch * p.k_len && p.table_len >= p.k_len;
   if (!shapes_ok) return ffi::Error::InvalidArgument("flamino_attention: inconsistent shapes");
   if (p.head_dim % 8 != 0)
@@ -136,6 +143,9 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(FlaminoAttention, attention,
                                   .Arg<ffi::Buffer<ffi::F32>>()  // cos
                                   .Arg<ffi::Buffer<ffi::F32>>()  // sin
                                   .Arg<ffi::Buffer<ffi::S32>>()  // q_pos
+                                  .Arg<ffi::Buffer<ffi::S32>>()  // k_pos
+                                  .Arg<ffi::Buffer<ffi::S32>>()  // key_start
+                                  .Arg<ffi::Buffer<ffi::S32>>()  // key_stop
                                   .Arg<ffi::Buffer<ffi::F32>>()  // key_bias
                                   .Attr<float>("scale")
                                   .Attr<int32_t>("variant")
@@ -165,10 +175,16 @@ static PyObject* variants(PyObject*, PyObject*) {
 
 static PyObject* best(PyObject*, PyObject*) { return PyUnicode_FromString(variant_name(best_variant())); }
 
+// The handler's argument list, as fused_attention.py (KERNEL_INTERFACE) expects it: bumped with
+// every change to it, so that an extension built from older sources is refused, not called.
+// 2: q_pos, k_pos, key_start, key_stop (packed rows).
+static PyObject* interface(PyObject*, PyObject*) { return PyLong_FromLong(2); }
+
 static PyMethodDef kMethods[] = {
     {"handler", handler, METH_NOARGS, "The XLA FFI handler (a PyCapsule) of the fused attention."},
     {"variants", variants, METH_NOARGS, "{name: id} of the instruction-set variants this CPU runs."},
     {"best_variant", best, METH_NOARGS, "The variant used by default on this CPU."},
+    {"interface", interface, METH_NOARGS, "Version of the handler's argument list."},
     {nullptr, nullptr, 0, nullptr},
 };
 

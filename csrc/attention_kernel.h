@@ -13,7 +13,13 @@ struct Problem {
   const float* v;         // (B, Tk, H, hd)
   const float* cos;       // (P, hd / 2): cos of position p times inv_freq
   const float* sin;       // (P, hd / 2)
-  const int32_t* q_pos;   // (B, Tq): each query's token position (keys are at 0..Tk-1)
+  const int32_t* q_pos;   // (B, Tq): each query's rotary position
+  const int32_t* k_pos;   // (B, Tk): each key's rotary position (0..Tk-1 for one sequence a row)
+  // (B, Tq) each: query i sees only keys key_start[i] <= j < key_stop[i] (its own sequence in a
+  // row that packs several; 0 and Tk for one sequence a row). Queries with the same span are
+  // consecutive in a packed row, and a span costs only its own keys.
+  const int32_t* key_start;
+  const int32_t* key_stop;
   const float* key_bias;  // (B, Tk): added to every query's scores (0, or -inf for padding)
   float* out;             // (B, Tq, H, hd)
   int64_t batch, q_len, k_len, heads, head_dim, table_len;

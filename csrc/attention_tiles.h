@@ -6,7 +6,8 @@
 // and run AVX2 code on a CPU without it.
 //
 // Arithmetic per (row b, head h), the pure-JAX path's (model.py `_attend_heads`):
-//   q' = rotary(q * scale), k' = rotary(k), s = q' k'^T + key_bias,
+//   q' = rotary(q * scale), k' = rotary(k), s = q' k'^T + key_bias (-inf outside each query's
+//   key span: a row may pack several sequences, each attending only to itself),
 //   out = (exp(s - max) v) / sum(exp(s - max)),
 // with the max and sum kept online over blocks of kKeyBlock keys (flash-attention style:
 // when a block raises a query's max, its partial sum and output are rescaled), so a block of
@@ -62,6 +63,10 @@ template <class F, int W> FLAMINO_INLINE float hsum(F v) {
   return s;
 }
 FLAMINO_INLINE int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+FLAMINO_INLINE int64_t round_up(int64_t n, int64_t to) { return (n + to - 1) / to * to; }
+FLAMINO_INLINE int64_t clamp_position(int64_t pos, int64_t table_len) {
+  return pos < 0 ? 0 : (pos >= table_len ? table_len - 1 : pos);
+}
 FLAMINO_INLINE void fill(float* p, int64_t n, float value) {
   for (int64_t i = 0; i < n; ++i) p[i] = value;
 }
@@ -156,10 +161,13 @@ struct Scratch {
   float *kt, *v, *bias, *q, *scores, *acc, *m, *l;
 };
 
-// Queries i0 .. i0 + rows - 1 (rows <= R) of (row b, head h) against its n_keys prepared keys.
+// Queries i0 .. i0 + rows - 1 (rows <= R) of (row b, head h), which share the key span
+// [lo, hi) (0 <= lo < hi <= the prepared keys), against those keys. Key blocks start at lo
+// rounded down to a whole tile and end at hi rounded up (within the prepared, zero-padded
+// keys); the scores of keys outside the span in those edge tiles are set to -inf.
 template <int W, int R>
 FLAMINO_INLINE void query_block(const Problem& p, const Scratch& w, int64_t b, int64_t h, int64_t i0,
-                                int64_t rows, int64_t n_keys) {
+                                int64_t rows, int64_t lo, int64_t hi, int64_t n_keys) {
   using F = typename Vec<W>::F;
   using I = typename Vec<W>::I;
   const int64_t hd = p.head_dim, half = hd / 2, token_stride = p.heads * hd;
@@ -172,19 +180,24 @@ FLAMINO_INLINE void query_block(const Problem& p, const Scratch& w, int64_t b, i
       continue;
     }
     const int64_t i = b * p.q_len + i0 + r;
-    int64_t pos = p.q_pos[i];
-    pos = pos < 0 ? 0 : (pos >= p.table_len ? p.table_len - 1 : pos);
+    const int64_t pos = clamp_position(p.q_pos[i], p.table_len);
     // q is scaled before rotary, as in both references.
     rotate_into(p.q + i * token_stride + h * hd, p.cos + pos * half, p.sin + pos * half, half,
                 p.scale, q + r * hd, 1);
   }
   fill(acc, R * hd, 0.0f);
-  for (int64_t j0 = 0; j0 < n_keys; j0 += kKeyBlock) {
-    const int64_t n = min64(kKeyBlock, n_keys - j0);  // a multiple of 2W
+  const int64_t begin = lo / (2 * W) * (2 * W), end = round_up(hi, 2 * W);  // end <= n_keys
+  for (int64_t j0 = begin; j0 < end; j0 += kKeyBlock) {
+    const int64_t n = min64(kKeyBlock, end - j0);  // a multiple of 2W
     for (int64_t jj = 0; jj < n; jj += 2 * W)
       score_tile<W, R>(q, hd, w.kt + j0 + jj, n_keys, w.bias + j0 + jj, s + jj, kKeyBlock);
+    // Keys of the edge tiles outside the span (another sequence of a packed row): masked.
+    const int64_t masked_before = min64(lo > j0 ? lo - j0 : 0, n);
+    const int64_t kept_to = hi - j0 < n ? (hi > j0 ? hi - j0 : 0) : n;
     for (int r = 0; r < R; ++r) {
       float* sr = s + r * kKeyBlock;
+      fill(sr, masked_before, kNegInf);
+      fill(sr + kept_to, n - kept_to, kNegInf);
       F mx = load<F>(sr);
       for (int64_t j = W; j < n; j += W) mx = vmax<F, I>(mx, load<F>(sr + j));
       const float block_max = hmax<F, W>(mx);
@@ -217,8 +230,6 @@ FLAMINO_INLINE void query_block(const Problem& p, const Scratch& w, int64_t b, i
   }
 }
 
-FLAMINO_INLINE int64_t round_up(int64_t n, int64_t to) { return (n + to - 1) / to * to; }
-
 // All queries of row b, head h.
 template <int W, int R>
 FLAMINO_INLINE void row_head(const Problem& p, int64_t b, int64_t h) {
@@ -247,7 +258,8 @@ FLAMINO_INLINE void row_head(const Problem& p, int64_t b, int64_t h) {
   const Scratch w{piece[0], piece[1], piece[2], piece[3], piece[4], piece[5], piece[6], piece[7]};
   for (int64_t j = 0; j < valid; ++j) {
     const int64_t at = (b * p.k_len + j) * token_stride + h * hd;
-    rotate_into(p.k + at, p.cos + j * half, p.sin + j * half, half, 1.0f, w.kt + j, n_keys);
+    const int64_t pos = clamp_position(p.k_pos[b * p.k_len + j], p.table_len);
+    rotate_into(p.k + at, p.cos + pos * half, p.sin + pos * half, half, 1.0f, w.kt + j, n_keys);
     std::memcpy(w.v + j * hd, p.v + at, hd * sizeof(float));
     w.bias[j] = bias[j];
   }
@@ -257,8 +269,21 @@ FLAMINO_INLINE void row_head(const Problem& p, int64_t b, int64_t h) {
     fill(w.v + j * hd, hd, 0.0f);
     w.bias[j] = kNegInf;
   }
-  for (int64_t i0 = 0; i0 < p.q_len; i0 += R)
-    query_block<W, R>(p, w, b, h, i0, min64(R, p.q_len - i0), n_keys);
+  // Queries in runs that share a key span (one run for a row holding one sequence; one per
+  // sequence in a packed row), so that a register block never mixes two spans.
+  const int32_t* span_start = p.key_start + b * p.q_len;
+  const int32_t* span_stop = p.key_stop + b * p.q_len;
+  for (int64_t i0 = 0, i1; i0 < p.q_len; i0 = i1) {
+    for (i1 = i0 + 1; i1 < p.q_len && span_start[i1] == span_start[i0] && span_stop[i1] == span_stop[i0];) ++i1;
+    const int64_t lo = span_start[i0] < 0 ? 0 : span_start[i0];
+    const int64_t hi = min64(span_stop[i0], valid);
+    if (lo >= hi) {  // nothing unmasked in the span: NaN, as in JAX
+      for (int64_t i = i0; i < i1; ++i)
+        fill(p.out + (b * p.q_len + i) * token_stride + h * hd, hd, __builtin_nanf(""));
+      continue;
+    }
+    for (int64_t i = i0; i < i1; i += R) query_block<W, R>(p, w, b, h, i, min64(R, i1 - i), lo, hi, n_keys);
+  }
 }
 
 template <int W, int R>

@@ -3,9 +3,11 @@
 The model is split once into (graphdef, state); a pure function of the state is jitted with
 the output options as static arguments. ``planning`` pads inputs to a few length buckets and
 batch sizes to powers of two, so a handful of compilations serve every input, and merges the
-windows of long sequences. Each row is computed independently of the others (padding is
-masked in attention and zeroed in the embedding), so results for a sequence never depend on
-what else is in its batch.
+windows of long sequences; with the fused kernel ``packing`` puts several short sequences into
+one row. Each row, and each sequence of a packed row, is computed independently of the others
+(padding is masked in attention and zeroed in the embedding; a packed sequence attends only to
+itself), so results for a sequence never depend on what else is in its batch (up to float
+summation order).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from . import hardware, planning
+from . import hardware, packing, planning
 from .alphabet import encode
 from .config import MAX_RESIDUES, ESM2Config
 from .convert import params_to_model
@@ -67,7 +69,7 @@ class SequenceOutput:
         return self.final.mean(axis=0)
 
 
-def _forward(graphdef, state, tokens, *, repr_layers, attention_layers, need_logits, need_contacts):
+def _forward(graphdef, state, tokens, segments=None, *, repr_layers, attention_layers, need_logits, need_contacts):
     TRACE_COUNTS["forward"] += 1  # runs at trace time only
     model = nnx.merge(graphdef, state)
     return model(
@@ -76,6 +78,7 @@ def _forward(graphdef, state, tokens, *, repr_layers, attention_layers, need_log
         attention_layers=attention_layers,
         need_logits=need_logits,
         need_contacts=need_contacts,
+        segments=segments,
     )
 
 
@@ -94,13 +97,14 @@ class Engine:
     """A loaded model with a cached, jitted forward pass. Thread-safe; share one per process."""
 
     def __init__(self, weights: ModelWeights, token_budget: int | None = None, attention: str | None = None,
-                 precision: str | None = None):
+                 precision: str | None = None, packing: str | None = None):
         self.weights = weights
         self.config: ESM2Config = weights.config
         model = params_to_model(weights.params, weights.config)
-        # Attention path, matmul precision and token budget for this machine (hardware.choose:
-        # the fused CPU kernel when built, dot_product_attention on a GPU; fp32 unless asked).
-        self.backend = hardware.configure(model, attention, precision, token_budget)
+        # Attention path, matmul precision, token budget and sequence packing for this machine
+        # (hardware.choose: the fused CPU kernel when built, with packing; dot_product_attention
+        # on a GPU; fp32 unless asked).
+        self.backend = hardware.configure(model, attention, precision, token_budget, packing)
         self.token_budget = self.backend.token_budget
         self.graphdef, self.state = nnx.split(model)
         self.state = jax.device_put(self.state)
@@ -184,14 +188,18 @@ class Engine:
         windows = planning.windows(used, windowed)
         merge = planning.WindowMerge(used, windows)
         heavy = bool(attention_layers or contacts)
-        batches = planning.plan_batches([len(w.residues) for w in windows], lambda width: self._max_rows(width, heavy))
-        for done, (rows, width) in enumerate(batches):
-            residues = [windows[r].residues for r in rows]
-            out = self._forward(self.state, jnp.asarray(planning.pack_rows(residues, width)), **options)
-            for r, row_output in zip(rows, planning.unpack_rows(jax.device_get(out), [len(x) for x in residues])):
-                merge.add(r, row_output)
-            if progress:
-                progress(done + 1, len(batches))
+        if self.backend.packing and not heavy and len(windows) > 1:
+            self._run_packed(windows, options, merge, progress)
+        else:
+            lengths = [len(w.residues) for w in windows]
+            batches = planning.plan_batches(lengths, lambda width: self._max_rows(width, heavy))
+            for done, (rows, width) in enumerate(batches):
+                residues = [windows[r].residues for r in rows]
+                out = self._forward(self.state, jnp.asarray(planning.pack_rows(residues, width)), **options)
+                for r, row_output in zip(rows, planning.unpack_rows(jax.device_get(out), [len(x) for x in residues])):
+                    merge.add(r, row_output)
+                if progress:
+                    progress(done + 1, len(batches))
 
         results = []
         for index, seq in enumerate(used):
@@ -206,6 +214,24 @@ class Engine:
                 contacts=merged.get("contacts"),
             ))
         return results
+
+    def _run_packed(self, windows: Sequence[planning.Window], options: dict, merge: planning.WindowMerge,
+                    progress: ProgressFn | None) -> None:
+        """Forward passes over rows that pack several windows each (``packing``), no maps."""
+        residues = [w.residues for w in windows]
+        lengths = [len(r) for r in residues]
+        rows = packing.plan_rows(lengths)
+        batches = packing.plan_batches(rows, lambda width: self._max_rows(width, False))
+        for done, (indices, width) in enumerate(batches):
+            batch_rows = [rows[i] for i in indices]
+            tokens, segments = packing.pack_rows(batch_rows, residues, width)
+            # Rows of one sequence each (a long one, a lone one): the ordinary pass, no segments.
+            shared = any(len(row.items) > 1 for row in batch_rows)
+            out = self._forward(self.state, jnp.asarray(tokens), jnp.asarray(segments) if shared else None, **options)
+            for item, output in packing.unpack_rows(jax.device_get(out), batch_rows, lengths):
+                merge.add(item, output)
+            if progress:
+                progress(done + 1, len(batches))
 
     def _max_rows(self, width: int, heavy: bool) -> int:
         """The most rows of ``width`` tokens one forward pass may hold (the token budget)."""

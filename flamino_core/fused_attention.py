@@ -2,7 +2,8 @@
 
 One XLA FFI custom call does rotary, the scaled scores, the key-padding bias, an online
 softmax and the weighted sum of values for every row and head, on q, k, v in the (B, T, H, hd)
-layout the projections produce. It is an optional compiled extension: when it was not built
+layout the projections produce; per-token positions and per-query key spans let one row pack
+several sequences (``packing``). It is an optional compiled extension: when it was not built
 (no C++ compiler at install time) or cannot be loaded, ``status()`` says why and the model
 uses its pure-JAX attention (``model.attend``), which computes the same numbers.
 """
@@ -22,6 +23,9 @@ TARGET = "flamino_attention"
 # Instruction-set variant of the kernel: "auto" (the best this CPU runs), or one of the names
 # ``status().variants`` lists (tests use it to run every variant this CPU can).
 VARIANT_ENV = "FLAMINO_KERNEL_VARIANT"
+# The handler's argument list this module calls (csrc/attention_cpu.cc ``interface()``): an
+# extension built from older sources (before packed rows: no ``interface``) is not used.
+KERNEL_INTERFACE = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,6 +48,10 @@ def status() -> KernelStatus:
         _attention_cpu = importlib.import_module(f"{__package__}._attention_cpu")
     except ImportError as err:
         return KernelStatus(False, f"not built (no C++ compiler at install time?): {err}")
+    built = getattr(_attention_cpu, "interface", lambda: 1)()
+    if built != KERNEL_INTERFACE:
+        return KernelStatus(False, f"built from older sources (interface {built}, this flamino calls "
+                                   f"{KERNEL_INTERFACE}); reinstall flamino to rebuild it")
     try:
         if TARGET not in _registered:
             jax.ffi.register_ffi_target(TARGET, _attention_cpu.handler(), platform="cpu")
@@ -80,27 +88,44 @@ def fused_attention(
     q_positions: jax.Array,
     key_bias: jax.Array,
     scale: float,
+    k_positions: jax.Array | None = None,
+    key_start: jax.Array | None = None,
+    key_stop: jax.Array | None = None,
 ) -> jax.Array:
     """softmax(rot(q * scale) rot(k)^T + key_bias) v per row and head, in one kernel call.
 
     Args:
       q: (B, Tq, H, hd) float32 queries, unscaled (the q projection's output).
-      k, v: (B, Tk, H, hd) float32 keys and values; key j sits at position j.
-      cos, sin: (P, hd / 2) rotary tables for positions 0..P-1 (P >= Tk and > every query
-        position), as ``RotaryEmbedding.cos_sin(jnp.arange(P))``.
+      k, v: (B, Tk, H, hd) float32 keys and values.
+      cos, sin: (P, hd / 2) rotary tables for positions 0..P-1 (P >= Tk and > every position),
+        as ``RotaryEmbedding.cos_sin(jnp.arange(P))``.
       q_positions: (B, Tq) int positions of the queries (``arange(Tq)`` for a full pass).
       key_bias: (B, Tk) added to the scores: 0 for real tokens, -inf for padding.
       scale: multiplies q before rotary (head_dim ** -0.5), as the references do.
+      k_positions: (B, Tk) int positions of the keys (default: key j at position j).
+      key_start, key_stop: (B, Tq) int: query i sees only keys ``key_start[i] <= j <
+        key_stop[i]`` (default: all), how a row packing several sequences keeps each to itself.
+        Queries sharing a span should be consecutive (they are in a packed row); the kernel
+        computes only the keys of each span (rounded out to whole tiles).
 
     Returns:
       (B, Tq, H, hd) float32, the layout ``out_proj`` reads after a reshape to (B, Tq, H * hd).
     """
     if not status().available:
         raise RuntimeError(f"the fused attention kernel is not available: {status().reason}")
+    batch, q_len = q.shape[:2]
+    k_len = k.shape[1]
+    if k_positions is None:
+        k_positions = jnp.broadcast_to(jnp.arange(k_len), (batch, k_len))
+    if key_start is None:
+        key_start = jnp.zeros((batch, q_len), jnp.int32)
+    if key_stop is None:
+        key_stop = jnp.full((batch, q_len), k_len, jnp.int32)
     call = jax.ffi.ffi_call(TARGET, jax.ShapeDtypeStruct(q.shape, jnp.float32), vmap_method="sequential")
     f32 = lambda a: a.astype(jnp.float32)  # noqa: E731
+    i32 = lambda a: jnp.asarray(a).astype(jnp.int32)  # noqa: E731
     return call(
         f32(q), f32(k), f32(v), f32(cos), f32(sin),
-        q_positions.astype(jnp.int32), f32(key_bias),
+        i32(q_positions), i32(k_positions), i32(key_start), i32(key_stop), f32(key_bias),
         scale=np.float32(scale), variant=np.int32(_variant_id()),
     )

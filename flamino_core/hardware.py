@@ -28,8 +28,10 @@ from .options import DEFAULT_TOKEN_BUDGET
 
 ATTENTION_ENV = "FLAMINO_ATTENTION"  # auto | fused | xla | dot-product-attention
 PRECISION_ENV = "FLAMINO_PRECISION"  # fp32 (default) | bf16
+PACKING_ENV = "FLAMINO_PACKING"  # auto (default) | on | off
 ATTENTION_PATHS = ("fused", "xla", "dot-product-attention")
 PRECISIONS = ("fp32", "bf16")
+PACKING = ("auto", "on", "off")
 # Tokens per forward pass (rows x padded width). On a CPU larger batches stop paying off once
 # a batch's activations outgrow the caches; a GPU needs large batches to fill its cores.
 TOKEN_BUDGET = {"cpu": DEFAULT_TOKEN_BUDGET, "gpu": 32768}
@@ -95,6 +97,10 @@ class Backend:
     precision: str  # "fp32" or "bf16"
     token_budget: int
     hardware: Hardware
+    # Several sequences per row in plain forward passes (``packing``): on by default with the
+    # fused kernel, which computes only each sequence's own keys; the other paths would compute
+    # every key of a packed row and mask most of them away.
+    packing: bool = False
 
     def describe(self) -> str:
         """One line for logs, the CLI (--verbose), the app's model panel and the bench header."""
@@ -103,8 +109,9 @@ class Backend:
         if hw.platform == "cpu":
             where += f" ({' '.join(hw.cpu_features) or 'no AVX2'})"
         precision = "fp32" if self.precision == "fp32" else "bf16 matmuls with fp32 accumulation (opt-in)"
+        packed = "; sequences packed into shared rows" if self.packing else ""
         return (f"{where}; attention: {self.attention} ({self.attention_why}); {precision}; "
-                f"token budget {self.token_budget}")
+                f"token budget {self.token_budget}{packed}")
 
 
 def _attention_for(requested: str, hw: Hardware, head_dim: int, precision: str) -> tuple[str, str]:
@@ -140,7 +147,7 @@ def _dpa_why(hw: Hardware, precision: str) -> str:
 
 
 def choose(head_dim: int, attention: str | None = None, precision: str | None = None,
-           token_budget: int | None = None) -> Backend:
+           token_budget: int | None = None, packing: str | None = None) -> Backend:
     """The execution choices for a model with this head dimension on this machine.
 
     Args:
@@ -149,6 +156,7 @@ def choose(head_dim: int, attention: str | None = None, precision: str | None = 
       precision: "fp32" (default, or $FLAMINO_PRECISION) or "bf16" (opt-in; outside the 1e-4
         parity, see docs/benchmarks.md for its measured cost).
       token_budget: tokens per batch (default: ``TOKEN_BUDGET`` for the platform).
+      packing: "auto" (default, or $FLAMINO_PACKING: on with the fused kernel), "on" or "off".
 
     Returns:
       A ``Backend``. Raises ValueError for an unknown or unavailable request.
@@ -160,13 +168,17 @@ def choose(head_dim: int, attention: str | None = None, precision: str | None = 
         raise ValueError(f"attention path {attention!r}: choose auto or one of {', '.join(ATTENTION_PATHS)}")
     if precision not in PRECISIONS:
         raise ValueError(f"precision {precision!r}: choose one of {', '.join(PRECISIONS)}")
+    packing = packing or os.environ.get(PACKING_ENV) or "auto"
+    if packing not in PACKING:
+        raise ValueError(f"packing {packing!r}: choose one of {', '.join(PACKING)}")
     path, why = _attention_for(attention, hw, head_dim, precision)
     budget = token_budget or TOKEN_BUDGET.get(hw.platform, TOKEN_BUDGET["cpu"])
-    return Backend(path, why, precision, budget, hw)
+    packed = packing == "on" or (packing == "auto" and path == "fused")
+    return Backend(path, why, precision, budget, hw, packed)
 
 
 def configure(model, attention: str | None = None, precision: str | None = None,
-              token_budget: int | None = None) -> Backend:
+              token_budget: int | None = None, packing: str | None = None) -> Backend:
     """Choose the backend for ``model`` (an ``ESM2``) on this machine and set the model up for it.
 
     Args: as ``choose``. Returns: the ``Backend`` the model now runs with.
@@ -174,7 +186,7 @@ def configure(model, attention: str | None = None, precision: str | None = None,
     from .model import set_attention_path
     from .precision import use_bf16_matmuls
 
-    backend = choose(model.config.head_dim, attention, precision, token_budget)
+    backend = choose(model.config.head_dim, attention, precision, token_budget, packing)
     bf16 = backend.precision == "bf16"
     if backend.hardware.platform == "gpu" and not bf16:
         # JAX computes fp32 dots on recent GPUs in TF32 by default (10-bit mantissas): far

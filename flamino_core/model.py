@@ -14,10 +14,11 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from .attention_paths import attend_tokens_major
+from .attention_paths import _attend_heads, attend, attend_tokens_major  # noqa: F401  (attend: public)
 from .alphabet import EOS_IDX, MASK_IDX, PAD_IDX
 from .attention_maps import apc, symmetrize
 from .config import ESM2Config
+from .segments import PackedRows, from_segments, segment_sum
 
 # Token dropout during training masks 15% of tokens, 80% of which become <mask>; the model
 # rescales embeddings by the expected unmasked fraction, at inference too.
@@ -60,45 +61,13 @@ class RotaryEmbedding(nnx.Module):
         x1, x2 = jnp.split(x, 2, axis=-1)
         return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
 
-    def __call__(self, q: jax.Array, k: jax.Array) -> tuple[jax.Array, jax.Array]:
-        """Rotate q and k, (..., T, hd), by their positions 0..T-1."""
-        cos, sin = self.cos_sin(jnp.arange(q.shape[-2]))  # (T, hd/2)
+    def __call__(self, q: jax.Array, k: jax.Array, positions: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
+        """Rotate q and k, (B, H, T, hd), by their positions: 0..T-1, or (B, T) ``positions``."""
+        if positions is None:
+            cos, sin = self.cos_sin(jnp.arange(q.shape[-2]))  # (T, hd/2)
+        else:
+            cos, sin = (a[:, None] for a in self.cos_sin(positions))  # (B, 1, T, hd/2)
         return self.rotate(q, cos, sin), self.rotate(k, cos, sin)
-
-
-# Rows of up to ALL_HEADS_AT_ONCE_UP_TO tokens: attention for all heads of the batch at once.
-# Longer rows: a few heads at a time, as many as keep their scores within ATTENTION_CHUNK_BYTES
-# (see ``attend``).
-ATTENTION_CHUNK_BYTES = 2 << 20
-ALL_HEADS_AT_ONCE_UP_TO = 192  # tokens
-
-
-def _attend_heads(q: jax.Array, k: jax.Array, v: jax.Array, key_bias: jax.Array) -> jax.Array:
-    scores = q @ k.swapaxes(-1, -2) + key_bias
-    # softmax(s) @ v computed as (exp(s - max) @ v) / sum(exp(s - max)): normalising the (T, hd)
-    # output instead of the (T, T) probabilities; same result to float rounding. On XLA:CPU,
-    # jax.nn.softmax followed by a matmul was 3-4x slower (the normalisation is fused into the
-    # matmul's operand and recomputed).
-    weights = jnp.exp(scores - scores.max(-1, keepdims=True))
-    return (weights @ v) / weights.sum(-1, keepdims=True)
-
-
-def attend(q: jax.Array, k: jax.Array, v: jax.Array, key_bias: jax.Array) -> jax.Array:
-    """softmax(q k^T + key_bias) v for q, k, v (B, H, T, hd) and key_bias (B, 1, 1, T).
-
-    For long rows the (B, H, T, T) scores of a whole batch fall far out of cache, and XLA:CPU
-    slows down several-fold (measured: B=16, T=302, t6 heads: 204 ms all at once, 44 ms a few
-    heads at a time). Beyond ``ALL_HEADS_AT_ONCE_UP_TO`` tokens, heads of all rows are flattened
-    and mapped over in chunks whose scores fit in ``ATTENTION_CHUNK_BYTES``.
-    """
-    batch, heads, seq_len, head_dim = q.shape
-    chunk = max(1, ATTENTION_CHUNK_BYTES // (seq_len * seq_len * 4))
-    if seq_len <= ALL_HEADS_AT_ONCE_UP_TO or chunk >= batch * heads:
-        return _attend_heads(q, k, v, key_bias)
-    flat = lambda a: a.reshape(batch * heads, seq_len, head_dim)  # noqa: E731
-    bias = jnp.broadcast_to(key_bias, (batch, heads, 1, seq_len)).reshape(batch * heads, 1, seq_len)
-    out = jax.lax.map(lambda a: _attend_heads(*a), (flat(q), flat(k), flat(v), bias), batch_size=chunk)
-    return out.reshape(batch, heads, seq_len, head_dim)
 
 
 class MultiheadAttention(nnx.Module):
@@ -129,31 +98,35 @@ class MultiheadAttention(nnx.Module):
         return x.reshape(batch, seq_len, self.num_heads, self.head_dim)  # (B, T, H, hd), no copy
 
     def _attend_tokens_major(self, q: jax.Array, x: jax.Array, key_bias: jax.Array,
-                             q_positions: jax.Array) -> jax.Array:
+                             q_positions: jax.Array, rows: PackedRows | None = None) -> jax.Array:
         """Attention without head transposes (``attention_paths``): the fused kernel or
         jax.nn.dot_product_attention.
 
         q: (B, Tq, D) from q_proj, unscaled; x: (B, T, D) for keys and values; key_bias
-        (B, 1, 1, T); q_positions (B, Tq). Returns (B, Tq, D), what out_proj reads.
+        (B, 1, 1, T); q_positions (B, Tq); rows: packed rows (Tq == T). Returns (B, Tq, D),
+        what out_proj reads.
         """
         batch, seq_len, _ = x.shape
         q, k, v = self._tokens_major(q), self._tokens_major(self.k_proj(x)), self._tokens_major(self.v_proj(x))
         cos, sin = self.rot_emb.cos_sin(jnp.arange(seq_len))  # (T, hd/2)
         out = attend_tokens_major(self.attention_path, q, k, v, cos, sin, q_positions,
-                                  key_bias.reshape(batch, seq_len), self.scaling, self.attention_dtype)
+                                  key_bias.reshape(batch, seq_len), self.scaling, self.attention_dtype, rows)
         return out.reshape(batch, q.shape[1], -1)  # (B, Tq, D)
 
-    def __call__(self, x: jax.Array, key_bias: jax.Array, capture: bool) -> jax.Array:
-        """x: (B, T, D); key_bias: (B, 1, 1, T), 0 for real tokens and -inf for padding."""
+    def __call__(self, x: jax.Array, key_bias: jax.Array, capture: bool, rows: PackedRows | None = None) -> jax.Array:
+        """x: (B, T, D); key_bias: (B, 1, 1, T), 0 for real tokens and -inf for padding; rows:
+        packed rows (several sequences per row, each attending only to itself)."""
+        if capture and rows is not None:
+            raise ValueError("attention maps are captured from rows of one sequence, not packed rows")
         if not capture and self.attention_path != "xla":
             batch, seq_len, _ = x.shape
             positions = jnp.broadcast_to(jnp.arange(seq_len), (batch, seq_len))
-            return self.out_proj(self._attend_tokens_major(self.q_proj(x), x, key_bias, positions))
+            return self.out_proj(self._attend_tokens_major(self.q_proj(x), x, key_bias, positions, rows))
         # q is scaled before rotary is applied, as in both references.
         q = self._heads(self.q_proj(x) * self.scaling)
         k = self._heads(self.k_proj(x))
         v = self._heads(self.v_proj(x))
-        q, k = self.rot_emb(q, k)
+        q, k = self.rot_emb(q, k, None if rows is None else rows.positions)
         if capture:
             # Heads-major batched matmul with an additive mask (on XLA:CPU several times faster
             # than an einsum followed by a where); the probabilities are kept for nnx.sow.
@@ -162,7 +135,7 @@ class MultiheadAttention(nnx.Module):
             self.sow(nnx.Intermediate, "attention_weights", probs)
             out = probs.astype(v.dtype) @ v  # (B, H, T, hd)
         else:
-            out = attend(q, k, v, key_bias)
+            out = attend(q, k, v, key_bias, None if rows is None else rows.segments)
         batch, _, seq_len, _ = out.shape
         out = out.transpose(0, 2, 1, 3).reshape(batch, seq_len, -1)  # (B, T, D)
         return self.out_proj(out)
@@ -191,7 +164,7 @@ class MultiheadAttention(nnx.Module):
 def set_attention_path(model: nnx.Module, path: str, dtype: str = "float32") -> None:
     """Make every attention layer of ``model`` use ``path`` (see ``hardware.ATTENTION_PATHS``)
     when no map is captured; ``dtype`` is dot-product-attention's input type."""
-    for _, module in model.iter_modules():
+    for _, module in nnx.iter_modules(model):
         if isinstance(module, MultiheadAttention):
             module.attention_path = path
             module.attention_dtype = dtype
@@ -207,8 +180,9 @@ class TransformerLayer(nnx.Module):
         self.fc1 = nnx.Linear(config.embed_dim, config.ffn_dim, rngs=rngs)
         self.fc2 = nnx.Linear(config.ffn_dim, config.embed_dim, rngs=rngs)
 
-    def __call__(self, x: jax.Array, key_bias: jax.Array, capture: bool = False) -> jax.Array:
-        x = x + self.self_attn(self.self_attn_layer_norm(x), key_bias, capture)
+    def __call__(self, x: jax.Array, key_bias: jax.Array, capture: bool = False,
+                 rows: PackedRows | None = None) -> jax.Array:
+        x = x + self.self_attn(self.self_attn_layer_norm(x), key_bias, capture, rows)
         return x + self.fc2(gelu(self.fc1(self.final_layer_norm(x))))
 
     def at_positions(self, x: jax.Array, key_bias: jax.Array, positions: jax.Array) -> jax.Array:
@@ -277,31 +251,37 @@ class ESM2(nnx.Module):
         self.contact_head = ContactPredictionHead(config, rngs)
 
     # --- pieces of the forward pass ------------------------------------------------------
-    def embed(self, tokens: jax.Array) -> jax.Array:
+    def embed(self, tokens: jax.Array, rows: PackedRows | None = None) -> jax.Array:
         """Token embeddings with token dropout applied exactly as the references do at inference."""
         x = self.embed_tokens(tokens)  # (B, T, D)
         is_pad = tokens == PAD_IDX
         if self.config.token_dropout:
             is_mask = tokens == MASK_IDX
             x = jnp.where(is_mask[..., None], 0.0, x)
-            # Observed mask fraction per sequence, over non-pad tokens (<cls>/<eos> included).
-            lengths = (~is_pad).sum(-1)
-            observed = is_mask.sum(-1).astype(x.dtype) / lengths
-            x = x * ((1 - MASK_RATIO_TRAIN) / (1 - observed))[:, None, None]
+            # Observed mask fraction per sequence, over non-pad tokens (<cls>/<eos> included):
+            # per row, or per sequence of a packed row (the same integer counts and division).
+            if rows is None:
+                lengths, masks = (~is_pad).sum(-1, keepdims=True), is_mask.sum(-1, keepdims=True)
+            else:
+                lengths = segment_sum((~is_pad).astype(jnp.int32), rows)
+                masks = segment_sum(is_mask.astype(jnp.int32), rows)
+            observed = masks.astype(x.dtype) / lengths
+            x = x * ((1 - MASK_RATIO_TRAIN) / (1 - observed))[..., None]
         return jnp.where(is_pad[..., None], 0.0, x)
 
-    def _run_layers(self, start: int, stop: int, x: jax.Array, key_bias: jax.Array, capture: bool):
+    def _run_layers(self, start: int, stop: int, x: jax.Array, key_bias: jax.Array, capture: bool,
+                    rows: PackedRows | None = None):
         """Apply layers [start, stop) with nnx.scan; returns (x, attention maps or None)."""
         graphdef, state = nnx.split(self.layers)
         segment = nnx.merge(graphdef, jax.tree.map(lambda a: a[start:stop], state))
 
-        @nnx.scan(in_axes=(0, nnx.Carry, None), out_axes=nnx.Carry)
-        def scan_layers(layer: TransformerLayer, x: jax.Array, key_bias: jax.Array) -> jax.Array:
-            return layer(x, key_bias, capture)
+        @nnx.scan(in_axes=(0, nnx.Carry, None, None), out_axes=nnx.Carry)
+        def scan_layers(layer: TransformerLayer, x: jax.Array, key_bias: jax.Array, rows) -> jax.Array:
+            return layer(x, key_bias, capture, rows)
 
         if not capture:
-            return scan_layers(segment, x, key_bias), None
-        x, sown = nnx.capture(scan_layers, nnx.Intermediate)(segment, x, key_bias)
+            return scan_layers(segment, x, key_bias, rows), None
+        x, sown = nnx.capture(scan_layers, nnx.Intermediate)(segment, x, key_bias, rows)
         (maps,) = jax.tree.leaves(sown)  # (stop-start, B, H, T, T), stacked by the scan
         return x, maps
 
@@ -330,17 +310,22 @@ class ESM2(nnx.Module):
         attention_layers: Sequence[int] = (),
         need_logits: bool = True,
         need_contacts: bool = False,
+        segments: jax.Array | None = None,
     ) -> dict[str, jax.Array | dict[int, jax.Array]]:
         """Run the model.
 
         Args:
-          tokens: (B, T) int token ids, each row ``<cls> ... <eos>`` right-padded with ``<pad>``.
+          tokens: (B, T) int token ids, each row ``<cls> ... <eos>`` right-padded with ``<pad>``,
+            or with ``segments`` several such sequences one after the other, then padding.
           repr_layers: hidden states to return, fair-esm numbering: 0 is the embedding output,
             ``num_layers`` the final representation (after ``emb_layer_norm_after``).
           attention_layers: 1-based layers whose attention maps to return. Only these are
             materialised (all of them when ``need_contacts``).
           need_logits: compute the LM head.
           need_contacts: run the contact head (needs the maps of every layer).
+          segments: (B, T) int segment ids of packed rows (``segments.PackedRows``: non-decreasing,
+            padding in the last segment); each sequence then attends only to itself, with rotary
+            positions and token dropout of its own. No attention maps or contacts from packed rows.
 
         Returns:
           dict with ``representations`` {layer: (B, T, D)}, and as requested ``logits``
@@ -351,7 +336,10 @@ class ESM2(nnx.Module):
         repr_layers = sorted({layer % (n + 1) for layer in repr_layers})
         attention_layers = [a % (n + 1) for a in attention_layers]  # -1 is the last layer
         capture = set(range(1, n + 1)) if need_contacts else set(attention_layers)
-        x = self.embed(tokens)
+        rows = None if segments is None else from_segments(segments)
+        if rows is not None and capture:
+            raise ValueError("attention maps and contacts come from rows of one sequence, not packed rows")
+        x = self.embed(tokens, rows)
         key_bias = padding_bias(tokens)  # (B, 1, 1, T)
 
         hidden = {0: x} if 0 in repr_layers else {}
@@ -366,7 +354,7 @@ class ESM2(nnx.Module):
         boundaries.append(n)
         for start, stop in zip(boundaries[:-1], boundaries[1:]):
             wanted = start + 1 in capture
-            x, seg_maps = self._run_layers(start, stop, x, key_bias, wanted)
+            x, seg_maps = self._run_layers(start, stop, x, key_bias, wanted, rows)
             if seg_maps is not None:
                 for offset in range(stop - start):
                     maps[start + offset + 1] = seg_maps[offset]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from flamino_core import Engine, load_weights, planning
+from flamino_core import Engine, fused_attention, load_weights, planning
 from flamino_core.engine import TRACE_COUNTS
 from flamino_core.options import DEFAULT_TOKEN_BUDGET
 from flamino_core.planning import LENGTH_BUCKETS, bucket_length, window_starts
@@ -182,3 +182,80 @@ def test_contacts_that_cannot_fit_are_refused_before_any_forward_pass(engine, mo
     monkeypatch.setattr(engine, "_forward", forward)
     (out,) = engine.run([seq])  # the same sequence without contacts fits
     assert out.final.shape == (5000, 32) and out.contacts is None
+
+
+# --- packed rows (several sequences per row, plain forward passes) --------------------------------
+KERNEL_BUILT = fused_attention.status().available
+PACKING_PATHS = [pytest.param("fused", marks=pytest.mark.skipif(not KERNEL_BUILT, reason="fused kernel not built")),
+                 "xla"]
+
+
+def _recording(engine):
+    """Wrap the engine's jitted forward to record, per call, the batch shape and whether it was packed."""
+    calls = []
+    forward = engine._forward
+
+    def record(state, tokens, segments=None, **options):
+        calls.append((tuple(tokens.shape), segments is not None))
+        return forward(state, tokens, segments, **options)
+
+    engine._forward = record
+    return calls
+
+
+@pytest.mark.parametrize("attention", PACKING_PATHS)
+def test_packed_rows_give_each_sequence_what_it_gets_alone(attention, real_sequences):
+    """Packed (several sequences a row, block-diagonal attention) against unpacked (one a row)
+    on the same weights and path: every sequence's hidden states and logits agree to float
+    summation order. A long sequence's windows are packed with the others and merged back."""
+    weights = load_weights("random:tiny:1")
+    rng = np.random.default_rng(6)
+    seqs = list(real_sequences.values()) + [random_protein(rng, n) for n in (1, 2, 5, 31, 120, 600, 1500)]
+    packed_engine = Engine(weights, attention=attention, packing="on")
+    calls = _recording(packed_engine)
+    packed = packed_engine.run(seqs, repr_layers=(0, 1, 2))
+    assert any(shared for _, shared in calls), "nothing was packed"
+    assert len(calls) < len(seqs)
+    alone = Engine(weights, attention=attention, packing="off").run(seqs, repr_layers=(0, 1, 2))
+    for seq, ours, ref in zip(seqs, packed, alone):
+        assert ours.sequence == seq and ours.final.shape == (len(seq), 32)
+        # Up to 3 windows averaged, values O(1): fp32 rounding of a different summation order
+        # is ~1e-6; a token attending across sequences or a position off by one moves ~1e-1.
+        for layer in (0, 1, 2):
+            np.testing.assert_allclose(ours.representations[layer], ref.representations[layer], atol=1e-5)
+        np.testing.assert_allclose(ours.logits, ref.logits, atol=1e-5)
+
+
+def test_packing_is_on_with_the_kernel_and_never_for_maps(monkeypatch):
+    monkeypatch.delenv("FLAMINO_PACKING", raising=False)
+    monkeypatch.delenv("FLAMINO_ATTENTION", raising=False)
+    weights = load_weights("random:tiny:1")
+    auto = Engine(weights)
+    assert auto.backend.packing == (auto.attention_path == "fused")
+    assert ("packed" in auto.backend.describe()) == auto.backend.packing
+    assert not Engine(weights, attention="xla").backend.packing
+    assert not Engine(weights, packing="off").backend.packing
+    with pytest.raises(ValueError, match="packing"):
+        Engine(weights, packing="sometimes")
+    engine = Engine(weights, attention="xla", packing="on")
+    calls = _recording(engine)
+    seqs = ["MKV" * 20, "ACDE", "W" * 50]
+    engine.run(seqs, attention_layers=(1,))
+    engine.run(seqs, contacts=True)
+    engine.run(seqs[:1])  # one sequence: its own row
+    assert calls and not any(shared for _, shared in calls)
+    engine.run(seqs)
+    assert calls[-1] == ((1, 128), True)  # all three in one row of 64 + 6 + 56 = 126 tokens
+
+
+def test_packed_runs_do_not_recompile_for_slightly_different_lengths():
+    """A realistic mix, then every sequence one residue shorter (as the benchmark's check does):
+    packed rows of a multiple of 128 tokens keep the same batch shapes."""
+    rng = np.random.default_rng(8)
+    lengths = [int(n) for n in np.clip(rng.lognormal(np.log(300), 0.6, size=40), 30, 1000)]
+    seqs = [random_protein(rng, n) for n in lengths]
+    engine = Engine(load_weights("random:tiny:1"), attention="xla", packing="on")
+    engine.run(seqs)
+    before = TRACE_COUNTS["forward"]
+    engine.run([s[:-1] for s in seqs])
+    assert TRACE_COUNTS["forward"] == before

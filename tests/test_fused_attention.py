@@ -26,16 +26,19 @@ HEAD_DIMS = sorted({ESM2Config.preset(name).head_dim for name in PRESETS} | {ESM
 
 # Tolerance against float64: the kernel works in fp32 (eps 6e-8 per rounding). Scores are sums
 # of hd <= 128 products of O(1) values, the softmax sums up to ~600 weights, its exp is within
-# 2 ulp: the worst error measured over these cases is 1.2e-6 (outputs are O(1)). 1e-5 leaves
-# ~8x for summation order and is 10x under the model's 1e-4 parity bound; a modelling error
+# 2 ulp: the worst error measured over these cases is 1.2e-6 (outputs are O(1)), 5.6e-6 in the
+# packed rows below (at padding queries of positions up to 429, whose fp32 rotary angles are
+# rounded most; real queries of the same rows 1.2-3.7e-6). 1e-5 leaves ~2x for summation order and
+# is 10x under the model's 1e-4 parity bound; a modelling error
 # (rotary halves swapped, the scale applied after rotary to k too, a position off by one, a
 # padded key counted) moves outputs by 1e-2 or more.
 ATOL = 1e-5
 
 
-def reference_attention(q, k, v, inv_freq, q_positions, key_bias, scale):
+def reference_attention(q, k, v, inv_freq, q_positions, key_bias, scale, k_positions=None, allowed=None):
     """softmax(rot(q * scale) rot(k)^T + bias) v in float64, written out independently:
-    rotary as x * cos + rotate_half(x) * sin with rotate_half(x) = [-x2, x1] (HF/fair-esm)."""
+    rotary as x * cos + rotate_half(x) * sin with rotate_half(x) = [-x2, x1] (HF/fair-esm).
+    ``allowed`` (B, Tq, Tk): which keys each query may see (packed rows); default all."""
     q, k, v = (np.asarray(a, np.float64) for a in (q, k, v))
     half = q.shape[-1] // 2
 
@@ -49,8 +52,11 @@ def reference_attention(q, k, v, inv_freq, q_positions, key_bias, scale):
     batch, q_len, heads, _ = q.shape
     k_len = k.shape[1]
     qr = rotary(q * scale, np.asarray(q_positions)[:, :, None])
-    kr = rotary(k, np.arange(k_len)[None, :, None])
+    k_positions = np.arange(k_len)[None] if k_positions is None else np.asarray(k_positions)
+    kr = rotary(k, k_positions[:, :, None])
     scores = np.einsum("bqhd,bkhd->bhqk", qr, kr) + np.asarray(key_bias, np.float64)[:, None, None, :]
+    if allowed is not None:
+        scores = np.where(np.asarray(allowed)[:, None], scores, -np.inf)
     with np.errstate(invalid="ignore"):
         weights = np.exp(scores - scores.max(-1, keepdims=True))
         probs = weights / weights.sum(-1, keepdims=True)
@@ -69,11 +75,12 @@ def random_case(seed, batch, q_len, k_len, heads, head_dim, lengths=None):
     return q, k, v, bias, np.asarray(inv_freq)
 
 
-def run_kernel(q, k, v, bias, inv_freq, q_positions, variant, monkeypatch):
+def run_kernel(q, k, v, bias, inv_freq, q_positions, variant, monkeypatch, **packed):
     monkeypatch.setenv(fused_attention.VARIANT_ENV, variant)
     table = np.arange(k.shape[1])[:, None] * inv_freq
     cos, sin = jnp.cos(jnp.asarray(table, jnp.float32)), jnp.sin(jnp.asarray(table, jnp.float32))
-    out = fused_attention.fused_attention(q, k, v, cos, sin, jnp.asarray(q_positions), bias, q.shape[-1] ** -0.5)
+    out = fused_attention.fused_attention(q, k, v, cos, sin, jnp.asarray(q_positions), bias, q.shape[-1] ** -0.5,
+                                          **{name: jnp.asarray(a) for name, a in packed.items()})
     return np.asarray(out)
 
 
@@ -133,6 +140,75 @@ def test_kernel_queries_at_positions_and_masks_anywhere(monkeypatch, variant):
     assert_close(ours, ref, f"{variant}, one query per row")
 
 
+# Packed rows (width 530): segment lengths per row, then padding. Segments shorter than a tile
+# (1 and 7 tokens), one across the first key block's end (256), one filling a whole row, and
+# spans that start and end off tile boundaries (AVX2 tiles are 16 keys, AVX-512 32).
+PACKED_ROWS = [[1, 7, 300, 222], [530], [33, 129, 250], [5] * 20 + [17]]
+
+
+def packed_layout(segment_lengths, width):
+    """Segment ids, positions and key spans of packed rows, written out per token here."""
+    batch = len(segment_lengths)
+    segments = np.zeros((batch, width), np.int32)
+    positions = np.zeros((batch, width), np.int32)
+    starts = np.zeros((batch, width), np.int32)
+    stops = np.zeros((batch, width), np.int32)
+    bias = np.full((batch, width), -np.inf, np.float32)
+    for b, lengths in enumerate(segment_lengths):
+        offset = 0
+        for segment, length in enumerate(lengths):
+            last = segment == len(lengths) - 1
+            stop = width if last else offset + length  # padding goes with the last segment
+            segments[b, offset:stop] = segment
+            positions[b, offset:stop] = np.arange(stop - offset)
+            starts[b, offset:stop], stops[b, offset:stop] = offset, stop
+            bias[b, offset:offset + length] = 0.0
+            offset += length
+    return segments, positions, starts, stops, bias
+
+
+@needs_kernel
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("head_dim", HEAD_DIMS)
+def test_kernel_keeps_each_sequence_of_a_packed_row_to_itself(monkeypatch, variant, head_dim):
+    """Several sequences per row: each query sees only the keys of its own segment (a
+    block-diagonal mask in the float64 reference), rotary positions restart at 0 in every
+    segment for queries and keys, padding queries attend to the last segment."""
+    width, heads = 530, (8 if head_dim <= 32 else 2)
+    segments, positions, starts, stops, bias = packed_layout(PACKED_ROWS, width)
+    q, k, v, _, inv_freq = random_case(head_dim, len(PACKED_ROWS), width, width, heads, head_dim)
+    ours = run_kernel(q, k, v, bias, inv_freq, positions, variant, monkeypatch,
+                      k_positions=positions, key_start=starts, key_stop=stops)
+    allowed = segments[:, :, None] == segments[:, None, :]
+    ref = reference_attention(q, k, v, inv_freq, positions, bias, head_dim**-0.5, positions, allowed)
+    assert_close(ours, ref, f"{variant}, hd={head_dim}, packed rows")
+    # The same numbers as each sequence alone in a row of its own (positions 0.., no spans).
+    b, offset, length = 0, 8, 300
+    alone = run_kernel(q[b:b + 1, offset:offset + length], k[b:b + 1, offset:offset + length],
+                       v[b:b + 1, offset:offset + length], bias[b:b + 1, offset:offset + length], inv_freq,
+                       np.arange(length)[None], variant, monkeypatch)
+    assert_close(ours[b:b + 1, offset:offset + length], alone, f"{variant}, hd={head_dim}, packed vs alone")
+
+
+@pytest.mark.parametrize("width", [150, 530])
+def test_pure_jax_attention_keeps_each_sequence_of_a_packed_row_to_itself(width):
+    """The fallback path on packed rows (segment ids, per-token rotary positions), all heads at
+    once (150 tokens) and a few heads at a time (530), against the float64 reference."""
+    head_dim, heads = 16, 20
+    rows = [[1, 7, 100, 42], [150], [5] * 20 + [17]] if width == 150 else PACKED_ROWS
+    segments, positions, _, _, bias = packed_layout(rows, width)
+    q, k, v, _, inv_freq = random_case(width, len(rows), width, width, heads, head_dim)
+    angles = jnp.asarray(positions, jnp.float32)[..., None] * inv_freq  # (B, T, hd/2)
+    cos, sin = jnp.cos(angles)[:, None], jnp.sin(angles)[:, None]
+    heads_major = lambda a: jnp.asarray(a).transpose(0, 2, 1, 3)  # noqa: E731
+    qh = RotaryEmbedding.rotate(heads_major(q) * head_dim**-0.5, cos, sin)
+    kh = RotaryEmbedding.rotate(heads_major(k), cos, sin)
+    ours = attend(qh, kh, heads_major(v), jnp.asarray(bias)[:, None, None, :], jnp.asarray(segments))
+    allowed = segments[:, :, None] == segments[:, None, :]
+    ref = reference_attention(q, k, v, inv_freq, positions, bias, head_dim**-0.5, positions, allowed)
+    assert_close(np.asarray(ours).transpose(0, 2, 1, 3), ref, f"pure JAX, packed rows of {width}")
+
+
 @needs_kernel
 def test_kernel_refuses_a_variant_this_cpu_cannot_run(monkeypatch):
     monkeypatch.setenv(fused_attention.VARIANT_ENV, "no-such-variant")
@@ -182,6 +258,8 @@ def test_cpu_description_names_model_and_extensions():
         assert f" {feature}" in flags or f" {feature}\n" in flags
     if "avx512_bf16" not in flags and " amx_bf16" not in flags and hw.platform == "cpu":
         assert not hw.native_bf16 and "no native bf16" in hw.native_bf16_why
+    if " avx512_bf16" in flags and hw.platform == "cpu":  # e.g. AMD Zen 4, Intel Cooper Lake on
+        assert hw.native_bf16 and "avx512_bf16" in hw.native_bf16_why
 
 
 @pytest.fixture
@@ -206,6 +284,27 @@ def test_without_the_built_kernel_the_engine_falls_back(kernel_missing, monkeypa
     assert np.isfinite(out.final).all()
     with pytest.raises(ValueError, match="not available: kernel not built"):
         Engine(weights, attention="fused")
+
+
+def test_a_kernel_built_from_older_sources_is_not_used(monkeypatch):
+    """An extension left from before packed rows (no ``interface()``: a handler of 7 arguments)
+    would fail at its first call; it is refused up front and the engine falls back."""
+    import types
+
+    from flamino_core import Engine, load_weights
+
+    old = types.ModuleType("flamino_core._attention_cpu")
+    old.handler = lambda: pytest.fail("an out-of-date handler was registered")
+    monkeypatch.setitem(sys.modules, "flamino_core._attention_cpu", old)
+    monkeypatch.delenv(hardware.ATTENTION_ENV, raising=False)
+    fused_attention.status.cache_clear()
+    try:
+        status = fused_attention.status()
+        assert not status.available and "older sources" in status.reason and "reinstall" in status.reason
+        engine = Engine(load_weights("random:tiny"))
+        assert engine.attention_path == "xla" and "older sources" in engine.backend.describe()
+    finally:
+        fused_attention.status.cache_clear()
 
 
 # --- bf16 matmuls ----------------------------------------------------------------------------

@@ -176,6 +176,57 @@ def test_plain_forward_and_scan_match_hf_on_long_rows(hf_checkpoints, real_seque
     close(ours, log_probs[np.arange(len(positions)), np.array(positions) + 1], "masked log-probs")
 
 
+def packed_rows_of(seqs):
+    """Which sequences ``Engine.run`` puts in a row together (its packing plan)."""
+    from flamino_core import packing
+
+    return [row.items for row in packing.plan_rows([len(s) for s in seqs])]
+
+
+@pytest.mark.parametrize("attention", ATTENTION_PATHS)
+@pytest.mark.parametrize("config", [TINY, T6], ids=["tiny", "t6"])
+def test_packed_rows_match_hf_on_each_sequence_alone(hf_checkpoints, real_sequences, config, attention):
+    """Several sequences in one row (packing on, whatever the path's default): each must give
+    what HF gives for that sequence alone, in a batch of one without padding."""
+    directory, hf = hf_checkpoints(config, "5x")
+    engine = Engine(load_weights(str(directory)), attention=attention, packing="on")
+    seqs = sequences_for(real_sequences, config) + ["MKV", "ACDEFGHIKLMNPQRSTVWY" * 3]
+    rows = packed_rows_of(seqs)
+    assert any(len(row) > 1 for row in rows), "the sequences were not packed"
+    results = engine.run(seqs)
+    for i, (seq, res) in enumerate(zip(seqs, results)):
+        ref = hf_forward(hf, batch_encode([seq]), output_hidden_states=True)
+        close(res.logits, ref.logits[0, 1:-1].numpy(), f"logits of {i}")
+        close(res.final, ref.hidden_states[-1][0, 1:-1].numpy(), f"final representation of {i}")
+
+
+@pytest.mark.parametrize("config", [TINY, T6], ids=["tiny", "t6"])
+def test_packed_rows_keep_token_dropout_per_sequence(hf_checkpoints, real_sequences, config):
+    """Token dropout's rescaling uses each sequence's own fraction of <mask> tokens: masked
+    sequences packed into one row (different fractions) against HF on each alone."""
+    import jax.numpy as jnp
+
+    from flamino_core import packing
+    from flamino_core.convert import params_to_model
+
+    directory, hf = hf_checkpoints(config, "2022")
+    model = params_to_model(load_weights(str(directory)).params, config)
+    seqs = sequences_for(real_sequences, config)[:3]
+    (row,) = packing.plan_rows([len(s) for s in seqs])
+    tokens, segments = packing.pack_rows([row], seqs, packing.packed_width(row.tokens))
+    rng = np.random.default_rng(1)
+    alone = []
+    for k, (item, offset) in enumerate(zip(row.items, row.offsets)):
+        L = len(seqs[item])
+        masked = rng.choice(np.arange(1, L + 1), size=max(1, L // (3 + 4 * k)), replace=False)
+        tokens[0, offset + masked] = MASK_IDX
+        alone.append(tokens[:, offset:offset + L + 2])
+    ours = np.asarray(model(jnp.asarray(tokens), segments=jnp.asarray(segments))["logits"])[0]
+    for item, offset, own in zip(row.items, row.offsets, alone):
+        ref = hf_forward(hf, own).logits.numpy()[0]
+        close(ours[offset:offset + own.shape[1]], ref, f"logits of {item} with masks, packed")
+
+
 def _without_tokendropout_scaling(config, params, monkeypatch):
     return dataclasses.replace(config, token_dropout=False), params
 

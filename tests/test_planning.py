@@ -5,6 +5,7 @@ from __future__ import annotations
 import tracemalloc
 
 import numpy as np
+import pytest
 
 from flamino_core import planning
 from flamino_core.config import MAX_RESIDUES
@@ -102,3 +103,75 @@ def test_masked_rows_hold_the_window_centred_on_each_position():
         np.testing.assert_array_equal(rows[r, :MAX_RESIDUES + 2], expected)
         assert mask_at[r] == 1 + p - start
     assert rows[3, :2].tolist() == [0, 2] and (rows[3, 2:] == 1).all()  # <cls><eos>, then padding
+
+
+# --- packing several sequences into one row ------------------------------------------------------
+def _realistic_lengths(seed: int, n: int) -> list[int]:
+    rng = np.random.default_rng(seed)
+    return [int(x) for x in np.clip(rng.lognormal(np.log(300), 0.6, size=n), 1, 1022)]
+
+
+def test_packed_rows_hold_every_sequence_once_within_capacity_and_pad_little():
+    from flamino_core import packing
+
+    lengths = _realistic_lengths(7, 200) + [1, 1, 2, 1022, 1022]
+    rows = packing.plan_rows(lengths)
+    assert sorted(i for row in rows for i in row.items) == list(range(len(lengths)))
+    for row in rows:
+        tokens = [lengths[i] + 2 for i in row.items]
+        assert row.tokens == sum(tokens) <= packing.PACKED_ROW_TOKENS
+        assert list(row.offsets) == np.cumsum([0] + tokens[:-1]).tolist()  # end to end, in order
+    # Lower bound: no packing beats the total tokens divided by the row capacity; best-fit
+    # decreasing on a mix like this lands within a row or two of it.
+    total = sum(n + 2 for n in lengths)
+    assert len(rows) <= -(-total // packing.PACKED_ROW_TOKENS) + 2
+    # The rows' own padding (to their 16-token bucket) is a few percent of the work; one row per
+    # sequence padded to its own bucket would already be more, and batches of mixed rows more still.
+    padded = sum(planning.bucket_length(row.tokens) for row in rows)
+    assert padded <= 1.03 * total, padded / total
+    # Batches: every row once, power-of-two row counts within the token budget, each batch as
+    # wide as its longest row needs (in steps of 128 tokens); little padding in all.
+    budget = 8192
+    batches = packing.plan_batches(rows, lambda width: budget // width)
+    assert sorted(i for piece, _ in batches for i in piece) == list(range(len(rows)))
+    for piece, width in batches:
+        assert len(piece) & (len(piece) - 1) == 0 and len(piece) * width <= budget
+        assert width % packing.PACKED_WIDTH_STEP == 0
+        assert max(rows[i].tokens for i in piece) <= width < max(rows[i].tokens for i in piece) + 128
+    executed = sum(len(piece) * width for piece, width in batches)
+    assert executed <= 1.05 * total, executed / total
+    # A sequence longer than a row (--long full) gets a row of its own.
+    (long_row,) = [r for r in packing.plan_rows([3000, 10, 20]) if 0 in r.items]
+    assert long_row.items == (0,) and long_row.tokens == 3002
+
+
+def test_packed_tokens_and_segments_give_back_each_sequence():
+    from flamino_core import packing
+    from flamino_core.alphabet import PAD_IDX, decode, encode
+
+    residues = ["MKV", "A", "ACDEFGHIKLMNPQRSTVWY" * 10, "WW"]
+    rows = packing.plan_rows([len(r) for r in residues], capacity=220)
+    tokens, segments = packing.pack_rows(rows, residues, 224)
+    assert tokens.shape == segments.shape == (len(rows), 224)
+    seen = []
+    for r, row in enumerate(rows):
+        assert (np.diff(segments[r]) >= 0).all()  # ids never decrease along a row
+        for segment, (item, offset) in enumerate(zip(row.items, row.offsets)):
+            here = np.flatnonzero((segments[r] == segment) & (tokens[r] != PAD_IDX))
+            np.testing.assert_array_equal(tokens[r, here], encode(residues[item]))  # <cls> ... <eos>
+            assert here[0] == offset and decode(tokens[r, here]) == residues[item]
+            seen.append(item)
+        assert (tokens[r, row.tokens:] == PAD_IDX).all()
+        assert (segments[r, row.tokens:] == len(row.items) - 1).all()  # padding: last segment
+    assert sorted(seen) == [0, 1, 2, 3]
+    # Outputs come back per sequence, without <cls>/<eos>: a fake output that is each token's
+    # row and column shows which slice was cut.
+    where = np.stack(np.meshgrid(np.arange(len(rows)), np.arange(224), indexing="ij"), -1).astype(np.float32)
+    out = {"representations": {6: where}, "logits": where}
+    for item, outputs in packing.unpack_rows(out, rows, [len(r) for r in residues]):
+        row = next(r for r, row in enumerate(rows) if item in row.items)
+        offset = rows[row].offsets[rows[row].items.index(item)]
+        assert (outputs["logits"][:, 0] == row).all()
+        np.testing.assert_array_equal(outputs["representations"][6][:, 1], offset + 1 + np.arange(len(residues[item])))
+    with pytest.raises(ValueError, match="does not fit"):
+        packing.pack_rows(rows, residues, 16)
