@@ -27,7 +27,7 @@ from . import hardware, packing, planning
 from .alphabet import encode
 from .config import MAX_RESIDUES, ESM2Config
 from .convert import params_to_model
-from .options import DEFAULT_TOKEN_BUDGET, LONG_POLICIES
+from .options import LONG_POLICIES
 from .planning import LENGTH_BUCKETS, bucket_length, window_starts  # noqa: F401  (engine's public names)
 from .weights import ModelWeights, cache_root
 
