@@ -35,6 +35,7 @@ with st.sidebar:
     st.title(":material/genetics: flamino")
     st.caption("ESM-2 protein language model explorer")
     model_picker.model_picker()
+    engine_slot = st.empty()  # filled once the model is loaded (below): how it runs
     inputs.record_picker()
     if (record := inputs.selected_record(as_read=True)) is not None:
         numbering.numbering_controls(record)
@@ -44,7 +45,7 @@ with st.sidebar:
 if problem := session.take_link_problem():
     st.warning(problem)
 session.link_model_banner()
-models.model_banner()
+models.model_banner(engine_slot)
 try:
     page.run()
 except Exception as err:  # never a traceback in front of a biologist; the log keeps it

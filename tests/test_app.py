@@ -107,6 +107,20 @@ def test_start_page_labels_the_untrained_model_and_waits_for_input():
     assert any("No input yet" in i.value for i in at.info)
 
 
+def test_the_sidebar_says_which_attention_path_the_model_runs_on(monkeypatch):
+    """Issue 13: the model panel names the path (fused C++ kernel or the pure-JAX fallback).
+    Expected from the kernel's own build status, not from the engine the app built."""
+    from flamino_core import fused_attention
+
+    monkeypatch.delenv("FLAMINO_ATTENTION", raising=False)
+    at = start()
+    assert_clean(at)
+    (line,) = [c.value for c in at.sidebar.caption if c.value.startswith("Runs on")]
+    expected = "attention: fused (C++ kernel" if fused_attention.status().available else "attention: xla (pure JAX"
+    assert expected in unescaped(line), line
+    assert "fp32" in line
+
+
 @pytest.mark.parametrize(
     "label, ids",
     [

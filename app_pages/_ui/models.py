@@ -140,9 +140,14 @@ def model_id() -> str:
 
 
 # --- what the pages see -------------------------------------------------------------------------
-def model_banner() -> Engine | None:
-    """Load the chosen model; say clearly if it is the untrained one or cannot be loaded."""
+def model_banner(engine_slot=None) -> Engine | None:
+    """Load the chosen model; say clearly if it is the untrained one or cannot be loaded.
+
+    ``engine_slot`` (a placeholder under the sidebar's model picker) is told how the model
+    runs: the attention path (fused C++ kernel or pure JAX, and why), precision, packing."""
     engine, problem = active_engine()
+    if engine is not None and engine_slot is not None:
+        engine_slot.caption(plain(f"Runs on {engine.backend.describe()}"))
     if problem:
         st.error("**The model could not be loaded.**\n\n" + plain(problem), icon=":material/error:")
         st.button("Try again", on_click=forget_failure, args=(model_id(),), icon=":material/refresh:")
