@@ -188,18 +188,16 @@ class Engine:
         windows = planning.windows(used, windowed)
         merge = planning.WindowMerge(used, windows)
         heavy = bool(attention_layers or contacts)
-        if self.backend.packing and not heavy and len(windows) > 1:
-            self._run_packed(windows, options, merge, progress)
-        else:
-            lengths = [len(w.residues) for w in windows]
-            batches = planning.plan_batches(lengths, lambda width: self._max_rows(width, heavy))
-            for done, (rows, width) in enumerate(batches):
-                residues = [windows[r].residues for r in rows]
-                out = self._forward(self.state, jnp.asarray(planning.pack_rows(residues, width)), **options)
-                for r, row_output in zip(rows, planning.unpack_rows(jax.device_get(out), [len(x) for x in residues])):
-                    merge.add(r, row_output)
-                if progress:
-                    progress(done + 1, len(batches))
+        passes = self._passes([w.residues for w in windows], heavy)
+        for done, (tokens, segments, unpack) in enumerate(passes):
+            # Segment ids only when rows share; omitted otherwise, so the call is the unpacked one
+            # (same arguments, same compiled function).
+            extra = () if segments is None else (jnp.asarray(segments),)
+            out = self._forward(self.state, jnp.asarray(tokens), *extra, **options)
+            for item, output in unpack(jax.device_get(out)):
+                merge.add(item, output)
+            if progress:
+                progress(done + 1, len(passes))
 
         results = []
         for index, seq in enumerate(used):
@@ -215,23 +213,34 @@ class Engine:
             ))
         return results
 
-    def _run_packed(self, windows: Sequence[planning.Window], options: dict, merge: planning.WindowMerge,
-                    progress: ProgressFn | None) -> None:
-        """Forward passes over rows that pack several windows each (``packing``), no maps."""
-        residues = [w.residues for w in windows]
+    def _passes(self, residues: Sequence[str], heavy: bool) -> list[tuple[np.ndarray, np.ndarray | None, Callable]]:
+        """The forward passes for these windows: (tokens, segment ids or None, unpack) each, where
+        ``unpack(outputs)`` yields (window index, its outputs).
+
+        With packing (``packing``: the fused kernel, no attention maps or contacts) several
+        windows share a row; otherwise each window has a row of its own in length buckets
+        (``planning``). Token arrays are small (int32, at most the token budget per pass)."""
         lengths = [len(r) for r in residues]
-        rows = packing.plan_rows(lengths)
-        batches = packing.plan_batches(rows, lambda width: self._max_rows(width, False))
-        for done, (indices, width) in enumerate(batches):
-            batch_rows = [rows[i] for i in indices]
-            tokens, segments = packing.pack_rows(batch_rows, residues, width)
+        if not (self.backend.packing and not heavy and len(residues) > 1):
+            batches = planning.plan_batches(lengths, lambda width: self._max_rows(width, heavy))
+
+            def unpack(rows):
+                return lambda out: zip(rows, planning.unpack_rows(out, [lengths[r] for r in rows]))
+
+            return [(planning.pack_rows([residues[r] for r in rows], width), None, unpack(rows)) for rows, width in batches]
+
+        def unpack_packed(rows):
+            return lambda out: packing.unpack_rows(out, rows, lengths)
+
+        packed = packing.plan_rows(lengths)
+        passes = []
+        for indices, width in packing.plan_batches(packed, lambda width: self._max_rows(width, False)):
+            rows = [packed[i] for i in indices]
+            tokens, segments = packing.pack_rows(rows, residues, width)
             # Rows of one sequence each (a long one, a lone one): the ordinary pass, no segments.
-            shared = any(len(row.items) > 1 for row in batch_rows)
-            out = self._forward(self.state, jnp.asarray(tokens), jnp.asarray(segments) if shared else None, **options)
-            for item, output in packing.unpack_rows(jax.device_get(out), batch_rows, lengths):
-                merge.add(item, output)
-            if progress:
-                progress(done + 1, len(batches))
+            shared = any(len(row.items) > 1 for row in rows)
+            passes.append((tokens, segments if shared else None, unpack_packed(rows)))
+        return passes
 
     def _max_rows(self, width: int, heavy: bool) -> int:
         """The most rows of ``width`` tokens one forward pass may hold (the token budget)."""
