@@ -127,12 +127,19 @@ def _settle(page) -> None:
     page.wait_for_timeout(300)
 
 
+# Charts drawn so far: a plotly chart whose SVG exists. Counting ``.main-svg`` alone is wrong, as
+# plotly draws two per chart (plot and hover layer), so "3" passed with the third still drawing.
+DRAWN_CHARTS = (
+    "[...document.querySelectorAll('[data-testid=\"stPlotlyChart\"] .js-plotly-plot')]"
+    ".filter(gd => gd.querySelector('.main-svg .scatterlayer, .main-svg .heatmaplayer, .gl-container')).length"
+)
+
+
 def _check_page(page, name: str, charts: int) -> None:
-    page.wait_for_function(
-        f"document.querySelectorAll('[data-testid=\"stPlotlyChart\"] .main-svg').length >= {charts}",
-        timeout=TIMEOUT_MS,
-    )
+    page.wait_for_function(f"{DRAWN_CHARTS} >= {charts}", timeout=TIMEOUT_MS)
     _settle(page)
+    # Again after the run is over: charts from a previous page may have counted before it ended.
+    page.wait_for_function(f"{DRAWN_CHARTS} >= {charts}", timeout=TIMEOUT_MS)
     assert page.locator('[data-testid="stException"]').count() == 0, page.locator(
         '[data-testid="stException"]'
     ).first.inner_text()
@@ -234,13 +241,18 @@ def test_variants_page_paste_a_list_see_the_table_download_the_csv_click_the_map
     page.wait_for_url("**/predictions*")
     _check_page(page, "predictions_hbb", 3)
     # The map's invisible click target of cell (L3, W): point 2 x 20 + 18 of the first scatter trace.
+    map_point = """() => {
+        const gd = document.querySelectorAll('.js-plotly-plot')[2];
+        const trace = gd && gd.querySelectorAll('.scatterlayer .trace')[0];
+        return trace ? trace.querySelectorAll('.point')[58] : undefined;
+    }"""
+    page.wait_for_function(f"({map_point})() !== undefined", timeout=TIMEOUT_MS)
     target = page.evaluate(
-        """() => {
-            const gd = document.querySelectorAll('.js-plotly-plot')[2];
-            const point = gd.querySelectorAll('.scatterlayer .trace')[0].querySelectorAll('.point')[58];
+        f"""() => {{
+            const point = ({map_point})();
             const box = point.getBoundingClientRect();
             return [box.left + box.width / 2, box.top + box.height / 2];
-        }"""
+        }}"""
     )
     page.mouse.move(*target)
     page.wait_for_timeout(500)  # plotly finds the hovered point first; a click is read from it
