@@ -55,11 +55,10 @@ def attend(q: jax.Array, k: jax.Array, v: jax.Array, key_bias: jax.Array,
         return _attend_heads(q, k, v, key_bias, None if segments is None else segments[:, None, :])
     flat = lambda a: a.reshape(batch * heads, *a.shape[2:])  # noqa: E731
     bias = flat(jnp.broadcast_to(key_bias, (batch, heads, 1, seq_len)))
-    if segments is None:
-        out = jax.lax.map(lambda a: _attend_heads(*a), (flat(q), flat(k), flat(v), bias), batch_size=chunk)
-    else:
-        ids = flat(jnp.broadcast_to(segments[:, None, :], (batch, heads, seq_len)))
-        out = jax.lax.map(lambda a: _attend_heads(*a), (flat(q), flat(k), flat(v), bias, ids), batch_size=chunk)
+    operands = (flat(q), flat(k), flat(v), bias)
+    if segments is not None:  # each flattened head carries its row's segment ids
+        operands += (flat(jnp.broadcast_to(segments[:, None, :], (batch, heads, seq_len))),)
+    out = jax.lax.map(lambda a: _attend_heads(*a), operands, batch_size=chunk)
     return out.reshape(batch, heads, seq_len, head_dim)
 
 
