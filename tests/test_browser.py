@@ -135,11 +135,16 @@ DRAWN_CHARTS = (
 )
 
 
-def _check_page(page, name: str, charts: int) -> None:
+def _wait_for_charts(page, charts: int) -> None:
+    """Wait until the script run is over and at least ``charts`` plotly charts are drawn."""
     page.wait_for_function(f"{DRAWN_CHARTS} >= {charts}", timeout=TIMEOUT_MS)
     _settle(page)
-    # Again after the run is over: charts from a previous page may have counted before it ended.
+    # Again after the run is over: charts from before the run may have counted before it ended.
     page.wait_for_function(f"{DRAWN_CHARTS} >= {charts}", timeout=TIMEOUT_MS)
+
+
+def _check_page(page, name: str, charts: int) -> None:
+    _wait_for_charts(page, charts)
     assert page.locator('[data-testid="stException"]').count() == 0, page.locator(
         '[data-testid="stException"]'
     ).first.inner_text()

@@ -21,6 +21,7 @@ from test_browser import (  # noqa: F401  (browser, server: the fixtures)
     _download,
     _nav,
     _settle,
+    _wait_for_charts,
     browser,
     server,
 )
@@ -47,13 +48,6 @@ def _open(browser, server, text: str, width: int = 1400):
     return page
 
 
-def _charts(page, n: int) -> None:
-    page.wait_for_function(
-        f"document.querySelectorAll('[data-testid=\"stPlotlyChart\"] .main-svg').length >= {n}", timeout=TIMEOUT_MS
-    )
-    _settle(page)
-
-
 def _boxes(page, chart: int, selector: str) -> list[dict]:
     return page.evaluate(
         """([chart, selector]) => [...document.querySelectorAll('[data-testid="stPlotlyChart"]')[chart]
@@ -72,7 +66,7 @@ def test_an_800_px_window_fits_titles_legends_labels_and_shows_no_developer_menu
 
     page = _open(browser, server, f">ubq\n{UBIQUITIN}\n", width=800)
     _nav(page, "Masked predictions").click()
-    _charts(page, 3)
+    _wait_for_charts(page, 3)
     (title,) = _boxes(page, 0, ".g-gtitle")
     (legend,) = _boxes(page, 0, ".legend")
     assert not _overlap(title, legend), (title, legend)  # they overlapped at 800 px before
@@ -107,11 +101,11 @@ def test_an_800_px_window_fits_titles_legends_labels_and_shows_no_developer_menu
 def test_a_long_proteins_contacts_download_says_which_pairs_were_not_predicted(server, browser, tmp_path):
     page = _open(browser, server, f">long\n{LONG}\n")
     _nav(page, "Attention").click()
-    _charts(page, 3)
+    _wait_for_charts(page, 3)
     page.get_by_text("Showing residues 1–500 of 1,100 residues").wait_for()
     page.get_by_role("button", name="Show the whole sequence").click()
     page.get_by_text("Showing the whole sequence (1,100 residues).").wait_for()
-    _charts(page, 3)
+    _wait_for_charts(page, 3)
     page.get_by_text("of the pairs shown are not predicted").wait_for()
     page.screenshot(path=str(SCREENSHOTS / "attention_long.png"), full_page=True)
     (legend,) = _boxes(page, 1, ".legend")  # the "not predicted" entry: clear of every label
@@ -135,9 +129,9 @@ def test_a_long_proteins_contacts_download_says_which_pairs_were_not_predicted(s
 def test_a_running_masked_scan_can_be_cancelled_and_resumed(server, browser):
     page = _open(browser, server, f">scan\n{SCAN}\n")
     _nav(page, "Masked predictions").click()
-    _charts(page, 3)
+    _wait_for_charts(page, 3)
     page.get_by_role("button", name="Show the whole sequence").click()
-    _charts(page, 3)
+    _wait_for_charts(page, 3)
     page.get_by_text("masked-marginals — exact").click()
     # The first chunk measures this server's pass rate; then the scan runs on (progress with the
     # time left), or, on a slow machine, the page first says how long it takes and asks.
