@@ -78,10 +78,12 @@ def precision_section(alignment, contacts, record, seq, file_stem):
     show_figure(contact_comparison_map(contacts, truth, top, title), "structure_contacts", f"{file_stem}_contacts")
 
 
-def track_choices(n_layers, n_heads, seq):
-    """The track picker and the widgets of the chosen track's own choices."""
+def track_choices(n_layers, n_heads, seq, first):
+    """The track picker and the widgets of the chosen track's own choices; ``first``: the number
+    of the record's first residue (the residue is asked for in the record's own numbering)."""
     track = kept_selectbox("Colour the chain by", "strack", format_func=lambda t: f"{t}: {TRACKS[t].description}")
-    choice = {"amino_acid": "A", "residue": 1, "layer": n_layers, "head": 0, "component": 1, "strategy": None}
+    choice = {"amino_acid": "A", "residue": 1, "layer": n_layers, "head": 0, "component": 1, "strategy": None,
+              "first": first}
     params, needs = TRACKS[track].params, TRACKS[track].needs
     columns = st.columns(4)
     if "scores" in needs:
@@ -92,7 +94,9 @@ def track_choices(n_layers, n_heads, seq):
             choice["amino_acid"] = kept_selectbox("Substituted amino acid", "saa")
     if "residue" in params:
         with columns[0]:
-            choice["residue"] = kept_number_input(f"From position (1–{len(seq)})", "sres", max_value=len(seq))
+            choice["residue"] = kept_number_input(
+                f"From residue ({first:,}–{first + len(seq) - 1:,})", "sres", max_value=len(seq), shift=first - 1,
+            )  # the kept value (and the link) stay the 1-based position, as on the predictions page
     if "attention" in needs or "representations" in needs:  # attention comes from layers 1 and up
         names = layer_names(n_layers, first=1 if "attention" in needs else 0)
         with columns[1]:
@@ -107,9 +111,10 @@ def track_choices(n_layers, n_heads, seq):
     return track, choice
 
 
-def view_3d(parsed, alignment, model, contacts, seq, engine, file_stem):
+def view_3d(parsed, alignment, model, contacts, record, seq, engine, file_stem):
     st.subheader("The chain in 3D")
-    track, choice = track_choices(engine.config.num_layers, engine.config.attention_heads, seq)
+    first = inputs.first_number(record)
+    track, choice = track_choices(engine.config.num_layers, engine.config.attention_heads, seq, first)
     try:
         values, label = structures.track_values(track, model, seq, contacts, choice)
     except ValueError as err:
@@ -159,7 +164,7 @@ def main() -> None:
     if contacts is not None:
         structures.remember_contacts(model, seq, contacts)
         precision_section(alignment, contacts, record, seq, file_stem)
-    view_3d(parsed, alignment, model, contacts, seq, engine, file_stem)
+    view_3d(parsed, alignment, model, contacts, record, seq, engine, file_stem)
 
 
 main()

@@ -33,9 +33,9 @@ def environment(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
 
 
-def structure_page(sequence: str = ABETA42, query: dict | None = None) -> AppTest:
+def structure_page(sequence: str = ABETA42, query: dict | None = None, header: str = "abeta42") -> AppTest:
     at = start(query) if query else start()
-    paste(at, f">abeta42\n{sequence}\n")
+    paste(at, f">{header}\n{sequence}\n")
     return open_page(at, "structure")
 
 
@@ -130,6 +130,27 @@ def test_tracks_and_their_choices_follow_the_widgets_and_a_link():
     at.selectbox(key="_w_slayer").set_value(0).run()
     at.number_input(key="_w_spc").set_value(2).run()
     assert titles(at)[1].endswith("PC2 of layer 0")
+
+
+def test_attention_comes_from_a_residue_in_the_records_own_numbering():
+    """Aβ42 named by its place in APP770 (residues 672-713): the page asks for residue 691, the
+    record's number for position 20, and shows attention from position 20, as the link keeps."""
+    at = upload(structure_page(query=None, header="abeta/672-713"), "2BEG.pdb")
+    at.selectbox(key="_w_strack").set_value("attention").run()
+    at.selectbox(key="_w_slayer").set_value(1).run()
+    at.selectbox(key="_w_shead").set_value(2).run()
+    assert_clean(at)
+    widget = at.number_input(key="_w_sres")
+    assert widget.label == "From residue (672–713)" and widget.value == 672  # position 1
+    widget.set_value(691).run()
+    assert_clean(at)
+    assert titles(at)[1] == "Chain A of 2BEG.pdb: attention from residue 691 (layer 1, head 2)"
+    assert at.session_state["sres"] == 20  # the position, as links carry it
+    engine = Engine(load_weights("random:tiny"))
+    (out,) = engine.run([ABETA42], repr_layers=(), logits=False, attention_layers=(1,))
+    coloured = figures(at)[1]["data"][-1]
+    # Token 20 is position 20 (token 0 is <cls>); chain A of 2BEG holds positions 17-42.
+    np.testing.assert_allclose(values(coloured["marker"]["color"]), out.attentions[0][1][20, 1:-1][16:], atol=1e-6)
 
 
 def test_several_models_in_the_file():

@@ -167,7 +167,8 @@ def track_values(name: str, model: str, sequence: str, contacts: np.ndarray | No
     said why).
 
     Args:
-      choice: amino_acid, residue (1-based), layer, head (0: mean), component, strategy.
+      choice: amino_acid, residue (1-based position), layer, head (0: mean), component, strategy,
+        first (the number of the record's first residue, for the label).
 
     Raises:
       ValueError: a choice that does not fit (a residue beyond the attention maps).
@@ -203,5 +204,6 @@ def track_values(name: str, model: str, sequence: str, contacts: np.ndarray | No
     values = np.pad(values, (0, len(sequence) - len(shown)), constant_values=np.nan)  # no value past the maps
     layer = choice["layer"] if {"attention", "representations"} & set(needs) else None
     label = track_label(name, amino_acid=choice["amino_acid"], residue=residue, layer=layer, head=head,
-                        component=choice["component"], strategy=choice["strategy"] if "scores" in needs else None)
+                        component=choice["component"], strategy=choice["strategy"] if "scores" in needs else None,
+                        first=choice.get("first", 1))
     return values, label

@@ -59,12 +59,14 @@ def track_label(
     head: int | None = None,
     component: int = 1,
     strategy: str | None = None,
+    first: int = 1,
 ) -> str:
     """What a track's values are, with its choices, for a colour bar, a title or the PDB REMARK.
 
     Takes ``compute_track``'s choices (``residue`` and ``head`` 0-based, as there) plus the layer
-    (fair-esm numbering) and the scoring strategy the values came from; positions and heads are
-    written 1-based, as users count them: ``attention from residue 17 (layer 6, head 3)``.
+    (fair-esm numbering) and the scoring strategy the values came from; heads are written
+    1-based and the residue in the sequence's own numbering, whose first residue is ``first``
+    (1 unless the record says otherwise): ``attention from residue 17 (layer 6, head 3)``.
     """
     if name not in TRACKS:
         raise ValueError(f"unknown track {name!r}; choose one of {', '.join(TRACKS)}")
@@ -76,7 +78,7 @@ def track_label(
     if name == "attention":
         heads = "mean of heads" if head is None else f"head {head + 1}"
         where = f"layer {layer}, " if layer is not None else ""
-        return f"attention from residue {'?' if residue is None else residue + 1} ({where}{heads})"
+        return f"attention from residue {'?' if residue is None else residue + first} ({where}{heads})"
     if name == "pca":
         return f"PC{component}" + (f" of layer {layer}" if layer is not None else "")
     return TRACKS[name].label
