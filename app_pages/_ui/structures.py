@@ -205,5 +205,5 @@ def track_values(name: str, model: str, sequence: str, contacts: np.ndarray | No
     layer = choice["layer"] if {"attention", "representations"} & set(needs) else None
     label = track_label(name, amino_acid=choice["amino_acid"], residue=residue, layer=layer, head=head,
                         component=choice["component"], strategy=choice["strategy"] if "scores" in needs else None,
-                        first=choice.get("first", 1))
+                        first=choice["first"])
     return values, label
