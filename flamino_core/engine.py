@@ -15,6 +15,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
+import hashlib
 import os
 from typing import Callable, Literal, Sequence
 
@@ -115,6 +116,20 @@ class Engine:
             static_argnames=("repr_layers", "attention_layers", "need_logits", "need_contacts"),
         )
         self._masked_log_probs = jax.jit(functools.partial(_masked_log_probs, self.graphdef))
+
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """What this engine computes, as a key: its weights (their checksum) and its precision mode.
+
+        Engines with equal fingerprints give the same numbers up to float summation order (the
+        attention path, batching and packing only reorder sums), so the result store
+        (``result_store``) serves one's results to the other; another precision mode changes the
+        numbers well beyond rounding, so it is part of the key.
+        """
+        from .model_cache import params_checksum
+
+        weights = self.weights.checksum or params_checksum(self.weights.params)
+        return hashlib.sha256(f"{weights}\0{self.backend.precision}".encode()).hexdigest()[:32]
 
     @property
     def is_random(self) -> bool:

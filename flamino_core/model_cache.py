@@ -47,6 +47,7 @@ class ModelWeights:
     params: dict  # pure nested dict of NumPy arrays, see convert.state_dict_to_params
     source: str  # where they came from
     is_random: bool = False  # untrained test model: never present its output as biology
+    checksum: str = ""  # params_checksum when known (a cache entry records it); "" = not computed
 
 
 def cache_root() -> Path:
@@ -68,7 +69,7 @@ def cached_or_convert(key: str, identifier: str, convert, progress: Progress) ->
     config, params, source = convert()
     progress(None, "Saving converted weights to the cache")
     save_checkpoint(entry, config, params, source)
-    return ModelWeights(identifier, config, params, source)
+    return ModelWeights(identifier, config, params, source, checksum=params_checksum(params))
 
 
 def save_checkpoint(
@@ -113,10 +114,12 @@ def restore(directory: Path, identifier: str) -> ModelWeights:
     restored = ocp.StandardCheckpointer().restore(directory / PARAMS_DIR, abstract)
     params = jax.tree.map(np.asarray, restored)
     meta = json.loads((directory / SOURCE_FILE).read_text()) if (directory / SOURCE_FILE).exists() else {}
-    if meta.get("checksum") and meta["checksum"] != params_checksum(params):
+    checksum = params_checksum(params)
+    if meta.get("checksum") and meta["checksum"] != checksum:
         raise ModelError(f"checkpoint {directory} is corrupted (checksum mismatch)")
     return ModelWeights(
-        identifier, config, params, meta.get("source", str(directory)), is_random=bool(meta.get("is_random"))
+        identifier, config, params, meta.get("source", str(directory)), is_random=bool(meta.get("is_random")),
+        checksum=checksum,
     )
 
 
