@@ -4,12 +4,12 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 PORT ?= 8501
 
-.PHONY: run test bench install install-test browser clean lock
+.PHONY: run test bench install install-test browser peer-corpus clean lock
 
 run: install
 	$(VENV)/bin/streamlit run app.py --server.port $(PORT)
 
-test: install-test browser
+test: install-test browser peer-corpus
 	$(PY) -m pytest -q
 
 bench: install-test
@@ -33,6 +33,11 @@ $(VENV)/.installed: pyproject.toml $(KERNEL_SOURCES) | $(PY)
 $(VENV)/.installed-test: pyproject.toml $(KERNEL_SOURCES) | $(PY)
 	$(PIP) install --quiet -e ".[test]"
 	touch $@ $(VENV)/.installed
+
+# Biopython's own test files (Tests/ of its PyPI source distribution, tests/data/SOURCES.md), read by
+# tests/test_peer_corpus.py; downloaded once into test-artifacts/ (never committed).
+peer-corpus: install-test
+	$(PY) tests/peer_corpus.py
 
 # The browser test drives Debian's Chromium (Playwright's own browser download fails here).
 browser:

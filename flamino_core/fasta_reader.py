@@ -145,7 +145,7 @@ class _Reader:
             yield InputIssue(None, "no sequence found", "error")
             return
         head = [line.strip() for line in raw_head]
-        flat = flat_file_format(first)
+        flat = flat_file_format(first, head)
         if flat:
             yield from self._flat_file(chain(raw_head, raw_lines), *flat)
             return

@@ -26,9 +26,20 @@ _GAPS = "-."
 # NUCLEOTIDE_FRACTION are A, C, G, T, U or N is DNA/RNA. Those six letters make up ~26% of
 # natural proteins (UniProtKB composition), so a protein of 20 residues passes for nucleotides
 # with a chance of ~1e-8, and a real DNA sequence (N included for unknown bases) is all of them.
+# Two more cases of real files (Biopython's Tests/GFF/multi.fna: 8-nt records):
+# * IUPAC ambiguity codes (R, Y, K, M, S, W, B, D, H, V): a sequence written only in the IUPAC
+#   nucleotide alphabet with at least AMBIGUOUS_MIN_BASES plain bases. The ambiguity letters
+#   are also amino acids (~39% of a protein, the plain bases ~26%), so a 20-residue protein
+#   passes with a chance of ~3e-5, a longer one far less;
+# * short sequences, SHORT_NUCLEOTIDE_MIN_LENGTH to NUCLEOTIDE_MIN_LENGTH - 1 letters, all A,
+#   C, G, T or U: ~22% of a protein, so an 8-residue peptide passes with a chance of ~6e-6.
+#   Shorter ones cannot be told from peptides and are read as protein.
 NUCLEOTIDES = "ACGTUN"
+IUPAC_NUCLEOTIDES = "ACGTUNRYKMSWBDHV"
 NUCLEOTIDE_FRACTION = 0.9
+AMBIGUOUS_MIN_BASES = 0.5
 NUCLEOTIDE_MIN_LENGTH = 20
+SHORT_NUCLEOTIDE_MIN_LENGTH = 8
 _SHOWN_POSITIONS = 5  # positions listed per bad character
 _SHOWN_BAD_CHARACTERS = 5  # distinct bad characters reported per record
 
@@ -36,6 +47,16 @@ _BAD_CHARACTER = re.compile(f"[^{_RESIDUES}{re.escape(_GAPS)}]")
 _UPPERCASE_ASCII = str.maketrans(string.ascii_lowercase, string.ascii_uppercase)
 _DROP_DIGITS = str.maketrans("", "", string.digits)
 _HEADER_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f-\x9f]")
+# Accession numbers people paste instead of sequences (Biopython's Tests/SwissProt/multi_ex.list):
+# UniProt's (uniprot.org/help/accession_numbers, with an optional isoform "-2"), RefSeq's
+# (NP_000509) and INSDC's (one letter + 5 digits, two + 6, three + 5 or 7), each with an
+# optional ".version". Letters with digits inside a word are never sequence numbering.
+_ACCESSION = re.compile(
+    r"(?:[OPQ][0-9][A-Z0-9]{3}[0-9]|[A-NR-Z][0-9](?:[A-Z][A-Z0-9]{2}[0-9]){1,2}"
+    r"|[A-Z]{2}_[0-9]{6,9}|[A-Z][0-9]{5}|[A-Z]{2}[0-9]{6}|[A-Z]{3}[0-9]{5}(?:[0-9]{2})?)"
+    r"(?:\.[0-9]+)?(?:-[0-9]+)?"
+)
+_SHOWN_ACCESSIONS = 3
 
 
 @dataclass(frozen=True)
@@ -112,6 +133,8 @@ def check_record(
     nucleotides = bool(sequence) and looks_like_nucleotides(sequence)
     if nucleotides:
         share = f"{nucleotide_fraction(sequence):.0%} of its {len(sequence):,} letters are A, C, G, T, U or N"
+        if nucleotide_fraction(sequence) < NUCLEOTIDE_FRACTION and len(sequence) >= NUCLEOTIDE_MIN_LENGTH:
+            share += ", the rest IUPAC ambiguity codes (R, Y, K, M, S, W, B, D, H, V)"
         if not allow_nucleotides:
             errors.append(f"this is nucleotide sequence, not protein ({share}); ESM-2 reads protein "
                           "sequences: translate it first, or choose to analyse it as protein anyway")  # fmt: skip
@@ -134,8 +157,14 @@ def nucleotide_fraction(sequence: str) -> float:
 
 
 def looks_like_nucleotides(sequence: str) -> bool:
-    """The nucleotide rule (``NUCLEOTIDE_MIN_LENGTH``, ``NUCLEOTIDE_FRACTION``) on a cleaned sequence."""
-    return len(sequence) >= NUCLEOTIDE_MIN_LENGTH and nucleotide_fraction(sequence) >= NUCLEOTIDE_FRACTION
+    """The nucleotide rule (see ``NUCLEOTIDE_FRACTION`` and the cases after it) on a cleaned sequence."""
+    if len(sequence) < SHORT_NUCLEOTIDE_MIN_LENGTH:
+        return False
+    letters = set(sequence)
+    if len(sequence) < NUCLEOTIDE_MIN_LENGTH:
+        return letters <= set("ACGTU")
+    fraction = nucleotide_fraction(sequence)
+    return fraction >= NUCLEOTIDE_FRACTION or (fraction >= AMBIGUOUS_MIN_BASES and letters <= set(IUPAC_NUCLEOTIDES))
 
 
 def _header(raw: RawRecord, used_ids: set[str]) -> tuple[str, str, str, list[str]]:
@@ -190,6 +219,9 @@ def _check_sequence(raw: RawRecord) -> tuple[str, list[str], list[str]]:
         warnings.append(three_letter.note)
         raw = replace(raw, sequence=three_letter.sequence, had_whitespace=False)
     text = raw.sequence.translate(_DROP_DIGITS)
+    accessions = _accession_list(raw.text) if len(text) != len(raw.sequence) else None
+    if accessions:
+        return "", warnings, [accessions]
     if len(text) != len(raw.sequence):
         spaces = " and spaces" if raw.had_whitespace else ""
         warnings.append(f"removed digits (sequence numbering){spaces} from the sequence")
@@ -220,6 +252,16 @@ def _check_sequence(raw: RawRecord) -> tuple[str, list[str], list[str]]:
             "analysed in overlapping windows"
         )
     return residues, warnings, errors
+
+
+def _accession_list(text: str) -> str | None:
+    """The error for a text that is a list of accession numbers, not a sequence, else None."""
+    words = text.split()
+    if not words or not all(_ACCESSION.fullmatch(word) for word in words):
+        return None
+    shown = ", ".join(words[:_SHOWN_ACCESSIONS]) + (" …" if len(words) > _SHOWN_ACCESSIONS else "")
+    return (f"this is a list of {len(words):,} accession number(s) ({shown}), not a sequence; download "
+            "their sequences as FASTA (e.g. UniProt's ID mapping or NCBI's Batch Entrez)")
 
 
 def _bad_character_messages(text: str) -> list[str]:

@@ -1,4 +1,4 @@
-"""Records of flat files (GenBank, GenPept, EMBL, Swiss-Prot), read with Biopython.
+"""Records of flat files (GenBank, GenPept, EMBL, IMGT, Swiss-Prot), read with Biopython.
 
 People paste or upload the entry they have open: a Swiss-Prot text entry, a GenPept protein
 record, a GenBank nucleotide record with its CDS translations. Each becomes one record with a
@@ -45,7 +45,7 @@ def read_flat_records(lines: Iterable[str], name: str, seqio_format: str) -> Ite
     Args:
       lines: the file's lines as typed (column positions matter in these formats).
       name: what the format is called ("GenBank"), for messages.
-      seqio_format: Biopython's name for it: ``genbank``, ``embl`` or ``swiss``.
+      seqio_format: Biopython's name for it: ``genbank``, ``embl``, ``imgt`` or ``swiss``.
 
     Yields:
       ``FlatRecord`` per sequence; at most one ``str`` (then nothing more): the file could not
@@ -73,7 +73,7 @@ def read_flat_records(lines: Iterable[str], name: str, seqio_format: str) -> Ite
         if entry is None:
             break
         count += 1
-        tolerated = [str(w.message) for w in caught if issubclass(w.category, BiopythonParserWarning)]
+        tolerated = list(dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, BiopythonParserWarning)))
         records = [_swiss_record(entry)] if seqio_format == "swiss" else _sequence_records(entry, name)
         for record in records:
             yield dataclasses.replace(record, note="; ".join([record.note, *tolerated]))
@@ -124,17 +124,23 @@ def _sequence_records(entry, name: str) -> Iterator[FlatRecord]:
     """A GenBank/EMBL record: its protein, its CDS translations, or its nucleotide sequence."""
     from Bio.Seq import UndefinedSequenceError
 
+    from .fasta_records import looks_like_nucleotides
+
     organism = entry.annotations.get("organism", "")
     try:
         sequence = str(entry.seq)
     except UndefinedSequenceError:  # a CONTIG record, or a header without ORIGIN
         sequence = ""
-    if entry.annotations.get("molecule_type") == "protein":
+    cds = [f for f in entry.features if f.type == "CDS" and f.qualifiers.get("translation")]
+    # EMBL protein entries from patent offices (KIPO's "PRT; 111 AA.") and PDB-derived ones
+    # ("unspecified; UNC; 154 AA.") carry no molecule type Biopython recognises: their letters say it.
+    protein = entry.annotations.get("molecule_type") == "protein" or (
+        not cds and sequence and not looks_like_nucleotides(sequence.upper()))
+    if protein:
         kind = "GenPept" if name == "GenBank" else name
         yield FlatRecord(f"{entry.id} {entry.description}".strip(), sequence,
                          f"read {kind} protein record {entry.id}: its sequence")  # fmt: skip
         return
-    cds = [f for f in entry.features if f.type == "CDS" and f.qualifiers.get("translation")]
     for number, feature in enumerate(cds, 1):
         qualifiers = feature.qualifiers
         protein_id = next(

@@ -29,11 +29,15 @@ GZIP_MAGIC = b"\x1f\x8b"
 SNIFF_BYTES = 1 << 16  # a streamed file's encoding is decided from its first 64 KiB
 
 # Flat files read record by record with Biopython: (first-line pattern, name, SeqIO format).
-# Swiss-Prot and EMBL both start "ID   "; a Swiss-Prot ID line ends with the length in AA.
+# Swiss-Prot, EMBL and IMGT all start "ID   ", and an EMBL *protein* entry's ID line ends in
+# "AA." as a Swiss-Prot one does ("ID   A00022; SV 1; linear; protein; PRT; SYN; 14 AA.", EBI's
+# patent proteins; KIPO's "ID   DI500001  STANDARD;  PRT;  111 AA." is laid out exactly like an
+# old Swiss-Prot line): ``_id_line_format`` tells them apart by the lines that follow.
+# A GenBank release file (GBVRL1.SEQ ...) opens with the release header, then LOCUS records.
 FLAT_FILE_FORMATS = (
     (r"LOCUS\s", "GenBank", "genbank"),
-    (r"ID {3}\S.*\sAA\.$", "Swiss-Prot", "swiss"),
-    (r"ID {3}\S", "EMBL", "embl"),
+    (r"GB[A-Z]{2,4}\d*\.SEQ\s+Genetic Sequence Data Bank", "GenBank", "genbank"),
+    (r"ID {3}\S", "EMBL", "embl"),  # or Swiss-Prot or IMGT: see _id_line_format
 )
 _FLAT_FILE_PATTERNS = tuple((re.compile(p), name, fmt) for p, name, fmt in FLAT_FILE_FORMATS)
 
@@ -63,7 +67,12 @@ FOREIGN_FORMATS = (
     (r"\d+\s+\d+$", "a PHYLIP alignment", "export the sequences as FASTA"),
     (r">(P1|F1|DL|DC|RL|RC|N3|N1|XX);", "a PIR/NBRF file", "convert it to FASTA"),
     (
-        r"(?i:<\?xml|<!doctype|<html)",
+        r"<uniprot\b",
+        "a UniProt XML file",
+        "download the entry as FASTA, or as text (the Swiss-Prot format, which flamino reads)",
+    ),
+    (  # any XML: a declaration, a doctype, or an element without one (UniProt's <uniprot ...>)
+        r"(?i:<\?xml|<!doctype|<html)|<[A-Za-z][\w.:-]*[\s>/]|<[A-Za-z][\w.:-]*$",
         "an XML/HTML document",
         "save the FASTA text itself, not the web page",
     ),
@@ -97,12 +106,34 @@ class Unreadable(Exception):
     """The bytes cannot be read as text; the message is for the user."""
 
 
-def flat_file_format(first: str) -> tuple[str, str] | None:
-    """``(name, Biopython SeqIO format)`` if the first non-blank line starts a readable flat file."""
+def flat_file_format(first: str, head: list[str] = ()) -> tuple[str, str] | None:
+    """``(name, Biopython SeqIO format)`` if the text starts a readable flat file, else None.
+
+    Args:
+      first: the first non-blank line.
+      head: the first ``FOREIGN_HEAD_LINES`` lines (stripped); an ``ID`` line is judged with
+        the lines after it.
+    """
     for pattern, name, seqio_format in _FLAT_FILE_PATTERNS:
         if pattern.match(first):
-            return name, seqio_format
+            return _id_line_format(first, head) if seqio_format == "embl" else (name, seqio_format)
     return None
+
+
+def _id_line_format(first: str, head: list[str]) -> tuple[str, str]:
+    """Swiss-Prot, IMGT or EMBL for a file whose first line is an ``ID`` line.
+
+    Swiss-Prot (UniProt user manual, section 3.1): the ID line ends "N AA." and the AC line comes
+    next; EMBL separates its lines with "XX" (ENA's user manual) and never puts AC second without
+    one. IMGT/HLA and IMGT/LIGM files are EMBL-like with a five-field ID line (or one naming
+    IMGT) and wider feature columns, which only Biopython's ``imgt`` reader takes.
+    """
+    after = [line for line in head if line and line != first]
+    if first.endswith(" AA.") and after[:1] and after[0].startswith("AC ") and "XX" not in head:
+        return "Swiss-Prot", "swiss"
+    if "IMGT" in first or first[2:].count(";") == 5:
+        return "IMGT", "imgt"
+    return "EMBL", "embl"
 
 
 def framed_sequence(first: str) -> tuple[re.Pattern, re.Pattern, str] | None:
@@ -150,6 +181,8 @@ def foreign_format(first: str, head: list[str]) -> str | None:
     """
     if numbered_blocks(head):  # "10 20" over blocks would read as a PHYLIP header
         return None
+    if first.startswith("<?"):  # an XML declaration: the document is named by its first element
+        first = next((line for line in head if line.startswith("<") and not line.startswith(("<?", "<!"))), first)
     for pattern, name, hint in _FOREIGN_PATTERNS:
         if pattern.match(first):
             return f"this looks like {name}, not FASTA; {hint}"

@@ -33,6 +33,17 @@ def shared_fasta() -> Path:
 
 
 @pytest.fixture(scope="session")
+def peer_tests() -> Path:
+    """Biopython's ``Tests/`` folder (its PyPI source distribution, see tests/peer_corpus.py)."""
+    from peer_corpus import CorpusUnavailable, peer_tests_dir
+
+    try:
+        return peer_tests_dir()
+    except CorpusUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="session")
 def real_sequences(shared_fasta) -> dict[str, str]:
     from flamino_core.fasta import read_fasta
 
