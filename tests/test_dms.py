@@ -43,9 +43,10 @@ def reference_metrics(true, pred, bins=None) -> dict:
     true, pred = np.asarray(true, float), np.asarray(pred, float)
     ranks_true, ranks_pred = pd.Series(true).rank(), pd.Series(pred).rank()  # average ranks for ties
     out = {"spearman": float(np.corrcoef(ranks_true, ranks_pred)[0, 1])}
-    # top-10% recall: above the 90th percentile (strictly), as sets of row numbers.
-    top_true = {i for i, t in enumerate(true) if t > pd.Series(true).quantile(0.9)}
-    top_pred = {i for i, p in enumerate(pred) if p > pd.Series(pred).quantile(0.9)}
+    # top-10% recall: at or above the 90th percentile (ProteinGym's >= since its commit f5e47f1),
+    # as sets of row numbers.
+    top_true = {i for i, t in enumerate(true) if t >= pd.Series(true).quantile(0.9)}
+    top_pred = {i for i, p in enumerate(pred) if p >= pd.Series(pred).quantile(0.9)}
     out["top10_recall"] = len(top_true & top_pred) / len(top_true)
     if bins is not None:
         out["auc"] = roc_auc_score(bins, pred)
@@ -86,7 +87,7 @@ def test_metrics_on_the_real_assay_match_references(assay):
     assert 0.5 < ours["spearman"] < 0.9 and ours["auc"] > 0.7  # the signal is seen
     tied = np.round(noisy)  # many ties: average ranks (Spearman), half-counted pairs (AUC)
     assert_metrics_match(agreement_metrics(true, tied, bins), reference_metrics(true, tied, bins))
-    # Ties in the experiment too, so "above the 90th percentile" must be strict on both sides.
+    # Ties in the experiment too, so "at or above the 90th percentile" must hold on both sides.
     coarse = np.round(true)
     assert (coarse == np.percentile(coarse, 90)).sum() > 1
     assert_metrics_match(agreement_metrics(coarse, tied, bins), reference_metrics(coarse, tied, bins))
@@ -222,8 +223,9 @@ def test_a_missing_file_is_a_clear_error(tmp_path):
 
 
 def test_undefined_statistics_are_none():
+    # One row is its own 90th percentile on both sides: ProteinGym's ">=" gives recall 1.
     assert agreement_metrics([1.0], [2.0]) == {"spearman": None, "auc": None, "mcc": None, "ndcg": None,
-                                               "top10_recall": 0.0}
+                                               "top10_recall": 1.0}
     one_class = agreement_metrics(np.arange(20.0), np.arange(20.0), np.ones(20))
     assert one_class["auc"] is None and one_class["mcc"] is None and one_class["spearman"] == 1.0
     assert agreement_metrics(np.ones(20), np.arange(20.0))["ndcg"] is None

@@ -1,21 +1,28 @@
 """Agreement between model scores and a deep mutational scan, as ProteinGym defines it.
 
 Definitions follow ProteinGym's ``proteingym/performance_DMS_benchmarks.py``
-(github.com/OATML-Markslab/ProteinGym, read at commit a6fc27fcf58eb2403fded76819e3f5665381be36),
-higher DMS_score and higher model score both meaning "fitter":
+(github.com/OATML-Markslab/ProteinGym) as it has been since commit f5e47f1 ("Fixed bug w/ MSAT
+fitness and Top-k recall", f5e47f126ddcf6aeb6cbc10250678208bfa21ae2) and still is at bb68524
+(bb685245f8f4bb95a5b54b470396c23826cd6284), higher DMS_score and higher model score both
+meaning "fitter":
 
 * ``spearman``: Spearman's rank correlation of DMS_score and score (``scipy.stats.spearmanr``).
 * ``auc``: ROC AUC of the score for DMS_score_bin (1 fit, 0 not). ProteinGym calls scikit-learn's
-  ``roc_auc_score``; that is the Mann-Whitney U of the fit rows' scores against the others over
-  n_fit x n_unfit (ties count one half), so scipy's ``mannwhitneyu`` gives it exactly.
+  ``roc_auc_score``: trapezoids under the ROC curve (ties count one half). It is computed here the
+  way scikit-learn does (stable descending sort, one point per distinct score, collinear points
+  dropped, ``trapezoid``), not as the equal Mann-Whitney U / (n_fit x n_unfit), which can differ
+  in the last bit: ProteinGym's number comes out to the last bit, without scikit-learn at run time.
 * ``mcc``: Matthews correlation of DMS_score_bin with the score cut at its median (score >=
   median counts as fit), ProteinGym's ``matthews_corrcoef`` call written out (0 when a margin
   is empty, as scikit-learn returns).
 * ``ndcg``: ProteinGym's ``calc_ndcg``: gains are DMS_score min-max scaled to [0, 1]; DCG over
   the top 10% of rows by model score (k = floor(n / 10)), each gain divided by log2(rank + 1);
   normalised by the DCG of the ideal (true) order.
-* ``top10_recall``: ProteinGym's ``calc_toprecall``: of the rows whose DMS_score is above its
-  90th percentile, the share whose score is also above the score's 90th percentile.
+* ``top10_recall``: ProteinGym's ``calc_toprecall``: of the rows whose DMS_score is at or above
+  its 90th percentile, the share whose score is also at or above the score's 90th percentile
+  (``>=`` since f5e47f1; a side-branch commit, a6fc27f, still had ``>``, which drops the rows
+  tied at the percentile: on assays with repeated values, such as Tsuboyama's, that changes the
+  recall).
 
 A statistic that is undefined on the rows at hand is None (JSON null): fewer than 2 rows or a
 constant column (spearman), no DMS_score_bin or only one class in it (auc, mcc; ProteinGym would
@@ -31,6 +38,7 @@ import scipy.stats
 
 from .dms import DmsScores
 
+_trapezoid = getattr(np, "trapezoid", None) or np.trapz  # numpy >= 2 / 1.x
 TOP_PERCENT = 10  # ProteinGym's top=10 (NDCG) and top_true=top_model=10 (recall)
 # The metrics JSON, in this order (the names users script against: keep them exactly).
 METRICS_KEYS = ("spearman", "auc", "mcc", "ndcg", "top10_recall", "n_scored", "n_skipped", "model", "strategy")
@@ -68,9 +76,17 @@ def _spearman(true: np.ndarray, pred: np.ndarray) -> float | None:
 
 
 def _auc(labels: np.ndarray, scores: np.ndarray) -> float:
-    fit, unfit = scores[labels == 1], scores[labels == 0]
-    u = scipy.stats.mannwhitneyu(fit, unfit, alternative="two-sided", method="asymptotic").statistic
-    return float(u / (len(fit) * len(unfit)))
+    """scikit-learn's ``roc_auc_score`` (``roc_curve`` with ``drop_intermediate``, then ``auc``)."""
+    order = np.argsort(scores, kind="mergesort")[::-1]  # descending, ties in a fixed order
+    ranked, fit = scores[order], labels[order].astype(np.float64)
+    ends = np.r_[np.flatnonzero(np.diff(ranked)), len(ranked) - 1]  # last row of each distinct score
+    tps = np.cumsum(fit)[ends]
+    fps = 1 + ends - tps
+    if len(fps) > 2:  # drop points collinear with their neighbours, as roc_curve does
+        keep = np.r_[True, np.logical_or(np.diff(fps, 2), np.diff(tps, 2)), True]
+        fps, tps = fps[keep], tps[keep]
+    tpr, fpr = np.r_[0.0, tps] / tps[-1], np.r_[0.0, fps] / fps[-1]
+    return float(_trapezoid(tpr, fpr))
 
 
 def _mcc(labels: np.ndarray, predicted_fit: np.ndarray) -> float:
@@ -88,18 +104,24 @@ def calc_ndcg(true: np.ndarray, pred: np.ndarray, top: int = TOP_PERCENT) -> flo
     if k == 0 or np.ptp(true) == 0:
         return None
     gains = (true - true.min()) / (true.max() - true.min())
-    # The same double argsort (numpy's default sort) as ProteinGym, so tied scores rank alike.
+    # The same double argsort (numpy's default sort) as ProteinGym, so tied scores rank alike, and
+    # the same sums: zero gains left out, then added in row order, so the result is its float.
     ranks = np.argsort(np.argsort(-pred)) + 1
     ideal_ranks = np.argsort(np.argsort(-gains)) + 1
-    dcg = float(np.sum(gains[ranks <= k] / np.log2(ranks[ranks <= k] + 1)))
-    idcg = float(np.sum(gains[ideal_ranks <= k] / np.log2(ideal_ranks[ideal_ranks <= k] + 1)))
+    dcg, idcg = _discounted_gain(gains, ranks, k), _discounted_gain(gains, ideal_ranks, k)
     return dcg / idcg if idcg else None
 
 
+def _discounted_gain(gains: np.ndarray, ranks: np.ndarray, k: int) -> float:
+    top = (ranks <= k) & (gains != 0)
+    return float(np.sum(gains[top] / np.log2(ranks[top] + 1)))
+
+
 def calc_top_recall(true: np.ndarray, pred: np.ndarray, top: int = TOP_PERCENT) -> float:
-    """ProteinGym's ``calc_toprecall``: strict ``>`` the 90th percentiles (linear interpolation)."""
-    top_true = true > np.percentile(true, 100 - top)
-    top_pred = pred > np.percentile(pred, 100 - top)
+    """ProteinGym's ``calc_toprecall``: at or above (``>=``) the 90th percentiles (numpy's default
+    linear interpolation), as since ProteinGym commit f5e47f1."""
+    top_true = true >= np.percentile(true, 100 - top)
+    top_pred = pred >= np.percentile(pred, 100 - top)
     return float((top_true & top_pred).sum() / top_true.sum()) if top_true.sum() > 0 else 0.0
 
 
