@@ -6,6 +6,7 @@ import streamlit as st
 
 from app_pages._ui import inputs, models, results, variant_results
 from app_pages._ui.downloads import csv_button, json_button, safe_name, show_figure
+from app_pages._ui.policy import current_limits
 from app_pages._ui.variant_views import (
     dms_upload,
     list_missing,
@@ -55,7 +56,7 @@ def list_section() -> None:
     if not text.strip():
         list_missing()
         return
-    variants, issues = parse_mutations(text, seq, offset)
+    variants, issues = parse_mutations(text, seq, offset, max_chars=current_limits().max_upload_bytes)
     for issue in issues:
         if issue.order < 0:  # about the whole list: unreadable, nothing found, a shifted numbering
             st.warning(plain(issue.message))

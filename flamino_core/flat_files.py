@@ -26,7 +26,9 @@ import re
 import warnings
 from typing import Iterable, Iterator
 
-_COMMON_NAME = re.compile(r"\s*\([A-Z][^()]*\)$")  # "Homo sapiens (Human)": UniProt FASTA drops it
+# "Homo sapiens (Human)": UniProt FASTA drops the common name. No leading ``\s*`` (the blanks
+# before it are stripped after): that made the search quadratic on a long run of blanks.
+_COMMON_NAME = re.compile(r"\([A-Z][^()]*\)$")
 _FULL_NAME = re.compile(r"RecName: Full=([^;{]+)|SubName: Full=([^;{]+)")
 
 
@@ -90,7 +92,9 @@ def _swiss_record(entry) -> FlatRecord:
     database = "sp" if entry.data_class == "Reviewed" else "tr"
     match = _FULL_NAME.search(entry.description or "")
     fields = [next(filter(None, match.groups())).strip() if match else (entry.description or "").strip()]
-    organism = _COMMON_NAME.sub("", (entry.organism or "").strip().rstrip("."))
+    organism = (entry.organism or "").strip().rstrip(".")
+    common = _COMMON_NAME.search(organism)
+    organism = organism[:common.start()].rstrip() if common else organism
     if organism:
         fields.append(f"OS={organism}")
     if entry.taxonomy_id:

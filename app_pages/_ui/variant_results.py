@@ -16,7 +16,7 @@ from flamino_core.variants.notation import parse_mutations
 from flamino_core.variants.scoring import VariantScores, score_variants
 
 from .models import load_engine
-from .policy import hosted_mode
+from .policy import current_limits, hosted_mode
 from .results import heavy_slot
 
 HOSTED = hosted_mode()
@@ -44,7 +44,7 @@ def _passes_bar(text: str):
 @st.cache_data(show_spinner=False, max_entries=16 if HOSTED else 64)
 def list_scores(model: str, sequence: str, text: str, offset: int, strategy: str, record_id: str) -> VariantScores:
     """The mutation list ``text`` checked against ``sequence`` and scored (queued unless one pass)."""
-    variants, issues = parse_mutations(text, sequence, offset)
+    variants, issues = parse_mutations(text, sequence, offset, max_chars=current_limits().max_upload_bytes)
     with _queued(strategy, "scoring the variants"):
         bar, update = _passes_bar(f"Scoring {len(variants):,} variants ({strategy})")
         try:

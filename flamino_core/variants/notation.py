@@ -12,6 +12,11 @@ Positions are numbered from ``offset`` (1 unless the sequence is a piece of a lo
 ``numbering_offset``). Every variant is checked against the sequence; one that cannot be scored
 becomes a ``VariantIssue`` with a message naming it, and the others are still returned. No str or
 bytes input makes ``parse_mutations`` raise.
+
+Every step is linear in the input's length (a list can come from a stranger on a hosted server):
+an entry longer than ``MAX_ENTRY_CHARS`` is refused before any regex sees it, no regex here has
+nested or overlapping quantifiers, and ``parse_mutations`` refuses a list over ``max_chars``
+before reading it (``tests/test_hosted_attacks.py`` times every parser on 1 MB of hostile text).
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ import csv
 import dataclasses
 import io
 import re
+
+import numpy as np
 
 from ..alphabet import STANDARD_AMINO_ACIDS
 from ..numbering import numbering_offset  # noqa: F401  (re-exported: the variant API uses it)
@@ -35,9 +42,21 @@ _SHOWN = 60  # characters of a bad entry quoted in a message
 # One substitution: a one- or three-letter wild type, a position, a one- or three-letter target
 # (or ``*``/``Ter`` for a stop, ``=`` for HGVS's "unchanged", ``?`` for "unknown").
 _CHANGE = re.compile(r"([A-Za-z*]|[A-Za-z]{3})(\d+)([A-Za-z*=?]|[A-Za-z]{3})")
-# Insertions, deletions, duplications, frameshifts, extensions: anything after the first
-# position that names one of them, or a range (``Lys23_Val25del``).
-_INDEL = re.compile(r"\d.*(delins|del|ins|dup|fs|ext)|\d_[A-Za-z*]", re.IGNORECASE)
+# The common case, ProteinGym's ``A23V``, read without the general path (a DMS table or a long
+# list is mostly this; the general path costs several times more per entry).
+_PLAIN_CHANGE = re.compile(r"([ACDEFGHIKLMNPQRSTVWY])(\d{1,9})([ACDEFGHIKLMNPQRSTVWY])")
+# Insertions, deletions, duplications, frameshifts, extensions: a word naming one of them after
+# the first digit, or a range (``Lys23_Val25del``). Two separate linear searches: the single
+# pattern ``\d.*(del|...)`` they replace backtracked quadratically on a long run of digits
+# (40,000 digits took 81 s, holding the interpreter lock).
+_INDEL_WORD = re.compile(r"del|ins|dup|fs|ext", re.IGNORECASE)  # "delins" contains "del"
+_RANGE = re.compile(r"\d_[A-Za-z*]")
+_FIRST_DIGIT = re.compile(r"\d")
+# The longest entry read: 2,000 characters hold ~180 three-letter HGVS substitutions
+# (``p.[Ala23Val;...]``, 11 characters each), far beyond any multi-mutant in ProteinGym (the
+# largest have tens of substitutions). Also keeps a position's digits well under Python's
+# 4,300-digit limit on int().
+MAX_ENTRY_CHARS = 2_000
 _SEPARATORS = " \t\r\n\f\v,;"
 # Suggest another numbering only on enough evidence: with 5 substitutions a chance fit at some
 # offset of a 300-residue protein has odds of about 300 x (1/20)^5, 1 in 10,000.
@@ -111,11 +130,17 @@ def read_changes(text: str) -> tuple[list[tuple[str, int, str]], VariantIssue | 
       ``(changes, None)``, or ``([], issue)`` with ``issue.order`` -1 (the caller sets it).
     """
     entry = text.strip()
+    plain = _PLAIN_CHANGE.fullmatch(entry)
+    if plain and plain.group(1) != plain.group(3):
+        return [(plain.group(1), int(plain.group(2)), plain.group(3))], None
+    if len(entry) > MAX_ENTRY_CHARS:
+        return [], VariantIssue(-1, entry, MALFORMED, f"{_quote(entry)} is {len(entry):,} characters long, more "
+                                                     f"than the {MAX_ENTRY_CHARS:,} an entry may have ({EXPECTED})")
     body = entry[2:] if entry[:2] in ("p.", "P.") else entry
     for opening, closing in ("[]", "()", "()"):  # p.[(...)] is allowed: strip up to two layers
         if body[:1] == opening and body[-1:] == closing:
             body = body[1:-1].strip()
-    parts = re.split(r"\s*[;:]\s*", body) if body else []
+    parts = _split_changes(body)
     single = len(parts) == 1
     changes = []
     for part in parts:
@@ -130,13 +155,36 @@ def read_changes(text: str) -> tuple[list[tuple[str, int, str]], VariantIssue | 
     return changes, None
 
 
+def _split_changes(body: str) -> list[str]:
+    """``body`` split at ``;`` and ``:`` with the blanks around them dropped (what the regex
+    ``\\s*[;:]\\s*`` did, but linear: that regex is quadratic on a long run of blanks)."""
+    if not body:
+        return []
+    parts = re.split(r"[;:]", body)
+    last = len(parts) - 1
+    return [part.lstrip() if i == last else part.rstrip() if i == 0 else part.strip()
+            for i, part in enumerate(parts)] if last else parts
+
+
+def _is_indel(part: str) -> bool:
+    """True if ``part`` names an indel: a word of ``_INDEL_WORD`` after a digit on the same line,
+    or a range."""
+    if _RANGE.search(part):
+        return True
+    for line in part.split("\n"):  # the old pattern's ``.`` did not cross a line break
+        first = _FIRST_DIGIT.search(line)
+        if first is not None and _INDEL_WORD.search(line, first.end()):
+            return True
+    return False
+
+
 def _read_change(part: str) -> tuple[str, int, str] | VariantIssue:
     def issue(kind: str, message: str) -> VariantIssue:
         return VariantIssue(-1, part, kind, message)
 
     if not part:
         return issue(MALFORMED, f"{{}}: an empty substitution ({EXPECTED})")
-    if _INDEL.search(part):
+    if _is_indel(part):
         return issue(INDEL, "{}: an insertion, deletion, duplication, frameshift or extension; "
                             "only substitutions can be scored")
     match = _CHANGE.fullmatch(part)
@@ -220,7 +268,7 @@ def substitution_names(sequence: str, offset: int = 1) -> list[str]:
 
 # --- a whole list -------------------------------------------------------------------------------
 def parse_mutations(
-    text: str | bytes, sequence: str, offset: int = 1
+    text: str | bytes, sequence: str, offset: int = 1, max_chars: int | None = None
 ) -> tuple[list[Variant], list[VariantIssue]]:
     """Every variant in a pasted list or CSV, checked against ``sequence``.
 
@@ -230,12 +278,18 @@ def parse_mutations(
         optional ``label`` column. Bytes are read as UTF-8.
       sequence: the wild-type sequence (validated, uppercase).
       offset: the number of its first residue (1 unless numbered like a longer entry).
+      max_chars: refuse a longer list (bytes: a larger one) before reading any of it; a hosted
+        server passes its upload limit, None reads any length.
 
     Returns:
       ``(variants, issues)``: both carry ``order``, the entry's place in the input, so the two
       can be merged back into input order. Issues with ``order`` -1 are about the whole input
       (an unreadable file, nothing found, a numbering that looks shifted).
     """
+    if max_chars is not None and len(text) > max_chars:
+        unit = "bytes" if isinstance(text, bytes) else "characters"
+        return [], [VariantIssue(-1, "", INPUT, f"the mutation list is {len(text):,} {unit} long; this server reads "
+                                                f"lists of up to {max_chars:,}: split it, or run flamino locally")]
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8-sig")
@@ -315,23 +369,34 @@ def _csv_entries(text: str) -> tuple[list[tuple[str, str, int]], list[VariantIss
 def suggest_offset(variants: list[Variant], issues: list[VariantIssue], sequence: str, offset: int) -> str:
     """A hint when wild-type letters miss but every entry fits under one other numbering, else "".
 
-    Each substitution votes for the offsets under which its wild-type letter is where it says;
-    an offset that every substitution votes for is suggested.
+    An offset fits a substitution if its wild-type letter is where it says under that offset;
+    the largest offset that fits every substitution is suggested. Only offsets that put every
+    position inside the sequence can fit, a window of at most ``len(sequence)``; each distinct
+    substitution narrows it with one array comparison, so a long list of hostile entries costs
+    at most ``len(sequence)`` comparisons of that window (counting votes per substitution and
+    offset, as this did before, took minutes on 200,000 entries over a one-letter sequence).
     """
     wrong = [i for i in issues if i.kind in (WRONG_WILD_TYPE, OUT_OF_RANGE) and i.order >= 0]
-    if len(wrong) < MIN_WRONG_FOR_HINT:
+    if len(wrong) < MIN_WRONG_FOR_HINT or not sequence:
         return ""
-    changes = [c for entry in wrong + variants for c in read_changes(entry.text)[0]]
+    changes = [(wt, number) for entry in wrong for wt, number, _ in read_changes(entry.text)[0]]
+    changes += [(s.wt, s.index + v.offset) for v in variants for s in v.substitutions]
     if len(changes) < MIN_CHANGES_FOR_HINT:
         return ""
-    where = collections.defaultdict(list)
-    for index, letter in enumerate(sequence):
-        where[letter].append(index)
-    votes = collections.Counter(number - index for wt, number, _ in changes for index in where.get(wt, ()))
-    if not votes:
+    numbers = [number for _, number in changes]
+    low, high = max(numbers) - len(sequence) + 1, min(numbers)  # offsets keeping all in range
+    if low > high:
         return ""
-    best, count = votes.most_common(1)[0]
-    if count < len(changes) or best == offset:
+    residues = np.frombuffer(sequence.encode("ascii", "replace"), dtype=np.uint8)
+    candidates = np.arange(high - low + 1)  # offset - low
+    fits = np.ones(len(candidates), bool)
+    for wt, number in dict.fromkeys(changes):
+        # number - offset, the 0-based index, is in [0, len(sequence)) for every candidate.
+        fits &= residues[(number - low) - candidates] == ord(wt)  # wt: an ASCII letter (_CHANGE)
+        if not fits.any():
+            return ""
+    best = low + int(np.flatnonzero(fits)[-1])
+    if best == offset:
         return ""
     return (f"{len(wrong)} of {len(wrong) + len(variants)} variants do not fit the sequence as numbered from "
             f"{offset}, but all of them fit if the numbering starts at {best}: set the offset to {best}")

@@ -1,0 +1,186 @@
+"""A hostile visitor against a hosted server (issue #26): each attack the security review
+reproduced, as a test that failed on the code it was found in and passes now.
+
+Parsers of visitor text run in a subprocess with a time-out: a regex that backtracks holds the
+interpreter lock for the whole call, so an in-process test could not even time out, and the
+time-outs below are a hundred times what the linear parsers need on this 2-core, shared machine
+(the quadratic ones they replace needed hours on the same inputs).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+MEGABYTE = 1_000_000
+# Seconds one parser may take on 1 MB of hostile text in a fresh interpreter (imports included).
+# The linear parsers take 1-5 s here under load; the quadratic ones took 21 s for 20 kB and
+# about 14 h for 1 MB, so this bound separates them by orders of magnitude either way.
+PARSER_SECONDS = 90
+
+
+def _run_parser(code: str) -> float:
+    """Run ``code`` in a fresh interpreter; fail if it does not finish in ``PARSER_SECONDS``."""
+    started = time.monotonic()
+    try:
+        done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                              timeout=PARSER_SECONDS)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the parser ran for more than {PARSER_SECONDS} s on 1 MB of hostile text")
+    assert done.returncode == 0, done.stderr[-2000:]
+    return time.monotonic() - started
+
+
+# --- item 1: every parser of visitor text is linear-time and bounded ----------------------------------
+HOSTILE_TEXT = {
+    # _INDEL's ``\d.*(del|...)`` backtracked over every digit: quadratic.
+    "mutation list: a run of digits": """
+        from flamino_core.variants.notation import parse_mutations
+        variants, issues = parse_mutations("1" * N, "MKV" * 100)
+        assert not variants and issues
+        variants, issues = parse_mutations("A" + "1" * N + "V", "MKV" * 100)
+        assert not variants and "characters long" in issues[0].message
+    """,
+    # ``\\s*[;:]\\s*`` split a bracketed entry: quadratic on blanks.
+    "mutation list: blanks inside brackets": """
+        from flamino_core.variants.notation import parse_mutations
+        variants, issues = parse_mutations("p.[A1V" + " " * N + "x", "MKV" * 100)
+        assert not variants and issues
+    """,
+    # suggest_offset counted one vote per substitution and offset: 142,857 entries x 2,000
+    # positions of a one-letter sequence.
+    "mutation list: numbering hint over a one-letter sequence": """
+        from flamino_core.variants.notation import parse_mutations
+        variants, issues = parse_mutations("A5000V " * (N // 7), "A" * 2000)
+        assert not variants and len(issues) == N // 7 + 1 and "starts at 5000" in issues[-1].message
+    """,
+    "mutation table: long cells": """
+        from flamino_core.variants.notation import parse_mutations
+        variants, issues = parse_mutations("mutant,label\\n" + ("1" * 100_000 + ",x\\n") * 9, "MKV" * 100)
+        assert not variants and len(issues) == 9
+    """,
+    "DMS table: a long mutant cell": """
+        from flamino_core.variants.dms import DmsError, parse_dms
+        try:
+            parse_dms("mutant,DMS_score,mutated_sequence\\n" + "1" * N + ",1,MKV\\n")
+        except DmsError as err:
+            assert "wild type cannot be derived" in str(err)
+        else:
+            raise AssertionError("a table without any readable mutant was accepted")
+    """,
+    "FASTA: blanks and brackets in headers, digits as sequence": """
+        from flamino_core.fasta import parse_fasta_text
+        for text in (">x " + " " * N + "x\\nMKV\\n", ">x [a]" + " " * N + "x\\nMKV\\n", ">x\\n" + "1" * N + "\\n",
+                     ">sp|P1|X_HUMAN Y OS=" + "(" * N + "\\nMKV\\n", ">x/" + "1-" * (N // 2) + "\\nMKV\\n"):
+            parse_fasta_text(text)
+    """,
+    # flat_files' ``\\s*\\([A-Z][^()]*\\)$`` on an OS line: 60,000 blanks took 40 s.
+    "Swiss-Prot: blanks in the organism line": """
+        from flamino_core.fasta import parse_fasta_text
+        parsed = parse_fasta_text("ID   TEST_HUMAN              Reviewed;         5 AA.\\nAC   P12345;\\n"
+                                  "DE   RecName: Full=Test;\\nOS   Homo" + " " * N + "x.\\n"
+                                  "SQ   SEQUENCE   5 AA;  500 MW;  0 CRC64;\\n     MKVLA\\n//\\n")
+        assert [r.sequence for r in parsed.records] == ["MKVLA"]
+    """,
+    "three-letter codes": """
+        from flamino_core.three_letter import read_three_letter
+        for text in ("Met" * (N // 3), "Met-" * (N // 4), "MetXyz" * (N // 6), " -" * (N // 2)):
+            read_three_letter(text)
+    """,
+    "record metadata: headers and a table": """
+        from flamino_core.fasta import parse_fasta_text
+        from flamino_core.record_metadata import header_fields, join_table
+        header_fields("sp|" + "a" * N, "OS=" * (N // 3))
+        header_fields("x", "[" + "a" * N)
+        header_fields("x", "[a]" + " " * N + "x")
+        records = parse_fasta_text(">a\\nMKV\\n").records
+        join_table(records, b"id,x\\n" + b"a," + b"1" * N + b"\\n")
+    """,
+    "share links": """
+        from app_pages._ui.links import decode_view
+        decode_view({"seq": "A" * N, "record": " " * N, "model": "x" * N, "fasta": "A" * N, "page": "p" * N})
+        decode_view({"muts": "1" * N, "pos": "1" * N, "range": "1-" * N})
+    """,
+    "structures: PDB and mmCIF": """
+        from flamino_core.structure.reading import StructureError, parse_structure_bytes
+        atom = "ATOM      1  CA  ALA A   1      11.104   6.134  -6.504  1.00  0.00           C\\n"
+        for data in (atom + "REMARK " + " " * N, "data_x\\n_atom_site.id 1\\n" + "'" * N,
+                     "data_x\\nloop_\\n_atom_site.id\\n" + "1 " * (N // 2), atom + "ATOM  " + "1" * N):
+            try:
+                parse_structure_bytes(data.encode())
+            except StructureError:
+                pass
+    """,
+}
+
+
+@pytest.mark.parametrize("name", list(HOSTILE_TEXT))
+def test_each_visitor_text_parser_is_linear_on_1_mb_of_hostile_text(name):
+    _run_parser(f"N = {MEGABYTE}\n" + textwrap.dedent(HOSTILE_TEXT[name]))
+
+
+def test_an_entry_or_a_list_over_its_cap_is_refused_before_it_is_read():
+    from flamino_core.variants.notation import MAX_ENTRY_CHARS, parse_mutations, parse_variant
+
+    sequence = "MKV" * 100
+    long_entry = "p.[" + ";".join(["Met1Ala"] * (MAX_ENTRY_CHARS // 8 + 1)) + "]"
+    issue = parse_variant(long_entry, sequence)
+    assert issue.kind == "malformed" and f"{MAX_ENTRY_CHARS:,}" in issue.message
+    # A position of more digits than int() converts (4,300) is a message, not an exception.
+    assert parse_variant("M" + "1" * 5000 + "A", sequence).kind == "malformed"
+    variants, issues = parse_mutations("M1A " * 100, sequence, max_chars=399)
+    assert not variants and issues[0].kind == "input" and "400" in issues[0].message
+    variants, issues = parse_mutations(b"M1A " * 100, sequence, max_chars=400)
+    assert len(variants) == 100 and not issues
+
+
+def test_the_numbering_hint_is_the_one_counting_votes_gave():
+    """The vectorised hint against the rule it replaced: the largest offset every substitution
+    fits (the old code counted votes and took the first offset with all of them)."""
+    import collections
+
+    from flamino_core.variants.notation import parse_mutations, read_changes
+
+    rng = __import__("random").Random(7)
+    for _ in range(200):
+        sequence = "".join(rng.choice("ACD") for _ in range(rng.randint(5, 40)))
+        shift = rng.randint(-5, 5)
+        picks = [rng.randrange(len(sequence)) for _ in range(rng.randint(5, 12))]
+        text = " ".join(f"{sequence[i]}{i + 1 + shift}{'W'}" for i in picks)
+        variants, issues = parse_mutations(text, sequence)
+        wrong = [i for i in issues if i.order >= 0 and i.kind in ("wrong-wild-type", "out-of-range")]
+        changes = [c for entry in wrong + variants for c in read_changes(entry.text)[0]]
+        votes = collections.Counter(number - index for wt, number, _ in changes
+                                    for index, letter in enumerate(sequence) if letter == wt)
+        best, count = votes.most_common(1)[0] if votes else (None, 0)
+        expected = len(wrong) >= 3 and len(changes) >= 5 and count == len(changes) and best != 1
+        hints = [i.message for i in issues if i.order < 0]
+        assert bool(hints) == expected, (sequence, text, hints)
+        if expected:
+            assert hints[0].endswith(f"set the offset to {best}")
+
+
+# --- the app: hosted limits on the mutation list -------------------------------------------------------
+@pytest.fixture
+def hosted(monkeypatch, tmp_path):
+    """A hosted server on the untrained ``random:tiny`` model, with a small upload limit."""
+    monkeypatch.setenv("FLAMINO_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("FLAMINO_MODEL", "random:tiny")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("FLAMINO_HOSTED", "1")
+    monkeypatch.setenv("FLAMINO_MAX_UPLOAD_BYTES", "20000")
+
+
+def test_a_pasted_mutation_list_over_the_upload_limit_is_refused_unread(hosted):
+    """The pasted box had no size limit; the repro pasted a run of digits."""
+    from test_app import open_page, start
+
+    at = open_page(start({"seq": "MKVLAAGIVG", "page": "variants"}), "variants")
+    at.text_area(key="_w_mutation_text").input("M1A " * 5001)
+    at.run()
+    assert not at.exception
+    assert any("20,000" in w.value.replace("\\", "") and "split it" in w.value for w in at.warning)
