@@ -9,8 +9,14 @@ What a chain's residues are:
   * an amino acid is a residue whose name is in Biopython's PDB table of (modified) amino acids
     (``MSE`` is read as M, ``SEP`` as S ...) or, for a name the table lacks, one that carries the
     N, CA and C backbone atoms (read as ``X``, e.g. 5-phenyl-norvaline ``PH8`` in 2N0N);
-  * an amino acid without a C-alpha atom cannot be placed and is left out, with a note;
+  * an amino acid without a C-alpha atom cannot be placed and is left out, with a note (and is
+    listed as such, not among the ligands);
+  * a letter ESM-2 has no token for (``XLE`` -> J, leucine or isoleucine) is read as ``X``, with a
+    note, so every residue read is one the aligner and the model take;
   * alternate locations: Biopython keeps, for each atom, the location with the highest occupancy;
+  * microheterogeneity (two residue types at one position, e.g. 3JQH residue 1 PRO 0.83 / SER
+    0.17): the type with the highest occupancy is read (Biopython selects the last one listed),
+    with a note;
   * residue numbers and insertion codes are kept as labels (``52``, ``184A``) and are never used
     as sequence positions: ``structure_align`` aligns the residues to the sequence.
 """
@@ -29,6 +35,8 @@ import numpy as np
 from Bio.Data import IUPACData, PDBData
 from Bio.PDB import MMCIFParser, PDBParser
 from Bio.PDB.Structure import Structure
+
+from ..alphabet import AA_TO_IDX
 
 MAX_STRUCTURE_BYTES = 200 * 1024 * 1024  # decompressed; guards against gzip bombs
 
@@ -63,6 +71,7 @@ class ChainSummary:
     chain_id: str
     n_amino_acids: int
     others: dict[str, int]  # residue name -> count, water as "HOH" (ligands, ions, caps, nucleotides)
+    no_ca: dict[str, int] = dataclasses.field(default_factory=dict)  # amino acids without a C-alpha (left out)
 
     @property
     def is_protein(self) -> bool:
@@ -71,6 +80,8 @@ class ChainSummary:
     def describe(self) -> str:
         """``chain E: 82 amino acids; also SO4 x2, water x74``."""
         parts = [f"{self.n_amino_acids} amino acids" if self.is_protein else "no amino acids"]
+        if self.no_ca:
+            parts.append(f"left out, without a C-alpha atom: {_counts(Counter(self.no_ca))}")
         if self.others:
             listed = ", ".join(
                 f"{'water' if name == 'HOH' else name} x{count}" for name, count in self.others.items()
@@ -232,15 +243,38 @@ def _is_amino_acid(residue) -> bool:
     return name in AMINO_ACID_LETTERS or all(atom in residue for atom in BACKBONE)
 
 
+def _lacks_ca(residue) -> bool:
+    """An amino acid by name that has no C-alpha atom (cannot be placed)."""
+    return residue.id[0] != "W" and residue.get_resname().strip().upper() in AMINO_ACID_LETTERS and "CA" not in residue
+
+
 def _summarise(chain) -> ChainSummary:
     others: Counter = Counter()
+    no_ca: Counter = Counter()
     n_amino = 0
     for residue in chain:
         if _is_amino_acid(residue):
             n_amino += 1
+        elif _lacks_ca(residue):
+            no_ca[residue.get_resname().strip().upper()] += 1
         else:
             others["HOH" if residue.id[0] == "W" else residue.get_resname().strip()] += 1
-    return ChainSummary(chain.id, n_amino, dict(others))
+    return ChainSummary(chain.id, n_amino, dict(others), dict(no_ca))
+
+
+def _major_form(residue):
+    """The residue type with the highest mean atom occupancy where two or more share a position
+    (microheterogeneity, a ``DisorderedResidue``), else the residue; and a note when one was chosen.
+
+    Read from the forms without selecting one: the parsed structure stays as Biopython built it.
+    """
+    if residue.is_disordered() != 2:
+        return residue, ""
+    forms = {name: residue.child_dict[name] for name in residue.disordered_get_id_list()}
+    occupancy = {name: float(np.mean([atom.get_occupancy() or 0.0 for atom in form])) for name, form in forms.items()}
+    best = max(forms, key=lambda name: occupancy[name])  # the first listed on a tie
+    listed = " / ".join(f"{name} {occupancy[name]:.2f}" for name in forms)
+    return forms[best], f"{residue_label(residue.id)} ({listed}): {best}"
 
 
 def chain_residues(parsed: ParsedStructure, chain_id: str, model_index: int = 0) -> ChainResidues:
@@ -265,17 +299,23 @@ def chain_residues(parsed: ParsedStructure, chain_id: str, model_index: int = 0)
         raise StructureError(f"{parsed.name}, {summary.describe()}: not a protein chain")
 
     ids, names, letters, ca, contact, kinds = [], [], [], [], [], []
-    unknown, modified, no_ca = Counter(), Counter(), []
-    for residue in chain:
+    unknown, modified, no_ca, no_token, mixed = Counter(), Counter(), [], Counter(), []
+    for position in chain:
+        residue, chosen = _major_form(position)
         name = residue.get_resname().strip().upper()
-        if residue.id[0] != "W" and name in AMINO_ACID_LETTERS and "CA" not in residue:
+        if _lacks_ca(residue):
             no_ca.append(f"{name} {residue_label(residue.id)}")
             continue
         if not _is_amino_acid(residue):
             continue
+        if chosen:
+            mixed.append(chosen)
         letter = AMINO_ACID_LETTERS.get(name, "X")
         if name not in AMINO_ACID_LETTERS:
             unknown[name] += 1
+        elif letter not in AA_TO_IDX:  # J (XLE): neither ESM-2 nor BLOSUM62 has it
+            no_token[f"{name} ({letter})"] += 1
+            letter = "X"
         elif name not in PDBData.protein_letters_3to1:
             modified[f"{name} as {letter}"] += 1
         xyz, kind = _contact_atom(residue, letter)
@@ -291,6 +331,11 @@ def chain_residues(parsed: ParsedStructure, chain_id: str, model_index: int = 0)
         notes.append("modified residues read as their parent amino acid: " + _counts(modified))
     if unknown:
         notes.append("amino acids Biopython's table does not know, read as X: " + _counts(unknown))
+    if no_token:
+        notes.append("amino acids whose letter ESM-2 has no token for, read as X: " + _counts(no_token))
+    if mixed:
+        notes.append("two residue types at one position (microheterogeneity), the one with the highest "
+                     "occupancy read: " + "; ".join(mixed))
     if no_ca:
         notes.append("left out, no C-alpha atom: " + ", ".join(no_ca))
     kind_counts = Counter(kinds)
