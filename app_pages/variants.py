@@ -17,7 +17,7 @@ from app_pages._ui.variant_views import (
 )
 from app_pages._ui.widgets import counted, kept_radio, kept_toggle, plain
 from flamino_core import scores
-from flamino_core.variants.dms import output_frame
+from flamino_core.variants.dms import numbering_problem, output_frame
 from flamino_core.variants.figures import dms_heatmaps, dms_scatter, variant_map
 from flamino_core.variants.metrics import dms_metrics
 from flamino_core.variants.notation import parse_mutations
@@ -116,6 +116,11 @@ def dms_section() -> None:
         return
     st.caption(plain(f"{name}: {len(table.frame):,} rows; wild type of {len(table.wild_type):,} residues, "
                      f"{table.wild_type_source}."))
+    problem = numbering_problem(table)  # the same stop as flamino dms (exit 2 without --force-offset)
+    if problem:
+        st.error(plain(f"{name}: {problem}"))
+        if not st.checkbox("Score the rows that fit anyway", key="dms_force_offset"):
+            return
     strategy = strategy_picker(len(table.wild_type), table.frame["mutant"].nunique())
     if strategy is None:
         return

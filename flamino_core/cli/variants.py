@@ -105,7 +105,7 @@ def cmd_variants(args) -> int:
 
 
 def cmd_dms(args) -> int:
-    from ..variants.dms import DmsError, output_frame, read_dms, score_dms
+    from ..variants.dms import DmsError, numbering_problem, output_frame, read_dms, score_dms
     from ..variants.metrics import dms_metrics
     from ..variants.scoring import OK
     from ..weights import default_model
@@ -125,6 +125,11 @@ def cmd_dms(args) -> int:
         raise UserError(f"{args.dms}: {err}") from None
     if wild_type is None:
         say(f"{args.dms}: wild type ({len(dms.wild_type):,} residues) {dms.wild_type_source}")
+    problem = numbering_problem(dms)
+    if problem and not args.force_offset:
+        raise UserError(f"{args.dms}: {problem} (--force-offset scores the rows that fit anyway)")
+    if problem:
+        say(f"warning: {problem}; scoring the rows that fit, as --force-offset asks")
     engine = load_engine(args.model, args.verbose)
     scores = score_dms(engine, dms, args.strategy, record_id=record_id, progress=Progress(record_id))
     for issue in scores.dms.issues:
@@ -174,6 +179,9 @@ def add_parsers(sub) -> None:
     dms.add_argument("--sequence", metavar="FASTA",
                      help="the wild type (one record); default: derived from mutated_sequence and mutant")
     dms.add_argument("--offset", type=int, help=OFFSET_HELP)
+    dms.add_argument("--force-offset", action="store_true",
+                     help="score the rows that fit even when most rows do not fit the wild type as numbered "
+                          "(by default that stops with the numbering they fit, exit 2)")
     dms.add_argument("--strategy", choices=VARIANT_STRATEGIES, default=DEFAULT_VARIANT_STRATEGY, help=STRATEGY_HELP)
     dms.add_argument("--singles-only", action="store_true",
                      help="compute the metrics on single substitutions only (multi-mutants are still scored)")

@@ -19,13 +19,18 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from .notation import Variant, VariantIssue, parse_variant, read_changes, suggest_offset
+from .notation import (
+    OUT_OF_RANGE, WRONG_WILD_TYPE, Variant, VariantIssue, parse_variant, read_changes, suggest_offset,
+)  # fmt: skip
 from .scoring import DEFAULT_VARIANT_STRATEGY, OK, score_variants
 
 REQUIRED_COLUMNS = ("mutant", "DMS_score")
 SCORE_COLUMNS = ("score", "non_additivity", "status")  # what scoring adds to the table
 NUMBER_COLUMNS = ("DMS_score", "DMS_score_bin")  # read as numbers
 _SHOWN = 3  # example lines quoted per reported problem
+# A numbering that most rows miss is wrong, not a few bad rows: on ProteinGym's PIN1 assay with
+# --offset 5, 49 of 802 rows fit by chance and got metrics. Scoring stops unless forced.
+MOSTLY_MISSED = 0.5
 
 
 class DmsError(ValueError):
@@ -207,6 +212,46 @@ def _check_mutated_sequences(frame: pd.DataFrame, wild_type: str, offset: int, i
     if differ.any():
         issues.append(f"{_lines(differ)}: mutated_sequence is not the given wild type with the mutant applied; "
                       "the model scores the given wild type with the mutant applied")
+
+
+def numbering_problem(dms: DmsTable) -> str | None:
+    """Why the rows do not fit the wild type as numbered (more than ``MOSTLY_MISSED`` of the
+    readable mutants name a wrong wild-type letter or a position outside it), else None.
+
+    The message gives the numbering they all fit when there is one (``suggest_offset``). Front
+    ends stop there (``flamino dms`` exits 2, the app shows it) unless the user forces the scoring.
+    """
+    variants, missed = [], []
+    for row, mutant in enumerate(dms.frame["mutant"]):
+        parsed = parse_variant(mutant, dms.wild_type, dms.offset, order=row)
+        if isinstance(parsed, Variant):
+            variants.append(parsed)
+        elif parsed.kind in (WRONG_WILD_TYPE, OUT_OF_RANGE):
+            missed.append(parsed)
+    checked = len(variants) + len(missed)
+    if not missed or len(missed) <= MOSTLY_MISSED * checked:
+        return None
+    hint = suggest_offset(variants, missed, dms.wild_type, dms.offset)
+    consensus = _consensus(dms.frame) if not hint and "mutated_sequence" in dms.frame.columns else ""
+    if consensus:  # a wild type derived under a wrong numbering is wrong too; the columns' majority is not
+        hint = suggest_offset(variants, missed, consensus, dms.offset)
+    where = f"the wild type ({dms.wild_type_source}) numbered from {dms.offset}"
+    return (f"{len(missed):,} of {checked:,} rows do not fit {where} (first: line {missed[0].order + 2}: "
+            f"{missed[0].message})" + (f"; {hint}" if hint else "; check the numbering and the wild type"))
+
+
+def _consensus(frame: pd.DataFrame, rows: int = 2000) -> str:
+    """The most common letter at each position of the (first ``rows``) mutated sequences of the
+    commonest length: the wild type of a scan of few substitutions per row, whatever the numbering."""
+    sequences = frame["mutated_sequence"].iloc[:rows].str.strip().str.upper()
+    if sequences.empty:
+        return ""
+    length = sequences.str.len().mode().iloc[0]
+    same = sequences[sequences.str.len() == length]
+    if not length or same.empty:
+        return ""
+    letters = np.frombuffer("".join(same).encode("ascii", "replace"), dtype=np.uint8).reshape(len(same), length)
+    return "".join(chr(np.bincount(column).argmax()) for column in letters.T)
 
 
 def score_dms(
