@@ -129,7 +129,9 @@ class Engine:
         from .model_cache import params_checksum
 
         weights = self.weights.checksum or params_checksum(self.weights.params)
-        return hashlib.sha256(f"{weights}\0{self.backend.precision}".encode()).hexdigest()[:32]
+        # The window scheme of masked passes over long sequences changes their numbers too.
+        key = f"{weights}\0{self.backend.precision}\0{planning.MASKED_WINDOWS}"
+        return hashlib.sha256(key.encode()).hexdigest()[:32]
 
     @property
     def is_random(self) -> bool:
@@ -303,8 +305,8 @@ class Engine:
         """log p(token | sequence with position i masked) for each position: (len(positions), vocab).
 
         One forward pass per masked position (batched). ``positions`` are 0-based residue
-        indices (default: all). Sequences over 1022 residues use the window centred nearest
-        each position.
+        indices (default: all). Sequences over 1022 residues use ProteinGym's 1,024-token
+        window for each position (``planning.masked_window``).
         """
         positions = list(range(len(sequence))) if positions is None else list(positions)
         if not positions:
@@ -312,15 +314,14 @@ class Engine:
         for p in positions:
             if not 0 <= p < len(sequence):
                 raise ValueError(f"position {p + 1} is outside the sequence (1..{len(sequence)})")
-        window = min(len(sequence), MAX_RESIDUES)
-        width = bucket_length(window + 2)
+        width = bucket_length(min(len(sequence), MAX_RESIDUES) + 2)
         max_rows = planning.pow2_at_most(self._max_rows(width, heavy=False))
         sequence_tokens = encode(sequence)
         out = np.zeros((len(positions), self.config.vocab_size), np.float32)
         total = -(-len(positions) // max_rows)
         for batch_index, first in enumerate(range(0, len(positions), max_rows)):
             chunk = positions[first:first + max_rows]
-            tokens, mask_at = planning.pack_masked_rows(sequence_tokens, chunk, window, width)
+            tokens, mask_at = planning.pack_masked_rows(sequence_tokens, chunk, width)
             log_probs = self._masked_log_probs(self.state, jnp.asarray(tokens), jnp.asarray(mask_at))
             out[first:first + len(chunk)] = np.asarray(log_probs)[: len(chunk)]
             if progress:
@@ -339,13 +340,13 @@ class Engine:
 
         Returns:
           Per set, a (len(set), vocab) array of log-probabilities at its positions, in its order.
-          Sequences over 1022 residues: each row is the 1022-residue window centred on the
-          middle of its set's span; a set spanning more than one window raises ValueError.
+          Sequences over 1022 residues: each row is ProteinGym's 1,024-token window of the middle
+          of its set's span, moved to hold the whole set (``planning.joint_window``); a set
+          spanning more than one window raises ValueError.
         """
-        window = min(len(sequence), MAX_RESIDUES)
         for positions in position_sets:  # every set checked before the first pass
-            planning.joint_window_start(positions, len(sequence), window)
-        width = bucket_length(window + 2)
+            planning.joint_window(positions, len(sequence) + 2)
+        width = bucket_length(min(len(sequence), MAX_RESIDUES) + 2)
         max_rows = planning.pow2_at_most(self._max_rows(width, heavy=False))
         sequence_tokens = encode(sequence)
         options = dict(repr_layers=(), attention_layers=(), need_logits=True, need_contacts=False)
@@ -353,7 +354,7 @@ class Engine:
         total = -(-len(position_sets) // max_rows)
         for batch_index, first in enumerate(range(0, len(position_sets), max_rows)):
             chunk = position_sets[first:first + max_rows]
-            tokens, starts = planning.pack_jointly_masked_rows(sequence_tokens, chunk, window, width)
+            tokens, starts = planning.pack_jointly_masked_rows(sequence_tokens, chunk, width)
             logits = np.asarray(jax.device_get(self._forward(self.state, jnp.asarray(tokens), **options)["logits"]))
             for r, (positions, start) in enumerate(zip(chunk, starts)):
                 at = logits[r, 1 + np.asarray(positions) - start].astype(np.float64)  # (K, vocab)

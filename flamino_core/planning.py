@@ -123,70 +123,90 @@ def pack_rows(residues: Sequence[str], width: int) -> np.ndarray:
     return tokens
 
 
-def pack_masked_rows(
-    sequence_tokens: np.ndarray, positions: Sequence[int], window: int, width: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Rows for a masked scan: row r is the window centred nearest ``positions[r]``, masked there.
+# Masked passes over a sequence longer than ESM-2's 1,024 tokens use ProteinGym's windows
+# (``get_optimal_window`` in proteingym/utils/scoring_utils.py, github.com/OATML-Markslab/ProteinGym
+# at bb68524; its compute_fitness.py slices the *tokenized* sequence with it): 1,024 tokens cut out
+# of <cls> r1 ... rL <eos>, centred on the masked token and clamped to the ends. Only the first
+# window keeps <cls> and only the last keeps <eos>; an interior one is 1,024 residues and no special
+# token, like ESM-2's training crops of long sequences. Long proteins then score as in ProteinGym
+# (docs/variants.md). Changing this changes stored masked results: it is part of Engine.fingerprint.
+MASKED_WINDOW_TOKENS = MAX_RESIDUES + 2
+MASKED_WINDOWS = f"proteingym-optimal-window-{MASKED_WINDOW_TOKENS}"
+
+
+def masked_window(token: int, n_tokens: int, width: int = MASKED_WINDOW_TOKENS) -> tuple[int, int]:
+    """Token span ``[start, end)`` of the row that masks token ``token`` (residue i is token i + 1)
+    of a tokenized sequence of ``n_tokens``: all of it when it fits, else ProteinGym's window."""
+    half = width // 2
+    if n_tokens <= width:
+        return 0, n_tokens
+    if token < half:
+        return 0, width
+    if token >= n_tokens - half:
+        return n_tokens - width, n_tokens
+    return token - half, token + half
+
+
+def pack_masked_rows(sequence_tokens: np.ndarray, positions: Sequence[int], width: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows for a masked scan: row r is ``masked_window`` of ``positions[r]``, masked there.
 
     Args:
       sequence_tokens: ``alphabet.encode`` of the whole sequence (with ``<cls>``/``<eos>``).
       positions: 0-based residue positions, one row each.
-      window: residues per row (the sequence length, or ``MAX_RESIDUES`` for long ones).
-      width: padded token width.
+      width: padded token width (at least the window's: the sequence's tokens, or 1,024).
 
     Returns:
       tokens (power of two >= len(positions), width) with filler rows after the real ones, and
       the token index of each row's mask (1 for filler rows).
     """
-    length = len(sequence_tokens) - 2
     tokens = _filler_rows(pow2_at_least(len(positions)), width)
     mask_at = np.ones(len(tokens), np.int32)
     for r, p in enumerate(positions):
-        start = min(max(p - window // 2, 0), length - window)
-        tokens[r, 0] = CLS_IDX
-        tokens[r, 1:window + 1] = sequence_tokens[1 + start:1 + start + window]
-        tokens[r, window + 1] = EOS_IDX
-        tokens[r, 1 + p - start] = MASK_IDX
-        mask_at[r] = 1 + p - start
+        start, end = masked_window(p + 1, len(sequence_tokens))
+        tokens[r, : end - start] = sequence_tokens[start:end]
+        tokens[r, p + 1 - start] = MASK_IDX
+        mask_at[r] = p + 1 - start
     return tokens, mask_at
 
 
-def joint_window_start(positions: Sequence[int], length: int, window: int) -> int:
-    """Start of the ``window``-residue window that holds every position of a set, centred on the
-    middle of its span (the variants' joint-masked strategy; see docs/variants.md).
+def joint_window(positions: Sequence[int], n_tokens: int, width: int = MASKED_WINDOW_TOKENS) -> tuple[int, int]:
+    """Token span of the row that masks a whole set of residue positions at once (the variants'
+    joint-masked strategy): ``masked_window`` of the middle of the set's span, moved just enough
+    to hold every position.
 
     Raises:
       ValueError: a position outside the sequence, or a span wider than one window.
     """
     if len(positions) == 0:
         raise ValueError("each set of positions to mask needs at least one position")
-    low, high = min(positions), max(positions)
-    if low < 0 or high >= length:
-        raise ValueError(f"position {(low if low < 0 else high) + 1} is outside the sequence (1..{length})")
-    if high - low >= window:
-        raise ValueError(f"positions {low + 1} and {high + 1} do not fit one {window}-residue window")
-    centred = (low + high) // 2 - window // 2
-    return min(max(centred, high - window + 1, 0), low, length - window)
+    low, high = min(positions) + 1, max(positions) + 1  # token indices
+    if low < 1 or high > n_tokens - 2:
+        raise ValueError(f"position {(low if low < 1 else high)} is outside the sequence (1..{n_tokens - 2})")
+    if n_tokens <= width:
+        return 0, n_tokens
+    if high - low >= width:
+        raise ValueError(f"positions {low} and {high} do not fit one {width}-token window")
+    start, _ = masked_window((low + high) // 2, n_tokens, width)
+    start = min(max(start, high - width + 1), low)
+    return start, start + width
 
 
 def pack_jointly_masked_rows(
-    sequence_tokens: np.ndarray, position_sets: Sequence[Sequence[int]], window: int, width: int
+    sequence_tokens: np.ndarray, position_sets: Sequence[Sequence[int]], width: int
 ) -> tuple[np.ndarray, list[int]]:
-    """Rows that each mask a whole set of positions at once (one row per set).
+    """Rows that each mask a whole set of positions at once (one row per set, ``joint_window``).
 
     Returns:
       tokens (power of two >= len(position_sets), width) with filler rows after the real ones,
-      and each row's window start (residue index of its first residue).
+      and each row's first token's index in the tokenized sequence (residue i sits at row index
+      i + 1 - start).
     """
-    length = len(sequence_tokens) - 2
     tokens = _filler_rows(pow2_at_least(len(position_sets)), width)
     starts = []
     for r, positions in enumerate(position_sets):
-        start = joint_window_start(positions, length, window)
-        tokens[r, 0] = CLS_IDX
-        tokens[r, 1:window + 1] = sequence_tokens[1 + start:1 + start + window]
-        tokens[r, window + 1] = EOS_IDX
-        tokens[r, 1 + np.asarray(positions) - start] = MASK_IDX
+        start, end = joint_window(positions, len(sequence_tokens))
+        tokens[r, : end - start] = sequence_tokens[start:end]
+        tokens[r, np.asarray(positions) + 1 - start] = MASK_IDX
         starts.append(start)
     return tokens, starts
 

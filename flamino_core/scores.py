@@ -38,7 +38,8 @@ def score(engine, sequence: str, strategy: str, *, long: str = "window", progres
         and the pseudo-perplexity), ``pppl`` (the same passes) or ``wt-marginals`` (one
         unmasked pass: substitution scores only, the fast approximation).
       long: sequences over 1022 residues, for the unmasked pass (see ``Engine.run``); masked
-        passes always use the window centred on the masked position.
+        passes always use ProteinGym's 1,024-token window of the masked position
+        (``planning.masked_window``).
       progress: the engine's progress callback, for the masked passes.
       unmasked: this sequence's ``SequenceOutput`` with logits, if the caller has it already
         (a batch job embeds and scores in the same pass); wt-marginals then runs nothing.

@@ -88,21 +88,28 @@ def test_contacts_of_long_sequences_count_quadratically_in_the_memory_estimate()
     assert with_contacts == [4 * 3_000_000 + 5 * 300_000**2, 4 * 5_000 + 4 * 500**2]
 
 
-def test_masked_rows_hold_the_window_centred_on_each_position():
+def test_masked_rows_are_proteingyms_token_windows():
+    """A long sequence's masked rows are 1,024 tokens of <cls> r1 .. rL <eos> (ProteinGym's
+    get_optimal_window, tests/test_long_windows.py): <cls> only in the first, <eos> only in the last."""
     rng = np.random.default_rng(2)
     length = 1500
     tokens = rng.integers(4, 29, size=length + 2).astype(np.int32)
     tokens[0], tokens[-1] = 0, 2
     positions = [0, 700, 1499]
-    rows, mask_at = planning.pack_masked_rows(tokens, positions, MAX_RESIDUES, 1024)
+    rows, mask_at = planning.pack_masked_rows(tokens, positions, 1024)
     assert rows.shape == (4, 1024)  # three rows, then one filler row: a power of two
     for r, p in enumerate(positions):
-        start = {0: 0, 700: 700 - 511, 1499: length - MAX_RESIDUES}[p]
-        expected = np.concatenate([[0], tokens[1 + start:1 + start + MAX_RESIDUES], [2]])
-        expected[1 + p - start] = 32  # <mask>
-        np.testing.assert_array_equal(rows[r, :MAX_RESIDUES + 2], expected)
-        assert mask_at[r] == 1 + p - start
+        start = {0: 0, 700: 701 - 512, 1499: length + 2 - 1024}[p]  # token windows
+        expected = tokens[start:start + 1024].copy()
+        expected[p + 1 - start] = 32  # <mask>
+        np.testing.assert_array_equal(rows[r], expected)
+        assert mask_at[r] == p + 1 - start
+    assert rows[0, 0] == 0 and 2 not in rows[0] and 0 not in rows[1] and 2 not in rows[1] and rows[2, -1] == 2
     assert rows[3, :2].tolist() == [0, 2] and (rows[3, 2:] == 1).all()  # <cls><eos>, then padding
+    short = tokens[:102].copy()
+    short[-1] = 2
+    rows, mask_at = planning.pack_masked_rows(short, [5], 128)  # fits: the whole sequence, padded
+    assert rows[0, :102].tolist() == [*short[:6], 32, *short[7:]] and (rows[0, 102:] == 1).all()
 
 
 # --- packing several sequences into one row ------------------------------------------------------

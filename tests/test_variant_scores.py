@@ -18,6 +18,7 @@ from flamino_core.variants.scoring import (
 )
 from conftest import T6, TINY
 from reference_checkpoints import hf_forward
+from test_long_windows import proteingym_get_optimal_window, proteingym_masked_log_probs
 
 # The parity bound of tests/test_parity.py (1e-4 on log-probabilities; measured there to sit
 # several times above fp32 noise). A variant score is a sum of 2K log-probabilities, K <= 3 here,
@@ -176,19 +177,21 @@ def test_long_sequences_follow_the_window_rule_and_say_so(hf_checkpoints):
     assert any("1,400 residues is longer than ESM-2's training length" in note for note in result.notes)
     assert result.table.status[0] == "ok"
     assert np.isnan(result.table.score[1]) and "more than one 1,022-residue window" in result.table.status[1]
-    # Reference: HF on the 1,022-residue window centred on the middle of the pair's span.
-    start = (near[0] + near[1]) // 2 - 511
-    window = sequence[start:start + 1022]
-    (at,) = hf_masked_log_probs(hf, window, [[near[0] - start, near[1] - start]])
-    ref = sum(at[k, esm_index("W")] - at[k, esm_index(sequence[p])] for k, p in enumerate(near))
+    # Reference: HF on ProteinGym's 1,024-token window of the middle of the pair's span (tokens:
+    # residue p is token p + 1; interior windows hold no <cls>/<eos>), shifted to hold the pair.
+    tokens = batch_encode([sequence])[0]
+    middle = (near[0] + near[1]) // 2 + 1
+    start, end = proteingym_get_optimal_window(middle, len(tokens), 1024)
+    assert start <= near[0] + 1 and near[1] + 1 < end
+    row = tokens[start:end].copy()
+    row[[near[0] + 1 - start, near[1] + 1 - start]] = MASK_IDX
+    at = torch.log_softmax(hf_forward(hf, row[None]).logits.double(), -1).numpy()[0]
+    ref = sum(at[p + 1 - start, esm_index("W")] - at[p + 1 - start, esm_index(sequence[p])] for p in near)
     assert abs(result.table.score[0] - ref) < ATOL
-    # Additive under masked-marginals: each position in the window centred on it.
+    # Additive under masked-marginals: each position in ProteinGym's window of it.
     additive = score_variants(engine, sequence, variants[:1], "masked-marginals")
-    ref_additive = 0.0
-    for p in near:
-        s = min(max(p - 511, 0), len(sequence) - 1022)
-        (lp,) = hf_masked_log_probs(hf, sequence[s:s + 1022], [[p - s]])
-        ref_additive += lp[0, esm_index("W")] - lp[0, esm_index(sequence[p])]
+    lp = proteingym_masked_log_probs(hf, sequence, list(near))
+    ref_additive = sum(lp[k, esm_index("W")] - lp[k, esm_index(sequence[p])] for k, p in enumerate(near))
     assert abs(additive.table.score[0] - ref_additive) < ATOL
 
 

@@ -199,13 +199,14 @@ def _notes(engine, sequence: str, strategy: str, record_id: str) -> list[str]:
     if len(sequence) > MAX_RESIDUES:
         name = f"{record_id}: " if record_id else ""
         how = {
-            "masked-marginals": "each mutated position was masked in the 1,022-residue window centred on it "
-                                "(as ProteinGym does)",
-            "wt-marginals": "log-probabilities come from overlapping 1,022-residue windows (step 511), averaged "
-                            "where they overlap",
-            "joint-masked": "each position was masked in the 1,022-residue window centred on it, each multi-mutant "
-                            "in the window centred on its span; multi-mutants spanning more are not scored",
-            "pll": "each position's log-likelihood comes from the 1,022-residue window centred on it",
+            "masked-marginals": "each mutated position was masked in ProteinGym's 1,024-token window of it (its "
+                                "get_optimal_window: centred, clamped to the ends; only the end windows hold "
+                                "<cls>/<eos>), so the scores are ProteinGym's",
+            "wt-marginals": "log-probabilities come from overlapping 1,022-residue windows (step 511), each with "
+                            "<cls>/<eos>, averaged where they overlap (not ProteinGym's: see docs/variants.md)",
+            "joint-masked": "each position was masked in ProteinGym's 1,024-token window of it, each multi-mutant "
+                            "in that window of the middle of its span; multi-mutants spanning more are not scored",
+            "pll": "each position's log-likelihood comes from ProteinGym's 1,024-token window of it",
         }[strategy]
         notes.append(f"{name}{len(sequence):,} residues is longer than ESM-2's training length (1,022): {how}")
     return notes
