@@ -13,6 +13,7 @@ No str/bytes input makes these functions raise.
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass, replace
 from os import PathLike
 from pathlib import Path
@@ -190,7 +191,7 @@ def parse_sources(
             kept.append(0)
             continue
         items = list(iter_records(
-            data.splitlines(), used_ids=used, first_number=number, max_records=records_left,
+            io.StringIO(data), used_ids=used, first_number=number, max_records=records_left,
             max_residues_per_record=max_residues_per_record, max_total_residues=residues_left,
             allow_nucleotides=allow_nucleotides,
         ))  # fmt: skip

@@ -9,10 +9,14 @@ time-outs below are a hundred times what the linear parsers need on this 2-core,
 
 from __future__ import annotations
 
+import gzip
 import subprocess
 import sys
 import textwrap
 import time
+import tracemalloc
+import zlib
+from pathlib import Path
 
 import pytest
 
@@ -167,20 +171,180 @@ def test_the_numbering_hint_is_the_one_counting_votes_gave():
 # --- the app: hosted limits on the mutation list -------------------------------------------------------
 @pytest.fixture
 def hosted(monkeypatch, tmp_path):
-    """A hosted server on the untrained ``random:tiny`` model, with a small upload limit."""
+    """A hosted server (its default limits) on the untrained ``random:tiny`` model."""
     monkeypatch.setenv("FLAMINO_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("FLAMINO_MODEL", "random:tiny")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("FLAMINO_HOSTED", "1")
-    monkeypatch.setenv("FLAMINO_MAX_UPLOAD_BYTES", "20000")
+    for name in ("FLAMINO_MAX_UPLOAD_BYTES", "FLAMINO_MAX_INFLATED_BYTES", "FLAMINO_MAX_ATOMS", "FLAMINO_MAX_MODELS"):
+        monkeypatch.delenv(name, raising=False)
 
 
-def test_a_pasted_mutation_list_over_the_upload_limit_is_refused_unread(hosted):
+def test_a_pasted_mutation_list_over_the_upload_limit_is_refused_unread(hosted, monkeypatch):
     """The pasted box had no size limit; the repro pasted a run of digits."""
     from test_app import open_page, start
 
+    monkeypatch.setenv("FLAMINO_MAX_UPLOAD_BYTES", "20000")
     at = open_page(start({"seq": "MKVLAAGIVG", "page": "variants"}), "variants")
     at.text_area(key="_w_mutation_text").input("M1A " * 5001)
     at.run()
     assert not at.exception
     assert any("20,000" in w.value.replace("\\", "") and "split it" in w.value for w in at.warning)
+
+
+# --- item 2: compressed uploads are inflated a chunk at a time up to a hosted cap ----------------------------
+STRUCTURES = Path(__file__).resolve().parents[2] / "shared" / "structures"
+needs_structures = pytest.mark.skipif(not STRUCTURES.is_dir(), reason=f"real structures not found at {STRUCTURES}")
+
+
+def _gzip_stream(piece: bytes, repeats: int) -> bytes:
+    """``piece * repeats`` gzipped without ever holding the inflated bytes."""
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)  # wbits 31: a gzip member
+    return b"".join(packer.compress(piece) for _ in range(repeats)) + packer.flush()
+
+
+def _models(models: int, atoms_per_model: int | None = None) -> bytes:
+    """2BEG's atoms (real coordinates; the first ``atoms_per_model``, default all 1,855) repeated
+    as ``models`` NMR-style models, as the review's multi-model bomb was built."""
+    lines = (STRUCTURES / "2BEG.pdb").read_text().splitlines()
+    atoms = "\n".join([line for line in lines if line.startswith(("ATOM  ", "HETATM"))][:atoms_per_model])
+    return "".join(f"MODEL     {m + 1:4d}\n{atoms}\nENDMDL\n" for m in range(models)).encode() + b"END\n"
+
+
+def test_gunzip_refuses_a_bomb_one_chunk_past_its_limit():
+    """200 MB of zeros in a 200 kB gzip: refused having inflated at most the limit plus one chunk
+    (tracemalloc counts every byte Python allocates, so this is a count, not a timing)."""
+    from flamino_core.input_formats import INFLATE_CHUNK, TooLarge, gunzip
+
+    bomb = _gzip_stream(b"\0" * MEGABYTE, 200)
+    assert len(bomb) < 300_000
+    tracemalloc.start()
+    try:
+        with pytest.raises(TooLarge, match="more than 5,000,000 bytes"):
+            gunzip(bomb, 5_000_000)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 5_000_000 + 3 * INFLATE_CHUNK
+    assert gunzip(gzip.compress(b"x" * 1000) + gzip.compress(b"y"), 1001) == b"x" * 1000 + b"y"  # two members
+
+
+def test_hosted_limits_cap_the_inflated_size_atoms_and_models(hosted):
+    from app_pages._ui.policy import current_limits
+
+    limits = current_limits()
+    assert limits.decompressed_limit() == {"max_decompressed_bytes": 5 * limits.max_upload_bytes}
+    assert limits.structure_limits() == {"max_bytes": 5_000_000, "max_atoms": 100_000, "max_models": 100}
+
+
+def test_a_gzipped_fasta_bomb_is_refused_on_the_input_page(hosted):
+    """The review's 260 kB gzipped FASTA inflated to 256 MiB (peak 7.2 GB) before the refusal.
+    Here one of 6 MB (over the hosted 5 MB): refused, naming the limit."""
+    from test_app import start, unescaped
+
+    at = start()
+    bomb = _gzip_stream(b"AB\n" * 100_000, 20)
+    at.file_uploader[0].set_value([("bomb.fa.gz", bomb, "application/gzip")])
+    at.run()
+    assert not at.exception
+    assert any("decompresses to more than 5,000,000 bytes" in unescaped(e.value) for e in at.error), \
+        [e.value for e in at.error]
+
+
+@needs_structures
+def test_the_reviews_multi_model_bomb_is_refused_before_biopython_runs(hosted):
+    """The review's file: a gzipped multi-model PDB of 1.35 M atoms (47.7 s, peak 3.2 GB). Refused
+    at the inflated cap, having inflated 5 MB and built no atom."""
+    from app_pages._ui.policy import current_limits
+    from flamino_core.structure.reading import StructureError, parse_structure_bytes
+
+    bomb = gzip.compress(_models(13_500, 100), 6)  # 1.35 M atoms; models within gzip's 32 kB window
+    assert len(bomb) < MEGABYTE
+    with pytest.raises(StructureError, match="decompresses to more than 5,000,000 bytes"):
+        parse_structure_bytes(bomb, "models.pdb.gz", **current_limits().structure_limits())
+
+
+@needs_structures
+@pytest.mark.parametrize("limit, message", [("FLAMINO_MAX_ATOMS", "7,420 atoms; this server reads structures of "
+                                             "up to 5,000 atoms"),
+                                            ("FLAMINO_MAX_MODELS", "4 models; this server reads structures of up "
+                                             "to 3 models")])
+def test_a_structure_over_the_atom_or_model_limit_is_refused_on_the_page(hosted, monkeypatch, limit, message):
+    from test_app import open_page, paste, start, unescaped
+
+    monkeypatch.setenv(limit, "5000" if limit == "FLAMINO_MAX_ATOMS" else "3")
+    at = open_page(paste(start(), ">abeta\nDAEFRHDSGYEVHHQKLVFFAEDVGSNKGAIIGLMVGGVVIA\n"), "structure")
+    at.file_uploader(key="_structure_upload").set_value(("four.pdb.gz", gzip.compress(_models(4)), "application/gzip"))
+    at.run()
+    assert not at.exception
+    assert any(message in unescaped(e.value) for e in at.error), [e.value for e in at.error]
+
+
+@needs_structures
+def test_biopython_builds_no_atom_past_the_limit_when_the_first_count_is_fooled(monkeypatch):
+    """An mmCIF may order its columns so that no row starts with ATOM: the builder still stops."""
+    from flamino_core.structure import limits, reading
+
+    monkeypatch.setattr(reading, "check_counts", lambda *args: None)  # as if the text count saw nothing
+    built = []
+    original = limits.StructureBuilder.init_atom
+    monkeypatch.setattr(limits.StructureBuilder, "init_atom", lambda self, *a, **k: built.append(1) or original(self, *a, **k))
+    data = (STRUCTURES / "4ZHL.cif").read_bytes()
+    with pytest.raises(reading.StructureError, match="more than 500 atoms"):
+        reading.parse_structure_bytes(data, "4ZHL.cif", max_atoms=500)
+    assert len(built) == 500
+    assert reading.parse_structure_bytes(data, "4ZHL.cif", max_atoms=2080).n_models == 1  # 2,080 atoms: read
+
+
+def test_the_structure_cache_is_bounded_in_bytes_least_recently_used_first():
+    from app_pages._ui.byte_cache import ByteBudgetCache
+
+    cache = ByteBudgetCache(100)
+    made = []
+
+    def get(key, size):
+        return cache.get_or_make(key, lambda: made.append(key) or key, lambda _: size)
+
+    get("a", 40), get("b", 40), get("a", 40)  # "a" used last
+    get("c", 40)  # over 100: "b" goes
+    assert cache.held_bytes == 80 and len(cache) == 2
+    get("a", 40), get("b", 40)
+    assert made == ["a", "b", "c", "b"]
+    get("huge", 101)  # larger than the budget: returned, not kept
+    assert "huge" not in [k for k in cache._entries] and cache.held_bytes <= 100
+    with pytest.raises(ValueError):
+        cache.get_or_make("bad", lambda: (_ for _ in ()).throw(ValueError("refused")), len)
+    assert "bad" not in cache._entries
+
+
+def test_hosted_structure_cache_budget_is_in_bytes(hosted):
+    import importlib
+
+    from app_pages._ui import structures
+
+    importlib.reload(structures)  # the budget is read at import, like every cache's size
+    assert structures._PARSED.max_bytes == 256_000_000
+
+
+# --- item 9: the local path box opens regular files only, and reads a bounded amount ----------------------
+def test_a_local_path_refuses_devices_pipes_and_folders_and_reads_at_most_its_limit(tmp_path):
+    """The review read /dev/zero without bound (3.5 GB in 9.5 s) through the structure path box."""
+    import os
+
+    from flamino_core.structure.reading import StructureError, read_structure
+
+    os.mkfifo(tmp_path / "pipe")
+    for path in (tmp_path, "/dev/zero", tmp_path / "pipe"):  # (the old code hung on the last two)
+        with pytest.raises(StructureError, match="not a regular file"):
+            read_structure(path)
+    sparse = tmp_path / "huge.pdb"
+    with open(sparse, "wb") as handle:
+        handle.truncate(50 * MEGABYTE)  # a hole: no disk used, 50 MB to read
+    tracemalloc.start()
+    try:
+        with pytest.raises(StructureError, match="larger than 1,000,000 bytes"):
+            read_structure(sparse, max_bytes=MEGABYTE)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 3 * MEGABYTE

@@ -67,12 +67,13 @@ def upload_size_mb() -> int | None:
 @st.cache_data(show_spinner=False, max_entries=16 if hosted_mode() else 64)
 def _parse(
     text: str, files: tuple[tuple[str, str], ...], _data: tuple[bytes, ...], allow_dna: bool,
-    max_records: int, max_residues_per_record: int, max_total_residues: int,
+    max_records: int, max_residues_per_record: int, max_total_residues: int, max_decompressed_bytes: int,
 ) -> tuple[ParsedInput, tuple[int, ...]]:  # fmt: skip
     sources = ([(None, text)] if text.strip() else []) + [(name, data) for (name, _), data in zip(files, _data)]
     combined, kept = parse_sources(
         sources, allow_nucleotides=allow_dna, max_records=max_records,
         max_residues_per_record=max_residues_per_record, max_total_residues=max_total_residues,
+        max_decompressed_bytes=max_decompressed_bytes,
     )  # fmt: skip
     return combined, kept if text.strip() else (0, *kept)
 
@@ -92,7 +93,7 @@ def parse_input(text: str, files: tuple[uploads.Upload, ...] = (), allow_dna: bo
     readable = tuple(f for f in files if f.problem is None)
     combined, kept = _parse(
         text, tuple((f.name, f.digest) for f in readable), tuple(f.data for f in readable), allow_dna,
-        **input_limits(),
+        **input_limits(), **current_limits().decompressed_limit(),
     )  # fmt: skip
     counts = iter(kept[1:])
     per_file = tuple(0 if f.problem else next(counts) for f in files)

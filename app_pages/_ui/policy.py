@@ -8,7 +8,8 @@ this server loads at all) and ``model_from_link`` (what a link may switch a sess
 
 Set ``FLAMINO_HOSTED=1`` on a public server. Limits can be tuned with environment variables
 (``FLAMINO_MAX_UPLOAD_BYTES``, ``FLAMINO_MAX_RECORDS``, ``FLAMINO_MAX_RESIDUES``,
-``FLAMINO_MAX_TOTAL_RESIDUES``, ``FLAMINO_MAX_PLL_PASSES``), and the models a visitor may choose
+``FLAMINO_MAX_TOTAL_RESIDUES``, ``FLAMINO_MAX_PLL_PASSES``, ``FLAMINO_MAX_INFLATED_BYTES``,
+``FLAMINO_MAX_ATOMS``, ``FLAMINO_MAX_MODELS``), and the models a visitor may choose
 with ``FLAMINO_HOSTED_MODELS`` (comma-separated presets; the operator's ``FLAMINO_MODEL`` and the
 untrained ``random:tiny`` are always offered). The heavy-job queue is in ``heavy_jobs.py``.
 
@@ -60,6 +61,9 @@ class Limits:
     allow_pickle: bool = True
     allowed_models: frozenset[str] | None = None  # None: any identifier
     max_pll_passes: int | None = None  # masked passes one pll request may run
+    max_inflated_bytes: int | None = None  # a compressed upload's size once decompressed
+    max_atoms: int | None = None  # atoms of one structure (Biopython keeps ~1.1 kB each)
+    max_models: int | None = None  # models of one structure
 
     def fasta_limits(self) -> dict[str, int | None]:
         """Keyword arguments for ``fasta.parse_fasta_text`` / ``parse_fasta_bytes``."""
@@ -68,6 +72,19 @@ class Limits:
             "max_residues_per_record": self.max_residues_per_record,
             "max_total_residues": self.max_total_residues,
         }
+
+    def decompressed_limit(self) -> dict[str, int]:
+        """``max_decompressed_bytes`` for ``fasta.parse_sources`` (the core's default locally)."""
+        from flamino_core.fasta import MAX_GUNZIP_BYTES
+
+        return {"max_decompressed_bytes": self.max_inflated_bytes or MAX_GUNZIP_BYTES}
+
+    def structure_limits(self) -> dict[str, int | None]:
+        """Keyword arguments for ``structure.reading.parse_structure_bytes`` / ``read_structure``."""
+        from flamino_core.structure.reading import MAX_STRUCTURE_BYTES  # Biopython: not at import
+
+        return {"max_bytes": self.max_inflated_bytes or MAX_STRUCTURE_BYTES, "max_atoms": self.max_atoms,
+                "max_models": self.max_models}
 
     def check_upload(self, size: int, name: str = "upload") -> str | None:
         """A message if an upload is too large, else None."""
@@ -118,8 +135,9 @@ def current_limits() -> Limits:
     """The limits in force: strict in hosted mode, none locally."""
     if not hosted_mode():
         return Limits()
+    upload = env_int("FLAMINO_MAX_UPLOAD_BYTES", 1_000_000)
     return Limits(
-        max_upload_bytes=env_int("FLAMINO_MAX_UPLOAD_BYTES", 1_000_000),
+        max_upload_bytes=upload,
         max_records=env_int("FLAMINO_MAX_RECORDS", 100),
         max_residues_per_record=env_int("FLAMINO_MAX_RESIDUES", 2_000),
         max_total_residues=env_int("FLAMINO_MAX_TOTAL_RESIDUES", 20_000),
@@ -127,6 +145,14 @@ def current_limits() -> Limits:
         allow_pickle=False,  # pickles execute code: never on a public server
         allowed_models=hosted_models(),
         max_pll_passes=env_int("FLAMINO_MAX_PLL_PASSES", PLL_HOSTED_MAX_PASSES),
+        # 5x an upload: a gzipped upload may inflate to five times its limit. Measured on the
+        # worst shape of FASTA (two letters a line, one headerless record), parsing costs ~72 bytes
+        # of memory per inflated byte: 5 MB peaks at ~360 MB, 20 MB at 1.45 GB (docs/reliability.md).
+        # Legitimate hosted input stays far below: 20,000 residues are ~25 kB of FASTA, and a
+        # gzipped structure inflates 4-7x.
+        max_inflated_bytes=env_int("FLAMINO_MAX_INFLATED_BYTES", 5 * upload),
+        max_atoms=env_int("FLAMINO_MAX_ATOMS", 100_000),
+        max_models=env_int("FLAMINO_MAX_MODELS", 100),
     )
 
 

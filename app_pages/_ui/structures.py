@@ -7,7 +7,7 @@ track values from the cached model results.
 
 The parsed structure lives in session state, so it survives page switches; flamino never
 modifies it (exports work on copies). Uploads are parsed once per content for every session
-(``st.cache_resource`` keyed by the bytes' hash). A file that is not a structure, a refused path
+(a cache keyed by the bytes' hash, bounded by the memory the parsed structures hold). A file that is not a structure, a refused path
 or a failed download is a message under the source widgets, never a traceback. Hosted mode
 (``policy.py``) offers no local paths; downloads are allowed, capped at the upload size.
 """
@@ -24,12 +24,14 @@ import streamlit as st
 from flamino_core import scores
 from flamino_core.structure import fetch
 from flamino_core.structure.align import ChainAlignment, choose_chain
+from flamino_core.structure.limits import BYTES_PER_ATOM
 from flamino_core.structure.reading import ParsedStructure, StructureError, parse_structure_bytes, read_structure
 from flamino_core.structure.tracks import TRACKS, compute_track, track_label
 
 from . import results
+from .byte_cache import ByteBudgetCache
 from .inputs import upload_size_mb
-from .policy import current_limits, hosted_mode
+from .policy import current_limits, env_int, hosted_mode
 from .widgets import kept_text_input, plain
 
 # Session-state keys.
@@ -42,11 +44,24 @@ SEEN_CONTACTS = "_structure_contacts"  # (model, sequence) -> (L, L) contacts, o
 MAX_SEEN = 6  # contact maps kept per session: at 2,000 residues each is 16 MB
 
 
+# Parsed uploads shared by every session, bounded by the memory they hold (byte_cache.py).
+PARSED_BUDGET_BYTES = env_int("FLAMINO_STRUCTURE_CACHE_BYTES", 256_000_000 if hosted_mode() else 2_000_000_000)
+_PARSED: ByteBudgetCache[ParsedStructure] = ByteBudgetCache(PARSED_BUDGET_BYTES)
+
+
 # --- where the structure comes from ------------------------------------------------------------
-@st.cache_resource(show_spinner="Reading the structure…", max_entries=8 if hosted_mode() else 32)
-def _parse_upload(digest: str, name: str, _data: bytes) -> ParsedStructure:
-    """One parse per file content, shared by every session (never modified: see the module doc)."""
-    return parse_structure_bytes(_data, name)
+def _parse_upload(digest: str, name: str, data: bytes) -> ParsedStructure:
+    """One parse per file content, shared by every session (never modified: see the module doc),
+    within this server's limits on inflated size, atoms and models."""
+    def parse() -> ParsedStructure:
+        with st.spinner("Reading the structure…"):
+            return parse_structure_bytes(data, name, **current_limits().structure_limits())
+
+    return _PARSED.get_or_make((digest, name), parse, lambda parsed: _atoms(parsed) * BYTES_PER_ATOM)
+
+
+def _atoms(parsed: ParsedStructure) -> int:
+    return sum(1 for _ in parsed.structure.get_atoms())
 
 
 def _hold(parsed: ParsedStructure, key: str, origin: str) -> None:
@@ -83,7 +98,8 @@ def open_path() -> None:
         return
     path = st.session_state.get(PATH, "").strip()
     try:
-        _hold(read_structure(Path(path).expanduser()), f"path:{uuid.uuid4().hex}", f"file {path}")
+        parsed = read_structure(Path(path).expanduser(), **current_limits().structure_limits())
+        _hold(parsed, f"path:{uuid.uuid4().hex}", f"file {path}")
     except StructureError as err:
         _refuse(str(err))
 
@@ -93,12 +109,14 @@ def download(identifier: str) -> None:
     identifier = identifier.strip()
     limit = current_limits().max_upload_bytes  # hosted: no larger than an upload may be
     cap = fetch.MAX_DOWNLOAD_BYTES if limit is None else min(limit, fetch.MAX_DOWNLOAD_BYTES)
+    read_limits = current_limits().structure_limits()
     try:
         if fetch.PDB_ID.match(identifier):
-            parsed = fetch.fetch_pdb(identifier, base_url=fetch.RCSB_URL, max_bytes=cap)
+            parsed = fetch.fetch_pdb(identifier, base_url=fetch.RCSB_URL, max_bytes=cap, read_limits=read_limits)
             origin = f"PDB entry {identifier.upper()} (RCSB)"
         elif fetch.UNIPROT_ACCESSION.match(identifier.upper()):
-            parsed = fetch.fetch_alphafold(identifier, base_url=fetch.ALPHAFOLD_API, max_bytes=cap)
+            parsed = fetch.fetch_alphafold(identifier, base_url=fetch.ALPHAFOLD_API, max_bytes=cap,
+                                           read_limits=read_limits)
             origin = f"AlphaFold DB model of {identifier.upper()}"
         else:
             _refuse(f"{identifier!r} is neither a PDB id (like 1GBT) nor a UniProt accession (like P69905).")

@@ -35,7 +35,8 @@ class FetchError(StructureError):
 
 
 def fetch_pdb(
-    pdb_id: str, base_url: str = RCSB_URL, timeout: float = TIMEOUT_S, max_bytes: int = MAX_DOWNLOAD_BYTES
+    pdb_id: str, base_url: str = RCSB_URL, timeout: float = TIMEOUT_S, max_bytes: int = MAX_DOWNLOAD_BYTES,
+    read_limits: dict[str, int | None] | None = None,
 ) -> ParsedStructure:
     """Download an entry from the RCSB PDB as gzipped mmCIF and parse it.
 
@@ -43,6 +44,8 @@ def fetch_pdb(
       pdb_id: a four-character PDB id such as ``1GBT`` (case does not matter).
       base_url, timeout, max_bytes: where from, how long to wait (seconds, per network
         operation), and the largest download accepted.
+      read_limits: keyword arguments for ``parse_structure_bytes`` (``max_bytes`` inflated,
+        ``max_atoms``, ``max_models``); None: its defaults.
 
     Raises:
       FetchError: a malformed id, no network, no such entry, a download too large, or content
@@ -54,11 +57,12 @@ def fetch_pdb(
     # mmCIF, not PDB format: entries too large for the PDB format exist only as mmCIF.
     name = f"{pdb_id.upper()}.cif.gz"
     data = _download(f"{base_url}/{name}", f"PDB entry {pdb_id.upper()}", timeout, max_bytes)
-    return _parse_download(data, name)
+    return _parse_download(data, name, read_limits)
 
 
 def fetch_alphafold(
-    accession: str, base_url: str = ALPHAFOLD_API, timeout: float = TIMEOUT_S, max_bytes: int = MAX_DOWNLOAD_BYTES
+    accession: str, base_url: str = ALPHAFOLD_API, timeout: float = TIMEOUT_S, max_bytes: int = MAX_DOWNLOAD_BYTES,
+    read_limits: dict[str, int | None] | None = None,
 ) -> ParsedStructure:
     """Download the AlphaFold DB model of a UniProt accession and parse it.
 
@@ -79,7 +83,7 @@ def fetch_alphafold(
     except (ValueError, KeyError, TypeError, StopIteration, AttributeError):
         raise FetchError(f"the AlphaFold DB answer for {accession} names no model file; {_INSTEAD}") from None
     data = _download(url, what, timeout, max_bytes)
-    return _parse_download(data, url.rsplit("/", 1)[-1] or accession)
+    return _parse_download(data, url.rsplit("/", 1)[-1] or accession, read_limits)
 
 
 def _download(url: str, what: str, timeout: float, max_bytes: int) -> bytes:
@@ -139,8 +143,8 @@ def _too_large(what: str, size: int | None, max_bytes: int) -> str:
     return f"{what} is larger than the {max_bytes:,}-byte download limit ({size_text}); {_INSTEAD}"
 
 
-def _parse_download(data: bytes, name: str) -> ParsedStructure:
+def _parse_download(data: bytes, name: str, read_limits: dict[str, int | None] | None) -> ParsedStructure:
     try:
-        return parse_structure_bytes(data, name, max_bytes=MAX_STRUCTURE_BYTES)
+        return parse_structure_bytes(data, name, **(read_limits or {"max_bytes": MAX_STRUCTURE_BYTES}))
     except StructureError as err:
         raise FetchError(f"the download is not a usable structure: {err}") from None

@@ -24,10 +24,9 @@ What a chain's residues are:
 from __future__ import annotations
 
 import dataclasses
-import gzip
 import io
 import os
-import zlib
+import stat
 from collections import Counter
 from pathlib import Path
 
@@ -37,6 +36,8 @@ from Bio.PDB import MMCIFParser, PDBParser
 from Bio.PDB.Structure import Structure
 
 from ..alphabet import AA_TO_IDX
+from ..input_formats import TooLarge, Unreadable, gunzip
+from .limits import BoundedBuilder, StructureError, check_counts
 
 MAX_STRUCTURE_BYTES = 200 * 1024 * 1024  # decompressed; guards against gzip bombs
 
@@ -58,10 +59,6 @@ CB_BOND, CB_ANGLE, CB_DIHEDRAL = 1.522, 1.927, -2.143
 
 # How the atom that stands for a residue in a contact was chosen (``ChainResidues.contact_atom``).
 CB, GLY_CA, VIRTUAL_CB, CA_ONLY = "CB", "CA (glycine)", "virtual CB", "CA (no CB, none placeable)"
-
-
-class StructureError(ValueError):
-    """A structure file or a choice in it that cannot be used; the message says why."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,36 +142,56 @@ def residue_label(residue_id: tuple[str, int, str]) -> str:
 
 
 # --- reading ------------------------------------------------------------------------------------
-def read_structure(path: str | os.PathLike, max_bytes: int = MAX_STRUCTURE_BYTES) -> ParsedStructure:
+def read_structure(
+    path: str | os.PathLike, max_bytes: int = MAX_STRUCTURE_BYTES, *, max_atoms: int | None = None,
+    max_models: int | None = None,
+) -> ParsedStructure:
     """Read a PDB or mmCIF file from disk (``.gz`` or not; the format is read from the content).
 
+    Only a regular file is opened (never a device such as ``/dev/zero``, a pipe or a folder), and
+    at most ``max_bytes`` of it are read, whatever its size claims.
+
     Raises:
-      StructureError: a missing or unreadable file, or one that is not a structure.
+      StructureError: a missing, unreadable or over-large file, or one that is not a structure.
     """
     path = Path(path)
     try:
-        size = path.stat().st_size
-        if size > max_bytes:
-            raise StructureError(f"{path.name} is {size:,} bytes; the limit is {max_bytes:,}")
-        data = path.read_bytes()
+        # Non-blocking: opening a named pipe would otherwise wait for a writer, forever.
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            os.close(descriptor)
+            raise StructureError(f"{path.name or path} is not a regular file (a device, a pipe or a folder)")
+        with os.fdopen(descriptor, "rb") as handle:
+            data = handle.read(max_bytes + 1)
     except OSError as err:
         raise StructureError(f"cannot read {path}: {err.strerror or err}") from None
-    return parse_structure_bytes(data, path.name, max_bytes=max_bytes)
+    if len(data) > max_bytes:
+        raise StructureError(f"{path.name} is larger than {max_bytes:,} bytes, the limit")
+    return parse_structure_bytes(data, path.name, max_bytes=max_bytes, max_atoms=max_atoms, max_models=max_models)
 
 
-def parse_structure_bytes(data: bytes, name: str = "upload", max_bytes: int = MAX_STRUCTURE_BYTES) -> ParsedStructure:
+def parse_structure_bytes(
+    data: bytes, name: str = "upload", max_bytes: int = MAX_STRUCTURE_BYTES, *, max_atoms: int | None = None,
+    max_models: int | None = None,
+) -> ParsedStructure:
     """Parse the bytes of a PDB or mmCIF file (an upload, a download), gzipped or not.
 
     Args:
       data: the file's bytes.
       name: what to call the file in messages (its file name).
-      max_bytes: refuse files (after decompression) larger than this.
+      max_bytes: refuse files (after decompression) larger than this; gzip data is inflated a
+        chunk at a time and refused as soon as it passes (``input_formats.gunzip``).
+      max_atoms, max_models: refuse structures with more (None: any). Counted in the text
+        before Biopython runs (ATOM/HETATM and MODEL lines), and again as Biopython builds,
+        which stops at the limit: a file that hides its atoms from the first count still never
+        builds more than ``max_atoms`` objects.
 
     Returns:
       A ``ParsedStructure`` with at least one model and one atom.
 
     Raises:
-      StructureError: the bytes are not a PDB or mmCIF structure, with what they look like.
+      StructureError: the bytes are not a PDB or mmCIF structure, with what they look like, or
+        they pass one of the limits.
     """
     if data[:2] == b"\x1f\x8b":
         data = _gunzip(data, name, max_bytes)
@@ -182,10 +199,17 @@ def parse_structure_bytes(data: bytes, name: str = "upload", max_bytes: int = MA
         raise StructureError(f"{name} is {len(data):,} bytes; the limit is {max_bytes:,}")
     text = data.decode("latin-1")  # PDB and mmCIF are ASCII; latin-1 never fails to decode
     file_format = _sniff_format(text, name)
-    parser = MMCIFParser(QUIET=True) if file_format == "mmCIF" else PDBParser(QUIET=True)
+    check_counts(text, name, file_format, max_atoms, max_models)
+    builder = BoundedBuilder(name, max_atoms, max_models)
+    if file_format == "mmCIF":
+        parser = MMCIFParser(structure_builder=builder, QUIET=True)
+    else:
+        parser = PDBParser(structure_builder=builder, QUIET=True)
     stem = name.split(".")[0] or "structure"
     try:
         structure = parser.get_structure(stem, io.StringIO(text))
+    except StructureError:
+        raise
     except Exception as err:  # Biopython raises many kinds on damaged files; all mean the same here
         raise StructureError(f"{name} looks like {file_format} but could not be read: {err}") from None
     if len(structure) == 0 or not any(True for _ in structure.get_atoms()):
@@ -201,15 +225,12 @@ def parse_structure_bytes(data: bytes, name: str = "upload", max_bytes: int = MA
 
 
 def _gunzip(data: bytes, name: str, max_bytes: int) -> bytes:
-    # Same bounded read as the FASTA reader (fasta.py): never inflate more than the limit.
     try:
-        with gzip.GzipFile(fileobj=io.BytesIO(data)) as handle:
-            out = handle.read(max_bytes + 1)
-    except (OSError, EOFError, zlib.error):
+        return gunzip(data, max_bytes)
+    except TooLarge:
+        raise StructureError(f"{name} decompresses to more than {max_bytes:,} bytes; the limit is {max_bytes:,}") from None
+    except Unreadable:
         raise StructureError(f"{name} is a damaged or truncated gzip file") from None
-    if len(out) > max_bytes:
-        raise StructureError(f"{name} decompresses to more than {max_bytes:,} bytes; the limit is {max_bytes:,}")
-    return out
 
 
 def _sniff_format(text: str, name: str) -> str:
