@@ -27,6 +27,9 @@ from .input_formats import (
 )
 
 _RESIDUES = "".join(AA_TO_IDX)
+# Lines inside a record that are comments, never sequence: the original FASTA format's ';' lines
+# (Pearson & Lipman) and the '#'/'!' lines some BLAST tools write.
+COMMENT_STARTS = (";", "#", "!")
 _SEQUENCE_LIKE = re.compile(f"[{_RESIDUES}{_RESIDUES.lower()}{re.escape('-.')}*0-9\\s]+")
 
 
@@ -166,20 +169,23 @@ class _Reader:
         preamble: list[str] = []
         title: str | None = None
         typed: list[str] = []
+        comments = 0
         for line in lines:
             if line.startswith(">"):
                 if title is None:
                     yield from _preamble_issues(preamble)
                 else:
-                    yield from self._record(title, typed)
-                title, typed = line[1:], []
+                    yield from self._record(title, typed, _comment_note(comments))
+                title, typed, comments = line[1:], [], 0
+            elif title is not None and line.startswith(COMMENT_STARTS):
+                comments += 1  # Pearson's ';' comment lines, BLAST's '#' and '!' (Biopython's fasta-pearson, fasta-blast)
             elif title is not None:
                 if self.max_records is None or self.seen < self.max_records:
                     typed.append(line)
             else:
                 preamble.append(line)
         if title is not None:
-            yield from self._record(title, typed)
+            yield from self._record(title, typed, _comment_note(comments))
         elif self.bare_sequence:  # a sequence pasted without a header
             yield from self._record(None, preamble, notes)
         else:
@@ -247,6 +253,10 @@ class _Reader:
                 f"{self.kept:,} record(s) and dropped {self.dropped:,} (from '{self.first_dropped}' on)",
                 "error",
             )
+
+
+def _comment_note(comments: int) -> tuple[str, ...]:
+    return (f"skipped {comments:,} comment line(s) starting with ';', '#' or '!'",) if comments else ()
 
 
 def _preamble_issues(preamble: list[str]) -> Iterator[InputIssue]:

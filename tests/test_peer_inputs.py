@@ -91,3 +91,13 @@ def test_uniprot_xml_is_named_as_such(peer_tests, name):
     parsed = read_fasta(peer_tests / name)
     (error,) = parsed.errors
     assert "UniProt XML file, not FASTA" in error.message and "Swiss-Prot format" in error.message
+
+
+# --- comment lines inside FASTA records (the corpus' Pearson and BLAST-style files) ---------------
+@pytest.mark.parametrize("name, seqio_format", [("Fasta/aster_pearson.pro", "fasta-pearson"),
+                                                ("Fasta/aster_blast.pro", "fasta-blast")])
+def test_fasta_comment_lines_are_skipped(peer_tests, name, seqio_format):
+    parsed = read_fasta(peer_tests / name)
+    (expected,) = SeqIO.parse(peer_tests / name, seqio_format)
+    assert not parsed.errors and [r.sequence for r in parsed.records] == [str(expected.seq)]
+    assert any("comment line(s)" in w.message for w in parsed.warnings)
