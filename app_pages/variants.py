@@ -56,7 +56,8 @@ def list_section() -> None:
     if not text.strip():
         list_missing()
         return
-    variants, issues = parse_mutations(text, seq, offset, max_chars=current_limits().max_upload_bytes)
+    variants, issues = parse_mutations(text, seq, offset, max_chars=current_limits().max_upload_bytes,
+                                       reference=record.id)
     for issue in issues:
         if issue.order < 0:  # about the whole list: unreadable, nothing found, a shifted numbering
             st.warning(plain(issue.message))

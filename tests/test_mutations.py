@@ -49,7 +49,7 @@ def test_a_list_in_any_separator_keeps_input_order():
 @pytest.mark.parametrize(
     "text, kind, words",
     [
-        ("E7X", m.NON_STANDARD, ["E7X", "X is not one of the 20 standard"]),
+        ("E7X", m.STOP, ["E7X", "X is the legacy sign for a stop", "p.E7*"]),
         ("E7B", m.NON_STANDARD, ["B is not one"]),
         ("p.Glu7Sec", m.NON_STANDARD, ["U is not one"]),
         ("E7*", m.STOP, ["E7*", "stop"]),

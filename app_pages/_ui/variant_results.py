@@ -44,7 +44,8 @@ def _passes_bar(text: str):
 @st.cache_data(show_spinner=False, max_entries=16 if HOSTED else 64)
 def list_scores(model: str, sequence: str, text: str, offset: int, strategy: str, record_id: str) -> VariantScores:
     """The mutation list ``text`` checked against ``sequence`` and scored (queued unless one pass)."""
-    variants, issues = parse_mutations(text, sequence, offset, max_chars=current_limits().max_upload_bytes)
+    variants, issues = parse_mutations(text, sequence, offset, max_chars=current_limits().max_upload_bytes,
+                                       reference=record_id)
     with _queued(strategy, "scoring the variants"):
         bar, update = _passes_bar(f"Scoring {len(variants):,} variants ({strategy})")
         try:

@@ -81,7 +81,7 @@ def cmd_variants(args) -> int:
     tables, scored, shown = [], 0, set()
     for n, record in enumerate(records):
         offset = first_residue(record, args.offset)
-        variants, issues = parse_mutations(mutations, record.sequence, offset)
+        variants, issues = parse_mutations(mutations, record.sequence, offset, reference=record.id)
         for issue in issues:
             if issue.order < 0:  # about the whole list: unreadable, empty, a shifted numbering
                 say(f"{record.id}: {issue.message}")

@@ -7,6 +7,10 @@ Accepted notation, one variant per line or separated by spaces, commas or semico
   ``p.[Ala23Val;Gly45Asp]``; one-letter HGVS (``p.A23V``) and three-letter without ``p.`` too.
 * A CSV (comma or tab separated) with a ``mutant`` column, and optionally a ``label`` column
   (``benign``, ``pathogenic`` ...) that the app draws as markers.
+* As pasted from clinical sources (``pasted``): a reference or gene prefix (``NP_005334.1:p.Gly12Val``,
+  ``HRAS:p.G12V``, checked against the record's id), ClinVar's names (``NM_005343.4(HRAS):c.35G>T
+  (p.Gly12Val)``: its protein part); legacy stops (``W1282X``) and deletions (``ΔF508``) are
+  named as what they are.
 
 Positions are numbered from ``offset`` (1 unless the sequence is a piece of a longer entry; see
 ``numbering_offset``). Every variant is checked against the sequence; one that cannot be scored
@@ -32,10 +36,12 @@ import numpy as np
 from ..alphabet import STANDARD_AMINO_ACIDS
 from ..numbering import numbering_offset  # noqa: F401  (re-exported: the variant API uses it)
 from ..three_letter import CODES
+from .pasted import protein_part
 
 # Kinds of VariantIssue, so callers can filter or count them without parsing messages.
 MALFORMED, INDEL, STOP, SYNONYMOUS, NON_STANDARD = "malformed", "indel", "stop", "synonymous", "non-standard"
 OUT_OF_RANGE, WRONG_WILD_TYPE, REPEATED, INPUT = "out-of-range", "wrong-wild-type", "repeated-position", "input"
+NUCLEOTIDE, WRONG_REFERENCE = "nucleotide", "wrong-reference"  # as ``pasted.protein_part`` names them
 EXPECTED = "expected e.g. A23V, A23V:G45D, p.Ala23Val, p.(Ala23Val) or p.[Ala23Val;Gly45Asp]"
 _SHOWN = 60  # characters of a bad entry quoted in a message
 
@@ -120,11 +126,15 @@ class VariantIssue:
 
 
 # --- reading one entry --------------------------------------------------------------------------
-def read_changes(text: str) -> tuple[list[tuple[str, int, str]], VariantIssue | None]:
+def read_changes(text: str, reference: str = "") -> tuple[list[tuple[str, int, str]], VariantIssue | None]:
     """The substitutions an entry names, as written: ``[(wt, number, mt)]`` with one-letter codes.
 
     Checks notation only (no sequence): malformed text, indels, stops and synonymous or
     non-standard targets are reported; positions and wild-type letters are not checked here.
+
+    Args:
+      text: the entry.
+      reference: the record's id; a prefix naming another sequence of its kind is refused.
 
     Returns:
       ``(changes, None)``, or ``([], issue)`` with ``issue.order`` -1 (the caller sets it).
@@ -136,7 +146,10 @@ def read_changes(text: str) -> tuple[list[tuple[str, int, str]], VariantIssue | 
     if len(entry) > MAX_ENTRY_CHARS:
         return [], VariantIssue(-1, entry, MALFORMED, f"{_quote(entry)} is {len(entry):,} characters long, more "
                                                      f"than the {MAX_ENTRY_CHARS:,} an entry may have ({EXPECTED})")
-    body = entry[2:] if entry[:2] in ("p.", "P.") else entry
+    protein, refusal = protein_part(entry, reference)
+    if refusal:
+        return [], VariantIssue(-1, entry, refusal[0], refusal[1].replace("{}", _quote(entry)))
+    body = protein[2:] if protein[:2] in ("p.", "P.") else protein
     for opening, closing in ("[]", "()", "()"):  # p.[(...)] is allowed: strip up to two layers
         if body[:1] == opening and body[-1:] == closing:
             body = body[1:-1].strip()
@@ -196,6 +209,9 @@ def _read_change(part: str) -> tuple[str, int, str] | VariantIssue:
         return issue(MALFORMED, f"{{}}: {code!r} is not an amino-acid code")
     if mt == "?":
         return issue(MALFORMED, "{}: '?' (unknown consequence) cannot be scored")
+    if match.group(3) in "Xx":  # the legacy stop (W1282X); an unknown residue is never a target
+        return issue(STOP, "{}: a stop (nonsense) variant (X is the legacy sign for a stop: HGVS writes "
+                           f"p.{wt}{number}*); ESM-2 has no stop token, so it cannot be scored")
     if "*" in (wt, mt):
         what = "a stop (nonsense) variant" if mt == "*" else "a stop-loss variant"
         return issue(STOP, f"{{}}: {what}; ESM-2 has no stop token, so it cannot be scored")
@@ -216,7 +232,9 @@ def _quote(text: str) -> str:
     return repr(text if len(text) <= _SHOWN else text[:_SHOWN] + "…")
 
 
-def parse_variant(text: str, sequence: str, offset: int = 1, order: int = 0, label: str = "") -> Variant | VariantIssue:
+def parse_variant(
+    text: str, sequence: str, offset: int = 1, order: int = 0, label: str = "", reference: str = ""
+) -> Variant | VariantIssue:
     """One entry (``A23V``, ``A23V:G45D``, ``p.[Ala23Val;Gly45Asp]`` ...) checked against ``sequence``.
 
     Args:
@@ -225,11 +243,12 @@ def parse_variant(text: str, sequence: str, offset: int = 1, order: int = 0, lab
       offset: the number of its first residue.
       order: the entry's place in the input.
       label: a user label carried along (the CSV ``label`` column).
+      reference: the record's id, checked against a prefix that names a sequence of its kind.
 
     Returns:
       A ``Variant``, or a ``VariantIssue`` whose message names the entry.
     """
-    changes, problem = read_changes(text)
+    changes, problem = read_changes(text, reference)
     entry = text.strip()
     if problem is not None:
         return dataclasses.replace(problem, order=order, label=label)
@@ -268,7 +287,7 @@ def substitution_names(sequence: str, offset: int = 1) -> list[str]:
 
 # --- a whole list -------------------------------------------------------------------------------
 def parse_mutations(
-    text: str | bytes, sequence: str, offset: int = 1, max_chars: int | None = None
+    text: str | bytes, sequence: str, offset: int = 1, max_chars: int | None = None, reference: str = ""
 ) -> tuple[list[Variant], list[VariantIssue]]:
     """Every variant in a pasted list or CSV, checked against ``sequence``.
 
@@ -280,6 +299,7 @@ def parse_mutations(
       offset: the number of its first residue (1 unless numbered like a longer entry).
       max_chars: refuse a longer list (bytes: a larger one) before reading any of it; a hosted
         server passes its upload limit, None reads any length.
+      reference: the record's id (``pasted``: a prefix naming another sequence is refused).
 
     Returns:
       ``(variants, issues)``: both carry ``order``, the entry's place in the input, so the two
@@ -299,7 +319,7 @@ def parse_mutations(
     entries, issues = _csv_entries(text) if _is_csv(text) else (_list_entries(text), [])
     variants = []
     for order, (entry, label, row) in enumerate(entries):
-        parsed = parse_variant(entry, sequence, offset, order, label)
+        parsed = parse_variant(entry, sequence, offset, order, label, reference)
         if isinstance(parsed, Variant):
             variants.append(parsed)
         elif row:  # a table's entries are named by line too
@@ -316,8 +336,9 @@ def parse_mutations(
 
 
 def _list_entries(text: str) -> list[tuple[str, str, int]]:
-    """Split at separators outside brackets: the ``;`` in ``p.[Ala23Val;Gly45Asp]`` joins."""
-    entries, current, depth = [], [], 0
+    """Split at separators outside brackets: the ``;`` in ``p.[Ala23Val;Gly45Asp]`` joins, and
+    so does a blank before ``(p.`` (ClinVar's ``NM_005343.4(HRAS):c.35G>T (p.Gly12Val)``)."""
+    entries, current, depth, blanks_only = [], [], 0, False
     for char in text:
         if char in "[(":
             depth += 1
@@ -326,13 +347,24 @@ def _list_entries(text: str) -> list[tuple[str, str, int]]:
         if char in _SEPARATORS and (depth == 0 or char in "\r\n"):
             depth = 0  # a line never continues an unclosed bracket
             if current:
-                entries.append(("".join(current), "", 0))
+                _add_entry(entries, "".join(current), blanks_only)
+                blanks_only = True
+            blanks_only = blanks_only and char in " \t"
             current = []
         else:
             current.append(char)
     if current:
-        entries.append(("".join(current), "", 0))
-    return entries
+        _add_entry(entries, "".join(current), blanks_only)
+    return [(entry, label, 0) for entry, label, _ in entries]
+
+
+def _add_entry(entries: list[tuple[str, str, int]], entry: str, after_blanks: bool) -> None:
+    """Append an entry, or join ``(p.…)`` to the entry before it: once (a name has one protein
+    part), so a hostile run of ``(p.`` words costs one join each, never a growing string."""
+    if after_blanks and entries and entry.startswith("(p.") and entries[-1][2] == 0:
+        entries[-1] = (f"{entries[-1][0]} {entry}", "", -1)  # -1: joined, not a table row
+    else:
+        entries.append((entry, "", 0))
 
 
 def _is_csv(text: str) -> bool:
