@@ -216,7 +216,8 @@ def _check_mutated_sequences(frame: pd.DataFrame, wild_type: str, offset: int, i
 
 def numbering_problem(dms: DmsTable) -> str | None:
     """Why the rows do not fit the wild type as numbered (more than ``MOSTLY_MISSED`` of the
-    readable mutants name a wrong wild-type letter or a position outside it), else None.
+    readable mutants name a wrong wild-type letter or a position outside it, while some fit by
+    chance and would be scored and measured), else None.
 
     The message gives the numbering they all fit when there is one (``suggest_offset``). Front
     ends stop there (``flamino dms`` exits 2, the app shows it) unless the user forces the scoring.
@@ -229,8 +230,8 @@ def numbering_problem(dms: DmsTable) -> str | None:
         elif parsed.kind in (WRONG_WILD_TYPE, OUT_OF_RANGE):
             missed.append(parsed)
     checked = len(variants) + len(missed)
-    if not missed or len(missed) <= MOSTLY_MISSED * checked:
-        return None
+    if not variants or not missed or len(missed) <= MOSTLY_MISSED * checked:
+        return None  # no row fits: scoring says "nothing could be scored", with the same hint
     hint = suggest_offset(variants, missed, dms.wild_type, dms.offset)
     consensus = _consensus(dms.frame) if not hint and "mutated_sequence" in dms.frame.columns else ""
     if consensus:  # a wild type derived under a wrong numbering is wrong too; the columns' majority is not
