@@ -25,10 +25,7 @@ before reading it (``tests/test_hosted_attacks.py`` times every parser on 1 MB o
 
 from __future__ import annotations
 
-import collections
-import csv
 import dataclasses
-import io
 import re
 
 import numpy as np
@@ -36,7 +33,7 @@ import numpy as np
 from ..alphabet import STANDARD_AMINO_ACIDS
 from ..numbering import numbering_offset  # noqa: F401  (re-exported: the variant API uses it)
 from ..three_letter import CODES
-from .pasted import protein_part
+from .pasted import is_table, list_entries, protein_part, table_entries
 
 # Kinds of VariantIssue, so callers can filter or count them without parsing messages.
 MALFORMED, INDEL, STOP, SYNONYMOUS, NON_STANDARD = "malformed", "indel", "stop", "synonymous", "non-standard"
@@ -63,7 +60,6 @@ _FIRST_DIGIT = re.compile(r"\d")
 # largest have tens of substitutions). Also keeps a position's digits well under Python's
 # 4,300-digit limit on int().
 MAX_ENTRY_CHARS = 2_000
-_SEPARATORS = " \t\r\n\f\v,;"
 # Suggest another numbering only on enough evidence: with 5 substitutions a chance fit at some
 # offset of a 300-residue protein has odds of about 300 x (1/20)^5, 1 in 10,000.
 MIN_WRONG_FOR_HINT, MIN_CHANGES_FOR_HINT = 3, 5
@@ -316,7 +312,8 @@ def parse_mutations(
         except UnicodeDecodeError as exc:
             return [], [VariantIssue(-1, "", INPUT, f"the mutation list is not UTF-8 text (byte {exc.start:,})")]
     text = text.lstrip("\ufeff")
-    entries, issues = _csv_entries(text) if _is_csv(text) else (_list_entries(text), [])
+    entries, problem = table_entries(text) if is_table(text) else (list_entries(text), None)
+    issues = [VariantIssue(-1, "", INPUT, problem)] if problem else []
     variants = []
     for order, (entry, label, row) in enumerate(entries):
         parsed = parse_variant(entry, sequence, offset, order, label, reference)
@@ -333,69 +330,6 @@ def parse_mutations(
     if shifted:
         issues.append(VariantIssue(-1, "", WRONG_WILD_TYPE, shifted))
     return variants, issues
-
-
-def _list_entries(text: str) -> list[tuple[str, str, int]]:
-    """Split at separators outside brackets: the ``;`` in ``p.[Ala23Val;Gly45Asp]`` joins, and
-    so does a blank before ``(p.`` (ClinVar's ``NM_005343.4(HRAS):c.35G>T (p.Gly12Val)``)."""
-    entries, current, depth, blanks_only = [], [], 0, False
-    for char in text:
-        if char in "[(":
-            depth += 1
-        elif char in "])":
-            depth = max(0, depth - 1)
-        if char in _SEPARATORS and (depth == 0 or char in "\r\n"):
-            depth = 0  # a line never continues an unclosed bracket
-            if current:
-                _add_entry(entries, "".join(current), blanks_only)
-                blanks_only = True
-            blanks_only = blanks_only and char in " \t"
-            current = []
-        else:
-            current.append(char)
-    if current:
-        _add_entry(entries, "".join(current), blanks_only)
-    return [(entry, label, 0) for entry, label, _ in entries]
-
-
-def _add_entry(entries: list[tuple[str, str, int]], entry: str, after_blanks: bool) -> None:
-    """Append an entry, or join ``(p.…)`` to the entry before it: once (a name has one protein
-    part), so a hostile run of ``(p.`` words costs one join each, never a growing string."""
-    if after_blanks and entries and entry.startswith("(p.") and entries[-1][2] == 0:
-        entries[-1] = (f"{entries[-1][0]} {entry}", "", -1)  # -1: joined, not a table row
-    else:
-        entries.append((entry, "", 0))
-
-
-def _is_csv(text: str) -> bool:
-    first = next((line for line in text.splitlines() if line.strip()), "")
-    return "mutant" in [cell.strip().strip('"').lower() for cell in re.split(r"[,\t]", first)]
-
-
-def _csv_entries(text: str) -> tuple[list[tuple[str, str, int]], list[VariantIssue]]:
-    """(mutant, label, line number) per row of a table with a ``mutant`` column."""
-    first = next(line for line in text.splitlines() if line.strip())
-    reader = csv.reader(io.StringIO(text), delimiter="\t" if "\t" in first else ",")
-    entries, column, label_column = [], None, None
-    try:
-        for row in reader:
-            if not any(cell.strip() for cell in row):
-                continue
-            if column is None:
-                header = [cell.strip().lower() for cell in row]
-                if "mutant" not in header:  # the first line opened a quoted cell spanning lines
-                    return [], [VariantIssue(-1, "", INPUT, "the mutation table's header has no readable "
-                                                            "'mutant' column (check its quotes)")]
-                column = header.index("mutant")
-                label_column = header.index("label") if "label" in header else None
-                continue
-            mutant = row[column].strip() if column < len(row) else ""
-            label = row[label_column].strip() if label_column is not None and label_column < len(row) else ""
-            entries.append((mutant, label, reader.line_num))
-    except csv.Error as exc:
-        return entries, [VariantIssue(-1, "", INPUT, f"line {reader.line_num} of the mutation table could not "
-                                                     f"be read as CSV ({exc}); the rows before it were read")]
-    return entries, []
 
 
 def suggest_offset(variants: list[Variant], issues: list[VariantIssue], sequence: str, offset: int) -> str:

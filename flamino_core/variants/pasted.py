@@ -1,4 +1,5 @@
-"""Variant names as people paste them from clinical and literature sources, before ``notation``
+"""Mutation lists as people paste them: the list or table split into entries (``list_entries``,
+``table_entries``), and variant names from clinical and literature sources before ``notation``
 reads the protein change: a reference-sequence or gene prefix (``NP_005334.1:p.Gly12Val``,
 ``HRAS:p.G12V``), ClinVar's names (``NM_005343.4(HRAS):c.35G>T (p.Gly12Val)``), and the legacy
 forms of stops and deletions (``W1282X``, ``ΔF508``, ``delF508``).
@@ -12,8 +13,11 @@ patterns without nested or overlapping quantifiers (``notation`` caps an entry a
 
 from __future__ import annotations
 
+import csv
+import io
 import re
 
+_SEPARATORS = " \t\r\n\f\v,;"
 # HGVS reference types after "REF:": c. (coding DNA), g. (genomic), n. (non-coding), m.
 # (mitochondrial), r. (RNA), p. (protein).
 NUCLEOTIDE_TYPES = ("c.", "g.", "n.", "m.", "r.")
@@ -82,3 +86,67 @@ def _other_sequence(prefix: str, reference: str) -> tuple[str, str] | None:
                 return named.group(0), word
             return None
     return None
+
+
+# --- a list or a table into entries ------------------------------------------------------------
+def list_entries(text: str) -> list[tuple[str, str, int]]:
+    """Split at separators outside brackets: the ``;`` in ``p.[Ala23Val;Gly45Asp]`` joins, and
+    so does a blank before ``(p.`` (ClinVar's ``NM_005343.4(HRAS):c.35G>T (p.Gly12Val)``)."""
+    entries, current, depth, blanks_only = [], [], 0, False
+    for char in text:
+        if char in "[(":
+            depth += 1
+        elif char in "])":
+            depth = max(0, depth - 1)
+        if char in _SEPARATORS and (depth == 0 or char in "\r\n"):
+            depth = 0  # a line never continues an unclosed bracket
+            if current:
+                _add_entry(entries, "".join(current), blanks_only)
+                blanks_only = True
+            blanks_only = blanks_only and char in " \t"
+            current = []
+        else:
+            current.append(char)
+    if current:
+        _add_entry(entries, "".join(current), blanks_only)
+    return [(entry, label, 0) for entry, label, _ in entries]
+
+
+def _add_entry(entries: list[tuple[str, str, int]], entry: str, after_blanks: bool) -> None:
+    """Append an entry, or join ``(p.…)`` to the entry before it: once (a name has one protein
+    part), so a hostile run of ``(p.`` words costs one join each, never a growing string."""
+    if after_blanks and entries and entry.startswith("(p.") and entries[-1][2] == 0:
+        entries[-1] = (f"{entries[-1][0]} {entry}", "", -1)  # -1: joined, not a table row
+    else:
+        entries.append((entry, "", 0))
+
+
+def is_table(text: str) -> bool:
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    return "mutant" in [cell.strip().strip('"').lower() for cell in re.split(r"[,\t]", first)]
+
+
+def table_entries(text: str) -> tuple[list[tuple[str, str, int]], str | None]:
+    """(mutant, label, line number) per row of a table with a ``mutant`` column, and the problem
+    that stopped the reading (None when it read to the end)."""
+    first = next(line for line in text.splitlines() if line.strip())
+    reader = csv.reader(io.StringIO(text), delimiter="\t" if "\t" in first else ",")
+    entries, column, label_column = [], None, None
+    try:
+        for row in reader:
+            if not any(cell.strip() for cell in row):
+                continue
+            if column is None:
+                header = [cell.strip().lower() for cell in row]
+                if "mutant" not in header:  # the first line opened a quoted cell spanning lines
+                    return [], "the mutation table's header has no readable 'mutant' column (check its quotes)"
+                column = header.index("mutant")
+                label_column = header.index("label") if "label" in header else None
+                continue
+            mutant = row[column].strip() if column < len(row) else ""
+            label = row[label_column].strip() if label_column is not None and label_column < len(row) else ""
+            entries.append((mutant, label, reader.line_num))
+    except csv.Error as exc:
+        return entries, (f"line {reader.line_num} of the mutation table could not be read as CSV ({exc}); "
+                         "the rows before it were read")
+    return entries, None
