@@ -36,7 +36,7 @@ def peer_tests_dir(root: Path = ROOT) -> Path:
     if not archive.exists() or _sha256(archive) != SDIST_SHA256:
         download = subprocess.run(
             [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:",
-             "--no-build-isolation", f"biopython=={BIOPYTHON_VERSION}", "-d", str(root)],
+             f"biopython=={BIOPYTHON_VERSION}", "-d", str(root)],
             capture_output=True, text=True, timeout=600,
         )  # fmt: skip
         if download.returncode or not archive.exists():
