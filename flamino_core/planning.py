@@ -169,6 +169,24 @@ def pack_masked_rows(sequence_tokens: np.ndarray, positions: Sequence[int], widt
     return tokens, mask_at
 
 
+def joint_window_start(positions: Sequence[int], length: int, window: int) -> int:
+    """Start of the ``window``-residue window that holds every position of a set, centred on the
+    middle of its span (the Attention page's window of a long record's shown range).
+
+    Raises:
+      ValueError: a position outside the sequence, or a span wider than one window.
+    """
+    if len(positions) == 0:
+        raise ValueError("each set of positions to mask needs at least one position")
+    low, high = min(positions), max(positions)
+    if low < 0 or high >= length:
+        raise ValueError(f"position {(low if low < 0 else high) + 1} is outside the sequence (1..{length})")
+    if high - low >= window:
+        raise ValueError(f"positions {low + 1} and {high + 1} do not fit one {window}-residue window")
+    centred = (low + high) // 2 - window // 2
+    return min(max(centred, high - window + 1, 0), low, length - window)
+
+
 def joint_window(positions: Sequence[int], n_tokens: int, width: int = MASKED_WINDOW_TOKENS) -> tuple[int, int]:
     """Token span of the row that masks a whole set of residue positions at once (the variants'
     joint-masked strategy): ``masked_window`` of the middle of the set's span, moved just enough
