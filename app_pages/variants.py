@@ -4,9 +4,10 @@ from pathlib import Path
 
 import streamlit as st
 
-from app_pages._ui import inputs, models, results, variant_results
+from app_pages._ui import inputs, models, results, scans, variant_results
 from app_pages._ui.downloads import csv_button, json_button, safe_name, show_figure
 from app_pages._ui.policy import current_limits
+from app_pages._ui.ranges import Shown
 from app_pages._ui.variant_views import (
     dms_upload,
     list_missing,
@@ -33,10 +34,12 @@ def notes(found: list[str]) -> None:
             st.caption(plain(note))
 
 
-def substitution_scores(model: str, seq: str):
-    """The record's full substitution map, as the page's map choice asks, and its method."""
+def substitution_scores(model: str, seq: str, first: int):
+    """The record's full substitution map, as the page's map choice asks, and its method. The
+    masked map is the Masked predictions page's scan of the whole sequence: estimated, asked for
+    before a long one (a link cannot start it), run a chunk per queue slot, kept."""
     if kept_radio("Map behind your variants", "vmap", horizontal=True) == "masked":
-        log_probs = results.heavy(results.masked_scan, model, seq, what="the masked-marginal scan")  # (L, 33)
+        log_probs = scans.masked_scan(model, seq, Shown(0, len(seq), len(seq), first))  # (L, 33) or None
         if log_probs is not None:
             return scores.from_masked_log_probs(log_probs, seq).substitutions, "masked-marginals"
         st.caption("Showing the fast wt-marginals map meanwhile.")
@@ -67,7 +70,7 @@ def list_section() -> None:
             st.dataframe({"entry": [i.text for i in issues], "problem": [i.message for i in issues]},
                          hide_index=True, width="stretch")
         return
-    strategy = strategy_picker(len(seq), len({v.apply(seq) for v in variants}))
+    strategy = strategy_picker(seq, variants)
     if strategy is None:
         return
     scored = results.heavy(variant_results.list_scores, model, seq, text, offset, strategy, record.id,
@@ -89,7 +92,7 @@ def list_section() -> None:
                "variants_csv")
 
     st.subheader("Your variants on the substitution map")
-    substitution, method = substitution_scores(model, seq)
+    substitution, method = substitution_scores(model, seq, offset)
     fig = variant_map(substitution, seq, variants, offset=offset, method=method, table=table)
     show_figure(fig, "variant_map", f"{stem}_variants_map")
 
@@ -122,7 +125,7 @@ def dms_section() -> None:
         st.error(plain(f"{name}: {problem}"))
         if not st.checkbox("Score the rows that fit anyway", key="dms_force_offset"):
             return
-    strategy = strategy_picker(len(table.wild_type), table.frame["mutant"].nunique())
+    strategy = strategy_picker(table.wild_type, variant_results.dms_variants(data, wild_type, offset))
     if strategy is None:
         return
     scored = results.heavy(variant_results.dms_scores, model, data, wild_type, offset, strategy, record_id,

@@ -348,3 +348,147 @@ def test_a_local_path_refuses_devices_pipes_and_folders_and_reads_at_most_its_li
     finally:
         tracemalloc.stop()
     assert peak < 3 * MEGABYTE
+
+
+# --- item 3: a DMS table's wild type within the limits; every strategy queued, a chunk at a time ---------
+def _dms_table(length: int, rows: int = 3) -> bytes:
+    """A ProteinGym-style table whose mutated_sequence derives a wild type of ``length`` residues
+    (random residues, fixed seed), each row one substitution."""
+    import random
+
+    rng = random.Random(26)
+    wild = "".join(rng.choice("ACDEFGHIKLMNPQRSTVWY") for _ in range(length))
+    lines = ["mutant,DMS_score,mutated_sequence"]
+    for row in range(rows):
+        position = row + 1
+        target = "W" if wild[row] != "W" else "A"
+        lines.append(f"{wild[row]}{position}{target},{row * 0.5},{wild[:row]}{target}{wild[row + 1:]}")
+    return ("\n".join(lines) + "\n").encode()
+
+
+def test_a_dms_wild_type_over_the_record_limit_is_refused_before_any_work(hosted, monkeypatch):
+    """The review's 990 kB table derived a wild type of 100,000 residues and scored it."""
+    from app_pages._ui import heavy_jobs
+    from test_app import open_page, start, unescaped
+
+    monkeypatch.setattr(heavy_jobs, "_QUEUE", None)
+    at = open_page(start({"page": "variants"}), "variants")
+    at.radio(key="_w_vinput").set_value("dms").run()
+    at.file_uploader(key="_dms_upload").set_value([("long.csv", _dms_table(2_001), "text/csv")])
+    at.run()
+    assert not at.exception
+    assert any("has 2,001 residues; this server scores DMS tables of proteins up to 2,000" in unescaped(e.value)
+               for e in at.error), [e.value for e in at.error]
+    assert not at.dataframe and not at.metric
+    assert heavy_jobs.heavy_job_queue().running == 0
+
+
+@pytest.mark.parametrize("strategy", ["wt-marginals", "masked-marginals"])
+def test_every_variant_strategy_waits_for_the_queue(hosted, monkeypatch, strategy):
+    """wt-marginals ran outside the queue (and after its browser closed, ~28 min of CPU)."""
+    from app_pages._ui import heavy_jobs
+    from test_app import example, open_page, start
+
+    queue = heavy_jobs.HeavyJobQueue(workers=1, max_waiting=0)
+    monkeypatch.setattr(heavy_jobs, "_QUEUE", queue)
+    at = example(start(), "Haemoglobin β (human)")
+    at.session_state["vstrategy"] = strategy  # the kept choice (its radio shows once a list is there)
+    at = open_page(at, "variants")
+    with queue.slot(visitor=None):  # another visitor's job holds the only slot
+        at.text_area(key="_w_mutation_text").input("E6V K8E").run()
+        assert not at.exception and not at.error
+        assert any("scoring the variants was not computed" in w.value for w in at.warning)
+        assert not at.dataframe
+    at.run()
+    assert not at.exception and list(at.dataframe[0].value["mutant"]) == ["E6V", "K8E"]
+    assert at.radio(key="_w_vstrategy").value == strategy
+
+
+def test_joint_masked_is_held_to_the_hosted_pass_limit(hosted, monkeypatch):
+    """joint-masked had no hosted cap: a 1 MB list ran 35,804 passes in one slot."""
+    from flamino_core.fasta import read_fasta
+    from test_app import ROOT, example, open_page, start, unescaped
+
+    monkeypatch.setenv("FLAMINO_MAX_PLL_PASSES", "100")
+    at = example(start(), "Haemoglobin β (human)")
+    at.session_state["vstrategy"] = "joint-masked"
+    at = open_page(at, "variants")
+    hbb = read_fasta(ROOT / "assets" / "HBB_HUMAN.fa").records[0].sequence  # VHLTPEEKS...
+    doubles = " ".join(f"V1A:{wt}{i + 1}W" for i, wt in enumerate(hbb[:80]) if i and wt != "W")  # 156 passes
+    at.text_area(key="_w_mutation_text").input(doubles).run()
+    assert not at.exception
+    assert any("joint-masked needs" in unescaped(e.value) and "at most 100" in unescaped(e.value) for e in at.error)
+    assert not at.dataframe
+
+
+# --- item 5: one visitor cannot fill the queue; long jobs hold it a chunk at a time ---------------------------
+def test_one_visitor_holds_at_most_its_share_of_the_queue():
+    import threading
+
+    from app_pages._ui.heavy_jobs import HeavyJobQueue, QueueFull, VisitorBusy
+
+    queue = HeavyJobQueue(workers=1, max_waiting=4, per_visitor=2)
+    release = threading.Event()
+    holding = threading.Event()
+
+    def job(visitor):
+        with queue.slot(visitor=visitor, timeout=10):
+            holding.set()
+            release.wait(10)
+
+    first = threading.Thread(target=job, args=("tab-owner",))
+    first.start()
+    holding.wait(5)
+    second = threading.Thread(target=job, args=("tab-owner",))
+    second.start()
+    while queue.waiting < 1:
+        time.sleep(0.01)
+    with pytest.raises(VisitorBusy, match="you already have 2 heavy jobs running or waiting"):
+        with queue.slot(visitor="tab-owner"):
+            pass
+    assert queue.jobs_of("tab-owner") == 2
+    other = threading.Thread(target=job, args=("next visitor",))  # another visitor still gets in line
+    other.start()
+    while queue.waiting < 2:
+        time.sleep(0.01)
+    release.set()
+    for thread in (first, second, other):
+        thread.join(10)
+    assert queue.running == queue.waiting == 0 and queue.jobs_of("tab-owner") == 0
+    assert issubclass(VisitorBusy, QueueFull)  # the pages' busy message applies
+
+
+def test_a_long_job_gives_way_between_chunks():
+    """A job of 4 chunks, and another visitor's job arriving during the first: it runs after the
+    first chunk, not after the whole job (the review's scan held the slot for the whole scan)."""
+    import threading
+
+    from app_pages._ui.heavy_jobs import HeavyJobQueue
+
+    queue = HeavyJobQueue(workers=1, max_waiting=4, per_visitor=2)
+    order, arrived, in_first_chunk = [], threading.Event(), threading.Event()
+
+    def long_job():
+        with queue.slot(visitor="a") as turn:
+            for chunk in range(4):
+                if chunk == 0:
+                    in_first_chunk.set()
+                    arrived.wait(10)
+                    while queue.waiting < 1:
+                        time.sleep(0.01)
+                order.append(f"long {chunk}")
+                turn.give_way()
+
+    def short_job():
+        in_first_chunk.wait(10)
+        arrived.set()
+        with queue.slot(visitor="b", timeout=10):
+            order.append("short")
+
+    threads = [threading.Thread(target=long_job), threading.Thread(target=short_job)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert order == ["long 0", "short", "long 1", "long 2", "long 3"]
+    assert queue.running == 0 and queue.waiting == 0

@@ -60,7 +60,7 @@ class Limits:
     allow_local_paths: bool = True
     allow_pickle: bool = True
     allowed_models: frozenset[str] | None = None  # None: any identifier
-    max_pll_passes: int | None = None  # masked passes one pll request may run
+    max_pll_passes: int | None = None  # model passes one variant-scoring request may run (any strategy)
     max_inflated_bytes: int | None = None  # a compressed upload's size once decompressed
     max_atoms: int | None = None  # atoms of one structure (Biopython keeps ~1.1 kB each)
     max_models: int | None = None  # models of one structure
@@ -93,14 +93,14 @@ class Limits:
                     "per file or pasted input. Split it, or run flamino locally for big jobs.")
         return None
 
-    def check_pll(self, length: int, n_variants: int) -> str | None:
-        """Why ``pll`` on ``n_variants`` distinct mutants of a ``length``-residue sequence is
-        refused here (L passes per sequence, the wild type included), or None."""
+    def check_passes(self, sequence: str, variants: list, strategy: str) -> str | None:
+        """Why scoring ``variants`` with ``strategy`` is refused here (more model passes than
+        ``max_pll_passes``, the heaviest job this server takes: any strategy, not only pll), or None."""
         if self.max_pll_passes is None:
             return None
-        from flamino_core.variants.scoring import pll_size_problem  # pandas: not at import
+        from flamino_core.variants.scoring import passes_problem  # pandas: not at import
 
-        return pll_size_problem(length, n_variants, self.max_pll_passes)
+        return passes_problem(sequence, variants, strategy, self.max_pll_passes)
 
     def check_model(self, identifier: str) -> str | None:
         """A message if this server does not offer the model ``identifier``, else None."""

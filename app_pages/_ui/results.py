@@ -29,6 +29,7 @@ from .widgets import plain
 
 HOSTED = hosted_mode()
 LOG = logging.getLogger("flamino")
+SCAN_CHUNK = 64  # positions per queued chunk of a whole-sequence scan (as scans.CHUNK)
 
 
 # --- heavy jobs ------------------------------------------------------------------------------------
@@ -40,6 +41,7 @@ def _ordinal(n: int) -> str:
 @contextlib.contextmanager
 def heavy_slot(what: str):
     """Run the block in the process-wide heavy-job queue, showing the place in it while waiting.
+    The block gets ``give_way()`` to call between chunks of a long job (``heavy_jobs.Turn``).
 
     Used inside cached functions (only a cache miss queues) and per chunk of a masked scan.
     Updating the note every few seconds is also what stops the wait of a session that was closed
@@ -61,9 +63,14 @@ def heavy_slot(what: str):
         )
 
     try:
-        with queue.slot(on_wait=waiting):
+        with queue.slot(on_wait=waiting) as turn:
             note.empty()
-            yield
+
+            def give_way() -> None:  # between chunks of a long job: others waiting run first
+                turn.give_way()
+                note.empty()
+
+            yield give_way
     except BaseException as exc:  # Streamlit's stop/rerun signals are BaseExceptions
         if type(exc).__name__ in ("StopException", "RerunException"):
             LOG.warning("heavy job abandoned (%s): its session closed or asked for something else", what)
@@ -127,13 +134,17 @@ def masked_scan(model: str, sequence: str, what: str = "the masked scan") -> np.
     if kept is not None:
         return kept
     missing = STORE.missing(model, sequence, positions)
-    with heavy_slot(what):
-        bar, update = _bar(f"Masking {len(missing):,} of the {len(sequence):,} positions")
-        try:
-            log_probs = load_engine(model).masked_log_probs(sequence, missing, progress=update)  # (n, 33)
-        finally:
-            bar.empty()
-    STORE.add(model, sequence, missing, log_probs)
+    bar = st.progress(0.0, text=f"Masking {len(missing):,} of the {len(sequence):,} positions")
+    try:
+        for first in range(0, len(missing), SCAN_CHUNK):  # one queue slot per chunk, each chunk kept
+            chunk = missing[first:first + SCAN_CHUNK]
+            with heavy_slot(what):
+                log_probs = load_engine(model).masked_log_probs(sequence, chunk)  # (n, 33)
+            STORE.add(model, sequence, chunk, log_probs)
+            bar.progress((first + len(chunk)) / len(missing),
+                         text=f"Masking {len(missing):,} of the {len(sequence):,} positions ({first + len(chunk):,} done)")
+    finally:
+        bar.empty()
     return STORE.get(model, sequence, positions)
 
 

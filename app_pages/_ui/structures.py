@@ -28,10 +28,11 @@ from flamino_core.structure.limits import BYTES_PER_ATOM
 from flamino_core.structure.reading import ParsedStructure, StructureError, parse_structure_bytes, read_structure
 from flamino_core.structure.tracks import TRACKS, compute_track, track_label
 
-from . import results
+from . import results, scans
 from .byte_cache import ByteBudgetCache
 from .inputs import upload_size_mb
 from .policy import current_limits, env_int, hosted_mode
+from .ranges import Shown
 from .widgets import kept_text_input, plain
 
 # Session-state keys.
@@ -199,7 +200,9 @@ def track_values(name: str, model: str, sequence: str, contacts: np.ndarray | No
     if "scores" in needs and choice["strategy"] == "wt-marginals":
         inputs["scores"] = results.wt_marginal_scores(model, sequence)
     elif "scores" in needs:
-        log_probs = results.heavy(results.masked_scan, model, sequence, what="the masked-marginal scan")
+        # The page's own scan of the whole sequence: asked for before a long one (never started by a
+        # link alone), a chunk per queue slot (scans.py).
+        log_probs = scans.masked_scan(model, sequence, Shown(0, len(sequence), len(sequence), choice["first"]))
         if log_probs is None:
             return None, ""
         inputs["scores"] = scores.from_masked_log_probs(log_probs, sequence).substitutions

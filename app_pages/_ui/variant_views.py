@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from flamino_core.variants.scoring import OK, filter_scored, pll_passes
+from flamino_core.variants.scoring import OK, filter_scored, planned_passes
 
 from .inputs import upload_size_mb
 from .policy import current_limits
@@ -116,15 +116,17 @@ def dms_upload() -> tuple[str, bytes] | None:
 
 
 # --- scoring choices and results ---------------------------------------------------------------------
-def strategy_picker(length: int, n_mutants: int) -> str | None:
-    """The kept strategy, or None (after saying why) when this server refuses ``pll`` here."""
+def strategy_picker(sequence: str, variants: list) -> str | None:
+    """The kept strategy, or None (after saying why) when this server refuses to score these
+    variants with it (more passes than one request may run: pll, or joint-masked on many
+    multi-mutants)."""
     strategy = kept_radio("Score", "vstrategy")
+    problem = current_limits().check_passes(sequence, variants, strategy)
+    if problem:
+        st.error(plain(f"Not scored with {strategy}: {problem}."), icon=":material/block:")
+        return None
     if strategy == "pll":
-        problem = current_limits().check_pll(length, n_mutants)
-        if problem:
-            st.error(plain(f"Not scored with pll: {problem}."), icon=":material/block:")
-            return None
-        st.caption(f"pll runs {pll_passes(length, n_mutants):,} masked passes here.")
+        st.caption(f"pll runs {planned_passes(sequence, variants, strategy):,} masked passes here.")
     return strategy
 
 

@@ -91,7 +91,8 @@ def read_dms(path: str | os.PathLike, wild_type: str | None = None, offset: int 
     return parse_dms(data, wild_type, offset)
 
 
-def parse_dms(data: bytes | str, wild_type: str | None = None, offset: int = 1) -> DmsTable:
+def parse_dms(data: bytes | str, wild_type: str | None = None, offset: int = 1,
+              max_wild_type: int | None = None) -> DmsTable:
     """Read a ProteinGym-style DMS table and settle its wild type.
 
     Args:
@@ -99,6 +100,8 @@ def parse_dms(data: bytes | str, wild_type: str | None = None, offset: int = 1) 
       wild_type: the sequence the mutants refer to (validated, e.g. from ``fasta``); None to
         derive it from ``mutated_sequence`` and ``mutant``.
       offset: the number of the wild type's first residue in the ``mutant`` column.
+      max_wild_type: refuse a wild type (given or derived) longer than this, before anything
+        is scored (a hosted server's limit per record); None: any length.
 
     Returns:
       ``DmsTable``.
@@ -127,6 +130,10 @@ def parse_dms(data: bytes | str, wild_type: str | None = None, offset: int = 1) 
         wild_type, source = _derive_wild_type(frame, offset, issues), "derived from mutated_sequence"
     else:
         source = "given"
+    if max_wild_type is not None and len(wild_type) > max_wild_type:
+        raise DmsError(f"the wild type ({source}) has {len(wild_type):,} residues; this server scores DMS tables "
+                       f"of proteins up to {max_wild_type:,} residues: run flamino dms locally for longer ones")
+    if source == "given":
         _check_mutated_sequences(frame, wild_type, offset, issues)
     counts = frame.loc[frame["mutant"] != "", "mutant"].value_counts()
     repeated = counts[counts > 1]
@@ -255,6 +262,16 @@ def _consensus(frame: pd.DataFrame, rows: int = 2000) -> str:
     return "".join(chr(np.bincount(column).argmax()) for column in letters.T)
 
 
+def table_variants(dms: DmsTable) -> tuple[list[Variant], list[VariantIssue]]:
+    """Each row's mutant read against the wild type: ``(variants, problems)``, ``order`` = row."""
+    variants: list[Variant] = []
+    problems: list[VariantIssue] = []
+    for row, mutant in enumerate(dms.frame["mutant"]):
+        parsed = parse_variant(mutant, dms.wild_type, dms.offset, order=row)
+        (variants if isinstance(parsed, Variant) else problems).append(parsed)
+    return variants, problems
+
+
 def score_dms(
     engine,
     dms: DmsTable,
@@ -276,11 +293,7 @@ def score_dms(
       ``DmsScores``; rows that cannot be scored have NaN and the reason in ``status``. The
       wild-type disagreements found here are added to ``dms.issues``.
     """
-    variants: list[Variant] = []
-    problems: list[VariantIssue] = []
-    for row, mutant in enumerate(dms.frame["mutant"]):
-        parsed = parse_variant(mutant, dms.wild_type, dms.offset, order=row)
-        (variants if isinstance(parsed, Variant) else problems).append(parsed)
+    variants, problems = table_variants(dms)
     issues = list(dms.issues)
     if problems:
         kinds = collections.Counter(p.kind for p in problems)

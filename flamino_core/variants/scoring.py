@@ -80,6 +80,37 @@ def pll_size_problem(length: int, n_variants: int, max_passes: int = PLL_HOSTED_
             "(one pass per mutated position), fewer variants, or run flamino locally")
 
 
+def planned_passes(sequence: str, variants: Sequence[Variant], strategy: str) -> int:
+    """Model passes ``score_variants`` runs for these variants, known before it runs (what a
+    hosted server checks against its limit): a window each for wt-marginals, L per sequence for
+    pll, a pass per distinct mutated position for masked-marginals, plus one per distinct set of
+    positions (in one window) of a multi-mutant for joint-masked."""
+    if not variants:
+        return 0
+    if strategy == "wt-marginals":
+        return _windows(len(sequence))
+    if strategy == "pll":
+        return pll_passes(len(sequence), len(set(v.apply(sequence) for v in variants)))
+    return len({i for v in variants for i in v.indices}) + len(_joint_sets(variants) if strategy == "joint-masked" else ())
+
+
+def _joint_sets(variants: Sequence[Variant]) -> list[tuple[int, ...]]:
+    """The distinct position sets joint-masked masks together (those within one window)."""
+    sets = dict.fromkeys(tuple(sorted(v.indices)) for v in variants if len(v.indices) > 1)
+    return [s for s in sets if s[-1] - s[0] < MAX_RESIDUES]
+
+
+def passes_problem(sequence: str, variants: Sequence[Variant], strategy: str, max_passes: int) -> str | None:
+    """Why a hosted server refuses this scoring (more than ``max_passes`` passes), or None."""
+    if strategy == "pll":
+        return pll_size_problem(len(sequence), len(set(v.apply(sequence) for v in variants)), max_passes)
+    needed = planned_passes(sequence, variants, strategy)
+    if needed <= max_passes:
+        return None
+    return (f"{strategy} needs {needed:,} passes here; this server runs at most {max_passes:,} for one request. "
+            "Use masked-marginals (one pass per mutated position), fewer variants, or run flamino locally")
+
+
 def score_variants(
     engine,
     sequence: str,
@@ -128,10 +159,7 @@ def score_variants(
             results[v.order] = (plls[v.apply(sequence)] - wild_pll, np.nan, OK)
     else:
         indices = sorted({i for v in variants for i in v.indices})
-        sets = []
-        if strategy == "joint-masked":
-            sets = list(dict.fromkeys(tuple(sorted(v.indices)) for v in variants if len(v.indices) > 1))
-            sets = [s for s in sets if s[-1] - s[0] < MAX_RESIDUES]
+        sets = _joint_sets(variants) if strategy == "joint-masked" else []
         passes = len(indices) + len(sets)
         counter = _Passes(passes, progress)
         log_probs = engine.masked_log_probs(sequence, indices, progress=counter.stage(len(indices)))
