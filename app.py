@@ -1,8 +1,10 @@
 """flamino: what the ESM-2 protein language model thinks of your sequences.
 
 Run with ``streamlit run app.py``. This file only lays out navigation (the pages declared in
-``app_pages/_ui/views.py``), the sidebar and the error boundary; the pages in ``app_pages/`` read
-widgets, call ``flamino_core`` and draw its figures, with the helpers in ``app_pages/_ui/``.
+``app_pages/_ui/views.py``), the sidebar and the error boundary, and computes each rerun's page
+context once (``app_pages/_ui/context.py``: the input read once, the record, its numbering, the
+engine looked up once); each page in ``app_pages/`` is a ``main(ctx)`` that reads widgets, calls
+``flamino_core`` and draws its figures, with the helpers in ``app_pages/_ui/``.
 
 The folder is deliberately not called ``pages/``: Streamlit treats a ``pages/`` folder beside the
 main script as a legacy multipage app and, in some runs (the first run of a fresh server opened
@@ -13,7 +15,7 @@ import logging
 
 import streamlit as st
 
-from app_pages._ui import downloads, inputs, model_picker, models, numbering, session
+from app_pages._ui import context, downloads, inputs, model_picker, models, numbering, session
 from app_pages._ui.policy import hosted_mode
 from app_pages._ui.views import DEFAULT_PAGE, PAGES
 
@@ -31,23 +33,24 @@ wanted = session.take_link_page()
 if wanted and wanted != current:
     st.switch_page(pages[wanted])
 
+parsed, counts = inputs.read_input()  # the one reading of the input in this rerun
 with st.sidebar:
     st.title(":material/genetics: flamino")
     st.caption("ESM-2 protein language model explorer")
     model_picker.model_picker()
     engine_slot = st.empty()  # filled once the model is loaded (below): how it runs
-    inputs.record_picker()
-    if (record := inputs.selected_record(as_read=True)) is not None:
-        numbering.numbering_controls(record)
+    record = inputs.record_picker(parsed.records if parsed else ())
+    first = numbering.numbering_controls(record) if record is not None else None
     downloads.image_format_picker()
     link_slot = st.empty()
 
 if problem := session.take_link_problem():
     st.warning(problem)
 session.link_model_banner()
-models.model_banner(engine_slot)
+ctx = context.build(current, parsed, counts, first)  # the one engine lookup in this rerun
+models.model_banner(ctx.engine, ctx.engine_problem, engine_slot)
 try:
-    page.run()
+    context.serve(page, ctx)
 except Exception as err:  # never a traceback in front of a biologist; the log keeps it
     logging.getLogger("flamino").exception("page %s failed", current)
     # A hosted server's visitors get no error text: it may name the server's files.
@@ -56,4 +59,4 @@ except Exception as err:  # never a traceback in front of a biologist; the log k
         f"Something went wrong on this page ({what}). Your input is kept; try another record or "
         "option, or reload. If it persists, please report it with the shared link."
     )
-session.publish_link(current, link_slot)
+session.publish_link(ctx, link_slot)

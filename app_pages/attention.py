@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app_pages._ui import inputs, models, ranges, results
+from app_pages._ui import results
+from app_pages._ui.context import PageContext, current
 from app_pages._ui.downloads import csv_button, npz_button, show_figure
 from app_pages._ui.widgets import kept_selectbox, kept_toggle, layer_names
 from flamino_core import analysis, figures
@@ -48,21 +49,15 @@ def contact_note(contacts: np.ndarray, length: int) -> str | None:
     )
 
 
-def main() -> None:
-    page = models.page_inputs()
-    if page is None:
-        return
-    record, engine, model, seq, stem = page
-    n, heads = engine.config.num_layers, engine.config.attention_heads
-    st.header("Attention")
-    inputs.record_caption(record)
-    shown = ranges.page_range(record)
+def main(ctx: PageContext) -> None:
+    model, seq, stem, shown = ctx.model, ctx.sequence, ctx.stem, ctx.shown
+    n, heads = ctx.engine.config.num_layers, ctx.engine.config.attention_heads
     part, first, record_stem, stem = seq[shown.span], shown.number, stem, stem + shown.stem()
     # The residues the maps cover (at most 1,022) and the window of the sequence they come from.
     maps_stop = min(shown.stop, shown.start + MAX_RESIDUES)
     window = joint_window_start([shown.start, maps_stop - 1], len(seq), min(len(seq), MAX_RESIDUES))
     window_seq = seq[window:window + MAX_RESIDUES]
-    maps_first = inputs.first_number(record) + shown.start
+    maps_first = ctx.first + shown.start
     if len(seq) > MAX_RESIDUES:
         cut = "" if maps_stop == shown.stop else f" the first {MAX_RESIDUES:,} residues of the range,"
         st.info(
@@ -137,7 +132,7 @@ def main() -> None:
                     "Whole contact map (NPZ)",
                     lambda: {
                         "sequence": np.array(seq),
-                        "first_number": np.array(inputs.first_number(record)),
+                        "first_number": np.array(ctx.first),
                         "contacts": contact_probs,
                     },
                     f"{record_stem}_contacts.npz",
@@ -162,7 +157,7 @@ def main() -> None:
             "All maps of this layer (NPZ, with start/end tokens)",
             lambda: {
                 "sequence": np.array(window_seq),
-                "first_number": np.array(inputs.first_number(record) + window),
+                "first_number": np.array(ctx.first + window),
                 "layer": np.array(layer),
                 "attentions": maps,
             },
@@ -171,4 +166,5 @@ def main() -> None:
         )
 
 
-main()
+if __name__ == "__main__":  # run by app.py (context.serve), with this rerun's context
+    main(current())

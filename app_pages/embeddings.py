@@ -5,22 +5,18 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app_pages._ui import inputs, models, ranges, results
+from app_pages._ui import results
+from app_pages._ui.context import PageContext, current
 from app_pages._ui.downloads import csv_button, npz_button, show_figure
 from app_pages._ui.record_map import records_section
 from app_pages._ui.widgets import kept_radio, kept_selectbox, layer_names
 from flamino_core import analysis, figures
 
 
-def main() -> None:
-    page = models.page_inputs()
-    if page is None:
-        return
-    record, engine, model, seq, stem = page
-    n = engine.config.num_layers
-    st.header("Embeddings")
-    inputs.record_caption(record)
-    shown = ranges.page_range(record)  # the per-residue half covers the range, in the record's numbering
+def main(ctx: PageContext) -> None:
+    model, seq, stem = ctx.model, ctx.sequence, ctx.stem
+    shown = ctx.shown  # the per-residue half covers the range, in the record's numbering
+    n = ctx.engine.config.num_layers
     part, first, part_stem = seq[shown.span], shown.number, stem + shown.stem()
 
     names = layer_names(n)
@@ -74,7 +70,8 @@ def main() -> None:
             figures.explained_variance_bars(ratios), "variance", f"{part_stem}_layer{layer}_variance"
         )
 
-    records_section(model, layer, names[layer])
+    records_section(ctx, layer, names[layer])
 
 
-main()
+if __name__ == "__main__":  # run by app.py (context.serve), with this rerun's context
+    main(current())

@@ -8,6 +8,8 @@ import pandas as pd
 import streamlit as st
 
 from app_pages._ui import inputs, uploads
+from app_pages._ui.context import PageContext, current
+from app_pages._ui.views import PAGES
 from app_pages._ui.widgets import counted, kept_checkbox, kept_text_area
 
 
@@ -15,14 +17,19 @@ def use_example(label: str) -> None:
     inputs.set_input(inputs.example_text(label))
 
 
-def main() -> None:
+def pages_sentence() -> str:
+    """The other pages, in the menu's order, as the Input page names them (``views.PAGES``)."""
+    named = [f"**{page.title}**" + (f" ({page.blurb})" if page.blurb else "")
+             for key, page in PAGES.items() if key != "input"]
+    return ", ".join(named[:-1]) + " or " + named[-1] if len(named) > 1 else "".join(named)
+
+
+def main(ctx: PageContext) -> None:
     st.header("Your sequences")
     st.markdown(
         "Paste FASTA, a bare protein sequence (UniProt's numbered blocks and GenBank's ORIGIN lines are fine) "
         "or a whole GenBank, GenPept or Swiss-Prot entry; upload files; or try an example. Then open "
-        "any page in the menu: **Records** (a table of every record), **Masked predictions**, **Variant effects** "
-        "(your mutation list or deep mutational scan), **Embeddings**, **Attention** or **Structure** (contacts "
-        "against your PDB/mmCIF file)."
+        f"any page in the menu: {pages_sentence()}."
     )
 
     columns = st.columns(len(inputs.EXAMPLES))
@@ -42,7 +49,7 @@ def main() -> None:
         max_upload_size=inputs.upload_size_mb(),
         help="Each file is kept below with its records, beside the pasted text; remove a file to drop its records.",
     )
-    result, counts = inputs.parsed_with_counts()
+    result, counts = ctx.parsed, ctx.counts  # read once, before the sidebar (the widgets above were synced)
     uploads.file_list(counts[1:])
     if result is None:
         st.info("No input yet.")
@@ -80,4 +87,5 @@ def nucleotide_choice(result) -> None:
     )
 
 
-main()
+if __name__ == "__main__":  # run by app.py (context.serve), with this rerun's context
+    main(current())

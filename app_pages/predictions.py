@@ -1,7 +1,7 @@
 """Masked predictions: what the model expects at each position, and single-substitution scores.
 
 Everything covers the page's residue range (``_ui/ranges.py``) and is numbered in the sequence's
-own numbering (``inputs.first_number``); the masked scan runs only the range's positions. A click
+own numbering (``ctx.first``); the masked scan runs only the range's positions. A click
 on a cell of the substitution map masks that position in the panel above and names the variant.
 """
 
@@ -9,7 +9,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app_pages._ui import inputs, models, ranges, results, scans
+from app_pages._ui import results, scans
+from app_pages._ui.context import PageContext, current
 from app_pages._ui.downloads import csv_button, show_figure
 from app_pages._ui.widgets import kept_number_input, kept_radio, widget_key
 from flamino_core import analysis, figures, scores
@@ -57,14 +58,8 @@ def picked(sequence: str) -> tuple[int, str] | None:
     return cell[1:] if cell and cell[0] == sequence else None
 
 
-def main() -> None:
-    page = models.page_inputs()
-    if page is None:
-        return
-    record, engine, model, seq, stem = page
-    st.header("Masked predictions")
-    inputs.record_caption(record)
-    shown = ranges.page_range(record)
+def main(ctx: PageContext) -> None:
+    record, model, seq, stem, shown = ctx.record, ctx.model, ctx.sequence, ctx.stem, ctx.shown
     part, first, part_stem = seq[shown.span], shown.number, stem + shown.stem()
 
     logits = results.logits(model, seq)
@@ -93,7 +88,7 @@ def main() -> None:
         csv_button("Top-k table (CSV)", lambda: top, f"{part_stem}_top{k}.csv", "topk_csv")
     with right:
         st.subheader("Mask one position")
-        number_one = inputs.first_number(record)
+        number_one = ctx.first
         position = kept_number_input(
             f"Position ({number_one:,}–{number_one + len(seq) - 1:,})", "pos", max_value=len(seq),
             shift=number_one - 1,
@@ -165,4 +160,5 @@ def main() -> None:
                 "masked in the panel above).", icon=":material/ads_click:")
 
 
-main()
+if __name__ == "__main__":  # run by app.py (context.serve), with this rerun's context
+    main(current())

@@ -6,7 +6,8 @@ import hashlib
 import pandas as pd
 import streamlit as st
 
-from app_pages._ui import inputs, models, results
+from app_pages._ui import results
+from app_pages._ui.context import PageContext, current
 from app_pages._ui.widgets import counted
 from app_pages._ui.downloads import csv_button
 from flamino_core import scores
@@ -46,13 +47,8 @@ def pseudo_perplexities(model: str, records) -> dict[str, float]:
     return out
 
 
-def main() -> None:
-    page = models.page_inputs()
-    if page is None:
-        return
-    _, _, model, _, _ = page
-    found = inputs.records()
-    st.header("Records")
+def main(ctx: PageContext) -> None:
+    model, found = ctx.model, ctx.records
     st.caption("Every record of the input. Click a column's header to sort by it.")
     mean_entropies = entropies(model, found)
 
@@ -83,4 +79,5 @@ def main() -> None:
     csv_button("Records table (CSV)", lambda: frame, "records.csv", "records_csv")
 
 
-main()
+if __name__ == "__main__":  # run by app.py (context.serve), with this rerun's context
+    main(current())

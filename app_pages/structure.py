@@ -2,7 +2,8 @@
 
 import streamlit as st
 
-from app_pages._ui import inputs, models, results, structures
+from app_pages._ui import results, structures
+from app_pages._ui.context import PageContext, current
 from app_pages._ui.downloads import safe_name, show_figure, text_button
 from app_pages._ui.views import BEST_CHAIN
 from app_pages._ui.widgets import counted, kept_number_input, kept_radio, kept_selectbox, layer_names, plain
@@ -111,10 +112,10 @@ def track_choices(n_layers, n_heads, seq, first):
     return track, choice
 
 
-def view_3d(parsed, alignment, model, contacts, record, seq, engine, file_stem):
+def view_3d(ctx: PageContext, parsed, alignment, contacts, file_stem):
     st.subheader("The chain in 3D")
-    first = inputs.first_number(record)
-    track, choice = track_choices(engine.config.num_layers, engine.config.attention_heads, seq, first)
+    model, seq, engine = ctx.model, ctx.sequence, ctx.engine
+    track, choice = track_choices(engine.config.num_layers, engine.config.attention_heads, seq, ctx.first)
     try:
         values, label = structures.track_values(track, model, seq, contacts, choice)
     except ValueError as err:
@@ -140,13 +141,8 @@ def view_3d(parsed, alignment, model, contacts, record, seq, engine, file_stem):
             )
 
 
-def main() -> None:
-    page = models.page_inputs()
-    if page is None:
-        return
-    record, engine, model, seq, stem = page
-    st.header("Structure")
-    inputs.record_caption(record)
+def main(ctx: PageContext) -> None:
+    record, model, seq, stem = ctx.record, ctx.model, ctx.sequence, ctx.stem
     st.markdown(INTRO)
     structures.source_panel()
     held = structures.held()
@@ -164,7 +160,8 @@ def main() -> None:
     if contacts is not None:
         structures.remember_contacts(model, seq, contacts)
         precision_section(alignment, contacts, record, seq, file_stem)
-    view_3d(parsed, alignment, model, contacts, record, seq, engine, file_stem)
+    view_3d(ctx, parsed, alignment, contacts, file_stem)
 
 
-main()
+if __name__ == "__main__":  # run by app.py (context.serve), with this rerun's context
+    main(current())

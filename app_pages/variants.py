@@ -4,7 +4,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from app_pages._ui import inputs, models, results, scans, variant_results
+from app_pages._ui import inputs, results, scans, variant_results
+from app_pages._ui.context import PageContext, current, ready
 from app_pages._ui.downloads import csv_button, json_button, safe_name, show_figure
 from app_pages._ui.policy import current_limits
 from app_pages._ui.ranges import Shown
@@ -46,13 +47,12 @@ def substitution_scores(model: str, seq: str, first: int):
     return results.wt_marginal_scores(model, seq), "wt-marginals"
 
 
-def list_section() -> None:
-    page = models.page_inputs()
-    if page is None:
+def list_section(ctx: PageContext) -> None:
+    if not ready(ctx):
         return
-    record, _, model, seq, stem = page
+    record, model, seq, stem = ctx.record, ctx.model, ctx.sequence, ctx.stem
     inputs.record_caption(record)
-    offset = inputs.first_number(record)
+    offset = ctx.first
     if offset != 1:
         st.caption(f"Positions are numbered from {offset} (from the record id).")
     text = mutation_list()
@@ -97,21 +97,19 @@ def list_section() -> None:
     show_figure(fig, "variant_map", f"{stem}_variants_map")
 
 
-def dms_section() -> None:
-    engine, _ = models.active_engine()
-    if engine is None:
+def dms_section(ctx: PageContext) -> None:
+    if ctx.engine is None:
         st.info("Choose a model that can be loaded in the sidebar to score a DMS table.")
         return
-    model = models.model_id()
+    model = ctx.model
     stored = dms_upload()
     if stored is None:
         return
     name, data = stored
     if kept_radio("Wild type", "dmswt", horizontal=True) == "record":
-        record = inputs.require_record()
-        if record is None:
+        if not ready(ctx):
             return
-        wild_type, offset, record_id = record.sequence, inputs.first_number(record), record.id
+        wild_type, offset, record_id = ctx.sequence, ctx.first, ctx.record.id
     else:
         wild_type, offset, record_id = None, 1, Path(name).stem
     table = variant_results.dms_table(data, wild_type, offset)
@@ -160,7 +158,7 @@ def dms_section() -> None:
         json_button("Metrics (JSON)", lambda: metrics, f"{stem}_dms_{strategy}_metrics.json", "dms_json")
 
 
-def main() -> None:
+def main(ctx: PageContext) -> None:
     st.header("Variant effects")
     st.markdown(
         "Score the variants you bring, as ProteinGym scores ESM-2: log p(mutant) − log p(wild type), "
@@ -169,9 +167,10 @@ def main() -> None:
         "every score and statistic)."
     )
     if kept_radio("Your variants", "vinput", horizontal=True) == "list":
-        list_section()
+        list_section(ctx)
     else:
-        dms_section()
+        dms_section(ctx)
 
 
-main()
+if __name__ == "__main__":  # run by app.py (context.serve), with this rerun's context
+    main(current())

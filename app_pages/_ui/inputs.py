@@ -19,7 +19,6 @@ import streamlit as st
 from flamino_core.fasta import InputIssue, ParsedInput, ProteinRecord, parse_sources, to_fasta
 from . import numbering, uploads
 from .policy import current_limits, hosted_mode
-from .views import DEFAULT_PAGE, PAGES
 from .widgets import counted, kept_selectbox, plain, residues, widget_key
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
@@ -108,95 +107,70 @@ def parse_input(text: str, files: tuple[uploads.Upload, ...] = (), allow_dna: bo
     return combined, (kept[0], *per_file)
 
 
-def parsed_with_counts() -> tuple[ParsedInput | None, tuple[int, ...]]:
-    """The validated input of this session (None when there is none) and records per source."""
+def read_input() -> tuple[ParsedInput | None, tuple[int, ...]]:
+    """The validated input of this session (None when there is none) and records per source.
+
+    ``app.py`` calls this once per rerun (``context.build`` keeps it); nothing else parses."""
     text, files = st.session_state.get(FASTA, ""), uploads.files()
     if not text.strip() and not files:
         return None, (0,)
     return parse_input(text, files, bool(st.session_state.get(ALLOW_DNA)))
 
 
-def parsed() -> ParsedInput | None:
-    """The validated input of this session, or None when there is no text and no file."""
-    return parsed_with_counts()[0]
-
-
-def link_text() -> str:
+def link_text(records_read: tuple[ProteinRecord, ...]) -> str:
     """The input a share link carries: the pasted text, or with uploads, every record as FASTA."""
     if not uploads.files():
         return st.session_state.get(FASTA, "")
-    found = records(as_read=True)
-    return to_fasta(found) if found else ""
+    return to_fasta(records_read) if records_read else ""
 
 
-def records(as_read: bool = False) -> tuple[ProteinRecord, ...]:
-    """The records as the pages analyse them (hosted: long ones cut to their window), or as read."""
-    result = parsed()
-    if not result or not result.records:
-        return ()
-    if as_read:
-        return result.records
-    chosen = st.session_state.get(RECORD)
-    selected = chosen if any(r.id == chosen for r in result.records) else result.records[0].id
-    return numbering.analysed_records(result.records, selected)
-
-
-def selected_record(as_read: bool = False) -> ProteinRecord | None:
+def chosen(records: tuple[ProteinRecord, ...]) -> ProteinRecord | None:
     """The record the pages analyse: the one chosen in the sidebar, else the first."""
-    found = records(as_read)
-    if not found:
+    if not records:
         return None
-    chosen = st.session_state.get(RECORD)
-    return next((r for r in found if r.id == chosen), found[0])
+    wanted = st.session_state.get(RECORD)
+    return next((r for r in records if r.id == wanted), records[0])
 
 
-def record_picker() -> None:
-    """Sidebar choice of the record the pages analyse (only when there are several)."""
-    found = records()
-    if not found:
+def record_picker(records_read: tuple[ProteinRecord, ...]) -> ProteinRecord | None:
+    """Sidebar choice of the record the pages analyse (only when there are several); returns it
+    (as read)."""
+    if not records_read:
         st.caption("No sequence yet: start on the Input page.")
-        return
-    lengths = {r.id: len(r.sequence) for r in found}
+        return None
+    size = numbering.window_size()  # a hosted server analyses at most this much of each
+    lengths = {r.id: len(r.sequence) if size is None else min(size, len(r.sequence)) for r in records_read}
     ids = list(lengths)
-    if len(found) == 1:
+    if len(records_read) == 1:
         st.caption("Record")
         st.text(f"{ids[0]} ({lengths[ids[0]]} aa)")
         st.session_state[RECORD] = ids[0]
-        return
-    kept_selectbox(
-        f"Record ({len(found)} in the input)",
-        RECORD,
-        ids,
-        default=ids[0],
-        format_func=lambda i: f"{i} ({lengths[i]} aa)",
-        on_change=lambda: st.session_state.pop(LINK_RECORD, None),  # a choice: no longer the link's
-    )
+    else:
+        kept_selectbox(
+            f"Record ({len(records_read)} in the input)",
+            RECORD,
+            ids,
+            default=ids[0],
+            format_func=lambda i: f"{i} ({lengths[i]} aa)",
+            on_change=forget_link_record,  # a choice: no longer the link's
+        )
+    return chosen(records_read)
 
 
-def first_number(record: ProteinRecord) -> int:
-    """The number of the first residue of ``record`` (as the pages analyse it): the sidebar's
-    "First residue number" for the selected record, else the id's ``/start-end`` suffix (else 1),
-    moved on to where a hosted window starts. Position ``i`` (0-based) is ``first_number + i``."""
-    return numbering.first_number(record)
-
-
-def require_record() -> ProteinRecord | None:
-    """The selected record, or None after pointing the user to the Input page."""
-    record = selected_record()
-    if record is None:
-        st.info("Start on the **Input** page: paste a sequence, upload FASTA or pick an example.")
-        if st.button("Go to Input"):
-            st.switch_page(PAGES[DEFAULT_PAGE].file)
+def missing_link_record(records_read: tuple[ProteinRecord, ...]) -> str | None:
+    """The record a link named when this input lacks it (the pages then say so), else None; a
+    link's record that is found is the user's choice from now on."""
     wanted = st.session_state.get(LINK_RECORD)
-    if record is not None and wanted is not None:
-        if any(r.id == wanted for r in records()):
-            st.session_state.pop(LINK_RECORD)
-        else:  # never silently another record: the link's numbers would seem to be about it
-            st.warning(plain(f"The link names the record {wanted}, which is not in this input.")
-                       + " Choose a record in the sidebar.", icon=":material/link_off:")
-            st.button(plain(f"Show {record.id}"), on_click=lambda: st.session_state.pop(LINK_RECORD, None))
-            return None
-    return record
+    if wanted is None or not records_read:
+        return None
+    if any(r.id == wanted for r in records_read):
+        st.session_state.pop(LINK_RECORD)
+        return None
+    return wanted
+
+
+def forget_link_record() -> None:
+    st.session_state.pop(LINK_RECORD, None)
 
 
 def set_input(text: str) -> None:

@@ -15,10 +15,6 @@ from typing import TYPE_CHECKING
 
 import streamlit as st
 
-from flamino_core.fasta import ProteinRecord
-
-from .downloads import safe_name
-from .inputs import require_record
 from .policy import current_limits, hosted_mode, public_model_name, weights_permissions
 from .widgets import plain
 
@@ -140,12 +136,12 @@ def model_id() -> str:
 
 
 # --- what the pages see -------------------------------------------------------------------------
-def model_banner(engine_slot=None) -> Engine | None:
-    """Load the chosen model; say clearly if it is the untrained one or cannot be loaded.
+def model_banner(engine: Engine | None, problem: str | None, engine_slot=None) -> None:
+    """Say clearly if the chosen model (``active_engine``'s answer, looked up once per rerun by
+    ``context.build``) is the untrained one or cannot be loaded.
 
     ``engine_slot`` (a placeholder under the sidebar's model picker) is told how the model
     runs: the attention path (fused C++ kernel or pure JAX, and why), precision, packing."""
-    engine, problem = active_engine()
     if engine is not None and engine_slot is not None:
         engine_slot.caption(plain(f"Runs on {engine.backend.describe()}"))
     if problem:
@@ -159,16 +155,3 @@ def model_banner(engine_slot=None) -> Engine | None:
             "model in the sidebar for real predictions.",
             icon=":material/warning:",
         )
-    return engine
-
-
-def page_inputs() -> tuple[ProteinRecord, Engine, str, str, str] | None:
-    """(record, engine, model id, sequence, file stem) for an analysis page, or None when the
-    record or the model is missing (the page has then said what to do)."""
-    record = require_record()
-    engine = active_engine()[0] if record else None
-    if record is not None and engine is None:
-        st.info("Choose a model that can be loaded in the sidebar to see this page.")
-    if record is None or engine is None:
-        return None
-    return record, engine, model_id(), record.sequence, safe_name(record.id)

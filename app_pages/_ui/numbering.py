@@ -2,7 +2,7 @@
 analyses of a record longer than its limit.
 
 Users quote positions in their own numbering (``SECY_CHLTR/73-433`` starts at 73), so every page,
-axis, table and download shows ``first_number(record) + index``. The number comes from the id
+axis, table and download shows ``ctx.first + index`` (``context.PageContext``). The number comes from the id
 (``flamino_core.numbering``) unless the sidebar overrides it. A hosted server analyses at most
 ``max_residues_per_record`` residues of a record at a time: a longer record is cut to the window
 the sidebar chooses, and its numbering starts where the window does.
@@ -78,15 +78,14 @@ def analysed_records(records: tuple[ProteinRecord, ...], selected_id: str | None
         if size is not None and len(record.sequence) > size:
             record = dataclasses.replace(record, sequence=record.sequence[start:start + size])
         out.append(record)
-    st.session_state["_window_starts"] = {r.id: window_start(r, selected_id) for r in records}
     return tuple(out)
 
 
-def window_note(record: ProteinRecord, full_length: int) -> str | None:
-    """What a windowed record's analysis covers, for the pages (None when it is analysed whole)."""
+def window_note(record: ProteinRecord, full_length: int, first: int) -> str | None:
+    """What a windowed record's analysis covers, for the pages (None when it is analysed whole);
+    ``first``: the number of its first residue as analysed."""
     if full_length <= len(record.sequence):
         return None
-    first = first_number(record)
     return (
         f"This server analyses at most {window_size():,} residues of a sequence at a time: these pages "
         f"show residues {first:,}–{first + len(record.sequence) - 1:,} of the {full_length:,}. "
@@ -100,17 +99,10 @@ def id_first_number(record: ProteinRecord) -> int:
     return numbering_offset(record.id)[0]
 
 
-def first_number(record: ProteinRecord) -> int:
-    """The number of the first residue of ``record`` as the pages analyse it: the sidebar's
-    number for the selected record (else the one its id gives), plus where its window starts."""
-    ss = st.session_state
-    kept = ss.get(FIRST)
-    base = kept if ss.get("_first_for") == record.id and isinstance(kept, int) else id_first_number(record)
-    return base + ss.get("_window_starts", {}).get(record.id, 0)
+def numbering_controls(record: ProteinRecord) -> int:
+    """Sidebar: the first residue's number of the selected record (as read), and its window.
 
-
-def numbering_controls(record: ProteinRecord) -> None:
-    """Sidebar: the first residue's number of the selected record (as read), and its window."""
+    Returns that number (of the record as read; ``context.build`` adds where its window starts)."""
     follow_record(record)
     offset, note = numbering_offset(record.id, len(record.sequence))
     first = kept_number_input(
@@ -121,14 +113,13 @@ def numbering_controls(record: ProteinRecord) -> None:
         "Pfam/UniProt-style /start-end suffix of the record id (SECY_CHLTR/73-433 starts at 73), "
         "else 1; change it for a fragment cut from a longer protein.",
     )
-    st.session_state["_first_for"] = record.id
     if note:
         st.caption(plain(note))
     elif offset != 1 and first == offset:
         st.caption(plain(f"From the id's /{offset}-… suffix."))
     size = window_size()
     if size is None or len(record.sequence) <= size:
-        return
+        return first
     last_start = len(record.sequence) - size + 1
     start = kept_number_input(
         f"Analysed window: first residue (this server analyses {size:,} at a time)",
@@ -140,3 +131,4 @@ def numbering_controls(record: ProteinRecord) -> None:
         "a sequence at a time. Every page shows the window starting here.",
     )
     st.caption(f"Window: residues {start + first - 1:,}–{start + first + size - 2:,} of {len(record.sequence):,}.")
+    return first

@@ -10,19 +10,21 @@ pixels) and its 2,500 x 2,500 contact map alone is ~25 MB for the browser. The c
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 import streamlit as st
 
 from flamino_core.config import MAX_RESIDUES
 
-from flamino_core.fasta import ProteinRecord
-
-from . import inputs, numbering
+from . import numbering
 from .widgets import kept_span, residues, widget_key
 
 RANGE = "range"  # session-state and link key
 LONG_VIEW = MAX_RESIDUES  # sequences up to this long are shown whole by default
 DEFAULT_SPAN = 500  # residues shown first of a longer one
+
+if TYPE_CHECKING:
+    from .context import PageContext
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,7 +73,7 @@ def range_picker(length: int, first: int) -> Shown:
 
     Args:
       length: residues in the analysed sequence.
-      first: the number of its first residue (``inputs.first_number``).
+      first: the number of its first residue (``ctx.first``).
     """
     if length < 2:
         return Shown(0, length, length, first)
@@ -102,11 +104,10 @@ def _show_whole(length: int) -> None:
         ss.pop(widget_key(f"{RANGE}_{part}"), None)
 
 
-def page_range(record: ProteinRecord) -> Shown:
-    """What an analysis page shows of ``record`` (as analysed): a note when a hosted server cut
-    it to a window, then the range inputs."""
-    read = inputs.selected_record(as_read=True)
-    note = numbering.window_note(record, len(read.sequence)) if read is not None and read.id == record.id else None
+def page_range(ctx: PageContext) -> Shown:
+    """What an analysis page shows of the selected record (as analysed): a note when a hosted
+    server cut it to a window, then the range inputs."""
+    note = numbering.window_note(ctx.record, len(ctx.record_read.sequence), ctx.first)
     if note:
         st.info(note, icon=":material/crop:")
-    return range_picker(len(record.sequence), inputs.first_number(record))
+    return range_picker(len(ctx.sequence), ctx.first)

@@ -15,7 +15,8 @@ from flamino_core import protspace
 from flamino_core.record_map import METHODS, project, record_map_figure
 from flamino_core.record_metadata import FIELDS, join_table, metadata_rows
 
-from . import inputs, results
+from . import results
+from .context import PageContext
 from .downloads import csv_button, file_button, npz_button, safe_name, show_figure
 from .widgets import kept_radio, kept_selectbox, kept_toggle, plain
 
@@ -51,10 +52,10 @@ def colour_choices(rows: list[dict], table: dict[str, list]) -> dict[str, str]:
     return choices
 
 
-def records_section(model: str, layer: int, layer_name: str) -> None:
+def records_section(ctx: PageContext, layer: int, layer_name: str) -> None:
     """The per-sequence map of all records at ``layer``, its controls and downloads."""
     st.subheader("Per-sequence mean embeddings")
-    found = inputs.records()
+    model, found = ctx.model, ctx.records
     if len(found) < 2:
         st.info("Add two or more records on the Input page to compare sequences here.")
         return
@@ -94,7 +95,7 @@ def records_section(model: str, layer: int, layer_name: str) -> None:
         colour, colour_name = None, ""
     else:
         colour, colour_name = [row.get(colour_key) for row in rows], FIELDS[colour_key]
-    selected = inputs.selected_record()
+    selected = ctx.record
     fig = record_map_figure(
         projection, ids, colour, colour_name, selected.id if selected else None, labels,
         title=f"Mean embeddings of {len(ids)} records, {layer_name} ({METHODS[projection.method]})",

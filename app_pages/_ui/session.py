@@ -14,7 +14,8 @@ import streamlit as st
 
 from . import numbering
 from .downloads import IMAGE_FORMAT, IMAGE_FORMATS
-from .inputs import FASTA, LINK_RECORD, RECORD, link_text, selected_record
+from .context import PageContext
+from .inputs import FASTA, LINK_RECORD, RECORD, link_text
 from .links import MAX_FASTA_CHARS, SharedView, decode_view, encode_view
 from .model_picker import LOCAL_CHOICE, LOCAL_PATH, MODEL_CHOICE, model_label
 from .models import MODEL
@@ -111,30 +112,30 @@ def take_link_problem() -> str | None:
     return st.session_state.pop(LINK_PROBLEM, None)
 
 
-def current_view(page: str) -> SharedView:
+def current_view(ctx: PageContext) -> SharedView:
     """The view to put in the link: model, page, the page's selections and the input."""
     ss = st.session_state
-    options = {option.key: ss.get(option.key) for option in page_options(page)}
+    options = {option.key: ss.get(option.key) for option in page_options(ctx.page)}
     model = ss.get(MODEL)
     return SharedView(
         model=public_model_name(model, current_limits()) if model else None,  # hosted: never a path
-        page=page,
-        fasta=link_text() or None,  # the pasted text, or all records when files were uploaded
+        page=ctx.page,
+        fasta=link_text(ctx.records_read) or None,  # the pasted text, or all records when files were uploaded
         record=ss.get(RECORD),
         options={k: v for k, v in options.items() if v is not None},
     )
 
 
-def link_params(page: str) -> tuple[dict[str, str], str | None]:
+def link_params(ctx: PageContext) -> tuple[dict[str, str], str | None]:
     """Query parameters for the current view and a note when the input had to be shortened."""
-    view = current_view(page)
+    view = current_view(ctx)
     if view.fasta and len(view.fasta) > MAX_FASTA_CHARS:  # no link could carry it back
         params = None
     else:
         params = encode_view(view)
     if params is not None and len(urllib.parse.urlencode(params)) <= MAX_LINK_CHARS:
         return params, None
-    record = selected_record(as_read=True)
+    record = ctx.record_read
     if record is not None:
         shortened = encode_view(dataclasses.replace(view, fasta=f">{record.id}\n{record.sequence}\n"))
         if len(urllib.parse.urlencode(shortened)) <= MAX_LINK_CHARS:
@@ -144,9 +145,9 @@ def link_params(page: str) -> tuple[dict[str, str], str | None]:
     )
 
 
-def publish_link(page: str, slot) -> None:
+def publish_link(ctx: PageContext, slot) -> None:
     """Keep the browser's address bar in sync with the view and show the link in ``slot``."""
-    params, note = link_params(page)
+    params, note = link_params(ctx)
     st.query_params.from_dict(params)
     base = st.context.url or ""
     with slot.container(), st.expander("Share this view", icon=":material/link:"):

@@ -168,18 +168,26 @@ class Page:
     title: str
     icon: str
     file: str  # relative to the repository root, as ``st.Page`` and ``st.switch_page`` take it
+    # What ``context.serve`` draws before the page's ``main(ctx)``: "own" (nothing; the page
+    # checks what it needs), "title" (the page needs the records and a loaded model: the title),
+    # "record" (the title and the selected record's caption), "range" (and the residue range).
+    frame: str = "own"
+    blurb: str = ""  # what the Input page says the page shows
 
 
 PAGES: dict[str, Page] = {
     page.key: page
     for page in (
         Page("input", "Input", ":material/edit_note:", "app_pages/input.py"),
-        Page("records", "Records", ":material/table_rows:", "app_pages/records.py"),
-        Page("predictions", "Masked predictions", ":material/grid_on:", "app_pages/predictions.py"),
-        Page("variants", "Variant effects", ":material/biotech:", "app_pages/variants.py"),
-        Page("embeddings", "Embeddings", ":material/scatter_plot:", "app_pages/embeddings.py"),
-        Page("attention", "Attention", ":material/hub:", "app_pages/attention.py"),
-        Page("structure", "Structure", ":material/deployed_code:", "app_pages/structure.py"),
+        Page("records", "Records", ":material/table_rows:", "app_pages/records.py", "title",
+             "a table of every record"),
+        Page("predictions", "Masked predictions", ":material/grid_on:", "app_pages/predictions.py", "range"),
+        Page("variants", "Variant effects", ":material/biotech:", "app_pages/variants.py", "own",
+             "your mutation list or deep mutational scan"),
+        Page("embeddings", "Embeddings", ":material/scatter_plot:", "app_pages/embeddings.py", "range"),
+        Page("attention", "Attention", ":material/hub:", "app_pages/attention.py", "range"),
+        Page("structure", "Structure", ":material/deployed_code:", "app_pages/structure.py", "record",
+             "contacts against your PDB/mmCIF file"),
     )
 }
 DEFAULT_PAGE = "input"
