@@ -16,7 +16,7 @@ from app_pages._ui.downloads import csv_button, npz_button, show_figure
 from app_pages._ui.widgets import kept_selectbox, kept_toggle, layer_names
 from flamino_core import analysis, figures
 from flamino_core.config import MAX_RESIDUES
-from flamino_core.planning import WINDOW_STEP, joint_window_start
+from flamino_core.windows import WINDOW_STEP, residue_window_start
 
 
 def contacts_frame(contacts: np.ndarray, sequence: str, first: int) -> pd.DataFrame:
@@ -55,7 +55,7 @@ def main(ctx: PageContext) -> None:
     part, first, record_stem, stem = seq[shown.span], shown.number, stem, stem + shown.stem()
     # The residues the maps cover (at most 1,022) and the window of the sequence they come from.
     maps_stop = min(shown.stop, shown.start + MAX_RESIDUES)
-    window = joint_window_start([shown.start, maps_stop - 1], len(seq), min(len(seq), MAX_RESIDUES))
+    window = residue_window_start([shown.start, maps_stop - 1], len(seq), min(len(seq), MAX_RESIDUES))
     window_seq = seq[window:window + MAX_RESIDUES]
     maps_first = ctx.first + shown.start
     if len(seq) > MAX_RESIDUES:

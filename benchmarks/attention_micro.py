@@ -31,7 +31,8 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from flamino_core import fused_attention  # noqa: E402
-from flamino_core.model import RotaryEmbedding, attend  # noqa: E402
+from flamino_core.attention import AttentionImpl, Positions, Spans, attend  # noqa: E402
+from flamino_core.rotary import RotaryEmbedding  # noqa: E402
 
 HEADS = {"t6": (20, 16), "t12": (20, 24), "t30": (20, 32), "t33": (20, 64), "t48": (40, 128)}
 DEFAULT = "t6:16x304,t6:1x304,t6:1x1008,t6:8x1008,t12:16x304,t30:4x304,t30:1x1008,t33:2x304"
@@ -46,25 +47,23 @@ def inputs(batch: int, tokens: int, heads: int, head_dim: int):
     return q, k, v, bias, rot
 
 
-def xla_path(q, k, v, bias, inv_freq):
-    batch, tokens, heads, head_dim = q.shape
-    rot = RotaryEmbedding.__new__(RotaryEmbedding)
-    angles = jnp.arange(tokens, dtype=jnp.float32)[:, None] * inv_freq
-    cos, sin = jnp.cos(angles), jnp.sin(angles)
-    qh = (q * head_dim**-0.5).transpose(0, 2, 1, 3)
-    kh, vh = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)
-    qh, kh = rot.rotate(qh, cos, sin), rot.rotate(kh, cos, sin)
-    out = attend(qh, kh, vh, bias[:, None, None, :])
-    return out.transpose(0, 2, 1, 3).reshape(batch, tokens, heads * head_dim)
+def _path(name: str):
+    """``attention.attend`` with one implementation, on right-padded rows, as the model calls it."""
+
+    def run(q, k, v, bias, inv_freq):
+        batch, tokens, heads, head_dim = q.shape
+        angles = jnp.arange(tokens, dtype=jnp.float32)[:, None] * inv_freq
+        positions = jnp.broadcast_to(jnp.arange(tokens), (batch, tokens))
+        real = jnp.isfinite(bias).sum(axis=1, keepdims=True).astype(jnp.int32)
+        spans = Spans(jnp.zeros_like(positions), jnp.broadcast_to(real, (batch, tokens)), shared=True)
+        out = attend(q, k, v, Positions(positions, positions), spans, AttentionImpl(name),
+                     table=(jnp.cos(angles), jnp.sin(angles)), scale=head_dim**-0.5)
+        return out.reshape(batch, tokens, heads * head_dim)
+
+    return run
 
 
-def kernel_path(q, k, v, bias, inv_freq):
-    batch, tokens, heads, head_dim = q.shape
-    angles = jnp.arange(tokens, dtype=jnp.float32)[:, None] * inv_freq
-    positions = jnp.broadcast_to(jnp.arange(tokens), (batch, tokens))
-    out = fused_attention.fused_attention(q, k, v, jnp.cos(angles), jnp.sin(angles), positions, bias,
-                                          head_dim**-0.5)
-    return out.reshape(batch, tokens, heads * head_dim)
+xla_path, kernel_path = _path("xla"), _path("fused")
 
 
 def variant_call(name: str, fn, call_args):

@@ -1,13 +1,16 @@
 """The jitted inference backend: a loaded model and the compiled calls that run it.
 
 The model is split once into (graphdef, state); a pure function of the state is jitted with
-the output options as static arguments. ``planning`` pads inputs to a few length buckets and
-batch sizes to powers of two, so a handful of compilations serve every input, and merges the
-windows of long sequences; with the fused kernel ``packing`` puts several short sequences into
-one row. Each row, and each sequence of a packed row, is computed independently of the others
-(padding is masked in attention and zeroed in the embedding; a packed sequence attends only to
-itself), so results for a sequence never depend on what else is in its batch (up to float
-summation order).
+the graph definition and the attention implementation closed over and the output options as
+static arguments. The compiled functions are shared by every engine of equal graph definition
+and implementation (``compiled``): a second engine on the same architecture, the same weights
+loaded again or another checkpoint of the same shape, compiles nothing for shapes the first
+already ran. ``planner`` pads inputs to a few length buckets and batch sizes to powers of two,
+so a handful of compilations serve every input (and, with the fused kernel, packs several short
+sequences into one row); ``windows`` cuts long sequences and merges them back. Each row, and
+each sequence of a packed row, is computed independently of the others (padding is never a key
+and is zeroed in the embedding; a packed sequence attends only to itself), so results for a
+sequence never depend on what else is in its batch (up to float summation order).
 """
 
 from __future__ import annotations
@@ -24,20 +27,26 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from . import hardware, packing, planning
+from . import hardware, memory, planner, windows
 from .alphabet import encode
+from .attention import AttentionImpl
 from .config import MAX_RESIDUES, ESM2Config
 from .convert import params_to_model
 from .options import LONG_POLICIES
-from .planning import LENGTH_BUCKETS, bucket_length, window_starts  # noqa: F401  (engine's public names)
+from .planner import LENGTH_BUCKETS, bucket_length  # noqa: F401  (engine's public names)
 from .weights import ModelWeights, cache_root
+from .windows import window_starts  # noqa: F401  (engine's public name)
 
 LongPolicy = Literal["window", "truncate", "full"]
 ProgressFn = Callable[[int, int], None]
 # How many times each jitted function has been traced (= compiled) in this process. Read by
 # the tests (tests/test_engine.py, tests/test_app.py) and `make bench` to show that new
-# lengths inside known buckets compile nothing.
+# lengths inside known buckets, and new engines on known shapes, compile nothing.
 TRACE_COUNTS: collections.Counter = collections.Counter()
+# Distinct (graph definition, attention implementation) pairs whose compiled functions are kept
+# after their last engine is gone: a process switching between a few models (the app keeps two
+# engines) finds them again; more would only hold memory.
+SHARED_COMPILATIONS = 8
 
 
 def enable_compilation_cache(directory: str | os.PathLike | None = None) -> None:
@@ -70,20 +79,15 @@ class SequenceOutput:
         return self.final.mean(axis=0)
 
 
-def _forward(graphdef, state, tokens, segments=None, *, repr_layers, attention_layers, need_logits, need_contacts):
+def _forward(graphdef, attention: AttentionImpl, state, tokens, segments=None, *, repr_layers, attention_layers,
+             need_logits, need_contacts):
     TRACE_COUNTS["forward"] += 1  # runs at trace time only
     model = nnx.merge(graphdef, state)
-    return model(
-        tokens,
-        repr_layers=repr_layers,
-        attention_layers=attention_layers,
-        need_logits=need_logits,
-        need_contacts=need_contacts,
-        segments=segments,
-    )
+    return model(tokens, repr_layers=repr_layers, attention_layers=attention_layers, need_logits=need_logits,
+                 need_contacts=need_contacts, segments=segments, attention=attention)
 
 
-def _masked_log_probs(graphdef, state, tokens, positions):
+def _masked_log_probs(graphdef, attention: AttentionImpl, state, tokens, positions):
     """Log-probabilities at one masked position per row: (B, vocab).
 
     The last layer, the final LayerNorm and the LM head run only at the masked position of each
@@ -91,31 +95,47 @@ def _masked_log_probs(graphdef, state, tokens, positions):
     """
     TRACE_COUNTS["masked"] += 1  # runs at trace time only
     model = nnx.merge(graphdef, state)
-    return jax.nn.log_softmax(model.masked_logits(tokens, positions), axis=-1)
+    return jax.nn.log_softmax(model.masked_logits(tokens, positions, attention), axis=-1)
+
+
+@dataclasses.dataclass(frozen=True)
+class CompiledPasses:
+    """The jitted entry points of one graph definition and attention implementation."""
+
+    forward: Callable  # (state, tokens, segments=None, **output options) -> outputs
+    masked_log_probs: Callable  # (state, tokens, mask positions) -> (B, vocab)
+
+
+@functools.lru_cache(maxsize=SHARED_COMPILATIONS)
+def compiled(graphdef, attention: AttentionImpl) -> CompiledPasses:
+    """The jitted passes for this graph definition and attention implementation, one set per
+    process: engines with equal ones share them, and so share every compiled shape (the
+    weights are an argument, not a constant). The graph definition is closed over rather than
+    passed as a static argument: jit would otherwise hash and compare it on every call (about
+    0.2 ms each); here it is hashed once per engine."""
+    forward = jax.jit(functools.partial(_forward, graphdef, attention),
+                      static_argnames=("repr_layers", "attention_layers", "need_logits", "need_contacts"))
+    return CompiledPasses(forward, jax.jit(functools.partial(_masked_log_probs, graphdef, attention)))
 
 
 class Engine:
-    """A loaded model with a cached, jitted forward pass. Thread-safe; share one per process."""
+    """A loaded model with cached, jitted passes. Thread-safe; share one per process."""
 
     def __init__(self, weights: ModelWeights, token_budget: int | None = None, attention: str | None = None,
                  precision: str | None = None, packing: str | None = None):
         self.weights = weights
         self.config: ESM2Config = weights.config
         model = params_to_model(weights.params, weights.config)
-        # Attention path, matmul precision, token budget and sequence packing for this machine
-        # (hardware.choose: the fused CPU kernel when built, with packing; dot_product_attention
-        # on a GPU; fp32 unless asked).
+        # Attention implementation, matmul precision, token budget and sequence packing for this
+        # machine (hardware.choose: the fused CPU kernel when built, with packing;
+        # dot_product_attention on a GPU; fp32 unless asked).
         self.backend = hardware.configure(model, attention, precision, token_budget, packing)
         self.token_budget = self.backend.token_budget
         self.graphdef, self.state = nnx.split(model)
         self.state = jax.device_put(self.state)
-        # The graph definition is closed over rather than passed as a static argument: jit would
-        # otherwise hash and compare it on every call (about 0.2 ms each).
-        self._forward = jax.jit(
-            functools.partial(_forward, self.graphdef),
-            static_argnames=("repr_layers", "attention_layers", "need_logits", "need_contacts"),
-        )
-        self._masked_log_probs = jax.jit(functools.partial(_masked_log_probs, self.graphdef))
+        passes = compiled(self.graphdef, self.backend.implementation)
+        self._forward = passes.forward
+        self._masked_log_probs = passes.masked_log_probs
 
     @functools.cached_property
     def fingerprint(self) -> str:
@@ -130,7 +150,7 @@ class Engine:
 
         weights = self.weights.checksum or params_checksum(self.weights.params)
         # The window scheme of masked passes over long sequences changes their numbers too.
-        key = f"{weights}\0{self.backend.precision}\0{planning.MASKED_WINDOWS}"
+        key = f"{weights}\0{self.backend.precision}\0{windows.MASKED_WINDOWS}"
         return hashlib.sha256(key.encode()).hexdigest()[:32]
 
     @property
@@ -180,6 +200,33 @@ class Engine:
         Returns:
           One ``SequenceOutput`` per input sequence, in input order.
         """
+        used, repr_layers, attention_layers = self._checked(sequences, repr_layers, attention_layers, long)
+        windowed = long == "window"
+        memory.check_outputs_fit(self.config, [len(s) for s in used], windowed=windowed, repr_layers=repr_layers,
+                                 logits=logits, attention_layers=attention_layers, contacts=contacts)
+        options = dict(repr_layers=repr_layers, attention_layers=attention_layers, need_logits=logits,
+                       need_contacts=contacts)
+        cut = windows.windows(used, windowed)
+        merge = windows.WindowMerge(used, cut)
+        residues = [w.residues for w in cut]
+        lengths = [len(r) for r in residues]
+        heavy = bool(attention_layers or contacts)
+        batches = planner.plan(lengths, lambda width: self._max_rows(width, heavy),
+                               pack=self.backend.packing and not heavy)
+        for done, batch in enumerate(batches):
+            tokens, segments = planner.pack(batch, residues)
+            # Segment ids only when rows share; omitted otherwise, so the call is the unpacked one
+            # (same arguments, same compiled function).
+            extra = () if segments is None else (jnp.asarray(segments),)
+            out = jax.device_get(self._forward(self.state, jnp.asarray(tokens), *extra, **options))
+            for item, output in planner.unpack(out, batch, lengths):
+                merge.add(item, output)
+            if progress:
+                progress(done + 1, len(batches))
+        return [self._output(seq, merge.result(index), attention_layers) for index, seq in enumerate(used)]
+
+    def _checked(self, sequences, repr_layers, attention_layers, long):
+        """``run``'s arguments checked: (sequences as analysed, repr layers, attention layers)."""
         if long not in LONG_POLICIES:
             raise ValueError(f"long must be one of {LONG_POLICIES}, not {long!r}")
         n = self.config.num_layers
@@ -188,76 +235,23 @@ class Engine:
             raise ValueError(f"attention layers are numbered 1..{n} (or -1 for the last); layer 0 is the embedding")
         attention_layers = self.normalize_layers(attention_layers)
         used = [s[:MAX_RESIDUES] if long == "truncate" else s for s in sequences]
-        windowed = long == "window"
-        if windowed and attention_layers and any(len(s) > MAX_RESIDUES for s in used):
+        if long == "window" and attention_layers and any(len(s) > MAX_RESIDUES for s in used):
             raise ValueError(
                 "attention maps of sequences longer than 1022 residues cannot be stitched from "
                 "windows; choose long='truncate' or long='full' for them"
             )
-        self._check_memory(used, windowed, repr_layers, logits, attention_layers, contacts)
+        return used, repr_layers, attention_layers
 
-        options = dict(
-            repr_layers=repr_layers,
+    def _output(self, sequence: str, merged: dict, attention_layers: tuple[int, ...]) -> SequenceOutput:
+        return SequenceOutput(
+            sequence=sequence,
+            representations=merged["representations"],
+            final_layer=self.config.num_layers,
+            logits=merged.get("logits"),
+            attentions=merged.get("attentions"),
             attention_layers=attention_layers,
-            need_logits=logits,
-            need_contacts=contacts,
+            contacts=merged.get("contacts"),
         )
-        windows = planning.windows(used, windowed)
-        merge = planning.WindowMerge(used, windows)
-        heavy = bool(attention_layers or contacts)
-        passes = self._passes([w.residues for w in windows], heavy)
-        for done, (tokens, segments, unpack) in enumerate(passes):
-            # Segment ids only when rows share; omitted otherwise, so the call is the unpacked one
-            # (same arguments, same compiled function).
-            extra = () if segments is None else (jnp.asarray(segments),)
-            out = self._forward(self.state, jnp.asarray(tokens), *extra, **options)
-            for item, output in unpack(jax.device_get(out)):
-                merge.add(item, output)
-            if progress:
-                progress(done + 1, len(passes))
-
-        results = []
-        for index, seq in enumerate(used):
-            merged = merge.result(index)
-            results.append(SequenceOutput(
-                sequence=seq,
-                representations=merged["representations"],
-                final_layer=n,
-                logits=merged.get("logits"),
-                attentions=merged.get("attentions"),
-                attention_layers=attention_layers,
-                contacts=merged.get("contacts"),
-            ))
-        return results
-
-    def _passes(self, residues: Sequence[str], heavy: bool) -> list[tuple[np.ndarray, np.ndarray | None, Callable]]:
-        """The forward passes for these windows: (tokens, segment ids or None, unpack) each, where
-        ``unpack(outputs)`` yields (window index, its outputs).
-
-        With packing (``packing``: the fused kernel, no attention maps or contacts) several
-        windows share a row; otherwise each window has a row of its own in length buckets
-        (``planning``). Token arrays are small (int32, at most the token budget per pass)."""
-        lengths = [len(r) for r in residues]
-        if not (self.backend.packing and not heavy and len(residues) > 1):
-            batches = planning.plan_batches(lengths, lambda width: self._max_rows(width, heavy))
-
-            def unpack(rows):
-                return lambda out: zip(rows, planning.unpack_rows(out, [lengths[r] for r in rows]))
-
-            return [(planning.pack_rows([residues[r] for r in rows], width), None, unpack(rows)) for rows, width in batches]
-
-        def unpack_packed(rows):
-            return lambda out: packing.unpack_rows(out, rows, lengths)
-
-        packed = packing.plan_rows(lengths)
-        passes = []
-        for indices, width in packing.plan_batches(packed, lambda width: self._max_rows(width, False)):
-            rows = [packed[i] for i in indices]
-            tokens, segments = packing.pack_rows(rows, residues, width)
-            # Rows of one sequence each (a long one, a lone one): the ordinary pass, no segments.
-            shared = any(len(row.items) > 1 for row in rows)
-            passes.append((tokens, segments if shared else None, unpack_packed(rows)))
-        return passes
 
     def _max_rows(self, width: int, heavy: bool) -> int:
         """The most rows of ``width`` tokens one forward pass may hold (the token budget)."""
@@ -267,38 +261,15 @@ class Engine:
             rows = min(rows, (1 << 30) // per_row)
         return max(1, rows)
 
-    def _check_memory(self, sequences, windowed, repr_layers, logits, attention_layers, contacts) -> None:
-        """Refuse, before any forward pass, outputs that cannot fit in the memory available now.
-
-        The outputs of all sequences are returned together, so they must fit at once; the
-        model's own working memory comes on top, so passing this check does not promise the
-        run fits, but failing it means the run would run out of memory after all its work.
-        Only (L, L) outputs (contacts, attention maps) of long sequences come near the limit.
-        """
-        config = self.config
-        lengths = [len(s) for s in sequences]
-        per_residue = len(repr_layers) * config.embed_dim + (config.vocab_size if logits else 0)
-        maps = len(attention_layers) * config.attention_heads
-        sizes = planning.output_bytes(lengths, windowed=windowed, per_residue_floats=per_residue,
-                                      attention_maps=maps, contacts=contacts)
-        available = planning.available_memory()
-        if available is None or sum(sizes) <= available:
-            return
-        longest = max(lengths)
-        if contacts or attention_layers:
-            what = " and ".join(name for name, asked in (("contacts", contacts), ("attention maps", maps)) if asked)
-            lean = planning.output_bytes(lengths, windowed=windowed, per_residue_floats=per_residue)
-            advice = (f"without the {what} they need {planning.gigabytes(sum(lean))}: leave them out, or analyse "
-                      f"only the first {MAX_RESIDUES} residues of long sequences (--long truncate)")
-        else:
-            advice = "analyse fewer or shorter sequences at a time"
-        raise ValueError(
-            f"the requested outputs need about {planning.gigabytes(sum(sizes))} of memory (the longest "
-            f"sequence has {longest:,} residues), more than the {planning.gigabytes(available)} "
-            f"available now; {advice}"
-        )
-
     # --- masked passes -------------------------------------------------------------------
+    def masked_pass_shape(self, length: int) -> tuple[int, int]:
+        """(rows, width) of each masked pass over a sequence of ``length`` residues: one masked
+        window per row (the sequence, or ``MAX_RESIDUES`` residues of a longer one), padded to
+        ``width`` tokens, at most ``rows`` rows a pass (fewer positions: the next power of two).
+        What a masked scan's speed depends on (the app keys its measured rates by it)."""
+        width = planner.masked_width(length)
+        return planner.pow2_at_most(self._max_rows(width, heavy=False)), width
+
     def masked_log_probs(
         self, sequence: str, positions: Sequence[int] | None = None, progress: ProgressFn | None = None
     ) -> np.ndarray:
@@ -306,7 +277,7 @@ class Engine:
 
         One forward pass per masked position (batched). ``positions`` are 0-based residue
         indices (default: all). Sequences over 1022 residues use ProteinGym's 1,024-token
-        window for each position (``planning.masked_window``).
+        window for each position (``windows.masked_window``).
         """
         positions = list(range(len(sequence))) if positions is None else list(positions)
         if not positions:
@@ -314,14 +285,16 @@ class Engine:
         for p in positions:
             if not 0 <= p < len(sequence):
                 raise ValueError(f"position {p + 1} is outside the sequence (1..{len(sequence)})")
-        width = bucket_length(min(len(sequence), MAX_RESIDUES) + 2)
-        max_rows = planning.pow2_at_most(self._max_rows(width, heavy=False))
+        max_rows, width = self.masked_pass_shape(len(sequence))
         sequence_tokens = encode(sequence)
         out = np.zeros((len(positions), self.config.vocab_size), np.float32)
         total = -(-len(positions) // max_rows)
         for batch_index, first in enumerate(range(0, len(positions), max_rows)):
             chunk = positions[first:first + max_rows]
-            tokens, mask_at = planning.pack_masked_rows(sequence_tokens, chunk, width)
+            spans = [windows.masked_window(p + 1, len(sequence_tokens)) for p in chunk]
+            tokens = planner.masked_rows(sequence_tokens, spans, [[p + 1] for p in chunk], width)
+            mask_at = np.ones(len(tokens), np.int32)  # filler rows: any token, their output is dropped
+            mask_at[:len(chunk)] = [p + 1 - start for p, (start, _) in zip(chunk, spans)]
             log_probs = self._masked_log_probs(self.state, jnp.asarray(tokens), jnp.asarray(mask_at))
             out[first:first + len(chunk)] = np.asarray(log_probs)[: len(chunk)]
             if progress:
@@ -341,23 +314,22 @@ class Engine:
         Returns:
           Per set, a (len(set), vocab) array of log-probabilities at its positions, in its order.
           Sequences over 1022 residues: each row is ProteinGym's 1,024-token window of the middle
-          of its set's span, moved to hold the whole set (``planning.joint_window``); a set
+          of its set's span, moved to hold the whole set (``windows.joint_window``); a set
           spanning more than one window raises ValueError.
         """
-        for positions in position_sets:  # every set checked before the first pass
-            planning.joint_window(positions, len(sequence) + 2)
-        width = bucket_length(min(len(sequence), MAX_RESIDUES) + 2)
-        max_rows = planning.pow2_at_most(self._max_rows(width, heavy=False))
+        spans = [windows.joint_window(positions, len(sequence) + 2) for positions in position_sets]  # all checked first
+        max_rows, width = self.masked_pass_shape(len(sequence))
         sequence_tokens = encode(sequence)
         options = dict(repr_layers=(), attention_layers=(), need_logits=True, need_contacts=False)
         out: list[np.ndarray] = []
         total = -(-len(position_sets) // max_rows)
         for batch_index, first in enumerate(range(0, len(position_sets), max_rows)):
-            chunk = position_sets[first:first + max_rows]
-            tokens, starts = planning.pack_jointly_masked_rows(sequence_tokens, chunk, width)
+            chunk, chunk_spans = position_sets[first:first + max_rows], spans[first:first + max_rows]
+            masked = [np.asarray(positions) + 1 for positions in chunk]  # residue i is token i + 1
+            tokens = planner.masked_rows(sequence_tokens, chunk_spans, masked, width)
             logits = np.asarray(jax.device_get(self._forward(self.state, jnp.asarray(tokens), **options)["logits"]))
-            for r, (positions, start) in enumerate(zip(chunk, starts)):
-                at = logits[r, 1 + np.asarray(positions) - start].astype(np.float64)  # (K, vocab)
+            for r, (at_tokens, (start, _)) in enumerate(zip(masked, chunk_spans)):
+                at = logits[r, at_tokens - start].astype(np.float64)  # (K, vocab)
                 at -= at.max(axis=-1, keepdims=True)
                 out.append((at - np.log(np.exp(at).sum(axis=-1, keepdims=True))).astype(np.float32))
             if progress:

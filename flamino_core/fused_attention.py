@@ -3,9 +3,10 @@
 One XLA FFI custom call does rotary, the scaled scores, the key-padding bias, an online
 softmax and the weighted sum of values for every row and head, on q, k, v in the (B, T, H, hd)
 layout the projections produce; per-token positions and per-query key spans let one row pack
-several sequences (``packing``). It is an optional compiled extension: when it was not built
-(no C++ compiler at install time) or cannot be loaded, ``status()`` says why and the model
-uses its pure-JAX attention (``model.attend``), which computes the same numbers.
+several sequences (``planner``). ``attention.attend`` calls it for the "fused" implementation.
+It is an optional compiled extension: when it was not built (no C++ compiler at install time)
+or cannot be loaded, ``status()`` says why and ``hardware.choose`` picks the pure-JAX
+implementation, which computes the same numbers.
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ def fused_attention(
       q: (B, Tq, H, hd) float32 queries, unscaled (the q projection's output).
       k, v: (B, Tk, H, hd) float32 keys and values.
       cos, sin: (P, hd / 2) rotary tables for positions 0..P-1 (P >= Tk and > every position),
-        as ``RotaryEmbedding.cos_sin(jnp.arange(P))``.
+        as ``RotaryEmbedding.table(P)``.
       q_positions: (B, Tq) int positions of the queries (``arange(Tq)`` for a full pass).
       key_bias: (B, Tk) added to the scores: 0 for real tokens, -inf for padding.
       scale: multiplies q before rotary (head_dim ** -0.5), as the references do.

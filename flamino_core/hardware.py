@@ -1,18 +1,12 @@
-"""What this machine offers flamino, and the execution choices made from it.
+"""What this machine offers flamino, and the execution choices made from it, once.
 
 ``detect()`` reads the CPU model and its vector extensions, JAX's accelerator and whether the
-hardware has native bf16 arithmetic; ``choose()`` picks, for one model, the attention path,
-the matmul precision and the token budget per batch. Engines call ``choose`` once and show the
-result (``Backend.describe``) in ``flamino --verbose``, the app's model panel and the
-``make bench`` header, so a user always knows which path ran.
-
-Attention paths (the captured-maps path is always the pure-JAX one, which keeps the
-probabilities for ``nnx.sow``):
-
-- ``fused``: flamino's C++ kernel on XLA:CPU (``fused_attention``), the CPU default when built;
-- ``xla``: the model's pure-JAX attention (``model.attend``), the fallback everywhere;
-- ``dot-product-attention``: ``jax.nn.dot_product_attention``, the GPU default; with bf16
-  matmuls on a GPU it runs cuDNN's fused attention on bf16 inputs, otherwise XLA's.
+hardware has native bf16 arithmetic; ``choose()`` picks, for one model, the attention
+implementation (``attention.AttentionImpl``: which path, and on a GPU whether cuDNN runs), the
+matmul precision, the token budget per batch and sequence packing. The engine passes the chosen
+implementation to the model as a value and shows ``Backend.describe()`` (generated from that
+same choice) in ``flamino --verbose``, the app's model panel and the ``make bench`` header, so a
+user always knows which path ran. The paths are listed in ``attention``.
 """
 
 from __future__ import annotations
@@ -24,12 +18,15 @@ import platform
 
 import jax
 
+from . import fused_attention
+from .attention import PATHS as ATTENTION_PATHS
+from .attention import AttentionImpl
 from .options import DEFAULT_TOKEN_BUDGET
+from .precision import use_bf16_matmuls
 
 ATTENTION_ENV = "FLAMINO_ATTENTION"  # auto | fused | xla | dot-product-attention
 PRECISION_ENV = "FLAMINO_PRECISION"  # fp32 (default) | bf16
 PACKING_ENV = "FLAMINO_PACKING"  # auto (default) | on | off
-ATTENTION_PATHS = ("fused", "xla", "dot-product-attention")
 PRECISIONS = ("fp32", "bf16")
 PACKING = ("auto", "on", "off")
 # Tokens per forward pass (rows x padded width). On a CPU larger batches stop paying off once
@@ -90,17 +87,30 @@ def detect() -> Hardware:
 
 @dataclasses.dataclass(frozen=True)
 class Backend:
-    """How one engine runs: the attention path, the matmul precision, the token budget."""
+    """How one engine runs: the attention implementation, the matmul precision, the token budget."""
 
-    attention: str  # one of ATTENTION_PATHS
-    attention_why: str
-    precision: str  # "fp32" or "bf16"
+    implementation: AttentionImpl  # passed to the model as a value
+    reason: str  # why this implementation: "" (the default here), "requested", or the fallback's cause
+    precision: str  # one of PRECISIONS
     token_budget: int
     hardware: Hardware
-    # Several sequences per row in plain forward passes (``packing``): on by default with the
+    # Several sequences per row in plain forward passes (``planner``): on by default with the
     # fused kernel, which computes only each sequence's own keys; the other paths would compute
     # every key of a packed row and mask most of them away.
     packing: bool = False
+
+    @property
+    def attention(self) -> str:
+        """The attention path's name, one of ``ATTENTION_PATHS``."""
+        return self.implementation.path
+
+    @property
+    def attention_why(self) -> str:
+        """What runs and why, in words: generated from the implementation that runs."""
+        what = self.implementation.describe()
+        if not self.reason:
+            return what
+        return f"{what}; requested" if self.reason == "requested" else f"{what}: {self.reason}"
 
     def describe(self) -> str:
         """One line for logs, the CLI (--verbose), the app's model panel and the bench header."""
@@ -114,10 +124,12 @@ class Backend:
                 f"token budget {self.token_budget}{packed}")
 
 
-def _attention_for(requested: str, hw: Hardware, head_dim: int, precision: str) -> tuple[str, str]:
-    from . import fused_attention
-
+def _attention_for(requested: str, hw: Hardware, head_dim: int, precision: str) -> tuple[AttentionImpl, str]:
+    """The implementation for this request and machine, and the reason (see ``Backend.reason``)."""
     kernel = fused_attention.status()
+    # cuDNN's fused attention: on a GPU, on bf16 inputs (it has no fp32 kernel).
+    on_cudnn = hw.platform == "gpu" and precision == "bf16"
+    dot_product = AttentionImpl("dot-product-attention", "bfloat16" if on_cudnn else "float32", on_cudnn)
     if requested == "fused":
         if hw.platform != "cpu":
             raise ValueError(f"attention path 'fused' is a CPU kernel; this machine runs JAX on {hw.platform}")
@@ -125,25 +137,19 @@ def _attention_for(requested: str, hw: Hardware, head_dim: int, precision: str) 
             raise ValueError(f"attention path 'fused' is not available: kernel {kernel.reason}")
         if not fused_attention.supports(head_dim):
             raise ValueError(f"attention path 'fused' needs a head dimension divisible by 8, not {head_dim}")
-        return "fused", f"C++ kernel, {kernel.variant}; requested"
+        return AttentionImpl("fused"), "requested"
     if requested == "xla":
-        return "xla", "pure JAX; requested"
+        return AttentionImpl("xla"), "requested"
     if requested == "dot-product-attention":
-        return requested, _dpa_why(hw, precision) + "; requested"
+        return dot_product, "requested"
     # auto
     if hw.platform != "cpu":
-        return "dot-product-attention", _dpa_why(hw, precision)
+        return dot_product, ""
     if not kernel.available:
-        return "xla", f"pure JAX: fused kernel {kernel.reason}"
+        return AttentionImpl("xla"), f"fused kernel {kernel.reason}"
     if not fused_attention.supports(head_dim):
-        return "xla", f"pure JAX: the fused kernel needs a head dimension divisible by 8, not {head_dim}"
-    return "fused", f"C++ kernel, {kernel.variant}"
-
-
-def _dpa_why(hw: Hardware, precision: str) -> str:
-    if hw.platform == "gpu" and precision == "bf16":
-        return "jax.nn.dot_product_attention, cuDNN on bf16 inputs"
-    return "jax.nn.dot_product_attention, XLA implementation"
+        return AttentionImpl("xla"), f"the fused kernel needs a head dimension divisible by 8, not {head_dim}"
+    return AttentionImpl("fused"), ""
 
 
 def choose(head_dim: int, attention: str | None = None, precision: str | None = None,
@@ -171,28 +177,26 @@ def choose(head_dim: int, attention: str | None = None, precision: str | None = 
     packing = packing or os.environ.get(PACKING_ENV) or "auto"
     if packing not in PACKING:
         raise ValueError(f"packing {packing!r}: choose one of {', '.join(PACKING)}")
-    path, why = _attention_for(attention, hw, head_dim, precision)
+    implementation, reason = _attention_for(attention, hw, head_dim, precision)
     budget = token_budget or TOKEN_BUDGET.get(hw.platform, TOKEN_BUDGET["cpu"])
-    packed = packing == "on" or (packing == "auto" and path == "fused")
-    return Backend(path, why, precision, budget, hw, packed)
+    packed = packing == "on" or (packing == "auto" and implementation.path == "fused")
+    return Backend(implementation, reason, precision, budget, hw, packed)
 
 
 def configure(model, attention: str | None = None, precision: str | None = None,
               token_budget: int | None = None, packing: str | None = None) -> Backend:
-    """Choose the backend for ``model`` (an ``ESM2``) on this machine and set the model up for it.
+    """Choose the backend for ``model`` (an ``ESM2``) on this machine and set its matmul
+    precision. The attention implementation is not stored on the model: the engine passes
+    ``Backend.implementation`` to every call.
 
     Args: as ``choose``. Returns: the ``Backend`` the model now runs with.
     """
-    from .model import set_attention_path
-    from .precision import use_bf16_matmuls
-
     backend = choose(model.config.head_dim, attention, precision, token_budget, packing)
     bf16 = backend.precision == "bf16"
     if backend.hardware.platform == "gpu" and not bf16:
         # JAX computes fp32 dots on recent GPUs in TF32 by default (10-bit mantissas): far
         # outside the 1e-4 parity. fp32 means fp32 (process-wide; explicit bf16 dots unaffected).
         jax.config.update("jax_default_matmul_precision", "float32")
-    set_attention_path(model, backend.attention, "bfloat16" if bf16 else "float32")
     if bf16:
         use_bf16_matmuls(model)
     return backend

@@ -6,7 +6,7 @@ strategy is a name in ``STRATEGIES`` and a branch in ``scores.score``.
 """
 
 # Sequences longer than ESM-2's 1022 training residues: overlapping windows averaged where
-# they overlap, the first 1022 residues, or one pass over everything (see ``planning``).
+# they overlap, the first 1022 residues, or one pass over everything (see ``windows``).
 LONG_POLICIES = ("window", "truncate", "full")
 
 # Variant-effect scores (Meier et al. 2021): one masked pass per position, one unmasked
@@ -24,7 +24,7 @@ DEFAULT_VARIANT_STRATEGY = "masked-marginals"
 # number of passes: no PLL request costs more than the heaviest job the server takes anyway.
 PLL_HOSTED_MAX_PASSES = 2_000
 
-# Tokens per forward pass: rows x padded width of one batch (see ``planning.plan_batches``).
+# Tokens per forward pass: rows x padded width of one batch (see ``planner.plan``).
 DEFAULT_TOKEN_BUDGET = 8192
 
 # Contact precision (``structure.contacts``): sequence-separation ranges, inclusive bounds

@@ -39,7 +39,7 @@ def score(engine, sequence: str, strategy: str, *, long: str = "window", progres
         unmasked pass: substitution scores only, the fast approximation).
       long: sequences over 1022 residues, for the unmasked pass (see ``Engine.run``); masked
         passes always use ProteinGym's 1,024-token window of the masked position
-        (``planning.masked_window``).
+        (``windows.masked_window``).
       progress: the engine's progress callback, for the masked passes.
       unmasked: this sequence's ``SequenceOutput`` with logits, if the caller has it already
         (a batch job embeds and scores in the same pass); wt-marginals then runs nothing.

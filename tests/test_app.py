@@ -703,6 +703,44 @@ def test_one_engine_and_one_compilation_per_shape_serve_every_session(monkeypatc
     assert dict(engine_mod.TRACE_COUNTS) == traces  # nothing was compiled again
 
 
+def test_switching_models_and_back_compiles_nothing_again(monkeypatch, tmp_path):
+    """Engines share compiled functions by architecture (``engine.compiled``): once one model's
+    page has run, switching to other checkpoints of that shape and back compiles nothing, also
+    when the app has dropped an engine (it keeps two) and builds it again."""
+    from flamino_core import engine as engine_mod
+
+    built = []
+
+    class CountingEngine(Engine):
+        def __init__(self, *args, **kwargs):
+            built.append(self)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(engine_mod, "Engine", CountingEngine)
+    folders = []
+    for seed in (21, 22, 23):
+        weights = load_weights(f"random:tiny:{seed}")
+        folders.append(str(save_checkpoint(tmp_path / f"esm2-{seed}", weights.config, weights.params, "test")))
+    at = example(start(), "Ubiquitin (human)")
+    at.sidebar.selectbox(key="_w_model_choice").set_value("local").run()
+
+    def switch_to(folder: str) -> list:
+        at.sidebar.text_input(key="_w_local_path").input(folder).run()
+        next(b for b in at.sidebar.button if b.label == "Load checkpoint").click().run()
+        open_page(at, "predictions")
+        assert_clean(at)
+        return figures(at)[0]["data"][0]["z"]
+
+    first = switch_to(folders[0])
+    traces = dict(engine_mod.TRACE_COUNTS)
+    shown = {folders[0]: first}
+    for folder in folders[1:] + folders[:2]:  # 0 -> 1 -> 2 -> back to 0 (dropped, rebuilt) -> 1 again
+        shown.setdefault(folder, switch_to(folder))
+        assert dict(engine_mod.TRACE_COUNTS) == traces, f"switching to {folder} compiled"
+    assert len(built) >= 4  # an engine was dropped and built again, and still nothing compiled
+    assert shown[folders[0]] != shown[folders[1]]  # each model's own weights, not the first's
+
+
 # A link setting every page option away from its default, and the value each must then have.
 EVERY_OPTION = {
     "pos": ("7", 7),

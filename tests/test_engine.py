@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from flamino_core import Engine, fused_attention, load_weights, planning
+from flamino_core import Engine, fused_attention, load_weights, memory, planner
 from flamino_core.engine import TRACE_COUNTS
 from flamino_core.options import DEFAULT_TOKEN_BUDGET
-from flamino_core.planning import LENGTH_BUCKETS, bucket_length, window_starts
+from flamino_core.planner import LENGTH_BUCKETS, bucket_length
+from flamino_core.windows import window_starts
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +140,8 @@ def test_batch_plan_pads_little_and_uses_power_of_two_rows():
     rng = np.random.default_rng(4)
     lengths = [int(n) for n in np.clip(rng.lognormal(np.log(300), 0.6, size=200), 30, 1000)]
     budget = DEFAULT_TOKEN_BUDGET
-    plan = planning.plan_batches(lengths, lambda width: budget // width)
+    plan = [([i for row in batch.rows for i in row.items], batch.width)
+            for batch in planner.plan(lengths, lambda width: budget // width)]
     seen = sorted(i for rows, _ in plan for i in rows)
     assert seen == list(range(len(lengths)))
     for rows, width in plan:
@@ -173,7 +175,7 @@ def test_contacts_that_cannot_fit_are_refused_before_any_forward_pass(engine, mo
     # Contacts merged from windows: 5000^2 x (4 + 1) bytes = 125 MB; with the final layer and
     # the logits (5000 x (32 + 33) float32 = 1.3 MB), 126 MB.
     seq = random_protein(rng, 5000)
-    monkeypatch.setattr(planning, "available_memory", lambda: 50_000_000)
+    monkeypatch.setattr(memory, "available_memory", lambda: 50_000_000)
     forward = engine._forward
     monkeypatch.setattr(engine, "_forward", lambda *a, **k: pytest.fail("a forward pass ran before the check"))
     with pytest.raises(ValueError, match=r"126 MB of memory.*5,000 residues.*50 MB available.*without the "
@@ -259,3 +261,45 @@ def test_packed_runs_do_not_recompile_for_slightly_different_lengths():
     before = TRACE_COUNTS["forward"]
     engine.run([s[:-1] for s in seqs])
     assert TRACE_COUNTS["forward"] == before
+
+
+# --- compiled functions shared between engines -----------------------------------------------------
+def test_engines_of_one_architecture_share_compiled_functions():
+    """A second engine on another checkpoint of the same shape compiles nothing for shapes the
+    first ran, and still computes with its own weights (they are an argument, not baked in);
+    a different attention implementation or precision gets functions of its own."""
+    seqs = ["MKTAYIAKQRQISFVKSHFSRQ", "ACDEFGHIKLMNPQRSTVWY" * 4]
+    first = Engine(load_weights("random:tiny:31"), attention="xla", packing="off")
+    (ref,) = first.run(seqs[:1])
+    first.run(seqs)
+    first.masked_log_probs(seqs[0])
+    before = dict(TRACE_COUNTS)
+    other_weights = load_weights("random:tiny:32")
+    second = Engine(other_weights, attention="xla", packing="off")
+    (out,) = second.run(seqs[:1])
+    second.run(seqs)
+    second.masked_log_probs(seqs[0])
+    assert dict(TRACE_COUNTS) == before, "a second engine of the same shape compiled again"
+    assert second._forward is first._forward
+    assert np.abs(out.logits - ref.logits).max() > 1e-2  # its own weights
+    # Independent check of the second engine's numbers: the model built from its weights.
+    import jax.numpy as jnp
+
+    from flamino_core.alphabet import batch_encode
+    from flamino_core.convert import params_to_model
+
+    model = params_to_model(other_weights.params, other_weights.config)
+    expected = np.asarray(model(jnp.asarray(batch_encode(seqs[:1])))["logits"])[0, 1:-1]
+    np.testing.assert_allclose(out.logits, expected, atol=1e-5)
+    assert Engine(other_weights, attention="dot-product-attention")._forward is not first._forward
+    assert Engine(other_weights, attention="xla", precision="bf16")._forward is not first._forward
+
+
+def test_the_attention_implementation_is_a_value_not_a_model_attribute():
+    """Engines on different attention paths hold the same model graph: the path is passed to
+    each call (``Backend.implementation``), never stored on the modules."""
+    weights = load_weights("random:tiny:1")
+    paths = ["xla", "dot-product-attention"] + (["fused"] if KERNEL_BUILT else [])
+    engines = [Engine(weights, attention=path) for path in paths]
+    assert all(e.graphdef == engines[0].graphdef for e in engines)
+    assert [e.backend.implementation.path for e in engines] == paths

@@ -1,6 +1,7 @@
 """The fused CPU attention kernel against attention written out in float64 NumPy here, and
-against the model's pure-JAX attention, at every preset head dimension; the attention-path
-choice, the fallback when the kernel is missing, and the opt-in bf16 matmuls."""
+every implementation of ``attention.attend`` (one contract) against the same reference, at
+every preset head dimension; the attention-path choice, the fallback when the kernel is
+missing, and the opt-in bf16 matmuls."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ import numpy as np
 import pytest
 
 from flamino_core import fused_attention, hardware
+from flamino_core.attention import AttentionImpl, Positions, Spans, attend
 from flamino_core.config import PRESETS, ESM2Config
-from flamino_core.model import RotaryEmbedding, attend
+from flamino_core.rotary import RotaryEmbedding
 
 KERNEL = fused_attention.status()
 needs_kernel = pytest.mark.skipif(not KERNEL.available, reason=f"fused kernel {KERNEL.reason}")
@@ -109,19 +111,31 @@ def test_kernel_matches_reference(monkeypatch, variant, head_dim, tokens):
 @needs_kernel
 @pytest.mark.parametrize("head_dim", HEAD_DIMS)
 def test_kernel_matches_pure_jax_attention(monkeypatch, head_dim):
-    """The model's pure-JAX path (transposes, rotary, model.attend, which maps over heads
-    beyond 192 tokens) and the kernel agree on a padded batch of 300 tokens."""
+    """The pure-JAX implementation (transposes, rotary, heads mapped over beyond 192 tokens)
+    and the kernel agree on a padded batch of 300 tokens."""
     tokens, heads = 300, 20
     q, k, v, bias, inv_freq = random_case(head_dim, 4, tokens, tokens, heads, head_dim)
     positions = np.broadcast_to(np.arange(tokens), (4, tokens))
     ours = run_kernel(q, k, v, bias, inv_freq, positions, "auto", monkeypatch)
-    angles = jnp.arange(tokens, dtype=jnp.float32)[:, None] * inv_freq
-    cos, sin = jnp.cos(angles), jnp.sin(angles)
-    heads_major = lambda a: jnp.asarray(a).transpose(0, 2, 1, 3)  # noqa: E731
-    qh = RotaryEmbedding.rotate(heads_major(q) * head_dim**-0.5, cos, sin)
-    kh = RotaryEmbedding.rotate(heads_major(k), cos, sin)
-    pure = np.asarray(attend(qh, kh, heads_major(v), jnp.asarray(bias)[:, None, None, :])).transpose(0, 2, 1, 3)
+    pure = run_attend("xla", q, k, v, inv_freq, positions, positions, *spans_of_padding(bias, tokens))
     assert_close(ours, pure, f"kernel vs pure JAX, hd={head_dim}")
+
+
+def spans_of_padding(bias, q_len):
+    """Spans of right-padded rows: every query sees the row's real keys (shared by the row)."""
+    real = np.isfinite(bias).sum(axis=1)
+    return np.zeros((len(bias), q_len), np.int32), np.repeat(real[:, None], q_len, axis=1), True
+
+
+def run_attend(path, q, k, v, inv_freq, q_positions, k_positions, start, stop, shared, probabilities=False):
+    """``attention.attend`` with one implementation, as the model calls it."""
+    table_len = k.shape[1]
+    angles = jnp.arange(table_len, dtype=jnp.float32)[:, None] * jnp.asarray(inv_freq)
+    spans = Spans(jnp.asarray(start, jnp.int32), jnp.asarray(stop, jnp.int32), shared=shared)
+    positions = Positions(jnp.asarray(q_positions, jnp.int32), jnp.asarray(k_positions, jnp.int32))
+    out = attend(jnp.asarray(q), jnp.asarray(k), jnp.asarray(v), positions, spans, AttentionImpl(path),
+                 table=(jnp.cos(angles), jnp.sin(angles)), scale=q.shape[-1] ** -0.5, probabilities=probabilities)
+    return tuple(np.asarray(a) for a in out) if probabilities else np.asarray(out)
 
 
 @needs_kernel
@@ -190,23 +204,58 @@ def test_kernel_keeps_each_sequence_of_a_packed_row_to_itself(monkeypatch, varia
     assert_close(ours[b:b + 1, offset:offset + length], alone, f"{variant}, hd={head_dim}, packed vs alone")
 
 
+# Every implementation of the one contract, and capture (probabilities) through the same call.
+IMPLEMENTATIONS = [pytest.param("fused", marks=needs_kernel), "xla", "dot-product-attention"]
+
+
+@pytest.mark.parametrize("path", IMPLEMENTATIONS)
 @pytest.mark.parametrize("width", [150, 530])
-def test_pure_jax_attention_keeps_each_sequence_of_a_packed_row_to_itself(width):
-    """The fallback path on packed rows (segment ids, per-token rotary positions), all heads at
-    once (150 tokens) and a few heads at a time (530), against the float64 reference."""
+def test_every_implementation_keeps_each_sequence_of_a_packed_row_to_itself(path, width):
+    """Packed rows (positions restarting per sequence, block-diagonal spans over real keys),
+    all heads at once (150 tokens) and a few heads at a time (530), against the float64
+    reference."""
     head_dim, heads = 16, 20
     rows = [[1, 7, 100, 42], [150], [5] * 20 + [17]] if width == 150 else PACKED_ROWS
-    segments, positions, _, _, bias = packed_layout(rows, width)
+    segments, positions, starts, stops, bias = packed_layout(rows, width)
+    real = np.isfinite(bias).sum(axis=1, keepdims=True)
     q, k, v, _, inv_freq = random_case(width, len(rows), width, width, heads, head_dim)
-    angles = jnp.asarray(positions, jnp.float32)[..., None] * inv_freq  # (B, T, hd/2)
-    cos, sin = jnp.cos(angles)[:, None], jnp.sin(angles)[:, None]
-    heads_major = lambda a: jnp.asarray(a).transpose(0, 2, 1, 3)  # noqa: E731
-    qh = RotaryEmbedding.rotate(heads_major(q) * head_dim**-0.5, cos, sin)
-    kh = RotaryEmbedding.rotate(heads_major(k), cos, sin)
-    ours = attend(qh, kh, heads_major(v), jnp.asarray(bias)[:, None, None, :], jnp.asarray(segments))
+    ours = run_attend(path, q, k, v, inv_freq, positions, positions, starts, np.minimum(stops, real), False)
     allowed = segments[:, :, None] == segments[:, None, :]
     ref = reference_attention(q, k, v, inv_freq, positions, bias, head_dim**-0.5, positions, allowed)
-    assert_close(np.asarray(ours).transpose(0, 2, 1, 3), ref, f"pure JAX, packed rows of {width}")
+    assert_close(ours, ref, f"{path}, packed rows of {width}")
+
+
+@pytest.mark.parametrize("path", IMPLEMENTATIONS)
+@pytest.mark.parametrize("tokens", [37, 301])
+def test_every_implementation_gives_padded_rows_and_single_queries_the_reference(path, tokens):
+    """Right-padded rows of one sequence (spans shared by the row), with queries at every token
+    and with one query per row at its own position (the masked scan's last layer)."""
+    head_dim, heads = 32, 20
+    q, k, v, bias, inv_freq = random_case(tokens, 3, tokens, tokens, heads, head_dim)
+    positions = np.broadcast_to(np.arange(tokens), (3, tokens))
+    start, stop, shared = spans_of_padding(bias, tokens)
+    ours = run_attend(path, q, k, v, inv_freq, positions, positions, start, stop, shared)
+    assert_close(ours, reference_attention(q, k, v, inv_freq, positions, bias, head_dim**-0.5), f"{path}, rows")
+    at = np.array([[0], [tokens // 2], [5]])
+    ours = run_attend(path, q[:, :1], k, v, inv_freq, at, positions, start[:, :1], stop[:, :1], shared)
+    ref = reference_attention(q[:, :1], k, v, inv_freq, at, bias, head_dim**-0.5)
+    assert_close(ours, ref, f"{path}, one query per row")
+
+
+def test_capture_is_the_same_call_returning_probabilities():
+    """probabilities=True returns the reference's output and its attention probabilities
+    (rows sum to 1 over real keys, 0 on padding), whatever implementation is named."""
+    tokens, heads, head_dim = 40, 4, 16
+    q, k, v, bias, inv_freq = random_case(9, 3, tokens, tokens, heads, head_dim)
+    positions = np.broadcast_to(np.arange(tokens), (3, tokens))
+    for path in ("xla", "dot-product-attention"):
+        out, probs = run_attend(path, q, k, v, inv_freq, positions, positions, *spans_of_padding(bias, tokens),
+                                probabilities=True)
+        assert_close(out, reference_attention(q, k, v, inv_freq, positions, bias, head_dim**-0.5), path)
+        assert probs.shape == (3, heads, tokens, tokens)
+        np.testing.assert_allclose(probs.sum(-1), 1.0, atol=1e-5)
+        padding = ~np.isfinite(bias)[:, None, None, :]  # (B, 1, 1, Tk)
+        assert (probs * padding).max() == 0
 
 
 @needs_kernel
@@ -246,6 +295,12 @@ def test_on_a_gpu_the_engine_uses_dot_product_attention_and_a_larger_budget(monk
     assert "XLA implementation" in fp32.attention_why
     bf16 = hardware.choose(head_dim=64, precision="bf16")
     assert "cuDNN" in bf16.attention_why and "bf16" in bf16.describe()
+    # The words come from the decision that runs: the implementation value the engine passes
+    # to the model says cuDNN (bf16 inputs) exactly when the description does.
+    assert bf16.implementation.cudnn and bf16.implementation.dtype == "bfloat16"
+    assert not fp32.implementation.cudnn and fp32.implementation.dtype == "float32"
+    for backend in (fp32, bf16):
+        assert backend.attention_why.startswith(backend.implementation.describe())
     with pytest.raises(ValueError, match="CPU kernel"):
         hardware.choose(head_dim=64, attention="fused")
 

@@ -46,8 +46,46 @@ def test_help_loads_no_heavy_library(argv):
 @pytest.mark.parametrize(
     "module",
     ["alphabet", "config", "options", "progress", "atomic", "input_formats", "fasta_records", "fasta",
-     "fasta_reader", "flat_files", "record_metadata", "protspace", "three_letter", "scores", "planning",
+     "fasta_reader", "flat_files", "record_metadata", "protspace", "three_letter", "scores", "planner",
+     "windows", "memory",
      "analysis", "figures", "cli", "batch"],
 )
 def test_modules_the_light_paths_use_do_not_load_jax(module):
     assert heavy_modules_after(f"import flamino_core.{module}") == []
+
+
+def _imports_of(path, module: str, modules: set[str]) -> set[str]:
+    """flamino_core modules that ``module`` imports anywhere in its file (top level or inside a
+    function: a lazy import is an edge too). ``from pkg import name`` counts as importing the
+    submodule ``pkg.name`` when there is one, otherwise ``pkg`` itself."""
+    import ast
+
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            parts = package.split(".")
+            base = ".".join(parts[: len(parts) - node.level + 1] + [node.module or ""]).strip(".") if node.level else node.module
+            subs = {f"{base}.{alias.name}" for alias in node.names} & modules
+            found |= subs | ({base} if len(subs) < len(node.names) else set())
+        elif isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+    return (found & modules) - {module}
+
+
+def test_no_import_cycle_in_flamino_core_not_even_a_lazy_one():
+    """Following every import statement, including ones inside functions: no module reaches
+    itself (a cycle hidden by a lazy import is still a cycle)."""
+    import graphlib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "flamino_core"
+    files = {}
+    for path in root.rglob("*.py"):
+        parts = path.relative_to(root.parent).with_suffix("").parts
+        files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph = {module: _imports_of(path, module, set(files)) for module, path in files.items()}
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError as err:
+        pytest.fail(f"import cycle: {' -> '.join(err.args[1])}")

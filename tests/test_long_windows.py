@@ -20,7 +20,7 @@ import torch
 
 from flamino_core import Engine, load_weights
 from flamino_core.config import ESM2Config
-from flamino_core.planning import masked_window
+from flamino_core.windows import masked_window
 from reference_checkpoints import hf_forward
 
 TINY = ESM2Config.tiny()

@@ -178,9 +178,10 @@ def test_plain_forward_and_scan_match_hf_on_long_rows(hf_checkpoints, real_seque
 
 def packed_rows_of(seqs):
     """Which sequences ``Engine.run`` puts in a row together (its packing plan)."""
-    from flamino_core import packing
+    from flamino_core import planner
 
-    return [row.items for row in packing.plan_rows([len(s) for s in seqs])]
+    batches = planner.plan([len(s) for s in seqs], lambda width: 8192 // width, pack=True)
+    return [row.items for batch in batches for row in batch.rows]
 
 
 @pytest.mark.parametrize("attention", ATTENTION_PATHS)
@@ -206,14 +207,15 @@ def test_packed_rows_keep_token_dropout_per_sequence(hf_checkpoints, real_sequen
     sequences packed into one row (different fractions) against HF on each alone."""
     import jax.numpy as jnp
 
-    from flamino_core import packing
+    from flamino_core import planner
     from flamino_core.convert import params_to_model
 
     directory, hf = hf_checkpoints(config, "2022")
     model = params_to_model(load_weights(str(directory)).params, config)
     seqs = sequences_for(real_sequences, config)[:3]
-    (row,) = packing.plan_rows([len(s) for s in seqs])
-    tokens, segments = packing.pack_rows([row], seqs, packing.packed_width(row.tokens))
+    (batch,) = planner.plan([len(s) for s in seqs], lambda width: 8, pack=True)
+    (row,) = batch.rows
+    tokens, segments = planner.pack(batch, seqs)
     rng = np.random.default_rng(1)
     alone = []
     for k, (item, offset) in enumerate(zip(row.items, row.offsets)):

@@ -22,7 +22,7 @@ import numpy as np
 import streamlit as st
 
 from flamino_core.config import MAX_RESIDUES
-from flamino_core.planning import bucket_length
+from flamino_core.planner import bucket_length
 
 from .heavy_jobs import QueueFull
 from .models import load_engine
