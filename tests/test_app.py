@@ -680,8 +680,8 @@ def test_hosted_full_queue_on_the_attention_page_of_a_long_sequence(hosted, monk
     assert len(figures(at)) == 3 and len(figures(at)[1]["data"][0]["x"]) == 450
 
 
-def test_one_engine_and_one_compilation_per_shape_serve_every_session(monkeypatch):
-    """Two sessions on the same model share one engine (st.cache_resource) and its compiled code."""
+def counting_engines(monkeypatch) -> list:
+    """The engines the app builds from now on (``flamino_core.engine.Engine`` wrapped)."""
     from flamino_core import engine as engine_mod
 
     built = []
@@ -692,6 +692,14 @@ def test_one_engine_and_one_compilation_per_shape_serve_every_session(monkeypatc
             super().__init__(*args, **kwargs)
 
     monkeypatch.setattr(engine_mod, "Engine", CountingEngine)
+    return built
+
+
+def test_one_engine_and_one_compilation_per_shape_serve_every_session(monkeypatch):
+    """Two sessions on the same model share one engine (st.cache_resource) and its compiled code."""
+    from flamino_core import engine as engine_mod
+
+    built = counting_engines(monkeypatch)
     monkeypatch.setenv("FLAMINO_MODEL", "random:tiny:11")  # not cached by other tests
     first = open_page(paste(start(), f">one\n{UBIQUITIN}\n"), "embeddings")
     assert_clean(first)
@@ -709,14 +717,7 @@ def test_switching_models_and_back_compiles_nothing_again(monkeypatch, tmp_path)
     when the app has dropped an engine (it keeps two) and builds it again."""
     from flamino_core import engine as engine_mod
 
-    built = []
-
-    class CountingEngine(Engine):
-        def __init__(self, *args, **kwargs):
-            built.append(self)
-            super().__init__(*args, **kwargs)
-
-    monkeypatch.setattr(engine_mod, "Engine", CountingEngine)
+    built = counting_engines(monkeypatch)
     folders = []
     for seed in (21, 22, 23):
         weights = load_weights(f"random:tiny:{seed}")
