@@ -8,7 +8,7 @@ scores with a DMS assay's measured scores drifts by less than 0.01, and (3) the 
 at 0.999 or more. Here: (1) the PPPL of the shared assay's wild type (../shared/dms, 161
 residues, one masked pass per position); (2) Spearman of log p(mt) - log p(wt) at the masked
 position with DMS_score over its 922 single substitutions; (3) Pearson correlation of every
-logit of the real proteins in ../shared/fasta (one unmasked pass each). Timings are one call
+logit of the first --proteins real proteins in ../shared/fasta (one unmasked pass each). Timings are one call
 each, after a compiling call: for speed use interleaved whole-process runs.
 
 Random weights (the checkpoint ``make bench`` writes, tests/reference_checkpoints, seed 0):
@@ -75,10 +75,11 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--shapes", default="t6,t30,t33")
     p.add_argument("--precision", default="bf16", help="the mode to judge against fp32")
+    p.add_argument("--proteins", type=int, default=16, help="real proteins for the logit correlation")
     p.add_argument("--json", help="also write the results here")
     args = p.parse_args()
     wild_type, mutants, measured = assay()
-    proteins = [s for _, s in common.real_records()]
+    proteins = [s for _, s in common.real_records()][: args.proteins]
     rows = []
     print(f"| shape | mode | PPPL (fp32 / mode) | drift | DMS Spearman (fp32 / mode) | drift | logit correlation "
           f"| gates ({', '.join(f'{k} {v}' for k, v in GATES.items())}) | scan s (fp32 / mode) |")
