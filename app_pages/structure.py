@@ -2,15 +2,17 @@
 
 import streamlit as st
 
-from app_pages._ui import results, structures
+from app_pages._ui import molecule_view, results, structures
 from app_pages._ui.context import PageContext, current
 from app_pages._ui.downloads import safe_name, show_figure, text_button
+from app_pages._ui.session import LINK_NOTE
 from app_pages._ui.views import BEST_CHAIN
 from app_pages._ui.widgets import counted, kept_number_input, kept_radio, kept_selectbox, layer_names, plain
 from flamino_core.structure.contacts import CUTOFFS, precision_by_model, top_predictions, true_contacts
 from flamino_core.structure.export import pdb_export_problem, pdb_with_track, precision_csv
 from flamino_core.structure.figures import contact_comparison_map, structure_trace_3d
 from flamino_core.structure.reading import StructureError
+from flamino_core.structure.scene import molecular_scene
 from flamino_core.structure.tracks import TRACKS
 
 INTRO = (
@@ -53,7 +55,8 @@ def chain_and_alignment(parsed, key, seq):
     return alignment
 
 
-def precision_section(alignment, contacts, record, seq, file_stem):
+def precision_section(alignment, contacts, record, seq, file_stem, first):
+    """The precision table and the contact map; returns the top pairs marked (the 3D view draws them)."""
     st.subheader("Contact precision")
     by_model = structures.contacts_by_model(seq)
     table = precision_by_model(alignment, by_model, record.id)
@@ -76,7 +79,9 @@ def precision_section(alignment, contacts, record, seq, file_stem):
     top = top_predictions(contacts, truth, separation, k=len(seq) // CUTOFFS[cutoff])
     title = (f"Predicted (above the diagonal) vs chain {alignment.chain_id} (below); top {cutoff} {separation}-range "
              f"pairs marked: {int(top.is_contact.sum())} of {len(top)} true")
-    show_figure(contact_comparison_map(contacts, truth, top, title), "structure_contacts", f"{file_stem}_contacts")
+    figure = contact_comparison_map(contacts, truth, top, title, first=first)  # the record's numbering
+    show_figure(figure, "structure_contacts", f"{file_stem}_contacts")
+    return top
 
 
 def track_choices(n_layers, n_heads, seq, first):
@@ -93,11 +98,12 @@ def track_choices(n_layers, n_heads, seq, first):
     if "amino_acid" in params:
         with columns[1]:
             choice["amino_acid"] = kept_selectbox("Substituted amino acid", "saa")
-    if "residue" in params:
-        with columns[0]:
-            choice["residue"] = kept_number_input(
-                f"From residue ({first:,}–{first + len(seq) - 1:,})", "sres", max_value=len(seq), shift=first - 1,
-            )  # the kept value (and the link) stay the 1-based position, as on the predictions page
+    # The residue attention comes from; for the other tracks, the residue drawn as sticks.
+    what = "From residue" if "residue" in params else "Residue drawn as sticks"
+    with columns[3 if "residue" not in params else 0]:
+        choice["residue"] = kept_number_input(
+            f"{what} ({first:,}–{first + len(seq) - 1:,})", "sres", max_value=len(seq), shift=first - 1,
+        )  # the kept value (and the link) stay the 1-based position, as on the predictions page
     if "attention" in needs or "representations" in needs:  # attention comes from layers 1 and up
         names = layer_names(n_layers, first=1 if "attention" in needs else 0)
         with columns[1]:
@@ -112,10 +118,10 @@ def track_choices(n_layers, n_heads, seq, first):
     return track, choice
 
 
-def view_3d(ctx: PageContext, parsed, alignment, contacts, file_stem):
-    st.subheader("The chain in 3D")
-    model, seq, engine = ctx.model, ctx.sequence, ctx.engine
-    track, choice = track_choices(engine.config.num_layers, engine.config.attention_heads, seq, ctx.first)
+def view_3d(ctx: PageContext, parsed, alignment, contacts, top, file_stem):
+    st.subheader("The structure in 3D")
+    model, seq, engine, first = ctx.model, ctx.sequence, ctx.engine, ctx.first
+    track, choice = track_choices(engine.config.num_layers, engine.config.attention_heads, seq, first)
     try:
         values, label = structures.track_values(track, model, seq, contacts, choice)
     except ValueError as err:
@@ -123,11 +129,27 @@ def view_3d(ctx: PageContext, parsed, alignment, contacts, file_stem):
         return
     if values is None:
         return
-    fig = structure_trace_3d(alignment, values, label, f"Chain {alignment.chain_id} of {parsed.name}: {label}")
-    st.caption("C-alpha trace; hover a residue for its number in the file, its name, its position and the value. "
-               "Grey: residues not aligned to the sequence.")
-    scale = TRACKS[track].pdb_scale
-    with show_figure(fig, "structure_3d", f"{file_stem}_{track}_3d"):
+    title = f"Chain {alignment.chain_id} of {parsed.name}: {label}"
+    spec = TRACKS[track]
+    if molecule_view.available():
+        scene = molecular_scene(parsed, alignment, values, label, signed=spec.signed, scale=spec.pdb_scale,
+                                first=first, chosen=choice["residue"] - 1, top=top)
+        st.markdown(f"**{plain(title)}**")
+        st.caption(
+            "Cartoon coloured by the track (grey: no value), other chains in light grey, ligands as sticks; the "
+            "residue chosen above in magenta sticks; the top pairs marked on the contact map as lines between "
+            "their C-beta atoms (green: a contact in the structure, dashed vermillion: none). Hover a residue or "
+            "a line for what it is; drag to turn, scroll to zoom."
+        )
+        molecule_view.molecule_view(scene, key="structure_viewer")
+        row = st.container(horizontal=True)
+    else:  # the viewer's script is missing: the C-alpha trace, on the same colours
+        fig = structure_trace_3d(alignment, values, label, title, signed=spec.signed, first=first)
+        st.caption("C-alpha trace (the molecular viewer's script is missing from this installation); hover a "
+                   "residue for its number in the file, its name, its position and the value. Grey: no value.")
+        row = show_figure(fig, "structure_3d", f"{file_stem}_{track}_3d")
+    scale = spec.pdb_scale
+    with row:
         problem = pdb_export_problem(parsed, alignment, values, label, scale)
         if problem:
             st.caption(plain(f"No PDB download: {problem}"))
@@ -147,20 +169,25 @@ def main(ctx: PageContext) -> None:
     structures.source_panel()
     held = structures.held()
     if held is None:
-        st.info("Upload a PDB or mmCIF file of this protein (or download one) to compare it with the predictions.")
+        if not st.session_state.get(structures.PROBLEM):  # after a refusal, its message says what to do
+            st.info("Upload a PDB or mmCIF file of this protein (or download one) to compare it with the predictions.")
         return
     parsed, key, origin = held
-    st.caption(plain(f"Shown: {parsed.name}, {origin} ({parsed.file_format}, {counted(parsed.n_models, 'model')})"))
+    note = structures.link_note()
+    st.session_state[LINK_NOTE] = note  # the share panel says it too
+    st.caption(plain(f"Shown: {parsed.name}, {origin} ({parsed.file_format}, {counted(parsed.n_models, 'model')}). "
+                     f"{note}"))
     alignment = chain_and_alignment(parsed, key, seq)
     if alignment is None:
         return
     file_stem = f"{stem}_{safe_name(parsed.name.split('.')[0])}_{alignment.chain_id}"
     # Long sequences go through the server's heavy-job queue; a full queue is a warning here.
     contacts = results.heavy(results.contacts, model, seq, what="the contact map")  # (L, L)
+    top = None
     if contacts is not None:
         structures.remember_contacts(model, seq, contacts)
-        precision_section(alignment, contacts, record, seq, file_stem)
-    view_3d(ctx, parsed, alignment, contacts, file_stem)
+        top = precision_section(alignment, contacts, record, seq, file_stem, ctx.first)
+    view_3d(ctx, parsed, alignment, contacts, top, file_stem)
 
 
 if __name__ == "__main__":  # run by app.py (context.serve), with this rerun's context

@@ -97,7 +97,7 @@ def test_every_option_survives_a_round_trip():
         "pos": 12, "k": 20, "scan": "masked", "elayer": 0, "dims": "3", "colour": "class",
         "alayer": 33, "head": 20, "apc": False, "special": True, "first": -12, "win": 1501, "range": (1, 1),
         "schain": "AB1", "smodel": 3, "srange": "long", "scut": "L/5", "strack": "attention", "saa": "W",
-        "sres": 17, "slayer": 0, "shead": 2, "spc": 3, "sscore": "masked-marginals",
+        "sres": 17, "slayer": 0, "shead": 2, "spc": 3, "sscore": "masked-marginals", "sid": "1GBT",
         "smap": "umap", "slabels": False, "dna": True,
         "vinput": "dms", "vstrategy": "pll", "muts": "E6V\nK17E:E6V, p.(Glu6Val)", "mlong": True, "vmap": "masked",
         "veffect": "below", "vfrom": 3, "vto": 70, "singles": True, "dmswt": "record",

@@ -6,6 +6,8 @@ track choices, downloads, links, hosted mode and the error paths."""
 from __future__ import annotations
 
 import http.server
+import io
+import json
 import socket
 import threading
 
@@ -45,6 +47,30 @@ def upload(at: AppTest, name: str, data: bytes | None = None) -> AppTest:
     return at.run()
 
 
+def scene(at: AppTest) -> dict | None:
+    """What the page handed the molecular viewer (``scene.MolecularScene.as_args``), or None."""
+    found = [e for e in at.get("component_instance") if "flamino_molecule" in e.proto.component_name]
+    return json.loads(found[0].proto.json_args)["scene"] if found else None
+
+
+def viewer_title(at: AppTest) -> str:
+    """The 3D view's title, the bold line above the viewer."""
+    bold = [unescaped(m.value)[2:-2] for m in at.markdown if m.value.startswith("**Chain ")]
+    return bold[0] if bold else ""
+
+
+def viewer_values(at: AppTest) -> list[float | None]:
+    return [r["value"] for r in scene(at)["residues"]]
+
+
+def model_bfactors(model_text: str, chain: str) -> dict[int, set[float]]:
+    """Residue number -> the B-factors of its atoms in the model text the viewer was handed."""
+    from Bio.PDB import PDBParser
+
+    structure = PDBParser(QUIET=True).get_structure("viewer", io.StringIO(model_text))
+    return {r.id[1]: {a.get_bfactor() for a in r} for r in structure[0][chain]}
+
+
 def engine_outputs(model: str, sequence: str):
     """The engine run with the options the page's cached results use (so the same numbers)."""
     engine = Engine(load_weights(model))
@@ -73,18 +99,27 @@ def test_upload_shows_what_was_read_the_precision_table_the_map_and_the_3d_view(
             for row in table.drop(columns="model").to_dict("records")]
     check_rows(rows, contacts, ABETA_XYZ, "abeta42", "A", identity=1.0, coverage=26 / 42)
 
-    contact_map, trace = figures(at)
+    (contact_map,) = figures(at)  # the 3D view is the molecular viewer, not a plotly chart
     marks = [t for t in contact_map["data"] if t["type"] == "scatter"]
     all_l = table[(table["range"] == "all") & (table["cutoff"] == "L")].iloc[0]
     assert sum(len(values(t["x"])) for t in marks) == all_l["n_pairs"] == 42
     assert "top L all-range pairs marked" in titles(at)[0]
 
-    line, coloured = trace["data"]  # every residue of chain A is aligned: no grey trace
+    view = scene(at)
+    assert view["chain"] == "A" and view["format"] == "pdb" and viewer_title(at) == "Chain A of 2BEG.pdb: entropy (bits)"
     residues = read_reference(STRUCTURES / "2BEG.pdb", "A")
-    np.testing.assert_allclose(np.array(values(coloured["x"])), [r.atoms["CA"][0] for r in residues], atol=1e-3)
+    assert [r["key"] for r in view["residues"]] == [f"A|{r.label}|" for r in residues]
     # Residue k of the chain is Aβ position 17 + k; float32 logits, so 1e-5 bits.
-    np.testing.assert_allclose(values(coloured["marker"]["color"]), entropy_bits(logits)[16:], atol=1e-5)
-    assert coloured["text"][0].startswith("A 17 LEU<br>position 17 (L)<br>entropy (bits) = ")
+    assert [r["position"] for r in view["residues"]] == list(range(17, 43))
+    np.testing.assert_allclose(viewer_values(at), entropy_bits(logits)[16:], atol=1e-5)
+    # The model the viewer draws carries the same values in its B-factor column (two decimals).
+    bfactors = model_bfactors(view["model"], "A")
+    assert all(len(bfactors[17 + k]) == 1 for k in range(26))
+    np.testing.assert_allclose([bfactors[17 + k].pop() for k in range(26)], entropy_bits(logits)[16:], atol=0.0051)
+    assert set(model_bfactors(view["model"], "B")) == set(range(17, 43))  # the whole model travels
+    assert view["residues"][0]["text"].startswith("A 17 LEU · position 17 (L) · entropy (bits) = ")
+    # The top pairs of the map drawn in 3D, between the chain's contact atoms.
+    assert len(view["contacts"]) == 42 and {c["contact"] for c in view["contacts"]} <= {True, False}
     downloads = {b.proto.label for b in at.get("download_button")}
     assert {"Precision (CSV)", "Structure with entropy as B-factors (PDB)", "Figure (HTML)"} <= downloads
 
@@ -114,11 +149,11 @@ def test_tracks_and_their_choices_follow_the_widgets_and_a_link():
     at = upload(start(query), "2BEG.pdb")  # the link opens the Structure page
     assert_clean(at)
     assert unescaped(at.success[0].value).startswith("chain B:")
-    assert titles(at)[1] == "Chain B of 2BEG.pdb: attention from residue 20 (layer 1, head 2)"
+    assert viewer_title(at) == "Chain B of 2BEG.pdb: attention from residue 20 (layer 1, head 2)"
     engine = Engine(load_weights("random:tiny"))
     (out,) = engine.run([ABETA42], repr_layers=(), logits=False, attention_layers=(1,))
-    coloured = figures(at)[1]["data"][-1]
-    np.testing.assert_allclose(values(coloured["marker"]["color"]), out.attentions[0][1][20, 1:-1][16:], atol=1e-6)
+    np.testing.assert_allclose(viewer_values(at), out.attentions[0][1][20, 1:-1][16:], atol=1e-6)
+    assert scene(at)["chosen"]["key"] == "B|20|" and scene(at)["bfactor_scale"] == 100  # attention x100
     assert "Structure with attention as B-factors (PDB)" in {b.proto.label for b in at.get("download_button")}
 
     for track, title in [("mean-score", "mean substitution score, wt-marginals"),
@@ -126,10 +161,14 @@ def test_tracks_and_their_choices_follow_the_widgets_and_a_link():
                          ("contact-count", "predicted contacts"), ("pca", "PC1 of layer 1")]:  # the link's layer
         at.selectbox(key="_w_strack").set_value(track).run()
         assert_clean(at)
-        assert titles(at)[1].endswith(title), track
+        assert viewer_title(at).endswith(title), track
+        legend = scene(at)["legend"]  # scores and components around 0: red-blue centred on 0
+        assert legend["signed"] == (track != "contact-count"), track
+        if legend["signed"]:
+            assert legend["low"] == -legend["high"] and legend["stops"][5] == "#f7f7f7", track  # RdBu's white middle
     at.selectbox(key="_w_slayer").set_value(0).run()
     at.number_input(key="_w_spc").set_value(2).run()
-    assert titles(at)[1].endswith("PC2 of layer 0")
+    assert viewer_title(at).endswith("PC2 of layer 0")
 
 
 def test_attention_comes_from_a_residue_in_the_records_own_numbering():
@@ -144,13 +183,20 @@ def test_attention_comes_from_a_residue_in_the_records_own_numbering():
     assert widget.label == "From residue (672–713)" and widget.value == 672  # position 1
     widget.set_value(691).run()
     assert_clean(at)
-    assert titles(at)[1] == "Chain A of 2BEG.pdb: attention from residue 691 (layer 1, head 2)"
+    assert viewer_title(at) == "Chain A of 2BEG.pdb: attention from residue 691 (layer 1, head 2)"
     assert at.session_state["sres"] == 20  # the position, as links carry it
     engine = Engine(load_weights("random:tiny"))
     (out,) = engine.run([ABETA42], repr_layers=(), logits=False, attention_layers=(1,))
-    coloured = figures(at)[1]["data"][-1]
     # Token 20 is position 20 (token 0 is <cls>); chain A of 2BEG holds positions 17-42.
-    np.testing.assert_allclose(values(coloured["marker"]["color"]), out.attentions[0][1][20, 1:-1][16:], atol=1e-6)
+    np.testing.assert_allclose(viewer_values(at), out.attentions[0][1][20, 1:-1][16:], atol=1e-6)
+    # Hover text and the contact map use the record's numbering too (issue 24: it read 1-42).
+    assert scene(at)["residues"][0]["text"].startswith("A 17 LEU · position 688 (L)")
+    (contact_map,) = figures(at)
+    assert contact_map["layout"]["xaxis"]["range"] == [671.5, 713.5]
+    marks = [t for t in contact_map["data"] if t["type"] == "scatter"]
+    assert min(min(values(t["x"])) for t in marks if len(values(t["x"]))) >= 672
+    heatmap = next(t for t in contact_map["data"] if t["type"] == "heatmap")
+    assert values(heatmap["x"])[0] == 672 and values(heatmap["x"])[-1] == 713
 
 
 def test_several_models_in_the_file():
@@ -166,9 +212,11 @@ def test_several_models_in_the_file():
     assert picker.options == ["model 1", "model 2"] and picker.value == 0
     picker.set_value(1).run()
     assert_clean(at)
-    coloured = figures(at)[1]["data"][-1]
+    from Bio.PDB import PDBParser
+
+    drawn = PDBParser(QUIET=True).get_structure("v", io.StringIO(scene(at)["model"]))[0]["A"]
     chain_b = read_reference(STRUCTURES / "2BEG.pdb", "B")
-    np.testing.assert_allclose(values(coloured["x"]), [r.atoms["CA"][0] for r in chain_b], atol=1e-3)
+    np.testing.assert_allclose([r["CA"].coord for r in drawn], [r.atoms["CA"] for r in chain_b], atol=1e-3)
 
 
 @pytest.mark.parametrize(
@@ -184,7 +232,7 @@ def test_files_that_cannot_be_compared_are_messages_not_tracebacks(name, data, m
     at = upload(structure_page(), name, data)
     assert not at.exception
     assert any(message in unescaped(e.value) for e in at.error), [e.value for e in at.error]
-    assert not figures(at) and not at.dataframe
+    assert not figures(at) and not at.dataframe and scene(at) is None
 
 
 def _closed_port() -> int:
@@ -213,7 +261,14 @@ def test_download_by_pdb_id_and_the_offline_message(monkeypatch):
         at.text_input(key="_w_structure_fetch_id").input("not an id").run()
         next(b for b in at.button if b.label == "Download").click().run()
         assert any("neither a PDB id" in unescaped(e.value) for e in at.error)
-        assert len(figures(at)) == 2  # the structure downloaded before is still shown
+        assert len(figures(at)) == 1 and scene(at)  # the structure downloaded before is still shown
+        # A downloaded structure travels in the link by its id and is downloaded again on opening it.
+        assert at.session_state["sid"] == "1A7G"
+        assert any("carries the structure's id (1A7G)" in unescaped(c.value) for c in at.caption)
+        linked = start({"seq": sequence, "page": "structure", "sid": "1A7G"})
+        assert_clean(linked)
+        assert unescaped(linked.success[0].value).startswith("chain E: 82 residues, 82 aligned, identity 100.0%")
+        assert any("PDB entry 1A7G (RCSB)" in unescaped(c.value) for c in linked.caption)
     finally:
         httpd.shutdown()
         httpd.server_close()
@@ -225,7 +280,7 @@ def test_a_local_path_opens_here_and_never_in_hosted_mode(monkeypatch):
     at.text_input(key="_w_structure_path").input(str(STRUCTURES / "2BEG.pdb")).run()
     next(b for b in at.button if b.label == "Open").click().run()
     assert_clean(at)
-    assert len(figures(at)) == 2
+    assert len(figures(at)) == 1 and scene(at)
 
     monkeypatch.setenv("FLAMINO_HOSTED", "1")
     at = structure_page()
@@ -251,7 +306,7 @@ def test_every_widget_of_the_page_is_kept():
     open_page(at, "input")
     open_page(at, "structure")  # the structure and the selections survive a page switch
     assert_clean(at)
-    assert at.selectbox(key="_w_strack").value == "pca" and len(figures(at)) == 2
+    assert at.selectbox(key="_w_strack").value == "pca" and len(figures(at)) == 1 and scene(at)
 
 
 def test_without_input_the_page_points_to_the_input_page():
@@ -276,8 +331,34 @@ def test_a_full_heavy_queue_leaves_the_rest_of_the_page(monkeypatch):
         upload(at, "1GBT.cif")
         assert not at.exception and not at.error
         assert any("contact map was not computed" in w.value for w in at.warning)
-        assert not at.dataframe and titles(at) == ["Chain A of 1GBT.cif: entropy (bits)"]
+        assert not at.dataframe and not figures(at) and viewer_title(at) == "Chain A of 1GBT.cif: entropy (bits)"
         assert unescaped(at.success[0].value).endswith("identity 100.0%, coverage 50.0% of the sequence")
     at.run()
     assert_clean(at)
-    assert len(at.dataframe[0].value) == 12 and len(figures(at)) == 2
+    assert len(at.dataframe[0].value) == 12 and len(figures(at)) == 1 and scene(at)["contacts"]
+
+
+def test_hosted_upload_limit_is_said_before_and_a_refusal_in_words_after(monkeypatch):
+    """Issue 24: a file over a hosted server's limit got only a red icon on its chip. The label
+    says the limit (and that .gz is accepted) before; a file over it reaches the server (the
+    browser's cap is twice the limit) and is refused in words, without the "Upload a PDB" prompt."""
+    monkeypatch.setenv("FLAMINO_HOSTED", "1")
+    monkeypatch.setenv("FLAMINO_MAX_UPLOAD_BYTES", "100000")
+    at = structure_page()
+    (uploader,) = at.get("file_uploader")
+    assert "gzipped .gz accepted" in uploader.proto.label and "up to 0.1 MB per file on this server" in uploader.proto.label
+    size = (STRUCTURES / "2BEG.pdb").stat().st_size
+    assert 100_000 < size
+    upload(at, "2BEG.pdb")
+    assert not at.exception
+    assert any(f"2BEG.pdb is {size / 1e3:.1f} kB; this server accepts up to 100.0 kB" in unescaped(e.value)
+               for e in at.error), [e.value for e in at.error]
+    assert not any("Upload a PDB" in i.value for i in at.info) and scene(at) is None
+
+
+def test_an_uploaded_structure_is_said_not_to_travel_in_the_link():
+    at = upload(structure_page(), "2BEG.pdb")
+    assert_clean(at)
+    assert "sid" not in at.query_params
+    said = [unescaped(c.value) for c in at.caption if "does not carry the structure file" in c.value]
+    assert len(said) == 2  # on the page and in the share panel

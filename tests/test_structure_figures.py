@@ -145,3 +145,89 @@ def test_long_maps_are_drawn_in_blocks(gbt):
         expected_lower = levels[tile][below].max() if below.any() else np.nan
         np.testing.assert_equal([upper[r, c], lower[r, c]], [np.float32(expected_upper), expected_lower])
     assert np.array(fig.data[0].x)[:2].tolist() == [3.0, 8.0]  # block centres, 1-based positions
+
+
+# --- issue 24: one palette, the record's numbering, the molecular viewer's scene -----------------
+def test_contact_marks_are_not_blue_on_blue_nor_clipped_and_axes_use_the_records_numbering(gbt):
+    _, alignment = gbt
+    length = len(alignment.sequence)
+    rng = np.random.default_rng(1)
+    predicted = rng.random((length, length))
+    predicted = (predicted + predicted.T) / 2
+    top = top_predictions(predicted, true_contacts(alignment), "all", k=length)
+    fig = contact_comparison_map(predicted, true_contacts(alignment), top, first=151)
+    upper, _, hits, misses = fig.data
+    assert list(fig.layout.xaxis.range) == [150.5, 150.5 + length] and list(fig.layout.yaxis.range) == [150.5 + length, 150.5]
+    assert upper.x[0] == 151 and upper.x[-1] == 150 + length
+    np.testing.assert_array_equal(hits.x, top.j[top.is_contact] + 151)
+    np.testing.assert_array_equal(misses.y, top.i[~top.is_contact] + 151)
+    # The predicted map is Blues: a true-contact mark must not be a blue (its blue channel not the
+    # largest), and marks on the edge stay whole.
+    colour = hits.marker.color.lstrip("#")
+    r, g, b = (int(colour[k:k + 2], 16) for k in (0, 2, 4))
+    assert b < max(r, g) and hits.cliponaxis is False and misses.cliponaxis is False
+
+
+def test_signed_tracks_are_red_blue_around_zero_in_the_trace(gbt):
+    _, alignment = gbt
+    values = np.linspace(-3, 1, len(alignment.sequence))
+    fig = structure_trace_3d(alignment, values, "score", signed=True, first=20)
+    coloured = fig.data[-1]
+    assert coloured.marker.colorscale[0][1] == "rgb(103,0,31)"  # RdBu starts dark red
+    assert coloured.marker.cmin == -3 and coloured.marker.cmax == 3  # symmetric: white is 0
+    assert "position 25 (I)" in coloured.text[0]  # 0-based 5 (the chain's first residue), numbered from 20
+    sequential = structure_trace_3d(alignment, values, "entropy").data[-1]
+    assert sequential.marker.colorscale[0][1] == "#440154"  # Viridis
+
+
+def test_the_viewer_scene_holds_the_model_the_values_and_the_top_pairs(gbt):
+    """The scene the molecular viewer draws, checked against the structure read independently."""
+    import io
+
+    from Bio.PDB import PDBParser
+    from structure_reference import read_reference
+
+    from flamino_core.structure.scene import FALSE_POSITIVE, TRUE_POSITIVE, molecular_scene
+
+    parsed, alignment = gbt
+    length = len(alignment.sequence)
+    values = np.arange(length, dtype=float) / 10  # position p (0-based) has the value p / 10
+    rng = np.random.default_rng(2)
+    predicted = rng.random((length, length))
+    predicted = (predicted + predicted.T) / 2
+    truth = true_contacts(alignment)
+    top = top_predictions(predicted, truth, "long", k=length // 5)
+    scene = molecular_scene(parsed, alignment, values, "position / 10", first=1, chosen=5, top=top)
+    reference = [r for r in read_reference(STRUCTURES / "1GBT.cif", "A") if not r.hetero]  # the amino acids
+    # One entry per residue of the chain, keyed as 3Dmol.js reads a PDB (number, insertion code).
+    assert [r["key"] for r in scene.residues] == [f"A|{r.label[:-1]}|{r.label[-1]}" if r.label[-1].isalpha()
+                                                  else f"A|{r.label}|" for r in reference]
+    # The sequence is the chain's with 5 extra residues in front: residue k is position k + 6.
+    assert [r["position"] for r in scene.residues] == list(range(6, 6 + len(reference)))
+    np.testing.assert_allclose([r["value"] for r in scene.residues], np.arange(5, 5 + len(reference)) / 10)
+    assert scene.chosen["key"] == scene.residues[0]["key"]  # position 6 (0-based 5): the chain's first residue
+    # The model text is PDB with the values in the B-factor column, the whole model (ligands too).
+    model = PDBParser(QUIET=True).get_structure("m", io.StringIO(scene.model_text))[0]
+    drawn = [r for r in model["A"] if r.id[0] == " "]
+    np.testing.assert_allclose([next(iter(r)).get_bfactor() for r in drawn[:50]], np.arange(5, 55) / 10, atol=0.005)
+    assert any(r.id[0].startswith("H_") for r in model["A"])  # the ligand GBS, the ions
+    # Top pairs: between the two residues' contact atoms, coloured by the structure's verdict.
+    assert len(scene.contacts) == len(top)
+    for pair, i, j, hit in zip(scene.contacts, top.i, top.j, top.is_contact):
+        a, b = alignment.residue_at[i], alignment.residue_at[j]
+        np.testing.assert_allclose(pair["start"], alignment.chain.contact_xyz[a], atol=1e-3)
+        np.testing.assert_allclose(pair["end"], alignment.chain.contact_xyz[b], atol=1e-3)
+        assert pair["colour"] == (TRUE_POSITIVE if hit else FALSE_POSITIVE)
+        assert pair["text"].startswith(f"positions {i + 1}–{j + 1}: predicted p = ")
+    # Colours: Viridis from the lowest to the highest value of the track.
+    assert scene.scale.low == 0 and scene.scale.high == (length - 1) / 10
+    args = scene.as_args()
+    assert args["legend"]["stops"][0] == "#440154" and args["legend"]["stops"][-1] == "#fde725"
+
+
+def test_the_viewer_script_is_the_pinned_npm_release():
+    """3Dmol.js is served by the app from the repository: the file must be npm 3dmol 2.5.5 as pinned."""
+    from app_pages._ui import molecule_view
+
+    assert molecule_view.available()
+    assert molecule_view.vendor_digest() == molecule_view.VENDOR_SHA256

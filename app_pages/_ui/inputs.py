@@ -56,9 +56,20 @@ def input_limits() -> dict[str, int]:
 
 
 def upload_size_mb() -> int | None:
-    """The upload cap the browser enforces in hosted mode (whole MB); the server checks too."""
+    """The upload cap the browser enforces in hosted mode (whole MB): twice this server's limit.
+
+    The browser's own refusal is only a red icon on the file's chip, so a file a little over the
+    limit is let through to the server, whose check (``Limits.check_upload``) refuses it in words;
+    the labels say the limit before any upload (``upload_limit_words``).
+    """
     limit = current_limits().max_upload_bytes
-    return None if limit is None else max(1, math.ceil(limit / 1e6))
+    return None if limit is None else max(1, math.ceil(2 * limit / 1e6))
+
+
+def upload_limit_words() -> str:
+    """``; up to 1.0 MB per file on this server`` for an uploader's label, or "" without a limit."""
+    limit = current_limits().max_upload_bytes
+    return "" if limit is None else f"; up to {limit / 1e6:.1f} MB per file on this server"
 
 
 # Parsed inputs kept in memory: fewer on a shared server (fixed at import, like every cache).

@@ -27,6 +27,7 @@ MAX_LINK_CHARS = 8_000  # longer links are refused by some browsers and chat too
 LINK_PROBLEM = "_link_problem"  # a message for the next run, about the link the session came with
 LINK_PAGE = "_link_page"
 LINK_MODEL = "_link_model"  # what the link's model became: banner while the session uses another
+LINK_NOTE = "_link_note"  # set by the page on each run: what its link does not carry
 
 
 def init_session() -> None:
@@ -152,6 +153,8 @@ def publish_link(ctx: PageContext, slot) -> None:
     base = st.context.url or ""
     with slot.container(), st.expander("Share this view", icon=":material/link:"):
         st.caption("Opening this link reproduces the page, model, selections and input.")
+        if left_out := st.session_state.pop(LINK_NOTE, None):  # what a page's link leaves out (its upload)
+            st.caption(plain(left_out))
         st.code(f"{base}?{urllib.parse.urlencode(params)}", language=None, wrap_lines=True)
         if note:
             st.caption(note)

@@ -30,7 +30,7 @@ from flamino_core.structure.tracks import TRACKS, compute_track, track_label
 
 from . import results, scans
 from .byte_cache import ByteBudgetCache
-from .inputs import upload_size_mb
+from .inputs import upload_limit_words, upload_size_mb
 from .policy import current_limits, env_int, hosted_mode
 from .ranges import Shown
 from .widgets import kept_text_input, plain
@@ -41,6 +41,8 @@ PROBLEM = "_structure_problem"  # why the last upload / path / download gave no 
 UPLOAD = "_structure_upload"
 PATH = "structure_path"  # kept text inputs
 FETCH_ID = "structure_fetch_id"
+LINK_ID = "sid"  # the downloaded structure's id, which links carry (views.OPTIONS)
+LINK_ID_TRIED = "_sid_tried"  # the link's id was downloaded once (a failure is not retried on every run)
 SEEN_CONTACTS = "_structure_contacts"  # (model, sequence) -> (L, L) contacts, oldest first
 MAX_SEEN = 6  # contact maps kept per session: at 2,000 residues each is 16 MB
 
@@ -65,8 +67,11 @@ def _atoms(parsed: ParsedStructure) -> int:
     return sum(1 for _ in parsed.structure.get_atoms())
 
 
-def _hold(parsed: ParsedStructure, key: str, origin: str) -> None:
+def _hold(parsed: ParsedStructure, key: str, origin: str, link_id: str | None = None) -> None:
+    """Hold a structure; ``link_id``: the id a link can download it by again (None: an upload or a
+    path, which no link can carry)."""
     st.session_state[STRUCTURE] = (parsed, key, origin)
+    st.session_state[LINK_ID] = link_id
     st.session_state.pop(PROBLEM, None)
 
 
@@ -108,6 +113,7 @@ def open_path() -> None:
 def download(identifier: str) -> None:
     """Fetch a PDB entry (RCSB) or an AlphaFold DB model, with the core's timeout and size cap."""
     identifier = identifier.strip()
+    st.session_state[LINK_ID_TRIED] = identifier
     limit = current_limits().max_upload_bytes  # hosted: no larger than an upload may be
     cap = fetch.MAX_DOWNLOAD_BYTES if limit is None else min(limit, fetch.MAX_DOWNLOAD_BYTES)
     read_limits = current_limits().structure_limits()
@@ -115,27 +121,51 @@ def download(identifier: str) -> None:
         if fetch.PDB_ID.match(identifier):
             parsed = fetch.fetch_pdb(identifier, base_url=fetch.RCSB_URL, max_bytes=cap, read_limits=read_limits)
             origin = f"PDB entry {identifier.upper()} (RCSB)"
+            link_id = identifier.upper()
         elif fetch.UNIPROT_ACCESSION.match(identifier.upper()):
             parsed = fetch.fetch_alphafold(identifier, base_url=fetch.ALPHAFOLD_API, max_bytes=cap,
                                            read_limits=read_limits)
             origin = f"AlphaFold DB model of {identifier.upper()}"
+            link_id = identifier.upper()
         else:
             _refuse(f"{identifier!r} is neither a PDB id (like 1GBT) nor a UniProt accession (like P69905).")
             return
     except StructureError as err:  # FetchError: offline, not found, too large, not a structure
         _refuse(str(err))
         return
-    _hold(parsed, f"fetch:{uuid.uuid4().hex}", origin)
+    _hold(parsed, f"fetch:{uuid.uuid4().hex}", origin, link_id)
+
+
+def follow_link() -> None:
+    """A link made from a downloaded structure carries its id: download it again, once."""
+    ss = st.session_state
+    wanted = ss.get(LINK_ID)
+    if wanted and held() is None and ss.get(LINK_ID_TRIED) != wanted:
+        with st.spinner(f"Downloading {wanted}, the structure the link was made with…"):
+            download(wanted)
+        ss[LINK_ID] = wanted  # kept in the link while the download failed, so it can be tried again
+
+
+def link_note() -> str:
+    """What the share link does with the structure shown, for the share panel."""
+    found = held()
+    if found is None:
+        return ""
+    if st.session_state.get(LINK_ID):
+        return f"The link carries the structure's id ({st.session_state[LINK_ID]}): it is downloaded again when the link is opened."
+    return ("The link does not carry the structure file you uploaded: whoever opens it sees the page without "
+            "the structure and uploads the file again (the chain, track and other choices are kept).")
 
 
 def source_panel() -> None:
     """Upload, a path (not in hosted mode) and a download, side by side, and the last problem."""
+    follow_link()
     local = current_limits().allow_local_paths
     columns = st.columns(3 if local else 2, vertical_alignment="bottom")
     with columns[0]:
         # Any file type on purpose: the reader then says what a FASTA file or a PDF is.
         st.file_uploader(
-            "PDB or mmCIF file (optionally .gz)",
+            f"PDB or mmCIF file (gzipped .gz accepted){upload_limit_words()}",
             key=UPLOAD,
             on_change=take_upload,
             max_upload_size=upload_size_mb(),

@@ -207,6 +207,9 @@ STRUCTURE_OPTIONS = (
     ViewOption("shead", "structure", Integer(0, 1000), 0),  # attention; 0: the mean of all heads
     ViewOption("spc", "structure", Integer(1, 10), 1),  # pca component
     ViewOption("sscore", "structure", Choice({s: s for s in TRACK_SCORE_STRATEGIES}), "wt-marginals"),
+    # A structure downloaded by PDB id or UniProt accession (AlphaFold DB): downloaded again on
+    # opening the link. An uploaded file never travels (the page and the share panel say so).
+    ViewOption("sid", "structure", Word(r"[A-Za-z0-9_]{4,12}")),
 )
 MAX_LINK_MUTATIONS = 1_500  # characters of a mutation list a link carries
 VARIANT_STRATEGY_LABELS = {  # the keys are flamino_core.options.VARIANT_STRATEGIES

@@ -1,9 +1,9 @@
 """Plotly builders for the structure views: predicted vs true contacts, and a 3D C-alpha trace.
 
-Pure ``(arrays) -> go.Figure`` functions with no Streamlit, like ``figures.py``. The 3D view is
-a plain Plotly ``Scatter3d`` so it renders wherever plotly.js is served (the app bundles it;
-``figures.figure_html`` embeds it): no molecular-viewer script from a CDN. Residue names and
-chain ids come from the user's file and are HTML-escaped before they reach hover text.
+Pure ``(arrays) -> go.Figure`` functions with no Streamlit, like ``figures.py``. The app's 3D view
+is the molecular viewer (``scene.py``, 3Dmol.js); the C-alpha trace here is its fallback, a
+plain Plotly ``Scatter3d`` that renders wherever plotly.js is served. Residue names and chain ids
+come from the user's file and are HTML-escaped before they reach hover text.
 """
 
 from __future__ import annotations
@@ -20,8 +20,7 @@ from .align import ChainAlignment
 # Consecutive C-alpha atoms of a chain are 3.8 A apart (trans peptide; ~2.9 A cis). Farther
 # than this, residues are missing between them and the trace is broken rather than drawn across.
 CA_BREAK = 4.2
-TRUE_POSITIVE, FALSE_POSITIVE = "#1f77b4", "#d62728"
-NO_VALUE = "#bbbbbb"
+from .scene import FALSE_POSITIVE, NO_VALUE, TRUE_POSITIVE, colour_scale  # one palette for both views
 HOVER_WORDS_UP_TO = 400  # cells a side
 MAX_CELLS = 500  # heatmap cells a side; longer maps are drawn in blocks
 
@@ -32,18 +31,22 @@ def contact_comparison_map(
     top: TopPairs | None = None,
     title: str = "",
     max_cells: int = MAX_CELLS,
+    first: int = 1,
 ) -> go.Figure:
     """Predicted contacts above the diagonal, true contacts below, top predictions marked.
 
     Args:
       predicted: (L, L) predicted probabilities (NaN = not predicted, shown blank).
       contacts: (L, L) from ``contact_eval.true_contacts``: 1 contact, 0 none, NaN no structure.
-      top: the ranked pairs to mark (``contact_eval.top_predictions``), drawn as blue circles
-        (true contacts) and red crosses (false positives) on the predicted triangle.
+      top: the ranked pairs to mark (``contact_eval.top_predictions``), drawn as green circles
+        (true contacts) and vermillion crosses (false positives) on the predicted triangle, never
+        clipped at the map's edge.
       title: figure title (escaped).
       max_cells: longer sequences are drawn in k x k blocks holding each block's maximum (a
         block shows a contact if any pair in it is one), so the figure stays a few megabytes;
         the marks stay at their exact positions.
+      first: the number of the sequence's first residue: axes, hover and marks use the record's
+        own numbering (``SECY_CHLTR/73-433`` starts at 73), as on every other page.
     """
     predicted = np.asarray(predicted, dtype=np.float32)
     length = len(predicted)
@@ -55,7 +58,7 @@ def contact_comparison_map(
     if block > 1:
         upper, lower = _block_max(upper, block), _block_max(lower, block)
     # Cell centres in 1-based positions: position p for single cells, a block's middle otherwise.
-    centres = np.arange(len(upper)) * block + (block + 1) / 2
+    centres = np.arange(len(upper)) * block + (block + 1) / 2 + (first - 1)
     where = "positions %{y} – %{x}" if block == 1 else f"{block}×{block} block around %{{y:.0f}} – %{{x:.0f}}"
     fig = go.Figure()
     fig.add_trace(go.Heatmap(
@@ -77,13 +80,15 @@ def contact_comparison_map(
         ):
             pick = top.is_contact == is_contact
             fig.add_trace(go.Scatter(
-                x=top.j[pick] + 1, y=top.i[pick] + 1, mode="markers", name=f"{name} ({int(pick.sum())})",
-                marker={"color": colour, "symbol": symbol, "size": 7, "line": {"width": 1.5, "color": colour}},
+                x=top.j[pick] + first, y=top.i[pick] + first, mode="markers", name=f"{name} ({int(pick.sum())})",
+                marker={"color": colour, "symbol": symbol, "size": 8, "line": {"width": 2, "color": colour}},
+                cliponaxis=False,  # a mark on the first or last position stays whole
                 customdata=top.probability[pick],
                 hovertemplate="positions %{y} – %{x}<br>predicted p = %{customdata:.3f}<extra></extra>",
             ))
-    fig.update_xaxes(title="position (predicted above the diagonal)", range=[0.5, length + 0.5], constrain="domain")
-    fig.update_yaxes(title="position (structure below the diagonal)", range=[length + 0.5, 0.5], scaleanchor="x")
+    low, high = first - 0.5, first + length - 0.5
+    fig.update_xaxes(title="position (predicted above the diagonal)", range=[low, high], constrain="domain")
+    fig.update_yaxes(title="position (structure below the diagonal)", range=[high, low], scaleanchor="x")
     note = f" ({block}×{block} blocks, maximum shown)" if block > 1 else ""
     return _layout(
         fig, (escape(title) or "Predicted contacts vs the structure") + note, height=620,
@@ -117,9 +122,11 @@ def structure_trace_3d(
     values: np.ndarray,
     label: str,
     title: str = "",
-    colorscale: str = "Viridis",
+    signed: bool = False,
+    first: int = 1,
 ) -> go.Figure:
-    """The chain's C-alpha trace, residues coloured by a per-position track.
+    """The chain's C-alpha trace, residues coloured by a per-position track: the fallback of the
+    molecular viewer (``scene.py``), on the same colour scale.
 
     Args:
       alignment: the chain aligned to the sequence (gives coordinates and the residue of each
@@ -127,7 +134,8 @@ def structure_trace_3d(
       values: (L,) one value per sequence position; residues not aligned (or NaN) are grey.
       label: what the values are (colour-bar title and hover).
       title: figure title (escaped).
-      colorscale: any Plotly colour scale name.
+      signed: a quantity around 0 (scores, PCA): red-blue centred on 0, else Viridis.
+      first: the number of the sequence's first residue (positions in hover text).
 
     Hover shows the residue as the file numbers it (with insertion code), its name, the
     sequence position it is aligned to, and the value.
@@ -140,7 +148,7 @@ def structure_trace_3d(
     label_text = escape(label)
     hover = [
         f"{escape(chain.chain_id)} {escape(number)} {escape(name)}<br>"
-        + (f"position {p + 1} ({escape(alignment.sequence[p])})" if p >= 0 else "not aligned to the sequence")
+        + (f"position {p + first} ({escape(alignment.sequence[p])})" if p >= 0 else "not aligned to the sequence")
         + (f"<br>{label_text} = {value:.3g}" if np.isfinite(value) else "")
         for number, name, p, value in zip(chain.labels, chain.names, position_of, per_residue)
     ]
@@ -159,6 +167,7 @@ def structure_trace_3d(
         hoverinfo="skip", name="C-alpha trace", showlegend=False,
     ))
     has_value = np.isfinite(per_residue)
+    scale = colour_scale(values, signed)
     hover_array = np.array(hover, dtype=object)
     if (~has_value).any():
         fig.add_trace(go.Scatter3d(
@@ -169,7 +178,8 @@ def structure_trace_3d(
     if has_value.any():
         fig.add_trace(go.Scatter3d(
             x=xyz[has_value, 0], y=xyz[has_value, 1], z=xyz[has_value, 2], mode="markers",
-            marker={"size": 5, "color": per_residue[has_value], "colorscale": colorscale,
+            marker={"size": 5, "color": per_residue[has_value], "colorscale": scale.name, "cmin": scale.low,
+                    "cmax": scale.high,
                     "colorbar": {"title": {"text": label_text}}, "showscale": True},
             text=hover_array[has_value], hovertemplate="%{text}<extra></extra>", name=label_text,
         ))

@@ -28,6 +28,7 @@ class Track:
     params: tuple[str, ...] = ()  # extra choices: amino_acid, residue, head, component
     pdb_scale: float = 1.0  # multiplier for the PDB B-factor column (two decimals, -99.99..999.99)
     description: str = ""
+    signed: bool = False  # a quantity around 0 (scores, PCA): drawn red-blue, centred on 0
 
 
 TRACKS: dict[str, Track] = {
@@ -35,16 +36,16 @@ TRACKS: dict[str, Track] = {
     for track in (
         Track("entropy", "entropy (bits)", ("logits",),
               description="Shannon entropy of the predicted amino acids at each position (unmasked pass)"),
-        Track("mean-score", "mean substitution score", ("scores",),
+        Track("mean-score", "mean substitution score", ("scores",), signed=True,
               description="mean of log p(mt) - log p(wt) over the 19 substitutions at each position"),
-        Track("substitution", "substitution score", ("scores",), ("amino_acid",),
+        Track("substitution", "substitution score", ("scores",), ("amino_acid",), signed=True,
               description="log p(mt) - log p(wt) for one chosen amino acid at every position"),
         Track("contact-count", "predicted contacts", ("contacts",),
               description=f"partners with p(contact) >= {CONTACT_PROBABILITY} and separation >= {CONTACT_MIN_SEPARATION}"),
         Track("attention", "attention from residue", ("attention",), ("residue", "head"), pdb_scale=100.0,
               description="attention weights from one chosen residue to every residue, one layer, "
                           "one head or the mean of heads (x100 in the PDB B-factor column)"),
-        Track("pca", "PCA component", ("representations",), ("component",),
+        Track("pca", "PCA component", ("representations",), ("component",), signed=True,
               description="projection of each residue's representation on a principal component"),
     )
 }

@@ -1,0 +1,149 @@
+"""The molecular viewer and the DMS views in headless Chromium (``streamlit run app.py``,
+``random:tiny``): the viewer runs with every request that would leave the machine refused (and
+none is attempted), its colours and B-factors are read back from the page, hovering a residue
+names it and its value; the Structure and DMS views are photographed at 1400 x 1000.
+
+Screenshots go to ``test-artifacts/screenshots/``; with ``FLAMINO_DOCS_SCREENSHOTS=1`` they are
+also written to ``docs/screenshots/`` (the README shows them).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import numpy as np
+import pytest
+from test_browser import (  # noqa: F401  (browser, server: the fixtures)
+    CHROMIUM,
+    ROOT,
+    SCREENSHOTS,
+    TIMEOUT_MS,
+    _settle,
+    _wait_for_charts,
+    browser,
+    server,
+)
+from test_cli_contacts import entropy_bits
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs /usr/bin/chromium (apt-get install chromium)"),
+]
+STRUCTURES = ROOT.parent / "shared" / "structures"
+DMS = ROOT.parent / "shared" / "dms" / "A0A1I9GEU1_NEIME_Kennouche_2019.csv"
+ABETA42 = "DAEFRHDSGYEVHHQKLVFFAEDVGSNKGAIIGLMVGGVVIA"
+DOCS_SIZE = {"width": 1400, "height": 1000}
+
+
+def _photograph(page, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    page.screenshot(path=str(path))
+    if os.environ.get("FLAMINO_DOCS_SCREENSHOTS"):
+        (ROOT / "docs" / "screenshots").mkdir(exist_ok=True)
+        shutil.copy(path, ROOT / "docs" / "screenshots" / f"{name}.png")
+
+
+def _offline_page(browser, server):
+    """A 1400 x 1000 page whose requests to anywhere but the app's server are refused and listed."""
+    page = browser.new_context(viewport=DOCS_SIZE).new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    outside: list[str] = []
+
+    def refuse(route):
+        outside.append(route.request.url)
+        route.abort()
+
+    # Only outside requests are routed: the app's own (uploads included) go straight through.
+    page.route(lambda url: not url.startswith(server.url), refuse)
+    return page, outside
+
+
+def _viewer_frame(page):
+    """The molecular viewer's frame, once it has drawn its scene."""
+    page.wait_for_selector('iframe[src*="flamino_molecule"]', timeout=3 * TIMEOUT_MS)
+    frame = next(f for f in page.frames if "flamino_molecule" in f.url)
+    frame.wait_for_function("document.body.dataset.drawn", timeout=TIMEOUT_MS)
+    return frame
+
+
+def test_the_molecular_viewer_draws_offline_coloured_by_the_track_with_hover(server, browser):
+    structure = STRUCTURES / "2BEG.pdb"
+    if not structure.exists():
+        pytest.skip(f"real structure not found at {structure}")
+    from flamino_core.engine import Engine
+    from flamino_core.weights import load_weights
+
+    page, outside = _offline_page(browser, server)
+    page.goto(f"{server.url}/?page=structure&seq={ABETA42}")
+    page.get_by_role("heading", name="Structure", exact=True).wait_for()
+    page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(structure))
+    frame = _viewer_frame(page)
+    assert frame.evaluate("document.body.dataset.drawn") == "26"  # chain A's residues, no error
+    assert frame.evaluate("document.getElementById('problem').textContent") == ""
+
+    # What 3Dmol.js itself read: one B-factor per residue, the entropy of its position computed
+    # here from the engine (independently of the page); two decimals in the PDB column.
+    (out,) = Engine(load_weights("random:tiny")).run([ABETA42], repr_layers=(), logits=True)
+    expected = entropy_bits(out.logits)[16:]  # chain A holds positions 17-42
+    read = frame.evaluate("""() => { const out = [];
+        for (let r = 17; r <= 42; r++) out.push([...new Set(window.flamino.atomsOf('A', r).map(a => a.b))]);
+        return out; }""")
+    assert all(len(b) == 1 for b in read)
+    np.testing.assert_allclose([b[0] for b in read], expected, atol=0.0051)
+    # The colour each residue is drawn in (the cartoon's colour function on its C-alpha):
+    # Viridis, whose green channel rises with the value, so the greens rank as the entropies do.
+    colours = frame.evaluate("() => { const out = []; for (let r = 17; r <= 42; r++) "
+                             "out.push(window.flamino.drawnColour('A', r)); return out; }")
+    greens = [int(c[3:5], 16) for c in colours]
+    order = np.argsort(expected)
+    assert all(np.diff(np.array(greens)[order]) >= 0), (colours, expected)
+    assert greens[order[0]] < greens[order[-1]]
+    assert frame.evaluate("window.flamino.drawnColour('B', 17)") == "#d0d0d0"  # another chain: grey
+
+    # Hovering residue 30's C-alpha names it and its value.
+    page.locator('iframe[src*="flamino_molecule"]').scroll_into_view_if_needed()
+    page.wait_for_timeout(500)
+    x, y = frame.evaluate("""() => { const a = window.flamino.atomsOf('A', 30).find(x => x.atom === 'CA');
+        const s = window.flamino.viewer.modelToScreen({x: a.x, y: a.y, z: a.z}); return [s.x, s.y]; }""")
+    box = page.locator('iframe[src*="flamino_molecule"]').bounding_box()
+    for dx in (0, 1):  # a second move: 3Dmol.js names what stays under the pointer
+        page.mouse.move(box["x"] + x + dx, box["y"] + y)
+        page.wait_for_timeout(400)
+    frame.wait_for_function("document.getElementById('status').textContent.startsWith('A 30 ALA')")
+    status = frame.evaluate("document.getElementById('status').textContent")
+    assert status == f"A 30 ALA · position 30 (A) · entropy (bits) = {expected[13]:.3g}"
+
+    # The top L pairs of the contact map are drawn (42 judged pairs; the key counts them).
+    keys = frame.evaluate("document.getElementById('keys').textContent")
+    drawn = frame.evaluate("window.flamino.scene.contacts.length")
+    assert drawn == 42 and "top predicted pair" in keys
+    page.get_by_role("heading", name="The structure in 3D").evaluate("e => e.scrollIntoView({block: 'start'})")
+    page.wait_for_timeout(800)
+    _photograph(page, "structure")
+    assert outside == []
+    page.context.close()
+
+
+def test_the_dms_view_photographed(server, browser):
+    if not DMS.exists():
+        pytest.skip(f"real DMS table not found at {DMS}")
+    page, outside = _offline_page(browser, server)
+    page.goto(f"{server.url}/?page=variants&vinput=dms&vstrategy=wt-marginals&seq={ABETA42}")
+    page.get_by_role("heading", name="Variant effects", exact=True).wait_for()
+    page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(DMS))
+    page.get_by_text("Spearman ρ").first.wait_for(timeout=3 * TIMEOUT_MS)
+    _wait_for_charts(page, 1)
+    page.get_by_role("tab", name="Side by side, per position").click()
+    _settle(page)
+    _wait_for_charts(page, 2)
+    page.get_by_role("tab", name="Side by side, per position").evaluate("e => e.scrollIntoView({block: 'start'})")
+    page.wait_for_timeout(800)
+    _photograph(page, "dms")
+    page.get_by_role("tab", name="Model vs experiment").click()
+    page.get_by_role("tab", name="Model vs experiment").evaluate("e => e.scrollIntoView({block: 'start'})")
+    page.wait_for_timeout(800)
+    _photograph(page, "dms-scatter")
+    assert outside == []
+    page.context.close()
