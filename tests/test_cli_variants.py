@@ -266,8 +266,8 @@ def test_dms_on_the_real_assay_scores_and_metrics(checkpoint, assay, tmp_path, c
 
     metrics = json.loads(metrics_path.read_text())
     assert list(metrics) == ["spearman", "auc", "mcc", "ndcg", "top10_recall", "n_scored", "n_skipped",
-                             "model", "strategy"]
-    assert metrics["n_scored"] == 922 and metrics["n_skipped"] == 0
+                             "n_excluded", "model", "strategy"]
+    assert metrics["n_scored"] == 922 and metrics["n_skipped"] == 0 and metrics["n_excluded"] == 0
     assert metrics["model"] == directory and metrics["strategy"] == "masked-marginals"
     true = np.array([float(r["DMS_score"]) for r in rows])
     pred = np.array([float(r["score"]) for r in rows])  # as written (6 digits): ties as the reader sees them
@@ -315,7 +315,8 @@ def test_dms_derived_wild_type_offset_and_singles_only(checkpoint, assay, tmp_pa
     assert main(["dms", str(table), "--sequence", str(fasta), "--singles-only", "-m", directory,
                  "-o", str(derived), "--metrics", str(metrics_path)]) == 0
     metrics = json.loads(metrics_path.read_text())
-    assert metrics["n_scored"] == 20 and metrics["n_skipped"] == 4
+    # --singles-only: the 2 usable multi-mutants are excluded by choice, the 2 bad rows skipped
+    assert metrics["n_scored"] == 20 and metrics["n_skipped"] == 2 and metrics["n_excluded"] == 2
     single_rows = rows[:20]
     true = np.array([float(r["DMS_score"]) for r in single_rows])
     pred = np.array([float(r["score"]) for r in single_rows])

@@ -119,10 +119,18 @@ def test_real_assay_scored_end_to_end(assay, engine):
     assert sum(len(t.x) for t in fig.data) == 922
     heat = dms_heatmaps(scored)
     experiment, model = [t for t in heat.data if t.type == "heatmap"]
-    row = list(experiment.y).index("F1")
-    assert experiment.z[row][list(experiment.x).index("I")] == frame.DMS_score[frame.mutant == "F1I"].item()
-    assert model.z[row][list(model.x).index("I")] == frame.score[frame.mutant == "F1I"].item()
-    assert list(experiment.y) == list(model.y) and len(experiment.y) == len(wild_type)
+    # Laid out as the Masked predictions map: positions across (x), mutants down (y).
+    column = list(experiment.x).index("F1")
+    assert experiment.z[list(experiment.y).index("I")][column] == frame.DMS_score[frame.mutant == "F1I"].item()
+    assert model.z[list(model.y).index("I")][column] == frame.score[frame.mutant == "F1I"].item()
+    assert list(experiment.x) == list(model.x) and len(experiment.x) == len(wild_type)
+    assert list(experiment.y) == list("ACDEFGHIKLMNPQRSTVWY")
+    # White means "like the wild type" in both: 0 for the model; this assay has no synonymous
+    # rows, so 0 for the experiment too (said in the panel's title), each range symmetric.
+    assert model.zmid == 0 and experiment.zmid == 0 and experiment.zmin == -experiment.zmax
+    assert abs(experiment.zmax) == np.nanmax(np.abs(frame.DMS_score))
+    assert "no synonymous rows" in heat.layout.annotations[0].text
+    assert heat.layout.height >= 800  # two full-width panels, not 160 px
 
 
 # --- a small multi-mutant table, built by hand -------------------------------------------------------
@@ -173,14 +181,22 @@ def test_small_multi_mutant_table(engine):
     used = (frame.status == "ok") & frame.DMS_score.notna() & ~frame.index.isin([15])  # 15: the second V2A
     assert list(np.flatnonzero(scored.in_metrics)) == list(np.flatnonzero(used))
     metrics = dms_metrics(scored, model="m")
-    assert metrics["n_scored"] == 15 and metrics["n_skipped"] == 5
+    assert metrics["n_scored"] == 15 and metrics["n_skipped"] == 5 and metrics["n_excluded"] == 0
     assert_metrics_match(metrics, reference_metrics(frame.DMS_score[used], frame.score[used], frame.DMS_score_bin[used]))
+
+    # The scatter tells singles (circles) from multi-mutants (diamonds), each trace one kind.
+    scatter = dms_scatter(scored, metrics)
+    shapes = {t.marker.symbol: sum(len(x.x) for x in scatter.data if x.marker.symbol == t.marker.symbol)
+              for t in scatter.data}
+    assert shapes == {"circle": 11, "diamond": 4}
+    assert all(("multi-mutant" in t.name) == (t.marker.symbol == "diamond") for t in scatter.data)
 
     singles = dms_metrics(scored, model="m", singles_only=True)
     only = used & (frame.mutant.str.count(":") == 0)
-    assert singles["n_scored"] == 11 and singles["n_skipped"] == 9
+    # The 4 usable multi-mutants are excluded by choice, not skipped (issue 24).
+    assert singles["n_scored"] == 11 and singles["n_skipped"] == 5 and singles["n_excluded"] == 4
     assert list(singles) == ["spearman", "auc", "mcc", "ndcg", "top10_recall", "n_scored", "n_skipped",
-                             "model", "strategy"]  # the metrics JSON's keys, exactly
+                             "n_excluded", "model", "strategy"]  # the metrics JSON's keys, exactly
     assert_metrics_match(singles, reference_metrics(frame.DMS_score[only], frame.score[only], frame.DMS_score_bin[only]))
 
     joint = score_dms(engine, dms, "joint-masked")
@@ -306,3 +322,20 @@ def test_any_table_is_read_or_refused_with_a_reason(text, wild_type):
         return
     assert len(dms.frame) > 0 and dms.wild_type
     assert all(isinstance(issue, str) and issue for issue in dms.issues)
+
+
+def test_the_experiment_map_is_white_at_the_median_of_synonymous_rows(engine):
+    """Issue 24: the experiment's colours were centred nowhere in particular (white at about
+    -1.5). With synonymous rows (the wild type measured through the assay) their median is white."""
+    from flamino_core.variants.figures import experiment_neutral
+
+    text = small_table() + f"V2V,0.3,1,{HBB}\nH3H,0.7,1,{HBB}\nT5T,0.4,1,{HBB}\n"
+    scored = score_dms(engine, parse_dms(text, wild_type=HBB), "wt-marginals")
+    synonymous = scored.frame[scored.frame.mutant.isin(["V2V", "H3H", "T5T"])]
+    assert synonymous.status.str.contains("synonymous").all()  # not scored, but measured
+    assert experiment_neutral(scored)[0] == pytest.approx(0.4)  # the median of 0.3, 0.7, 0.4
+    heat = dms_heatmaps(scored)
+    experiment, model = [t for t in heat.data if t.type == "heatmap"]
+    assert experiment.zmid == pytest.approx(0.4) and model.zmid == 0
+    assert experiment.zmax - 0.4 == pytest.approx(0.4 - experiment.zmin)
+    assert "median of 3 synonymous rows" in heat.layout.annotations[0].text

@@ -188,6 +188,7 @@ def add_parsers(sub) -> None:
     dms.add_argument("-m", "--model", help=MODEL_HELP)
     dms.add_argument("-o", "--output", required=True, help="output .csv: every input column plus score and status")
     dms.add_argument("--metrics", required=True, metavar="METRICS.json",
-                     help="output .json: spearman, auc, mcc, ndcg, top10_recall, n_scored, n_skipped, model, strategy")
+                     help="output .json: spearman, auc, mcc, ndcg, top10_recall, n_scored, n_skipped, n_excluded, model, "
+                          "strategy")
     dms.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
     dms.set_defaults(call=cmd_dms)

@@ -34,12 +34,18 @@ def _statistics_line(metrics: dict) -> str:
     names = [("spearman", "Spearman ρ"), ("auc", "AUC"), ("mcc", "MCC"), ("ndcg", "NDCG"),
              ("top10_recall", "top-10% recall")]
     parts = [f"{label} {metrics[key]:.3f}" for key, label in names if metrics.get(key) is not None]
-    parts.append(f"n = {metrics.get('n_scored', 0):,} ({metrics.get('n_skipped', 0):,} skipped)")
+    left_out = [f"{metrics.get('n_skipped', 0):,} skipped"]
+    if metrics.get("n_excluded"):
+        left_out.append(f"{metrics['n_excluded']:,} multi-mutants excluded")
+    parts.append(f"n = {metrics.get('n_scored', 0):,} ({', '.join(left_out)})")
     return " · ".join(parts)
 
 
 def dms_scatter(scores: DmsScores, metrics: dict, singles_only: bool = False) -> go.Figure:
     """Model score (x) against DMS_score (y) for the rows the statistics use; statistics in the title.
+
+    Colour: the assay's fit / not fit bin; symbol: single substitutions (circles) or
+    multi-mutants (diamonds), so the two can be told apart.
 
     Args:
       scores: from ``dms.score_dms``.
@@ -48,20 +54,24 @@ def dms_scatter(scores: DmsScores, metrics: dict, singles_only: bool = False) ->
     """
     used = scores.rows_used(singles_only)
     frame = scores.frame[used]
+    mutations = scores.n_mutations[used]
     bins = frame["DMS_score_bin"] if scores.dms.has_bins else pd.Series(np.nan, index=frame.index)
     kind = go.Scattergl if len(frame) > MANY_POINTS else go.Scatter
     fig = go.Figure()
     groups = [(1, "fit (DMS_score_bin 1)"), (0, "not fit (DMS_score_bin 0)"), (None, "no DMS_score_bin")]
     for value, name in groups:
-        part = frame[bins.isna()] if value is None else frame[bins == value]
-        if part.empty:
-            continue
-        fig.add_trace(kind(
-            x=part["score"], y=part["DMS_score"], mode="markers", name=name,
-            text=[escape(m) for m in part["mutant"]],
-            marker={"size": 5, "opacity": 0.7, "color": FIT_COLOURS.get(value, "#777777")},
-            hovertemplate="%{text}<br>model %{x:.3f}<br>DMS %{y:.3f}<extra></extra>",
-        ))
+        for single, symbol, what in ((True, "circle", "single"), (False, "diamond", "multi-mutant")):
+            pick = (bins.isna() if value is None else bins == value).to_numpy() & ((mutations == 1) == single)
+            part = frame[pick]
+            if part.empty:
+                continue
+            fig.add_trace(kind(
+                x=part["score"], y=part["DMS_score"], mode="markers", name=f"{name}, {what}",
+                text=[escape(m) for m in part["mutant"]],
+                marker={"size": 5 if single else 7, "opacity": 0.7, "color": FIT_COLOURS.get(value, "#777777"),
+                        "symbol": symbol},
+                hovertemplate=f"%{{text}} ({what})<br>model %{{x:.3f}}<br>DMS %{{y:.3f}}<extra></extra>",
+            ))
     fig.update_xaxes(title=f"model score ({escape(scores.strategy)}, log p(mutant) − log p(wild type))")
     fig.update_yaxes(title="DMS_score (higher = fitter)")
     title = (f"Model vs experiment: {_statistics_line(metrics)}"
@@ -70,23 +80,44 @@ def dms_scatter(scores: DmsScores, metrics: dict, singles_only: bool = False) ->
     return _layout(fig, title, height=520, legend={"orientation": "h", "y": -0.15})
 
 
+def experiment_neutral(scores: DmsScores) -> tuple[float, str]:
+    """The DMS_score that means "like the wild type", for centring the experiment's colours.
+
+    The median DMS_score of the table's synonymous rows (the amino acid does not change: the
+    wild type measured through the assay) when it has any; else 0, which is wild-type-like for
+    the log-ratio / log-fitness scores most assays report (ProteinGym's included). Returns the
+    value and how it was chosen, for the figure to say.
+    """
+    frame = scores.frame
+    synonymous = frame["status"].astype(str).str.contains("synonymous", case=False, regex=False).to_numpy()
+    values = frame["DMS_score"].to_numpy(dtype=np.float64)[synonymous]
+    values = values[np.isfinite(values)]
+    if values.size:
+        return float(np.median(values)), f"white: {np.median(values):.3g}, the median of {values.size:,} synonymous rows"
+    return 0.0, "white: 0 (no synonymous rows: 0 taken as wild-type-like, as for log-fitness scores)"
+
+
 def _grid(scores: DmsScores, used: np.ndarray, column: str, first: int, last: int) -> np.ndarray:
-    """(positions first..last, 20) values of ``column`` for the single substitutions in ``used``."""
-    grid = np.full((last - first + 1, len(STANDARD_AMINO_ACIDS)), np.nan)
-    columns = {aa: j for j, aa in enumerate(STANDARD_AMINO_ACIDS)}
+    """(20, positions first..last) values of ``column`` for the single substitutions in ``used``."""
+    grid = np.full((len(STANDARD_AMINO_ACIDS), last - first + 1), np.nan)
+    rows = {aa: j for j, aa in enumerate(STANDARD_AMINO_ACIDS)}
     values = scores.frame[column].to_numpy(dtype=np.float64)
     for row in np.flatnonzero(used):
         mutant = scores.variants["variant"].iat[row]
         (position,) = scores.variants["positions"].iat[row]
-        grid[position - first, columns[mutant[-1]]] = values[row]
+        grid[rows[mutant[-1]], position - first] = values[row]
     return grid
 
 
 def dms_heatmaps(scores: DmsScores) -> go.Figure:
-    """Experiment and model side by side: position x amino-acid maps on the same axes.
+    """Experiment above, model below: position x amino-acid maps on the same axes, laid out as
+    the Masked predictions page's substitution map (positions across, mutants down).
 
-    Single substitutions only (a multi-mutant has no cell). Rows are the positions the assay
-    covers, in the user's numbering; the wild-type residue of each row is marked.
+    Single substitutions only (a multi-mutant has no cell). Columns are the positions the assay
+    covers, in the user's numbering; the wild-type residue of each column is marked. Each panel
+    is red-blue around its neutral value: 0 for the model (as likely as the wild type), the
+    wild-type-like DMS_score for the experiment (``experiment_neutral``), so white means the
+    same thing in both.
     """
     used = scores.rows_used(singles_only=True)
     dms = scores.dms
@@ -96,26 +127,29 @@ def dms_heatmaps(scores: DmsScores) -> go.Figure:
     first, last = min(positions), max(positions)
     labels = residue_labels(dms.wild_type[first - dms.offset:last - dms.offset + 1], first)
     aas = list(STANDARD_AMINO_ACIDS)
-    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.12,
-                        subplot_titles=("experiment: DMS_score", f"model: {escape(scores.strategy)} score"))
-    panels = [("DMS_score", "DMS", 0.44), ("score", "model", 1.0)]
-    for col, (column, name, bar_x) in enumerate(panels, start=1):
+    neutral, how = experiment_neutral(scores)
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.1, subplot_titles=(
+        f"experiment: DMS_score ({escape(how)})", f"model: {escape(scores.strategy)} score (white: 0, as likely as the wild type)"))
+    panels = [("DMS_score", "DMS", neutral, 0.79), ("score", "model", 0.0, 0.21)]
+    for row, (column, name, mid, bar_y) in enumerate(panels, start=1):
+        grid = _grid(scores, used, column, first, last)
+        finite = np.abs(grid[np.isfinite(grid)] - mid)
+        spread = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
         fig.add_trace(go.Heatmap(
-            z=_grid(scores, used, column, first, last), x=aas, y=labels, colorscale="RdBu",
-            zmid=0 if column == "score" else None,  # model scores: 0 = as likely as the wild type
-            colorbar={"title": {"text": name}, "x": bar_x, "len": 0.9},
-            hovertemplate=f"%{{y}} → %{{x}}<br>{name} %{{z:.3f}}<extra></extra>",
-        ), row=1, col=col)
+            z=grid, x=labels, y=aas, colorscale="RdBu", zmid=mid, zmin=mid - spread, zmax=mid + spread,
+            colorbar={"title": {"text": name}, "y": bar_y, "len": 0.42},
+            hovertemplate=f"%{{x}} → %{{y}}<br>{name} %{{z:.3f}}<extra></extra>",
+        ), row=row, col=1)
         wild = [(label, aa) for label, aa in zip(labels, dms.wild_type[first - dms.offset:]) if aa in aas]
         fig.add_trace(go.Scatter(
-            x=[aa for _, aa in wild], y=[label for label, _ in wild], mode="markers", name="wild type",
-            marker={"symbol": "circle", "size": 4, "color": "#444444"}, hoverinfo="skip", showlegend=col == 1,
-        ), row=1, col=col)
-    fig.update_xaxes(type="category", categoryorder="array", categoryarray=aas, title="mutant", matches="x")
-    fig.update_yaxes(type="category", autorange="reversed", categoryorder="array", categoryarray=labels)
-    fig.update_yaxes(title="position (wild type)", col=1)
+            x=[label for label, _ in wild], y=[aa for _, aa in wild], mode="markers", name="wild type",
+            marker={"symbol": "circle", "size": 4, "color": "#444444"}, hoverinfo="skip", showlegend=row == 1,
+        ), row=row, col=1)
+    fig.update_xaxes(type="category", categoryorder="array", categoryarray=labels)
+    fig.update_xaxes(title="position (wild type)", row=2, col=1)
+    fig.update_yaxes(type="category", autorange="reversed", categoryorder="array", categoryarray=aas, title="mutant")
     title = "Experiment and model, single substitutions<br><sup>red: low (less fit / less likely); blue: high</sup>"
-    fig = _layout(fig, title, height=int(np.clip(160 + 7 * len(labels), 450, 2400)),
+    fig = _layout(fig, title, height=900,
                   legend={"orientation": "h", "y": 1.0, "x": 1, "xanchor": "right", "yanchor": "bottom"})
     return fig.update_layout(margin={"t": 110})  # room for the title above the panel titles
 

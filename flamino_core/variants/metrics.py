@@ -41,7 +41,8 @@ from .dms import DmsScores
 _trapezoid = getattr(np, "trapezoid", None) or np.trapz  # numpy >= 2 / 1.x
 TOP_PERCENT = 10  # ProteinGym's top=10 (NDCG) and top_true=top_model=10 (recall)
 # The metrics JSON, in this order (the names users script against: keep them exactly).
-METRICS_KEYS = ("spearman", "auc", "mcc", "ndcg", "top10_recall", "n_scored", "n_skipped", "model", "strategy")
+METRICS_KEYS = ("spearman", "auc", "mcc", "ndcg", "top10_recall", "n_scored", "n_skipped", "n_excluded", "model",
+                "strategy")
 
 
 def agreement_metrics(dms_score, model_score, dms_score_bin=None) -> dict[str, float | None]:
@@ -131,17 +132,21 @@ def dms_metrics(scores: DmsScores, *, model: str, singles_only: bool = False) ->
     Args:
       scores: from ``dms.score_dms``.
       model: the model identifier, recorded as given.
-      singles_only: use single substitutions only (multi-mutant rows count as skipped).
+      singles_only: use single substitutions only (the usable multi-mutant rows count as
+        ``n_excluded``: left out by choice, not skipped).
 
     Returns:
       Exactly the keys of ``METRICS_KEYS``: ``spearman``, ``auc``, ``mcc``, ``ndcg``,
-      ``top10_recall`` (None where undefined), ``n_scored`` (rows used), ``n_skipped`` (the
-      other rows), ``model``, ``strategy``: what ``flamino dms --metrics`` writes.
+      ``top10_recall`` (None where undefined), ``n_scored`` (rows used), ``n_skipped`` (rows
+      that could not be used: not scored, no DMS_score, a repeated mutant), ``n_excluded``
+      (usable rows left out by ``singles_only``), ``model``, ``strategy``: what ``flamino dms
+      --metrics`` writes.
     """
     used = scores.rows_used(singles_only)
     frame = scores.frame
     bins = frame["DMS_score_bin"].to_numpy(dtype=np.float64)[used] if scores.dms.has_bins else None
     metrics = agreement_metrics(frame["DMS_score"].to_numpy(dtype=np.float64)[used],
                                 frame["score"].to_numpy(dtype=np.float64)[used], bins)
-    return {**metrics, "n_scored": int(used.sum()), "n_skipped": int(len(frame) - used.sum()),
-            "model": model, "strategy": scores.strategy}
+    usable = scores.rows_used(False)
+    return {**metrics, "n_scored": int(used.sum()), "n_skipped": int(len(frame) - usable.sum()),
+            "n_excluded": int(usable.sum() - used.sum()), "model": model, "strategy": scores.strategy}
