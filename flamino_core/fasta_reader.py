@@ -239,7 +239,17 @@ class _Reader:
         yield checked
 
     def _closing_issues(self) -> Iterator[InputIssue]:
-        if self.max_records is not None and self.seen > self.max_records:
+        over_count = self.max_records is not None and self.seen > self.max_records
+        if over_count and self.dropped:  # both limits: one message with the numbers, not two
+            yield InputIssue(
+                None,
+                f"the input has {self.seen:,} records; at most {self.max_records:,} records and "
+                f"{self.max_total:,} residues in total are analysed at a time: the first {self.kept:,} were "
+                f"analysed, {self.seen - self.max_records + self.dropped:,} dropped (from '{self.first_dropped}' on)",
+                "error",
+            )
+            return
+        if over_count:
             yield InputIssue(
                 None,
                 f"the input has {self.seen:,} records; only the first {self.max_records:,} "

@@ -544,8 +544,10 @@ def test_hosted_limits_are_explained_and_the_records_within_them_kept(hosted, mo
     assert not at.exception
     (error,) = at.error
     shown = unescaped(error.value)
-    assert "5 records; only the first 4 are analysed" in shown
-    assert "more than 300 residues in total" in shown and "from 'b' on" in shown
+    # Both limits reached: one message with the numbers and why (issue 24: it was two).
+    assert shown.count("the input has") == 1, shown
+    assert ("the input has 5 records; at most 4 records and 300 residues in total are analysed at a time: "
+            "the first 2 were analysed, 3 dropped (from 'b' on)") in shown
     # Over the per-record limit: kept, and analysed in a window of 100 residues (#14.2).
     warned = unescaped(" ".join(w.value for w in at.warning))
     assert "too_long: 152 residues, more than this server analyses at once (100)" in warned

@@ -559,3 +559,13 @@ def test_to_fasta_writes_what_biopython_writes_and_reads_back(name):
     assert parse_fasta_text(text).records == records
     bare = [ProteinRecord("seq", "", "MKV" * 30)]  # no description: no trailing space
     assert to_fasta(bare).splitlines() == [">seq", "MKV" * 20, "MKV" * 10]
+
+
+def test_both_record_limits_give_one_message_with_the_numbers():
+    """Issue 24: 158 records over both limits gave two stacked messages; now one says both."""
+    text = "".join(f">s{i}\n{'M' * 10}\n" for i in range(158))
+    parsed = parse_fasta_text(text, max_records=100, max_total_residues=550)
+    assert [r.id for r in parsed.records] == [f"s{i}" for i in range(55)]
+    (error,) = parsed.errors
+    assert error.message == ("the input has 158 records; at most 100 records and 550 residues in total are "
+                             "analysed at a time: the first 55 were analysed, 103 dropped (from 's55' on)")

@@ -11,12 +11,11 @@ import streamlit as st
 
 from flamino_core.config import PRESETS
 
-from .models import MODEL, forget_failure
+from .models import LOCAL_CHOICE, MODEL, forget_failure
 from .policy import RANDOM_TEST_MODEL, current_limits, hosted_mode, offered_now, public_model_name
 from .widgets import kept_selectbox, kept_text_input, widget_key
 
 RANDOM_LABEL = "untrained test model"  # the picker's label; the banner says the rest
-LOCAL_CHOICE = "local"  # the picker's entry for a checkpoint on this machine
 # Session-state keys.
 MODEL_CHOICE = "model_choice"
 LOCAL_PATH = "local_path"
@@ -29,7 +28,10 @@ def model_choices() -> list[str]:
     if allowed is None:
         return [*PRESETS, LOCAL_CHOICE, RANDOM_TEST_MODEL]
     listed = [p for p in PRESETS if p in allowed] + sorted(m for m in allowed if m not in PRESETS)
-    return offered_now(listed)  # an offline server offers only what it has
+    offered = offered_now(listed)  # an offline server offers only what it has
+    # One untrained model is enough to try the interface: two read as a choice that is none.
+    untrained = [m for m in offered if m.startswith("random:")]
+    return [m for m in offered if not m.startswith("random:") or m == untrained[0]]
 
 
 def model_label(identifier: str) -> str:

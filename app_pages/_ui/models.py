@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import streamlit as st
 
-from .policy import current_limits, hosted_mode, public_model_name, weights_permissions
+from .policy import RANDOM_TEST_MODEL, current_limits, hosted_mode, public_model_name, weights_permissions
 from .widgets import plain
 
 if TYPE_CHECKING:
@@ -29,6 +29,7 @@ UNAVAILABLE = (  # hosted: what a visitor hears when a model fails to load (the 
 )
 # Session-state keys (``model`` is also the link's query key; the picker's own are in model_picker).
 MODEL = "model"
+LOCAL_CHOICE = "local"  # model_picker's entry for a checkpoint on this machine (not a model)
 MODEL_FAILURES = "_model_failures"
 
 
@@ -146,12 +147,31 @@ def model_banner(engine: Engine | None, problem: str | None, engine_slot=None) -
         engine_slot.caption(plain(f"Runs on {engine.backend.describe()}"))
     if problem:
         st.error("**The model could not be loaded.**\n\n" + plain(problem), icon=":material/error:")
-        st.button("Try again", on_click=forget_failure, args=(model_id(),), icon=":material/refresh:")
+        row = st.container(horizontal=True)
+        row.button("Try again", on_click=forget_failure, args=(model_id(),), icon=":material/refresh:")
+        if model_id() != RANDOM_TEST_MODEL and RANDOM_TEST_MODEL in _offered():
+            row.button("Try the interface with the untrained test model", on_click=_use_test_model,
+                       icon=":material/science:")
+            st.caption("Meanwhile the untrained test model (random weights: its output is not biology) lets you "
+                       "try every page offline.")
     elif engine.is_random:
+        trained = [m for m in _offered() if not m.startswith("random:") and m != LOCAL_CHOICE]
+        choose = ("Choose an ESM-2 model in the sidebar for real predictions." if trained else
+                  "This server offers no trained model right now, so the pages show the interface only.")
         st.warning(
             f"**Untrained test model — random weights, output is not biology.** "
             f"Everything on these pages comes from a {engine.config.num_layers}-layer model "
-            "with random parameters, for trying the interface offline. Choose an ESM-2 "
-            "model in the sidebar for real predictions.",
+            f"with random parameters, for trying the interface offline. {choose}",
             icon=":material/warning:",
         )
+
+
+def _offered() -> list[str]:
+    from .model_picker import model_choices  # the picker imports this module
+
+    return model_choices()
+
+
+def _use_test_model() -> None:
+    st.session_state[MODEL] = RANDOM_TEST_MODEL
+    forget_failure(RANDOM_TEST_MODEL)
