@@ -10,6 +10,7 @@ from app_pages._ui.downloads import csv_button, json_button, safe_name, show_fig
 from app_pages._ui.policy import current_limits
 from app_pages._ui.ranges import Shown
 from app_pages._ui.variant_views import (
+    download_frame,
     dms_upload,
     list_missing,
     mutation_list,
@@ -88,7 +89,7 @@ def list_section(ctx: PageContext) -> None:
     columns += ["label"] if (table["label"] != "").any() else []
     scores_table(table, offset, offset + len(seq) - 1, columns)
     skipped(table)
-    csv_button("Scores (CSV)", lambda: table[output_columns(strategy)], f"{stem}_variants_{strategy}.csv",
+    csv_button("Scores (CSV)", lambda: download_frame(table, strategy), f"{stem}_variants_{strategy}.csv",
                "variants_csv")
 
     st.subheader("Your variants on the substitution map")
@@ -139,7 +140,10 @@ def dms_section(ctx: PageContext) -> None:
     boxes = st.columns(len(STATISTICS) + 1)
     for box, (key, label) in zip(boxes, STATISTICS):
         box.metric(label, "—" if metrics[key] is None else f"{metrics[key]:.3f}")
-    boxes[-1].metric("Rows used", f"{metrics['n_scored']:,}", help=f"{metrics['n_skipped']:,} rows left out")
+    left_out = f"{metrics['n_skipped']:,} rows could not be used"
+    if metrics["n_excluded"]:
+        left_out += f"; {metrics['n_excluded']:,} multi-mutants excluded by the toggle"
+    boxes[-1].metric("Rows used", f"{metrics['n_scored']:,}", help=left_out)
     stem = safe_name(record_id)
     scatter_tab, maps_tab = st.tabs(["Model vs experiment", "Side by side, per position"])
     with scatter_tab:

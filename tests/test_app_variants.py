@@ -84,6 +84,14 @@ def test_a_pasted_list_gives_the_table_the_skipped_entries_and_the_map(engine):
     skipped = at.dataframe[1].value
     assert list(skipped["mutant"]) == ["E6*", "A6V"] and "stop" in list(skipped["status"])[0]
     assert "Scores (CSV)" in {b.proto.label for b in at.get("download_button")}
+    # The CSV keeps the entries as typed and adds them normalised, with their positions (issue 24).
+    from app_pages._ui.variant_views import download_frame
+
+    csv = download_frame(reference, "masked-marginals")
+    assert list(csv.columns) == ["record_id", "mutant", "variant", "position", "score", "status"]
+    assert csv[["mutant", "variant", "position"]].values.tolist() == [
+        ["E6V", "E6V", "6"], ["p.[Glu6Val;Lys8Ala]", "E6V:K8A", "6;8"], ["E6*", "", ""], ["K17E", "K17E", "17"],
+        ["A6V", "", ""]]
 
     (variant_map,) = figures(at)
     traces = {trace.get("name"): trace for trace in variant_map["data"]}

@@ -237,9 +237,9 @@ def test_variants_page_paste_a_list_see_the_table_download_the_csv_click_the_map
     assert page.locator('[data-testid="stMetricValue"]').first.inner_text() == "2"  # scored
     scores = _download(page, "Scores (CSV)", tmp_path)
     lines = scores.read_text().splitlines()
-    assert lines[0] == "record_id,mutant,score,status" and len(lines) == 4
-    assert lines[1].startswith("sequence,E6V,") and lines[2].startswith("sequence,K17E:E6V,")
-    assert lines[3].split(",")[1] == "E6*" and "stop" in lines[3]
+    assert lines[0] == "record_id,mutant,variant,position,score,status" and len(lines) == 4
+    assert lines[1].startswith("sequence,E6V,E6V,6,") and lines[2].startswith("sequence,K17E:E6V,K17E:E6V,17;6,")
+    assert lines[3].split(",")[1:4] == ["E6*", "", ""] and "stop" in lines[3]
 
     # A click on a cell of the substitution map masks that position and names the variant.
     _nav(page, "Masked predictions").click()

@@ -129,7 +129,7 @@ def test_real_assay_scored_end_to_end(assay, engine):
     # rows, so 0 for the experiment too (said in the panel's title), each range symmetric.
     assert model.zmid == 0 and experiment.zmid == 0 and experiment.zmin == -experiment.zmax
     assert abs(experiment.zmax) == np.nanmax(np.abs(frame.DMS_score))
-    assert "no synonymous rows" in heat.layout.annotations[0].text
+    assert "no synonymous rows" in heat.layout.title.text and heat.layout.plot_bgcolor == "#d9d9d9"  # grey: not measured
     assert heat.layout.height >= 800  # two full-width panels, not 160 px
 
 
@@ -338,4 +338,4 @@ def test_the_experiment_map_is_white_at_the_median_of_synonymous_rows(engine):
     experiment, model = [t for t in heat.data if t.type == "heatmap"]
     assert experiment.zmid == pytest.approx(0.4) and model.zmid == 0
     assert experiment.zmax - 0.4 == pytest.approx(0.4 - experiment.zmin)
-    assert "median of 3 synonymous rows" in heat.layout.annotations[0].text
+    assert "median of 3 synonymous rows" in heat.layout.title.text

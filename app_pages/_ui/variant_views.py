@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from flamino_core.variants.scoring import OK, filter_scored, planned_passes
+from flamino_core.variants.scoring import OK, filter_scored, output_columns, planned_passes
 
 from .inputs import upload_size_mb
 from .policy import current_limits
@@ -147,6 +147,17 @@ def scores_table(table: pd.DataFrame, first: int, last: int, columns: list[str])
     scored = int((table["status"] == OK).sum())
     st.caption(f"{len(shown):,} of {scored:,} scored variants shown (click a column header to sort).")
     return shown
+
+
+def download_frame(table: pd.DataFrame, strategy: str) -> pd.DataFrame:
+    """The scores CSV: the command's columns (``output_columns``) with, after ``mutant`` as typed
+    (``p.Ala14Glu``), the variant normalised (``A14E``; ``V1A:A2G`` for a multi-mutant) and its
+    position(s) in the record's numbering (``14``; ``1;2``), empty for entries not scored."""
+    frame = table[output_columns(strategy)].copy()
+    at = frame.columns.get_loc("mutant") + 1
+    frame.insert(at, "variant", table["variant"].to_numpy())
+    frame.insert(at + 1, "position", [";".join(map(str, p)) for p in table["positions"]])
+    return frame
 
 
 def skipped(table: pd.DataFrame, name: str = "mutant") -> None:

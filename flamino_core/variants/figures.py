@@ -28,17 +28,18 @@ LABEL_COLOURS = {
 LABEL_SYMBOLS = ("circle-open", "diamond-open", "square-open", "triangle-up-open", "star-open", "x-thin-open")
 FIT_COLOURS = {1: "#0072B2", 0: "#D55E00"}  # DMS_score_bin: fit / not fit
 MANY_POINTS = 5_000  # WebGL scatter above this many points
+NOT_MEASURED = "#d9d9d9"  # DMS map cells without a value
 
 
-def _statistics_line(metrics: dict) -> str:
+def _statistics_line(metrics: dict) -> tuple[str, str]:
+    """The statistics, and the rows they were computed on (with what was left out)."""
     names = [("spearman", "Spearman ρ"), ("auc", "AUC"), ("mcc", "MCC"), ("ndcg", "NDCG"),
              ("top10_recall", "top-10% recall")]
     parts = [f"{label} {metrics[key]:.3f}" for key, label in names if metrics.get(key) is not None]
     left_out = [f"{metrics.get('n_skipped', 0):,} skipped"]
     if metrics.get("n_excluded"):
         left_out.append(f"{metrics['n_excluded']:,} multi-mutants excluded")
-    parts.append(f"n = {metrics.get('n_scored', 0):,} ({', '.join(left_out)})")
-    return " · ".join(parts)
+    return " · ".join(parts), f"n = {metrics.get('n_scored', 0):,} ({', '.join(left_out)})"
 
 
 def dms_scatter(scores: DmsScores, metrics: dict, singles_only: bool = False) -> go.Figure:
@@ -74,8 +75,9 @@ def dms_scatter(scores: DmsScores, metrics: dict, singles_only: bool = False) ->
             ))
     fig.update_xaxes(title=f"model score ({escape(scores.strategy)}, log p(mutant) − log p(wild type))")
     fig.update_yaxes(title="DMS_score (higher = fitter)")
-    title = (f"Model vs experiment: {_statistics_line(metrics)}"
-             f"<br><sup>{escape(metrics.get('model', ''))}, {escape(scores.strategy)}"
+    statistics, rows = _statistics_line(metrics)  # two lines: one was cut off at 1400 px
+    title = (f"Model vs experiment: {statistics}"
+             f"<br><sup>{rows} · {escape(metrics.get('model', ''))}, {escape(scores.strategy)}"
              f"{', single substitutions only' if singles_only else ''}</sup>")
     return _layout(fig, title, height=520, legend={"orientation": "h", "y": -0.15})
 
@@ -129,7 +131,7 @@ def dms_heatmaps(scores: DmsScores) -> go.Figure:
     aas = list(STANDARD_AMINO_ACIDS)
     neutral, how = experiment_neutral(scores)
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.1, subplot_titles=(
-        f"experiment: DMS_score ({escape(how)})", f"model: {escape(scores.strategy)} score (white: 0, as likely as the wild type)"))
+        "experiment: DMS_score", f"model: {escape(scores.strategy)} score"))
     panels = [("DMS_score", "DMS", neutral, 0.79), ("score", "model", 0.0, 0.21)]
     for row, (column, name, mid, bar_y) in enumerate(panels, start=1):
         grid = _grid(scores, used, column, first, last)
@@ -148,10 +150,14 @@ def dms_heatmaps(scores: DmsScores) -> go.Figure:
     fig.update_xaxes(type="category", categoryorder="array", categoryarray=labels)
     fig.update_xaxes(title="position (wild type)", row=2, col=1)
     fig.update_yaxes(type="category", autorange="reversed", categoryorder="array", categoryarray=aas, title="mutant")
-    title = "Experiment and model, single substitutions<br><sup>red: low (less fit / less likely); blue: high</sup>"
+    title = ("Experiment and model, single substitutions<br><sup>red: low (less fit / less likely); blue: high; "
+             f"grey: not measured. Experiment {escape(how)}; model white: 0, as likely as the wild type</sup>")
     fig = _layout(fig, title, height=900,
                   legend={"orientation": "h", "y": 1.0, "x": 1, "xanchor": "right", "yanchor": "bottom"})
-    return fig.update_layout(margin={"t": 110})  # room for the title above the panel titles
+    # Cells the assay did not measure show the plot's background: grey, never the white of "neutral".
+    fig.update_xaxes(showgrid=False)
+    fig.update_yaxes(showgrid=False)
+    return fig.update_layout(margin={"t": 110}, plot_bgcolor=NOT_MEASURED)
 
 
 def substitution_map(
