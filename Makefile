@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 PORT ?= 8501
 
-.PHONY: run test bench install install-test browser peer-corpus clean lock
+.PHONY: run test bench install install-test browser peer-corpus clean lock viewer-js
 
 run: install
 	$(VENV)/bin/streamlit run app.py --server.port $(PORT)
@@ -44,6 +44,18 @@ browser:
 	@command -v chromium >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "install Debian's chromium (sudo apt-get install chromium) for the browser test"; exit 1; fi; }
+
+# The Structure page's molecular viewer script, fetched again from the npm registry at the pinned
+# release and checked against the digest in app_pages/_ui/molecule_view.py (the file is committed:
+# the hosted deployments install from requirements.txt alone; see docs/structure.md).
+VIEWER_VENDOR := app_pages/_ui/molecule_viewer/vendor
+viewer-js:
+	@version=$$($(PY) -c "import re; print(re.search(r'VENDOR_VERSION = \"([^\"]+)\"', open('app_pages/_ui/molecule_view.py').read())[1])"); \
+	digest=$$($(PY) -c "import re; print(re.search(r'VENDOR_SHA256 = \"([0-9a-f]+)\"', open('app_pages/_ui/molecule_view.py').read())[1])"); \
+	tmp=$$(mktemp -d) && cd $$tmp && npm pack --silent 3dmol@$$version >/dev/null && tar xzf 3dmol-$$version.tgz && \
+	echo "$$digest  package/build/3Dmol-min.js" | sha256sum -c - && cd - >/dev/null && \
+	cp $$tmp/package/build/3Dmol-min.js $$tmp/package/build/3Dmol-min.js.LICENSE.txt $(VIEWER_VENDOR)/ && \
+	cp $$tmp/package/LICENSE $(VIEWER_VENDOR)/3Dmol-LICENSE.txt && rm -rf $$tmp && echo "3Dmol.js $$version in $(VIEWER_VENDOR)"
 
 clean:
 	rm -rf $(VENV) .pytest_cache test-artifacts build flamino_core/_attention_cpu*.so

@@ -147,3 +147,18 @@ def test_the_dms_view_photographed(server, browser):
     _photograph(page, "dms-scatter")
     assert outside == []
     page.context.close()
+
+
+def test_the_probability_maps_title_is_whole_at_1400_and_1440(server, browser):
+    """Issue 24: the title of the probability heatmap was cut at the top (1440 x 900, 1400 x 1000)."""
+    ubiquitin = "MQIFVKTLTGKTITLEVEPSDTIENVKAKIQDKEGIPPDQQRLIFAGKQLEDGRTLSDYNIQKESTLHLVLRLRGG"
+    for size in ({"width": 1440, "height": 900}, DOCS_SIZE):
+        page = browser.new_context(viewport=size).new_page()
+        page.set_default_timeout(TIMEOUT_MS)
+        page.goto(f"{server.url}/?page=predictions&seq={ubiquitin}&range=20-60")
+        _wait_for_charts(page, 1)
+        top, chart_top = page.evaluate("""() => { const t = document.querySelector('.js-plotly-plot .g-gtitle');
+            const chart = t.closest('[data-testid="stPlotlyChart"]');
+            return [t.getBoundingClientRect().top, chart.getBoundingClientRect().top]; }""")
+        assert top >= chart_top + 2, (size, top, chart_top)  # the first line's glyphs inside the chart
+        page.context.close()
