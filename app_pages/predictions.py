@@ -89,9 +89,10 @@ def main(ctx: PageContext) -> None:
     with right:
         st.subheader("Mask one position")
         number_one = ctx.first
+        # Within the page's range, opening on its first residue (it stayed at 1 for a range 20-60).
         position = kept_number_input(
-            f"Position ({number_one:,}–{number_one + len(seq) - 1:,})", "pos", max_value=len(seq),
-            shift=number_one - 1,
+            f"Position ({shown.number:,}–{shown.number + shown.size - 1:,})", "pos", min_value=shown.start + 1,
+            max_value=shown.stop, default=shown.start + 1, shift=number_one - 1,
         )  # fmt: skip
         number = position + number_one - 1
         log_probs = results.masked_position(model, seq, position - 1)  # (33,)

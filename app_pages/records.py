@@ -3,6 +3,7 @@ on request, pseudo-perplexity), sortable by any column and downloadable."""
 
 import hashlib
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -47,6 +48,25 @@ def pseudo_perplexities(model: str, records) -> dict[str, float]:
     return out
 
 
+def shown_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """The table as shown: no literal "None" (issue 24). A field a record's header lacks is
+    blank; pseudo-perplexity appears once computed (NaN, blank, where the queue stopped early)."""
+    if frame[PPPL_COLUMN].isna().all():
+        frame = frame.drop(columns=PPPL_COLUMN)
+    numeric = [c for c in (ENTROPY_COLUMN, PPPL_COLUMN) if c in frame]
+    frame[numeric] = frame[numeric].astype("float64")
+    for column in [c for c in frame.columns if c not in numeric and frame[c].isna().any()]:  # fields some lack
+        frame[column] = [_cell(v) for v in frame[column]]
+    return frame
+
+
+def _cell(value):
+    """A header field as shown: blank when missing; 2, not 2.0, for a number pandas made a float."""
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return ""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
 def main(ctx: PageContext) -> None:
     model, found = ctx.model, ctx.records
     st.caption("Every record of the input. Click a column's header to sort by it.")
@@ -65,7 +85,7 @@ def main(ctx: PageContext) -> None:
         )
     pppl = pseudo_perplexities(model, found) if asked else {}
 
-    frame = pd.DataFrame(summary_rows(found, mean_entropies, pppl))
+    frame = shown_frame(pd.DataFrame(summary_rows(found, mean_entropies, pppl)))
     st.dataframe(
         frame,
         hide_index=True,

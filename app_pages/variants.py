@@ -52,7 +52,7 @@ def list_section(ctx: PageContext) -> None:
     if not ready(ctx):
         return
     record, model, seq, stem = ctx.record, ctx.model, ctx.sequence, ctx.stem
-    inputs.record_caption(record)
+    inputs.record_caption(record, ctx.record_read, ctx.first)
     offset = ctx.first
     if offset != 1:
         st.caption(f"Positions are numbered from {offset} (from the record id).")

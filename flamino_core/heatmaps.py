@@ -110,7 +110,8 @@ def probability_heatmap(
         legend={"orientation": "h", "y": 1.01, "x": 0, "xanchor": "left", "yanchor": "bottom"},
     )
     fig.update_layout(
-        title={"y": 0.985, "yref": "container", "yanchor": "top"},
+        # Below the chart's top edge with room to spare: at y 0.985 the first line was cut (issue 24).
+        title={"y": 1, "yref": "container", "yanchor": "top", "pad": {"t": 26}},
         margin={"t": 100},
     )
     return fig

@@ -40,6 +40,10 @@ _UNIREF_KEYS = {"Tax": "organism", "TaxID": "taxon_id"}
 _KEY_VALUE = re.compile(r"\b(OS|OX|GN|PE|SV|Tax|TaxID|RepID|n)=")
 _DATABASE_ID = re.compile(r"^([a-z]{2,3})\|([^|]+)\|([^|/\s]+)")
 _NCBI_ORGANISM = re.compile(r"\[([^\[\]]+)\]\s*$")
+# A description that is only a UniProt accession, optionally versioned (Pfam and Stockholm
+# exports write ``>HBB_HUMAN/3-147 P68871.1``): an accession, not a protein name.
+_ACCESSION_ONLY = re.compile(
+    r"([OPQ][0-9][A-Z0-9]{3}[0-9]|[A-NR-Z][0-9](?:[A-Z][A-Z0-9]{2}[0-9]){1,2})(?:\.[0-9]+)?")
 # Columns an uploaded table may name its record ids by, in order of preference.
 ID_COLUMNS = ("id", "identifier", "record_id", "protein_id", "accession", "entry", "uniprot_id")
 
@@ -66,7 +70,10 @@ def header_fields(record_id: str, description: str) -> dict[str, object]:
         if organism:
             fields["organism"] = organism.group(1).strip()
             name = text[: organism.start()].strip()
-    if name:
+    accession = _ACCESSION_ONLY.fullmatch(name)
+    if accession and "accession" not in fields:
+        fields["accession"] = accession.group(1)
+    elif name:
         fields["protein_name"] = name
     span = record_span(record_id)
     if span:

@@ -13,7 +13,7 @@ from .record_metadata import metadata_rows
 
 ENTROPY_COLUMN = "mean entropy (bits)"
 PPPL_COLUMN = "pseudo-perplexity"
-SHOWN_FIELDS = ("organism", "gene_name", "protein_name", "start", "end")  # of record_metadata.FIELDS
+SHOWN_FIELDS = ("organism", "gene_name", "protein_name", "accession", "start", "end")  # of record_metadata.FIELDS
 
 
 def mean_entropy(logits: np.ndarray) -> float:

@@ -357,6 +357,35 @@ def test_offline_preset_shows_the_engine_message_not_a_traceback(monkeypatch):
     assert any("Choose a model" in i.value for i in at.info)
 
 
+def test_an_offline_default_model_offers_the_untrained_test_model(monkeypatch):
+    """Issue 24: offline with no FLAMINO_MODEL the four-option fix did not say that the untrained
+    test model lets a visitor try the interface meanwhile; it now says so and offers it."""
+    monkeypatch.delenv("FLAMINO_MODEL")
+    at = example(start(), "Ubiquitin (human)")
+    assert not at.exception
+    (error,) = at.error
+    assert "could not be loaded" in error.value and "esm2_t12_35M_UR50D" in unescaped(error.value)
+    assert any("untrained test model" in c.value and "try every page offline" in c.value for c in at.caption)
+    next(b for b in at.button if b.label == "Try the interface with the untrained test model").click().run()
+    assert_clean(at)
+    assert at.session_state["model"] == "random:tiny"
+    assert any("Untrained test model" in w.value and "Choose an ESM-2 model" in w.value for w in at.warning)
+
+
+def test_a_hosted_server_offers_one_untrained_model_and_says_when_there_is_no_trained_one(monkeypatch):
+    """Issue 24: the hosted picker listed two untrained test models while the banner asked the
+    visitor to choose a real one, and none was offered."""
+    monkeypatch.setenv("FLAMINO_HOSTED", "1")
+    monkeypatch.setenv("FLAMINO_MODEL", "random:tiny:3")
+    monkeypatch.setenv("FLAMINO_HOSTED_MODELS", "")
+    at = example(start(), "Ubiquitin (human)")
+    assert not at.exception
+    picker = at.sidebar.selectbox(key="_w_model_choice")
+    assert len([o for o in picker.options if "untrained" in o]) == 1, picker.options  # labels
+    (banner,) = [w.value for w in at.warning if "Untrained test model" in w.value]
+    assert "offers no trained model right now" in banner and "Choose an ESM-2 model" not in banner
+
+
 def test_a_failed_load_is_not_retried_on_every_click_until_asked(monkeypatch):
     from flamino_core import weights
 
@@ -545,13 +574,22 @@ def test_hosted_limits_are_explained_and_the_records_within_them_kept(hosted, mo
     (error,) = at.error
     shown = unescaped(error.value)
     # Both limits reached: one message with the numbers and why (issue 24: it was two).
-    assert shown.count("the input has") == 1, shown
-    assert ("the input has 5 records; at most 4 records and 300 residues in total are analysed at a time: "
+    assert shown.count("The input has") == 1, shown
+    assert ("The input has 5 records; at most 4 records and 300 residues in total are analysed at a time: "
             "the first 2 were analysed, 3 dropped (from 'b' on)") in shown
     # Over the per-record limit: kept, and analysed in a window of 100 residues (#14.2).
     warned = unescaped(" ".join(w.value for w in at.warning))
     assert "too_long: 152 residues, more than this server analyses at once (100)" in warned
     assert list(at.dataframe[0].value["id"]) == ["a", "too_long"]
+    # The protein's length and the window analysed, apart (issue 24: "100 residues (100 aa)").
+    picker = at.sidebar.selectbox(key="_w_record")
+    assert picker.format_func("too_long") == "too_long (152 aa)"
+    picker.set_value("too_long").run()
+    at = open_page(at, "predictions")
+    assert not at.exception
+    assert ("too_long  ·  152 residues; analysed here: residues 1–100 (this server's 100-residue window)"
+            in texts(at))
+    assert "Showing the whole analysed window (100 residues)." in [c.value for c in at.caption]
 
 
 def test_hosted_refuses_oversized_paste_and_uploads_with_a_message(hosted):
@@ -824,3 +862,16 @@ def test_every_widget_is_kept_and_defaults_to_its_current_value():
     assert kinds >= {"selectbox", "radio", "number_input", "toggle", "text_area", "checkbox"}
     at.sidebar.selectbox(key="_w_model_choice").set_value("random:tiny").run()
     assert at.sidebar.selectbox(key="_w_model_choice").proto.default == 7  # random:tiny, not index 0
+
+
+def test_mask_one_position_follows_the_pages_range():
+    """Issue 24: with the range 20-60 the masked position stayed at 1, outside what the page shows."""
+    at = start({"page": "predictions", "seq": UBIQUITIN, "range": "20-60"})
+    assert_clean(at)
+    widget = at.number_input(key="_w_pos")
+    assert widget.value == 20 and widget.min == 20 and widget.max == 60
+    assert widget.label == "Position (20–60)"
+    # The range's labels no longer read like the numbering's (renamed, the link keys unchanged).
+    labels = [w.label for w in at.number_input]
+    assert "Show residues" in labels and "to" in labels
+    assert "Numbering: the first residue is number" in [w.label for w in at.sidebar.number_input]

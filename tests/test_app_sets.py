@@ -27,7 +27,7 @@ SET = [
     ("sp|P68871|HBB_HUMAN", "Hemoglobin subunit beta OS=Homo sapiens OX=9606 GN=HBB PE=1 SV=2", HBB),
     ("sp|P02088|HBB1_MOUSE", "Hemoglobin subunit beta-1 OS=Mus musculus OX=10090 GN=Hbb-b1 PE=1 SV=2", HBB[:120]),
     ("sp|P0CG49|UBB_MOUSE", "Polyubiquitin-B OS=Mus musculus OX=10090 GN=Ubb PE=1 SV=1", UBIQUITIN[:60]),
-    ("HBB_HUMAN/2-147", "", HBB[1:]),
+    ("HBB_HUMAN/2-147", "P68871.1", HBB[1:]),  # as Pfam writes its members: the accession, versioned
 ]
 SET_FASTA = "".join(f">{i} {d}".rstrip() + f"\n{s}\n" for i, d, s in SET)
 
@@ -141,7 +141,12 @@ def test_records_table_has_length_metadata_entropy_and_queued_pseudo_perplexity(
     assert list(table["length"]) == [len(s) for _, _, s in SET]
     assert list(table["organism"])[:4] == ["Homo sapiens", "Homo sapiens", "Mus musculus", "Mus musculus"]
     assert list(table["gene_name"])[:4] == ["UBB", "HBB", "Hbb-b1", "Ubb"]
-    assert table["pseudo-perplexity"].isna().all()  # not until asked: it costs L passes a record
+    assert "pseudo-perplexity" not in table  # not until asked: it costs L passes a record
+    # Issue 24: a Pfam header's accession is not a protein name, and no cell reads "None".
+    assert list(table["protein_name"]) == ["Polyubiquitin-B", "Hemoglobin subunit beta", "Hemoglobin subunit beta-1",
+                                           "Polyubiquitin-B", ""]
+    assert list(table["accession"]) == ["P0CG47", "P68871", "P02088", "P0CG49", "P68871"]
+    assert not table.isna().any().any() and "None" not in table.astype(str).to_numpy()
     std = [AA_TO_IDX[aa] for aa in STANDARD_AMINO_ACIDS]
     for value, (_, _, sequence) in zip(table["mean entropy (bits)"], SET, strict=True):
         (out,) = engine.run([sequence], repr_layers=(), logits=True)

@@ -36,6 +36,8 @@ def test_uniprot_headers_of_the_shared_file(shared_fasta):
         ("UniRef50_P68871", "Hemoglobin subunit beta n=1042 Tax=Gnathostomata TaxID=7776 RepID=HBB_HUMAN",
          {"protein_name": "Hemoglobin subunit beta", "organism": "Gnathostomata", "taxon_id": 7776}),
         ("SECY_CHLTR/73-433", "", {"start": 73, "end": 433}),
+        ("HBB_HUMAN/3-147", "P68871.1", {"accession": "P68871", "start": 3, "end": 147}),  # Pfam: not a name
+        ("A0A0A0MRZ8_HUMAN/62-306", "A0A0A0MRZ8.1", {"accession": "A0A0A0MRZ8", "start": 62, "end": 306}),
         ("tr|A0A024R161|A0A024R161_HUMAN", "Guanine nucleotide-binding protein subunit gamma OS=Homo sapiens OX=9606 "
          "GN=DNAJC25-GNG10 PE=3 SV=1",
          {"database": "tr", "accession": "A0A024R161", "entry_name": "A0A024R161_HUMAN", "taxon_id": 9606,
@@ -157,7 +159,7 @@ def test_summary_rows_and_mean_entropy():
     rows = summary_rows(records, {"b": 1.5}, {"sp|P1|A_HUMAN": 3.0})
     assert rows == [
         {"id": "sp|P1|A_HUMAN", "length": 4, "organism": "Homo sapiens", "gene_name": "A", "protein_name": "x",
-         ENTROPY_COLUMN: None, PPPL_COLUMN: 3.0},
-        {"id": "b", "length": 2, "organism": None, "gene_name": None, "protein_name": None,
+         "accession": "P1", ENTROPY_COLUMN: None, PPPL_COLUMN: 3.0},
+        {"id": "b", "length": 2, "organism": None, "gene_name": None, "protein_name": None, "accession": None,
          ENTROPY_COLUMN: 1.5, PPPL_COLUMN: None},
     ]  # fmt: skip

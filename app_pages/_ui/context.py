@@ -135,7 +135,7 @@ def serve(page, ctx: PageContext) -> None:
             return
         st.header(PAGES[ctx.page].title)
         if frame in ("record", "range"):
-            inputs.record_caption(ctx.record)
+            inputs.record_caption(ctx.record, ctx.record_read, ctx.first)
         if frame == "range":
             ctx = dataclasses.replace(ctx, shown=ranges.page_range(ctx))
     _serving.ctx = ctx

@@ -20,6 +20,10 @@ from flamino_core.figures import figure_html
 from .widgets import kept_radio
 
 IMAGE_FORMAT = "image_format"  # session-state key: the camera button's format
+# The HTML download embeds plotly.js so it opens offline; say what that costs (issue 24: 4.8 MB
+# for one figure looked like a mistake). The camera button gives a small PNG or SVG instead.
+HTML_HELP = ("A standalone page that opens offline, interactive: it carries plotly.js (about 4.8 MB) "
+             "besides the figure's data. For a small file use the camera button on the figure (PNG/SVG).")
 IMAGE_FORMATS = ["png", "svg"]
 
 
@@ -63,12 +67,14 @@ def show_figure(fig, key: str, file_stem: str, on_select: Callable[[], None] | N
     )
     row = st.container(horizontal=True)
     with row:
-        _download("Figure (HTML)", lambda: figure_html(fig), f"{file_stem}.html", "text/html", f"{key}_html")
+        _download("Figure (HTML)", lambda: figure_html(fig), f"{file_stem}.html", "text/html", f"{key}_html",
+                  help=HTML_HELP)
     return row
 
 
 def csv_button(
-    label: str, make_frame: Callable[[], pd.DataFrame], file_name: str, key: str, na_rep: str = ""
+    label: str, make_frame: Callable[[], pd.DataFrame], file_name: str, key: str, na_rep: str = "",
+    help: str | None = None,
 ) -> None:
     """A download of the table ``make_frame()`` builds (only when clicked) as CSV.
 
@@ -76,7 +82,8 @@ def csv_button(
     an empty cell would read as a value lost on the way).
     """
     _download(
-        label, lambda: make_frame().to_csv(index=False, na_rep=na_rep).encode("utf-8"), file_name, "text/csv", key
+        label, lambda: make_frame().to_csv(index=False, na_rep=na_rep).encode("utf-8"), file_name, "text/csv", key,
+        help=help,
     )
 
 
@@ -105,8 +112,10 @@ def file_button(label: str, build: Callable[[], bytes | str], file_name: str, ke
     _download(label, build, file_name, mime, key)
 
 
-def _download(label: str, data: Callable[[], bytes | str], file_name: str, mime: str, key: str) -> None:
+def _download(label: str, data: Callable[[], bytes | str], file_name: str, mime: str, key: str,
+              help: str | None = None) -> None:
     # on_click="ignore": a download does not rerun the page (which would recompute its figures).
     st.download_button(
-        label, data=data, file_name=file_name, mime=mime, key=key, on_click="ignore", icon=":material/download:"
+        label, data=data, file_name=file_name, mime=mime, key=key, on_click="ignore", icon=":material/download:",
+        help=help,
     )

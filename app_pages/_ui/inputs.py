@@ -149,12 +149,13 @@ def record_picker(records_read: tuple[ProteinRecord, ...]) -> ProteinRecord | No
     if not records_read:
         st.caption("No sequence yet: start on the Input page.")
         return None
-    size = numbering.window_size()  # a hosted server analyses at most this much of each
-    lengths = {r.id: len(r.sequence) if size is None else min(size, len(r.sequence)) for r in records_read}
+    # The proteins' own lengths, not a hosted window's (issue 24: "2,000 residues (2000 aa)" for a
+    # 2,554-residue protein); the page's caption says which window is analysed.
+    lengths = {r.id: len(r.sequence) for r in records_read}
     ids = list(lengths)
     if len(records_read) == 1:
         st.caption("Record")
-        st.text(f"{ids[0]} ({lengths[ids[0]]} aa)")
+        st.text(f"{ids[0]} ({lengths[ids[0]]:,} aa)")
         st.session_state[RECORD] = ids[0]
     else:
         kept_selectbox(
@@ -162,7 +163,7 @@ def record_picker(records_read: tuple[ProteinRecord, ...]) -> ProteinRecord | No
             RECORD,
             ids,
             default=ids[0],
-            format_func=lambda i: f"{i} ({lengths[i]} aa)",
+            format_func=lambda i: f"{i} ({lengths[i]:,} aa)",
             on_change=forget_link_record,  # a choice: no longer the link's
         )
     return chosen(records_read)
@@ -223,7 +224,13 @@ def show_issues(result: ParsedInput, limit: int = 25) -> None:
         show(f"**{counted(len(issues), one, many)}{detail}**\n\n" + "\n".join(lines))
 
 
-def record_caption(record: ProteinRecord) -> None:
-    """The record's id, length and description, as plain text (headers are user input)."""
-    parts = [record.id, residues(len(record.sequence)), record.description]
+def record_caption(record: ProteinRecord, read: ProteinRecord | None = None, first: int = 1) -> None:
+    """The record's id, length and description, as plain text (headers are user input). A record
+    a hosted server analyses in a window (``read``: the record as read, longer; ``first``: the
+    number of the window's first residue) shows the protein's own length and the window apart."""
+    length = residues(len(record.sequence))
+    if read is not None and read.id == record.id and len(read.sequence) > len(record.sequence):
+        length = (f"{residues(len(read.sequence))}; analysed here: residues {first:,}–"
+                  f"{first + len(record.sequence) - 1:,} (this server's {len(record.sequence):,}-residue window)")
+    parts = [record.id, length, record.description]
     st.text("  ·  ".join(part for part in parts if part))

@@ -106,7 +106,7 @@ def numbering_controls(record: ProteinRecord) -> int:
     follow_record(record)
     offset, note = numbering_offset(record.id, len(record.sequence))
     first = kept_number_input(
-        "First residue number",
+        "Numbering: the first residue is number",
         FIRST,
         default=offset,
         help="Positions on every page, axis and download are numbered from here. Read from a "

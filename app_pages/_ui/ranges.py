@@ -68,23 +68,28 @@ def default_range(length: int) -> tuple[int, int]:
     return (1, length) if length <= LONG_VIEW else (1, DEFAULT_SPAN)
 
 
-def range_picker(length: int, first: int) -> Shown:
+def range_picker(length: int, first: int, windowed: bool = False) -> Shown:
     """The page's range inputs (first and last residue, in the sequence's numbering) and a caption.
 
     Args:
       length: residues in the analysed sequence.
       first: the number of its first residue (``ctx.first``).
+      windowed: the sequence is a hosted server's window of a longer record (the caption says so).
     """
     if length < 2:
         return Shown(0, length, length, first)
     default = default_range(length)
     columns = st.columns([2, 3], vertical_alignment="bottom")
     with columns[0]:
-        start, end = kept_span(("First residue", "Last residue"), RANGE, length, default=default, shift=first - 1)
+        # "Show residues … to …": not "First residue", which read like the numbering's "Number of the
+        # first residue" in the sidebar (issue 24).
+        start, end = kept_span(("Show residues", "to"), RANGE, length, default=default, shift=first - 1,
+                               help="The stretch of the sequence this page shows, in its numbering.")
     shown = Shown(start - 1, end, length, first)
     with columns[1]:
         if shown.whole:
-            st.caption(f"Showing the whole sequence ({residues(length)}).")
+            st.caption(f"Showing the whole analysed window ({residues(length)})." if windowed else
+                       f"Showing the whole sequence ({residues(length)}).")
         else:
             why = (
                 f" (sequences over {LONG_VIEW:,} residues open on their first {DEFAULT_SPAN}: "
@@ -92,7 +97,8 @@ def range_picker(length: int, first: int) -> Shown:
                 if (start, end) == default
                 else ""
             )
-            st.caption(f"Showing {shown.label()} of {residues(length)}{why}.")
+            of = f"the {length:,}-residue analysed window" if windowed else residues(length)
+            st.caption(f"Showing {shown.label()} of {of}{why}.")
             st.button("Show the whole sequence", on_click=_show_whole, args=(length,), key="range_whole")
     return shown
 
@@ -110,4 +116,4 @@ def page_range(ctx: PageContext) -> Shown:
     note = numbering.window_note(ctx.record, len(ctx.record_read.sequence), ctx.first)
     if note:
         st.info(note, icon=":material/crop:")
-    return range_picker(len(ctx.sequence), ctx.first)
+    return range_picker(len(ctx.sequence), ctx.first, windowed=len(ctx.record_read.sequence) > len(ctx.sequence))
