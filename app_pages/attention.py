@@ -15,35 +15,9 @@ from app_pages._ui.context import PageContext, current
 from app_pages._ui.downloads import csv_button, npz_button, show_figure
 from app_pages._ui.widgets import kept_selectbox, kept_toggle, layer_names
 from flamino_core import analysis, figures
+from flamino_core.contact_pairs import contacts_frame, top_contacts_frame
 from flamino_core.config import MAX_RESIDUES
 from flamino_core.windows import WINDOW_STEP, residue_window_start
-
-
-def contacts_frame(contacts: np.ndarray, sequence: str, first: int) -> pd.DataFrame:
-    """Every residue pair i < j with its contact probability (NaN: not predicted)."""
-    i, j = np.triu_indices(len(sequence), k=1)
-    letters = np.array(list(sequence))
-    return pd.DataFrame(
-        {
-            "i": i + first,
-            "residue_i": letters[i],
-            "j": j + first,
-            "residue_j": letters[j],
-            "probability": contacts[i, j],
-        }
-    )
-
-
-def top_contacts_frame(contacts: np.ndarray, sequence: str, first: int, min_separation: int = 6) -> pd.DataFrame:
-    """The L most probable pairs at least ``min_separation`` apart (the pairs contact precision
-    judges), best first: a few kB where every pair of a 2,554-residue protein is 67 MB."""
-    i, j = np.triu_indices(len(sequence), k=min_separation)
-    probability = contacts[i, j]
-    order = np.argsort(-np.nan_to_num(probability, nan=-1.0), kind="stable")[: len(sequence)]
-    order = order[np.isfinite(probability[order])]  # never a pair that was not predicted
-    frame = contacts_frame(contacts, sequence, first)
-    pairs = pd.DataFrame({"i": i[order] + first, "j": j[order] + first})
-    return pairs.merge(frame, on=["i", "j"], how="left")
 
 
 def contact_note(contacts: np.ndarray, length: int) -> str | None:

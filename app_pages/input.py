@@ -45,7 +45,8 @@ def main(ctx: PageContext) -> None:
     # Any file type is accepted on purpose: the validator then says what a PDF or a picture is
     # and what to do, instead of the uploader refusing it without a reason.
     uploads.uploader(
-        label="…or upload files (FASTA, GenBank, GenPept, Swiss-Prot; optionally gzipped)",
+        label="…or upload files (FASTA, GenBank, GenPept, Swiss-Prot; gzipped .gz accepted"
+        f"{inputs.upload_limit_words()})",
         max_upload_size=inputs.upload_size_mb(),
         help="Each file is kept below with its records, beside the pasted text; remove a file to drop its records.",
     )

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import plotly.graph_objects as go
 import pytest
 
 from flamino_core.alphabet import AA_TO_IDX
@@ -600,7 +601,10 @@ def test_hosted_refuses_oversized_paste_and_uploads_with_a_message(hosted):
 
     at = start()
     uploader = at.file_uploader[0]
-    assert uploader.proto.max_upload_size_mb == 1  # the browser refuses big files before sending
+    # The browser refuses files over twice the limit (a red icon only); between, the server says
+    # why. The label says the limit before any upload (issue 24).
+    assert uploader.proto.max_upload_size_mb == 1
+    assert "gzipped .gz accepted; up to 2.0 kB per file on this server" in uploader.proto.label
     uploader.set_value(
         [
             ("big.fa", b">big\n" + b"MKV" * 1000 + b"\n", "text/plain"),
@@ -875,3 +879,10 @@ def test_mask_one_position_follows_the_pages_range():
     labels = [w.label for w in at.number_input]
     assert "Show residues" in labels and "to" in labels
     assert "Numbering: the first residue is number" in [w.label for w in at.sidebar.number_input]
+    # The HTML download says what makes it large (plotly.js, for opening offline), and how large.
+    from flamino_core.figures import figure_html
+
+    html = [b.proto for b in at.get("download_button") if b.proto.label == "Figure (HTML)"]
+    assert html and all("plotly.js (about 4.8 MB)" in p.help and "offline" in p.help for p in html)
+    size = len(figure_html(go.Figure())) / 1e6  # an empty figure: plotly.js alone
+    assert 4.6 < size < 5.0, size

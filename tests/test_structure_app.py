@@ -346,7 +346,7 @@ def test_hosted_upload_limit_is_said_before_and_a_refusal_in_words_after(monkeyp
     monkeypatch.setenv("FLAMINO_MAX_UPLOAD_BYTES", "100000")
     at = structure_page()
     (uploader,) = at.get("file_uploader")
-    assert "gzipped .gz accepted" in uploader.proto.label and "up to 0.1 MB per file on this server" in uploader.proto.label
+    assert "gzipped .gz accepted" in uploader.proto.label and "up to 100.0 kB per file on this server" in uploader.proto.label
     size = (STRUCTURES / "2BEG.pdb").stat().st_size
     assert 100_000 < size
     upload(at, "2BEG.pdb")

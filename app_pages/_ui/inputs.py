@@ -18,7 +18,7 @@ import streamlit as st
 
 from flamino_core.fasta import InputIssue, ParsedInput, ProteinRecord, parse_sources, to_fasta
 from . import numbering, uploads
-from .policy import current_limits, hosted_mode
+from .policy import _size, current_limits, hosted_mode  # _size: the words of the refusal message
 from .widgets import counted, kept_selectbox, plain, residues, widget_key
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
@@ -69,7 +69,7 @@ def upload_size_mb() -> int | None:
 def upload_limit_words() -> str:
     """``; up to 1.0 MB per file on this server`` for an uploader's label, or "" without a limit."""
     limit = current_limits().max_upload_bytes
-    return "" if limit is None else f"; up to {limit / 1e6:.1f} MB per file on this server"
+    return "" if limit is None else f"; up to {_size(limit)} per file on this server"
 
 
 # Parsed inputs kept in memory: fewer on a shared server (fixed at import, like every cache).

@@ -153,8 +153,9 @@ def link_note() -> str:
         return ""
     if st.session_state.get(LINK_ID):
         return f"The link carries the structure's id ({st.session_state[LINK_ID]}): it is downloaded again when the link is opened."
-    return ("The link does not carry the structure file you uploaded: whoever opens it sees the page without "
-            "the structure and uploads the file again (the chain, track and other choices are kept).")
+    return ("The link does not carry the structure file (an upload, or a file on this machine): whoever opens it "
+            "sees the page without the structure and uploads the file again (the chain, track and other choices "
+            "are kept).")
 
 
 def source_panel() -> None:

@@ -9,7 +9,7 @@ import streamlit as st
 
 from flamino_core.variants.scoring import OK, filter_scored, output_columns, planned_passes
 
-from .inputs import upload_size_mb
+from .inputs import upload_limit_words, upload_size_mb
 from .policy import current_limits
 from .views import OPTIONS
 from .widgets import kept_number_input, kept_radio, kept_text_area, plain, widget_key
@@ -52,7 +52,7 @@ def mutation_list() -> str:
         placeholder="E6V\nK17E:E6V\np.(Lys8Ala)\np.[Glu6Val;Lys8Ala]",
     )
     st.file_uploader(
-        "…or upload a list or CSV",
+        f"…or upload a list or CSV{upload_limit_words().replace(';', ',', 1)}",
         key="_mutation_upload",
         on_change=_use_list_upload,
         max_upload_size=upload_size_mb(),
@@ -100,7 +100,7 @@ def dms_upload() -> tuple[str, bytes] | None:
     """The DMS table's file name and bytes (the last upload of this session), or None."""
     st.file_uploader(
         "DMS table (CSV or TSV in ProteinGym's format: mutant and DMS_score; mutated_sequence and "
-        "DMS_score_bin optional; higher DMS_score = fitter)",
+        f"DMS_score_bin optional; higher DMS_score = fitter{upload_limit_words()})",
         key="_dms_upload",
         on_change=_keep_dms_upload,
         max_upload_size=upload_size_mb(),

@@ -1,0 +1,43 @@
+"""Predicted contacts as tables of residue pairs: every pair, or the top L (what the Attention
+page offers as CSV).
+
+Every pair of a long protein is large (2,554 residues: 3.3 million rows, 67 MB of CSV); the top
+L pairs at least 6 positions apart, the pairs contact precision judges, are a few kB.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+MIN_SEPARATION = 6  # as contact precision (structure/contacts.py): closer pairs are not judged
+
+
+def contacts_frame(contacts: np.ndarray, sequence: str, first: int) -> pd.DataFrame:
+    """Every residue pair i < j with its contact probability (NaN: not predicted).
+
+    Args:
+      contacts: (L, L) predicted probabilities.
+      sequence: the L residues.
+      first: the number of the first residue (``i`` and ``j`` are in the record's numbering).
+    """
+    i, j = np.triu_indices(len(sequence), k=1)
+    letters = np.array(list(sequence))
+    return pd.DataFrame(
+        {"i": i + first, "residue_i": letters[i], "j": j + first, "residue_j": letters[j], "probability": contacts[i, j]}
+    )
+
+
+def top_contacts_frame(contacts: np.ndarray, sequence: str, first: int, min_separation: int = MIN_SEPARATION) -> pd.DataFrame:
+    """The L most probable pairs at least ``min_separation`` apart, most probable first (ties by
+    i, then j); a pair that was not predicted (NaN) is never among them. Columns as
+    ``contacts_frame``."""
+    i, j = np.triu_indices(len(sequence), k=min_separation)  # row-major: ties keep (i, j) order
+    probability = contacts[i, j]
+    finite = np.flatnonzero(np.isfinite(probability))
+    order = finite[np.argsort(-probability[finite], kind="stable")][: len(sequence)]
+    letters = np.array(list(sequence))
+    i, j = i[order], j[order]
+    return pd.DataFrame(
+        {"i": i + first, "residue_i": letters[i], "j": j + first, "residue_j": letters[j], "probability": contacts[i, j]}
+    )
