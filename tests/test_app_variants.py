@@ -90,8 +90,8 @@ def test_a_pasted_list_gives_the_table_the_skipped_entries_and_the_map(engine):
     csv = download_frame(reference, "masked-marginals")
     assert list(csv.columns) == ["record_id", "mutant", "variant", "position", "score", "status"]
     assert csv[["mutant", "variant", "position"]].values.tolist() == [
-        ["E6V", "E6V", "6"], ["p.[Glu6Val;Lys8Ala]", "E6V:K8A", "6;8"], ["E6*", "", ""], ["K17E", "K17E", "17"],
-        ["A6V", "", ""]]
+        ["E6V", "E6V", "6"], ["p.[Glu6Val;Lys8Ala]", "E6V:K8A", "6;8"], ["E6*", "", ""], ["A6V", "", ""],
+        ["K17E", "K17E", "17"]]
 
     (variant_map,) = figures(at)
     traces = {trace.get("name"): trace for trace in variant_map["data"]}
@@ -225,7 +225,7 @@ def test_a_dms_upload_gives_the_metrics_the_figures_and_the_downloads(engine, as
     assert sum(len(values(t["x"])) for t in scatter["data"]) == 922
     experiment, model = [t for t in maps["data"] if t["type"] == "heatmap"]
     assert experiment["y"] == model["y"] and experiment["x"] == model["x"]  # the same axes
-    assert len(experiment["y"]) == len(wild_type)
+    assert len(experiment["x"]) == len(wild_type)  # positions across, as the Masked predictions map
     downloads = {b.proto.label for b in at.get("download_button")}
     assert {"Scored table (CSV)", "Metrics (JSON)"} <= downloads
     assert len(at.dataframe[0].value) == 922 and "DMS_score" in at.dataframe[0].value.columns

@@ -119,8 +119,27 @@ def test_the_molecular_viewer_draws_offline_coloured_by_the_track_with_hover(ser
     keys = frame.evaluate("document.getElementById('keys').textContent")
     drawn = frame.evaluate("window.flamino.scene.contacts.length")
     assert drawn == 42 and "top predicted pair" in keys
+    assert outside == []
+    page.context.close()
+
+
+def test_the_structure_view_photographed_on_a_globular_protein(server, browser):
+    """1GBT (trypsin with an inhibitor, calcium and sulfate) for its own sequence, coloured by the
+    mean substitution score (red-blue around 0): the picture in the README."""
+    structure = STRUCTURES / "1GBT.cif"
+    if not structure.exists():
+        pytest.skip(f"real structure not found at {structure}")
+    from structure_reference import entity_sequences
+
+    page, outside = _offline_page(browser, server)
+    page.goto(f"{server.url}/?page=structure&strack=mean-score&sres=57&seq={entity_sequences(structure)[0]}")
+    page.get_by_role("heading", name="Structure", exact=True).wait_for()
+    page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(structure))
+    frame = _viewer_frame(page)
+    assert frame.evaluate("window.flamino.scene.legend.signed") is True
+    assert frame.evaluate("document.getElementById('problem').textContent") == ""
     page.get_by_role("heading", name="The structure in 3D").evaluate("e => e.scrollIntoView({block: 'start'})")
-    page.wait_for_timeout(800)
+    page.wait_for_timeout(1500)
     _photograph(page, "structure")
     assert outside == []
     page.context.close()

@@ -26,12 +26,16 @@ def gbt():
     return parsed, choose_chain(parsed, sequence)
 
 
+def symmetric_map(length: int, seed: int) -> np.ndarray:
+    """A made-up (length, length) symmetric map of probabilities, fixed by its seed."""
+    predicted = np.random.default_rng(seed).random((length, length))
+    return (predicted + predicted.T) / 2
+
+
 def test_contact_map_triangles_and_marks(gbt):
     _, alignment = gbt
     length = len(alignment.sequence)
-    rng = np.random.default_rng(0)
-    predicted = rng.random((length, length))
-    predicted = (predicted + predicted.T) / 2
+    predicted = symmetric_map(length, seed=0)
     contacts = true_contacts(alignment)
     top = top_predictions(predicted, contacts, "long", k=length // 5)
     fig = contact_comparison_map(predicted, contacts, top, title="<b>1GBT</b>")
@@ -151,9 +155,7 @@ def test_long_maps_are_drawn_in_blocks(gbt):
 def test_contact_marks_are_not_blue_on_blue_nor_clipped_and_axes_use_the_records_numbering(gbt):
     _, alignment = gbt
     length = len(alignment.sequence)
-    rng = np.random.default_rng(1)
-    predicted = rng.random((length, length))
-    predicted = (predicted + predicted.T) / 2
+    predicted = symmetric_map(length, seed=1)
     top = top_predictions(predicted, true_contacts(alignment), "all", k=length)
     fig = contact_comparison_map(predicted, true_contacts(alignment), top, first=151)
     upper, _, hits, misses = fig.data
@@ -192,9 +194,7 @@ def test_the_viewer_scene_holds_the_model_the_values_and_the_top_pairs(gbt):
     parsed, alignment = gbt
     length = len(alignment.sequence)
     values = np.arange(length, dtype=float) / 10  # position p (0-based) has the value p / 10
-    rng = np.random.default_rng(2)
-    predicted = rng.random((length, length))
-    predicted = (predicted + predicted.T) / 2
+    predicted = symmetric_map(length, seed=2)
     truth = true_contacts(alignment)
     top = top_predictions(predicted, truth, "long", k=length // 5)
     scene = molecular_scene(parsed, alignment, values, "position / 10", first=1, chosen=5, top=top)

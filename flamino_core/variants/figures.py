@@ -151,13 +151,14 @@ def dms_heatmaps(scores: DmsScores) -> go.Figure:
     fig.update_xaxes(title="position (wild type)", row=2, col=1)
     fig.update_yaxes(type="category", autorange="reversed", categoryorder="array", categoryarray=aas, title="mutant")
     title = ("Experiment and model, single substitutions<br><sup>red: low (less fit / less likely); blue: high; "
-             f"grey: not measured. Experiment {escape(how)}; model white: 0, as likely as the wild type</sup>")
+             f"grey: not measured</sup><br><sup>experiment {escape(how)}; model white: 0, as likely as the "
+             "wild type</sup>")
     fig = _layout(fig, title, height=900,
                   legend={"orientation": "h", "y": 1.0, "x": 1, "xanchor": "right", "yanchor": "bottom"})
     # Cells the assay did not measure show the plot's background: grey, never the white of "neutral".
     fig.update_xaxes(showgrid=False)
     fig.update_yaxes(showgrid=False)
-    return fig.update_layout(margin={"t": 110}, plot_bgcolor=NOT_MEASURED)
+    return fig.update_layout(margin={"t": 130}, plot_bgcolor=NOT_MEASURED)
 
 
 def substitution_map(
