@@ -24,7 +24,7 @@ from flamino_core.variants.dms import numbering_problem, output_frame
 from flamino_core.variants.figures import dms_heatmaps, dms_scatter, variant_map
 from flamino_core.variants.metrics import dms_metrics
 from flamino_core.variants.notation import parse_mutations
-from flamino_core.variants.scoring import RANDOM_WEIGHTS_NOTE, output_columns
+from flamino_core.variants.scoring import RANDOM_WEIGHTS_NOTE
 
 STATISTICS = [("spearman", "Spearman ρ"), ("auc", "AUC"), ("mcc", "MCC"), ("ndcg", "NDCG"),
               ("top10_recall", "Top-10% recall")]
