@@ -81,8 +81,8 @@ def range_picker(length: int, first: int, windowed: bool = False) -> Shown:
     default = default_range(length)
     columns = st.columns([2, 3], vertical_alignment="bottom")
     with columns[0]:
-        # "Show residues … to …": not "First residue", which read like the numbering's "Number of the
-        # first residue" in the sidebar (issue 24).
+        # "Show residues … to …": "First residue" read like the sidebar's "First residue number" (now
+        # "Numbering: the first residue is number"), which does something else (issue 24).
         start, end = kept_span(("Show residues", "to"), RANGE, length, default=default, shift=first - 1,
                                help="The stretch of the sequence this page shows, in its numbering.")
     shown = Shown(start - 1, end, length, first)
