@@ -18,6 +18,7 @@ from flamino_core.alphabet import AA_TO_IDX, STANDARD_AA_TOKEN_IDS, STANDARD_AMI
 from flamino_core.variants.figures import clicked_cell, substitution_map
 from flamino_core.variants.notation import substitution_names
 
+RANGE_SEEN = "_pos_range"  # the range the masked position was last drawn with
 PICKED = "_picked_cell"  # (sequence, 0-based index in it, mutant letter) last clicked on the map
 
 
@@ -58,6 +59,18 @@ def picked(sequence: str) -> tuple[int, str] | None:
     return cell[1:] if cell and cell[0] == sequence else None
 
 
+def follow_range(shown) -> None:
+    """Move the masked position to the range's first residue when the range changes and the
+    position is outside it (issue 24: it stayed at 1 for a range 20-60). A position typed outside
+    the range, or carried by a link, stays: any position can be masked."""
+    ss, span = st.session_state, (shown.start, shown.stop)
+    before, ss[RANGE_SEEN] = ss.get(RANGE_SEEN), span
+    position = ss.get("pos")
+    inside = isinstance(position, int) and shown.start < position <= shown.stop
+    if (position is None or before not in (None, span)) and not inside:
+        ss["pos"] = ss[widget_key("pos")] = shown.start + 1
+
+
 def main(ctx: PageContext) -> None:
     record, model, seq, stem, shown = ctx.record, ctx.model, ctx.sequence, ctx.stem, ctx.shown
     part, first, part_stem = seq[shown.span], shown.number, stem + shown.stem()
@@ -89,10 +102,10 @@ def main(ctx: PageContext) -> None:
     with right:
         st.subheader("Mask one position")
         number_one = ctx.first
-        # Within the page's range, opening on its first residue (it stayed at 1 for a range 20-60).
+        follow_range(shown)
         position = kept_number_input(
-            f"Position ({shown.number:,}–{shown.number + shown.size - 1:,})", "pos", min_value=shown.start + 1,
-            max_value=shown.stop, default=shown.start + 1, shift=number_one - 1,
+            f"Position ({number_one:,}–{number_one + len(seq) - 1:,})", "pos", max_value=len(seq),
+            default=shown.start + 1, shift=number_one - 1,
         )  # fmt: skip
         number = position + number_one - 1
         log_probs = results.masked_position(model, seq, position - 1)  # (33,)

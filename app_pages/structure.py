@@ -132,14 +132,16 @@ def view_3d(ctx: PageContext, parsed, alignment, contacts, top, file_stem):
     title = f"Chain {alignment.chain_id} of {parsed.name}: {label}"
     spec = TRACKS[track]
     if molecule_view.available():
+        # The best L/5 of the marked pairs: all L of them hide the chain (223 lines on 1GBT).
+        drawn = None if top is None else top.first(max(1, len(seq) // 5))
         scene = molecular_scene(parsed, alignment, values, label, signed=spec.signed, scale=spec.pdb_scale,
-                                first=first, chosen=choice["residue"] - 1, top=top)
+                                first=first, chosen=choice["residue"] - 1, top=drawn)
         st.markdown(f"**{plain(title)}**")
         st.caption(
             "Cartoon coloured by the track (grey: no value), other chains in light grey, ligands as sticks; the "
-            "residue chosen above in magenta sticks; the top pairs marked on the contact map as lines between "
-            "their C-beta atoms (green: a contact in the structure, dashed vermillion: none). Hover a residue or "
-            "a line for what it is; drag to turn, scroll to zoom."
+            "residue chosen above in magenta sticks; the best L/5 of the pairs marked on the contact map as lines "
+            "between their C-beta atoms (green: a contact in the structure, dashed vermillion: none). Hover a "
+            "residue or a line for what it is; drag to turn, scroll to zoom."
         )
         molecule_view.molecule_view(scene, key="structure_viewer")
         row = st.container(horizontal=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import base64
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -802,6 +803,7 @@ EVERY_OPTION = {
     "schain": ("B", "B"), "smodel": ("1", 1), "srange": ("long", "long"), "scut": ("L/5", "L/5"),
     "strack": ("attention", "attention"), "saa": ("W", "W"), "sres": ("5", 5), "slayer": ("1", 1),
     "shead": ("2", 2), "spc": ("2", 2), "sscore": ("masked-marginals", "masked-marginals"),
+    "sid": ("1GBT", "1GBT"),  # a downloaded structure: the page downloads it again (test_structure_app.py)
     "smap": ("pca", "pca"),
     "slabels": ("0", False),
     "dna": ("1", True),
@@ -824,7 +826,7 @@ VALUE_WIDGETS = ("selectbox", "radio", "number_input", "toggle", "checkbox", "te
                  "slider", "select_slider", "multiselect")  # fmt: skip
 
 
-def test_every_widget_is_kept_and_defaults_to_its_current_value():
+def test_every_widget_is_kept_and_defaults_to_its_current_value(monkeypatch):
     """Every widget holding a selection is a kept one (``_ui/widgets.py``: its value survives page
     switches and links), and its own default is its current value: under load a browser may send
     a widget's default instead of its state (found by the load test: fresh sessions switched to
@@ -832,6 +834,11 @@ def test_every_widget_is_kept_and_defaults_to_its_current_value():
     from app_pages._ui.views import OPTIONS
 
     assert set(EVERY_OPTION) == set(OPTIONS)  # a new option gets a value here
+    from flamino_core.structure import fetch
+
+    with socket.socket() as sock:  # the link's structure id: downloaded from a closed local port
+        sock.bind(("127.0.0.1", 0))
+        monkeypatch.setattr(fetch, "RCSB_URL", f"http://127.0.0.1:{sock.getsockname()[1]}/download")
     two = encode_fasta(f">ubq\n{UBIQUITIN}\n>part\n{UBIQUITIN[:50]}\n")  # the records' map needs two
     at = start({"fasta": two, "page": "attention", **{k: text for k, (text, _) in EVERY_OPTION.items()}})
     kinds = set()
@@ -873,8 +880,12 @@ def test_mask_one_position_follows_the_pages_range():
     at = start({"page": "predictions", "seq": UBIQUITIN, "range": "20-60"})
     assert_clean(at)
     widget = at.number_input(key="_w_pos")
-    assert widget.value == 20 and widget.min == 20 and widget.max == 60
-    assert widget.label == "Position (20–60)"
+    assert widget.value == 20 and widget.label == "Position (1–76)"  # any position may still be masked
+    at.number_input(key="_w_range_start").set_value(30).run()  # a new range: the position follows
+    assert at.number_input(key="_w_pos").value == 30
+    at.number_input(key="_w_pos").set_value(70).run()  # typed outside the range: kept
+    at.number_input(key="_w_range_start").set_value(31).run()
+    assert at.number_input(key="_w_pos").value == 31  # until the range changes again
     # The range's labels no longer read like the numbering's (renamed, the link keys unchanged).
     labels = [w.label for w in at.number_input]
     assert "Show residues" in labels and "to" in labels

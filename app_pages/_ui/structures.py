@@ -43,6 +43,7 @@ PATH = "structure_path"  # kept text inputs
 FETCH_ID = "structure_fetch_id"
 LINK_ID = "sid"  # the downloaded structure's id, which links carry (views.OPTIONS)
 LINK_ID_TRIED = "_sid_tried"  # the link's id was downloaded once (a failure is not retried on every run)
+LINK_FAILED = "_sid_failed"  # the problem shown is the link's download failing (a warning, not an error)
 SEEN_CONTACTS = "_structure_contacts"  # (model, sequence) -> (L, L) contacts, oldest first
 MAX_SEEN = 6  # contact maps kept per session: at 2,000 residues each is 16 MB
 
@@ -78,6 +79,7 @@ def _hold(parsed: ParsedStructure, key: str, origin: str, link_id: str | None = 
 def _refuse(message: str) -> None:
     """Say why; a structure read before stays (the caption says which one is shown)."""
     st.session_state[PROBLEM] = message
+    st.session_state.pop(LINK_FAILED, None)
 
 
 def take_upload() -> None:
@@ -143,6 +145,10 @@ def follow_link() -> None:
     if wanted and held() is None and ss.get(LINK_ID_TRIED) != wanted:
         with st.spinner(f"Downloading {wanted}, the structure the link was made with…"):
             download(wanted)
+        if PROBLEM in ss:  # the visitor did nothing wrong: a warning, and what to do
+            ss[PROBLEM] = (f"The link's structure {wanted} could not be downloaded here: {ss[PROBLEM]} "
+                           "Upload the file instead, or try the download again.")
+            ss[LINK_FAILED] = True
         ss[LINK_ID] = wanted  # kept in the link while the download failed, so it can be tried again
 
 
@@ -183,7 +189,8 @@ def source_panel() -> None:
             with st.spinner(f"Downloading {identifier.strip()}…"):
                 download(identifier)
     if PROBLEM in st.session_state:
-        st.error(plain(st.session_state[PROBLEM]), icon=":material/error:")
+        show = st.warning if st.session_state.get(LINK_FAILED) else st.error
+        show(plain(st.session_state[PROBLEM]), icon=":material/error:")
 
 
 def held() -> tuple[ParsedStructure, str, str] | None:

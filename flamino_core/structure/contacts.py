@@ -74,6 +74,10 @@ class TopPairs:
     def __len__(self) -> int:
         return len(self.i)
 
+    def first(self, n: int) -> TopPairs:
+        """The ``n`` best-ranked pairs (the pairs are in rank order)."""
+        return TopPairs(self.i[:n], self.j[:n], self.probability[:n], self.is_contact[:n])
+
     @property
     def precision(self) -> float:
         return float(self.is_contact.mean()) if len(self) else float("nan")

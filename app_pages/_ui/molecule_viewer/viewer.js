@@ -119,7 +119,7 @@ function draw(scene, height) {
     viewer.setView(view);
   } else {
     viewer.zoomTo(isChain);
-    viewer.zoom(1.25); // zoomTo leaves a wide margin around the chain
+    viewer.zoom(1.1); // zoomTo leaves a wide margin around the chain
   }
   viewer.render();
   legend(scene);
