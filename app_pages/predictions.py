@@ -139,7 +139,7 @@ def main(ctx: PageContext) -> None:
     if scan == "masked":  # one pass per position of the range, in queued chunks, kept as they finish
         log_probs_range = scans.masked_scan(model, seq, shown)  # (shown, 33) or None
     if log_probs_range is not None:
-        scored = scores.from_masked_log_probs(log_probs_range, part)  # what scores.score returns
+        scored = scores.from_log_probs(log_probs_range, part)  # what scores.substitution_map returns
         substitution, pppl = scored.substitutions, scored.pppl
         st.metric(
             "Pseudo-perplexity" + ("" if shown.whole else f" of {shown.label()}"),

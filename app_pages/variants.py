@@ -43,7 +43,7 @@ def substitution_scores(model: str, seq: str, first: int):
     if kept_radio("Map behind your variants", "vmap", horizontal=True) == "masked":
         log_probs = scans.masked_scan(model, seq, Shown(0, len(seq), len(seq), first))  # (L, 33) or None
         if log_probs is not None:
-            return scores.from_masked_log_probs(log_probs, seq).substitutions, "masked-marginals"
+            return scores.from_log_probs(log_probs, seq).substitutions, "masked-marginals"
         st.caption("Showing the fast wt-marginals map meanwhile.")
     return results.wt_marginal_scores(model, seq), "wt-marginals"
 

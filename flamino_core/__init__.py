@@ -36,11 +36,9 @@ _EXPORTS = {
     "LONG_POLICIES": "options",
     "STRATEGIES": "options",
     "SequenceScores": "scores",
-    "masked_marginals": "scores",
     "pseudo_perplexity": "scores",
-    "score": "scores",
+    "substitution_map": "scores",
     "substitution_scores": "scores",
-    "wt_marginals": "scores",
     "ModelError": "weights",
     "ModelNotAvailableError": "weights",
     "ModelWeights": "weights",
@@ -75,14 +73,7 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     from .fasta import ParsedInput, ProteinRecord, iter_records, parse_fasta_bytes, parse_fasta_text, read_fasta
     from .model import ESM2
     from .options import LONG_POLICIES, STRATEGIES
-    from .scores import (
-        SequenceScores,
-        masked_marginals,
-        pseudo_perplexity,
-        score,
-        substitution_scores,
-        wt_marginals,
-    )
+    from .scores import SequenceScores, pseudo_perplexity, substitution_map, substitution_scores
     from .weights import (
         ModelError,
         ModelNotAvailableError,

@@ -39,12 +39,18 @@ def residue_labels(sequence: str, start: int = 1) -> list[str]:
 
 
 # --- probabilities and entropy ----------------------------------------------------------------
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    """Log-softmax over the last axis (the one definition: scores, the joint-masked passes and
+    the probabilities all read it), in the input's precision: give float64 for float64 results.
+    The maximum is subtracted first, so large logits never overflow."""
+    shifted = np.asarray(logits)
+    shifted = shifted - shifted.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
 def softmax(logits: np.ndarray) -> np.ndarray:
     """Softmax over the last axis, computed in float64 (the logits are float32)."""
-    shifted = np.asarray(logits, dtype=np.float64)
-    shifted = shifted - shifted.max(axis=-1, keepdims=True)
-    exp = np.exp(shifted)
-    return exp / exp.sum(axis=-1, keepdims=True)
+    return np.exp(log_softmax(np.asarray(logits, dtype=np.float64)))
 
 
 def amino_acid_probabilities(logits: np.ndarray) -> np.ndarray:

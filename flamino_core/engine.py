@@ -29,6 +29,7 @@ from flax import nnx
 
 from . import hardware, memory, planner, windows
 from .alphabet import encode
+from .analysis import log_softmax
 from .attention import AttentionImpl
 from .config import MAX_RESIDUES, ESM2Config
 from .convert import params_to_model
@@ -330,8 +331,7 @@ class Engine:
             logits = np.asarray(jax.device_get(self._forward(self.state, jnp.asarray(tokens), **options)["logits"]))
             for r, (at_tokens, (start, _)) in enumerate(zip(masked, chunk_spans)):
                 at = logits[r, at_tokens - start].astype(np.float64)  # (K, vocab)
-                at -= at.max(axis=-1, keepdims=True)
-                out.append((at - np.log(np.exp(at).sum(axis=-1, keepdims=True))).astype(np.float32))
+                out.append(log_softmax(at).astype(np.float32))
             if progress:
                 progress(batch_index + 1, total)
         return out

@@ -1,17 +1,63 @@
-"""The choices the command line, batch jobs and the app offer, in one module with no imports.
+"""The choices the command line, batch jobs and the app offer, in one module that imports only
+the standard library's ``dataclasses``.
 
 ``flamino --help`` builds its parser from these without loading NumPy or JAX; the modules
-that act on a choice import it from here, so each list is written once. A new scoring
-strategy is a name in ``STRATEGIES`` and a branch in ``scores.score``.
+that act on a choice import it from here, so each list is written once. A new whole-sequence
+scoring strategy is one ``Strategy`` in ``STRATEGIES``: ``flamino score``, ``flamino batch
+score``, ``scores.substitution_map`` and the app's choices read it from there.
 """
+
+import dataclasses
 
 # Sequences longer than ESM-2's 1022 training residues: overlapping windows averaged where
 # they overlap, the first 1022 residues, or one pass over everything (see ``windows``).
 LONG_POLICIES = ("window", "truncate", "full")
 
-# Variant-effect scores (Meier et al. 2021): one masked pass per position, one unmasked
-# pass, or the pseudo-perplexity from the masked passes (see ``scores.score``).
-STRATEGIES = ("masked-marginals", "wt-marginals", "pppl")
+
+
+@dataclasses.dataclass(frozen=True)
+class Strategy:
+    """A whole-sequence scoring strategy: what it runs and what it reports.
+
+    ``scores.substitution_map`` runs it: ``masked`` strategies read one masked pass per position
+    (through the result store, ``passes.masked_log_probs``), the others one unmasked pass's
+    log-softmax; ``reduce`` turns those (n, vocab) log-probabilities of the scored residues into
+    ``(substitutions (n, 20), pseudo-perplexity or None)``: a callable or ``"module:function"``
+    (imported when first used, so this module stays light); None: ``scores.substitution_scores``
+    and, for masked strategies, ``scores.pseudo_perplexity``. ``output`` is what ``flamino score``
+    and ``flamino batch score`` write: ``map`` (a score per position and amino acid) or ``pppl``
+    (one number per record).
+    """
+
+    name: str
+    help: str  # one line: the command line's --help and the app's choice
+    masked: bool
+    output: str = "map"  # "map" or "pppl"
+    reduce: object = None
+
+    def __post_init__(self):
+        if self.output not in ("map", "pppl"):
+            raise ValueError(f"strategy {self.name}: output must be 'map' or 'pppl', not {self.output!r}")
+
+
+# Variant-effect scores of every single substitution (Meier et al. 2021): one masked pass per
+# position, one unmasked pass, or the pseudo-perplexity from the masked passes. A dict, so a
+# strategy added at run time (a plugin, a test) is seen by every front end built after it.
+STRATEGIES = {
+    strategy.name: strategy
+    for strategy in (
+        Strategy("masked-marginals", "exact: one masked pass per position; gives pseudo-perplexity", masked=True),
+        Strategy("wt-marginals", "fast: one unmasked pass", masked=False),
+        Strategy("pppl", "pseudo-perplexity only: the masked-marginals passes", masked=True, output="pppl"),
+    )
+}
+DEFAULT_STRATEGY = "masked-marginals"
+
+
+def map_strategies() -> tuple:
+    """The strategies that give a substitution map (the score tracks, the app's maps)."""
+    return tuple(name for name, strategy in STRATEGIES.items() if strategy.output == "map")
+
 
 # Scores of the user's own variants, as ProteinGym scores ESM-2 (see ``variants.scoring``):
 # per mutated position masked, one unmasked pass, all of a multi-mutant's positions masked at
@@ -35,7 +81,8 @@ CONTACT_CUTOFFS = {"L": 1, "L/2": 2, "L/5": 5}
 # Per-residue tracks painted on a structure's 3D chain or into its PDB B-factor column
 # (``flamino contacts --track``, the app's Structure page); ``structure.tracks.TRACKS`` defines each.
 STRUCTURE_TRACKS = ("entropy", "mean-score", "substitution", "contact-count", "attention", "pca")
-# The substitution scores the score tracks can come from (``scores.score`` strategies).
+# The substitution scores the score tracks can come from, in the order offered (the first is
+# the default: one pass). ``map_strategies()`` lists every strategy that gives them.
 TRACK_SCORE_STRATEGIES = ("wt-marginals", "masked-marginals")
 
 # What ``flamino embed --include`` can write into its .npz file.

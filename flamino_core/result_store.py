@@ -262,11 +262,11 @@ class ResultStore:
     # --- size ---------------------------------------------------------------------------------
     def _evict(self, connection) -> None:
         """Drop the least recently used entries until the values fit in 90% of ``max_bytes``."""
-        total = rows(connection, "SELECT COALESCE(SUM(bytes), 0) FROM entries")[0][0]
+        total = rows(connection, "SELECT bytes FROM totals WHERE id = 0")[0][0]
         if total <= self.max_bytes:
             return
         with Transaction(connection):
-            total = rows(connection, "SELECT COALESCE(SUM(bytes), 0) FROM entries")[0][0]
+            total = rows(connection, "SELECT bytes FROM totals WHERE id = 0")[0][0]
             doomed = []
             for entry, size in rows(connection, "SELECT id, bytes FROM entries ORDER BY used"):
                 if total <= 0.9 * self.max_bytes:

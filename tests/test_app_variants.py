@@ -281,7 +281,7 @@ def test_the_substitution_map_marks_wild_type_cells_and_is_clickable(engine):
     at.session_state["pos"] = at.session_state["_w_pos"] = 6
     at.run()
     assert_clean(at)
-    wt_map = scores.score(engine, HBB, "wt-marginals").substitutions  # (L, 20)
+    wt_map = scores.substitution_map(engine, HBB, "wt-marginals").substitutions  # (L, 20)
     expected = wt_map[5, "ACDEFGHIKLMNPQRSTVWY".index("V")]
     assert any(f"E6V: wt-marginals score {expected:.3f}" in i.value for i in at.info)
     log_probs = engine.masked_log_probs(HBB, [5])[0]

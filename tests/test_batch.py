@@ -166,8 +166,8 @@ def test_score_shard_matches_score_functions(tmp_path, engine):
                 expected = scores.pseudo_perplexity(engine.masked_log_probs(seq), seq)
                 assert table.column("pppl")[row].as_py() == pytest.approx(expected, rel=1e-6)
             else:
-                expected = (scores.masked_marginals(engine, seq) if strategy == "masked-marginals"
-                            else scores.wt_marginals(engine, seq))
+                expected = (scores.substitution_map(engine, seq, "masked-marginals").substitutions if strategy == "masked-marginals"
+                            else scores.substitution_map(engine, seq, "wt-marginals").substitutions)
                 np.testing.assert_allclose(to_numpy(table.column(column))[row], expected, atol=1e-5)
             np.testing.assert_allclose(to_numpy(table.column("mean"))[row], engine.run([seq])[0].mean, atol=1e-5)
 
@@ -357,7 +357,7 @@ def test_score_job_in_process_over_two_files_then_a_different_job_is_refused(tmp
     assert table.column("file").to_pylist()[-1] == str(second)
     sequences = [r.sequence for r in read_fasta(first).records] + ["WWYVACDK", "KKKLLLPPP"]
     for row, seq in enumerate(sequences):
-        np.testing.assert_allclose(to_numpy(table.column("scores"))[row], scores.wt_marginals(engine, seq), atol=1e-5)
+        np.testing.assert_allclose(to_numpy(table.column("scores"))[row], scores.substitution_map(engine, seq, "wt-marginals").substitutions, atol=1e-5)
         np.testing.assert_allclose(to_numpy(table.column("mean"))[row], engine.run([seq])[0].mean, atol=1e-5)
     with pytest.raises(BatchError, match=r"different job \(options"):
         run_batch("score", [first, second], out, TINY, strategy="pppl", shard_size=5, say=lambda message: None)

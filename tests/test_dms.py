@@ -109,7 +109,7 @@ def test_real_assay_scored_end_to_end(assay, engine):
     assert {k: metrics[k] for k in ("n_scored", "n_skipped", "model", "strategy")} == {
         "n_scored": 922, "n_skipped": 0, "model": "random:tiny:1", "strategy": "masked-marginals"}
     # The same substitutions from the full masked-marginal map (L passes): the same numbers.
-    full = scores.masked_marginals(engine, wild_type)
+    full = scores.substitution_map(engine, wild_type, "masked-marginals").substitutions
     column = {aa: j for j, aa in enumerate("ACDEFGHIKLMNPQRSTVWY")}
     expected = [full[int(m[1:-1]) - 1, column[m[-1]]] for m in frame.mutant]
     np.testing.assert_allclose(frame.score, expected, atol=1e-5)
@@ -252,7 +252,7 @@ def test_variant_map_marks_every_substitution_by_label(engine):
     assert not issues
     sequence = HBB[10:40]
     result = score_variants(engine, sequence, variants)
-    fig = variant_map(scores.masked_marginals(engine, sequence), sequence, variants, offset=11, table=result.table)
+    fig = variant_map(scores.substitution_map(engine, sequence, "masked-marginals").substitutions, sequence, variants, offset=11, table=result.table)
     heatmap = fig.data[0]
     assert heatmap.x[0] == "A11" and heatmap.x[-1] == f"{sequence[-1]}40"
     marked = {t.name: list(zip(t.x, t.y)) for t in fig.data[1:]}

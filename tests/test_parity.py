@@ -116,7 +116,7 @@ def test_masked_marginals_match_hf(hf_checkpoints, real_sequences, config, atten
     engine = Engine(load_weights(str(directory)), attention=attention)
     assert engine.attention_path == attention
     seq = real_sequences["HBB_HUMAN"][:60]
-    ours = scores.masked_marginals(engine, seq)
+    ours = scores.substitution_map(engine, seq, "masked-marginals").substitutions
     tokens = np.repeat(batch_encode([seq]), len(seq), axis=0)
     tokens[np.arange(len(seq)), np.arange(len(seq)) + 1] = MASK_IDX
     log_probs = torch.log_softmax(hf_forward(hf, tokens).logits, -1).numpy()

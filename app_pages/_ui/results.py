@@ -164,7 +164,7 @@ def masked_position(model: str, sequence: str, position: int) -> np.ndarray:
 
 @st.cache_data(show_spinner="Scoring substitutions…", max_entries=64)
 def wt_marginal_scores(model: str, sequence: str) -> np.ndarray:
-    return scores.score(load_engine(model), sequence, "wt-marginals").substitutions
+    return scores.substitution_map(load_engine(model), sequence, "wt-marginals").substitutions
 
 
 @st.cache_data(show_spinner="Computing embeddings…", max_entries=16 if HOSTED else 64)

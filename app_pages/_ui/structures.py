@@ -243,7 +243,7 @@ def track_values(name: str, model: str, sequence: str, contacts: np.ndarray | No
         log_probs = scans.masked_scan(model, sequence, Shown(0, len(sequence), len(sequence), choice["first"]))
         if log_probs is None:
             return None, ""
-        inputs["scores"] = scores.from_masked_log_probs(log_probs, sequence).substitutions
+        inputs["scores"] = scores.from_log_probs(log_probs, sequence).substitutions
     if "contacts" in needs:
         if contacts is None:
             return None, ""

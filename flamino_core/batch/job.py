@@ -38,6 +38,9 @@ class Job:
     token_budget: int
     key: str = ""
     files: tuple[str, ...] = ()
+    # Masked passes read from and kept in the result store (not part of the job's identity:
+    # the numbers are the same either way).
+    store: bool = True
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..options import STRATEGIES
 from .job import MANIFEST, BatchError, Job, shard_path
 
 META_KEY = b"flamino_batch"  # the Parquet footer key of a shard's summary (rows, failures, ...)
@@ -30,7 +31,7 @@ def output_schema(job: Job, embed_dim: int, vocab: int) -> pa.Schema:
     if "logits" in job.include:
         fields.append(("logits", pa.list_(pa.list_(pa.float32(), vocab))))
     if job.command == "score":
-        if job.strategy == "pppl":
+        if STRATEGIES[job.strategy].output == "pppl":
             fields.append(("pppl", pa.float64()))
         else:
             fields.append(("scores", pa.list_(pa.list_(pa.float32(), 20))))

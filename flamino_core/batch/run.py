@@ -17,7 +17,10 @@ from pathlib import Path
 from typing import Callable, Iterable, Sequence, TextIO
 
 from ..atomic import TEMPORARY_MARK, written_atomically
-from ..options import BATCH_EMBED_PARTS, BATCH_SCORE_PARTS, DEFAULT_SHARD_SIZE, DEFAULT_TOKEN_BUDGET, LONG_POLICIES, STRATEGIES
+from ..options import (
+    BATCH_EMBED_PARTS, BATCH_SCORE_PARTS, DEFAULT_SHARD_SIZE, DEFAULT_STRATEGY, DEFAULT_TOKEN_BUDGET, LONG_POLICIES,
+    STRATEGIES,
+)  # fmt: skip
 from ..progress import Progress, duration, say as say_on_stderr
 from .inputs import fasta_inputs, spool_shards
 from .job import (
@@ -96,6 +99,7 @@ def run_batch(
     cpus_per_actor: float = 1,
     gpus_per_actor: float | None = None,
     overwrite: bool = False,
+    store: bool = True,
     say: Callable[[str], None] = say_on_stderr,
 ) -> BatchSummary:
     """Run (or continue) a batch job; see the package docstring for what is written where.
@@ -107,7 +111,7 @@ def run_batch(
       model: any identifier ``load_weights`` accepts (each actor loads it once).
       include: ``mean``, ``per_tok``, ``logits`` (``score``: ``mean`` only).
       long: policy for sequences over 1022 residues (see ``Engine.run``).
-      strategy: for ``score``: ``masked-marginals``, ``wt-marginals`` or ``pppl``.
+      strategy: for ``score``: a name in ``options.STRATEGIES`` (default ``masked-marginals``).
       shard_size: records per shard (the unit of work and of resumption).
       token_budget: tokens per forward pass (default: the engine's).
       ray_address: ``local`` starts Ray in this process; ``auto`` or an address joins a cluster.
@@ -115,6 +119,8 @@ def run_batch(
       cpus_per_actor: CPUs reserved per actor (its XLA threads on CPU).
       gpus_per_actor: GPUs per actor (default: 1 if the cluster has GPUs, else 0).
       overwrite: delete a different job's results in ``out_dir`` instead of refusing.
+      store: ``score`` with a masked strategy reads and keeps its masked passes in the result
+        store (``FLAMINO_CACHE`` on each node); False computes them without it.
 
     Raises:
       BatchError: unusable inputs, options or model, or ``out_dir`` holds another job.
@@ -134,7 +140,7 @@ def run_batch(
     if long not in LONG_POLICIES:
         raise BatchError(f"--long must be one of {', '.join(LONG_POLICIES)}")
     if command == "score":
-        strategy = strategy or STRATEGIES[0]
+        strategy = strategy or DEFAULT_STRATEGY
         if strategy not in STRATEGIES:
             raise BatchError(f"--strategy must be one of {', '.join(STRATEGIES)}")
     else:
@@ -166,7 +172,7 @@ def run_batch(
         previous_inputs = {i["abs_path"]: i for i in (old or {}).get("input_files", [])}
         fingerprints = [file_fingerprint(f, previous_inputs.get(str(f.absolute()))) for f in files]
         job = Job(command, str(out.absolute()), model_id, include, long, strategy, shard_size,
-                  token_budget or DEFAULT_TOKEN_BUDGET, files=tuple(str(f) for f in files))
+                  token_budget or DEFAULT_TOKEN_BUDGET, files=tuple(str(f) for f in files), store=store)
         job_identity = identity(job, fingerprints, model_info)
         job = dataclasses.replace(job, key=job_key(job_identity))
         if old is not None and old.get("key") != job.key:

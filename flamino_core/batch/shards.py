@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 
 from .. import scores
 from ..atomic import written_atomically
+from ..options import STRATEGIES
 from .job import WORK_DIR, Job, shard_path, spool_path
 from .results import META_KEY, chunk_table, output_schema, shard_info
 
@@ -28,9 +29,16 @@ CAREFUL_AFTER = 2  # unfinished attempts at a shard before it is computed one re
 
 
 def _compute(engine, job: Job, sequences: list[str]) -> list[dict]:
-    """Outputs for a chunk of sequences (one dict per sequence); raises on any failure."""
+    """Outputs for a chunk of sequences (one dict per sequence); raises on any failure.
+
+    Masked strategies read and keep their passes in the result store (``passes``), so a record
+    scored before by any command, page or job runs no masked pass, and a killed shard's finished
+    positions are not masked again. Per-residue outputs of the unmasked pass stay out of the
+    store: they are written to the shard and are too large to keep twice at proteome scale.
+    """
     scoring = job.command == "score"
     need_logits = "logits" in job.include or (scoring and scores.uses_unmasked_logits(job.strategy))
+    store = _store(job) if scoring else None
     need_forward = bool({"mean", "per_tok"} & set(job.include)) or need_logits
     outputs: list[dict] = [{} for _ in sequences]
     results = engine.run(sequences, repr_layers=(-1,), logits=need_logits, long=job.long) if need_forward else None
@@ -44,12 +52,19 @@ def _compute(engine, job: Job, sequences: list[str]) -> list[dict]:
             if "logits" in job.include:
                 out["logits"] = unmasked.logits
         if scoring:  # wt-marginals reuses the pass above; the masked strategies run their own
-            scored = scores.score(engine, seq, job.strategy, long=job.long, unmasked=unmasked if need_logits else None)
-            if job.strategy == "pppl":
+            scored = scores.substitution_map(engine, seq, job.strategy, long=job.long, store=store,
+                                             unmasked=unmasked if need_logits else None)
+            if STRATEGIES[job.strategy].output == "pppl":
                 out["pppl"] = scored.pppl
             else:
                 out["scores"] = scored.substitutions
     return outputs
+
+
+def _store(job: Job):
+    from ..result_store import NullStore, default_store
+
+    return default_store() if job.store else NullStore()
 
 
 def _compute_isolating_failures(engine, job: Job, sequences: list[str]) -> tuple[list[dict | None], list[str | None]]:

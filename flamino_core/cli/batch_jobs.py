@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..options import BATCH_EMBED_PARTS, DEFAULT_SHARD_SIZE, DEFAULT_TOKEN_BUDGET, LONG_POLICIES, STRATEGIES
+from ..options import BATCH_EMBED_PARTS, DEFAULT_SHARD_SIZE, DEFAULT_STRATEGY, DEFAULT_TOKEN_BUDGET, LONG_POLICIES, STRATEGIES
 from ..progress import duration, say
 from .common import EXIT_OK, EXIT_USAGE, UserError
 
@@ -24,7 +24,8 @@ def cmd_batch(args) -> int:
             args.batch_command, args.inputs, args.output, args.model, include=include, long=args.long,
             strategy=getattr(args, "strategy", None), shard_size=args.shard_size, token_budget=args.token_budget,
             ray_address=args.ray_address, actors=args.actors, cpus_per_actor=args.cpus_per_actor,
-            gpus_per_actor=args.gpus_per_actor, overwrite=args.overwrite, say=say,
+            gpus_per_actor=args.gpus_per_actor, overwrite=args.overwrite, store=not getattr(args, "no_store", False),
+            say=say,
         )
     except BatchError as err:
         raise UserError(str(err)) from None
@@ -69,5 +70,9 @@ def add_parsers(subparsers) -> None:
     embed.add_argument("--include", default="mean", help=f"comma-separated: {','.join(BATCH_EMBED_PARTS)} (default mean)")
     score = kinds.add_parser("score", parents=[common], help="variant scores or pseudo-perplexity to Parquet")
     score.add_argument("--include", default="mean", help="'mean' (default) or 'none'")
-    score.add_argument("--strategy", choices=STRATEGIES, default=STRATEGIES[0])
+    score.add_argument("--strategy", choices=STRATEGIES, default=DEFAULT_STRATEGY,
+                       help="; ".join(f"{name}: {strategy.help}" for name, strategy in STRATEGIES.items()))
+    score.add_argument("--no-store", action="store_true",
+                       help="masked strategies: neither read nor keep masked passes in the result store "
+                            "(FLAMINO_CACHE/results.sqlite on each node)")
     batch.set_defaults(call=cmd_batch)

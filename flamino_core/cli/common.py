@@ -21,6 +21,7 @@ MODEL_HELP = ("preset name (e.g. esm2_t33_650M_UR50D), local model folder, fair-
 VERBOSE_HELP = "say which hardware, attention path (fused kernel or pure JAX) and precision run the model"
 FASTA_HELP = ("FASTA file ('-' for standard input), plain or gzipped; GenBank, GenPept, EMBL and "
               "Swiss-Prot flat files are read too")
+OFFSET_HELP = "number of the sequence's first residue (default: from a /start-end id suffix, else 1)"
 ALLOW_DNA_HELP = ("analyse sequences that look like DNA/RNA (>= 90%% A/C/G/T/U/N over >= 20 letters) "
                   "as protein; by default they are refused")
 
@@ -87,6 +88,22 @@ def read_records(path: str, *, allow_dna: bool = False):
     if not parsed.records:
         raise UserError(f"{path}: no usable protein sequence")
     return parsed.records, bool(parsed.errors)
+
+
+def first_residue_number(record, offset: int | None) -> int:
+    """The number of ``record``'s first residue: ``--offset`` when given, else what the id's
+    ``/start-end`` suffix says (said on stderr), else 1. Every command that writes positions
+    numbers them from it."""
+    from ..numbering import numbering_offset
+
+    if offset is not None:
+        return offset
+    found, note = numbering_offset(record.id, len(record.sequence))
+    if note:
+        say(f"warning: {note}")
+    if found != 1:
+        say(f"{record.id}: numbering starts at {found} (from the id; --offset changes it)")
+    return found
 
 
 def check_output(path: str, suffix: str | tuple[str, ...]) -> Path:

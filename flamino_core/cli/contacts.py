@@ -116,8 +116,8 @@ def _track_values(engine, out, args, layer):
     inputs = {"logits": out.logits, "contacts": out.contacts}
     strategy = args.track_strategy if "scores" in needs else None
     if strategy:
-        inputs["scores"] = scores.score(engine, out.sequence, strategy, long=args.long, unmasked=out,
-                                        progress=Progress(f"{strategy} scan")).substitutions
+        inputs["scores"] = scores.substitution_map(engine, out.sequence, strategy, long=args.long, unmasked=out,
+                                                   progress=Progress(f"{strategy} scan")).substitutions
     if "attention" in needs:
         inputs["attention"] = out.attentions[0]  # (H, L+2, L+2) of the one layer asked for
     if "representations" in needs:

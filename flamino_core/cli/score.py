@@ -1,14 +1,20 @@
-"""``flamino score``: the full single-substitution map or pseudo-perplexity of every record to a CSV."""
+"""``flamino score``: the full single-substitution map or pseudo-perplexity of every record to a CSV.
+
+Positions are numbered like every other command's: from ``--offset``, else from the record id's
+``/start-end`` suffix, else from 1. Masked passes go through the result store (``FLAMINO_CACHE``),
+so scoring the same record again with the same model runs no masked pass.
+"""
 
 from __future__ import annotations
 
 import csv
 
 from ..atomic import written_atomically
-from ..options import STRATEGIES
+from ..options import DEFAULT_STRATEGY, STRATEGIES
 from ..progress import Progress
 from .common import (
-    EXIT_OK, EXIT_USAGE, MODEL_HELP, VERBOSE_HELP, add_fasta_argument, check_output, load_engine, read_fasta_argument,
+    EXIT_OK, EXIT_USAGE, MODEL_HELP, OFFSET_HELP, VERBOSE_HELP, add_fasta_argument, check_output,
+    first_residue_number, load_engine, read_fasta_argument,
 )  # fmt: skip
 
 
@@ -18,19 +24,21 @@ def cmd_score(args) -> int:
     out_path = check_output(args.output, ".csv")
     records, had_errors = read_fasta_argument(args)
     engine = load_engine(args.model, args.verbose)
+    per_record = STRATEGIES[args.strategy].output == "pppl"
     with written_atomically(out_path) as tmp, open(tmp, "w", newline="") as handle:
         writer = csv.writer(handle)
-        if args.strategy == "pppl":
-            writer.writerow(["record_id", "pppl"])
+        if per_record:
+            writer.writerow(["record_id", args.strategy])
         else:
             writer.writerow(["record_id", "position", "wt", "mt", "score"])
         for index, record in enumerate(records):
             label = f"{record.id} ({index + 1}/{len(records)})"
-            scored = scores.score(engine, record.sequence, args.strategy, progress=Progress(label))
-            if args.strategy == "pppl":
+            scored = scores.substitution_map(engine, record.sequence, args.strategy, progress=Progress(label))
+            if per_record:
                 writer.writerow([record.id, f"{scored.pppl:.6g}"])
                 continue
-            for row in scores.score_rows(record.id, scored.sequence, scored.substitutions):
+            first = first_residue_number(record, args.offset)
+            for row in scores.score_rows(record.id, scored.sequence, scored.substitutions, first):
                 writer.writerow(row[:4] + (f"{row[4]:.6g}",))
     print(f"wrote {out_path} ({len(records)} sequences, {args.strategy})")
     return EXIT_USAGE if had_errors else EXIT_OK
@@ -41,6 +49,8 @@ def add_parsers(sub) -> None:
     add_fasta_argument(score)
     score.add_argument("-m", "--model", help=MODEL_HELP)
     score.add_argument("-o", "--output", required=True, help="output .csv")
-    score.add_argument("--strategy", choices=STRATEGIES, default="masked-marginals")
+    score.add_argument("--strategy", choices=STRATEGIES, default=DEFAULT_STRATEGY,
+                       help="; ".join(f"{name}: {strategy.help}" for name, strategy in STRATEGIES.items()))
+    score.add_argument("--offset", type=int, help=OFFSET_HELP + "; positions in the output are numbered from it")
     score.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
     score.set_defaults(call=cmd_score)

@@ -16,8 +16,8 @@ from ..atomic import written_atomically
 from ..options import DEFAULT_VARIANT_STRATEGY, VARIANT_STRATEGIES
 from ..progress import Progress, say
 from .common import (
-    EXIT_OK, MODEL_HELP, VERBOSE_HELP, UserError, add_fasta_argument, check_output, load_engine, read_fasta_argument,
-    read_records,
+    EXIT_OK, MODEL_HELP, OFFSET_HELP, VERBOSE_HELP, UserError, add_fasta_argument, check_output, first_residue_number,
+    load_engine, read_fasta_argument, read_records,
 )  # fmt: skip
 
 SCORE_FORMAT = "%.6g"  # as ``flamino score`` writes scores
@@ -27,7 +27,6 @@ _FILE_SUFFIXES = (".csv", ".tsv", ".txt", ".tab", ".list")
 STRATEGY_HELP = ("masked-marginals (default: one masked pass per mutated position), wt-marginals (one unmasked "
                  "pass), joint-masked (a multi-mutant's positions masked together; adds non_additivity), pll "
                  "(pseudo-log-likelihood ratio; L passes per variant, slow)")
-OFFSET_HELP = "number of the sequence's first residue (default: from a /start-end id suffix, else 1)"
 
 
 def read_mutations(value: str) -> bytes | str:
@@ -43,20 +42,6 @@ def read_mutations(value: str) -> bytes | str:
     if value.lower().endswith(_FILE_SUFFIXES) or ("/" in value and path.parent.is_dir()):
         raise UserError(f"--mutations: no such file {value!r} (give a file, or the list itself, e.g. \"A23V, G45D\")")
     return value
-
-
-def first_residue(record, offset: int | None) -> int:
-    """``--offset``, else the number the record's id gives its first residue (said on stderr)."""
-    from ..numbering import numbering_offset
-
-    if offset is not None:
-        return offset
-    found, note = numbering_offset(record.id, len(record.sequence))
-    if note:
-        say(f"warning: {note}")
-    if found != 1:
-        say(f"{record.id}: numbering starts at {found} (from the id; --offset changes it)")
-    return found
 
 
 def _notes(notes, shown: set[str]) -> None:
@@ -80,8 +65,8 @@ def cmd_variants(args) -> int:
     engine = load_engine(args.model, args.verbose)
     tables, scored, shown = [], 0, set()
     for n, record in enumerate(records):
-        offset = first_residue(record, args.offset)
-        variants, issues = parse_mutations(mutations, record.sequence, offset, reference=record.id)
+        first = first_residue_number(record, args.offset)
+        variants, issues = parse_mutations(mutations, record.sequence, first, reference=record.id)
         for issue in issues:
             if issue.order < 0:  # about the whole list: unreadable, empty, a shifted numbering
                 say(f"{record.id}: {issue.message}")
@@ -112,15 +97,15 @@ def cmd_dms(args) -> int:
 
     out_path = check_output(args.output, ".csv")
     metrics_path = check_output(args.metrics, ".json")
-    wild_type, record_id, offset = None, Path(args.dms).stem, args.offset
+    wild_type, record_id, first = None, Path(args.dms).stem, args.offset
     if args.sequence:
         records, _ = read_records(args.sequence)
         if len(records) > 1:
             raise UserError(f"--sequence {args.sequence}: {len(records)} records; give the one wild-type sequence")
         wild_type, record_id = records[0].sequence, records[0].id
-        offset = first_residue(records[0], offset)
+        first = first_residue_number(records[0], first)
     try:
-        dms = read_dms(args.dms, wild_type, 1 if offset is None else offset)
+        dms = read_dms(args.dms, wild_type, 1 if first is None else first)
     except DmsError as err:
         raise UserError(f"{args.dms}: {err}") from None
     if wild_type is None:

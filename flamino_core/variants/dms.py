@@ -279,6 +279,8 @@ def score_dms(
     *,
     record_id: str = "",
     progress: Callable[[int, int], None] | None = None,
+    cancelled: Callable[[], bool] | None = None,
+    store=None,
 ) -> DmsScores:
     """Score every row of a DMS table (multi-mutants too: additively under masked-marginals).
 
@@ -288,6 +290,8 @@ def score_dms(
       strategy: one of ``options.VARIANT_STRATEGIES``.
       record_id: the wild type's record id, for messages.
       progress: called with (passes done, passes total).
+      cancelled, store: as ``scoring.score_variants`` (masked passes stop between chunks, what
+        finished is kept in the result store).
 
     Returns:
       ``DmsScores``; rows that cannot be scored have NaN and the reason in ``status``. The
@@ -304,7 +308,7 @@ def score_dms(
         if hint:
             issues.append(hint)
     result = score_variants(engine, dms.wild_type, variants, strategy, issues=problems,
-                            record_id=record_id, progress=progress)
+                            record_id=record_id, progress=progress, cancelled=cancelled, store=store)
     frame = dms.frame.copy()
     clashes = [c for c in SCORE_COLUMNS if c in frame.columns]
     if clashes:

@@ -1,4 +1,4 @@
-"""Scores for a list of variants (``mutations.Variant``), the way ProteinGym scores ESM-2.
+"""Scores for a list of variants (``notation.Variant``), the way ProteinGym scores ESM-2.
 
 All scores are natural-log likelihood ratios with the softmax over the full 33-token vocabulary,
 as ProteinGym's ``proteingym/baselines/esm/compute_fitness.py`` (``label_row``) computes them:
@@ -13,6 +13,10 @@ as ProteinGym's ``proteingym/baselines/esm/compute_fitness.py`` (``label_row``) 
 * ``pll``: pseudo-log-likelihood of the mutant minus that of the wild type, where
   PLL(x) = sum_i log p(x_i | x with i masked): L passes per distinct mutant, plus L for the wild
   type. Slow; hosted servers refuse it above ``PLL_HOSTED_MAX_PASSES`` (see ``pll_size_problem``).
+
+Every masked pass goes through the result store (``passes.masked_log_probs``), and every
+difference and PLL is ``scores``' one definition (``substitution_scores``,
+``pseudo_log_likelihood``).
 """
 
 from __future__ import annotations
@@ -23,16 +27,18 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from ..alphabet import AA_TO_IDX, STANDARD_AMINO_ACIDS
+from .. import scores
+from ..alphabet import STANDARD_AMINO_ACIDS
 from ..config import MAX_RESIDUES
 from ..options import DEFAULT_VARIANT_STRATEGY, PLL_HOSTED_MAX_PASSES, VARIANT_STRATEGIES
+from ..passes import masked_log_probs
 from .notation import Variant, VariantIssue
-from .. import scores
 
 OK = "ok"
 # Said in ``VariantScores.notes`` for an untrained model (front ends that already say so skip it).
 RANDOM_WEIGHTS_NOTE = "the model has random weights (a test model): these scores are not biology"
 ProgressFn = Callable[[int, int], None]
+_COLUMN = {aa: j for j, aa in enumerate(STANDARD_AMINO_ACIDS)}  # a substitution's column in a score table
 
 
 @dataclasses.dataclass
@@ -48,7 +54,7 @@ class VariantScores:
 
     table: pd.DataFrame
     strategy: str
-    passes: int  # model rows run (masked or unmasked passes), filler rows not counted
+    passes: int  # model rows the score takes (masked or unmasked passes; stored ones included)
     notes: list[str]  # how long sequences were handled, random weights ...
 
     @property
@@ -120,18 +126,28 @@ def score_variants(
     issues: Iterable[VariantIssue] = (),
     record_id: str = "",
     progress: ProgressFn | None = None,
+    cancelled: Callable[[], bool] | None = None,
+    store=None,
 ) -> VariantScores:
     """Score ``variants`` of ``sequence`` and merge them with the skipped entries in input order.
+
+    Masked passes come from ``passes.masked_log_probs`` (the result store): a position masked
+    before for this model, by any page or command, is read, not run again; pll's mutants are
+    stored like any sequence, so an interrupted pll resumes.
 
     Args:
       engine: a loaded ``Engine``.
       sequence: the wild-type sequence the variants were checked against.
-      variants: from ``mutations.parse_mutations`` / ``parse_variant``.
+      variants: from ``notation.parse_mutations`` / ``parse_variant``.
       strategy: one of ``VARIANT_STRATEGIES``.
       issues: the entries that could not be read (their ``order`` places them in the table;
         issues about the whole input, order -1, are left out).
       record_id: written in every row.
-      progress: called with (passes done, passes total) when more than one pass runs.
+      progress: called with (passes done, passes total) when more than one pass runs; stored
+        passes count as done.
+      cancelled: polled between chunks of masked passes; True stops with ``passes.Cancelled``
+        (what finished is stored).
+      store: the ``result_store.ResultStore`` (default: the process's).
 
     Returns:
       ``VariantScores``.
@@ -141,63 +157,68 @@ def score_variants(
     variants = list(variants)
     results: dict[int, tuple[float, float, str]] = {}
     notes = _notes(engine, sequence, strategy, record_id)
+    masked = dict(store=store, cancelled=cancelled)
     if not variants:
         passes = 0
     elif strategy == "wt-marginals":
         passes = _windows(len(sequence))
-        table = scores.score(engine, sequence, "wt-marginals").substitutions.astype(np.float64)  # (L, 20)
-        columns = {aa: j for j, aa in enumerate(STANDARD_AMINO_ACIDS)}
+        table = scores.substitution_map(engine, sequence, "wt-marginals").substitutions  # (L, 20)
+        rows = {i: i for i in range(len(sequence))}
         for v in variants:
-            results[v.order] = (float(sum(table[s.index, columns[s.mt]] for s in v.substitutions)), np.nan, OK)
+            results[v.order] = (_sum_scores(table, rows, v), np.nan, OK)
     elif strategy == "pll":
         mutants = list(dict.fromkeys(v.apply(sequence) for v in variants))
         passes = pll_passes(len(sequence), len(mutants))
         counter = _Passes(passes, progress)
-        wild_pll = _pll(engine, sequence, counter)
-        plls = {m: _pll(engine, m, counter) for m in mutants}
+        plls = {m: _pll(engine, m, counter, masked) for m in [sequence, *mutants]}
         for v in variants:
-            results[v.order] = (plls[v.apply(sequence)] - wild_pll, np.nan, OK)
+            results[v.order] = (plls[v.apply(sequence)] - plls[sequence], np.nan, OK)
     else:
         indices = sorted({i for v in variants for i in v.indices})
         sets = _joint_sets(variants) if strategy == "joint-masked" else []
         passes = len(indices) + len(sets)
         counter = _Passes(passes, progress)
-        log_probs = engine.masked_log_probs(sequence, indices, progress=counter.stage(len(indices)))
+        log_probs = masked_log_probs(engine, sequence, indices, progress=counter.stage(len(indices)), **masked)
+        table = scores.from_log_probs(log_probs, sequence, positions=indices).substitutions  # (K, 20)
         row_of = {index: row for row, index in enumerate(indices)}
         for v in variants:
-            additive = _sum_differences(log_probs, [row_of[i] for i in v.indices], v)
-            results[v.order] = (additive, 0.0 if strategy == "joint-masked" else np.nan, OK)
+            results[v.order] = (_sum_scores(table, row_of, v), 0.0 if strategy == "joint-masked" else np.nan, OK)
         if strategy == "joint-masked":
-            joint = dict(zip(sets, engine.joint_masked_log_probs(sequence, sets, progress=counter.stage(len(sets)))))
-            for v in variants:
-                if len(v.indices) < 2:
-                    continue
-                key = tuple(sorted(v.indices))
-                if key not in joint:
-                    span = key[-1] - key[0] + 1
-                    results[v.order] = (np.nan, np.nan, f"{v.text}: its positions span {span:,} residues, more than "
-                                        f"one {MAX_RESIDUES:,}-residue window; joint masking needs them in one "
-                                        "window (masked-marginals scores it)")
-                    continue
-                rows = [key.index(i) for i in v.indices]
-                score = _sum_differences(joint[key], rows, v)
-                results[v.order] = (score, score - results[v.order][0], OK)
+            _joint(engine, sequence, variants, sets, counter, results)
     table = _table(variants, issues, results, strategy, record_id)
     return VariantScores(table, strategy, passes, notes)
 
 
-def _sum_differences(log_probs: np.ndarray, rows: list[int], variant: Variant) -> float:
-    """sum_k log p(mt_k) - log p(wt_k), row ``rows[k]`` of ``log_probs`` holding position k."""
-    return float(sum(
-        float(log_probs[row, AA_TO_IDX[s.mt]]) - float(log_probs[row, AA_TO_IDX[s.wt]])
-        for row, s in zip(rows, variant.substitutions)
-    ))
+def _joint(engine, sequence: str, variants: list[Variant], sets: list[tuple], counter: "_Passes",
+           results: dict) -> None:
+    """The joint-masked scores of the multi-mutants (one pass per position set, its own engine
+    call: a set masks several positions in one row, which no single-position pass holds)."""
+    passes = engine.joint_masked_log_probs(sequence, sets, progress=counter.stage_batches(len(sets)))
+    joint = {key: scores.from_log_probs(log_probs, sequence, positions=key).substitutions
+             for key, log_probs in zip(sets, passes)}
+    for v in variants:
+        if len(v.indices) < 2:
+            continue
+        key = tuple(sorted(v.indices))
+        if key not in joint:
+            span = key[-1] - key[0] + 1
+            results[v.order] = (np.nan, np.nan, f"{v.text}: its positions span {span:,} residues, more than "
+                                f"one {MAX_RESIDUES:,}-residue window; joint masking needs them in one "
+                                "window (masked-marginals scores it)")
+            continue
+        score = _sum_scores(joint[key], {index: row for row, index in enumerate(key)}, v)
+        results[v.order] = (score, score - results[v.order][0], OK)
 
 
-def _pll(engine, sequence: str, counter: "_Passes") -> float:
-    log_probs = engine.masked_log_probs(sequence, progress=counter.stage(len(sequence)))
-    tokens = [AA_TO_IDX[aa] for aa in sequence]
-    return float(log_probs[np.arange(len(sequence)), tokens].astype(np.float64).sum())
+def _sum_scores(table: np.ndarray, row_of: dict[int, int], variant: Variant) -> float:
+    """sum_k score(wt_k -> mt_k), read from a (rows, 20) ``scores.substitution_scores`` table
+    whose row ``row_of[i]`` holds position i, summed in float64."""
+    return float(sum(float(table[row_of[s.index], _COLUMN[s.mt]]) for s in variant.substitutions))
+
+
+def _pll(engine, sequence: str, counter: "_Passes", masked: dict) -> float:
+    log_probs = masked_log_probs(engine, sequence, progress=counter.stage(len(sequence)), **masked)
+    return scores.pseudo_log_likelihood(log_probs, sequence)
 
 
 def _windows(length: int) -> int:
@@ -207,12 +228,21 @@ def _windows(length: int) -> int:
 
 
 class _Passes:
-    """Turns each engine call's (batches done, batches) into (passes done, passes) overall."""
+    """Turns each stage's (done, of) into (passes done, passes) over the whole score."""
 
     def __init__(self, total: int, progress: ProgressFn | None):
         self.total, self.progress, self.done = total, progress, 0
 
     def stage(self, passes: int) -> ProgressFn | None:
+        """A stage of ``passes`` reporting (passes done, passes)."""
+        start = self.done
+        self.done += passes
+        if self.progress is None or self.total <= 1:
+            return None
+        return lambda done, _: self.progress(start + done, self.total)
+
+    def stage_batches(self, passes: int) -> ProgressFn | None:
+        """A stage of ``passes`` reporting the engine's (batches done, batches)."""
         start = self.done
         self.done += passes
         if self.progress is None or self.total <= 1:
