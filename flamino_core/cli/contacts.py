@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 from ..atomic import written_atomically
-from ..options import LONG_POLICIES, STRUCTURE_TRACKS, TRACK_SCORE_STRATEGIES
+from ..options import LONG_POLICIES
 from ..progress import Progress, say
 from .common import (
     EXIT_OK, EXIT_USAGE, MODEL_HELP, VERBOSE_HELP, UserError, add_fasta_argument, check_output, load_engine,
@@ -62,20 +62,34 @@ def pdb_paths(pdb_out: Path, record_ids: list[str]) -> list[Path]:
     return paths
 
 
-def _check_track_options(args) -> None:
+def _track_choices(args) -> dict:
+    """The ``--track-*`` values the chosen track takes (``tracks.PARAMS``), as given."""
+    from ..structure.tracks import PARAMS, TRACKS
+
+    return {key: getattr(args, f"track_{PARAMS[key].flag}") for key in TRACKS[args.track or "entropy"].params}
+
+
+def _check_track_options(args) -> dict:
+    """What can be checked before the model loads: ``--track`` needs ``--pdb-out``, required
+    choices given, fixed bounds (``tracks.check_choices``). Returns the track's choices."""
+    from ..structure.tracks import TrackChoiceError, check_choices
+
     if args.track is not None and args.pdb_out is None:
         raise UserError("--track goes into the B-factor column of the PDB file: give --pdb-out FILE.pdb")
-    track = args.track or "entropy"
     if args.pdb_out is None:
-        return
-    if track == "attention" and args.track_residue is None:
-        raise UserError("--track attention needs --track-residue N: the residue (1-based) the attention comes from")
-    if track == "substitution" and args.track_aa is None:
-        raise UserError("--track substitution needs --track-aa A: the amino acid substituted at every position")
-    if args.track_residue is not None and args.track_residue < 1:
-        raise UserError("--track-residue is counted from 1")
-    if args.track_head is not None and args.track_head < 1:
-        raise UserError("--track-head is counted from 1 (leave it out for the mean of all heads)")
+        return {}
+    track = args.track or "entropy"
+    try:
+        return check_choices(track, _track_choices(args))
+    except TrackChoiceError as err:
+        raise UserError(_choice_message(track, err)) from None
+
+
+def _choice_message(track: str, err) -> str:
+    flag = f"--track-{err.param.flag}"
+    if err.missing:
+        return f"--track {track} needs {flag} {err.param.metavar}: {err.param.help}"
+    return f"{flag}: {err}"
 
 
 def _align_records(parsed, records, args):
@@ -103,28 +117,17 @@ def _align_records(parsed, records, args):
     return aligned, refused
 
 
-def _track_values(engine, out, args, layer):
-    """The chosen track's (L,) values for one record and its label, from the run's outputs."""
-    from .. import scores
-    from ..structure.tracks import TRACKS, compute_track, track_label
+def _track_values(engine, out, track: str, choices: dict, long: str):
+    """The chosen track's (L,) values for one record and its label, from the run's outputs
+    (``tracks.track_inputs``: the one resolver from a track's needs to engine outputs)."""
+    from ..structure.tracks import compute_choices, compute_track, track_inputs, track_label
 
-    track = args.track or "entropy"
-    needs = TRACKS[track].needs
-    residue = None if args.track_residue is None else args.track_residue - 1
-    head = None if args.track_head is None else args.track_head - 1
-    choices = dict(amino_acid=args.track_aa, residue=residue, head=head, component=args.track_component)
-    inputs = {"logits": out.logits, "contacts": out.contacts}
-    strategy = args.track_strategy if "scores" in needs else None
-    if strategy:
-        inputs["scores"] = scores.substitution_map(engine, out.sequence, strategy, long=args.long, unmasked=out,
-                                                   progress=Progress(f"{strategy} scan")).substitutions
-    if "attention" in needs:
-        inputs["attention"] = out.attentions[0]  # (H, L+2, L+2) of the one layer asked for
-    if "representations" in needs:
-        inputs["representations"] = out.representations[layer]
-    values = compute_track(track, out.sequence, **inputs, **choices)
-    shown_layer = layer if {"attention", "representations"} & set(needs) else None
-    return values, track_label(track, layer=shown_layer, strategy=strategy, **choices)
+    layer, strategy = choices.get("layer"), choices.get("strategy")
+    inputs = track_inputs(engine, out, track, layer=layer, strategy=strategy, long=long,
+                          progress=Progress(f"{strategy} scan") if strategy else None)
+    picked = compute_choices(track, choices)
+    values = compute_track(track, out.sequence, **inputs, **picked)
+    return values, track_label(track, layer=layer, strategy=strategy, **picked)
 
 
 def cmd_contacts(args) -> int:
@@ -133,11 +136,11 @@ def cmd_contacts(args) -> int:
     from ..structure.contacts import PRECISION_COLUMNS, precision_table
     from ..structure.export import pdb_with_track, precision_csv
     from ..structure.reading import StructureError, chain_residues
-    from ..structure.tracks import TRACKS
+    from ..structure.tracks import TRACKS, TrackChoiceError, check_choices, run_options
 
     out_path = check_output(args.output, ".csv")
     pdb_out = check_output(args.pdb_out, ".pdb") if args.pdb_out else None
-    _check_track_options(args)
+    choices = _check_track_options(args)
     parsed = open_structure(args.structure)
     try:
         summaries = parsed.chains(args.model_index)
@@ -158,34 +161,27 @@ def cmd_contacts(args) -> int:
 
     engine = load_engine(args.model, args.verbose)
     track = args.track or "entropy"
-    needs = TRACKS[track].needs if pdb_out else ()
+    config = engine.config
     try:
-        layer = engine.normalize_layers([args.track_layer])[0]
-    except ValueError as err:
-        raise UserError(f"--track-layer: {err}") from None
-    if "attention" in needs and layer == 0:
-        raise UserError("--track-layer: attention comes from layers 1 and up (layer 0 is the token embedding)")
+        choices = check_choices(track, choices, layers=config.num_layers, heads=config.attention_heads) if pdb_out else {}
+    except TrackChoiceError as err:
+        raise UserError(_choice_message(track, err)) from None
+    options = run_options(track, layer=choices.get("layer"), strategy=choices.get("strategy")) if pdb_out else {}
     paths = pdb_paths(pdb_out, [record.id for record, _ in aligned]) if pdb_out else []
 
     tables, written = [], []
     for index, (record, alignment) in enumerate(aligned):
         try:
-            (out,) = engine.run(
-                [record.sequence],
-                repr_layers=(layer,) if "representations" in needs else (),
-                logits=bool({"logits", "scores"} & set(needs)),
-                attention_layers=(layer,) if "attention" in needs else (),
-                contacts=True,
-                long=args.long,
-                progress=Progress(f"{record.id} ({index + 1}/{len(aligned)})"),
-            )
+            (out,) = engine.run([record.sequence], **{**options, "contacts": True}, long=args.long,
+                                progress=Progress(f"{record.id} ({index + 1}/{len(aligned)})"))
         except ValueError as err:  # e.g. attention maps of a sequence beyond 1022 residues in windows
             raise UserError(f"{record.id}: {err}") from None
         tables.append(precision_table(alignment, out.contacts, record.id))
         if not pdb_out:
             continue
         try:
-            values, label = _track_values(engine, out, args, layer)
+            checked = check_choices(track, choices, length=len(out.sequence))
+            values, label = _track_values(engine, out, track, checked, args.long)
             text = pdb_with_track(parsed, alignment, values, label, scale=TRACKS[track].pdb_scale,
                                   whole_model=args.whole_model)
         except (ValueError, StructureError) as err:  # a residue beyond the sequence, a value the column cannot hold
@@ -203,6 +199,21 @@ def cmd_contacts(args) -> int:
     for path in written:
         print(f"wrote {path} ({track} in the B-factor column)")
     return EXIT_USAGE if had_errors or refused else EXIT_OK
+
+
+def add_track_arguments(parser) -> None:
+    """``--track`` and one ``--track-<flag>`` per ``tracks.PARAMS`` entry, each saying which
+    tracks use it: generated, so a new track or param needs nothing here."""
+    from ..structure.tracks import PARAMS, TRACKS
+
+    parser.add_argument("--track", choices=TRACKS, help="per-residue values for --pdb-out (default: entropy)")
+    for param in PARAMS.values():
+        users = ", ".join(name for name, track in TRACKS.items() if param.name in track.params)
+        if not users:
+            continue
+        choices = param.options() if param.kind == "choice" and param.name != "amino_acid" else None
+        parser.add_argument(f"--track-{param.flag}", type=int if param.kind == "int" else str, choices=choices,
+                            metavar=None if choices else param.metavar, help=f"{users}: {param.help}")
 
 
 def add_parsers(sub) -> None:
@@ -227,15 +238,7 @@ def add_parsers(sub) -> None:
     contacts.add_argument("--pdb-out", metavar="FILE.pdb",
                           help="write the chain as PDB with --track in the B-factor column "
                           "(several records: FILE.<record_id>.pdb)")
-    contacts.add_argument("--track", choices=STRUCTURE_TRACKS, help="per-residue values for --pdb-out (default: entropy)")
-    contacts.add_argument("--track-residue", type=int, metavar="N", help="attention: the residue it comes from (1-based)")
-    contacts.add_argument("--track-layer", type=int, default=-1, metavar="N",
-                          help="attention, pca: the layer (fair-esm numbering, -1 = final; default -1)")
-    contacts.add_argument("--track-head", type=int, metavar="N", help="attention: one head (1-based; default: mean of heads)")
-    contacts.add_argument("--track-aa", metavar="A", help="substitution: the amino acid substituted")
-    contacts.add_argument("--track-component", type=int, default=1, metavar="N", help="pca: the component (default 1)")
-    contacts.add_argument("--track-strategy", choices=TRACK_SCORE_STRATEGIES, default="wt-marginals",
-                          help="mean-score, substitution: the scores they use (default: wt-marginals, one pass)")
+    add_track_arguments(contacts)
     contacts.add_argument("--whole-model", action="store_true",
                           help="--pdb-out writes every chain, ligand and water of the model, not only the chain")
     contacts.add_argument("--long", choices=LONG_POLICIES, default="window",

@@ -1,21 +1,74 @@
-"""Per-residue tracks to paint on a structure: one registry the CLI (``--track``) and the app share.
+"""Per-residue tracks to paint on a structure, declared once: the CLI's ``--track`` options, the
+app's Structure page (its widgets and link options) and the engine outputs a track runs on are
+all generated from ``TRACKS`` and ``PARAMS``.
 
-Each track is a (L,) array over the analysed sequence's positions, computed from model outputs
-the caller already has (logits, substitution scores, contacts, one layer's attention, a layer's
-representations). ``ChainAlignment.per_residue`` then carries it onto the structure's residues.
+* ``Param``: a choice a track takes (a residue, a layer, a head, an amino acid, a scoring
+  strategy...): its kind and bounds, whether people count it from 1, its command-line flag and
+  its link key. ``check_choices`` applies them.
+* ``Track``: what a track needs from the model (``NEEDS``: logits, substitution scores,
+  contacts, one layer's attention, one layer's representations), which params it takes, its
+  title and the function computing it (``track_values``).
+* ``run_options`` and ``track_inputs``: the one resolver from a track's needs to an
+  ``Engine.run`` request and back to the inputs of ``compute_track``.
+
+Adding a track is one ``Track`` in ``TRACKS`` (and a ``Param`` if it takes a new kind of choice).
+This module imports no NumPy (``flamino --help`` reads it); the values are ``track_values``'.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
+from typing import Callable
 
-import numpy as np
-
-from ..alphabet import STANDARD_AMINO_ACIDS
-from ..analysis import amino_acid_probabilities, entropy, pca
+from ..options import map_strategies
 
 CONTACT_PROBABILITY = 0.5  # a predicted contact, for the contact-count track
 CONTACT_MIN_SEPARATION = 6  # as in the precision table: closer pairs are not counted
+
+
+@dataclasses.dataclass(frozen=True)
+class Param:
+    """A choice a track takes, as people give it (the CLI's ``--track-<flag>``, the app's widget).
+
+    ``index``: ``compute_track`` takes it 0-based (the value given minus 1). ``optional``: may be
+    left out (None: ``none_means``); the app's link and widget say 0 for it. ``low``/``high``:
+    fixed bounds (``high`` also bounds the app's link); ``limit``: the bound known only for a
+    record and a model: ``length`` (residues), ``layers``, ``heads``.
+    """
+
+    name: str  # compute_track's keyword
+    flag: str  # the command line's --track-<flag>
+    link: str  # the app's link key
+    label: str  # the app's widget label
+    help: str  # what the value is
+    kind: str = "int"  # "int" or "choice"
+    choices: tuple | Callable[[], tuple] = ()
+    default: object = None  # the app's first value; the command line's unless ``required``
+    required: bool = False  # the command line must be given it
+    index: bool = False
+    optional: bool = False
+    none_means: str = ""
+    low: int | None = None
+    high: int | None = None
+    limit: str | None = None
+    metavar: str = "N"
+    widget: str = "number"  # the app: "number", "select" or "radio"
+    shown: str = "{}"  # how a title writes a value; None: ``none_shown``
+    none_shown: str = "?"
+
+    def options(self) -> tuple:
+        """The values a ``choice`` param takes (read when asked: strategies can be added)."""
+        return tuple(self.choices() if callable(self.choices) else self.choices)
+
+
+@dataclasses.dataclass(frozen=True)
+class Need:
+    """A model output tracks are computed from; ``params``: the choices that say which one."""
+
+    name: str
+    params: tuple[str, ...] = ()
+    first_layer: int = 0  # attention comes from layers 1 and up (layer 0 is the token embedding)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,157 +76,247 @@ class Track:
     """A per-residue quantity the structure views can show."""
 
     name: str  # identifier (``--track`` value)
-    label: str  # axis / colour-bar title
-    needs: tuple[str, ...]  # model outputs: logits, scores, contacts, attention, representations
-    params: tuple[str, ...] = ()  # extra choices: amino_acid, residue, head, component
+    label: str  # axis / colour-bar title without its choices
+    needs: tuple[str, ...]  # ``NEEDS`` names
+    params: tuple[str, ...]  # ``PARAMS`` names, in the order the app lays out their widgets
+    compute: str | Callable  # (sequence, *, <needs>, <params>) -> (L,) values; "module:function" or callable
+    title: str = ""  # the label with its choices ("{residue}" etc., see ``track_label``); "" = label
     pdb_scale: float = 1.0  # multiplier for the PDB B-factor column (two decimals, -99.99..999.99)
     description: str = ""
     signed: bool = False  # a quantity around 0 (scores, PCA): drawn red-blue, centred on 0
 
 
+NEEDS: dict[str, Need] = {
+    need.name: need
+    for need in (
+        Need("logits"),
+        Need("scores", ("strategy",)),
+        Need("contacts"),
+        Need("attention", ("layer",), first_layer=1),
+        Need("representations", ("layer",)),
+    )
+}
+
+PARAMS: dict[str, Param] = {
+    param.name: param
+    for param in (
+        Param("strategy", "strategy", "sscore", "Scores", "the scores they use (default wt-marginals: one pass; "
+              "masked-marginals: one pass per position, slower)", kind="choice", choices=map_strategies,
+              default="wt-marginals", metavar="STRATEGY", widget="radio"),
+        Param("amino_acid", "aa", "saa", "Substituted amino acid", "the amino acid substituted at every position",
+              kind="choice", choices=lambda: tuple(_standard_amino_acids()), default="A", required=True, metavar="A",
+              widget="select"),
+        Param("residue", "residue", "sres", "From residue", "the residue it comes from (1-based)", default=1,
+              required=True, index=True, low=1, limit="length"),
+        Param("layer", "layer", "slayer", "Layer", "the layer (fair-esm numbering, -1 = final; default: final)",
+              low=0, high=1000, limit="layers", widget="select"),
+        Param("head", "head", "shead", "Head", "one head (1-based; default: mean of heads)", default=None,
+              index=True, optional=True, none_means="the mean of all heads", low=1, high=1000, limit="heads",
+              widget="select", shown="head {}", none_shown="mean of heads"),
+        Param("component", "component", "spc", "Component", "the principal component (1-based; default 1)",
+              default=1, low=1, high=10),
+    )
+}
+
+_VALUES = "flamino_core.structure.track_values"
 TRACKS: dict[str, Track] = {
     track.name: track
     for track in (
-        Track("entropy", "entropy (bits)", ("logits",),
+        Track("entropy", "entropy (bits)", ("logits",), (), f"{_VALUES}:entropy_values",
               description="Shannon entropy of the predicted amino acids at each position (unmasked pass)"),
-        Track("mean-score", "mean substitution score", ("scores",), signed=True,
+        Track("mean-score", "mean substitution score", ("scores",), ("strategy",), f"{_VALUES}:mean_score_values",
+              "mean substitution score, {strategy}", signed=True,
               description="mean of log p(mt) - log p(wt) over the 19 substitutions at each position"),
-        Track("substitution", "substitution score", ("scores",), ("amino_acid",), signed=True,
+        Track("substitution", "substitution score", ("scores",), ("strategy", "amino_acid"),
+              f"{_VALUES}:substitution_values", "score of {amino_acid} at each position, {strategy}", signed=True,
               description="log p(mt) - log p(wt) for one chosen amino acid at every position"),
-        Track("contact-count", "predicted contacts", ("contacts",),
+        Track("contact-count", "predicted contacts", ("contacts",), (), f"{_VALUES}:contact_count_values",
               description=f"partners with p(contact) >= {CONTACT_PROBABILITY} and separation >= {CONTACT_MIN_SEPARATION}"),
-        Track("attention", "attention from residue", ("attention",), ("residue", "head"), pdb_scale=100.0,
-              description="attention weights from one chosen residue to every residue, one layer, "
-                          "one head or the mean of heads (x100 in the PDB B-factor column)"),
-        Track("pca", "PCA component", ("representations",), ("component",), signed=True,
+        Track("attention", "attention from residue", ("attention",), ("residue", "layer", "head"),
+              f"{_VALUES}:attention_values", "attention from residue {residue} (layer {layer}, {head})",
+              pdb_scale=100.0, description="attention weights from one chosen residue to every residue, one layer, "
+                                           "one head or the mean of heads (x100 in the PDB B-factor column)"),
+        Track("pca", "PCA component", ("representations",), ("layer", "component"), f"{_VALUES}:pca_values",
+              "PC{component} of layer {layer}", signed=True,
               description="projection of each residue's representation on a principal component"),
     )
 }
 
 
-def track_label(
-    name: str,
-    *,
-    amino_acid: str | None = None,
-    residue: int | None = None,
-    layer: int | None = None,
-    head: int | None = None,
-    component: int = 1,
-    strategy: str | None = None,
-    first: int = 1,
-) -> str:
-    """What a track's values are, with its choices, for a colour bar, a title or the PDB REMARK.
+def _standard_amino_acids() -> str:
+    from ..alphabet import STANDARD_AMINO_ACIDS  # (NumPy comes with it: read when asked, not at import)
 
-    Takes ``compute_track``'s choices (``residue`` and ``head`` 0-based, as there) plus the layer
-    (fair-esm numbering) and the scoring strategy the values came from; heads are written
-    1-based and the residue in the sequence's own numbering, whose first residue is ``first``
-    (1 unless the record says otherwise): ``attention from residue 17 (layer 6, head 3)``.
-    """
+    return STANDARD_AMINO_ACIDS
+
+
+def _track(name: str) -> Track:
     if name not in TRACKS:
         raise ValueError(f"unknown track {name!r}; choose one of {', '.join(TRACKS)}")
-    source = f", {strategy}" if strategy else ""
-    if name == "mean-score":
-        return f"mean substitution score{source}"
-    if name == "substitution":
-        return f"score of {amino_acid} at each position{source}"
-    if name == "attention":
-        heads = "mean of heads" if head is None else f"head {head + 1}"
-        where = f"layer {layer}, " if layer is not None else ""
-        return f"attention from residue {'?' if residue is None else residue + first} ({where}{heads})"
-    if name == "pca":
-        return f"PC{component}" + (f" of layer {layer}" if layer is not None else "")
-    return TRACKS[name].label
+    return TRACKS[name]
 
 
-def entropy_track(logits: np.ndarray) -> np.ndarray:
-    """(L,) entropy in bits of the predicted amino-acid distribution, from (L, vocab) logits."""
-    return entropy(amino_acid_probabilities(logits), axis=0)
+# --- choices ---------------------------------------------------------------------------------------
+class TrackChoiceError(ValueError):
+    """A track's choice that is missing or does not fit; ``param`` says which."""
+
+    def __init__(self, param: Param, message: str, missing: bool = False):
+        super().__init__(message)
+        self.param, self.missing = param, missing
 
 
-def mean_score_track(scores: np.ndarray, sequence: str) -> np.ndarray:
-    """(L,) mean substitution score over the 19 amino acids other than the wild type.
+def check_choices(name: str, given: dict, *, length: int | None = None, layers: int | None = None,
+                  heads: int | None = None) -> dict:
+    """The choices of track ``name`` as people give them, checked, defaults filled in.
 
     Args:
-      scores: (L, 20) ``log p(mt) - log p(wt)``, columns in ``STANDARD_AMINO_ACIDS`` order.
-      sequence: the wild type; where it is not one of the 20 (X, B, Z, U, O) all 20 are averaged.
+      given: param name -> value (None or absent: not given); ``residue``/``head``/``component``
+        counted from 1, ``layer`` in fair-esm numbering (negative: from the end).
+      length, layers, heads: the record's residues and the model's layers and heads; a bound
+        left None is not checked (the command line checks what it can before loading the model).
+
+    Returns:
+      {param: value} for each param the track takes, in the same terms (layer made >= 0 when
+      ``layers`` is known).
+
+    Raises:
+      TrackChoiceError: a required choice missing, or a value out of its bounds.
     """
-    scores = np.asarray(scores, dtype=np.float64)
-    keep = np.ones_like(scores, dtype=bool)
-    for i, wt in enumerate(sequence):
-        column = STANDARD_AMINO_ACIDS.find(wt)
-        if column >= 0:
-            keep[i, column] = False
-    return np.where(keep, scores, 0.0).sum(axis=1) / keep.sum(axis=1)
+    track = _track(name)
+    limits = {"length": length, "layers": layers, "heads": heads}
+    first_layer = max([(NEEDS[need].first_layer, need) for need in track.needs] or [(0, "")])
+    out = {}
+    for key in track.params:
+        param, value = PARAMS[key], given.get(key)
+        if value is None and key == "layer":
+            value = -1  # the final layer
+        if value is None:
+            if param.required:
+                raise TrackChoiceError(param, f"the {name} track needs {param.help}", missing=True)
+            value = param.default
+        if value is None:
+            out[key] = None
+            continue
+        if param.kind == "choice":
+            value = value.upper() if key == "amino_acid" else value
+            if value not in param.options():
+                raise TrackChoiceError(param, f"{value!r} is not one of {', '.join(param.options())}")
+        elif key == "layer":
+            value = _layer(param, value, layers, first_layer)
+        else:
+            _in_bounds(param, value, limits.get(param.limit))
+        out[key] = value
+    return out
 
 
-def substitution_track(scores: np.ndarray, amino_acid: str) -> np.ndarray:
-    """(L,) score of substituting ``amino_acid`` at each position (0 where it is the wild type)."""
-    column = STANDARD_AMINO_ACIDS.find(amino_acid.upper())
-    if len(amino_acid) != 1 or column < 0:
-        raise ValueError(f"amino_acid must be one of {STANDARD_AMINO_ACIDS}, not {amino_acid!r}")
-    return np.asarray(scores, dtype=np.float64)[:, column]
+def _in_bounds(param: Param, value: int, limit: int | None) -> None:
+    if param.low is not None and value < param.low:
+        leave_out = f" (leave it out for {param.none_means})" if param.optional else ""
+        raise TrackChoiceError(param, f"{param.name} is counted from {param.low}{leave_out}")
+    if limit is not None and value > limit:
+        whole = {"length": "the sequence has residues", "heads": "this model has heads"}[param.limit]
+        raise TrackChoiceError(param, f"{param.name} {value} does not exist: {whole} {param.low}..{limit}")
 
 
-def contact_count_track(
-    contacts: np.ndarray, threshold: float = CONTACT_PROBABILITY, min_separation: int = CONTACT_MIN_SEPARATION
-) -> np.ndarray:
-    """(L,) number of predicted partners per position (NaN entries, uncovered pairs, count as none)."""
-    p = np.asarray(contacts, dtype=np.float64)
-    positions = np.arange(len(p))
-    far = np.abs(positions[:, None] - positions[None, :]) >= min_separation
-    with np.errstate(invalid="ignore"):
-        return ((p >= threshold) & far).sum(axis=1).astype(np.float64)
+def _layer(param: Param, value: int, layers: int | None, first_layer: tuple[int, str]) -> int:
+    if layers is None:
+        return value
+    if not -(layers + 1) <= value <= layers:
+        raise TrackChoiceError(param, f"layer {value} does not exist: this model has layers 0..{layers} (or -1 "
+                                      "for the final one)")
+    value = value % (layers + 1)
+    lowest, need = first_layer
+    if value < lowest:
+        raise TrackChoiceError(param, f"{need} comes from layers {lowest} and up (layer 0 is the token embedding)")
+    return value
 
 
-def attention_track(layer_attention: np.ndarray, residue: int, head: int | None = None) -> np.ndarray:
-    """(L,) attention from one residue to every residue, in one layer.
+def compute_choices(name: str, choices: dict) -> dict:
+    """``check_choices``' values as ``compute_track`` and ``track_label`` take them (``index``
+    params 0-based), without the ones that pick an engine output (layer, strategy)."""
+    picks = {p for need in _track(name).needs for p in NEEDS[need].params}
+    return {key: (value - 1 if PARAMS[key].index and value is not None else value)
+            for key, value in choices.items() if key not in picks}
 
-    Args:
-      layer_attention: (H, L+2, L+2) one layer's attention with ``<cls>``/``<eos>`` (as the engine
-        returns it); the special tokens' columns are dropped, so a row need not sum to 1.
-      residue: 0-based position of the residue attending.
-      head: 0-based head, or None for the mean over heads.
+
+# --- titles ----------------------------------------------------------------------------------------
+def track_label(name: str, *, first: int = 1, **choices) -> str:
+    """What a track's values are, with its choices, for a colour bar, a title or the PDB REMARK.
+
+    Takes ``compute_track``'s choices (``residue`` and ``head`` 0-based, as there) plus ``layer``
+    (fair-esm numbering) and ``strategy``; heads are written 1-based and the residue in the
+    sequence's own numbering, whose first residue is ``first`` (1 unless the record says
+    otherwise): ``attention from residue 17 (layer 6, head 3)``.
     """
-    maps = np.asarray(layer_attention, dtype=np.float64)
-    heads, length = maps.shape[0], maps.shape[-1] - 2
-    if not 0 <= residue < length:
-        raise ValueError(f"residue {residue + 1} does not exist: the sequence has positions 1..{length}")
-    if head is not None and not 0 <= head < heads:
-        raise ValueError(f"head {head + 1} does not exist: this layer has heads 1..{heads}")
-    selected = maps.mean(axis=0) if head is None else maps[head]
-    return selected[residue + 1, 1:-1]
+    track = _track(name)
+    if not track.title:
+        return track.label
+    shown = {}
+    for key in track.params:
+        param, value = PARAMS[key], choices.get(key)
+        if value is None:
+            shown[key] = param.none_shown
+            continue
+        if param.index:  # back to how people count: a residue in the sequence's numbering, others from 1
+            value += first if param.limit == "length" else 1
+        shown[key] = param.shown.format(value)
+    return track.title.format(**shown)
 
 
-def pca_track(representations: np.ndarray, component: int = 1) -> np.ndarray:
-    """(L,) coordinate of each residue on principal component ``component`` (1-based)."""
-    if component < 1:
-        raise ValueError(f"component is counted from 1, not {component}")
-    return pca(representations, n_components=component).coords[:, component - 1]
+# --- from needs to engine outputs ----------------------------------------------------------------------
+def run_options(name: str, *, layer: int | None = None, strategy: str | None = None, have=()) -> dict:
+    """``Engine.run`` keywords giving, in one unmasked pass, every output track ``name`` needs
+    (``have``: needs the caller holds already, such as contacts)."""
+    from ..options import STRATEGIES
+
+    needs = set(_track(name).needs) - set(have)
+    unmasked_scores = "scores" in needs and not STRATEGIES[strategy].masked
+    return dict(
+        repr_layers=(layer,) if "representations" in needs else (),
+        logits="logits" in needs or unmasked_scores,
+        attention_layers=(layer,) if "attention" in needs else (),
+        contacts="contacts" in needs,
+    )
 
 
-def compute_track(
-    name: str,
-    sequence: str,
-    *,
-    logits: np.ndarray | None = None,
-    scores: np.ndarray | None = None,
-    contacts: np.ndarray | None = None,
-    attention: np.ndarray | None = None,
-    representations: np.ndarray | None = None,
-    amino_acid: str | None = None,
-    residue: int | None = None,
-    head: int | None = None,
-    component: int = 1,
-) -> np.ndarray:
-    """One track by its ``TRACKS`` name, from whichever model outputs it needs.
+def track_inputs(engine, out, name: str, *, layer: int | None = None, strategy: str | None = None,
+                 long: str = "window", have: dict | None = None, store=None, progress=None) -> dict:
+    """``compute_track``'s model inputs for track ``name`` from ``out``, the ``SequenceOutput`` of
+    an ``Engine.run`` with ``run_options`` (``have``: inputs already held). Substitution scores
+    come from ``scores.substitution_map`` (an unmasked strategy reads ``out``'s logits; a masked
+    one the result store)."""
+    inputs = dict(have or {})
+    for need in _track(name).needs:
+        if need in inputs:
+            continue
+        if need == "logits":
+            inputs[need] = out.logits
+        elif need == "contacts":
+            inputs[need] = out.contacts
+        elif need == "attention":
+            inputs[need] = out.attentions[0]  # (H, L+2, L+2) of the one layer asked for
+        elif need == "representations":
+            inputs[need] = out.representations[layer]
+        elif need == "scores":
+            from ..scores import substitution_map, uses_unmasked_logits
+
+            unmasked = out if uses_unmasked_logits(strategy) else None
+            inputs[need] = substitution_map(engine, out.sequence, strategy, long=long, unmasked=unmasked,
+                                            store=store, progress=progress).substitutions
+        else:
+            raise ValueError(f"no engine output gives {need!r}")
+    return inputs
+
+
+def compute_track(name: str, sequence: str, **inputs_and_choices):
+    """One track by its ``TRACKS`` name, from the model outputs it needs and its choices.
 
     Args:
       name: a key of ``TRACKS``.
       sequence: the analysed sequence (L residues).
-      logits: (L, vocab); scores: (L, 20); contacts: (L, L); attention: (H, L+2, L+2) of the
-        chosen layer; representations: (L, D) of the chosen layer.
-      amino_acid, residue (0-based), head (0-based, None = mean), component (1-based): the
-        track's own choices (``Track.params``).
+      inputs_and_choices: its needs (logits (L, vocab); scores (L, 20); contacts (L, L);
+        attention (H, L+2, L+2) of the chosen layer; representations (L, D) of the chosen layer)
+        and its choices as ``compute_choices`` gives them (residue and head 0-based, head None =
+        the mean, component 1-based).
 
     Returns:
       (L,) float64 values.
@@ -181,30 +324,25 @@ def compute_track(
     Raises:
       ValueError: an unknown track, a missing input (naming it) or a bad choice.
     """
-    if name not in TRACKS:
-        raise ValueError(f"unknown track {name!r}; choose one of {', '.join(TRACKS)}")
-    given = {"logits": logits, "scores": scores, "contacts": contacts, "attention": attention,
-             "representations": representations}
-    missing = [need for need in TRACKS[name].needs if given[need] is None]
+    import numpy as np
+
+    track = _track(name)
+    missing = [need for need in track.needs if inputs_and_choices.get(need) is None]
     if missing:
         raise ValueError(f"the {name} track needs {', '.join(missing)}")
-    if name == "entropy":
-        values = entropy_track(logits)
-    elif name == "mean-score":
-        values = mean_score_track(scores, sequence)
-    elif name == "substitution":
-        if amino_acid is None:
-            raise ValueError("the substitution track needs the amino acid to substitute")
-        values = substitution_track(scores, amino_acid)
-    elif name == "contact-count":
-        values = contact_count_track(contacts)
-    elif name == "attention":
-        if residue is None:
-            raise ValueError("the attention track needs the residue the attention comes from")
-        values = attention_track(attention, residue, head)
-    else:
-        values = pca_track(representations, component)
-    values = np.asarray(values, dtype=np.float64)
+    for key in track.params:
+        param = PARAMS[key]
+        if param.required and inputs_and_choices.get(key) is None and key not in _picks(track):
+            raise ValueError(f"the {name} track needs {param.help}")
+    compute = track.compute
+    if not callable(compute):
+        module, _, function = compute.partition(":")
+        compute = getattr(importlib.import_module(module), function)
+    values = np.asarray(compute(sequence, **inputs_and_choices), dtype=np.float64)
     if values.shape != (len(sequence),):
         raise ValueError(f"the {name} track has {values.shape[0]} values for a sequence of {len(sequence)} residues")
     return values
+
+
+def _picks(track: Track) -> set[str]:
+    return {p for need in track.needs for p in NEEDS[need].params}
