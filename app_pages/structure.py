@@ -13,7 +13,7 @@ from flamino_core.structure.export import pdb_export_problem, pdb_with_track, pr
 from flamino_core.structure.figures import contact_comparison_map, structure_trace_3d
 from flamino_core.structure.reading import StructureError
 from flamino_core.structure.scene import molecular_scene
-from flamino_core.structure.tracks import TRACKS
+from flamino_core.structure.tracks import NEEDS, PARAMS, TRACKS
 
 INTRO = (
     "Compare the model's predicted contacts with a structure of this protein, and colour the "
@@ -85,37 +85,39 @@ def precision_section(alignment, contacts, record, seq, file_stem, first):
 
 
 def track_choices(n_layers, n_heads, seq, first):
-    """The track picker and the widgets of the chosen track's own choices; ``first``: the number
-    of the record's first residue (the residue is asked for in the record's own numbering)."""
+    """The track picker and a kept widget for each choice the chosen track declares
+    (``structure.tracks``), four to a row; ``first``: the number of the record's first residue."""
     track = kept_selectbox("Colour the chain by", "strack", format_func=lambda t: f"{t}: {TRACKS[t].description}")
-    choice = {"amino_acid": "A", "residue": 1, "layer": n_layers, "head": 0, "component": 1, "strategy": None,
-              "first": first}
-    params, needs = TRACKS[track].params, TRACKS[track].needs
+    spec, choice = TRACKS[track], {}
     columns = st.columns(4)
-    if "scores" in needs:
-        with columns[0]:
-            choice["strategy"] = kept_radio("Scores", "sscore", help="masked-marginals: one pass per position (slower)")
-    if "amino_acid" in params:
-        with columns[1]:
-            choice["amino_acid"] = kept_selectbox("Substituted amino acid", "saa")
-    # The residue attention comes from; for the other tracks, the residue drawn as sticks.
-    what = "From residue" if "residue" in params else "Residue drawn as sticks"
-    with columns[3 if "residue" not in params else 0]:
-        choice["residue"] = kept_number_input(
-            f"{what} ({first:,}–{first + len(seq) - 1:,})", "sres", max_value=len(seq), shift=first - 1,
-        )  # the kept value (and the link) stay the 1-based position, as on the predictions page
-    if "attention" in needs or "representations" in needs:  # attention comes from layers 1 and up
-        names = layer_names(n_layers, first=1 if "attention" in needs else 0)
-        with columns[1]:
-            choice["layer"] = kept_selectbox("Layer", "slayer", names, default=n_layers, format_func=names.get)
-    if "head" in params:
-        heads = {0: "mean of all heads", **{h: f"head {h}" for h in range(1, n_heads + 1)}}
-        with columns[2]:
-            choice["head"] = kept_selectbox("Head", "shead", heads, format_func=heads.get)
-    if "component" in params:
-        with columns[2]:
-            choice["component"] = kept_number_input("Component", "spc")
+    for index, key in enumerate(spec.params):
+        with columns[index % len(columns)]:
+            choice[key] = track_widget(PARAMS[key], spec, n_layers, n_heads, seq, first)
+    if "residue" not in spec.params:  # the residue the 3D view draws as sticks (kept in the same link key)
+        with columns[3]:
+            choice["residue"] = track_widget(PARAMS["residue"], spec, n_layers, n_heads, seq, first,
+                                             label="Residue drawn as sticks")
     return track, choice
+
+
+def track_widget(param, spec, n_layers, n_heads, seq, first, label=None):
+    """One track choice's kept widget, generated from its ``tracks.Param`` (``label``: another
+    label than the param's); returns the value as people count it (``tracks.check_choices``' terms)."""
+    label = label or param.label
+    if param.limit == "length":  # asked in the record's own numbering; the link keeps the 1-based position
+        return kept_number_input(f"{label} ({first:,}–{first + len(seq) - 1:,})", param.link,
+                                 max_value=len(seq), shift=first - 1)
+    if param.limit == "layers":  # attention comes from layers 1 and up
+        names = layer_names(n_layers, first=max(NEEDS[need].first_layer for need in spec.needs))
+        return kept_selectbox(label, param.link, names, default=n_layers, format_func=names.get)
+    if param.limit == "heads":
+        heads = {0: param.none_means, **{h: f"head {h}" for h in range(1, n_heads + 1)}}
+        return kept_selectbox(label, param.link, heads, format_func=heads.get) or None  # 0: left out
+    if param.widget == "radio":
+        return kept_radio(label, param.link, help=param.help)
+    if param.widget == "select":
+        return kept_selectbox(label, param.link)
+    return kept_number_input(label, param.link)
 
 
 def view_3d(ctx: PageContext, parsed, alignment, contacts, top, file_stem):
@@ -123,7 +125,7 @@ def view_3d(ctx: PageContext, parsed, alignment, contacts, top, file_stem):
     model, seq, engine, first = ctx.model, ctx.sequence, ctx.engine, ctx.first
     track, choice = track_choices(engine.config.num_layers, engine.config.attention_heads, seq, first)
     try:
-        values, label = structures.track_values(track, model, seq, contacts, choice)
+        values, label = structures.track_values(track, model, seq, contacts, choice, first)
     except ValueError as err:
         st.warning(plain(str(err)))
         return

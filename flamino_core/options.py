@@ -78,13 +78,6 @@ DEFAULT_TOKEN_BUDGET = 8192
 SEPARATION_RANGES = {"short": (6, 11), "medium": (12, 23), "long": (24, None), "all": (6, None)}
 CONTACT_CUTOFFS = {"L": 1, "L/2": 2, "L/5": 5}
 
-# Per-residue tracks painted on a structure's 3D chain or into its PDB B-factor column
-# (``flamino contacts --track``, the app's Structure page); ``structure.tracks.TRACKS`` defines each.
-STRUCTURE_TRACKS = ("entropy", "mean-score", "substitution", "contact-count", "attention", "pca")
-# The substitution scores the score tracks can come from, in the order offered (the first is
-# the default: one pass). ``map_strategies()`` lists every strategy that gives them.
-TRACK_SCORE_STRATEGIES = ("wt-marginals", "masked-marginals")
-
 # What ``flamino embed --include`` can write into its .npz file.
 EMBED_PARTS = ("mean", "per_tok", "logits", "attentions", "contacts")
 

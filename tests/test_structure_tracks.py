@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from flamino_core.alphabet import TOKENS
-from flamino_core.options import STRUCTURE_TRACKS
 from flamino_core.structure.tracks import TRACKS, compute_track, track_label
 
 STANDARD = "ACDEFGHIKLMNPQRSTVWY"
@@ -86,7 +85,6 @@ def test_missing_inputs_and_unknown_tracks_are_named():
 
 def test_registry_names_what_each_track_needs():
     assert set(TRACKS) == {"entropy", "mean-score", "substitution", "contact-count", "attention", "pca"}
-    assert tuple(TRACKS) == STRUCTURE_TRACKS  # the light list the CLI parser and the app's links use
     assert TRACKS["attention"].pdb_scale == 100  # weights in [0, 1] would lose all but 2 decimals
     for track in TRACKS.values():
         assert set(track.needs) <= {"logits", "scores", "contacts", "attention", "representations"}

@@ -14,6 +14,7 @@ or a failed download is a message under the source widgets, never a traceback. H
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import uuid
 from pathlib import Path
@@ -22,15 +23,19 @@ import numpy as np
 import streamlit as st
 
 from flamino_core import scores
+from flamino_core.config import MAX_RESIDUES
+from flamino_core.options import STRATEGIES
 from flamino_core.structure import fetch
 from flamino_core.structure.align import ChainAlignment, choose_chain
 from flamino_core.structure.limits import BYTES_PER_ATOM
 from flamino_core.structure.reading import ParsedStructure, StructureError, parse_structure_bytes, read_structure
-from flamino_core.structure.tracks import TRACKS, compute_track, track_label
+from flamino_core.structure.tracks import TRACKS, check_choices, compute_choices, compute_track, track_inputs, track_label
 
 from . import results, scans
 from .byte_cache import ByteBudgetCache
+from .heavy_jobs import HEAVY_RESIDUES
 from .inputs import upload_limit_words, upload_size_mb
+from .models import load_engine
 from .policy import current_limits, env_int, hosted_mode
 from .ranges import Shown
 from .widgets import kept_text_input, plain
@@ -218,51 +223,56 @@ def contacts_by_model(sequence: str) -> dict[str, np.ndarray]:
     return {model: c for (model, seq), c in st.session_state.get(SEEN_CONTACTS, {}).items() if seq == sequence}
 
 
-def track_values(name: str, model: str, sequence: str, contacts: np.ndarray | None, choice: dict) -> tuple[np.ndarray | None, str]:
-    """(L,) values of a track and its label, from the cached model results the track needs
-    (``TRACKS[name].needs``); None while a queued result is unavailable (``results.heavy`` has
-    said why).
+def track_values(name: str, model: str, sequence: str, contacts: np.ndarray | None, choice: dict,
+                 first: int = 1) -> tuple[np.ndarray | None, str]:
+    """(L,) values of a track and its label, from what its declaration says it needs
+    (``structure.tracks``: the choices checked, the model outputs from ``track_inputs``); None
+    while a queued result is unavailable (``results.heavy`` has said why).
 
     Args:
-      choice: amino_acid, residue (1-based position), layer, head (0: mean), component, strategy,
-        first (the number of the record's first residue, for the label).
+      choice: the track's choices as people count them (``tracks.check_choices``' terms: the
+        residue 1-based, no head for the mean of heads).
+      first: the number of the record's first residue, for the label.
 
     Raises:
       ValueError: a choice that does not fit (a residue beyond the attention maps).
     """
-    needs = TRACKS[name].needs
-    inputs: dict = {}
-    shown = sequence
-    if "logits" in needs:
-        inputs["logits"] = results.logits(model, sequence)
-    if "scores" in needs and choice["strategy"] == "wt-marginals":
-        inputs["scores"] = results.wt_marginal_scores(model, sequence)
-    elif "scores" in needs:
+    spec = TRACKS[name]
+    if "contacts" in spec.needs and contacts is None:
+        return None, ""
+    config = load_engine(model).config
+    checked = check_choices(name, choice, layers=config.num_layers, heads=config.attention_heads)
+    layer, strategy = checked.get("layer"), checked.get("strategy")
+    have = {"contacts": contacts} if "contacts" in spec.needs else {}
+    if "scores" in spec.needs and STRATEGIES[strategy].masked:
         # The page's own scan of the whole sequence: asked for before a long one (never started by a
         # link alone), a chunk per queue slot (scans.py).
-        log_probs = scans.masked_scan(model, sequence, Shown(0, len(sequence), len(sequence), choice["first"]))
+        log_probs = scans.masked_scan(model, sequence, Shown(0, len(sequence), len(sequence), first))
         if log_probs is None:
             return None, ""
-        inputs["scores"] = scores.from_log_probs(log_probs, sequence).substitutions
-    if "contacts" in needs:
-        if contacts is None:
-            return None, ""
-        inputs["contacts"] = contacts
-    if "attention" in needs:
-        maps = results.heavy(results.attention, model, sequence, choice["layer"], what="the attention maps")
-        if maps is None:
-            return None, ""
-        inputs["attention"] = maps
-        shown = sequence[: maps.shape[-1] - 2]  # maps of longer sequences cover the first 1022
-    if "representations" in needs:
-        inputs["representations"] = results.representations(model, sequence, choice["layer"])
-    residue = choice["residue"] - 1
-    head = None if choice["head"] == 0 else choice["head"] - 1
-    values = compute_track(name, shown, amino_acid=choice["amino_acid"], residue=residue, head=head,
-                           component=choice["component"], **inputs)
+        have["scores"] = scores.from_log_probs(log_probs, sequence, strategy).substitutions
+    found = results.heavy(_track_inputs, model, sequence, name, layer, strategy, tuple(have),
+                          what=f"the {name} track")
+    if found is None:
+        return None, ""
+    shown, inputs = found
+    inputs = {**inputs, **have}
+    picked = compute_choices(name, check_choices(name, checked, length=len(shown)))
+    values = compute_track(name, shown, **inputs, **picked)
     values = np.pad(values, (0, len(sequence) - len(shown)), constant_values=np.nan)  # no value past the maps
-    layer = choice["layer"] if {"attention", "representations"} & set(needs) else None
-    label = track_label(name, amino_acid=choice["amino_acid"], residue=residue, layer=layer, head=head,
-                        component=choice["component"], strategy=choice["strategy"] if "scores" in needs else None,
-                        first=choice["first"])
-    return values, label
+    return values, track_label(name, first=first, layer=layer, strategy=strategy, **picked)
+
+
+@st.cache_data(show_spinner="Running the model for the track…", max_entries=8)
+def _track_inputs(model: str, sequence: str, name: str, layer: int | None, strategy: str | None,
+                  held: tuple[str, ...]):
+    """(the residues covered, the track's model inputs but the ``held`` ones, which the page has):
+    ``tracks.track_inputs``. Attention maps of a sequence over 1022 residues cover its first 1022
+    (maps cannot be stitched from windows); those of a long sequence wait in the heavy-job
+    queue, as the cached attention maps this replaced did."""
+    needs = TRACKS[name].needs
+    long = "truncate" if "attention" in needs and len(sequence) > MAX_RESIDUES else "window"
+    costly = "attention" in needs and len(sequence) > HEAVY_RESIDUES
+    with results.heavy_slot(f"the {name} track") if costly else contextlib.nullcontext():
+        return track_inputs(load_engine(model), sequence, name, layer=layer, strategy=strategy, long=long,
+                            have=dict.fromkeys(held))

@@ -16,7 +16,8 @@ import dataclasses
 import re
 from collections.abc import Mapping
 
-from flamino_core.options import CONTACT_CUTOFFS, SEPARATION_RANGES, STRUCTURE_TRACKS, TRACK_SCORE_STRATEGIES
+from flamino_core.options import CONTACT_CUTOFFS, SEPARATION_RANGES
+from flamino_core.structure.tracks import PARAMS, TRACKS, Param
 
 MAX_INT = 10_000_000  # bounds any number a link carries; 8 digits at most
 
@@ -142,6 +143,23 @@ class Span:
 Kind = Integer | Choice | Flag | Word | Text | Span
 
 
+class LiveChoices(Mapping):
+    """A ``Choice``'s labels read from a core registry each time they are asked for, so an entry
+    registered after this module was imported (a plugin, a test's toy) is offered and linkable."""
+
+    def __init__(self, make):
+        self._make = make
+
+    def __getitem__(self, key):
+        return self._make()[key]
+
+    def __iter__(self):
+        return iter(self._make())
+
+    def __len__(self) -> int:
+        return len(self._make())
+
+
 @dataclasses.dataclass(frozen=True)
 class ViewOption:
     """A page selection that links carry and kept widgets restore.
@@ -192,6 +210,18 @@ PAGES: dict[str, Page] = {
 }
 DEFAULT_PAGE = "input"
 
+
+def _track_option(param: Param) -> ViewOption:
+    """The link option of a track choice, generated from its declaration (``structure.tracks``):
+    a choice is carried as itself, a number within its bounds (an optional one left out: 0)."""
+    if param.kind == "choice":
+        return ViewOption(param.link, "structure", Choice(LiveChoices(lambda: {v: v for v in param.options()})),
+                          param.default)
+    if param.optional:
+        return ViewOption(param.link, "structure", Integer(0, param.high or MAX_INT), 0)
+    return ViewOption(param.link, "structure", Integer(param.low or 0, param.high or MAX_INT), param.default)
+
+
 # The Structure page: chain and model in the file, the contact map's range and cutoff, and the
 # track on the 3D view with its own choices.
 BEST_CHAIN = "best"  # the chain that best matches the sequence
@@ -200,13 +230,9 @@ STRUCTURE_OPTIONS = (
     ViewOption("smodel", "structure", Integer(0, 9999), 0),  # 0-based model in the file
     ViewOption("srange", "structure", Choice({name: f"{name} ({_span(*bounds)})" for name, bounds in SEPARATION_RANGES.items()}), "all"),
     ViewOption("scut", "structure", Choice({cutoff: f"top {cutoff}" for cutoff in CONTACT_CUTOFFS}), "L"),
-    ViewOption("strack", "structure", Choice({name: name for name in STRUCTURE_TRACKS}), "entropy"),
-    ViewOption("saa", "structure", Choice({aa: aa for aa in "ACDEFGHIKLMNPQRSTVWY"}), "A"),  # substitution
-    ViewOption("sres", "structure", Integer(1), 1),  # attention: from this position, 1-based
-    ViewOption("slayer", "structure", Integer(0, 1000)),  # attention, pca; default: the final layer
-    ViewOption("shead", "structure", Integer(0, 1000), 0),  # attention; 0: the mean of all heads
-    ViewOption("spc", "structure", Integer(1, 10), 1),  # pca component
-    ViewOption("sscore", "structure", Choice({s: s for s in TRACK_SCORE_STRATEGIES}), "wt-marginals"),
+    ViewOption("strack", "structure", Choice(LiveChoices(lambda: {name: name for name in TRACKS})), "entropy"),
+    # Each track choice (saa, sres, slayer, shead, spc, sscore), from structure.tracks.PARAMS.
+    *(_track_option(param) for param in PARAMS.values()),
     # A structure downloaded by PDB id or UniProt accession (AlphaFold DB): downloaded again on
     # opening the link. An uploaded file never travels (the page and the share panel say so).
     ViewOption("sid", "structure", Word(r"[A-Za-z0-9_]{4,12}")),

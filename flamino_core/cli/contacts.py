@@ -123,8 +123,8 @@ def _track_values(engine, out, track: str, choices: dict, long: str):
     from ..structure.tracks import compute_choices, compute_track, track_inputs, track_label
 
     layer, strategy = choices.get("layer"), choices.get("strategy")
-    inputs = track_inputs(engine, out, track, layer=layer, strategy=strategy, long=long,
-                          progress=Progress(f"{strategy} scan") if strategy else None)
+    _, inputs = track_inputs(engine, out.sequence, track, out=out, layer=layer, strategy=strategy, long=long,
+                             progress=Progress(f"{strategy} scan") if strategy else None)
     picked = compute_choices(track, choices)
     values = compute_track(track, out.sequence, **inputs, **picked)
     return values, track_label(track, layer=layer, strategy=strategy, **picked)

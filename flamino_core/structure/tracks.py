@@ -111,7 +111,7 @@ PARAMS: dict[str, Param] = {
         Param("layer", "layer", "slayer", "Layer", "the layer (fair-esm numbering, -1 = final; default: final)",
               low=0, high=1000, limit="layers", widget="select"),
         Param("head", "head", "shead", "Head", "one head (1-based; default: mean of heads)", default=None,
-              index=True, optional=True, none_means="the mean of all heads", low=1, high=1000, limit="heads",
+              index=True, optional=True, none_means="mean of all heads", low=1, high=1000, limit="heads",
               widget="select", shown="head {}", none_shown="mean of heads"),
         Param("component", "component", "spc", "Component", "the principal component (1-based; default 1)",
               default=1, low=1, high=10),
@@ -210,7 +210,7 @@ def check_choices(name: str, given: dict, *, length: int | None = None, layers: 
 
 def _in_bounds(param: Param, value: int, limit: int | None) -> None:
     if param.low is not None and value < param.low:
-        leave_out = f" (leave it out for {param.none_means})" if param.optional else ""
+        leave_out = f" (leave it out for the {param.none_means})" if param.optional else ""
         raise TrackChoiceError(param, f"{param.name} is counted from {param.low}{leave_out}")
     if limit is not None and value > limit:
         whole = {"length": "the sequence has residues", "heads": "this model has heads"}[param.limit]
@@ -278,13 +278,28 @@ def run_options(name: str, *, layer: int | None = None, strategy: str | None = N
     )
 
 
-def track_inputs(engine, out, name: str, *, layer: int | None = None, strategy: str | None = None,
-                 long: str = "window", have: dict | None = None, store=None, progress=None) -> dict:
-    """``compute_track``'s model inputs for track ``name`` from ``out``, the ``SequenceOutput`` of
-    an ``Engine.run`` with ``run_options`` (``have``: inputs already held). Substitution scores
-    come from ``scores.substitution_map`` (an unmasked strategy reads ``out``'s logits; a masked
-    one the result store)."""
+def track_inputs(engine, sequence: str, name: str, *, out=None, layer: int | None = None,
+                 strategy: str | None = None, long: str = "window", have: dict | None = None, store=None,
+                 progress=None) -> tuple[str, dict]:
+    """``compute_track``'s model inputs for track ``name`` of ``sequence``.
+
+    Args:
+      out: the ``SequenceOutput`` of an ``Engine.run`` that included ``run_options`` (a caller
+        that runs the model for more than the track); None: run what the track needs here.
+      layer, strategy: the choices that pick the outputs (``check_choices``' values).
+      long: sequences over 1022 residues (``Engine.run``).
+      have: inputs the caller holds already (contacts, say), used as they are.
+      store, progress: for masked substitution scores (``scores.substitution_map``: they come
+        from the result store; an unmasked strategy reads the run's logits).
+
+    Returns:
+      (the sequence as analysed, {need: array}).
+    """
     inputs = dict(have or {})
+    options = run_options(name, layer=layer, strategy=strategy, have=inputs)
+    if out is None and any(options.values()):
+        (out,) = engine.run([sequence], **options, long=long)
+    analysed = sequence if out is None else out.sequence
     for need in _track(name).needs:
         if need in inputs:
             continue
@@ -300,11 +315,11 @@ def track_inputs(engine, out, name: str, *, layer: int | None = None, strategy: 
             from ..scores import substitution_map, uses_unmasked_logits
 
             unmasked = out if uses_unmasked_logits(strategy) else None
-            inputs[need] = substitution_map(engine, out.sequence, strategy, long=long, unmasked=unmasked,
+            inputs[need] = substitution_map(engine, analysed, strategy, long=long, unmasked=unmasked,
                                             store=store, progress=progress).substitutions
         else:
             raise ValueError(f"no engine output gives {need!r}")
-    return inputs
+    return analysed, inputs
 
 
 def compute_track(name: str, sequence: str, **inputs_and_choices):
