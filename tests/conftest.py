@@ -14,6 +14,85 @@ T6 = ESM2Config.preset("esm2_t6_8M_UR50D")
 TINY = ESM2Config.tiny()
 
 
+# --- markers: every test has one kind, so `pytest -m unit` is the fast inner loop ------------------
+# unit: no model run, no subprocess, no Streamlit or browser (seconds in all); integration: the
+# model on random weights, whole commands, subprocesses, file corpora; parity: numbers against HF
+# transformers / fair-esm / torch; app: Streamlit's AppTest; browser: Chromium; ray: starts Ray.
+# `slow` (parity at full preset shapes) is kept as it was, on top of a kind. A file's tests take
+# its kind unless the test is marked itself or named in TEST_KINDS; a file not listed yet counts
+# as integration (never in the fast loop by accident) until it is.
+KINDS = ("unit", "integration", "parity", "app", "browser", "ray")
+FILE_KINDS = {
+    **dict.fromkeys(["test_alphabet.py", "test_analysis.py", "test_contact_eval.py", "test_fasta.py",
+                     "test_contact_pairs.py", "test_figures.py", "test_flat_files.py", "test_hosting.py", "test_mutations.py",
+                     "test_notation_pasted.py", "test_planning.py", "test_record_sets.py", "test_result_store.py", "test_share.py",
+                     "test_structure.py", "test_structure_export.py", "test_structure_fetch.py",
+                     "test_structure_figures.py", "test_structure_tracks.py", "test_three_letter.py",
+                     "test_dms_proteingym.py"], "unit"),
+    **dict.fromkeys(["test_batch.py", "test_cli_contacts.py", "test_cli_inputs.py", "test_cli_variants.py",
+                     "test_dms.py", "test_dms_numbering.py", "test_engine.py", "test_hosted_attacks.py",
+                     "test_imports.py", "test_passes.py", "test_peer_corpus.py", "test_peer_inputs.py",
+                     "test_peer_structures.py", "test_registration.py", "test_robustness.py",
+                     "test_store_wiring.py", "test_weights.py"], "integration"),
+    **dict.fromkeys(["test_cli.py", "test_fused_attention.py", "test_long_windows.py", "test_parity.py",
+                     "test_variant_scores.py"], "parity"),
+    **dict.fromkeys(["test_app.py", "test_app_context.py", "test_app_links.py", "test_app_long.py",
+                     "test_app_sets.py", "test_app_variants.py", "test_structure_app.py"], "app"),
+    **dict.fromkeys(["test_browser.py", "test_browser_structure.py", "test_browser_views.py"], "browser"),
+}
+TEST_KINDS = {  # "file::test name prefix" -> kind, where a test is not its file's kind
+    "test_alphabet.py::test_matches_": "parity",  # against the installed fair-esm
+    "test_analysis.py::test_apc_runs_traced_by_jax": "integration",
+    "test_record_sets.py::test_umap_is_deterministic": "integration",  # minutes of UMAP on 2 cores
+    "test_contact_eval.py::test_random_tiny_model": "integration",
+    "test_result_store.py::test_a_kill_during_a_write": "integration",  # subprocesses
+    "test_result_store.py::test_two_processes": "integration",
+    "test_dms.py::test_real_assay_reads": "unit", "test_dms.py::test_metrics_on_the_real_assay": "unit",
+    "test_dms.py::test_wild_type_derived": "unit", "test_dms.py::test_unusable_tables": "unit",
+    "test_dms.py::test_a_missing_file": "unit", "test_dms.py::test_undefined_statistics": "unit",
+    "test_dms.py::test_any_table_is_read": "unit",
+    "test_dms_numbering.py::test_the_right_numbering": "unit",
+    "test_dms_numbering.py::test_the_app_says": "app",
+    "test_hosted_attacks.py::test_a_gzipped_fasta_bomb_is_refused_on_the_input_page": "app",
+    "test_hosted_attacks.py::test_a_structure_over_the_atom_or_model_limit_is_refused_on_the_page": "app",
+    "test_robustness.py::test_validator_": "unit",
+    "test_robustness.py::test_app_": "app", "test_robustness.py::test_headers_are_shown": "app",
+    "test_robustness.py::test_dropped_connection_in_the_app": "app",
+    "test_batch.py::test_killed_worker": "ray", "test_batch.py::test_score_job_in_process": "ray",
+    "test_batch.py::test_batch_command_line": "ray",
+    "test_cli.py::test_invalid_inputs": "integration", "test_cli.py::test_mixed_file": "integration",
+    "test_cli.py::test_console_script": "integration", "test_cli.py::test_embed_reads_three_letter": "integration",
+    "test_cli.py::test_embed_contacts_of_a_long": "integration",
+    "test_cli_variants.py::test_variants_scores_match_hf": "parity",
+    "test_cli_variants.py::test_variants_joint_masked_adds_non_additivity_against_hf": "parity",
+    "test_variant_scores.py::test_k_variants": "integration", "test_variant_scores.py::test_skipped_entries": "integration",
+    "test_variant_scores.py::test_nothing_to_score": "integration", "test_variant_scores.py::test_pll_size_limit": "unit",
+    "test_registration.py::test_the_app_": "app",
+    "test_notation_pasted.py::test_flamino_variants_reads": "integration",
+}
+
+
+def pytest_ignore_collect(collection_path, config):
+    """Under ``-m unit``, a file with no unit test is not even imported: JAX, torch and Streamlit
+    cost more to import than the unit tests take to run."""
+    name = collection_path.name
+    if config.getoption("markexpr", "") != "unit" or name not in FILE_KINDS:
+        return None
+    unit = FILE_KINDS[name] == "unit" or any(k.startswith(f"{name}::") and v == "unit" for k, v in TEST_KINDS.items())
+    return None if unit else True
+
+
+def pytest_collection_modifyitems(config, items):
+    """Give every test its kind (``KINDS``)."""
+    for item in items:
+        if any(item.get_closest_marker(kind) for kind in KINDS):
+            continue
+        name = item.path.name
+        key = f"{name}::{item.name}"
+        kind = next((k for prefix, k in TEST_KINDS.items() if key.startswith(prefix)), FILE_KINDS.get(name, "integration"))
+        item.add_marker(getattr(pytest.mark, kind))
+
+
 @pytest.fixture(autouse=True)
 def isolated_cache(tmp_path_factory, monkeypatch):
     """Every test gets its own flamino and HF caches, offline: nothing touches ~/.cache."""
