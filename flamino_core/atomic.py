@@ -1,9 +1,10 @@
-"""Result files appear whole or not at all."""
+"""Result files appear whole or not at all; our own lock and log files are opened without following links."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import uuid
 from pathlib import Path
 from typing import Iterator
@@ -34,3 +35,25 @@ def written_atomically(path: str | os.PathLike, *, durable: bool = False) -> Ite
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+_OPEN_FLAGS = {"r": os.O_RDONLY, "w": os.O_WRONLY | os.O_CREAT, "a": os.O_WRONLY | os.O_CREAT | os.O_APPEND}
+
+
+def open_own_file(path: str | os.PathLike, mode: str):
+    """A regular file of our own opened as text, never through a link: ``"r"``, ``"w"`` (created
+    if missing, not truncated: for lock files) or ``"a"`` (append).
+
+    ``O_NOFOLLOW`` refuses a symbolic link planted at ``path`` (a lock or log file in a shared
+    folder pointed at someone's file was truncated or appended to), and a path that is not a
+    regular file (a pipe, a device) is refused too. Raises ``OSError``.
+    """
+    fd = os.open(path, _OPEN_FLAGS[mode] | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{os.fspath(path)} is not a regular file")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, mode)
+    except BaseException:
+        os.close(fd)
+        raise

@@ -11,7 +11,7 @@ import shutil
 import time
 from pathlib import Path
 
-from ..atomic import written_atomically
+from ..atomic import open_own_file, written_atomically
 
 COMMANDS = ("embed", "score")
 MANIFEST = "manifest.json"
@@ -129,7 +129,11 @@ class DirectoryLock:
         self.path = out_dir / ".lock"
 
     def __enter__(self):
-        self.handle = open(self.path, "w")
+        try:
+            self.handle = open_own_file(self.path, "w")  # never through a link planted at .lock
+        except OSError as err:
+            raise BatchError(f"cannot open the lock file {self.path}: {err.strerror or err} (a link or "
+                             "something other than a file is in its place: remove it)") from None
         try:
             fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import subprocess
+import sys
 import tempfile
 import time
 import warnings
@@ -18,6 +20,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..atomic import open_own_file
 from .job import BatchError, Job
 from .shards import process_shard
 
@@ -34,23 +37,35 @@ def run_on_ray(job: Job, pending: list[int], address: str, actors: int | None, c
 
     Returns (seconds of the compute stage, actors used).
     """
+    local = address in ("local", None)
+    if local:
+        # A cluster of this machine only listens on 127.0.0.1: Ray turns a node address of
+        # 127.0.0.1 into the machine's network address and binds its servers to every interface
+        # unless clusters are off (what it does on macOS). Read when Ray is imported, and by
+        # its processes; the constant is set too in case Ray was imported already.
+        os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     try:
         import ray
         import ray.data
     except ImportError:
         raise BatchError("flamino batch runs on Ray, which is not installed: pip install 'flamino[batch]'") from None
 
-    started_here = False
+    started_here, watchdog = False, None
     if not ray.is_initialized():
         common = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
         with warnings.catch_warnings():
             # Ray starts its processes with fork + exec, which is safe next to JAX's threads.
             warnings.filterwarnings("ignore", message="os.fork", category=RuntimeWarning)
-            if address in ("local", None):
+            if local:
+                from ray._private import ray_constants
+
+                ray_constants.ENABLE_RAY_CLUSTER = False
                 ray.init(num_cpus=len(os.sched_getaffinity(0)), object_store_memory=LOCAL_OBJECT_STORE_BYTES, **common)
             else:
                 ray.init(address=address, **common)
         started_here = True
+        if local:
+            watchdog = _watch(_session_dir(ray))
     try:
         resources = ray.cluster_resources()
         if gpus_per_actor is None:
@@ -97,7 +112,30 @@ def run_on_ray(job: Job, pending: list[int], address: str, actors: int | None, c
                          "kept: rerun the same command to continue") from err
     finally:
         if started_here:
+            session = _session_dir(ray) if local else None
             ray.shutdown()
+            if session:  # agents Ray leaves behind (seen with its dashboard and runtime-env agents)
+                from .ray_watchdog import stop_cluster
+
+                stop_cluster(session)
+        if watchdog is not None:
+            watchdog.kill()
+            watchdog.wait()
+
+
+def _session_dir(ray) -> str | None:
+    node = getattr(ray._private.worker, "_global_node", None)
+    return getattr(node, "get_session_dir_path", lambda: None)() if node is not None else None
+
+
+def _watch(session_dir: str | None):
+    """``ray_watchdog`` on this process and the cluster it started (None without a session)."""
+    if not session_dir:
+        return None
+    return subprocess.Popen(
+        [sys.executable, "-m", "flamino_core.batch.ray_watchdog", str(os.getpid()), session_dir],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
 
 
 class ShardWorker:
@@ -148,7 +186,10 @@ def _pin_to_free_cores(count: int, claims_dir: str | os.PathLike | None = None):
         group = cores[first:first + count]
         held = []
         for core in group:
-            handle = open(claims_dir / f"core-{core}.lock", "w")
+            try:  # a shared temporary folder: never through a link someone put there
+                handle = open_own_file(claims_dir / f"core-{core}.lock", "w")
+            except OSError:
+                break
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:

@@ -18,7 +18,7 @@ from typing import Iterator
 import pyarrow.parquet as pq
 
 from .. import scores
-from ..atomic import written_atomically
+from ..atomic import open_own_file, written_atomically
 from ..options import STRATEGIES
 from .job import WORK_DIR, Job, shard_path, spool_path
 from .results import META_KEY, chunk_table, output_schema, shard_info
@@ -155,10 +155,13 @@ class _AttemptLog:
 
     def __init__(self, path: Path):
         self.path = path
-        self.entries = [json.loads(line) for line in path.read_text().splitlines() if line] if path.exists() else []
+        self.entries = []
+        if path.exists() or path.is_symlink():
+            with open_own_file(path, "r") as handle:  # never a link's target (OSError: refused)
+                self.entries = [json.loads(line) for line in handle.read().splitlines() if line]
 
     def _append(self, entry: dict) -> None:
-        with open(self.path, "a") as handle:
+        with open_own_file(self.path, "a") as handle:
             handle.write(json.dumps(entry) + "\n")
 
     def begin(self) -> int:
