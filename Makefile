@@ -3,11 +3,14 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 PORT ?= 8501
+# Local mode reads files on this machine (the structure path box, local checkpoints): listen on
+# this machine only. `make run HOST=0.0.0.0` exposes it to the network (see README).
+HOST ?= 127.0.0.1
 
 .PHONY: run test bench install install-test browser peer-corpus clean lock viewer-js
 
 run: install
-	$(VENV)/bin/streamlit run app.py --server.port $(PORT)
+	$(VENV)/bin/streamlit run app.py --server.address $(HOST) --server.port $(PORT)
 
 test: install-test browser peer-corpus
 	$(PY) -m pytest -q
@@ -69,7 +72,8 @@ lock: | $(PY)
 	mv requirements.txt.new requirements.txt
 
 # The hosted demo under load: 8 browser sessions for 3 minutes (not part of `make test`).
-# Updates the numbers in docs/reliability.md; e.g. LOADTEST_ARGS="--duration 60 --report none".
+# Updates the numbers in docs/reliability.md; e.g. LOADTEST_ARGS="--duration 60 --report none";
+# LOADTEST_ARGS="--attacker" adds the hostile tab of issue #26 (its own block in the report).
 .PHONY: loadtest
 loadtest: install-test browser
 	$(PY) loadtest/run.py $(LOADTEST_ARGS)

@@ -12,6 +12,7 @@ on a page URL, every AppTest rerun), executes the page file directly without thi
 """
 
 import logging
+import uuid
 
 import streamlit as st
 
@@ -19,44 +20,67 @@ from app_pages._ui import context, downloads, inputs, model_picker, models, numb
 from app_pages._ui.policy import hosted_mode
 from app_pages._ui.views import DEFAULT_PAGE, PAGES
 
+LOG = logging.getLogger("flamino")
+
 st.set_page_config(page_title="flamino", page_icon="🧬", layout="wide")
-session.init_session()
-inputs.sync_input()
+if hosted_mode():
+    # What escapes the guards below (a widget callback runs before this script) is shown by
+    # Streamlit itself: on a public server without its message or traceback, which name files.
+    st.set_option("client.showErrorDetails", "none")
 
-pages = {
-    key: st.Page(page.file, title=page.title, icon=page.icon, url_path=key, default=key == DEFAULT_PAGE)
-    for key, page in PAGES.items()
-}
-page = st.navigation(list(pages.values()))
-current = next(key for key, candidate in pages.items() if candidate.title == page.title)
-wanted = session.take_link_page()
-if wanted and wanted != current:
-    st.switch_page(pages[wanted])
 
-parsed, counts = inputs.read_input()  # the one reading of the input in this rerun
-with st.sidebar:
-    st.title(":material/genetics: flamino")
-    st.caption("ESM-2 protein language model explorer")
-    model_picker.model_picker()
-    engine_slot = st.empty()  # filled once the model is loaded (below): how it runs
-    record = inputs.record_picker(parsed.records if parsed else ())
-    first = numbering.numbering_controls(record) if record is not None else None
-    downloads.image_format_picker()
-    link_slot = st.empty()
-
-if problem := session.take_link_problem():
-    st.warning(problem)
-session.link_model_banner()
-ctx = context.build(current, parsed, counts, first)  # the one engine lookup in this rerun
-models.model_banner(ctx.engine, ctx.engine_problem, engine_slot)
-try:
-    context.serve(page, ctx)
-except Exception as err:  # never a traceback in front of a biologist; the log keeps it
-    logging.getLogger("flamino").exception("page %s failed", current)
-    # A hosted server's visitors get no error text: it may name the server's files.
-    what = type(err).__name__ if hosted_mode() else f"{type(err).__name__}: {err}"
+def failed(err: Exception, where: str) -> None:
+    """Log the traceback under a short error id and tell the visitor only that id (hosted) or
+    the error too (locally): a message may name the server's files and lines."""
+    error_id = uuid.uuid4().hex[:8]
+    LOG.exception("%s failed (error id %s)", where, error_id)
+    what = f"error id {error_id}" if hosted_mode() else f"{type(err).__name__}: {err}; error id {error_id}"
     st.error(
         f"Something went wrong on this page ({what}). Your input is kept; try another record or "
-        "option, or reload. If it persists, please report it with the shared link."
+        "option, or reload. If it persists, please report it with the shared link and the error id."
     )
-session.publish_link(ctx, link_slot)
+
+
+def main() -> None:
+    session.init_session()
+    inputs.sync_input()
+
+    pages = {
+        key: st.Page(page.file, title=page.title, icon=page.icon, url_path=key, default=key == DEFAULT_PAGE)
+        for key, page in PAGES.items()
+    }
+    page = st.navigation(list(pages.values()))
+    current = next(key for key, candidate in pages.items() if candidate.title == page.title)
+    wanted = session.take_link_page()
+    if wanted and wanted != current:
+        st.switch_page(pages[wanted])
+
+    parsed, counts = inputs.read_input()  # the one reading of the input in this rerun
+    with st.sidebar:
+        st.title(":material/genetics: flamino")
+        st.caption("ESM-2 protein language model explorer")
+        model_picker.model_picker()
+        engine_slot = st.empty()  # filled once the model is loaded (below): how it runs
+        record = inputs.record_picker(parsed.records if parsed else ())
+        first = numbering.numbering_controls(record) if record is not None else None
+        downloads.image_format_picker()
+        link_slot = st.empty()
+
+    if problem := session.take_link_problem():
+        st.warning(problem)
+    session.link_model_banner()
+    ctx = context.build(current, parsed, counts, first)  # the one engine lookup in this rerun
+    models.model_banner(ctx.engine, ctx.engine_problem, engine_slot)
+    try:
+        context.serve(page, ctx)
+    except Exception as err:  # never a traceback in front of a biologist; the log keeps it
+        failed(err, f"page {current}")
+    session.publish_link(ctx, link_slot)
+
+
+# One guard around the whole run (the sidebar, the link, the page): Streamlit's own stop and
+# rerun signals are not Exceptions and pass through.
+try:
+    main()
+except Exception as err:
+    failed(err, "the app")

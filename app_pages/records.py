@@ -9,7 +9,7 @@ import streamlit as st
 
 from app_pages._ui import results
 from app_pages._ui.context import PageContext, current
-from app_pages._ui.widgets import counted
+from app_pages._ui.widgets import counted, plain
 from app_pages._ui.downloads import csv_button
 from flamino_core import scores
 from flamino_core.record_metadata import FIELDS
@@ -39,7 +39,7 @@ def pseudo_perplexities(model: str, records) -> dict[str, float]:
     bar = st.progress(0.0, text="Masked scans")
     out = {}
     for index, record in enumerate(records, 1):
-        bar.progress((index - 1) / len(records), text=f"Masked scan {index} of {len(records)}: {record.id}")
+        bar.progress((index - 1) / len(records), text=f"Masked scan {index} of {len(records)}: {plain(record.id)}")
         log_probs = results.heavy(results.masked_scan, model, record.sequence, what=f"the masked scan of {record.id}")
         if log_probs is None:
             break

@@ -63,7 +63,7 @@ def precision_section(alignment, contacts, record, seq, file_stem, first):
     st.caption(
         f"Top L, L/2 and L/5 predicted pairs in each separation range (|i − j| in sequence positions), "
         f"L = {len(seq)} (the analysed sequence's length). A true contact: C-beta atoms (C-alpha for "
-        f"glycine) closer than 8 Å within chain {alignment.chain_id}. Only pairs with both residues in the "
+        f"glycine) closer than 8 Å within chain {plain(alignment.chain_id)}. Only pairs with both residues in the "
         "structure are judged; n_pairs says how many. One block per model run on this page in this session."
     )
     st.dataframe(table, hide_index=True, width="stretch")

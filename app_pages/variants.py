@@ -7,7 +7,7 @@ import streamlit as st
 from app_pages._ui import inputs, results, scans, variant_results
 from app_pages._ui.context import PageContext, current, ready
 from app_pages._ui.downloads import csv_button, json_button, safe_name, show_figure
-from app_pages._ui.policy import current_limits
+from app_pages._ui.policy import current_limits, visitor_model_name
 from app_pages._ui.ranges import Shown
 from app_pages._ui.variant_views import (
     download_frame,
@@ -136,7 +136,7 @@ def dms_section(ctx: PageContext) -> None:
         with st.expander(f"{counted(len(scored.dms.issues), 'note')} about the table", icon=":material/info:"):
             st.markdown("\n".join(f"- {plain(issue)}" for issue in scored.dms.issues))
     singles = kept_toggle("Single substitutions only (in the statistics and the scatter)", "singles")
-    metrics = dms_metrics(scored, model=model, singles_only=singles)
+    metrics = dms_metrics(scored, model=visitor_model_name(model), singles_only=singles)
     boxes = st.columns(len(STATISTICS) + 1)
     for box, (key, label) in zip(boxes, STATISTICS):
         box.metric(label, "—" if metrics[key] is None else f"{metrics[key]:.3f}")

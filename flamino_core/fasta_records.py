@@ -46,7 +46,10 @@ _SHOWN_BAD_CHARACTERS = 5  # distinct bad characters reported per record
 _BAD_CHARACTER = re.compile(f"[^{_RESIDUES}{re.escape(_GAPS)}]")
 _UPPERCASE_ASCII = str.maketrans(string.ascii_lowercase, string.ascii_uppercase)
 _DROP_DIGITS = str.maketrans("", "", string.digits)
-_HEADER_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f-\x9f]")
+# Control characters, and the bidirectional-text controls (U+202A-U+202E, U+2066-U+2069, the
+# marks U+200E/U+200F, U+061C): a right-to-left override in an id shows it reversed
+# ("cod.exe" as "exe.doc"), in the app and in every file written with it.
+_HEADER_CONTROL = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 # Accession numbers people paste instead of sequences (Biopython's Tests/SwissProt/multi_ex.list):
 # UniProt's (uniprot.org/help/accession_numbers, with an optional isoform "-2"), RefSeq's
 # (NP_000509) and INSDC's (one letter + 5 digits, two + 6, three + 5 or 7), each with an
@@ -176,7 +179,7 @@ def _header(raw: RawRecord, used_ids: set[str]) -> tuple[str, str, str, list[str
         title = raw.title.replace("\t", " ")
         if _HEADER_CONTROL.search(title):
             title = _HEADER_CONTROL.sub("\ufffd", title)
-            warnings.append("the header contained control characters; replaced them with '\ufffd'")
+            warnings.append("the header contained control or text-direction characters; replaced them with '\ufffd'")
         # The id is the first whitespace-separated word, as Biopython and BLAST read headers.
         id_and_rest = title.split(None, 1)
         record_id = id_and_rest[0] if id_and_rest else ""

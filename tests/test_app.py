@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import base64
+import html
 import json
 import socket
 import subprocess
@@ -78,8 +79,9 @@ def assert_clean(at: AppTest) -> None:
 
 
 def unescaped(markdown: str) -> str:
-    """Markdown source as the reader sees it (the app backslash-escapes user text)."""
-    return markdown.replace("\\", "")
+    """Markdown source as the reader sees it (the app backslash-escapes user text and writes
+    ``:`` and ``@`` as character references, widgets.plain)."""
+    return html.unescape(markdown.replace("\\", ""))
 
 
 def texts(at: AppTest) -> str:

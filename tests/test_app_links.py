@@ -112,17 +112,21 @@ def test_a_hosted_model_that_fails_to_load_names_no_server_path(hosted, monkeypa
     assert str(broken) in caplog.text  # the operator still learns which file is wrong
 
 
-def test_a_hosted_page_error_does_not_show_its_message(hosted, monkeypatch):
+def test_a_hosted_page_error_does_not_show_its_message(hosted, monkeypatch, caplog):
+    import re
+
     from flamino_core import analysis
 
     def failing(*args, **kwargs):
         raise FileNotFoundError("/srv/flamino/secret/cache entry")
 
     monkeypatch.setattr(analysis, "entropy", failing)
+    caplog.set_level(logging.ERROR, logger="flamino")
     at = open_page(paste(start(), f">ubq\n{UBIQUITIN}\n"), "predictions")
     (error,) = at.error
-    assert "Something went wrong on this page (FileNotFoundError)" in error.value
-    assert "/srv/flamino" not in every_text(at)
+    error_id = re.search(r"Something went wrong on this page \(error id ([0-9a-f]{8})\)", error.value).group(1)
+    assert "/srv/flamino" not in every_text(at) and "FileNotFoundError" not in every_text(at)
+    assert f"error id {error_id}" in caplog.text and "/srv/flamino/secret" in caplog.text  # the log has it all
 
 
 def test_one_residue_is_one_residue():

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import html
 import io
 import json
 import shutil
@@ -277,7 +278,7 @@ def test_cli_reads_standard_input_through_the_same_validator(monkeypatch, tmp_pa
 
 
 def unescaped(markdown: str) -> str:
-    return markdown.replace("\\", "")
+    return html.unescape(markdown.replace("\\", ""))
 
 
 def app_with(data: bytes) -> AppTest:

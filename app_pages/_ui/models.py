@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import streamlit as st
 
-from .policy import RANDOM_TEST_MODEL, current_limits, hosted_mode, public_model_name, weights_permissions
+from .policy import RANDOM_TEST_MODEL, current_limits, hosted_mode, public_model_name, weights_permissions, without_paths
 from .widgets import plain
 
 if TYPE_CHECKING:
@@ -75,6 +75,7 @@ def _prepare(identifier: str) -> None:
     shown = {"fraction": -1.0, "message": ""}
 
     def progress(fraction: float | None, message: str) -> None:
+        message = without_paths(message)  # "Cache entry /srv/... is damaged": no server path hosted
         if fraction is None:
             slot.info(plain(message), icon=":material/hourglass_top:")
         elif fraction - shown["fraction"] >= 0.01 or message != shown["message"] or fraction >= 1:
@@ -144,7 +145,7 @@ def model_banner(engine: Engine | None, problem: str | None, engine_slot=None) -
     ``engine_slot`` (a placeholder under the sidebar's model picker) is told how the model
     runs: the attention path (fused C++ kernel or pure JAX, and why), precision, packing."""
     if engine is not None and engine_slot is not None:
-        engine_slot.caption(plain(f"Runs on {engine.backend.describe()}"))
+        engine_slot.caption(plain(without_paths(f"Runs on {engine.backend.describe()}")))
     if problem:
         st.error("**The model could not be loaded.**\n\n" + plain(problem), icon=":material/error:")
         row = st.container(horizontal=True)

@@ -23,7 +23,7 @@ from flamino_core.fasta import ProteinRecord
 from flamino_core.numbering import numbering_offset
 
 from .policy import current_limits
-from .views import OPTIONS
+from .views import MAX_INT, OPTIONS
 from .widgets import kept_number_input, plain, widget_key
 
 FIRST = "first"  # session-state and link keys (views.OPTIONS)
@@ -96,7 +96,22 @@ def window_note(record: ProteinRecord, full_length: int, first: int) -> str | No
 # --- the first residue's number ------------------------------------------------------------------
 def id_first_number(record: ProteinRecord) -> int:
     """The first residue's number from the id alone (``/start-end`` suffix; else 1)."""
-    return numbering_offset(record.id)[0]
+    return _id_numbering(record)[0]
+
+
+def _id_numbering(record: ProteinRecord) -> tuple[int, str]:
+    """``numbering_offset`` of the id, kept within the numbers a page and a link can hold: every
+    position must be within ``views.MAX_INT`` (a header ``>X/99999999-99999999`` broke the
+    sidebar's number input and the share link with it)."""
+    offset, note = numbering_offset(record.id, len(record.sequence))
+    if not -MAX_INT <= offset <= _highest_first(record):
+        return 1, (f"the id's /start-end suffix numbers residues beyond {MAX_INT:,}, more than the pages "
+                   "number; numbering starts at 1 (set the first residue's number to change it)")
+    return offset, note
+
+
+def _highest_first(record: ProteinRecord) -> int:
+    return MAX_INT - len(record.sequence) + 1
 
 
 def numbering_controls(record: ProteinRecord) -> int:
@@ -104,10 +119,11 @@ def numbering_controls(record: ProteinRecord) -> int:
 
     Returns that number (of the record as read; ``context.build`` adds where its window starts)."""
     follow_record(record)
-    offset, note = numbering_offset(record.id, len(record.sequence))
+    offset, note = _id_numbering(record)
     first = kept_number_input(
         "Numbering: the first residue is number",
         FIRST,
+        max_value=_highest_first(record),  # the last residue's number must fit a link too
         default=offset,
         help="Positions on every page, axis and download are numbered from here. Read from a "
         "Pfam/UniProt-style /start-end suffix of the record id (SECY_CHLTR/73-433 starts at 73), "

@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import re
 import threading
 import time
 
@@ -64,6 +65,7 @@ class Limits:
     max_inflated_bytes: int | None = None  # a compressed upload's size once decompressed
     max_atoms: int | None = None  # atoms of one structure (Biopython keeps ~1.1 kB each)
     max_models: int | None = None  # models of one structure
+    max_table_columns: int | None = None  # columns of an uploaded metadata table
 
     def fasta_limits(self) -> dict[str, int | None]:
         """Keyword arguments for ``fasta.parse_fasta_text`` / ``parse_fasta_bytes``."""
@@ -91,6 +93,19 @@ class Limits:
         if self.max_upload_bytes is not None and size > self.max_upload_bytes:
             return (f"{name} is {_size(size)}; this server accepts up to {_size(self.max_upload_bytes)} "
                     "per file or pasted input. Split it, or run flamino locally for big jobs.")
+        return None
+
+    def check_table(self, data: bytes, name: str) -> str | None:
+        """Why an uploaded metadata table is refused here (its size, its header's columns), or
+        None; checked before pandas reads it."""
+        problem = self.check_upload(len(data), name)
+        if problem or self.max_table_columns is None:
+            return problem
+        header = data.split(b"\n", 1)[0]
+        columns = max(header.count(sep) for sep in (b",", b"\t", b";")) + 1
+        if columns > self.max_table_columns:
+            return (f"{name} has {columns:,} columns; this server reads tables of up to {self.max_table_columns:,} "
+                    "columns")
         return None
 
     def check_passes(self, sequence: str, variants: list, strategy: str) -> str | None:
@@ -153,6 +168,8 @@ def current_limits() -> Limits:
         max_inflated_bytes=env_int("FLAMINO_MAX_INFLATED_BYTES", 5 * upload),
         max_atoms=env_int("FLAMINO_MAX_ATOMS", 100_000),
         max_models=env_int("FLAMINO_MAX_MODELS", 100),
+        # Each column of a metadata table becomes a colour choice and a value per record.
+        max_table_columns=env_int("FLAMINO_MAX_TABLE_COLUMNS", 200),
     )
 
 
@@ -174,6 +191,26 @@ def public_model_name(identifier: str, limits: Limits) -> str:
     if limits.allowed_models is not None and identifier == operator_model():
         return os.environ.get("FLAMINO_MODEL_NAME", "").strip() or SERVER_MODEL_NAME
     return identifier
+
+
+# An absolute path (two or more parts: not "/start-end") in a message. The parts' class excludes "/", so each
+# "/" has one reading: the match is linear.
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.~])(?:/[\w.+@-]+){2,}/?")
+
+
+def without_paths(text: str) -> str:
+    """``text`` with every absolute path cut to its last part (``…/model.safetensors``) on a
+    hosted server, where visitors must not learn the server's layout (the cache root, the kernel's
+    file, the operator's checkpoint); unchanged locally, where the user owns the files."""
+    if current_limits().allowed_models is None:
+        return text
+    return _ABSOLUTE_PATH.sub(lambda match: "…/" + match.group(0).rstrip("/").rsplit("/", 1)[-1], text)
+
+
+def visitor_model_name(identifier: str) -> str:
+    """``public_model_name`` under the limits in force: what figure titles, tables and downloads
+    call a model (hosted: never the operator's checkpoint path)."""
+    return public_model_name(identifier, current_limits())
 
 
 def from_public_name(name: str, limits: Limits) -> str:

@@ -18,17 +18,28 @@ from flamino_core.record_metadata import FIELDS, join_table, metadata_rows
 from . import results
 from .context import PageContext
 from .downloads import csv_button, file_button, npz_button, safe_name, show_figure
+from .inputs import upload_size_mb
+from .policy import current_limits, visitor_model_name
 from .widgets import kept_radio, kept_selectbox, kept_toggle, plain
 
 TABLE = "_record_table"  # session state: (file name, bytes) of the uploaded metadata table
+TABLE_PROBLEM = "_record_table_problem"  # why the last upload was refused
 NO_COLOUR = "none"
 TABLE_PREFIX = "table:"
 
 
 def _take_table() -> None:
     file = st.session_state.get("_record_table_upload")
-    if file is not None:
-        st.session_state[TABLE] = (file.name, file.getvalue())
+    st.session_state.pop(TABLE_PROBLEM, None)
+    if file is None:
+        return
+    data = file.getvalue()
+    problem = current_limits().check_table(data, file.name)  # before pandas reads it
+    if problem:
+        st.session_state[TABLE_PROBLEM] = problem
+        st.session_state.pop(TABLE, None)
+    else:
+        st.session_state[TABLE] = (file.name, data)
 
 
 def _joined(records) -> tuple[dict[str, list], list[str], str | None]:
@@ -75,13 +86,14 @@ def records_section(ctx: PageContext, layer: int, layer_name: str) -> None:
         labels = kept_toggle("Labels", "slabels", help="Write each record's id beside its point")
     with st.expander("Colour by your own table (CSV/TSV joined on the record id)", icon=":material/table:"):
         st.file_uploader("Metadata table", type=["csv", "tsv", "txt"], key="_record_table_upload",
-                         on_change=_take_table, label_visibility="collapsed")  # fmt: skip
+                         on_change=_take_table, label_visibility="collapsed",
+                         max_upload_size=upload_size_mb())  # fmt: skip
         st.caption("Its id column (id, identifier, record_id, accession … or the first) is matched to record ids "
                    "or UniProt accessions; every other column can colour the map.")  # fmt: skip
         for note in table_notes:
             st.caption(plain(note))
-        if table_problem:
-            st.error(plain(table_problem))
+        if table_problem or st.session_state.get(TABLE_PROBLEM):
+            st.error(plain(table_problem or st.session_state[TABLE_PROBLEM]))
         if st.session_state.get(TABLE):
             st.button("Remove the table", on_click=lambda: st.session_state.pop(TABLE, None))
 
@@ -137,7 +149,7 @@ def protspace_downloads(model: str, found, means: np.ndarray, extra: dict[str, l
             st.caption("The HDF5 export needs the h5py package (`pip install h5py`).")
         else:
             file_button("Embeddings for ProtSpace (HDF5)",
-                        lambda: protspace.h5_bytes([r.id for r in found], means, protspace.model_label(model)),
+                        lambda: protspace.h5_bytes([r.id for r in found], means, protspace.model_label(visitor_model_name(model))),
                         f"{stem}.h5", "protspace_h5", "application/x-hdf5")  # fmt: skip
         file_button("Metadata for ProtSpace (CSV)", lambda: protspace.metadata_csv(found, extra),
                     f"{stem}_metadata.csv", "protspace_csv", "text/csv")  # fmt: skip

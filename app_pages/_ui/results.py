@@ -57,7 +57,7 @@ def heavy_slot(what: str):
         shown[0] = (int(seconds) // 5, place)
         ahead = "next in line" if place == 1 else f"{_ordinal(place)} in line"
         note.info(
-            f"Waiting for a free slot for {what}: {ahead} ({jobs(queue.running)} running; "
+            f"Waiting for a free slot for {plain(what)}: {ahead} ({jobs(queue.running)} running; "
             f"waited {seconds:.0f} s). Jobs run first come, first served.",
             icon=":material/hourglass_top:",
         )
@@ -82,7 +82,7 @@ def heavy_slot(what: str):
 def busy_warning(what: str, err: QueueFull, done: str = "") -> None:
     """The server-is-busy message, said once, and a Retry button (a click reruns the page)."""
     st.warning(
-        f"**The server is busy** ({plain(err)}), so {what} was not computed this time{done}. "
+        f"**The server is busy** ({plain(err)}), so {plain(what)} was not computed this time{plain(done)}. "
         "Everything else on the page works.",
         icon=":material/hourglass_top:",
     )

@@ -26,6 +26,7 @@ from flamino_core.planner import bucket_length
 
 from .heavy_jobs import QueueFull
 from .models import load_engine
+from .policy import hosted_mode
 from .ranges import Shown
 from .results import busy_warning, heavy_slot
 from .scan_store import RATES, STORE, about
@@ -61,8 +62,12 @@ def masked_scan(model: str, sequence: str, shown: Shown) -> np.ndarray | None:
     key = _key(model, sequence, shown)
     missing = STORE.missing(model, sequence, positions)
     done = shown.size - len(missing)
-    progress = f" ({done:,} of {shown.size:,} positions done and kept)" if done else ""
-    seconds = estimate(model, sequence, len(missing))
+    # Positions kept by other sessions are not said on a hosted server (nor counted in the time):
+    # "64 of 700 positions done" told a visitor that someone else had analysed this sequence.
+    own = not hosted_mode() or key in ss.get(STARTED, set()) | ss.get(CANCELLED, set())
+    progress = f" ({done:,} of {shown.size:,} positions done and kept)" if done and own else ""
+    to_run = len(missing) if own else shown.size  # the passes said (and timed) before a start
+    seconds = estimate(model, sequence, to_run)
     what = f"The masked scan of {shown.label()}"
     if key in ss.get(CANCELLED, set()):
         left = f": the remaining {len(missing):,} take {about(seconds)}" if seconds is not None else ""
@@ -71,9 +76,9 @@ def masked_scan(model: str, sequence: str, shown: Shown) -> np.ndarray | None:
         st.button("Resume the scan", on_click=_start, args=(key,), icon=":material/play_arrow:")
         return None
     if key not in ss.get(STARTED, set()) and seconds is not None and seconds > AUTO_START_SECONDS:
-        rate = seconds / len(missing)
+        rate = seconds / to_run
         st.info(
-            f"{what} runs {len(missing):,} masked passes, one per position{progress}: {about(seconds)} at this "
+            f"{what} runs {to_run:,} masked passes, one per position{progress}: {about(seconds)} at this "
             f"server's measured rate ({rate:.2f} s per position). It runs in chunks and can be cancelled; "
             "what is done is kept.",
             icon=":material/schedule:",

@@ -36,7 +36,7 @@ from .byte_cache import ByteBudgetCache
 from .heavy_jobs import HEAVY_RESIDUES
 from .inputs import upload_limit_words, upload_size_mb
 from .models import load_engine
-from .policy import current_limits, env_int, hosted_mode
+from .policy import current_limits, env_int, hosted_mode, visitor_model_name
 from .ranges import Shown
 from .widgets import kept_text_input, plain
 
@@ -220,7 +220,8 @@ def remember_contacts(model: str, sequence: str, contacts: np.ndarray) -> None:
 
 def contacts_by_model(sequence: str) -> dict[str, np.ndarray]:
     """Model -> contacts of ``sequence``, for every model run on the page this session."""
-    return {model: c for (model, seq), c in st.session_state.get(SEEN_CONTACTS, {}).items() if seq == sequence}
+    seen = st.session_state.get(SEEN_CONTACTS, {}).items()
+    return {visitor_model_name(model): c for (model, seq), c in seen if seq == sequence}  # no server path
 
 
 def track_values(name: str, model: str, sequence: str, contacts: np.ndarray | None, choice: dict,

@@ -206,12 +206,21 @@ def layer_names(num_layers: int, first: int = 0) -> dict[int, str]:
 
 
 # --- user text in Streamlit's markdown ----------------------------------------------------------
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:=^&])")
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$=^&])")
 
 
 def plain(text: str) -> str:
-    """User text (ids, headers, messages quoting them) escaped so markdown shows it verbatim."""
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", str(text)).replace("\n", "  \n")
+    """User text (ids, headers, cells, file names, messages quoting them) escaped so markdown
+    shows it verbatim: the one escape path for visitor text in every markdown element (messages,
+    captions, progress text, labels).
+
+    Markdown's own characters get a backslash. ``:`` and ``@`` become character references,
+    which show as themselves but leave no ``https://``, ``user@host`` or ``:icon:`` in the
+    source: GitHub-flavoured markdown (Streamlit's) turns those into live links (a header
+    ``https://evil.example`` was a clickable link) and icons whatever the backslashes.
+    """
+    escaped = _MARKDOWN_SPECIAL.sub(r"\\\1", str(text))
+    return escaped.replace(":", "&#58;").replace("@", "&#64;").replace("\n", "  \n")
 
 
 def counted(n: int, noun: str, plural: str | None = None) -> str:

@@ -18,6 +18,7 @@ import io
 import re
 
 _SEPARATORS = " \t\r\n\f\v,;"
+_SEPARATOR_RUN = re.compile(f"[{re.escape(_SEPARATORS)}]+")
 # HGVS reference types after "REF:": c. (coding DNA), g. (genomic), n. (non-coding), m.
 # (mitochondrial), r. (RNA), p. (protein).
 NUCLEOTIDE_TYPES = ("c.", "g.", "n.", "m.", "r.")
@@ -92,6 +93,8 @@ def _other_sequence(prefix: str, reference: str) -> tuple[str, str] | None:
 def list_entries(text: str) -> list[tuple[str, str, int]]:
     """Split at separators outside brackets: the ``;`` in ``p.[Ala23Val;Gly45Asp]`` joins, and
     so does a blank before ``(p.`` (ClinVar's ``NM_005343.4(HRAS):c.35G>T (p.Gly12Val)``)."""
+    if "[" not in text and "(" not in text:  # nothing joins: the same entries, split in C, not char by char
+        return [(entry, "", 0) for entry in _SEPARATOR_RUN.split(text) if entry]
     entries, current, depth, blanks_only = [], [], 0, False
     for char in text:
         if char in "[(":
