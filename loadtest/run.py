@@ -15,6 +15,7 @@ is 1 when anything unexpected happened.
 
     python loadtest/run.py                       # 8 sessions, 180 s, updates docs/reliability.md
     python loadtest/run.py --duration 30 --sessions 2 --report none   # a quick try
+    python loadtest/run.py --attacker            # the same with a hostile tab (issue #26)
 
 Only 127.0.0.1 is used; every wait is bounded and a watchdog ends the run at the latest
 ``--duration`` + 420 s after the start.
@@ -59,6 +60,7 @@ INVALID = ["bad letter", "stop codon", "GenBank", "header only", "over the limit
 PAGES = {"predictions": ("Masked predictions", 3), "embeddings": ("Embeddings", 2), "attention": ("Attention", 3)}
 BUSY = "server is busy"
 MARKER_BEGIN, MARKER_END = "<!-- loadtest:begin -->", "<!-- loadtest:end -->"
+ATTACKER_BEGIN, ATTACKER_END = "<!-- loadtest-attacker:begin -->", "<!-- loadtest-attacker:end -->"
 
 PROBE = """() => {
   const all = (s) => Array.from(document.querySelectorAll(s));
@@ -399,6 +401,11 @@ async def drive(base: str, args, stats: Stats) -> bool:
         deadline = time.monotonic() + args.duration
         sessions = [Session(i, browser, base, stats, args.action_timeout) for i in range(args.sessions)]
         runs = []
+        if args.attacker:  # the hostile visitor of issue #26, beside the normal sessions
+            from attacker import Attacker
+
+            folder = Path(tempfile.mkdtemp(prefix="flamino-attacks-"))
+            runs.append(asyncio.create_task(Attacker(browser, base, stats, args.action_timeout, folder).run(deadline)))
         for i, session in enumerate(sessions):
             closer = i < args.closers
             runs.append(asyncio.create_task(session.run(deadline, random.Random(1000 + i), closer)))
@@ -506,6 +513,8 @@ def report(args, stats: Stats, after_ok: bool, log_problems: list[str], abandone
         f"- server: `streamlit run app.py`, FLAMINO_HOSTED=1, FLAMINO_MODEL=random:tiny (untrained, 2 layers), "
         "hosted defaults (1 heavy job at a time, 4 waiting, 2,000 residues per record)",
         f"- load: {args.sessions} concurrent headless Chromium sessions for {args.duration:.0f} s "
+        + ("and an attacker tab (loadtest/attacker.py: the upload attacks of issue #26 and five tabs of a "
+           "masked-map link, over and over; its rows start with 'attacker:') " if args.attacker else "") +
         f"(wall time {wall:.0f} s with start-up and the final check); {stats.iterations} inputs pasted; "
         f"{stats.closed_mid_job} session(s) closed while their masked scan was running or queued (the server "
         f"stopped {abandoned} abandoned heavy job(s) early)",
@@ -533,11 +542,13 @@ def report(args, stats: Stats, after_ok: bool, log_problems: list[str], abandone
     return "\n".join(lines) + "\n"
 
 
-def write_report(path: Path, section: str) -> None:
-    block = f"{MARKER_BEGIN}\n{section}{MARKER_END}"
-    if path.exists() and MARKER_BEGIN in path.read_text():
+def write_report(path: Path, section: str, attacker: bool = False) -> None:
+    """Replace the report's block in ``path`` (the run with an attacker tab has its own)."""
+    begin, end_mark = (MARKER_BEGIN, MARKER_END) if not attacker else (ATTACKER_BEGIN, ATTACKER_END)
+    block = f"{begin}\n{section}{end_mark}"
+    if path.exists() and begin in path.read_text():
         text = path.read_text()
-        start, end = text.index(MARKER_BEGIN), text.index(MARKER_END) + len(MARKER_END)
+        start, end = text.index(begin), text.index(end_mark) + len(end_mark)
         path.write_text(text[:start] + block + text[end:])
     else:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -553,6 +564,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--closers", type=int, default=3,
                         help="how many sessions close their page during every other masked scan (default 3)")
     parser.add_argument("--report", default="docs/reliability.md", help="markdown file to update, or 'none'")
+    parser.add_argument("--attacker", action="store_true",
+                        help="add a hostile tab (loadtest/attacker.py); reported in its own section")
     parser.add_argument("--no-warmup", dest="warmup", action="store_false",
                         help="start the load on a cold server (first compilations inside the numbers)")
     args = parser.parse_args(argv)
@@ -596,7 +609,7 @@ def main(argv: list[str] | None = None) -> int:
     section = report(args, stats, after_ok, problems, abandoned, time.monotonic() - started, command)
     print(section)
     if args.report != "none":
-        write_report(ROOT / args.report, section)
+        write_report(ROOT / args.report, section, args.attacker)
         print(f"updated {args.report}")
     bad = stats.unexpected or stats.health_failures or problems or not after_ok
     return 1 if bad else 0
