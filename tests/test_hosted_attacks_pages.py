@@ -226,3 +226,39 @@ def test_the_metadata_table_upload_is_held_to_the_upload_limit_and_its_columns(h
     at.file_uploader(key="_record_table_upload").set_value(("wide.csv", ("id," + ",".join(f"c{i}" for i in range(300)) + "\na" + ",1" * 300 + "\n")
                                                            .encode(), "text/csv")).run()
     assert any("301 columns; this server reads tables of up to 200" in unescaped(e.value) for e in at.error)
+
+
+def test_no_page_of_a_hosted_session_names_a_server_path(hosted, monkeypatch, tmp_path):
+    """Items 8 and 12 over the whole app: every page's text and figures, with the operator's own
+    checkpoint under a folder of its own, name neither that folder, nor the cache root, nor any
+    absolute path."""
+    from flamino_core.weights import load_weights, save_checkpoint
+    from test_app import example, figures
+
+    weights = load_weights("random:tiny")
+    secret = save_checkpoint(tmp_path / "srv" / "esm2-lab-secret", weights.config, weights.params, "test")
+    monkeypatch.setenv("FLAMINO_MODEL", str(secret))
+    monkeypatch.setenv("FLAMINO_CACHE", str(tmp_path / "cache-root"))
+    at = example(start(), "Haemoglobin β (human)")
+    for page in ("input", "records", "predictions", "embeddings", "attention", "variants", "structure"):
+        open_page(at, page)
+        assert not at.exception, page
+        shown = every_text(at) + " ".join(str(_without_arrays(f)) for f in figures(at))
+        assert str(tmp_path) not in shown and "esm2-lab-secret" not in shown, page
+        assert not re.search(r"(?<![\w.])/(?:[\w.+-]+/){2,}", html_text(shown)), page
+
+
+def _without_arrays(value):
+    """A figure's JSON without its base64 arrays (whose text holds '/' by chance)."""
+    if isinstance(value, dict):
+        return {k: _without_arrays(v) for k, v in value.items() if k != "bdata"}
+    if isinstance(value, list):
+        return [_without_arrays(v) for v in value]
+    return value
+
+
+def html_text(text: str) -> str:
+    """Text with markdown escapes and character references undone (what the visitor reads)."""
+    import html
+
+    return html.unescape(text.replace("\\", ""))
