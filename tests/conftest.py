@@ -37,8 +37,10 @@ FILE_KINDS = {
     **dict.fromkeys(["test_cli.py", "test_fused_attention.py", "test_long_windows.py", "test_parity.py",
                      "test_variant_scores.py"], "parity"),
     **dict.fromkeys(["test_app.py", "test_app_context.py", "test_app_links.py", "test_app_long.py",
-                     "test_app_sets.py", "test_app_variants.py", "test_structure_app.py"], "app"),
-    **dict.fromkeys(["test_browser.py", "test_browser_structure.py", "test_browser_views.py"], "browser"),
+                     "test_app_sets.py", "test_app_variants.py", "test_hosted_attacks_pages.py",
+                     "test_structure_app.py"], "app"),
+    **dict.fromkeys(["test_browser.py", "test_browser_structure.py", "test_browser_views.py",
+                     "test_hosted_server_attacks.py"], "browser"),
 }
 TEST_KINDS = {  # "file::test name prefix" -> kind, where a test is not its file's kind
     "test_alphabet.py::test_matches_": "parity",  # against the installed fair-esm
