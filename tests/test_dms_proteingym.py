@@ -9,7 +9,8 @@ statistics as its ``main`` computes them (``spearmanr``, ``roc_auc_score``, the 
 ``matthews_corrcoef``), with the same scipy / scikit-learn calls.
 
 Real assays: every ProteinGym substitution file in ``../shared/dms/`` (today
-A0A1I9GEU1_NEIME_Kennouche_2019, 922 rows), whole and cut to its first 901 rows: with n - 1 a
+A0A1I9GEU1_NEIME_Kennouche_2019, 922 rows) and ``tests/data/dms/`` (TCRG1_MOUSE_Rocklin_2023_1E0L,
+1,058 rows, tests/data/SOURCES.md), each whole and cut to its first 901 rows: with n - 1 a
 multiple of 10 the 90th percentile is a value of the data (PIN1_HUMAN_Tsuboyama_2023_1I6C has
 801 rows), which ``>`` leaves out of the top 10% and ``>=`` keeps. Model scores: flamino's own
 wt-marginals scores of the assay under an untrained test model (random weights: the numbers
@@ -31,7 +32,8 @@ from flamino_core.variants.dms import read_dms, score_dms
 from flamino_core.variants.metrics import agreement_metrics, calc_top_recall, dms_metrics
 
 DMS_DIR = Path(__file__).resolve().parents[2] / "shared" / "dms"
-ASSAYS = sorted(p for p in DMS_DIR.glob("*.csv")) if DMS_DIR.is_dir() else []
+OWN_DMS_DIR = Path(__file__).resolve().parent / "data" / "dms"  # committed with the tests: always there
+ASSAYS = sorted([*DMS_DIR.glob("*.csv"), *OWN_DMS_DIR.glob("*.csv")])
 
 
 # --- ProteinGym, written again (see the module docstring) ---------------------------------------
@@ -85,6 +87,7 @@ def scored_assays():
 
 @pytest.mark.parametrize("rows", [None, 901])
 def test_metrics_equal_proteingym_on_real_assays(scored_assays, rows):
+    assert "TCRG1_MOUSE_Rocklin_2023_1E0L" in scored_assays  # the committed one; with ../shared's: two
     for name, scored in scored_assays.items():
         frame = scored.frame[scored.rows_used()].iloc[:rows]
         merged = frame.assign(DMS_score=frame["DMS_score"].astype(float), score=frame["score"].astype(float))
