@@ -64,6 +64,9 @@ def map_strategies() -> tuple:
 # once, or the pseudo-log-likelihood ratio of mutant and wild type.
 VARIANT_STRATEGIES = ("masked-marginals", "wt-marginals", "joint-masked", "pll")
 DEFAULT_VARIANT_STRATEGY = "masked-marginals"
+# What a predictor fitted on the user's labels reads (``predict.features``): the model's mean
+# embedding, one-hot + the model's zero-shot score (Hsu et al. 2022), or one-hot alone.
+PREDICT_FEATURES = ("embedding", "augmented", "onehot")
 # PLL costs L x (variants + 1) masked passes. A hosted server already accepts one masked scan of
 # its longest allowed record (FLAMINO_MAX_RESIDUES, 2,000 residues: 2,000 passes; a 300-residue
 # scan takes about 15 s with t6 on 2 cores, docs/benchmarks.md), so PLL is held to the same

@@ -17,13 +17,13 @@ import traceback
 from typing import Sequence
 
 from ..progress import say
-from . import batch_jobs, contacts, embed, models, score, variants
+from . import batch_jobs, contacts, embed, models, predict, score, suggest, variants
 from .common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UserError
 
 __all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "UserError", "build_parser", "main"]
 
 # In the order `flamino --help` lists them.
-COMMAND_MODULES = (models, embed, score, variants, contacts, batch_jobs)
+COMMAND_MODULES = (models, embed, score, variants, predict, suggest, contacts, batch_jobs)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,16 @@
+"""Predict a measured property from your own labels (docs/predict.md).
+
+A labelled table (sequences, or mutants of one wild type, with a numeric or categorical
+target) becomes features (the model's mean embeddings, one-hot residues, or one-hot plus the
+model's zero-shot score: the "augmented" model of Hsu et al. 2022), a scikit-learn linear model
+is fitted with its regularisation chosen by inner cross-validation, and every row gets an
+out-of-fold prediction under the chosen folds, so the statistics say how well the predictor
+does on rows it never saw.
+
+* ``table``: reading the labelled table (``LabelledTable``), its target and its folds.
+* ``features``: the feature sets and their costs (embeddings from the result store).
+* ``fitting``: estimators, out-of-fold predictions, the final fit, the learning curve.
+* ``evaluation``: Spearman / AUC / MCC with bootstrap intervals; the comparison of feature sets.
+* ``saved``: the fitted predictor as JSON + NPZ (no pickle), reloaded by ``flamino predict``.
+* ``figures``: the out-of-fold scatter, the comparison, the learning curve, the prediction map.
+"""

@@ -1,0 +1,213 @@
+"""What a predictor sees of each sequence: the feature sets and what each costs.
+
+* ``embedding``: the model's mean embedding at one layer (default the last), one unmasked pass
+  per distinct sequence, read from and kept in the result store (``passes.record_outputs``), so
+  a refit, another layer or another fold scheme runs no pass. Standardised (each dimension to
+  mean 0, variance 1 on the training rows) before the linear model, so one regularisation
+  strength suits dimensions of any scale.
+* ``onehot``: the residue at every position, 20 columns each (position-major, columns in
+  ``STANDARD_AMINO_ACIDS`` order). Needs sequences of one length. No model: the baseline.
+* ``augmented`` (variant tables): one-hot plus the model's zero-shot score of each mutant
+  (``variants.scoring.score_variants``, masked-marginals by default), the augmented model of Hsu
+  et al. 2022 (Nature Biotechnology 40, 1114). As in their code (``JointPredictor``), the score
+  column is multiplied by ``DENSITY_SCALE`` = sqrt(1 / 1e-8): ridge then shrinks its weight
+  1e8 times less than a residue's, so the score is kept and the one-hot columns learn what it
+  misses.
+* ``composition``: the amino-acid composition (20 fractions); the model-free baseline of a
+  table whose sequences differ in length, where one-hot is undefined.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Sequence
+
+import numpy as np
+
+from ..alphabet import STANDARD_AMINO_ACIDS
+from ..options import DEFAULT_VARIANT_STRATEGY, PREDICT_FEATURES
+
+FEATURE_SETS = PREDICT_FEATURES  # what ``flamino fit --features`` offers
+DEFAULT_FEATURES = "embedding"
+COMPOSITION = "composition"
+DENSITY_SCALE = 1e4  # sqrt(1 / 1e-8): Hsu et al.'s regularisation ratio for the density feature
+_COLUMN = {aa: j for j, aa in enumerate(STANDARD_AMINO_ACIDS)}
+ProgressFn = Callable[[int, int], None]
+
+
+class FeatureError(ValueError):
+    """A feature set that does not apply to these sequences (the message says why)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class FeatureSpec:
+    """A feature set, fully described: what ``saved`` writes so ``flamino predict`` rebuilds it.
+
+    ``layer`` is the embedding layer (fair-esm numbering: 0 = token embeddings, the last =
+    the final layer); ``zero_shot`` the variant strategy of the augmented score; ``length`` the
+    residues a one-hot feature set describes.
+    """
+
+    kind: str
+    layer: int | None = None
+    zero_shot: str | None = None
+    length: int | None = None
+
+    @property
+    def uses_model(self) -> bool:
+        return self.kind in ("embedding", "augmented")
+
+    @property
+    def standardise(self) -> bool:
+        return self.kind == "embedding"
+
+    @property
+    def label(self) -> str:
+        """How tables and figures name it."""
+        if self.kind == "embedding":
+            return f"embedding (layer {self.layer})"
+        if self.kind == "augmented":
+            return f"augmented (one-hot + {self.zero_shot})"
+        return {"onehot": "one-hot (no model)", COMPOSITION: "composition (no model)"}.get(self.kind, self.kind)
+
+    def to_json(self) -> dict:
+        return {key: value for key, value in dataclasses.asdict(self).items() if value is not None}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "FeatureSpec":
+        return cls(kind=str(data["kind"]), layer=data.get("layer"), zero_shot=data.get("zero_shot"),
+                   length=data.get("length"))
+
+
+@dataclasses.dataclass
+class Inputs:
+    """The sequences to describe; for a variant table also each one's substitutions of ``wild_type``."""
+
+    sequences: list[str]
+    variants: list | None = None  # notation.Variant per sequence
+    wild_type: str | None = None
+
+
+def spec_for(kind: str, *, num_layers: int | None = None, layer: int | None = None,
+             zero_shot: str = DEFAULT_VARIANT_STRATEGY, length: int | None = None) -> FeatureSpec:
+    """The ``FeatureSpec`` of ``kind``: the embedding layer defaults to the model's last."""
+    if kind == "embedding":
+        chosen = num_layers if layer is None else layer
+        if num_layers is not None and not 0 <= chosen <= num_layers:
+            raise FeatureError(f"layer {chosen} does not exist: this model has layers 0-{num_layers}")
+        return FeatureSpec("embedding", layer=chosen)
+    if kind == "augmented":
+        return FeatureSpec("augmented", zero_shot=zero_shot, length=length)
+    if kind in ("onehot", COMPOSITION):
+        return FeatureSpec(kind, length=length if kind == "onehot" else None)
+    raise FeatureError(f"unknown features {kind!r}: choose one of {', '.join(FEATURE_SETS)}")
+
+
+def problem(kind: str, inputs: Inputs) -> str | None:
+    """Why ``kind`` cannot describe ``inputs``, or None when it can."""
+    lengths = {len(s) for s in inputs.sequences}
+    if kind in ("onehot", "augmented") and len(lengths) > 1:
+        return (f"{kind} features need sequences of one length (these have {min(lengths)}-{max(lengths)} "
+                "residues): use embedding features")
+    if kind == "augmented" and (inputs.wild_type is None or inputs.variants is None):
+        return ("augmented features need mutants of one wild type (a mutant column, a ProteinGym table, or "
+                "sequences with the wild type given as FASTA): use embedding or onehot features")
+    return None
+
+
+def build(spec: FeatureSpec, inputs: Inputs, engine=None, *, store=None, progress: ProgressFn | None = None,
+          cancelled: Callable[[], bool] | None = None) -> np.ndarray:
+    """The (n, features) float64 matrix of ``spec`` for ``inputs``.
+
+    Args:
+      spec: the feature set.
+      inputs: the sequences (and variants) to describe.
+      engine: the model (embedding and augmented features only).
+      store: the result store (default: ``result_store.default_store()``).
+      progress: (done, total) in the unit of the model work (sequences or passes).
+      cancelled: polled between groups of passes.
+
+    Raises:
+      FeatureError: the feature set does not apply, or needs a model that was not given.
+    """
+    why = problem(spec.kind, inputs)
+    if why:
+        raise FeatureError(why)
+    if spec.uses_model and engine is None:
+        raise FeatureError(f"{spec.kind} features need the model")
+    if spec.kind == "onehot":
+        return onehot(inputs.sequences, spec.length)
+    if spec.kind == COMPOSITION:
+        return composition(inputs.sequences)
+    if spec.kind == "embedding":
+        return embeddings(engine, inputs.sequences, spec.layer, store=store, progress=progress, cancelled=cancelled)
+    scores = zero_shot_scores(engine, inputs.wild_type, inputs.variants, spec.zero_shot, progress=progress)
+    return np.hstack([onehot(inputs.sequences, spec.length), DENSITY_SCALE * scores[:, None]])
+
+
+def onehot(sequences: Sequence[str], length: int | None = None) -> np.ndarray:
+    """(n, L x 20) one-hot residues, position-major, columns in ``STANDARD_AMINO_ACIDS`` order."""
+    length = len(sequences[0]) if length is None and len(sequences) else (length or 0)
+    out = np.zeros((len(sequences), length * 20), dtype=np.float64)
+    for row, sequence in enumerate(sequences):
+        if len(sequence) != length:
+            raise FeatureError(f"one-hot features were fitted on {length}-residue sequences; this one has "
+                               f"{len(sequence)}")
+        columns = [i * 20 + _COLUMN[aa] for i, aa in enumerate(sequence)]
+        out[row, columns] = 1.0
+    return out
+
+
+def composition(sequences: Sequence[str]) -> np.ndarray:
+    """(n, 20) the fraction of each amino acid, in ``STANDARD_AMINO_ACIDS`` order."""
+    out = np.zeros((len(sequences), 20), dtype=np.float64)
+    for row, sequence in enumerate(sequences):
+        for aa in sequence:
+            out[row, _COLUMN[aa]] += 1.0
+        out[row] /= max(len(sequence), 1)
+    return out
+
+
+def embeddings(engine, sequences: Sequence[str], layer: int, *, store=None, progress: ProgressFn | None = None,
+               cancelled: Callable[[], bool] | None = None) -> np.ndarray:
+    """(n, D) each sequence's mean embedding at ``layer``, from the result store or one pass each."""
+    from ..passes import record_outputs
+
+    outputs = record_outputs(engine, list(sequences), store=store, progress=progress, cancelled=cancelled)
+    return np.stack([out.means[layer] for out in outputs]).astype(np.float64)
+
+
+def zero_shot_scores(engine, wild_type: str, variants: Sequence, strategy: str,
+                     *, progress: ProgressFn | None = None) -> np.ndarray:
+    """(n,) the model's score of each variant, as ``flamino variants`` computes it."""
+    from ..variants.scoring import score_variants
+
+    numbered = [dataclasses.replace(v, order=n) for n, v in enumerate(variants)]  # one row each
+    table = score_variants(engine, wild_type, numbered, strategy, progress=progress).table
+    return table["score"].to_numpy(dtype=np.float64)
+
+
+def missing_passes(spec: FeatureSpec, inputs: Inputs, engine, store=None) -> tuple[int, int, str]:
+    """(passes still to run, passes asked, unit) for ``spec`` on ``inputs``: said before the work.
+
+    Embeddings cost one unmasked pass per distinct sequence not yet stored; the augmented
+    model's masked-marginal score one masked pass per distinct mutated position not yet stored
+    (wt-marginals: one pass; the other strategies as ``flamino variants`` says).
+    """
+    from ..passes import output_names, stored_positions
+    from ..result_store import default_store
+
+    store = default_store() if store is None else store
+    if spec.kind == "embedding":
+        distinct = list(dict.fromkeys(inputs.sequences))
+        layers = engine.config.num_layers
+        stored = sum(len(store.outputs(engine.fingerprint, s, names)) == len(names)
+                     for s in distinct for names in [output_names(layers, len(s), "window", False)])
+        return len(distinct) - stored, len(distinct), "unmasked passes (one per distinct sequence)"
+    if spec.kind == "augmented" and spec.zero_shot in ("masked-marginals", "joint-masked"):
+        positions = sorted({i for v in inputs.variants for i in v.indices})
+        stored = len(stored_positions(engine, inputs.wild_type, positions, store))
+        return len(positions) - stored, len(positions), "masked passes (one per mutated position)"
+    if spec.kind == "augmented":
+        return 1, 1, f"{spec.zero_shot} scoring"
+    return 0, 0, "passes"
