@@ -4,7 +4,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from app_pages._ui import inputs, results, scans, variant_results
+from app_pages._ui import inputs, results, scans, suggestions, variant_results
 from app_pages._ui.context import PageContext, current, ready
 from app_pages._ui.downloads import csv_button, json_button, safe_name, show_figure
 from app_pages._ui.policy import current_limits, visitor_model_name
@@ -172,6 +172,7 @@ def main(ctx: PageContext) -> None:
     )
     if kept_radio("Your variants", "vinput", horizontal=True) == "list":
         list_section(ctx)
+        suggestions.section(ctx)
     else:
         dms_section(ctx)
 

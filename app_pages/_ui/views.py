@@ -201,7 +201,9 @@ PAGES: dict[str, Page] = {
              "a table of every record"),
         Page("predictions", "Masked predictions", ":material/grid_on:", "app_pages/predictions.py", "range"),
         Page("variants", "Variant effects", ":material/biotech:", "app_pages/variants.py", "own",
-             "your mutation list or deep mutational scan"),
+             "your mutation list or deep mutational scan, and mutations worth trying"),
+        Page("predict", "Predict from labels", ":material/model_training:", "app_pages/predict.py", "own",
+             "a predictor fitted on your own measurements"),
         Page("embeddings", "Embeddings", ":material/scatter_plot:", "app_pages/embeddings.py", "range"),
         Page("attention", "Attention", ":material/hub:", "app_pages/attention.py", "range"),
         Page("structure", "Structure", ":material/deployed_code:", "app_pages/structure.py", "record",
@@ -300,6 +302,13 @@ OPTIONS: dict[str, ViewOption] = {
         ViewOption("vfrom", "variants", Integer(-MAX_INT, MAX_INT)),
         ViewOption("vto", "variants", Integer(-MAX_INT, MAX_INT)),
         ViewOption("singles", "variants", Flag(), False),
+        # The Predict page (docs/predict.md); its table does not travel in links.
+        ViewOption("pfeat", "predict", Choice(
+            {"embedding": "embedding — the model's mean embedding", "augmented": "augmented — one-hot + the "
+             "model's zero-shot score (Hsu et al. 2022)", "onehot": "one-hot — no model (the baseline)"}),
+            "embedding"),
+        ViewOption("pwt", "predict", Choice(
+            {"table": "derived from the table's mutated_sequence", "record": "the selected record"}), "table"),
         ViewOption("dmswt", "variants", Choice(
             {"table": "derived from the table's mutated_sequence", "record": "the selected record"}), "table"),
     )

@@ -58,7 +58,7 @@ def _interval(row: dict, key: str) -> str:
 
 def cmd_fit(args) -> int:
     from ..predict import features
-    from ..predict.fit import feature_sets, fit_table, planned_work
+    from ..predict.fit import feature_sets, fit_table, plan_line, planned_work
     from ..predict.saved import save
     from ..predict.table import LabelError, parse_labelled_table
     from ..weights import default_model
@@ -85,8 +85,8 @@ def cmd_fit(args) -> int:
     engine = load_engine(args.model, args.verbose)
     model = args.model or default_model()
     kinds = feature_sets(table, True) if not args.no_compare else [args.features]
-    for line in planned_work(table, kinds, engine, layer=args.layer, zero_shot=args.zero_shot):
-        say(line)
+    for planned in planned_work(table, kinds, engine, layer=args.layer, zero_shot=args.zero_shot):
+        say(plan_line(*planned))
     try:
         result = fit_table(table, args.features, engine=engine, model=model, folds=args.folds, layer=args.layer,
                            zero_shot=args.zero_shot, compare=not args.no_compare, progress=lambda stage: Progress(stage))
@@ -188,7 +188,8 @@ def add_parsers(sub) -> None:
     fit.add_argument("--task", choices=("auto", "regression", "classification"), default="auto",
                      help="auto (default): numbers with more than two values are regressed, anything else classified")
     fit.add_argument("--no-compare", action="store_true",
-                     help="evaluate only --features (by default every feature set is evaluated on the same folds)")
+                     help="evaluate only --features and, for classes, the majority class (by default every feature set "
+                          "is evaluated on the same folds)")
     fit.add_argument("-m", "--model", help=MODEL_HELP)
     fit.add_argument("-o", "--output", required=True, metavar="OUT.csv",
                      help="every input column plus prediction (out-of-fold) and fold")

@@ -87,7 +87,8 @@ def comparison_bars(fit: FitResult) -> go.Figure:
     fig.update_yaxes(autorange="reversed")
     title = ("Feature sets side by side, same folds" + _mark(fit.model_is_random)
              + "<br><sup>grey: no model (the baseline); blue: uses the model</sup>")
-    return _layout(fig, title, height=160 + 45 * len(rows), margin={"l": 260, "r": 20, "t": 70, "b": 50})
+    fig = _layout(fig, title, height=160 + 45 * len(rows))
+    return fig.update_layout(margin={"l": 260, "r": 20, "t": 70, "b": 50})  # room for the feature sets' names
 
 
 def learning_curves(fit: FitResult) -> go.Figure:

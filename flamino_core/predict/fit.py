@@ -72,7 +72,7 @@ class FitResult:
         statistics = {key: head[key] for key in head if key not in ("features", "label", "uses_model", "uses_labels")}
         return {
             "target": self.table.target, "task": self.table.task, "features": self.spec.kind,
-            "feature_set": self.spec.label, "model": model if self.spec.uses_model else None,
+            "feature_set": self.spec.label, "model": model,
             "random_weights": self.predictor.random_weights,
             "folds": self.folds_name, "n_folds": int(len(set(self.folds[self.folds >= 0]))), "seed": SEED,
             "n_rows": int(len(self.table.frame)), "n_usable": int(self.table.usable.sum()),
@@ -101,21 +101,26 @@ def feature_sets(table: LabelledTable, with_model: bool) -> list[str]:
 
 
 def planned_work(table: LabelledTable, kinds: list[str], engine, *, layer: int | None = None,
-                 zero_shot: str = DEFAULT_VARIANT_STRATEGY, store=None) -> list[str]:
-    """What the model must still run for ``kinds`` on ``table``, one line per feature set that
-    uses it (said before the work; nothing for what the result store holds)."""
+                 zero_shot: str = DEFAULT_VARIANT_STRATEGY, store=None) -> list[tuple[str, int, int, str]]:
+    """What the model must still run for ``kinds`` on ``table``: ``(feature set, passes to run,
+    passes asked, unit)`` for each feature set that uses it (said before the work; what the
+    result store holds is not run again)."""
     if engine is None:
         return []
     inputs, _ = table_inputs(table)
     length = len(inputs.sequences[0]) if table.equal_lengths else None
-    lines = []
+    plan = []
     for name in kinds:
         spec = features.spec_for(name, num_layers=engine.config.num_layers, layer=layer, zero_shot=zero_shot,
                                  length=length)
         if spec.uses_model:
-            missing, asked, unit = features.missing_passes(spec, inputs, engine, store)
-            lines.append(f"{spec.label}: {missing:,} of {asked:,} {unit} to run, {asked - missing:,} stored")
-    return lines
+            plan.append((spec.label, *features.missing_passes(spec, inputs, engine, store)))
+    return plan
+
+
+def plan_line(label: str, missing: int, asked: int, unit: str) -> str:
+    """``embedding (layer 6): 922 of 922 unmasked passes (...) to run, 0 stored``."""
+    return f"{label}: {missing:,} of {asked:,} {unit} to run, {asked - missing:,} stored"
 
 
 def fit_table(
@@ -172,7 +177,9 @@ def fit_table(
         specs[name], matrices[name] = spec, _full(X, rows, len(table.frame))
     zero = None
     if table.is_variant_table and engine is not None and compare:
-        scores = matrices["augmented"][:, -1] / features.DENSITY_SCALE if "augmented" in matrices else None
+        scores = None
+        if "augmented" in matrices:
+            scores = matrices["augmented"][:, -1] / features.DENSITY_SCALE
         if scores is None:
             scores = features.zero_shot_scores(engine, table.wild_type, inputs.variants, zero_shot)
             scores = _full(scores[:, None], rows, len(table.frame))[:, 0]
@@ -192,7 +199,7 @@ def fit_table(
         stats = evaluation.zero_shot_metrics(truth, zero[evaluated], table.task, table.classes)
         comparison.append({"features": ZERO_SHOT, "label": f"zero-shot score alone ({zero_shot}, no labels)",
                            "uses_model": True, "uses_labels": False, **stats})
-    if table.task == "classification" and compare:
+    if table.task == "classification":  # free: always beside the classifier, even without --compare
         majority = fitting.baseline_majority(table, fold_of)
         comparison.append(_row(MAJORITY, "majority class (no features)", False, True, table, majority))
     random_weights = bool(getattr(engine, "is_random", False)) and specs[kind].uses_model
@@ -205,8 +212,14 @@ def fit_table(
     return FitResult(table, specs[kind], folds, fold_of, chosen, predictor, comparison, learning, zero, notes)
 
 
-def _full(X: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:
-    """``X`` of the usable ``rows`` placed in a (n, p) matrix (zeros for unusable rows, never read)."""
+def _full(X, rows: np.ndarray, n: int):
+    """``X`` of the usable ``rows`` placed in a (n, p) matrix (zeros for unusable rows, never
+    read); sparse stays sparse."""
+    if hasattr(X, "tocsr"):
+        import scipy.sparse
+
+        place = scipy.sparse.csr_matrix((np.ones(len(rows)), (rows, np.arange(len(rows)))), shape=(n, len(rows)))
+        return (place @ X).tocsr()
     full = np.zeros((n, X.shape[1]), dtype=np.float64)
     full[rows] = X
     return full

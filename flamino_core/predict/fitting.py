@@ -45,10 +45,14 @@ class LinearModel:
     classes: tuple[str, ...]
     regularisation: dict  # {"alpha": ...} or {"C": ...}
 
-    def decision(self, X: np.ndarray) -> np.ndarray:
-        return ((np.asarray(X, np.float64) - self.mean) / self.scale) @ self.coef.T + self.intercept  # (n, k)
+    def decision(self, X) -> np.ndarray:
+        """(n, k) for dense or sparse ``X`` (n, p)."""
+        if hasattr(X, "tocsr"):  # sparse: ((X - m) / s) @ C.T expanded, so X stays sparse
+            weights = (self.coef / self.scale).T  # (p, k)
+            return np.asarray(X @ weights) - (self.mean / self.scale) @ self.coef.T + self.intercept
+        return ((np.asarray(X, np.float64) - self.mean) / self.scale) @ self.coef.T + self.intercept
 
-    def probabilities(self, X: np.ndarray) -> np.ndarray:
+    def probabilities(self, X) -> np.ndarray:
         """(n, classes) class probabilities (classification only)."""
         z = self.decision(X)
         if len(self.classes) == 2:
@@ -58,7 +62,7 @@ class LinearModel:
         e = np.exp(z)
         return e / e.sum(axis=1, keepdims=True)
 
-    def predict(self, X: np.ndarray) -> np.ndarray:
+    def predict(self, X) -> np.ndarray:
         """(n,) predicted values (regression) or classes (classification)."""
         if self.task == "regression":
             return self.decision(X)[:, 0]
@@ -75,8 +79,9 @@ def estimator(task: str, standardise: bool):
     if task == "regression":
         model = RidgeCV(alphas=ALPHAS)
     else:
+        # l1_ratios=(0,): the L2 penalty, said explicitly (scikit-learn 1.8 deprecated the default).
         model = LogisticRegressionCV(Cs=CS, cv=StratifiedKFold(INNER_FOLDS, shuffle=True, random_state=SEED),
-                                     scoring="neg_log_loss", max_iter=10_000)
+                                     scoring="neg_log_loss", max_iter=10_000, l1_ratios=(0.0,))
     return make_pipeline(StandardScaler(), model) if standardise else model
 
 

@@ -112,25 +112,31 @@ def load(path: str | Path) -> Predictor:
     path = Path(path)
     try:
         if path.is_dir():
-            text = (path / JSON_NAME).read_text()
-            data = (path / ARRAYS_NAME).read_bytes()
-        elif zipfile.is_zipfile(path):
-            with zipfile.ZipFile(path) as archive:
-                sizes = {info.filename: info.file_size for info in archive.infolist()}
-                if sum(sizes.values()) > MAX_ZIP_BYTES:
-                    raise PredictorError(f"{path}: the archive unpacks to more than {MAX_ZIP_BYTES >> 20} MB")
-                names = {Path(name).name: name for name in sizes}
-                if JSON_NAME not in names or ARRAYS_NAME not in names:
-                    raise PredictorError(f"{path}: a predictor archive holds {JSON_NAME} and {ARRAYS_NAME}")
-                text = archive.read(names[JSON_NAME]).decode("utf-8")
-                data = archive.read(names[ARRAYS_NAME])
-        elif path.exists():
+            return from_parts((path / JSON_NAME).read_text(), (path / ARRAYS_NAME).read_bytes(), str(path))
+        if zipfile.is_zipfile(path):
+            return from_zip(path.read_bytes(), str(path))
+        if path.exists():
             raise PredictorError(f"{path}: not a predictor folder or .zip (flamino fit --save-model writes one)")
-        else:
-            raise PredictorError(f"{path}: no such predictor folder or file")
-    except (OSError, UnicodeDecodeError, zipfile.BadZipFile) as err:
+        raise PredictorError(f"{path}: no such predictor folder or file")
+    except (OSError, UnicodeDecodeError) as err:
         raise PredictorError(f"{path}: cannot read the predictor: {getattr(err, 'strerror', None) or err}") from None
-    return from_parts(text, data, str(path))
+
+
+def from_zip(data: bytes, where: str = "predictor.zip") -> Predictor:
+    """A predictor from the bytes of its ``.zip`` (``zip_bytes``; the files may sit in a folder)."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            sizes = {info.filename: info.file_size for info in archive.infolist()}
+            if sum(sizes.values()) > MAX_ZIP_BYTES:
+                raise PredictorError(f"{where}: the archive unpacks to more than {MAX_ZIP_BYTES >> 20} MB")
+            names = {Path(name).name: name for name in sizes}
+            if JSON_NAME not in names or ARRAYS_NAME not in names:
+                raise PredictorError(f"{where}: a predictor archive holds {JSON_NAME} and {ARRAYS_NAME}")
+            text = archive.read(names[JSON_NAME]).decode("utf-8")
+            arrays = archive.read(names[ARRAYS_NAME])
+    except (zipfile.BadZipFile, UnicodeDecodeError) as err:
+        raise PredictorError(f"{where}: cannot read the predictor archive: {err}") from None
+    return from_parts(text, arrays, where)
 
 
 def from_parts(text: str, data: bytes, where: str = "predictor") -> Predictor:

@@ -1,0 +1,96 @@
+"""The Predict page's results: the labelled table read, the fit, the prediction map; cached for
+every session (``st.cache_data``, keyed by model identifier, the table's bytes and the choices)
+and, where the model runs, queued in the process-wide heavy-job queue with a progress bar.
+
+The fitted predictor of this session is also kept in session state (``PREDICTOR``), so the
+Variant effects page's suggestions can show its prediction beside each proposal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import streamlit as st
+
+from flamino_core.predict import apply
+from flamino_core.predict.fit import FitResult, fit_table
+from flamino_core.predict.features import FeatureError
+from flamino_core.predict.saved import PredictorError
+from flamino_core.predict.table import LabelError, LabelledTable, parse_labelled_table, read_table_text
+
+from .models import load_engine
+from .policy import hosted_mode
+from .results import heavy_slot
+
+HOSTED = hosted_mode()
+PREDICTOR = "_predict_predictor"  # session state: (Predictor, its feature set's label)
+
+
+@st.cache_data(show_spinner=False, max_entries=8 if HOSTED else 32)
+def columns(data: bytes) -> list[str] | str:
+    """The table's column names, or why it cannot be read."""
+    try:
+        return list(read_table_text(data).columns)
+    except LabelError as err:
+        return str(err)
+
+
+@st.cache_data(show_spinner="Reading the table…", max_entries=8 if HOSTED else 32)
+def labelled_table(data: bytes, target: str, wild_type: str | None, first: int) -> LabelledTable | str:
+    """The labelled table, or the message saying why it cannot be used."""
+    try:
+        return parse_labelled_table(data, target, wild_type, first)
+    except LabelError as err:
+        return str(err)
+
+
+def _stage_bar(text: str):
+    """A progress bar that each stage (``embedding (layer 6)``, ...) takes over in turn."""
+    bar = st.progress(0.0, text=text)
+
+    def stage(name: str):
+        last = [-1.0]
+
+        def update(done: int, total: int) -> None:
+            fraction = done / max(total, 1)
+            if fraction - last[0] >= 0.05 or done == total:
+                bar.progress(min(fraction, 1.0), text=f"{text}: {name} ({done:,}/{total:,})")
+                last[0] = fraction
+
+        return update
+
+    return bar, stage
+
+
+@st.cache_data(show_spinner=False, max_entries=4 if HOSTED else 16)
+def fit(model: str, data: bytes, target: str, wild_type: str | None, first: int, kind: str, folds: str,
+        layer: int | None) -> FitResult | str:
+    """The fit of ``kind`` features with every other feature set beside it, or why not."""
+    table = labelled_table(data, target, wild_type, first)
+    engine = load_engine(model)
+    with heavy_slot("fitting the predictor"):
+        bar, stage = _stage_bar("Fitting")
+        try:
+            return fit_table(table, kind, engine=engine, model=model, folds=folds, layer=layer, progress=stage)
+        except (FeatureError, LabelError) as err:
+            return str(err)
+        finally:
+            bar.empty()
+
+
+@st.cache_data(show_spinner=False, max_entries=4 if HOSTED else 16)
+def prediction_map(model: str, data: bytes, target: str, wild_type: str | None, first: int, kind: str,
+                   folds: str, layer: int | None, record: str, record_first: int):
+    """(grid (L, 20), the wild type's own prediction) of the fitted predictor over every single
+    substitution of ``record``, or why it cannot describe that sequence."""
+    predictor = fit(model, data, target, wild_type, first, kind, folds, layer).predictor
+    engine = load_engine(model) if predictor.spec.uses_model else None
+    queued = heavy_slot("the prediction map") if predictor.spec.uses_model else contextlib.nullcontext()
+    with queued:
+        bar, stage = _stage_bar("Predicting every substitution")
+        try:
+            return apply.prediction_map(predictor, record, engine, first=record_first, progress=stage("features"))
+        except (FeatureError, PredictorError) as err:
+            return str(err)
+        finally:
+            bar.empty()

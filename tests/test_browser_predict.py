@@ -1,0 +1,87 @@
+"""The Predict page in headless Chromium: upload a labelled table (the real ProteinGym assay, its
+first 150 rows), see the out-of-fold scatter and the statistics, predict the substitution map,
+download the predictor and reload it with ``flamino predict``; no request leaves this machine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+# The server, the browser and the waits of tests/test_browser.py (same markers and skips).
+from test_browser import (  # noqa: F401
+    SCREENSHOTS, TIMEOUT_MS, VIEWPORT, _download, _nav, _settle, _wait_for_charts, browser, pytestmark, server,
+)
+
+DMS_DIR = Path(__file__).resolve().parents[2] / "shared" / "dms"
+ASSAY = DMS_DIR / "A0A1I9GEU1_NEIME_Kennouche_2019.csv"
+ROWS = 150
+
+
+def test_predict_page_upload_fit_map_download_and_reload(server, browser, tmp_path, monkeypatch):
+    if not ASSAY.is_file():
+        pytest.skip(f"the ProteinGym assay is not at {ASSAY}")
+    table = tmp_path / "assay150.csv"
+    pd.read_csv(ASSAY).head(ROWS).to_csv(table, index=False)
+    context = browser.new_context(viewport=VIEWPORT, accept_downloads=True)
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS * 3)  # a fit embeds 150 mutants on a shared, busy CPU
+    outside = []  # requests to anywhere but the app's server: a CDN would show up here
+
+    def route(request_route):
+        if request_route.request.url.startswith(server.url):
+            request_route.continue_()
+        else:
+            outside.append(request_route.request.url)
+            request_route.abort()
+
+    page.route("**/*", route)
+    page.goto(f"{server.url}/predict")
+    page.get_by_text("Predict from your labels").first.wait_for()
+    page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(table))
+    page.get_by_text("Model passes: embedding", exact=False).first.wait_for()
+    _settle(page)
+    page.get_by_role("button", name="Fit the predictor").click()
+    _wait_for_charts(page, 1)  # the out-of-fold scatter (the first tab)
+    assert page.locator('[data-testid="stException"]').count() == 0
+    assert page.locator('[data-testid="stAlertContentError"]').count() == 0
+    metric = page.locator('[data-testid="stMetric"]').filter(has_text="Out-of-fold Spearman")
+    spearman = float(metric.locator('[data-testid="stMetricValue"]').inner_text())
+    assert -1 <= spearman <= 1
+    assert page.get_by_text("Out-of-fold predictions: Spearman", exact=False).count() >= 1  # the scatter's title
+    page.screenshot(path=str(SCREENSHOTS / "predict.png"), full_page=True)
+
+    predictor = _download(page, "Predictor (.zip, for flamino predict)", tmp_path)
+    out_of_fold = _download(page, "Out-of-fold predictions (CSV)", tmp_path)
+    oof = pd.read_csv(out_of_fold)
+    assert len(oof) == ROWS and oof["prediction"].notna().all() and sorted(oof["fold"].unique()) == [0, 1, 2, 3, 4]
+
+    page.get_by_role("button", name="Predict the substitution map").click()
+    page.get_by_text("Predicted effect of every single substitution", exact=False).first.wait_for()
+    _settle(page)
+    assert page.locator('[data-testid="stAlertContentError"]').count() == 0
+    page.screenshot(path=str(SCREENSHOTS / "predict_map.png"), full_page=True)
+    context.close()
+    assert outside == [], f"requests left the machine: {outside[:5]}"
+
+    # The downloaded .zip is the predictor flamino predict reads: its predictions are those of the
+    # model fitted on every row, fitted again here with scikit-learn on the same embeddings.
+    from sklearn.linear_model import RidgeCV
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from flamino_core.cli import main
+    from flamino_core.engine import Engine
+    from flamino_core.passes import record_outputs
+    from flamino_core.weights import load_weights
+
+    monkeypatch.setenv("FLAMINO_CACHE", str(tmp_path / "cache"))
+    assert main(["predict", str(predictor), str(table), "-o", str(tmp_path / "p.csv")]) == 0
+    predicted = pd.read_csv(tmp_path / "p.csv")
+    engine = Engine(load_weights("random:tiny"))
+    means = np.stack([o.means[2] for o in record_outputs(engine, list(oof["mutated_sequence"]))]).astype(float)
+    final = make_pipeline(StandardScaler(), RidgeCV(alphas=10.0 ** np.arange(-2, 5.5, 0.5)))
+    expected = final.fit(means, oof["DMS_score"].to_numpy(float)).predict(means)
+    np.testing.assert_allclose(predicted["prediction"], expected, atol=1e-6)
