@@ -6,7 +6,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from app_pages._ui import inputs, models, predict_results
+from app_pages._ui import inputs, predict_results
+from app_pages._ui.context import PageContext, current, ready
 from app_pages._ui.downloads import csv_button, file_button, json_button, safe_name, show_figure
 from app_pages._ui.policy import current_limits, hosted_mode
 from app_pages._ui.predict_results import PREDICTOR
@@ -72,12 +73,11 @@ def comparison_frame(result):
     return pd.DataFrame(rows)
 
 
-def fit_section(name: str, data: bytes):
-    engine, _ = models.active_engine()
+def fit_section(ctx: PageContext, name: str, data: bytes):
+    engine, model = ctx.engine, ctx.model
     if engine is None:
         st.info("Choose a model that can be loaded in the sidebar to fit a predictor.")
         return None
-    model = models.model_id()
     found = predict_results.columns(data)
     if isinstance(found, str):
         st.error(plain(f"{name}: {found}"))
@@ -96,10 +96,9 @@ def fit_section(name: str, data: bytes):
     wild_type, first = None, 1
     if "mutant" in found:
         if kept_radio("Wild type of the mutant column", "pwt", horizontal=True) == "record":
-            record = inputs.require_record()
-            if record is None:
+            if not ready(ctx):
                 return None
-            wild_type, first = record.sequence, inputs.first_number(record)
+            wild_type, first = ctx.sequence, ctx.first
     table = predict_results.labelled_table(data, target, wild_type, first)
     if isinstance(table, str):
         st.error(plain(f"{name}: {table}"))
@@ -107,6 +106,12 @@ def fit_section(name: str, data: bytes):
     st.caption(plain(f"{name}: {len(table.frame):,} rows, {int(table.labelled.sum()):,} labelled; "
                      f"{table.task} of {target}" + (f"; wild type of {len(table.wild_type):,} residues"
                                                     if table.wild_type else "")))
+    longest = max(len(s) for s in table.sequences if s is not None)
+    most = current_limits().max_residues_per_record
+    if most is not None and longest > most:
+        st.error(f"The table's longest sequence has {longest:,} residues; this server fits proteins up to {most:,} "
+                 "residues: run flamino fit locally for longer ones.", icon=":material/block:")
+        return None
     if table.issues:
         with st.expander(f"{len(table.issues):,} note(s) about the table", icon=":material/info:"):
             st.markdown("\n".join(f"- {plain(issue)}" for issue in table.issues))
@@ -140,7 +145,7 @@ def fit_section(name: str, data: bytes):
     return model, data, target, wild_type, first, kind, folds, layer, result
 
 
-def results_section(name: str, fitted) -> None:
+def results_section(ctx: PageContext, name: str, fitted) -> None:
     model, data, target, wild_type, first, kind, folds, layer, result = fitted
     if result.model_is_random:
         st.caption(plain(f"Note: {RANDOM_WEIGHTS_NOTE}."))
@@ -174,15 +179,14 @@ def results_section(name: str, fitted) -> None:
                     f"{stem}_{kind}_predictor.zip", "predict_zip", "application/zip")
 
     st.subheader("Prediction map: every single substitution")
-    record = inputs.selected_record()
     if result.table.wild_type is not None:
         sequence, record_first, record_id = result.table.wild_type, result.table.first, Path(name).stem
-    elif record is not None:
-        sequence, record_first, record_id = record.sequence, inputs.first_number(record), record.id
+    elif ctx.record is not None:
+        sequence, record_first, record_id = ctx.sequence, ctx.first, ctx.record.id
     else:
         st.info("Choose a record on the Input page to predict its substitution map.")
         return
-    missing, asked, unit = apply.map_cost(result.predictor, sequence, models.active_engine()[0])
+    missing, asked, unit = apply.map_cost(result.predictor, sequence, ctx.engine)
     st.caption(plain(f"{record_id}: {len(sequence) * 19:,} substitutions"
                      + (f"; {missing:,} of {asked:,} {unit} to run" if asked else "; no model pass needed")))
     choice = (*fitted[:-1], sequence, record_first)
@@ -205,7 +209,7 @@ def results_section(name: str, fitted) -> None:
                    f"{safe_name(record_id)}_prediction_map.csv", "predict_map_csv")
 
 
-def main() -> None:
+def main(ctx: PageContext) -> None:
     st.header("Predict from your labels")
     st.markdown(
         "You measured a property for some sequences or variants: can the model's features predict it for the "
@@ -217,9 +221,10 @@ def main() -> None:
     upload = table_upload()
     if upload is None:
         return
-    fitted = fit_section(*upload)
+    fitted = fit_section(ctx, *upload)
     if fitted is not None:
-        results_section(upload[0], fitted)
+        results_section(ctx, upload[0], fitted)
 
 
-main()
+if __name__ == "__main__":  # run by app.py (context.serve), with this rerun's context
+    main(current())

@@ -21,6 +21,7 @@ from flamino_core.predict.table import LabelError, LabelledTable, parse_labelled
 from .models import load_engine
 from .policy import hosted_mode
 from .results import heavy_slot
+from .variant_results import CHUNK_PASSES
 
 HOSTED = hosted_mode()
 PREDICTOR = "_predict_predictor"  # session state: (Predictor, its feature set's label)
@@ -44,18 +45,22 @@ def labelled_table(data: bytes, target: str, wild_type: str | None, first: int) 
         return str(err)
 
 
-def _stage_bar(text: str):
-    """A progress bar that each stage (``embedding (layer 6)``, ...) takes over in turn."""
+def _stage_bar(text: str, give_way=None):
+    """A progress bar that each stage (``embedding (layer 6)``, ...) takes over in turn; every
+    ``CHUNK_PASSES`` passes the job gives way in the heavy-job queue (as the variant scoring does)."""
     bar = st.progress(0.0, text=text)
 
     def stage(name: str):
-        last = [-1.0]
+        last, turned = [-1.0], [0]
 
         def update(done: int, total: int) -> None:
             fraction = done / max(total, 1)
             if fraction - last[0] >= 0.05 or done == total:
                 bar.progress(min(fraction, 1.0), text=f"{text}: {name} ({done:,}/{total:,})")
                 last[0] = fraction
+            if give_way is not None and done - turned[0] >= CHUNK_PASSES and done < total:
+                turned[0] = done
+                give_way()
 
         return update
 
@@ -68,8 +73,8 @@ def fit(model: str, data: bytes, target: str, wild_type: str | None, first: int,
     """The fit of ``kind`` features with every other feature set beside it, or why not."""
     table = labelled_table(data, target, wild_type, first)
     engine = load_engine(model)
-    with heavy_slot("fitting the predictor"):
-        bar, stage = _stage_bar("Fitting")
+    with heavy_slot("fitting the predictor") as give_way:
+        bar, stage = _stage_bar("Fitting", give_way)
         try:
             return fit_table(table, kind, engine=engine, model=model, folds=folds, layer=layer, progress=stage)
         except (FeatureError, LabelError) as err:
@@ -86,8 +91,8 @@ def prediction_map(model: str, data: bytes, target: str, wild_type: str | None, 
     predictor = fit(model, data, target, wild_type, first, kind, folds, layer).predictor
     engine = load_engine(model) if predictor.spec.uses_model else None
     queued = heavy_slot("the prediction map") if predictor.spec.uses_model else contextlib.nullcontext()
-    with queued:
-        bar, stage = _stage_bar("Predicting every substitution")
+    with queued as give_way:
+        bar, stage = _stage_bar("Predicting every substitution", give_way)
         try:
             return apply.prediction_map(predictor, record, engine, first=record_first, progress=stage("features"))
         except (FeatureError, PredictorError) as err:

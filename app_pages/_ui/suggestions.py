@@ -13,7 +13,7 @@ from flamino_core.suggest import (
     DEFAULT_COMBINE, DEFAULT_TOP, Constraints, SuggestError, parse_amino_acids, parse_positions, suggest,
 )  # fmt: skip
 
-from . import inputs, models
+from .context import PageContext
 from .downloads import csv_button, safe_name
 from .models import load_engine
 from .policy import hosted_mode
@@ -58,10 +58,9 @@ def _usable_predictor(engine, sequence: str) -> Predictor | None:
     return predictor
 
 
-def section() -> None:
+def section(ctx: PageContext) -> None:
     """The section, under the page's variants (needs the selected record and a loaded model)."""
-    record = inputs.selected_record()
-    engine, _ = models.active_engine()
+    record, engine = ctx.record, ctx.engine
     if record is None or engine is None:
         return
     st.subheader("Mutations worth trying")
@@ -71,7 +70,7 @@ def section() -> None:
         "multi-mutants scored jointly masked (non-additivity: the model thinks they interact). "
         "The command line's `flamino suggest` also takes several models that must agree."
     )
-    first = inputs.first_number(record)
+    first = ctx.first
     left, middle, right, last = st.columns([2, 1, 1, 1])
     keep = left.text_input("Keep these positions", key="_suggest_keep", placeholder="1-20, 45",
                            help=f"in the record's numbering ({first}-{first + len(record.sequence) - 1})")
@@ -83,7 +82,7 @@ def section() -> None:
         top = kept_number_input("Proposals", "_suggest_top", min_value=1, max_value=200, default=DEFAULT_TOP)
     predictor = _usable_predictor(engine, record.sequence)
     packed = zip_bytes(predictor) if predictor is not None else None
-    model = models.model_id()
+    model = ctx.model
     choice = (model, record.sequence, first, keep, avoid, float(threshold), int(top),
               hashlib.sha256(packed).hexdigest() if packed else None)
     if st.button("Propose mutations", icon=":material/lightbulb:"):
