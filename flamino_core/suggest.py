@@ -151,6 +151,8 @@ def suggest(
     predictor_engine=None,
     progress: StageProgress | None = None,
     notify: Callable[[str], None] | None = None,
+    store=None,
+    cancelled: Callable[[], bool] | None = None,
 ) -> Suggestions:
     """Propose substitutions of ``sequence`` and score them.
 
@@ -168,6 +170,9 @@ def suggest(
       predictor_engine: the model its features need (embedding, augmented).
       progress: a (done, total) callback for a named stage.
       notify: told what the scoring will cost before it runs.
+      store: the ``result_store.ResultStore`` every masked pass is read from and kept in
+        (default: the process's), as ``flamino variants`` uses it.
+      cancelled: polled between chunks of passes; True stops with ``passes.Cancelled``.
     """
     from .variants.scoring import pll_passes, score_variants
 
@@ -188,7 +193,8 @@ def suggest(
     if not pool:
         raise SuggestError("the constraints leave no substitution to propose (every position kept, or every "
                            "amino acid avoided)")
-    selection = np.stack([score_variants(engine, sequence, pool, SELECTION).table["score"].to_numpy(np.float64)
+    passes = dict(store=store, cancelled=cancelled)
+    selection = np.stack([score_variants(engine, sequence, pool, SELECTION, **passes).table["score"].to_numpy(np.float64)
                           for _, engine in engines])  # (models, candidates)
     passing = np.flatnonzero((selection > threshold).all(axis=0))
     consensus = selection.mean(axis=0)
@@ -213,17 +219,19 @@ def suggest(
     for model, engine in engines:
         for strategy in strategies:
             label = score_column(strategy, model, models)
-            result = score_variants(engine, sequence, proposals, strategy, progress=stage(f"{model}: {strategy}"))
+            result = score_variants(engine, sequence, proposals, strategy, progress=stage(f"{model}: {strategy}"),
+                                    **passes)
             columns[label] = result.table["score"].to_numpy(np.float64)
             if strategy == "joint-masked":
                 columns[score_column("non_additivity", model, models)] = result.table["non_additivity"].to_numpy(np.float64)
     own = np.mean([columns[score_column(SELECTION, model, models)] for model in models], axis=0)
-    prediction = _predictions(predictor, predictor_engine, sequence, proposals, stage) if predictor else None
+    prediction = _predictions(predictor, predictor_engine, sequence, proposals, stage, **passes) if predictor else None
     table = _table(record_id, singles, combos, models, columns, own, prediction)
     return Suggestions(table, models, list(strategies), len(pool), len(passing), notes)
 
 
-def _predictions(predictor, engine, sequence: str, proposals: list[Variant], stage) -> pd.DataFrame:
+def _predictions(predictor, engine, sequence: str, proposals: list[Variant], stage, *, store=None,
+                 cancelled=None) -> pd.DataFrame:
     from .predict.apply import predict
     from .predict.features import Inputs
 
@@ -231,7 +239,7 @@ def _predictions(predictor, engine, sequence: str, proposals: list[Variant], sta
         raise SuggestError(f"the predictor was fitted on mutants of another wild type; its {predictor.spec.kind} "
                            "features describe only those")
     inputs = Inputs([v.apply(sequence) for v in proposals], list(proposals), sequence)
-    result = predict(predictor, inputs, engine, progress=stage("predictor"))
+    result = predict(predictor, inputs, engine, store=store, progress=stage("predictor"), cancelled=cancelled)
     frame = pd.DataFrame({"prediction": result.values})
     if result.probabilities is not None:
         for j, label in enumerate(predictor.model.classes):

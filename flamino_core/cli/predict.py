@@ -16,10 +16,9 @@ from ..atomic import written_atomically
 from ..options import DEFAULT_VARIANT_STRATEGY, PREDICT_FEATURES, VARIANT_STRATEGIES
 from ..progress import Progress, say
 from .common import (
-    EXIT_OK, MODEL_HELP, VERBOSE_HELP, UserError, add_fasta_argument, check_output, load_engine, read_fasta_argument,
-    read_records,
+    EXIT_OK, MODEL_HELP, OFFSET_HELP, VERBOSE_HELP, UserError, add_fasta_argument, check_output, first_residue_number,
+    load_engine, read_fasta_argument, read_records,
 )  # fmt: skip
-from .variants import OFFSET_HELP, first_residue
 
 TABLE_SUFFIXES = (".csv", ".tsv", ".tab", ".txt")
 FEATURES_HELP = ("embedding (default: the model's mean embedding at --layer), augmented (one-hot + the model's "
@@ -35,7 +34,7 @@ def _wild_type(fasta: str | None, offset: int | None):
     records, _ = read_records(fasta)
     if len(records) > 1:
         raise UserError(f"--sequence {fasta}: {len(records)} records; give the one wild-type sequence")
-    return records[0].sequence, first_residue(records[0], offset)
+    return records[0].sequence, first_residue_number(records[0], offset)
 
 
 def _finite(value):
@@ -149,7 +148,7 @@ def cmd_predict(args) -> int:
             if args.singles:
                 parts = []
                 for record in records:
-                    record_first = first_residue(record, args.offset)
+                    record_first = first_residue_number(record, args.offset)
                     grid, _ = apply.prediction_map(predictor, record.sequence, engine, first=record_first,
                                                    progress=Progress(record.id))
                     parts.append(apply.map_rows(record.id, record.sequence, grid, record_first))

@@ -7,8 +7,11 @@ from __future__ import annotations
 from ..atomic import written_atomically
 from ..options import VARIANT_STRATEGIES
 from ..progress import Progress, say
-from .common import EXIT_OK, MODEL_HELP, VERBOSE_HELP, UserError, add_fasta_argument, check_output, load_engine, read_fasta_argument
-from .variants import OFFSET_HELP, SCORE_FORMAT, first_residue
+from .common import (
+    EXIT_OK, MODEL_HELP, OFFSET_HELP, VERBOSE_HELP, UserError, add_fasta_argument, check_output, first_residue_number,
+    load_engine, read_fasta_argument,
+)  # fmt: skip
+from .variants import SCORE_FORMAT
 
 
 def cmd_suggest(args) -> int:
@@ -38,7 +41,7 @@ def cmd_suggest(args) -> int:
         predictor_engine = fingerprints.get(predictor.model_fingerprint) or load_engine(predictor.model_id, args.verbose)
     tables = []
     for record in records:
-        first = first_residue(record, args.offset)
+        first = first_residue_number(record, args.offset)
         try:
             constraints = Constraints(
                 keep=parse_positions(args.keep, len(record.sequence), first),

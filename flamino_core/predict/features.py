@@ -152,7 +152,8 @@ def build(spec: FeatureSpec, inputs: Inputs, engine=None, *, store=None, progres
         return composition(inputs.sequences)
     if spec.kind == "embedding":
         return embeddings(engine, inputs.sequences, spec.layer, store=store, progress=progress, cancelled=cancelled)
-    scores = zero_shot_scores(engine, inputs.wild_type, inputs.variants, spec.zero_shot, progress=progress)
+    scores = zero_shot_scores(engine, inputs.wild_type, inputs.variants, spec.zero_shot, store=store,
+                              progress=progress, cancelled=cancelled)
     return np.hstack([onehot(inputs.sequences, spec.length).toarray(), DENSITY_SCALE * scores[:, None]])
 
 
@@ -197,13 +198,15 @@ def embeddings(engine, sequences: Sequence[str], layer: int, *, store=None, prog
     return np.stack([out.means[layer] for out in outputs]).astype(np.float64)
 
 
-def zero_shot_scores(engine, wild_type: str, variants: Sequence, strategy: str,
-                     *, progress: ProgressFn | None = None) -> np.ndarray:
-    """(n,) the model's score of each variant, as ``flamino variants`` computes it."""
+def zero_shot_scores(engine, wild_type: str, variants: Sequence, strategy: str, *, store=None,
+                     progress: ProgressFn | None = None, cancelled: Callable[[], bool] | None = None) -> np.ndarray:
+    """(n,) the model's score of each variant, as ``flamino variants`` computes it (its masked
+    passes from the result store)."""
     from ..variants.scoring import score_variants
 
     numbered = [dataclasses.replace(v, order=n) for n, v in enumerate(variants)]  # one row each
-    table = score_variants(engine, wild_type, numbered, strategy, progress=progress).table
+    table = score_variants(engine, wild_type, numbered, strategy, progress=progress, cancelled=cancelled,
+                           store=store).table
     return table["score"].to_numpy(dtype=np.float64)
 
 
