@@ -18,7 +18,7 @@ from flamino_core.predict.table import parse_labelled_table
 from flamino_core.suggest import Constraints, suggest
 from flamino_core.weights import load_weights
 # The AppTest helpers of tests/test_app.py, and its autouse ``environment`` fixture (random:tiny).
-from test_app import assert_clean, environment, example, figures, open_page, start, unescaped  # noqa: F401
+from test_app import assert_clean, environment, example, figures, open_page, start, unescaped, values  # noqa: F401
 
 from app_pages._ui.predict_results import PREDICTOR
 
@@ -71,7 +71,7 @@ def test_fit_shows_out_of_fold_statistics_figures_and_the_prediction_map(engine,
     np.testing.assert_allclose(comparison["Spearman ρ"], [row["spearman"] for row in reference.comparison])
     scatter, compare, curve = figures(at)[:3]
     assert "RANDOM WEIGHTS" in scatter["layout"]["title"]["text"]
-    points = np.concatenate([trace["x"] for trace in scatter["data"]])
+    points = np.concatenate([values(trace["x"]) for trace in scatter["data"]])
     assert sorted(points) == pytest.approx(sorted(reference.result.predictions))
     # The session keeps the predictor (the Variant effects page shows it beside its proposals);
     # its download is the .zip flamino predict reads.
@@ -81,7 +81,9 @@ def test_fit_shows_out_of_fold_statistics_figures_and_the_prediction_map(engine,
     at = button(at, "Predict the substitution map").click().run()
     assert_clean(at)
     heatmap = figures(at)[3]
-    grid = np.array(heatmap["data"][0]["z"], dtype=float)  # (20, L)
+    z = heatmap["data"][0]["z"]  # plotly sends arrays base64-encoded with their shape (test_app.values)
+    grid = np.array(values(z), dtype=float).reshape([int(n) for n in str(z["shape"]).split(",")]) \
+        if isinstance(z, dict) else np.array(z, dtype=float)  # (20, L)
     wild_type = reference.table.wild_type
     assert grid.shape == (20, len(wild_type))
     from flamino_core.predict.apply import prediction_map
