@@ -9,7 +9,7 @@ import streamlit as st
 from app_pages._ui import inputs, predict_results
 from app_pages._ui.context import PageContext, current, ready
 from app_pages._ui.downloads import csv_button, file_button, json_button, safe_name, show_figure
-from app_pages._ui.policy import current_limits, hosted_mode
+from app_pages._ui.policy import current_limits, hosted_mode, visitor_model_name
 from app_pages._ui.predict_results import PREDICTOR
 from app_pages._ui.widgets import kept_radio, kept_selectbox, plain
 from flamino_core.predict import apply, figures
@@ -174,7 +174,8 @@ def results_section(ctx: PageContext, name: str, fitted) -> None:
     with row:
         csv_button("Out-of-fold predictions (CSV)", result.output_frame, f"{stem}_{kind}_out_of_fold.csv",
                    "predict_csv")
-        json_button("Metrics (JSON)", lambda: result.metrics(model), f"{stem}_{kind}_metrics.json", "predict_json")
+        json_button("Metrics (JSON)", lambda: result.metrics(visitor_model_name(model)), f"{stem}_{kind}_metrics.json",
+                    "predict_json")
         file_button("Predictor (.zip, for flamino predict)", lambda: zip_bytes(result.predictor),
                     f"{stem}_{kind}_predictor.zip", "predict_zip", "application/zip")
 

@@ -5,6 +5,9 @@ on the untrained ``random:tiny`` model. What the pages show is checked against t
 
 from __future__ import annotations
 
+import io
+import json
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -13,12 +16,15 @@ import pytest
 
 from flamino_core.engine import Engine
 from flamino_core.predict.fit import fit_table
-from flamino_core.predict.saved import from_zip, zip_bytes
+from flamino_core.predict.saved import JSON_NAME, from_zip, zip_bytes
 from flamino_core.predict.table import parse_labelled_table
 from flamino_core.suggest import Constraints, suggest
 from flamino_core.weights import load_weights
 # The AppTest helpers of tests/test_app.py, and its autouse ``environment`` fixture (random:tiny).
-from test_app import assert_clean, environment, example, figures, open_page, start, unescaped, values  # noqa: F401
+from test_app import (  # noqa: F401
+    assert_clean, environment, every_text, example, figures, open_page, start, unescaped, values,
+)
+from test_hosted_attacks import hosted  # noqa: F401  (the hosted-server fixture)
 
 from app_pages._ui.predict_results import PREDICTOR
 
@@ -114,3 +120,25 @@ def test_suggestions_on_the_variant_effects_page(engine):
     np.testing.assert_allclose(table["wt-marginals"], found.table["wt-marginals"])
     assert (table[table["kind"] == "single"]["wt-marginals"] > 0).all()
     assert not any("C" == m[-1] or "P" == m[-1] for m in table["mutant"])
+
+
+def test_a_hosted_fit_names_the_operators_model_by_its_public_name(hosted, monkeypatch, tmp_path, table_bytes):
+    """The predictor's JSON and the metrics named the model by its identifier: on a hosted server
+    with the operator's own checkpoint, its path (issue #26 item 8). Now the public name."""
+    from flamino_core.weights import save_checkpoint
+
+    weights = load_weights("random:tiny")
+    secret = save_checkpoint(tmp_path / "srv" / "esm2-lab-secret", weights.config, weights.params, "test")
+    monkeypatch.setenv("FLAMINO_MODEL", str(secret))
+    monkeypatch.setenv("FLAMINO_MODEL_NAME", "lab-model")
+    small = pd.read_csv(io.BytesIO(table_bytes)).head(40).to_csv(index=False).encode()  # 40 rows: 5 folds
+    at = upload(open_page(start(), "predict"), small)
+    at = button(at, "Fit the predictor").click().run()
+    assert_clean(at)
+    kept = at.session_state[PREDICTOR]
+    assert kept.model_id == "lab-model"  # the .zip download is zip_bytes of this predictor
+    with zipfile.ZipFile(io.BytesIO(zip_bytes(kept))) as archive:
+        saved = archive.read(JSON_NAME).decode()
+    assert json.loads(saved)["model"] == "lab-model"
+    shown = every_text(at) + " ".join(str(f) for f in figures(at)) + saved
+    assert "esm2-lab-secret" not in shown and str(tmp_path) not in shown

@@ -240,7 +240,7 @@ def test_no_page_of_a_hosted_session_names_a_server_path(hosted, monkeypatch, tm
     monkeypatch.setenv("FLAMINO_MODEL", str(secret))
     monkeypatch.setenv("FLAMINO_CACHE", str(tmp_path / "cache-root"))
     at = example(start(), "Haemoglobin β (human)")
-    for page in ("input", "records", "predictions", "embeddings", "attention", "variants", "structure"):
+    for page in ("input", "records", "predictions", "embeddings", "attention", "variants", "predict", "structure"):
         open_page(at, page)
         assert not at.exception, page
         shown = every_text(at) + " ".join(str(_without_arrays(f)) for f in figures(at))

@@ -19,7 +19,7 @@ from flamino_core.predict.saved import PredictorError
 from flamino_core.predict.table import LabelError, LabelledTable, parse_labelled_table, read_table_text
 
 from .models import load_engine
-from .policy import hosted_mode
+from .policy import hosted_mode, visitor_model_name
 from .results import heavy_slot
 from .variant_results import CHUNK_PASSES
 
@@ -45,7 +45,7 @@ def labelled_table(data: bytes, target: str, wild_type: str | None, first: int) 
         return str(err)
 
 
-def _stage_bar(text: str, give_way=None):
+def stage_bar(text: str, give_way=None):
     """A progress bar that each stage (``embedding (layer 6)``, ...) takes over in turn; every
     ``CHUNK_PASSES`` passes the job gives way in the heavy-job queue (as the variant scoring does)."""
     bar = st.progress(0.0, text=text)
@@ -74,9 +74,11 @@ def fit(model: str, data: bytes, target: str, wild_type: str | None, first: int,
     table = labelled_table(data, target, wild_type, first)
     engine = load_engine(model)
     with heavy_slot("fitting the predictor") as give_way:
-        bar, stage = _stage_bar("Fitting", give_way)
+        bar, stage = stage_bar("Fitting", give_way)
         try:
-            return fit_table(table, kind, engine=engine, model=model, folds=folds, layer=layer, progress=stage)
+            # The predictor's JSON names the model as the page does (hosted: never a server path).
+            return fit_table(table, kind, engine=engine, model=visitor_model_name(model), folds=folds, layer=layer,
+                             progress=stage)
         except (FeatureError, LabelError) as err:
             return str(err)
         finally:
@@ -92,7 +94,7 @@ def prediction_map(model: str, data: bytes, target: str, wild_type: str | None, 
     engine = load_engine(model) if predictor.spec.uses_model else None
     queued = heavy_slot("the prediction map") if predictor.spec.uses_model else contextlib.nullcontext()
     with queued as give_way:
-        bar, stage = _stage_bar("Predicting every substitution", give_way)
+        bar, stage = stage_bar("Predicting every substitution", give_way)
         try:
             return apply.prediction_map(predictor, record, engine, first=record_first, progress=stage("features"))
         except (FeatureError, PredictorError) as err:

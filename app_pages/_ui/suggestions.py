@@ -16,8 +16,8 @@ from flamino_core.suggest import (
 from .context import PageContext
 from .downloads import csv_button, safe_name
 from .models import load_engine
-from .policy import hosted_mode
-from .predict_results import PREDICTOR
+from .policy import hosted_mode, visitor_model_name
+from .predict_results import PREDICTOR, stage_bar
 from .results import heavy_slot
 from .widgets import kept_number_input, plain
 
@@ -36,12 +36,16 @@ def proposals(model: str, sequence: str, first: int, record_id: str, keep: str, 
     predictor = from_zip(predictor_zip) if predictor_zip else None
     try:
         constraints = Constraints(keep=parse_positions(keep, len(sequence), first), avoid=parse_amino_acids(avoid))
-        with heavy_slot("proposing mutations"):
-            with st.spinner("Scoring the proposals…"):
-                return suggest([(model, engine)], sequence, first=first, record_id=record_id,
+        with heavy_slot("proposing mutations") as give_way:  # gives way every CHUNK_PASSES passes
+            bar, stage = stage_bar("Scoring the proposals", give_way)
+            try:
+                # The model as the page names it (hosted: not a server path) in the progress text.
+                return suggest([(visitor_model_name(model), engine)], sequence, first=first, record_id=record_id,
                                constraints=constraints, threshold=threshold, top=top, combine=DEFAULT_COMBINE,
-                               strategies=STRATEGIES, predictor=predictor,
+                               strategies=STRATEGIES, predictor=predictor, progress=stage,
                                predictor_engine=engine if predictor is not None and predictor.spec.uses_model else None)
+            finally:
+                bar.empty()
     except (SuggestError, PredictorError) as err:
         return str(err)
 
