@@ -1,6 +1,8 @@
 # Two commands: `make run` starts the app, `make test` runs the tests. Both set up .venv first.
 VENV ?= .venv
 PY := $(VENV)/bin/python
+# esm.cpp, the second peer of `make bench`, needs numpy<2 (JAX needs >=2): its own environment.
+ESMCPP_VENV ?= .venv-esmcpp
 PIP := $(PY) -m pip
 PORT ?= 8501
 # Local mode reads files on this machine (the structure path box, local checkpoints): listen on
@@ -15,8 +17,15 @@ run: install
 test: install-test browser peer-corpus
 	$(PY) -m pytest -q
 
-bench: install-test
-	$(PY) benchmarks/run.py
+# Full run (t6, t12, t30, t33; hours on 2 cores), recorded in docs/benchmarks.md;
+# BENCH_ARGS=--quick for a t6-only check that writes nothing there.
+bench: install-test $(ESMCPP_VENV)/.installed
+	$(PY) benchmarks/run.py --esmcpp-python $(ESMCPP_VENV)/bin/python $(BENCH_ARGS)
+
+$(ESMCPP_VENV)/.installed: benchmarks/requirements-esmcpp.txt
+	python3 -m venv $(ESMCPP_VENV)
+	$(ESMCPP_VENV)/bin/python -m pip install --quiet -r benchmarks/requirements-esmcpp.txt
+	touch $@
 
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
@@ -61,7 +70,7 @@ viewer-js:
 	cp $$tmp/package/LICENSE $(VIEWER_VENDOR)/3Dmol-LICENSE.txt && rm -rf $$tmp && echo "3Dmol.js $$version in $(VIEWER_VENDOR)"
 
 clean:
-	rm -rf $(VENV) .pytest_cache test-artifacts build flamino_core/_attention_cpu*.so
+	rm -rf $(VENV) $(ESMCPP_VENV) .pytest_cache test-artifacts build flamino_core/_attention_cpu*.so
 
 # Pin the runtime dependencies for the hosted deployments (requirements.txt).
 lock: | $(PY)

@@ -23,7 +23,10 @@ SHAPES = {
     "t6": "esm2_t6_8M_UR50D",
     "t12": "esm2_t12_35M_UR50D",
     "t30": "esm2_t30_150M_UR50D",
+    "t33": "esm2_t33_650M_UR50D",
 }
+# esm.cpp ships its W8A8 INT8 path (SmoothQuant) for 150M and larger only (its README).
+INT8_SHAPES = ("t30", "t33")
 VARLEN_COUNT = 64
 LATENCY_LENGTHS = (100, 300, 1000)
 SCAN_LENGTH = 300
@@ -53,30 +56,39 @@ def real_records() -> list[tuple[str, str]]:
 
 
 def random_protein(rng: np.random.Generator, length: int) -> str:
+    """A random protein with Swiss-Prot's amino-acid composition (latency and scan inputs)."""
     letters = np.array(list(AA_FREQ))
     p = np.array(list(AA_FREQ.values()))
     return "".join(rng.choice(letters, size=length, p=p / p.sum()))
 
 
-def varlen_lengths(n: int) -> list[int]:
+def varlen_workload() -> list[str]:
+    """64 real proteins of at most 1000 residues from the shared FASTA folder, taken at evenly
+    spaced ranks of their lengths (a stratified pick over the set: 37 to 934 residues, median
+    193, 17,808 in all for ../shared/fasta as of 2026-12), in a shuffled (not length-sorted)
+    order. Fewer real records than that: the rest are random proteins of the missing lengths'
+    quantiles of a lognormal with median 300 (what this workload was before ../shared held
+    the ProteinGym targets)."""
+    rng = np.random.default_rng(WORKLOAD_SEED)
+    real = sorted((s for _, s in real_records() if len(s) <= 1000), key=len)
+    if len(real) >= VARLEN_COUNT:
+        seqs = [real[round(i * (len(real) - 1) / (VARLEN_COUNT - 1))] for i in range(VARLEN_COUNT)]
+    else:
+        seqs = real + [random_protein(rng, L) for L in _lognormal_lengths(VARLEN_COUNT - len(real))]
+    order = rng.permutation(len(seqs))
+    return [seqs[i] for i in order]
+
+
+def _lognormal_lengths(n: int) -> list[int]:
     """n lengths from a lognormal with median 300 (sigma 0.6), taken at evenly spaced quantiles
     (a stratified draw: reproducible, no unlucky samples), spanning exactly 30..1000."""
     from statistics import NormalDist
 
     z = [NormalDist().inv_cdf((i + 0.5) / n) for i in range(n)]
     lengths = [int(min(1000, max(30, round(300 * np.exp(0.6 * q))))) for q in z]
-    lengths[0], lengths[-1] = 30, 1000
+    if lengths:
+        lengths[0], lengths[-1] = 30, 1000
     return lengths
-
-
-def varlen_workload() -> list[str]:
-    """64 proteins: the real records of the shared FASTA folder plus random ones with
-    realistic lengths (see varlen_lengths), in a shuffled (not length-sorted) order."""
-    rng = np.random.default_rng(WORKLOAD_SEED)
-    real = [s for _, s in real_records() if len(s) <= 1000][:VARLEN_COUNT]
-    seqs = real + [random_protein(rng, L) for L in varlen_lengths(VARLEN_COUNT - len(real))]
-    order = rng.permutation(len(seqs))
-    return [seqs[i] for i in order]
 
 
 def fixed_protein(length: int, salt: int = 0) -> str:
@@ -89,20 +101,51 @@ def checkpoint_dir(shape: str, root: Path) -> Path:
 
 
 def write_checkpoint(shape: str, root: Path) -> Path:
-    """The shape's random-weight checkpoint in the HF 5.x format (written once per run)."""
+    """The shape's random-weight checkpoint (written once per run) as the Hub publishes ESM-2:
+    ``config.json`` + ``model.safetensors`` in the 2022 layout (per-layer rotary ``inv_freq``,
+    a stored copy of the tied decoder). All three systems load this one folder: HF with
+    ``from_pretrained``, flamino with ``load_weights``, esm.cpp with ``load_from_safetensors``
+    (which needs the per-layer ``inv_freq`` that transformers 5.x's ``save_pretrained`` drops)."""
     directory = checkpoint_dir(shape, root)
     if (directory / "config.json").exists():
         return directory
     sys.path.insert(0, str(REPO / "tests"))
-    from reference_checkpoints import make_hf_model, write_hf_5x
+    from reference_checkpoints import make_hf_model, write_hf_2022
 
     from flamino_core.config import ESM2Config
 
-    model = make_hf_model(ESM2Config.preset(SHAPES[shape]), seed=WEIGHT_SEED)
+    config = ESM2Config.preset(SHAPES[shape])
+    model = make_hf_model(config, seed=WEIGHT_SEED)
     tmp = directory.with_name(directory.name + ".tmp")
-    write_hf_5x(model, tmp)
+    write_hf_2022(model, config, tmp)
     tmp.rename(directory)
     return directory
+
+
+# --- the inputs, once per run, for workers that cannot import flamino_core --------------------
+WORKLOADS_FILE = "workloads.json"
+
+
+def write_workloads(root: Path) -> Path:
+    """Every input of every measurement as JSON in the work folder: the esm.cpp workers run
+    in their own environment (esm-cpp pins numpy < 2, JAX needs numpy >= 2) without
+    flamino_core, and read their inputs from here; the same functions make them for all."""
+    records = real_records()
+    data = {
+        "varlen": varlen_workload(),
+        "latency": {str(L): fixed_protein(L) for L in LATENCY_LENGTHS},
+        "scan": fixed_protein(SCAN_LENGTH),
+        "cold": records[0][1] if records else fixed_protein(146),
+        # SmoothQuant calibration of esm.cpp's INT8 path: proteins that no measurement uses.
+        "calibration": [fixed_protein(L, salt=7) for L in (60, 120, 200, 300, 450, 700)],
+    }
+    path = root / WORKLOADS_FILE
+    path.write_text(json.dumps(data))
+    return path
+
+
+def read_workloads(root: Path) -> dict:
+    return json.loads((root / WORKLOADS_FILE).read_text())
 
 
 # --- FLOPs -------------------------------------------------------------------------------------

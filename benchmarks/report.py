@@ -8,25 +8,32 @@ from __future__ import annotations
 
 import common
 
-# Issue 13's targets for varlen (1.3x; issue 3 had asked 1.5x), scan and latency; issue 3's for
-# the cold start and the efficiency.
+# Issue 13's targets against HF (varlen 1.3x, scan 1.2x, latency 1.0x); issue 3's for the cold
+# start and the efficiency; issue 22's against esm.cpp (flamino fp32 >= 1.0x esm.cpp FP32 at
+# every shape and workload, the opt-in precision >= 1.0x esm.cpp INT8) and the parity bound.
 TARGETS = {
     "varlen": 1.3,  # flamino throughput / HF
     "scan": 1.2,  # HF time / flamino time
     "latency": 1.0,
+    "esmcpp": 1.0,  # esm.cpp time / flamino time, every workload
     "cold_warm_t6_s": 3.0,
     "efficiency": 0.75,  # t12 and t30
+    "parity": 1e-4,  # max |logit - HF logit| of flamino's fp32 default
+    "start_over_floor_s": 0.5,  # whole-process one-protein embed, warm caches, minus the JAX floor
+    "process64_vs_hf": 1.5,  # whole-process 64 proteins, --include mean,per_tok,logits
 }
+DEFAULT = {"attention": "auto", "precision": None}
+KERNEL_OFF = {"attention": "xla", "precision": None}
 
 
-# --- the table ---------------------------------------------------------------------------------
 def _find(records, system, measurement, shape=None, **match):
-    if system == "flamino" and measurement != "cold":  # results before kernel-off rows: default path
-        match.setdefault("attention", "auto")
-    out = [r for r in records if r["system"] == system and r["measurement"] == measurement
-           and (shape is None or r["shape"] == shape)
-           and all(r.get(k, "auto" if k == "attention" else None) == v for k, v in match.items())]
-    return out
+    """Records of one system's measurement; ``match``: tags that must be equal (absent = None;
+    flamino's attention defaults to "auto" for results from before the kernel-off rows)."""
+    def tag(r, k):
+        return r.get(k, "auto" if k == "attention" else None)
+
+    return [r for r in records if r["system"] == system and r["measurement"] == measurement
+            and (shape is None or r["shape"] == shape) and all(tag(r, k) == v for k, v in match.items())]
 
 
 def _one(records, *a, **k):
@@ -49,12 +56,20 @@ def _median(values):
     return values[mid] if len(values) % 2 else 0.5 * (values[mid - 1] + values[mid])
 
 
-def _mib(r):
-    return f"{r['peak_rss_mib']:.0f}" if r and "peak_rss_mib" in r else "–"
+def _fmt(value, spec: str) -> str:
+    return "–" if value is None else spec.format(value)
+
+
+def _ratio(slow, fast):
+    return slow / fast if slow and fast else None
 
 
 def _ok(flag):
     return "–" if flag is None else ("**met**" if flag else "**missed**")
+
+
+def _rss(*records) -> str:
+    return " / ".join(f"{r['peak_rss_mib']:.0f}" if r and "peak_rss_mib" in r else "–" for r in records)
 
 
 def matmul_peak(records) -> tuple[float | None, float | None]:
@@ -68,61 +83,173 @@ SHARED_MARK = " ‡"
 MIN_CPU_SHARE = 0.7  # a system alone on its cores measured 0.87-1.0 here
 
 
-def _shared(*records) -> bool:
-    """Whether any of these measurements ran on a CPU busy with other work."""
-    for r in records:
-        if not r:
-            continue
-        share = r.get("cpu_share")
-        if share is not None and share < MIN_CPU_SHARE:
-            return True
-        if share is None and r.get("load_at_start", 0) > r.get("threads", 2) + 1.5:
-            return True  # cold starts: no timed loop, so judge by the load when they began
-    return False
-
-
 def _mark(*records) -> str:
-    return SHARED_MARK if _shared(*records) else ""
+    """" ‡" when any of these measurements ran on a CPU busy with other work."""
+    for r in records:
+        share = (r or {}).get("cpu_share")
+        if share is not None and share < MIN_CPU_SHARE:
+            return SHARED_MARK
+        if r and share is None and r.get("load_at_start", 0) > r.get("threads", 2) + 1.5:
+            return SHARED_MARK  # cold starts: no timed loop, so judge by the load when they began
+    return ""
 
 
-def _path_label(records, shape, attention) -> str:
-    """" [attention: fused]": the path the flamino workers of this shape reported using."""
-    paths = sorted({r.get("attention_path") for r in _find(records, "flamino", "varlen", shape, attention=attention)
-                    + _find(records, "flamino", "latency", shape, attention=attention) if r.get("attention_path")})
-    if not paths:
-        return "" if attention == "auto" else " [attention: xla]"
-    return f" [attention: {', '.join(paths)}" + (", kernel off]" if attention == "xla" else "]")
+# --- one pairing: a flamino path against HF and an esm.cpp variant ------------------------------
+def _flamino_path(records, shape, match) -> str:
+    paths = sorted({r.get("attention_path") for r in _find(records, "flamino", "latency", shape, **match)
+                    + _find(records, "flamino", "varlen", shape, **match) if r.get("attention_path")})
+    path = ", ".join(paths) or match["attention"]
+    if match["attention"] == "xla":
+        path += ", kernel off"
+    return f"{path}, {match['precision'] or 'fp32'}" + (" (opt-in)" if match["precision"] else "")
 
 
-def _speed_rows(records, shape, attention) -> list[list[str]]:
-    """Varlen, latency and scan rows of one shape for one flamino attention path (vs HF)."""
+def _paths(records, shape, match, variant) -> str:
+    hf = sorted({r.get("attn_implementation") for r in _find(records, "hf", "varlen", shape)
+                 + _find(records, "hf", "latency", shape) if r.get("attn_implementation")})
+    esm = sorted({r.get("esmcpp_path") for r in _find(records, "esmcpp", "latency", shape, variant=variant)
+                  if r.get("esmcpp_path")})
+    return (f" [flamino: {_flamino_path(records, shape, match)}; HF: {', '.join(hf) or '?'} fp32; "
+            f"esm.cpp: {', '.join(esm) or variant + ' (not run)'}]")
+
+
+def _pairing_rows(records, shape, match, variant, targets: bool) -> list[list[str]]:
+    """Varlen, latency, scan and accuracy rows of flamino on ``match`` against HF and esm.cpp's
+    ``variant``. ``targets``: whether the issues' targets apply (not to the kernel-off rows)."""
+    label = _paths(records, shape, match, variant)
+    against_hf = targets and match["precision"] is None  # the opt-in precision has no HF target
     rows = []
-    label = _path_label(records, shape, attention)
-    f, h = _one(records, "flamino", "varlen", shape, attention=attention), _one(records, "hf", "varlen", shape)
+
+    def row(measurement, values, speedups, key, f, h, e):
+        fh, fe = speedups
+        want = []
+        if against_hf:
+            want.append((f">= {TARGETS[key]}x HF", fh, TARGETS[key]))
+        if targets:
+            want.append((f">= {TARGETS['esmcpp']}x esm.cpp" + (" INT8" if variant == "int8" else ""), fe,
+                         TARGETS["esmcpp"]))
+        met = [None if ratio is None else ratio >= bound for _, ratio, bound in want]
+        ok = None if not want or None in met else all(met)
+        rows.append([shape, measurement + label + _mark(f, h, e), *values, _fmt(fh, "{:.2f}x"), _fmt(fe, "{:.2f}x"),
+                     ", ".join(w for w, _, _ in want) or "–", _ok(ok), _rss(f, h, e)])
+
+    f, h = _one(records, "flamino", "varlen", shape, **match), _one(records, "hf", "varlen", shape)
+    e = _one(records, "esmcpp", "varlen", shape, variant=variant)
+    rate = [r and r["residues"] / r["median_s"] for r in (f, h, e)]
     if f:
-        fr = f["residues"] / f["median_s"]
-        hr = h["residues"] / h["median_s"] if h else None
-        ratio = fr / hr if fr and hr else None
-        rows.append([shape, "varlen throughput, 64 proteins (residues/s)" + label + _mark(f, h), _fmt(fr, "{:.0f}"),
-                     _fmt(hr, "{:.0f}"), _fmt(ratio, "{:.2f}x"), f">= {TARGETS['varlen']}x",
-                     _ok(None if ratio is None else ratio >= TARGETS["varlen"]), _mib(f), _mib(h)])
-    f, h = _one(records, "flamino", "latency", shape, attention=attention), _one(records, "hf", "latency", shape)
+        row("varlen throughput, 64 proteins (residues/s)", [_fmt(x, "{:.0f}") for x in rate],
+            (_ratio(rate[0], rate[1]), _ratio(rate[0], rate[2])), "varlen", f, h, e)
+    f, h = _one(records, "flamino", "latency", shape, **match), _one(records, "hf", "latency", shape)
+    e = _one(records, "esmcpp", "latency", shape, variant=variant)
     for length in common.LATENCY_LENGTHS if f else ():
-        ft = _best_median(records, "flamino", "latency", shape, str(length), attention=attention)
-        ht = _best_median(records, "hf", "latency", shape, str(length))
-        ratio = ht / ft if ft and ht else None
-        rows.append([shape, f"latency, 1 protein of {length} (ms, warm)" + label + _mark(f, h),
-                     _fmt(ft and ft * 1e3, "{:.1f}"), _fmt(ht and ht * 1e3, "{:.1f}"), _fmt(ratio, "{:.2f}x"),
-                     ">= 1.0x", _ok(None if ratio is None else ratio >= TARGETS["latency"]), _mib(f), _mib(h)])
-    f, h = _one(records, "flamino", "scan", shape, attention=attention), _one(records, "hf", "scan", shape)
+        t = [_best_median(records, "flamino", "latency", shape, str(length), **match),
+             _best_median(records, "hf", "latency", shape, str(length)),
+             _best_median(records, "esmcpp", "latency", shape, str(length), variant=variant)]
+        row(f"latency, 1 protein of {length} (ms, warm)", [_fmt(x and x * 1e3, "{:.1f}") for x in t],
+            (_ratio(t[1], t[0]), _ratio(t[2], t[0])), "latency", f, h, e)
+    f, h = _one(records, "flamino", "scan", shape, **match), _one(records, "hf", "scan", shape)
+    e = _one(records, "esmcpp", "scan", shape, variant=variant)
     if f:
-        ft, ht = f["median_s"], (h["median_s"] if h else None)
-        ratio = ht / ft if ft and ht else None
+        t = [r and r["median_s"] for r in (f, h, e)]
         note = "" if f.get("timed_positions", 300) >= common.SCAN_LENGTH else \
             f" [{f['timed_positions']} of 300 timed, scaled]"
-        rows.append([shape, f"masked-marginal scan, 300 residues (s){note}" + label + _mark(f, h), _fmt(ft, "{:.1f}"),
-                     _fmt(ht, "{:.1f}"), _fmt(ratio, "{:.2f}x"), f">= {TARGETS['scan']}x",
-                     _ok(None if ratio is None else ratio >= TARGETS["scan"]), _mib(f), _mib(h)])
+        row(f"masked-marginal scan, 300 residues (s){note}", [_fmt(x, "{:.1f}") for x in t],
+            (_ratio(t[1], t[0]), _ratio(t[2], t[0])), "scan", f, h, e)
+    rows += _accuracy_rows(records, shape, match, variant, label, parity=against_hf)
+    return rows
+
+
+def _accuracy_rows(records, shape, match, variant, label, parity: bool) -> list[list[str]]:
+    """The same varlen and scan outputs against HF's (``accuracy.compare``, run by run.py)."""
+    rows = []
+    acc = [(_one(records, "flamino", m, shape, **match) or {}).get("accuracy", {}) for m in ("varlen", "scan")]
+    esm = [(_one(records, "esmcpp", m, shape, variant=variant) or {}).get("accuracy", {}) for m in ("varlen", "scan")]
+    if acc[0] or esm[0]:
+        def cell(a):
+            return _fmt(a.get("max_abs_dlogit"), "{:.1e}") + _fmt(a.get("logit_pearson"), " (r = {:.6f})")
+
+        worst = acc[0].get("max_abs_dlogit")
+        rows.append([shape, "accuracy: max \\|logit - HF logit\\| over the 64 proteins (Pearson r)" + label,
+                     cell(acc[0]), "reference", cell(esm[0]), "–", "–",
+                     f"flamino <= {TARGETS['parity']:.0e}" if parity else "–",
+                     _ok(worst <= TARGETS["parity"]) if parity and worst is not None else "–", "–"])
+    if acc[1] or esm[1]:
+        n = acc[1].get("scan_positions") or esm[1].get("scan_positions")
+        rows.append([shape, f"accuracy: Spearman of the masked-marginal scores with HF's ({n} positions x 19)"
+                     + label, _fmt(acc[1].get("scan_spearman"), "{:.6f}"), "reference",
+                     _fmt(esm[1].get("scan_spearman"), "{:.6f}"), "–", "–", "–", "–", "–"])
+    return rows
+
+
+# --- the table ---------------------------------------------------------------------------------
+def _cold_rows(records, shape) -> list[list[str]]:
+    rows = []
+    hf = [r for r in _find(records, "hf", "cold", shape) if "error" not in r]
+    esm = {v: [r for r in _find(records, "esmcpp", "cold", shape, variant=v) if "error" not in r]
+           for v in ("fp32", "int8")}
+    hc = _median([r["first_embedding_s"] for r in hf])
+    ec = {v: _median([r["first_embedding_s"] for r in rs]) for v, rs in esm.items()}
+    rss_h = max(hf, key=lambda r: r["peak_rss_mib"], default=None)
+    rss_e = max(esm["fp32"], key=lambda r: r["peak_rss_mib"], default=None)
+    empty = _one(records, "flamino", "cold", shape, cache="empty")
+    warm = [r for r in _find(records, "flamino", "cold", shape, cache="warm") if "error" not in r]
+    for name, fc, group in (("empty", empty and empty["first_embedding_s"], [empty] if empty else []),
+                            ("warm", _median([r["first_embedding_s"] for r in warm]), warm)):
+        if fc is None:
+            continue
+        target = name == "warm" and shape == "t6"
+        rows.append([shape, f"cold start to first embedding, {name} compile cache (s)" + _mark(*group, *hf),
+                     _fmt(fc, "{:.2f}"), _fmt(hc, "{:.2f}"), _fmt(ec["fp32"], "{:.2f}"), _fmt(_ratio(hc, fc), "{:.2f}x"),
+                     _fmt(_ratio(ec["fp32"], fc), "{:.2f}x"), "< 3 s" if target else "–",
+                     _ok(fc < TARGETS["cold_warm_t6_s"]) if target else "–",
+                     _rss(max(group, key=lambda r: r["peak_rss_mib"]), rss_h, rss_e)])
+    if ec["int8"] is not None:
+        rows.append([shape, "cold start to first embedding, esm.cpp INT8 (its quantized GGUF) (s)", "–", "–",
+                     _fmt(ec["int8"], "{:.2f}"), "–", "–", "–", "–",
+                     _rss(None, None, max(esm["int8"], key=lambda r: r["peak_rss_mib"]))])
+    return rows
+
+
+def _process_rows(records, shape) -> list[list[str]]:
+    """Whole-process rows (``whole_process.py``): medians of interleaved runs."""
+    rows = []
+
+    def get(system, job):
+        return next((r for r in _find(records, system, "process", shape, job=job) if "error" not in r), None)
+
+    f, h, e, floor = (get(s, "one") for s in ("flamino", "hf", "esmcpp", "floor"))
+    if f:
+        t = [r and r["median_s"] for r in (f, h, e)]
+        bound = floor and floor["median_s"] + TARGETS["start_over_floor_s"]
+        rows.append([shape, f"whole process: `flamino embed` of 1 protein ({f['residues']} residues), warm caches (s) "
+                     f"[JAX floor, a process that imports JAX and runs one op: {_fmt(floor and floor['median_s'], '{:.2f}')} s]"
+                     + _mark(f, h, e, floor), *[_fmt(x, "{:.2f}") for x in t], _fmt(_ratio(t[1], t[0]), "{:.2f}x"),
+                     _fmt(_ratio(t[2], t[0]), "{:.2f}x"), f"<= floor + {TARGETS['start_over_floor_s']} s",
+                     _ok(None if bound is None else t[0] <= bound), _rss(f, h, e)])
+    f, h = get("flamino", "64"), get("hf", "64")
+    if f:
+        ratio = _ratio(h and h["median_s"], f["median_s"])
+        rows.append([shape, f"whole process: 64 proteins ({f['residues']:,} residues) with --include "
+                     "mean,per_tok,logits (s)" + _mark(f, h), _fmt(f["median_s"], "{:.2f}"),
+                     _fmt(h and h["median_s"], "{:.2f}"), "–", _fmt(ratio, "{:.2f}x"), "–",
+                     f">= {TARGETS['process64_vs_hf']}x HF", _ok(None if ratio is None else ratio >= TARGETS["process64_vs_hf"]),
+                     _rss(f, h, None)])
+    return rows
+
+
+def _efficiency_rows(records, shape, peak) -> list[list[str]]:
+    rows = []
+    for name, meas in (("varlen forward", "varlen"), ("masked scan", "scan")):
+        rs = [_one(records, "flamino", meas, shape, **DEFAULT), _one(records, "hf", meas, shape),
+              _one(records, "esmcpp", meas, shape, variant="fp32")]
+        gf = [r and r["flops"] / r["median_s"] / 1e9 for r in rs]
+        if not peak or gf[0] is None:
+            continue
+        cells = [_fmt(g and g / peak, "{:.0%}") + _fmt(g, " ({:.0f} GF/s)") for g in gf]
+        target = meas == "varlen" and shape in ("t12", "t30")
+        fe = gf[0] / peak
+        rows.append([shape, f"efficiency, {name}: achieved FLOP/s / fp32 matmul peak" + _mark(*rs), *cells,
+                     "–", "–", ">= 75%" if target else "–", _ok(fe >= TARGETS["efficiency"]) if target else "–", "–"])
     return rows
 
 
@@ -131,37 +258,15 @@ def build_rows(result: dict) -> list[list[str]]:
     peak, _ = matmul_peak(records)
     rows = []
     for shape in result["info"]["shapes"]:
-        for attention in ("auto", "xla"):  # flamino's default path, then the kernel off
-            rows += _speed_rows(records, shape, attention)
-        empty = _one(records, "flamino", "cold", shape, cache="empty")
-        warm = [r for r in _find(records, "flamino", "cold", shape, cache="warm") if "error" not in r]
-        hf_cold = [r for r in _find(records, "hf", "cold", shape) if "error" not in r]
-        hc = _median([r["first_embedding_s"] for r in hf_cold])
-        hc_rss = max((r["peak_rss_mib"] for r in hf_cold), default=None)
-        if empty:
-            rows.append([shape, "cold start to first embedding, empty compile cache (s)" + _mark(empty, *hf_cold),
-                         _fmt(empty["first_embedding_s"], "{:.2f}"), _fmt(hc, "{:.2f}"),
-                         _fmt(hc and hc / empty["first_embedding_s"], "{:.2f}x"), "–", "–", _mib(empty),
-                         _fmt(hc_rss, "{:.0f}")])
-        if warm:
-            wc = _median([r["first_embedding_s"] for r in warm])
-            target = shape == "t6"
-            rows.append([shape, "cold start to first embedding, warm compile cache (s)" + _mark(*warm, *hf_cold), _fmt(wc, "{:.2f}"),
-                         _fmt(hc, "{:.2f}"), _fmt(hc and hc / wc, "{:.2f}x"),
-                         "< 3 s" if target else "–", _ok(wc < TARGETS["cold_warm_t6_s"]) if target else "–",
-                         _fmt(max(r["peak_rss_mib"] for r in warm), "{:.0f}"), _fmt(hc_rss, "{:.0f}")])
-        for name, meas in (("varlen forward", "varlen"), ("masked scan", "scan")):
-            f, h = _one(records, "flamino", meas, shape), _one(records, "hf", meas, shape)
-            fe = f["flops"] / f["median_s"] / 1e9 / peak if f and peak else None
-            he = h["flops"] / h["median_s"] / 1e9 / peak if h and peak else None
-            if fe is None and he is None:
-                continue
-            target = meas == "varlen" and shape in ("t12", "t30")
-            rows.append([shape, f"efficiency, {name}: achieved FLOP/s / fp32 matmul peak" + _mark(f, h),
-                         _fmt(fe, "{:.0%}") + _fmt(f and f["flops"] / f["median_s"] / 1e9, " ({:.0f} GF/s)"),
-                         _fmt(he, "{:.0%}") + _fmt(h and h["flops"] / h["median_s"] / 1e9, " ({:.0f} GF/s)"),
-                         "–", ">= 75%" if target else "–",
-                         _ok(fe >= TARGETS["efficiency"]) if target and fe is not None else "–", "–", "–"])
+        rows += _pairing_rows(records, shape, DEFAULT, "fp32", targets=True)
+        rows += _pairing_rows(records, shape, KERNEL_OFF, "fp32", targets=False)
+        fast = sorted({r["precision"] for r in records if r["system"] == "flamino" and r["shape"] == shape
+                       and r.get("precision")})
+        for precision in fast:
+            rows += _pairing_rows(records, shape, {"attention": "auto", "precision": precision}, "int8", targets=True)
+        rows += _cold_rows(records, shape)
+        rows += _process_rows(records, shape)
+        rows += _efficiency_rows(records, shape, peak)
     # Engine properties (flamino only).
     checks = [r for r in records if r["system"] == "flamino" and "error" not in r
               and r.get("recompiles_new_lengths") is not None]
@@ -169,21 +274,17 @@ def build_rows(result: dict) -> list[list[str]]:
         total = sum(r["recompiles_new_lengths"] for r in checks)
         where = ", ".join(sorted({f"{r['shape']} {r['measurement']}" for r in checks}))
         rows.append(["all", f"recompilations after warm-up, new lengths in existing buckets ({where})",
-                     str(total), "–", "–", "0", _ok(total == 0), "–", "–"])
+                     str(total), "–", "–", "–", "–", "0", _ok(total == 0), "–"])
     varlens = [r for r in records if r["system"] == "flamino" and r["measurement"] == "varlen" and "error" not in r]
     if varlens:
         ok = all(r["only_requested_outputs"] for r in varlens)
         rows.append(["all", "attention maps / hidden states only on request (default run returns final "
-                     "representation + logits only)", "yes" if ok else "no", "–", "–", "yes", _ok(ok), "–", "–"])
+                     "representation + logits only)", "yes" if ok else "no", "–", "–", "–", "–", "yes", _ok(ok), "–"])
     return rows
 
 
-def _fmt(value, spec: str) -> str:
-    return "–" if value is None else spec.format(value)
-
-
-HEADER = ["shape", "measurement", "flamino", "HF transformers", "speedup (flamino vs HF)", "target", "",
-          "peak RSS flamino (MiB)", "peak RSS HF (MiB)"]
+HEADER = ["shape", "measurement [each system's path]", "flamino", "HF transformers", "esm.cpp",
+          "flamino vs HF", "flamino vs esm.cpp", "target", "", "peak RSS flamino / HF / esm.cpp (MiB)"]
 
 
 def markdown_table(rows: list[list[str]]) -> str:
@@ -210,11 +311,11 @@ def report(result: dict) -> str:
         f"- Command: `{info['command']}`" + (" (what `make bench` runs)" if not info["quick"] else ""),
         f"- Machine: {m['cpu']} ({m['cpu_flags']}), {m['cores']} cores, {m['mem_gb']} GB RAM, Linux {m['kernel']}",
         f"- Software: Python {m['python']}, jax {v['jax']} (jaxlib {v['jaxlib']}), flax {v['flax']}, "
-        f"torch {v['torch']}, transformers {v['transformers']}, numpy {v['numpy']}",
-        f"- Threads: {info['threads']} for both systems (process affinity + torch.set_num_threads); fp32; "
-        f"HF attention implementation: {_attn(records)}; devices: {_devices(records)}",
-        f"- flamino: {_backend(records)}; the rows marked \"kernel off\" run the same engine with "
-        "`FLAMINO_ATTENTION=xla` (its pure-JAX attention)",
+        f"torch {v['torch']}, transformers {v['transformers']}, numpy {v['numpy']}; esm.cpp: "
+        f"{info.get('esmcpp', 'not run')}",
+        f"- Threads: {info['threads']} for every system (process affinity, torch.set_num_threads, "
+        f"ESM_NUM_THREADS); devices: {_devices(records)}",
+        f"- flamino: {_backend(records)}",
         f"- fp32 matmul peak (4096x4096 `jnp.dot`, median of 5, best of the start and end runs): "
         f"{_fmt(peak, '{:.0f}')} GFLOP/s; torch `mm` (same protocol) for reference: {_fmt(torch_peak, '{:.0f}')} GFLOP/s",
         f"- Load average (1 min) before / after: {info['loadavg_before'][0]:.2f} / {info['loadavg_after'][0]:.2f}; "
@@ -225,7 +326,7 @@ def report(result: dict) -> str:
     ]
     if busy:
         lines.append("- **The CPU was shared** with other work during this run (load average above idle): "
-                     "absolute times are inflated and noisy; both systems ran interleaved, so ratios are "
+                     "absolute times are inflated and noisy; the systems ran interleaved, so ratios are "
                      "less affected, but rerun on an idle machine before trusting small differences.")
     rows = build_rows(result)
     lines += ["", markdown_table(rows), ""]
@@ -241,7 +342,7 @@ def report(result: dict) -> str:
 def _backend(records) -> str:
     """What flamino's default engine ran with (hardware.Backend.describe), as its workers said."""
     described = {r["backend"] for r in records if r["system"] == "flamino" and r.get("backend")
-                 and r.get("attention", "auto") == "auto"}
+                 and r.get("attention", "auto") == "auto" and not r.get("precision")}
     return "; ".join(sorted(described)) or "?"
 
 
@@ -251,11 +352,4 @@ def _devices(records) -> str:
     where = jax_peak["platform"] if jax_peak else "cpu"
     if jax_peak and jax_peak.get("device_kind") and where != "cpu":
         where += f" ({jax_peak['device_kind']})"
-    return f"JAX on {where}, HF on {', '.join(sorted(hf)) or 'cpu'}"
-
-
-def _attn(records) -> str:
-    names = {r.get("attn_implementation") for r in records if r.get("attn_implementation")}
-    return ", ".join(sorted(names)) or "?"
-
-
+    return f"JAX on {where}, HF on {', '.join(sorted(hf)) or 'cpu'}, esm.cpp on cpu"

@@ -1,11 +1,14 @@
-"""``make bench``: flamino vs HF transformers ``EsmForMaskedLM`` on CPU, one table.
+"""``make bench``: flamino vs HF transformers ``EsmForMaskedLM`` and esm.cpp on CPU, one table.
 
-    .venv/bin/python benchmarks/run.py            # full run (t6, t12, t30), writes docs/benchmarks.md
+    .venv/bin/python benchmarks/run.py            # full run (t6, t12, t30, t33), writes docs/benchmarks.md
     .venv/bin/python benchmarks/run.py --quick    # t6 only, fewer repetitions, no doc update
 
 Every measurement runs in its own process (``worker.py``) with the same thread count and the
-same random weights, which this script writes once per shape in the HF 5.x format. Results go
-to ``benchmarks/results/`` (JSON) and, for full runs, the table (``report.py``) goes between the
+same random weights, which this script writes once per shape as the Hub publishes ESM-2.
+esm.cpp runs with the interpreter of its own environment (``--esmcpp-python``, default
+``.venv-esmcpp/bin/python``, which ``make bench`` creates: esm-cpp pins numpy < 2, JAX needs
+numpy >= 2); without it its rows are left out and the report says so. Results go to
+``benchmarks/results/`` (JSON) and, for full runs, the table (``report.py``) goes between the
 markers in ``docs/benchmarks.md``.
 """
 
@@ -23,36 +26,51 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import accuracy  # noqa: E402
 import common  # noqa: E402
+import whole_process  # noqa: E402
 from report import report  # noqa: E402
 
 WORKER = Path(__file__).resolve().parent / "worker.py"
 DOC = common.REPO / "docs" / "benchmarks.md"
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
+ESMCPP_PYTHON = common.REPO / ".venv-esmcpp" / "bin" / "python"
 
-# Repetitions per shape (median reported). Bigger shapes get fewer: a t30 varlen pass is ~1 min.
+# Repetitions per shape (median reported). Bigger shapes get fewer: a t30 varlen pass is ~1 min,
+# a t33 one about four times that.
 REPS = {
     "t6": {"varlen": 3, "latency": 10, "scan": 1},
     "t12": {"varlen": 2, "latency": 5, "scan": 1},
     "t30": {"varlen": 1, "latency": 3, "scan": 1},
+    "t33": {"varlen": 1, "latency": 2, "scan": 1},
 }
 QUICK_REPS = {"varlen": 1, "latency": 3, "scan": 1}
-# t30 masked scan: time the first 4 batches (64 of the 300 positions; the other batches have
-# the same shape) and scale by FLOPs to all 300; --full times every pass. Keeps `make bench`
-# near 20 minutes on 2 cores.
-SCAN_BATCHES = {"t30": 4}
+# Masked scan at t30/t33: time the first batches (t30: 4 = 64 of the 300 positions; t33: 2 = 32)
+# and scale by FLOPs to all 300 (the other batches have the same shape); --full times every
+# pass. The accuracy check uses the same timed positions.
+SCAN_BATCHES = {"t30": 4, "t33": 2}
 COLD_WARM_REPEATS = 2
-# Latency: each system measured in this many rounds, alternating (flamino, HF, flamino, HF);
-# the table keeps each system's better median. A single short measurement on this shared
-# 2-core VM was sometimes 1.5x slower than the next one, for either system.
+# Latency: each system measured in this many rounds, alternating; the table keeps each
+# system's better median. A single short measurement on a shared 2-core VM was sometimes
+# 1.5x slower than the next one, for either system.
 LATENCY_ROUNDS = 2
+# flamino with its fused kernel off (pure-JAX attention): at these shapes only (the kernel
+# matters least at t33, whose run is long enough without a second flamino pass).
+KERNEL_OFF_SHAPES = ("t6", "t12", "t30")
+# flamino's opt-in fast precision ($FLAMINO_PRECISION), measured against esm.cpp's INT8 where
+# that exists (common.INT8_SHAPES).
+FAST_PRECISION = "bf16"
+
+
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="t6 only, fewer repetitions (development)")
-    p.add_argument("--shapes", default=None, help="comma-separated subset of t6,t12,t30")
+    p.add_argument("--shapes", default=None, help=f"comma-separated subset of {','.join(common.SHAPES)}")
     p.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
-                   help="threads for both systems (default: all cores of this process)")
+                   help="threads for every system (default: all cores of this process)")
     p.add_argument("--full", action="store_true", help="time every masked-scan pass at every shape")
+    p.add_argument("--esmcpp-python", default=str(ESMCPP_PYTHON),
+                   help="interpreter of the environment with esm-cpp installed ('' leaves esm.cpp out)")
     p.add_argument("--write-doc", action=argparse.BooleanOptionalAction, default=None,
                    help="update docs/benchmarks.md (default: yes for full runs, no for --quick)")
     p.add_argument("--keep", action="store_true", help="keep the work folder (checkpoints, caches)")
@@ -63,9 +81,10 @@ def parse_args() -> argparse.Namespace:
 
 # --- running workers ---------------------------------------------------------------------------
 class Runner:
-    def __init__(self, root: Path, threads: int):
+    def __init__(self, root: Path, threads: int, esmcpp_python: str | None):
         self.root = root
         self.threads = threads
+        self.esmcpp_python = esmcpp_python
         self.records: list[dict] = []
         self.env = dict(os.environ)
         self.env.update(
@@ -81,19 +100,27 @@ class Runner:
         # flamino's own choice (the fused kernel when built) unless a row asks for pure JAX.
         self.env.pop("FLAMINO_ATTENTION", None)
         self.env.pop("FLAMINO_PRECISION", None)
+        self.env.pop("ESM_NUM_THREADS", None)  # the worker sets it to --threads
         self.device = "cpu"  # where JAX runs: set from the first peak measurement
 
     def __call__(self, system: str, measurement: str, shape: str = "t6", *, reps: int = 3,
                  extra: list[str] | None = None, env: dict | None = None, tags: dict | None = None,
                  timeout: float = 3600) -> dict:
-        cmd = [sys.executable, str(WORKER), system, measurement, "--shape", shape, "--reps", str(reps),
+        python = self.esmcpp_python if system == "esmcpp" else sys.executable
+        cmd = [python, str(WORKER), system, measurement, "--shape", shape, "--reps", str(reps),
                "--threads", str(self.threads), "--root", str(self.root), "--device", self.device,
                *(extra or [])]
+        tags = dict(tags or {})
         label = f"{system} {measurement} {shape}" if system not in ("jax", "torch") else f"{system} {measurement}"
-        if (tags or {}).get("attention") == "xla":
-            label += " (kernel off)"
+        label += "".join(f" [{tags[k]}]" for k in ("attention", "precision", "variant") if tags.get(k) not in (None, "auto"))
+        if measurement in ("varlen", "scan"):  # kept for the accuracy check against HF
+            outputs = self.root / "outputs" / (label.replace(" ", "-").replace("[", "").replace("]", "") + ".npz")
+            cmd += ["--save-outputs", str(outputs)]
+            tags["outputs"] = str(outputs)
+        if system == "esmcpp":
+            cmd += ["--variant", tags.get("variant", "fp32")]
         load = os.getloadavg()[0]
-        print(f"[{time.strftime('%H:%M:%S')}] {label:28s} (load {load:.2f}) ...", end="", flush=True, file=sys.stderr)
+        print(f"[{time.strftime('%H:%M:%S')}] {label:40s} (load {load:.2f}) ...", end="", flush=True, file=sys.stderr)
         t0 = time.time()
         if measurement == "cold":
             cmd += ["--t0", repr(t0)]
@@ -109,16 +136,40 @@ class Runner:
         except subprocess.TimeoutExpired:
             result = {"error": f"timed out after {timeout:.0f} s"}
         result.update(system=system, measurement=measurement, shape=shape, wall_s=time.time() - t0,
-                      load_at_start=load, **(tags or {}))
+                      load_at_start=load, **tags)
         self.records.append(result)
         print(f" {result['wall_s']:6.1f} s" + (f"  ERROR {result['error']}" if "error" in result else ""),
               file=sys.stderr, flush=True)
         return result
 
 
+def systems(shape: str, esmcpp: bool) -> list[tuple[str, dict]]:
+    """(system, tags) in the order they run at ``shape``: HF first (its outputs are the accuracy
+    reference), flamino as users get it, esm.cpp FP32, then flamino with its kernel off, and
+    where esm.cpp has INT8, flamino's opt-in fast precision and esm.cpp INT8."""
+    out = [("hf", {}), ("flamino", {"attention": "auto"})]
+    out += [("esmcpp", {"variant": "fp32"})] if esmcpp else []
+    out += [("flamino", {"attention": "xla"})] if shape in KERNEL_OFF_SHAPES else []
+    if shape in common.INT8_SHAPES:
+        out += [("flamino", {"attention": "auto", "precision": FAST_PRECISION})]
+        out += [("esmcpp", {"variant": "int8"})] if esmcpp else []
+    return out
+
+
+def _env(tags: dict) -> dict:
+    """The environment of one flamino path (HF, esm.cpp: none)."""
+    env = {}
+    if tags.get("attention") not in (None, "auto"):
+        env["FLAMINO_ATTENTION"] = tags["attention"]
+    if tags.get("precision"):
+        env["FLAMINO_PRECISION"] = tags["precision"]
+    return env
+
+
 def run_all(args: argparse.Namespace, root: Path) -> dict:
     shapes = ["t6"] if args.quick else (args.shapes.split(",") if args.shapes else list(common.SHAPES))
-    run = Runner(root, args.threads)
+    esmcpp_python = args.esmcpp_python if args.esmcpp_python and Path(args.esmcpp_python).exists() else None
+    run = Runner(root, args.threads, esmcpp_python)
     info = {
         "machine": common.machine_info(),
         "threads": args.threads,
@@ -129,57 +180,81 @@ def run_all(args: argparse.Namespace, root: Path) -> dict:
                              "benchmarks/run.py", *sys.argv[1:]]),
         "loadavg_before": os.getloadavg(),
         "quick": args.quick,
+        "esmcpp": _esmcpp_version(esmcpp_python) if esmcpp_python else
+        f"not run: no interpreter at {args.esmcpp_python or '(none given)'} (make bench creates .venv-esmcpp)",
     }
     started = time.time()
+    common.write_workloads(root)
     jax_peak = run("jax", "peak", reps=5)
     run.device = "gpu" if jax_peak.get("platform") == "gpu" else "cpu"  # HF then uses the same GPU
-    peaks = [jax_peak, run("torch", "peak", reps=5)]
+    run("torch", "peak", reps=5)
     for shape in shapes:
         reps = QUICK_REPS if args.quick else REPS[shape]
         prep = run("prepare", "checkpoint", shape, reps=1)
         if "error" in prep:
             continue
-        # Cold start: an empty compile cache, then the same cache warm.
-        cache = root / f"jax-cache-{shape}"
-        shutil.rmtree(cache, ignore_errors=True)
-        cache.mkdir(parents=True)
-        env = {"FLAMINO_JAX_CACHE": str(cache)}
-        run("flamino", "cold", shape, env=env, tags={"cache": "empty"})
-        for _ in range(COLD_WARM_REPEATS):
-            run("flamino", "cold", shape, env=env, tags={"cache": "warm"})
-        for _ in range(COLD_WARM_REPEATS):
-            run("hf", "cold", shape)
-        # flamino twice per measurement: its default attention path (the fused kernel when
-        # built) and the pure-JAX attention (kernel off), alternating with HF.
+        order = systems(shape, esmcpp_python is not None)
+        if ("esmcpp", {"variant": "int8"}) in order:
+            run("esmcpp", "quantize", shape, reps=1, tags={"variant": "int8"})
+        _cold_starts(run, root, shape, order)
+        if not args.quick or shape == "t6":
+            run.records += whole_process.measure(shape, root, run.env, args.threads, esmcpp_python, _say)
         for round_ in range(LATENCY_ROUNDS):
-            for system, attention in SYSTEMS:
-                run(system, "latency", shape, reps=reps["latency"], **_attention(attention, round=round_))
-        for system, attention in SYSTEMS:
-            extra = ["--no-recompile-check"] if shape == "t30" and system == "flamino" else []
-            run(system, "varlen", shape, reps=reps["varlen"], extra=extra, **_attention(attention))
+            for system, tags in order:
+                run(system, "latency", shape, reps=reps["latency"], env=_env(tags), tags={**tags, "round": round_})
+        for system, tags in order:
+            extra = ["--no-recompile-check"] if shape in ("t30", "t33") and system == "flamino" else []
+            run(system, "varlen", shape, reps=reps["varlen"], extra=extra, env=_env(tags), tags=tags)
+        # flamino's scan first: it tells the rows per batch, which HF and esm.cpp then use too.
         part = ["--scan-batches", str(0 if args.full else SCAN_BATCHES.get(shape, 0))]
-        rows = 16
-        for system, attention in SYSTEMS:
-            if system == "hf":  # HF gets the same rows per batch as flamino
-                run(system, "scan", shape, reps=reps["scan"], extra=part + ["--scan-rows", str(rows)])
-                continue
-            flamino_scan = run(system, "scan", shape, reps=reps["scan"], extra=part, **_attention(attention))
-            rows = flamino_scan.get("rows_per_batch", rows)
-    peaks += [run("jax", "peak", reps=5), run("torch", "peak", reps=5)]
+        first = run("flamino", "scan", shape, reps=reps["scan"], extra=part, tags={"attention": "auto"})
+        rows = ["--scan-rows", str(first.get("rows_per_batch", 16))]
+        for system, tags in order:
+            if (system, tags) != ("flamino", {"attention": "auto"}):
+                run(system, "scan", shape, reps=reps["scan"], extra=part + rows, env=_env(tags), tags=tags)
+        _accuracy(run.records, shape, common.read_workloads(root)["scan"])
+    run("jax", "peak", reps=5)
+    run("torch", "peak", reps=5)
     info.update(loadavg_after=os.getloadavg(), total_s=time.time() - started, shapes=shapes)
     return {"info": info, "records": run.records}
 
 
-# (system, attention path): flamino's default path, HF, flamino with the kernel off.
-SYSTEMS = (("flamino", "auto"), ("hf", None), ("flamino", "xla"))
+def _cold_starts(run: Runner, root: Path, shape: str, order: list[tuple[str, dict]]) -> None:
+    """New process to the first embedding: flamino with an empty compile cache, then with that
+    (now warm) cache; HF and esm.cpp (each of its variants) alternating."""
+    cache = root / f"jax-cache-{shape}"
+    shutil.rmtree(cache, ignore_errors=True)
+    cache.mkdir(parents=True)
+    env = {"FLAMINO_JAX_CACHE": str(cache)}
+    run("flamino", "cold", shape, env=env, tags={"cache": "empty"})
+    peers = [(s, t) for s, t in order if s == "hf" or s == "esmcpp"]
+    for _ in range(COLD_WARM_REPEATS):
+        run("flamino", "cold", shape, env=env, tags={"cache": "warm"})
+        for system, tags in peers:
+            run(system, "cold", shape, tags=tags)
 
 
-def _attention(attention: str | None, **tags) -> dict:
-    """Runner keyword arguments for one flamino attention path (HF: tags only)."""
-    if attention is None:
-        return {"tags": tags} if tags else {}
-    env = {} if attention == "auto" else {"FLAMINO_ATTENTION": attention}
-    return {"env": env, "tags": {"attention": attention, **tags}}
+def _say(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def _accuracy(records: list[dict], shape: str, scan_sequence: str) -> None:
+    """Every saved varlen and scan output of ``shape`` against HF's (``accuracy.compare``)."""
+    for measurement in ("varlen", "scan"):
+        ref = next((r for r in records if r["system"] == "hf" and r["measurement"] == measurement
+                    and r["shape"] == shape and "error" not in r), None)
+        if ref is None or not Path(ref["outputs"]).exists():
+            continue
+        for r in records:
+            if (r["shape"] == shape and r["measurement"] == measurement and r["system"] != "hf"
+                    and "error" not in r and Path(r.get("outputs", "")).is_file()):
+                r["accuracy"] = accuracy.compare(Path(ref["outputs"]), Path(r["outputs"]), scan_sequence)
+
+
+def _esmcpp_version(python: str) -> str:
+    proc = subprocess.run([python, "-c", "import esm_cpp; print(esm_cpp.__version__, esm_cpp.current_isa())"],
+                          capture_output=True, text=True)
+    return proc.stdout.strip() or f"unusable: {proc.stderr.strip().splitlines()[-1:]}"
 
 
 def write_doc(block: str) -> None:
