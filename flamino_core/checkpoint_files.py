@@ -15,7 +15,7 @@ import numpy as np
 
 from .config import ESM2Config
 from .convert import state_dict_to_params
-from .model_cache import CONFIG_FILE, PARAMS_DIR, ModelError, ModelWeights, Progress, cached_or_convert, restore
+from .model_cache import CONFIG_FILE, PARAMS_FILE, ModelError, ModelWeights, Progress, cached_or_convert, restore
 
 
 def load_local(path: Path, identifier: str, progress: Progress, allow_pickle: bool) -> ModelWeights:
@@ -29,7 +29,7 @@ def load_local(path: Path, identifier: str, progress: Progress, allow_pickle: bo
         if not config_path.exists() or weights_path is None:
             raise ModelError(
                 f"{path} is not a model directory: expected config.json with model.safetensors "
-                f"(or pytorch_model.bin), or a flamino checkpoint ({CONFIG_FILE} + {PARAMS_DIR}/)"
+                f"(or pytorch_model.bin), or a flamino checkpoint ({CONFIG_FILE} + {PARAMS_FILE})"
             )
         files = [config_path, weights_path]
         convert = lambda: convert_hf_files(config_path, weights_path, path.name, allow_pickle)  # noqa: E731

@@ -8,6 +8,7 @@ leading layer axis that ``nnx.vmap`` gave ``ESM2.layers``, and PyTorch ``Linear`
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Mapping
 
@@ -111,10 +112,7 @@ def state_dict_to_params(
     Raises:
       CheckpointMismatchError: listing every missing, unexpected and misshapen key at once.
     """
-    from .model import ESM2  # local import: model imports jax, this module's helpers do not
-
-    abstract = nnx.eval_shape(lambda: ESM2(config, nnx.Rngs(0)))
-    expected = nnx.to_pure_dict(nnx.state(abstract))
+    expected = expected_params(config)
     n = config.num_layers
 
     canonical: dict[str, np.ndarray] = {}
@@ -219,11 +217,25 @@ def _describe(path: tuple[str, ...]) -> str:
     return ".".join(path)
 
 
+@functools.lru_cache(maxsize=8)
+def _abstract_model(config: ESM2Config):
+    """(graphdef, state of shapes) of an ``ESM2(config)``, built once per config and process:
+    tracing the constructor (``nnx.eval_shape``) is a tenth of a second or more of a start."""
+    from .model import ESM2  # local import: model imports jax, this module's helpers do not
+
+    return nnx.split(nnx.eval_shape(lambda: ESM2(config, nnx.Rngs(0))))
+
+
+def expected_params(config: ESM2Config) -> dict:
+    """The model's parameters as a pure nested dict of ``jax.ShapeDtypeStruct`` (no arrays)."""
+    return nnx.to_pure_dict(_abstract_model(config)[1])
+
+
 def params_to_model(params: dict, config: ESM2Config):
     """Build an ``ESM2`` holding ``params`` (a pure nested dict as returned above)."""
-    from .model import ESM2
+    import jax
 
-    abstract = nnx.eval_shape(lambda: ESM2(config, nnx.Rngs(0)))
-    graphdef, state = nnx.split(abstract)
+    graphdef, abstract = _abstract_model(config)
+    state = jax.tree.map(lambda leaf: leaf, abstract)  # a copy: replace_by_pure_dict updates it in place
     nnx.replace_by_pure_dict(state, params)
     return nnx.merge(graphdef, state)

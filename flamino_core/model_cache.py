@@ -1,10 +1,13 @@
-"""Weights in memory (``ModelWeights``) and on disk: flamino checkpoint folders and the Orbax
-cache under ``FLAMINO_CACHE`` (default ``~/.cache/flamino``).
+"""Weights in memory (``ModelWeights``) and on disk: flamino checkpoint folders and the cache
+of converted weights under ``FLAMINO_CACHE`` (default ``~/.cache/flamino``).
 
-A checkpoint folder holds the config as JSON (``CONFIG_FILE``), the parameters as an Orbax
-checkpoint (``PARAMS_DIR``) and where they came from with a checksum (``SOURCE_FILE``). Every
-source is converted once into such a folder under ``models/`` in the cache; later starts
-restore it. The identifiers and sources are in ``weights.py``.
+A checkpoint folder holds the config as JSON (``CONFIG_FILE``), the parameters as one
+safetensors file (``PARAMS_FILE``, ``param_files.py``: read in one piece, milliseconds for the
+small models) and where they came from with a CRC-32 per tensor (``SOURCE_FILE``). Every source is converted once into such a folder under ``models/``
+in the cache; later starts restore it. Folders written by flamino before 2026-12 hold an Orbax
+checkpoint (``PARAMS_DIR``) with a SHA-256 instead: still read (Orbax is imported only then),
+and a cache entry of that kind is rewritten in the new layout on first use. The identifiers
+and sources are in ``weights.py``.
 """
 
 from __future__ import annotations
@@ -21,10 +24,12 @@ from typing import Callable
 import numpy as np
 
 from .config import PRESETS, ESM2Config
+from .param_files import ParamFileError, checksums, flatten, flatten_shapes, read_params, write_params
 
 # Files of a flamino checkpoint directory (also the layout of each cache entry).
 CONFIG_FILE = "flamino_config.json"
-PARAMS_DIR = "params"
+PARAMS_FILE = "params.safetensors"
+PARAMS_DIR = "params"  # the Orbax checkpoint of folders written before PARAMS_FILE
 SOURCE_FILE = "source.json"
 
 Progress = Callable[[float | None, str], None]
@@ -62,10 +67,14 @@ def cached_or_convert(key: str, identifier: str, convert, progress: Progress) ->
     entry = cache_root() / "models" / key
     if (entry / SOURCE_FILE).exists():
         try:
-            return restore(entry, identifier)
+            weights = restore(entry, identifier)
         except Exception as err:  # a damaged entry is rebuilt, never used
             progress(None, f"Cache entry {entry} is damaged ({type(err).__name__}); rebuilding")
             shutil.rmtree(entry, ignore_errors=True)
+        else:
+            if not (entry / PARAMS_FILE).exists():  # an Orbax entry of an older flamino: rewrite it once
+                save_checkpoint(entry, weights.config, weights.params, weights.source, weights.is_random)
+            return weights
     config, params, source = convert()
     progress(None, "Saving converted weights to the cache")
     save_checkpoint(entry, config, params, source)
@@ -75,25 +84,19 @@ def cached_or_convert(key: str, identifier: str, convert, progress: Progress) ->
 def save_checkpoint(
     directory: Path, config: ESM2Config, params: dict, source: str, is_random: bool = False
 ) -> Path:
-    """Write a flamino checkpoint: the config as JSON and the parameters as an Orbax checkpoint.
+    """Write a flamino checkpoint: the config as JSON, the parameters as float32 safetensors and
+    each tensor's CRC-32 (``param_files``).
 
     Written to a temporary sibling and renamed, so an interrupted save never looks complete.
     """
-    import orbax.checkpoint as ocp
-
     directory = Path(directory).absolute()
     tmp = directory.with_name(directory.name + f".tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     config.save(tmp / CONFIG_FILE)
-    checkpointer = ocp.StandardCheckpointer()
-    checkpointer.save(tmp / PARAMS_DIR, params)
-    checkpointer.wait_until_finished()  # the save is asynchronous
-    checksum = params_checksum(params)
+    crcs = write_params(tmp / PARAMS_FILE, params)
     (tmp / SOURCE_FILE).write_text(
-        json.dumps(
-            {"source": source, "created": time.time(), "checksum": checksum, "is_random": is_random}, indent=2
-        )
+        json.dumps({"source": source, "created": time.time(), "crc32": crcs, "is_random": is_random}, indent=2)
     )
     shutil.rmtree(directory, ignore_errors=True)
     tmp.rename(directory)
@@ -101,30 +104,75 @@ def save_checkpoint(
 
 
 def restore(directory: Path, identifier: str) -> ModelWeights:
-    """A flamino checkpoint folder back into memory, its checksum verified."""
-    import jax
-    import orbax.checkpoint as ocp
-    from flax import nnx
+    """A flamino checkpoint folder back into memory, its checksums verified and its arrays
+    checked against the model's structure.
 
-    from .model import ESM2
-
+    Raises:
+      ModelError: the folder is damaged (unreadable, truncated, a checksum mismatch) or does not
+        hold this model's parameters.
+    """
     directory = Path(directory).absolute()
     config = ESM2Config.load(directory / CONFIG_FILE)
-    abstract = nnx.to_pure_dict(nnx.state(nnx.eval_shape(lambda: ESM2(config, nnx.Rngs(0)))))
-    restored = ocp.StandardCheckpointer().restore(directory / PARAMS_DIR, abstract)
-    params = jax.tree.map(np.asarray, restored)
     meta = json.loads((directory / SOURCE_FILE).read_text()) if (directory / SOURCE_FILE).exists() else {}
-    checksum = params_checksum(params)
-    if meta.get("checksum") and meta["checksum"] != checksum:
-        raise ModelError(f"checkpoint {directory} is corrupted (checksum mismatch)")
+    if (directory / PARAMS_FILE).exists():
+        crcs = meta.get("crc32") or {}
+        try:
+            params = read_params(directory / PARAMS_FILE, crcs)
+        except (OSError, ParamFileError) as err:
+            raise ModelError(f"checkpoint {directory} is corrupted ({err})") from None
+        checksum = checksum_of(crcs)  # read_params verified every CRC: what params_checksum would give
+    elif (directory / PARAMS_DIR).is_dir():
+        params = _restore_orbax(directory, config, meta)
+        checksum = params_checksum(params)
+    else:
+        raise ModelError(f"checkpoint {directory} is corrupted ({PARAMS_FILE} is missing)")
+    _check_structure(params, config, directory)
     return ModelWeights(
         identifier, config, params, meta.get("source", str(directory)), is_random=bool(meta.get("is_random")),
         checksum=checksum,
     )
 
 
+def _restore_orbax(directory: Path, config: ESM2Config, meta: dict) -> dict:
+    """The parameters of a folder written before ``PARAMS_FILE`` (Orbax, SHA-256 checksum)."""
+    import jax
+    import orbax.checkpoint as ocp
+
+    from .convert import expected_params
+
+    restored = ocp.StandardCheckpointer().restore(directory / PARAMS_DIR, expected_params(config))
+    params = jax.tree.map(np.asarray, restored)
+    if meta.get("checksum") and meta["checksum"] != _orbax_sha256(params):
+        raise ModelError(f"checkpoint {directory} is corrupted (checksum mismatch)")
+    return params
+
+
+def _check_structure(params: dict, config: ESM2Config, directory: Path) -> None:
+    """Refuse parameters that are not this model's (a folder from a flamino whose model differs).
+    The model's shapes come from the abstract model that ``params_to_model`` reuses."""
+    from .convert import expected_params
+
+    want, have = flatten_shapes(expected_params(config)), flatten_shapes(params)
+    if want != have:
+        differ = sorted(k for k in want.keys() | have.keys() if want.get(k) != have.get(k))
+        raise ModelError(f"checkpoint {directory} does not hold this model's parameters (differ: {', '.join(differ)})")
+
+
 def params_checksum(params: dict) -> str:
-    """SHA-256 over every array, in a fixed order: detects a damaged cache entry."""
+    """What the weights are, as a key (``ModelWeights.checksum``, ``Engine.fingerprint``): a
+    SHA-256 of every tensor's name and CRC-32, in name order. The same weights give the same
+    key wherever they come from; a cache entry gives it from the CRCs it stores (``checksum_of``)
+    without hashing its arrays again."""
+    return checksum_of(checksums(flatten(params)))
+
+
+def checksum_of(crcs: dict[str, int]) -> str:
+    """``params_checksum`` of parameters whose tensors have these CRC-32s."""
+    return hashlib.sha256(json.dumps(sorted(crcs.items())).encode()).hexdigest()
+
+
+def _orbax_sha256(params: dict) -> str:
+    """SHA-256 over every array, in a fixed order: the checksum of Orbax folders (before ``PARAMS_FILE``)."""
     import jax
 
     digest = hashlib.sha256()

@@ -14,7 +14,6 @@ import dataclasses
 import re
 
 from Bio.Data.IUPACData import protein_letters_3to1_extended
-from Bio.SeqUtils import seq1
 
 # Title-case codes -> one letter, with the stop codon (HGVS writes it ``Ter``).
 CODES: dict[str, str] = {**protein_letters_3to1_extended, "Ter": "*"}
@@ -83,6 +82,10 @@ def _convert(codes: list[str], unknown: list[tuple[int, str]]) -> ThreeLetterRea
             error=f"three-letter amino-acid codes, but {shown}{more} is not one; "
             "ESM-2 reads the 20 standard amino acids plus Sec, Pyl, Asx, Glx and Xaa"
         )
+    # Imported here: Bio.SeqUtils pulls in Biopython's codon tables (about 0.1 s), and every
+    # command that reads FASTA imports this module, while few inputs are three-letter text.
+    from Bio.SeqUtils import seq1
+
     sequence = seq1("".join(codes), custom_map={"Ter": "*"})
     return ThreeLetterReading(
         sequence=sequence,

@@ -5,7 +5,7 @@
   exactly the records the validator keeps.
 * One table lists every kind of bad input the hosted demo must survive; each goes through the
   validator, the command line and the app.
-* Faults: garbled or truncated Orbax files in the cache, a conversion interrupted half-way, a
+* Faults: garbled or truncated parameter files in the cache, a conversion interrupted half-way, a
   deleted cache, a download that fails once.
 
 The untrained ``random:tiny`` model is used throughout; the hypothesis budgets keep this file at
@@ -372,23 +372,24 @@ def assert_identical(a: dict, b: dict) -> None:
         assert la[key].dtype == lb[key].dtype and np.array_equal(la[key], lb[key]), key
 
 
-def damage(params_dir: Path, how: str) -> None:
-    """Damage an Orbax checkpoint the way disks, copies and killed processes do."""
-    data_files = sorted((params_dir / "ocdbt.process_0" / "d").iterdir(), key=lambda f: f.stat().st_size)
-    biggest = data_files[-1]
-    raw = bytearray(biggest.read_bytes())
+def damage(folder: Path, how: str) -> None:
+    """Damage a checkpoint folder's parameter file the way disks, copies and killed processes do."""
+    params = folder / "params.safetensors"
+    raw = bytearray(params.read_bytes())
     if how == "garbled":  # bit rot in the middle of the arrays: reads fine, wrong numbers
         for i in range(len(raw) // 2, len(raw) // 2 + 64):
             raw[i] ^= 0xFF
-        biggest.write_bytes(bytes(raw))
+        params.write_bytes(bytes(raw))
     elif how == "truncated":
-        biggest.write_bytes(bytes(raw[: len(raw) // 2]))
+        params.write_bytes(bytes(raw[: len(raw) // 2]))
     elif how == "emptied":
-        biggest.write_bytes(b"")
+        params.write_bytes(b"")
     elif how == "file deleted":
-        biggest.unlink()
-    elif how == "metadata garbled":
-        (params_dir / "_METADATA").write_text("{not json")
+        params.unlink()
+    elif how == "metadata garbled":  # the header naming each array's place
+        header = int.from_bytes(raw[:8], "little")
+        raw[8:8 + header] = b"{not json" + b" " * (header - 9)
+        params.write_bytes(bytes(raw))
     else:
         raise ValueError(how)
 
@@ -401,7 +402,7 @@ def test_damaged_cache_entry_is_detected_and_rebuilt(how, hf_checkpoints, isolat
     directory, _ = hf_checkpoints(TINY, "2022")
     first = load_weights(str(directory))
     (entry,) = (isolated_cache / "flamino" / "models").iterdir()
-    damage(entry / "params", how)
+    damage(entry, how)
     messages = []
     rebuilt = load_weights(str(directory), progress=lambda fraction, message: messages.append(message))
     assert any("damaged" in m and "rebuilding" in m for m in messages), messages
@@ -416,12 +417,12 @@ def test_damaged_checkpoint_folder_is_a_clear_error_in_the_cli(how, tmp_path):
     """A folder the user names cannot be rebuilt: one clear message, exit 2, nothing written."""
     weights = load_weights("random:tiny:5")
     folder = save_checkpoint(tmp_path / "my-model", weights.config, weights.params, "test")
-    damage(folder / "params", how)
+    damage(folder, how)
     fasta = tmp_path / "in.fa"
     fasta.write_bytes(GOOD)
     code, err = run_cli("embed", str(fasta), "-m", str(folder), "-o", str(tmp_path / "out.npz"))
     assert code == 2 and "Traceback" not in err
-    assert "corrupted (checksum mismatch)" in err or f"cannot use model '{folder}'" in err, err
+    assert f"checkpoint {folder} is corrupted" in err or f"cannot use model '{folder}'" in err, err
     assert not (tmp_path / "out.npz").exists()
 
 

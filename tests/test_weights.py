@@ -1,4 +1,4 @@
-"""Model identifiers, conversion errors, the Orbax cache, hub download and offline behaviour."""
+"""Model identifiers, conversion errors, the cache of converted weights, hub download and offline behaviour."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from flamino_core import checkpoint_files
 from flamino_core import weights as weights_mod
 from flamino_core.config import PRESETS, ESM2Config
 from flamino_core.convert import CheckpointMismatchError, state_dict_to_params
+from flamino_core.model_cache import params_checksum
 from flamino_core.weights import (
     ModelError,
     ModelNotAvailableError,
@@ -38,19 +39,63 @@ def assert_identical(a, b):
         assert np.array_equal(np.asarray(la[k]), np.asarray(lb[k])), k
 
 
-def test_orbax_round_trip_is_bit_identical(tmp_path):
+def test_checkpoint_round_trip_is_bit_identical(tmp_path):
     original = load_weights("random:tiny:3")
     save_checkpoint(tmp_path / "ckpt", original.config, original.params, "test")
     restored = load_weights(str(tmp_path / "ckpt"))
     assert restored.config == original.config
     assert_identical(original.params, restored.params)
+    # The key of the weights (Engine.fingerprint) comes from the stored CRCs without hashing the
+    # arrays again, and equals what the arrays in memory give.
+    assert restored.checksum == params_checksum(original.params) != params_checksum(load_weights("random:tiny:4").params)
+
+
+def write_orbax_checkpoint(directory: Path, weights) -> Path:
+    """A checkpoint folder as flamino wrote them before params.safetensors: Orbax + SHA-256."""
+    import orbax.checkpoint as ocp
+
+    from flamino_core.model_cache import _orbax_sha256
+
+    directory.mkdir(parents=True)
+    weights.config.save(directory / "flamino_config.json")
+    checkpointer = ocp.StandardCheckpointer()
+    checkpointer.save((directory / "params").absolute(), weights.params)
+    checkpointer.wait_until_finished()
+    meta = {"source": "old", "created": 0, "checksum": _orbax_sha256(weights.params), "is_random": True}
+    (directory / "source.json").write_text(json.dumps(meta))
+    return directory
+
+
+def test_orbax_folder_of_an_older_flamino_still_restores(tmp_path):
+    original = load_weights("random:tiny:4")
+    folder = write_orbax_checkpoint(tmp_path / "old-ckpt", original)
+    restored = load_weights(str(folder))
+    assert_identical(original.params, restored.params)
+    assert not (folder / "params.safetensors").exists()  # a folder the user named is never rewritten
+    meta = json.loads((folder / "source.json").read_text())
+    meta["checksum"] = "0" * 64  # its SHA-256 is still checked
+    (folder / "source.json").write_text(json.dumps(meta))
+    with pytest.raises(ModelError, match="checksum mismatch"):
+        load_weights(str(folder))
+
+
+def test_orbax_cache_entry_is_rewritten_once_in_the_new_layout(hf_checkpoints, monkeypatch, isolated_cache):
+    directory, _ = hf_checkpoints(TINY, "2022")
+    first = load_weights(str(directory))
+    (entry,) = (isolated_cache / "flamino" / "models").iterdir()
+    shutil.rmtree(entry)
+    write_orbax_checkpoint(entry, first)  # as an older flamino left it
+    monkeypatch.setattr(checkpoint_files, "state_dict_to_params", lambda *a, **k: pytest.fail("converted again"))
+    assert_identical(first.params, load_weights(str(directory)).params)
+    assert (entry / "params.safetensors").is_file() and not (entry / "params").exists()
+    assert_identical(first.params, load_weights(str(directory)).params)
 
 
 def test_converted_weights_are_cached_and_reused(hf_checkpoints, monkeypatch, isolated_cache):
     directory, _ = hf_checkpoints(TINY, "2022")
     first = load_weights(str(directory))
     entries = list((isolated_cache / "flamino" / "models").iterdir())
-    assert len(entries) == 1 and (entries[0] / "params").is_dir()
+    assert len(entries) == 1 and (entries[0] / "params.safetensors").is_file()
     # Second start: no conversion at all.
     monkeypatch.setattr(checkpoint_files, "state_dict_to_params", lambda *a, **k: pytest.fail("converted again"))
     second = load_weights(str(directory))
@@ -62,7 +107,8 @@ def test_corrupted_cache_entry_is_detected_and_rebuilt(hf_checkpoints, isolated_
     first = load_weights(str(directory))
     (entry,) = (isolated_cache / "flamino" / "models").iterdir()
     meta = json.loads((entry / "source.json").read_text())
-    meta["checksum"] = "0" * 64  # as if the stored arrays no longer matched what was written
+    name = sorted(meta["crc32"])[0]
+    meta["crc32"][name] ^= 1  # as if the stored array no longer matched what was written
     (entry / "source.json").write_text(json.dumps(meta))
     messages = []
     rebuilt = load_weights(str(directory), progress=lambda f, m: messages.append(m))
@@ -70,11 +116,27 @@ def test_corrupted_cache_entry_is_detected_and_rebuilt(hf_checkpoints, isolated_
     assert_identical(first.params, rebuilt.params)
 
 
+def test_cache_entry_of_another_model_structure_is_rebuilt(hf_checkpoints, isolated_cache):
+    """An entry whose arrays do not fit the model (written by a flamino whose model differed)."""
+    from flamino_core.param_files import write_params
+
+    directory, _ = hf_checkpoints(TINY, "2022")
+    first = load_weights(str(directory))
+    (entry,) = (isolated_cache / "flamino" / "models").iterdir()
+    params = {**first.params, "extra_head": {"kernel": np.zeros((2, 2), np.float32)}}
+    meta = json.loads((entry / "source.json").read_text())
+    meta["crc32"] = write_params(entry / "params.safetensors", params)  # sound file, wrong model
+    (entry / "source.json").write_text(json.dumps(meta))
+    messages = []
+    assert_identical(first.params, load_weights(str(directory), progress=lambda f, m: messages.append(m)).params)
+    assert any("damaged" in m for m in messages)
+
+
 def test_deleted_params_are_rebuilt(hf_checkpoints, isolated_cache):
     directory, _ = hf_checkpoints(TINY, "2022")
     first = load_weights(str(directory))
     (entry,) = (isolated_cache / "flamino" / "models").iterdir()
-    shutil.rmtree(entry / "params")
+    (entry / "params.safetensors").unlink()
     assert_identical(first.params, load_weights(str(directory)).params)
 
 
