@@ -1,7 +1,5 @@
 """``python -m flamino_core.cli``: the same as the ``flamino`` command."""
 
-import sys
+from . import run
 
-from . import main
-
-sys.exit(main())
+run()
