@@ -33,7 +33,8 @@ def run_on_ray(job: Job, pending: list[int], address: str, actors: int | None, c
     """Compute the ``pending`` shards of ``job`` on Ray.
 
     ``on_start`` is called when the actors are about to start, ``on_shard`` with the summary
-    (shard, rows, residues) of each finished shard.
+    of each finished shard (shard, rows, residues; the Ray node that computed it, its seconds
+    of computing and the CPU seconds that took).
 
     Returns (seconds of the compute stage, actors used).
     """
@@ -94,7 +95,10 @@ def run_on_ray(job: Job, pending: list[int], address: str, actors: int | None, c
         dataset = dataset.map_batches(
             _worker_class(job, cores),
             batch_size=1,
-            compute=ray.data.ActorPoolStrategy(size=n_actors),
+            # One shard at a time per actor: a shard is minutes of work and its argument one number,
+            # so there is nothing to prefetch, and an actor never holds queued shards while another
+            # (a node that started later) idles at the end of a job.
+            compute=ray.data.ActorPoolStrategy(size=n_actors, max_tasks_in_flight_per_actor=1),
             num_cpus=cpus_per_actor,
             num_gpus=gpus_per_actor,
             runtime_env={"env_vars": env} if env else None,
@@ -102,7 +106,9 @@ def run_on_ray(job: Job, pending: list[int], address: str, actors: int | None, c
         on_start()
         start = time.monotonic()
         for row in dataset.iter_rows():
-            on_shard({name: int(row[name]) for name in ("shard", "rows", "residues")})
+            on_shard({**{name: int(row[name]) for name in ("shard", "rows", "residues")},
+                      "node": str(row["node"]), "seconds": float(row["seconds"]),
+                      "cpu_seconds": float(row["cpu_seconds"])})
         return time.monotonic() - start, n_actors
     except BatchError:
         raise
@@ -155,12 +161,23 @@ class ShardWorker:
         self._engine = Engine(load_weights(self._job.model), token_budget=self._job.token_budget)
 
     def __call__(self, batch: dict) -> dict:
-        infos = [process_shard(self._engine, self._job, int(shard)) for shard in batch["shard"]]
+        import ray
+
+        infos, seconds, cpu_seconds = [], [], []
+        for shard in batch["shard"]:
+            start, cpu_start = time.monotonic(), time.process_time()
+            infos.append(process_shard(self._engine, self._job, int(shard)))
+            seconds.append(time.monotonic() - start)
+            cpu_seconds.append(time.process_time() - cpu_start)  # all of this actor's threads
         return {
             "shard": np.array([i["shard"] for i in infos], np.int64),
             "rows": np.array([i["rows"] for i in infos], np.int64),
             "residues": np.array([i["residues"] for i in infos], np.int64),
             "failures": np.array([len(i["failures"]) for i in infos], np.int64),
+            # Where and how long each shard was computed: the manifest's per-node throughput.
+            "node": np.array([ray.get_runtime_context().get_node_id()] * len(infos)),
+            "seconds": np.array(seconds, np.float64),
+            "cpu_seconds": np.array(cpu_seconds, np.float64),
         }
 
 

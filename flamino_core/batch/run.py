@@ -215,13 +215,14 @@ def run_batch(
             say(f"all {n_shards} shards were already done")
         elif skipped:
             say(f"{skipped} of {n_shards} shards already done; computing the other {len(pending)}")
-        seconds, residues_run, n_actors = 0.0, 0, 0
+        seconds, residues_run, n_actors, nodes = 0.0, 0, 0, {}
         if pending:
             manifest["complete"] = False
             write_json(manifest_path, manifest)
             progress = JobProgress(sum(shards["residues"][k] for k in pending), len(pending))
             finished = set(manifest.get("finished_shards", []))
             last_save = time.monotonic()
+            nodes: dict[str, dict] = {}
 
             def on_start() -> None:
                 progress.start = time.monotonic()  # the rate counts computing, not Ray's start
@@ -230,6 +231,10 @@ def run_batch(
                 nonlocal last_save
                 progress.update(shard["rows"], shard["residues"])
                 finished.add(shard["shard"])
+                node = nodes.setdefault(shard["node"], {"shards": 0, "residues": 0, "seconds": 0.0, "cpu_seconds": 0.0})
+                node.update(shards=node["shards"] + 1, residues=node["residues"] + shard["residues"],
+                            seconds=round(node["seconds"] + shard["seconds"], 3),
+                            cpu_seconds=round(node["cpu_seconds"] + shard["cpu_seconds"], 3))
                 if time.monotonic() - last_save > 10:  # the shard files are the truth; this is for people
                     manifest["finished_shards"] = sorted(finished)
                     write_json(manifest_path, manifest)
@@ -238,10 +243,12 @@ def run_batch(
             seconds, n_actors = run_on_ray(job, pending, ray_address, actors, cpus_per_actor, gpus_per_actor,
                                            on_start, on_shard, say)
             residues_run = progress.residues
-        return _finish(out, job, manifest, manifest_path, skipped, len(pending), seconds, residues_run, n_actors)
+        return _finish(out, job, manifest, manifest_path, skipped, len(pending), seconds, residues_run, n_actors,
+                       nodes)
 
 
-def _finish(out, job, manifest, manifest_path, skipped, run, seconds, residues_run, n_actors) -> BatchSummary:
+def _finish(out, job, manifest, manifest_path, skipped, run, seconds, residues_run, n_actors,
+            nodes) -> BatchSummary:
     """Check every shard file exists, then write failures.jsonl and the summary into the manifest."""
     n_shards = len(manifest["shards"]["records"])
     infos = [shard_info(shard_path(out, k), job.key) for k in range(n_shards)]
@@ -262,8 +269,11 @@ def _finish(out, job, manifest, manifest_path, skipped, run, seconds, residues_r
     manifest.update(finished_shards=list(range(n_shards)), complete=True, finished=now(),
                     summary=dataclasses.asdict(summary) | {"residues_per_s": summary.residues_per_s})
     runs = manifest.setdefault("runs", [])
+    # nodes: per Ray node id, the shards and residues it computed in this run, with its actors'
+    # seconds of computing them and the CPU seconds that took (residues / cpu_seconds: a rate a
+    # busy machine disturbs less than residues / seconds)
     runs.append({"finished": now(), "shards": run, "seconds": round(seconds, 3), "actors": n_actors,
-                 "residues": residues_run})
+                 "residues": residues_run, "nodes": nodes})
     write_json(manifest_path, manifest)
     shutil.rmtree(out / WORK_DIR, ignore_errors=True)
     return summary

@@ -1,0 +1,144 @@
+"""A Ray cluster of several nodes on this machine, for tests/test_batch_cluster.py and
+benchmarks/scale_nodes.py: ``ray start`` nodes on 127.0.0.1, each on a CPU set of its own,
+joined the way docs/scale.md tells a user to join real machines, with a token of their own
+(``RAY_AUTH_TOKEN``).
+
+Every process the cluster starts is stopped on every way out (``LocalCluster.stop``: SIGTERM
+to each ``ray start --block``, which drains and stops what it started, then SIGKILL to
+anything of theirs still alive): on leaving the ``with`` block normally or by an exception; a
+SIGTERM to this process becomes such an exception while the cluster runs; and if this process
+is killed outright, each ``ray start`` gets SIGTERM from the kernel as its parent dies
+(``PR_SET_PDEATHSIG``). ``alive()`` lists what is left, for a test to check.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+RAY = Path(sys.executable).with_name("ray")
+
+
+class LocalCluster:
+    """A head node and one more node on this machine, on disjoint CPU sets; a context manager."""
+
+    def __init__(self, cpu_sets: list[list[int]], env: dict):
+        # A short folder of its own: Ray's socket paths must fit in 107 bytes, and its logs stay apart.
+        self.temp_dir = Path(tempfile.mkdtemp(prefix="flamino-ray-", dir="/tmp"))
+        self.port = _free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        self.env = {**env, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16),
+                    "RAY_USAGE_STATS_ENABLED": "0"}
+        self.cpu_sets = cpu_sets
+        self.starters: list[subprocess.Popen] = []
+        self.seen: dict[int, float] = {}  # pid -> create time of every process the cluster started
+        self._sigterm = None
+
+    def __enter__(self) -> "LocalCluster":
+        self._sigterm = signal.signal(signal.SIGTERM, _raise_interrupt)
+        try:
+            self._start_node(["--head", f"--port={self.port}", "--include-dashboard=false"], self.cpu_sets[0])
+            for cpus in self.cpu_sets[1:]:
+                self._start_node([f"--address={self.address}"], cpus)
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.stop()
+        finally:
+            signal.signal(signal.SIGTERM, self._sigterm)
+
+    def _start_node(self, args: list[str], cpus: list[int]) -> None:
+        log = self.temp_dir / f"node-{len(self.starters)}.log"
+        common = ["--block", "--node-ip-address=127.0.0.1", f"--num-cpus={len(cpus)}", "--num-gpus=0",
+                  "--object-store-memory=100000000", "--disable-usage-stats", f"--temp-dir={self.temp_dir}"]
+        with open(log, "w") as handle:
+            starter = subprocess.Popen([str(RAY), "start", *args, *common], stdout=handle, stderr=subprocess.STDOUT,
+                                       env=self.env, start_new_session=True, preexec_fn=lambda: _node_setup(cpus))
+        self.starters.append(starter)
+        deadline = time.monotonic() + 240
+        while "Ray runtime started" not in log.read_text():
+            if starter.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"ray start did not start a node: {log.read_text()[-3000:]}")
+            self.remember()
+            time.sleep(0.5)
+        self.remember()
+
+    def remember(self) -> None:
+        """Note every process the nodes have started so far (Ray's workers included)."""
+        import psutil
+
+        for starter in self.starters:
+            try:
+                for process in [psutil.Process(starter.pid), *psutil.Process(starter.pid).children(recursive=True)]:
+                    self.seen.setdefault(process.pid, process.create_time())
+            except psutil.NoSuchProcess:
+                pass
+
+    def alive(self) -> list:
+        """Processes the cluster started that still run (a pid reused by another process is not counted)."""
+        import psutil
+
+        left = []
+        for pid, created in self.seen.items():
+            try:
+                process = psutil.Process(pid)
+                if process.create_time() == created and process.status() != psutil.STATUS_ZOMBIE:
+                    left.append(process)
+            except psutil.NoSuchProcess:
+                pass
+        return left
+
+    def stop(self) -> None:
+        """SIGTERM to each ``ray start --block`` (it drains and stops what it started), then SIGKILL
+        to anything of the cluster still alive after 45 s, then the folder is removed."""
+        import psutil
+
+        self.remember()
+        for starter in self.starters:
+            if starter.poll() is None:
+                starter.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 45  # Ray drains a node for up to 30 s
+        while self.alive() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        for process in self.alive():
+            try:
+                process.kill()
+            except psutil.NoSuchProcess:
+                pass
+        for starter in self.starters:
+            try:
+                starter.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        psutil.wait_procs(self.alive(), timeout=10)
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _node_setup(cpus: list[int]) -> None:
+    """In the ``ray start`` child before exec: its CPU set, and SIGTERM when pytest dies."""
+    os.sched_setaffinity(0, cpus)
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
