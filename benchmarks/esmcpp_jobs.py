@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 import common
-from measure import ARGS, BACKEND, T_PROCESS, save_outputs, summary, timed, varlen_logits
+from measure import ARGS, BACKEND, T_PROCESS, cold_result, peer_scan, save_outputs, summary, timed, varlen_logits
 
 SMOOTHQUANT_ALPHA = 0.5  # esm.cpp's default (esm-cpp-quantize --alpha)
 CALIBRATION_PERCENTILE = 99.9  # its default (--percentile)
@@ -139,25 +139,7 @@ def esmcpp_scan() -> dict:
     def flops(n: int) -> float:
         return n * common.forward_flops(cfg, 1, L + 2)
 
-    start = time.perf_counter()
-    scan(list(range(rows)))  # warm-up: one batch
-    warmup_s = time.perf_counter() - start
-    timed_positions = min(ARGS.scan_batches * rows, L) if ARGS.scan_batches else L
-    holder = {}
-    times = timed(lambda: holder.update(lp=scan(list(range(timed_positions)))), ARGS.reps)
-    assert holder["lp"].shape == (timed_positions, cfg.vocab_size)
-    save_outputs(scan=holder["lp"])
-    scale = flops(L) / flops(timed_positions)
-    return {
-        **summary([t * scale for t in times]),
-        "timed_positions": timed_positions,
-        "scale": scale,
-        "measured_times_s": times,
-        "warmup_s": warmup_s,
-        "flops": flops(L),
-        "rows_per_batch": rows,
-        "api": "forward_scheduled (logits)",
-    }
+    return {**peer_scan(scan, rows, L, flops), "api": "forward_scheduled (logits)"}
 
 
 def esmcpp_cold() -> dict:
@@ -173,14 +155,7 @@ def esmcpp_cold() -> dict:
     embedding = hidden[-1][1:-1].mean(axis=0)  # post-final-LayerNorm, residues only
     assert embedding.shape == (model.config.hidden_size,) and np.isfinite(embedding).all()
     t_done = time.time()
-    return {
-        "first_embedding_s": t_done - t_spawned,
-        "interpreter_s": T_PROCESS - t_spawned,
-        "import_s": t_import - T_PROCESS,
-        "load_weights_s": t_load - t_import,
-        "first_run_s": t_done - t_load,
-        "sequence_length": len(seq),
-    }
+    return cold_result(t_spawned, t_import, t_load, t_done, len(seq))
 
 
 def esmcpp_quantize() -> dict:

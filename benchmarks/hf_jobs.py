@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 import common
-from measure import ARGS, T_PROCESS, save_outputs, summary, timed, varlen_logits
+from measure import ARGS, T_PROCESS, cold_result, peer_scan, save_outputs, summary, timed, varlen_logits
 
 def torch_device() -> str:
     """"cuda" when flamino runs on a GPU (run.py passes JAX's platform) and torch has CUDA, so
@@ -151,30 +151,8 @@ def hf_scan() -> dict:
     def flops(n: int) -> float:
         return sum(common.forward_flops(cfg, r, w) for r, w in shapes(n))
 
-    start = time.perf_counter()
-    scan(list(range(rows)))  # warm-up: one batch
-    warmup_s = time.perf_counter() - start
-    timed_positions = min(ARGS.scan_batches * rows, L) if ARGS.scan_batches else L
-    holder = {}
-
-    def run():
-        holder["lp"] = scan(list(range(timed_positions)))
-
-    times = timed(run, ARGS.reps)
-    assert holder["lp"].shape == (timed_positions, cfg.vocab_size)
-    save_outputs(scan=holder["lp"].astype(np.float32))
-    scale = flops(L) / flops(timed_positions)
-    return {
-        **summary([t * scale for t in times]),
-        "timed_positions": timed_positions,
-        "scale": scale,
-        "measured_times_s": times,
-        "warmup_s": warmup_s,
-        "flops": flops(L),
-        "batch_shapes": [list(s) for s in shapes(L)],
-        "rows_per_batch": rows,
-        "attn_implementation": model.config._attn_implementation,
-    }
+    return {**peer_scan(scan, rows, L, flops), "batch_shapes": [list(s) for s in shapes(L)],
+            "attn_implementation": model.config._attn_implementation}
 
 
 def hf_cold() -> dict:
@@ -193,14 +171,7 @@ def hf_cold() -> dict:
     ((hidden, _),) = hf_embed_logits(model, batch_encode([seq]), [len(seq)])
     assert np.isfinite(hidden.mean(0)).all()
     t_done = time.time()
-    return {
-        "first_embedding_s": t_done - t_spawned,
-        "interpreter_s": T_PROCESS - t_spawned,
-        "import_s": t_import - T_PROCESS,
-        "load_weights_s": t_load - t_import,
-        "first_run_s": t_done - t_load,
-        "sequence_length": len(seq),
-    }
+    return cold_result(t_spawned, t_import, t_load, t_done, len(seq))
 
 
 def _config():

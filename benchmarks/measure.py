@@ -13,6 +13,7 @@ import os
 import resource
 import statistics
 import time
+from typing import Callable
 from pathlib import Path
 
 import numpy as np
@@ -66,3 +67,27 @@ def save_outputs(**arrays: np.ndarray) -> None:
 def varlen_logits(logits: list[np.ndarray]) -> dict[str, np.ndarray]:
     """Per-protein residue logits (L, 33), special tokens removed, as ``save_outputs`` keys."""
     return {f"logits/{i}": np.asarray(l, np.float32) for i, l in enumerate(logits)}
+
+
+def peer_scan(scan: Callable[[list[int]], np.ndarray], rows: int, length: int, flops: Callable[[int], float]) -> dict:
+    """The masked-scan protocol of HF and esm.cpp: one batch as warm-up, then the timed
+    positions (``--scan-batches`` batches, or all), their log-probabilities saved for the
+    accuracy check, the times scaled by FLOPs to all ``length`` positions."""
+    start = time.perf_counter()
+    scan(list(range(rows)))
+    warmup_s = time.perf_counter() - start
+    timed_positions = min(ARGS.scan_batches * rows, length) if ARGS.scan_batches else length
+    holder = {}
+    times = timed(lambda: holder.update(lp=scan(list(range(timed_positions)))), ARGS.reps)
+    assert holder["lp"].shape[0] == timed_positions
+    save_outputs(scan=np.asarray(holder["lp"], np.float32))
+    scale = flops(length) / flops(timed_positions)
+    return {**summary([t * scale for t in times]), "timed_positions": timed_positions, "scale": scale,
+            "measured_times_s": times, "warmup_s": warmup_s, "flops": flops(length), "rows_per_batch": rows}
+
+
+def cold_result(t_spawned: float, t_import: float, t_load: float, t_done: float, sequence_length: int) -> dict:
+    """A cold start's breakdown: spawn to interpreter, imports, weights, first run."""
+    return {"first_embedding_s": t_done - t_spawned, "interpreter_s": T_PROCESS - t_spawned,
+            "import_s": t_import - T_PROCESS, "load_weights_s": t_load - t_import, "first_run_s": t_done - t_load,
+            "sequence_length": sequence_length}

@@ -1,6 +1,7 @@
 """``flamino batch`` on one node and on two nodes of a local Ray cluster: residues/s per node.
 
     .venv/bin/python benchmarks/scale_nodes.py [--model random:esm2_t12_35M_UR50D] [--rounds 2]
+    .venv/bin/python benchmarks/scale_nodes.py --probe --model random:esm2_t33_650M_UR50D --proteins 16
 
 The nodes are ``ray start`` processes on this machine (``tests/local_cluster.py``), each on
 cores of its own, one actor per core; the input is the 64 real proteins of ``make bench``'s
@@ -11,6 +12,11 @@ CPU seconds (``runs[-1]["nodes"]``), and the compute stage's wall time. Residues
 CPU-second is the figure a shared machine disturbs least: on a node that has its cores to
 itself, CPU seconds and wall seconds are the same. Prints one JSON line per run and a summary;
 docs/scale.md quotes it.
+
+``--probe`` measures what one single-core actor computes without Ray (for a model too large
+to load twice on this machine): the engine in this process, pinned to one core, on the first
+``--proteins`` proteins of the set, once to compile and then timed; residues/s and residues
+per CPU-second.
 """
 
 from __future__ import annotations
@@ -46,11 +52,34 @@ def run_job(fasta: Path, out: Path, model: str, address: str, actors: int, env: 
             "nodes": run["nodes"], "load": os.getloadavg()[0]}
 
 
+def probe(model: str, proteins: int, rounds: int) -> None:
+    os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:1])  # before JAX sizes its thread pool
+    from flamino_core import Engine, load_weights
+
+    seqs = common.varlen_workload()[:proteins]
+    residues = sum(len(s) for s in seqs)
+    start = time.monotonic()
+    engine = Engine(load_weights(model))
+    engine.run(seqs, repr_layers=(-1,), logits=False)  # compiles every shape of this set
+    print(f"{model}: loaded and compiled in {time.monotonic() - start:.0f} s", flush=True)
+    for _ in range(rounds):
+        wall, cpu = time.monotonic(), time.process_time()
+        engine.run(seqs, repr_layers=(-1,), logits=False)
+        wall, cpu = time.monotonic() - wall, time.process_time() - cpu
+        print(json.dumps({"model": model, "proteins": proteins, "residues": residues, "seconds": wall,
+                          "cpu_seconds": cpu, "residues_per_s": residues / wall,
+                          "residues_per_cpu_s": residues / cpu, "load": os.getloadavg()[0]}), flush=True)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="random:esm2_t12_35M_UR50D")
     p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--probe", action="store_true", help="one single-core engine in this process, no Ray")
+    p.add_argument("--proteins", type=int, default=64, help="--probe: the first N proteins of the set")
     args = p.parse_args()
+    if args.probe:
+        return probe(args.model, args.proteins, args.rounds)
     cores = sorted(os.sched_getaffinity(0))
     if len(cores) < 2:
         raise SystemExit("needs two cores: one per node")

@@ -11,22 +11,13 @@ after the final LayerNorm, as HF's ``last_hidden_state``), one protein at a time
 
 from __future__ import annotations
 
-import argparse
-
 import esm_cpp
 import numpy as np
-from plain_fasta import read_fasta
+from peer_cli import parse_arguments
 
 
 def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("fasta")
-    p.add_argument("model")
-    p.add_argument("output")
-    p.add_argument("--include", default="mean,per_tok")
-    args = p.parse_args()
-    include = args.include.split(",")
-    records = read_fasta(args.fasta)
+    args, include, records = parse_arguments()
     model = esm_cpp.Model.load_from_safetensors(f"{args.model}/model.safetensors")
     tokenizer = esm_cpp.Tokenizer()
     arrays = {"ids": np.array([r[0] for r in records]), "sequences": np.array([r[1] for r in records])}

@@ -12,10 +12,8 @@ files, and the alphabet is all ``EsmTokenizer`` does for plain protein letters).
 
 from __future__ import annotations
 
-import argparse
-
 import numpy as np
-from plain_fasta import read_fasta
+from peer_cli import parse_arguments
 import torch
 from transformers import EsmForMaskedLM
 
@@ -25,14 +23,7 @@ TOKEN_BUDGET = 8192
 
 
 def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("fasta")
-    p.add_argument("model")
-    p.add_argument("output")
-    p.add_argument("--include", default="mean,per_tok")
-    args = p.parse_args()
-    include = args.include.split(",")
-    records = read_fasta(args.fasta)
+    args, include, records = parse_arguments()
     model = EsmForMaskedLM.from_pretrained(args.model).eval()
     order = sorted(range(len(records)), key=lambda i: len(records[i][1]))
     batches: list[list[int]] = []
