@@ -217,12 +217,13 @@ def _process_rows(records, shape) -> list[list[str]]:
     def get(system, job):
         return next((r for r in _find(records, system, "process", shape, job=job) if "error" not in r), None)
 
-    f, h, e, floor = (get(s, "one") for s in ("flamino", "hf", "esmcpp", "floor"))
+    f, h, e, floor, bare = (get(s, "one") for s in ("flamino", "hf", "esmcpp", "floor", "floor_no_teardown"))
     if f:
         t = [r and r["median_s"] for r in (f, h, e)]
         bound = floor and floor["median_s"] + TARGETS["start_over_floor_s"]
         rows.append([shape, f"whole process: `flamino embed` of 1 protein ({f['residues']} residues), warm caches (s) "
-                     f"[JAX floor, a process that imports JAX and runs one op: {_fmt(floor and floor['median_s'], '{:.2f}')} s]"
+                     f"[JAX floor, a process that imports JAX and runs one op: {_fmt(floor and floor['median_s'], '{:.2f}')} s; "
+                     f"the same ended with os._exit as flamino ends: {_fmt(bare and bare['median_s'], '{:.2f}')} s]"
                      + _mark(f, h, e, floor), *[_fmt(x, "{:.2f}") for x in t], _fmt(_ratio(t[1], t[0]), "{:.2f}x"),
                      _fmt(_ratio(t[2], t[0]), "{:.2f}x"), f"<= floor + {TARGETS['start_over_floor_s']} s",
                      _ok(None if bound is None else t[0] <= bound), _rss(f, h, e)])

@@ -8,12 +8,15 @@ to each ``ray start --block``, which drains and stops what it started, then SIGK
 anything of theirs still alive): on leaving the ``with`` block normally or by an exception; a
 SIGTERM to this process becomes such an exception while the cluster runs; and if this process
 is killed outright, each ``ray start`` gets SIGTERM from the kernel as its parent dies
-(``PR_SET_PDEATHSIG``). ``alive()`` lists what is left, for a test to check.
+(``setpriv --pdeathsig``). ``alive()`` lists what is left, for a test to check.
+
+The nodes are started through util-linux's ``setpriv`` and ``taskset`` rather than a Python
+``preexec_fn``: the parent may run JAX's threads, and Python code between fork and exec in a
+multithreaded process can deadlock.
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
 import secrets
 import shutil
@@ -65,8 +68,11 @@ class LocalCluster:
         common = ["--block", "--node-ip-address=127.0.0.1", f"--num-cpus={len(cpus)}", "--num-gpus=0",
                   "--object-store-memory=100000000", "--disable-usage-stats", f"--temp-dir={self.temp_dir}"]
         with open(log, "w") as handle:
-            starter = subprocess.Popen([str(RAY), "start", *args, *common], stdout=handle, stderr=subprocess.STDOUT,
-                                       env=self.env, start_new_session=True, preexec_fn=lambda: _node_setup(cpus))
+            starter = subprocess.Popen(
+                ["setpriv", "--pdeathsig", "TERM", "taskset", "--cpu-list", ",".join(map(str, cpus)),
+                 str(RAY), "start", *args, *common],
+                stdout=handle, stderr=subprocess.STDOUT, env=self.env, start_new_session=True,
+            )
         self.starters.append(starter)
         deadline = time.monotonic() + 240
         while "Ray runtime started" not in log.read_text():
@@ -129,13 +135,6 @@ class LocalCluster:
 
 def _raise_interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
-
-
-def _node_setup(cpus: list[int]) -> None:
-    """In the ``ray start`` child before exec: its CPU set, and SIGTERM when pytest dies."""
-    os.sched_setaffinity(0, cpus)
-    pr_set_pdeathsig = 1
-    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
 def _free_port() -> int:

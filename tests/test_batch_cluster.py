@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -22,7 +23,10 @@ import pytest
 from flamino_core.batch import read_results, to_numpy
 from local_cluster import LocalCluster
 
-pytestmark = pytest.mark.ray
+pytestmark = [
+    pytest.mark.ray,
+    pytest.mark.skipif(not (shutil.which("setpriv") and shutil.which("taskset")), reason="needs util-linux's setpriv and taskset"),
+]
 
 TINY = "random:tiny"
 
