@@ -242,7 +242,7 @@ def flamino_cold() -> dict:
 
 
 def prepare_checkpoint() -> dict:
-    """Write the shape's HF checkpoint, then let flamino convert it once into its Orbax cache
+    """Write the shape's HF checkpoint, then let flamino convert it once into its cache of converted weights
     (FLAMINO_CACHE), so every later flamino process restores it the way a second start does."""
     start = time.time()
     directory = common.write_checkpoint(ARGS.shape, Path(ARGS.root))

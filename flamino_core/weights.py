@@ -1,8 +1,9 @@
 """Resolve a model identifier to weights: Hub presets, local HF directories, fair-esm ``.pt``
 files, flamino checkpoints, and the labelled untrained test model.
 
-Whatever the source, converted weights are written once as an Orbax checkpoint plus the config
-as JSON under ``FLAMINO_CACHE`` (default ``~/.cache/flamino``); later starts restore that. The
+Whatever the source, converted weights are written once as one safetensors file (a CRC-32 per
+array) plus the config as JSON under ``FLAMINO_CACHE`` (default ``~/.cache/flamino``); later
+starts read that (Orbax folders of earlier versions are still read, see ``model_cache.py``). The
 pieces: ``hub.py`` (downloads), ``checkpoint_files.py`` (reading published files),
 ``model_cache.py`` (``ModelWeights``, checkpoint folders, the cache). This module is the one
 entry point (``load_weights``) and re-exports what callers use.

@@ -41,6 +41,7 @@ FILE_KINDS = {
                      "test_structure_app.py"], "app"),
     **dict.fromkeys(["test_browser.py", "test_browser_predict.py", "test_browser_structure.py", "test_browser_views.py",
                      "test_hosted_server_attacks.py"], "browser"),
+    "test_batch_cluster.py": "ray",
 }
 TEST_KINDS = {  # "file::test name prefix" -> kind, where a test is not its file's kind
     "test_alphabet.py::test_matches_": "parity",  # against the installed fair-esm
@@ -65,6 +66,7 @@ TEST_KINDS = {  # "file::test name prefix" -> kind, where a test is not its file
     "test_cli.py::test_invalid_inputs": "integration", "test_cli.py::test_mixed_file": "integration",
     "test_cli.py::test_console_script": "integration", "test_cli.py::test_embed_reads_three_letter": "integration",
     "test_cli.py::test_embed_contacts_of_a_long": "integration",
+    "test_cli.py::test_command_ends_without_teardown": "integration",  # subprocesses
     "test_cli_variants.py::test_variants_scores_match_hf": "parity",
     "test_cli_variants.py::test_variants_joint_masked_adds_non_additivity_against_hf": "parity",
     "test_variant_scores.py::test_k_variants": "integration", "test_variant_scores.py::test_skipped_entries": "integration",
