@@ -16,7 +16,7 @@ import uuid
 
 import streamlit as st
 
-from app_pages._ui import context, downloads, inputs, model_picker, models, numbering, session
+from app_pages._ui import context, downloads, inputs, jobs_panel, model_picker, models, numbering, session
 from app_pages._ui.policy import hosted_mode
 from app_pages._ui.views import DEFAULT_PAGE, PAGES
 
@@ -63,6 +63,7 @@ def main() -> None:
         engine_slot = st.empty()  # filled once the model is loaded (below): how it runs
         record = inputs.record_picker(parsed.records if parsed else ())
         first = numbering.numbering_controls(record) if record is not None else None
+        jobs_slot = st.empty()  # this session's jobs, whichever page started them (drawn after the page)
         downloads.image_format_picker()
         link_slot = st.empty()
 
@@ -75,6 +76,8 @@ def main() -> None:
         context.serve(page, ctx)
     except Exception as err:  # never a traceback in front of a biologist; the log keeps it
         failed(err, f"page {current}")
+    with jobs_slot.container():
+        jobs_panel.sidebar_panel()
     session.publish_link(ctx, link_slot)
 
 

@@ -36,7 +36,7 @@ def contact_note(contacts: np.ndarray, length: int) -> str | None:
 
 
 def main(ctx: PageContext) -> None:
-    model, seq, stem, shown = ctx.model, ctx.sequence, ctx.stem, ctx.shown
+    engine, seq, stem, shown = ctx.engine, ctx.sequence, ctx.stem, ctx.shown
     n, heads = ctx.engine.config.num_layers, ctx.engine.config.attention_heads
     part, first, record_stem, stem = seq[shown.span], shown.number, stem, stem + shown.stem()
     # The residues the maps cover (at most 1,022) and the window of the sequence they come from.
@@ -75,8 +75,8 @@ def main(ctx: PageContext) -> None:
 
     # Long sequences go through the server's heavy-job queue; when it is full the page says so
     # and shows what it has.
-    maps = results.heavy(results.attention, model, window_seq, layer, what="the attention maps")  # (H, T, T)
-    contact_probs = results.heavy(results.contacts, model, seq, what="the contact map")  # (L, L)
+    maps = results.heavy(results.attention, engine, window_seq, layer, what="the attention maps")  # (H, T, T)
+    contact_probs = results.heavy(results.contacts, engine, seq, what="the contact map")  # (L, L)
     what = "APC-corrected, symmetrised attention" if use_apc else "Attention"
     crop = (shown.start - window, maps_stop - window)  # the maps' residues within the window
 

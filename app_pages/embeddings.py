@@ -14,7 +14,7 @@ from flamino_core import analysis, figures
 
 
 def main(ctx: PageContext) -> None:
-    model, seq, stem = ctx.model, ctx.sequence, ctx.stem
+    engine, seq, stem = ctx.engine, ctx.sequence, ctx.stem
     shown = ctx.shown  # the per-residue half covers the range, in the record's numbering
     n = ctx.engine.config.num_layers
     part, first, part_stem = seq[shown.span], shown.number, stem + shown.stem()
@@ -28,7 +28,7 @@ def main(ctx: PageContext) -> None:
         dims = kept_radio("Projection", "dims", horizontal=True)
     with controls[1]:
         colour = kept_radio("Colour residues by", "colour", horizontal=True)
-    reps = results.representations(model, seq, layer)[shown.span]  # (shown, D)
+    reps = results.representations(engine, seq, layer)[shown.span]  # (shown, D)
     result = analysis.pca(reps, n_components=3)
     ratios = result.explained_variance_ratio
     fig = figures.residue_pca_scatter(

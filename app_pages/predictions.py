@@ -22,6 +22,13 @@ RANGE_SEEN = "_pos_range"  # the range the masked position was last drawn with
 PICKED = "_picked_cell"  # (sequence, 0-based index in it, mutant letter) last clicked on the map
 
 
+def use_wt_marginals() -> None:
+    st.session_state["scan"] = st.session_state[widget_key("scan")] = "wt-marginals"
+
+
+CHEAPER = ("Use wt-marginals instead (one unmasked pass)", use_wt_marginals)
+
+
 def probabilities_frame(probabilities: np.ndarray, sequence: str, entropies: np.ndarray, first: int) -> pd.DataFrame:
     frame = pd.DataFrame(probabilities.T, columns=list(STANDARD_AMINO_ACIDS))
     frame.insert(0, "entropy_bits", entropies)
@@ -72,10 +79,10 @@ def follow_range(shown) -> None:
 
 
 def main(ctx: PageContext) -> None:
-    record, model, seq, stem, shown = ctx.record, ctx.model, ctx.sequence, ctx.stem, ctx.shown
+    record, engine, seq, stem, shown = ctx.record, ctx.engine, ctx.sequence, ctx.stem, ctx.shown
     part, first, part_stem = seq[shown.span], shown.number, stem + shown.stem()
 
-    logits = results.logits(model, seq)
+    logits = results.logits(engine, seq)
     probabilities = analysis.amino_acid_probabilities(logits[shown.span])  # (20, shown)
     entropies = analysis.entropy(probabilities)
     st.markdown(
@@ -108,7 +115,7 @@ def main(ctx: PageContext) -> None:
             default=shown.start + 1, shift=number_one - 1,
         )  # fmt: skip
         number = position + number_one - 1
-        log_probs = results.masked_position(model, seq, position - 1)  # (33,)
+        log_probs = results.masked_position(engine, seq, position - 1)  # (33,)
         masked = np.exp(log_probs.astype(np.float64))
         masked_aa = masked[STANDARD_AA_TOKEN_IDS]
         residue = seq[position - 1]
@@ -136,8 +143,9 @@ def main(ctx: PageContext) -> None:
     st.subheader("Single-substitution map")
     scan = kept_radio("Scoring", "scan")
     log_probs_range = None
-    if scan == "masked":  # one pass per position of the range, in queued chunks, kept as they finish
-        log_probs_range = scans.masked_scan(model, seq, shown)  # (shown, 33) or None
+    if scan == "masked-marginals":  # one pass per position of the range, a background job in queued chunks
+        log_probs_range = scans.masked_scan(engine, seq, range(shown.start, shown.stop), shown.label(),
+                                            "the masked scan", cheaper=CHEAPER)
     if log_probs_range is not None:
         scored = scores.from_log_probs(log_probs_range, part)  # what scores.substitution_map returns
         substitution, pppl = scored.substitutions, scored.pppl
@@ -150,8 +158,8 @@ def main(ctx: PageContext) -> None:
         )
         method = "masked-marginals"
     else:
-        substitution = results.wt_marginal_scores(model, seq)[shown.span]
-        if scan == "masked":
+        substitution = results.wt_marginal_scores(engine, seq)[shown.span]
+        if scan == "masked-marginals":
             st.caption("Showing the fast wt-marginals scores meanwhile.")
         else:
             st.caption("Pseudo-perplexity needs the masked scan: choose masked-marginals above.")

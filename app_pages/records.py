@@ -1,56 +1,47 @@
 """Records: every record of the input in one table (length, header metadata, mean entropy and,
-on request, pseudo-perplexity), sortable by any column and downloadable."""
+on request, pseudo-perplexity), sortable by any column, searchable, downloadable; a click on a
+row picks the record the other pages analyse.
 
-import hashlib
+The table is drawn at once with what the result store holds and fills in while the set's jobs
+run in the background (``_ui/set_results.py``): it never disappears while a column is computed.
+"""
 
 import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app_pages._ui import results
+from app_pages._ui import jobs_panel, set_results
 from app_pages._ui.context import PageContext, current
-from app_pages._ui.widgets import counted, plain
 from app_pages._ui.downloads import csv_button
-from flamino_core import scores
+from app_pages._ui.inputs import pick_record
+from app_pages._ui.record_search import matching, search_box
 from flamino_core.record_metadata import FIELDS
-from flamino_core.record_summary import ENTROPY_COLUMN, PPPL_COLUMN, SHOWN_FIELDS, mean_entropy, summary_rows
+from flamino_core.record_summary import ENTROPY_COLUMN, PPPL_COLUMN, SHOWN_FIELDS, summary_rows
 
-PPPL_ASKED = "_pppl_asked"  # session state: the (model, records) whose pseudo-perplexities were asked for
-
-
-def _set_key(model: str, sequences: tuple[str, ...]) -> str:
-    return hashlib.sha256("\n".join((model, *sequences)).encode()).hexdigest()
+PPPL_ASKED = "_pppl_asked"  # session state: the (model, set) whose pseudo-perplexities were asked for
+TABLE = "records_table"
 
 
-def entropies(model: str, records) -> dict[str, float]:
-    """Mean entropy of each record from one unmasked pass each (cached per sequence)."""
-    bar = st.progress(0.0, text="Unmasked passes for the mean entropy")
-    out = {}
-    for index, record in enumerate(records, 1):
-        out[record.id] = mean_entropy(results.logits(model, record.sequence))
-        bar.progress(index / len(records), text=f"Unmasked passes for the mean entropy ({index}/{len(records)})")
-    bar.empty()
-    return out
+def ask_pppl(engine, sequences) -> None:
+    """The button that asks for the pseudo-perplexity column, with what it costs."""
+    cost = set_results.masked_cost(engine, sequences)
 
+    def asked() -> None:  # the click is the go-ahead, whatever the cost said beside it
+        st.session_state[PPPL_ASKED] = (engine.fingerprint, set_results.set_digest(sequences))
+        jobs_panel.approve(set_results.pppl_key(engine, sequences))
 
-def pseudo_perplexities(model: str, records) -> dict[str, float]:
-    """Each record's masked scan, in the heavy-job queue; stops (keeping what is done) if the
-    server is too busy."""
-    bar = st.progress(0.0, text="Masked scans")
-    out = {}
-    for index, record in enumerate(records, 1):
-        bar.progress((index - 1) / len(records), text=f"Masked scan {index} of {len(records)}: {plain(record.id)}")
-        log_probs = results.heavy(results.masked_scan, model, record.sequence, what=f"the masked scan of {record.id}")
-        if log_probs is None:
-            break
-        out[record.id] = scores.pseudo_perplexity(log_probs, record.sequence)
-    bar.empty()
-    return out
+    left, right = st.columns([1, 3], vertical_alignment="center")
+    left.button("Compute pseudo-perplexity", icon=":material/play_arrow:", on_click=asked)
+    when = f": {jobs_panel.about(cost.seconds)} at this machine's measured rate for this model" if cost.seconds else ""
+    right.caption(
+        f"Pseudo-perplexity masks each position in turn: {cost.describe()}{when}. It runs in the background, "
+        "in chunks through the server's queue for heavy jobs; values appear as records finish."
+    )
 
 
 def shown_frame(frame: pd.DataFrame) -> pd.DataFrame:
     """The table as shown: no literal "None" (issue 24). A field a record's header lacks is
-    blank; pseudo-perplexity appears once computed (NaN, blank, where the queue stopped early)."""
+    blank; pseudo-perplexity appears once computed (NaN, blank, until its record is done)."""
     if frame[PPPL_COLUMN].isna().all():
         frame = frame.drop(columns=PPPL_COLUMN)
     numeric = [c for c in (ENTROPY_COLUMN, PPPL_COLUMN) if c in frame]
@@ -68,35 +59,48 @@ def _cell(value):
 
 
 def main(ctx: PageContext) -> None:
-    model, found = ctx.model, ctx.records
-    st.caption("Every record of the input. Click a column's header to sort by it.")
-    mean_entropies = entropies(model, found)
+    engine, found = ctx.engine, ctx.records
+    sequences = tuple(r.sequence for r in found)
+    st.caption("Every record of the input. Click a row to analyse that record on the other pages; click a "
+               "column's header to sort by it.")
+    entropies = set_results.mean_entropies(engine, ctx.model, sequences)
 
-    key = _set_key(model, tuple(r.sequence for r in found))
-    passes = sum(len(r.sequence) for r in found)
-    asked = st.session_state.get(PPPL_ASKED) == key
-    if not asked:
-        left, right = st.columns([1, 3], vertical_alignment="center")
-        left.button("Compute pseudo-perplexity", icon=":material/play_arrow:",
-                    on_click=lambda: st.session_state.__setitem__(PPPL_ASKED, key))  # fmt: skip
-        right.caption(
-            f"Pseudo-perplexity masks each position in turn: {counted(len(found), 'masked scan')}, "
-            f"{counted(passes, 'forward pass', 'forward passes')} in all, run one after another in the server's queue for heavy jobs."
-        )
-    pppl = pseudo_perplexities(model, found) if asked else {}
+    asked = st.session_state.get(PPPL_ASKED) == (engine.fingerprint, set_results.set_digest(sequences))
+    pppl = set_results.pseudo_perplexities(engine, ctx.model, sequences, asked)
+    if not asked and pppl.missing:
+        ask_pppl(engine, sequences)
 
-    frame = shown_frame(pd.DataFrame(summary_rows(found, mean_entropies, pppl)))
+    frame = shown_frame(pd.DataFrame(summary_rows(
+        found, {r.id: entropies.values.get(r.sequence) for r in found},
+        {r.id: pppl.values.get(r.sequence) for r in found},
+    )))  # fmt: skip
+    hits = matching(found, search_box(len(found)))
+    shown = frame.style.apply(lambda row: ["background-color: #fff3b0" if row.name in hits else ""] * len(row),
+                              axis=1) if hits else frame
     st.dataframe(
-        frame,
+        shown,
         hide_index=True,
         width="stretch",
+        key=TABLE,
+        on_select=lambda: _pick(found),
+        selection_mode="single-row",
         column_config={
             **{field: FIELDS[field] for field in SHOWN_FIELDS},  # the header's own key shown: OS=, GN= ...
             ENTROPY_COLUMN: st.column_config.NumberColumn(format="%.3f", help="Unmasked pass, bits (0 to 4.32)"),
             PPPL_COLUMN: st.column_config.NumberColumn(format="%.3f", help="exp(−mean log p(residue | it masked))"),
         },
     )
+    if entropies.missing or pppl.missing:
+        st.caption(f"Empty cells fill in as the records are computed ({len(found) - entropies.missing:,} of "
+                   f"{len(found):,} mean entropies so far).")
     csv_button("Records table (CSV)", lambda: frame, "records.csv", "records_csv")
+
+
+def _pick(found) -> None:
+    """A click on a row: that record is the one the other pages analyse."""
+    rows = st.session_state[TABLE]["selection"]["rows"]
+    if rows:
+        pick_record(found[rows[0]].id)
 
 
 if __name__ == "__main__":  # run by app.py (context.serve), with this rerun's context

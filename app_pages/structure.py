@@ -122,10 +122,10 @@ def track_widget(param, spec, n_layers, n_heads, seq, first, label=None):
 
 def view_3d(ctx: PageContext, parsed, alignment, contacts, top, file_stem):
     st.subheader("The structure in 3D")
-    model, seq, engine, first = ctx.model, ctx.sequence, ctx.engine, ctx.first
+    seq, engine, first = ctx.sequence, ctx.engine, ctx.first
     track, choice = track_choices(engine.config.num_layers, engine.config.attention_heads, seq, first)
     try:
-        values, label = structures.track_values(track, model, seq, contacts, choice, first)
+        values, label = structures.track_values(track, engine, seq, contacts, choice, first)
     except ValueError as err:
         st.warning(plain(str(err)))
         return
@@ -186,7 +186,7 @@ def main(ctx: PageContext) -> None:
         return
     file_stem = f"{stem}_{safe_name(parsed.name.split('.')[0])}_{alignment.chain_id}"
     # Long sequences go through the server's heavy-job queue; a full queue is a warning here.
-    contacts = results.heavy(results.contacts, model, seq, what="the contact map")  # (L, L)
+    contacts = results.heavy(results.contacts, ctx.engine, seq, what="the contact map")  # (L, L)
     top = None
     if contacts is not None:
         structures.remember_contacts(model, seq, contacts)

@@ -8,7 +8,6 @@ from app_pages._ui import inputs, results, scans, suggestions, variant_results
 from app_pages._ui.context import PageContext, current, ready
 from app_pages._ui.downloads import csv_button, json_button, safe_name, show_figure
 from app_pages._ui.policy import current_limits, visitor_model_name
-from app_pages._ui.ranges import Shown
 from app_pages._ui.variant_views import (
     download_frame,
     dms_upload,
@@ -18,7 +17,7 @@ from app_pages._ui.variant_views import (
     skipped,
     strategy_picker,
 )
-from app_pages._ui.widgets import counted, kept_radio, kept_toggle, plain
+from app_pages._ui.widgets import counted, kept_radio, kept_toggle, plain, widget_key
 from flamino_core import scores
 from flamino_core.variants.dms import numbering_problem, output_frame
 from flamino_core.variants.figures import dms_heatmaps, dms_scatter, variant_map
@@ -36,22 +35,37 @@ def notes(found: list[str]) -> None:
             st.caption(plain(note))
 
 
-def substitution_scores(model: str, seq: str, first: int):
+def use_wt_map() -> None:
+    st.session_state["vmap"] = st.session_state[widget_key("vmap")] = "wt-marginals"
+
+
+def substitution_scores(engine, seq: str):
     """The record's full substitution map, as the page's map choice asks, and its method. The
-    masked map is the Masked predictions page's scan of the whole sequence: estimated, asked for
-    before a long one (a link cannot start it), run a chunk per queue slot, kept."""
-    if kept_radio("Map behind your variants", "vmap", horizontal=True) == "masked":
-        log_probs = scans.masked_scan(model, seq, Shown(0, len(seq), len(seq), first))  # (L, 33) or None
+    masked map is a scan of the whole sequence (``scans.py``): its cost said first when it is
+    long, a chunk per queue slot, every position through the result store (the variants' own
+    masked positions run no second pass)."""
+    if kept_radio("Map behind your variants", "vmap", horizontal=True) == "masked-marginals":
+        log_probs = scans.masked_scan(engine, seq, range(len(seq)), "the whole sequence", "the masked-marginal map",
+                                      cheaper=("Show the wt-marginals map", use_wt_map))  # (L, 33) or None
         if log_probs is not None:
             return scores.from_log_probs(log_probs, seq).substitutions, "masked-marginals"
         st.caption("Showing the fast wt-marginals map meanwhile.")
-    return results.wt_marginal_scores(model, seq), "wt-marginals"
+    return results.wt_marginal_scores(engine, seq), "wt-marginals"
+
+
+def partial_rows(partial, columns: list[str]) -> None:
+    """The rows scored so far, while the rest are computed."""
+    if partial is None:
+        return
+    shown = [c for c in columns if c in partial.columns]
+    st.caption(f"{len(partial):,} rows scored so far; the rest fill in as they are computed.")
+    st.dataframe(partial[shown], hide_index=True, width="stretch", height=min(420, 38 + 35 * max(len(partial), 1)))
 
 
 def list_section(ctx: PageContext) -> None:
     if not ready(ctx):
         return
-    record, model, seq, stem = ctx.record, ctx.model, ctx.sequence, ctx.stem
+    record, engine, seq, stem = ctx.record, ctx.engine, ctx.sequence, ctx.stem
     inputs.record_caption(record, ctx.record_read, ctx.first)
     offset = ctx.first
     if offset != 1:
@@ -74,9 +88,10 @@ def list_section(ctx: PageContext) -> None:
     strategy = strategy_picker(seq, variants)
     if strategy is None:
         return
-    scored = results.heavy(variant_results.list_scores, model, seq, text, offset, strategy, record.id,
-                           what="scoring the variants")
+    scoring = variant_results.list_scores(engine, seq, text, offset, strategy, record.id)
+    scored = scoring.done
     if scored is None:
+        partial_rows(scoring.partial, ["mutant", "variant", "score", "status"])
         return
     notes(scored.notes)
     counts = st.columns(3)
@@ -93,7 +108,7 @@ def list_section(ctx: PageContext) -> None:
                "variants_csv")
 
     st.subheader("Your variants on the substitution map")
-    substitution, method = substitution_scores(model, seq, offset)
+    substitution, method = substitution_scores(engine, seq)
     fig = variant_map(substitution, seq, variants, offset=offset, method=method, table=table)
     show_figure(fig, "variant_map", f"{stem}_variants_map")
 
@@ -127,9 +142,10 @@ def dms_section(ctx: PageContext) -> None:
     strategy = strategy_picker(table.wild_type, variant_results.dms_variants(data, wild_type, offset))
     if strategy is None:
         return
-    scored = results.heavy(variant_results.dms_scores, model, data, wild_type, offset, strategy, record_id,
-                           what="scoring the DMS table")
+    scoring = variant_results.dms_scores(ctx.engine, data, wild_type, offset, strategy, record_id)
+    scored = scoring.done
     if scored is None:
+        partial_rows(scoring.partial, ["mutant", "DMS_score", "score", "status"])
         return
     notes(scored.notes)
     if scored.dms.issues:

@@ -196,6 +196,13 @@ def record_outputs(
     return [results[s] for s in sequences]
 
 
+def keep_record_outputs(store: ResultStore, model: str, num_layers: int, sequence: str, record: RecordOutputs,
+                        long: str = "window") -> None:
+    """Store ``record``, the outputs of ``sequence`` computed elsewhere (a Ray worker), under the
+    model fingerprint ``model``, as ``record_outputs`` would have stored them."""
+    store.put_outputs(model, sequence, _pack(record, len(sequence), long, num_layers))
+
+
 def _group_residues(engine) -> int:
     """Residues per group, so that every layer's (L, D) float32 states stay under GROUP_BYTES."""
     config = engine.config

@@ -70,6 +70,9 @@ def project(means: np.ndarray, method: str = "pca", seed: int = 0) -> Projection
     return Projection(result.coords, "pca", titles, note)
 
 
+FOUND_COLOUR = "#E8710A"  # records a search matched
+
+
 def record_map_figure(
     projection: Projection,
     ids: Sequence[str],
@@ -78,6 +81,7 @@ def record_map_figure(
     selected: str | None = None,
     labels: bool = True,
     title: str = "",
+    found: Sequence[str] = (),
 ) -> go.Figure:
     """The records on the map.
 
@@ -89,6 +93,7 @@ def record_map_figure(
       colour_name: what ``colour`` is, for the legend.
       selected: the id of the record the other pages analyse, ringed and always labelled.
       labels: write each record's id beside its point (hover shows it either way).
+      found: ids of records a search matched: ringed in orange and always labelled.
     """
     coords = projection.coords
     names = [escape(i) for i in ids]
@@ -125,6 +130,15 @@ def record_map_figure(
             add(rest, f"other ({len(ordered) - len(shown)} values)", {"color": "#666666"})
     if missing and colour is not None and present:
         add(missing, MISSING, {"color": MISSING_COLOUR})
+    index = {record_id: i for i, record_id in enumerate(ids)}
+    hits = [index[f] for f in dict.fromkeys(found) if f in index]
+    if hits:
+        fig.add_trace(go.Scatter(
+            x=coords[hits, 0], y=coords[hits, 1], mode="markers+text", name=f"found ({len(hits)})",
+            text=[names[i] for i in hits], textposition="bottom center", customdata=[hover[i] for i in hits],
+            hovertemplate="%{customdata} (found)<extra></extra>",
+            marker={"size": 18, "symbol": "circle-open", "color": FOUND_COLOUR, "line": {"width": 3}},
+        ))  # fmt: skip
     if selected in ids:
         i = list(ids).index(selected)
         fig.add_trace(go.Scatter(

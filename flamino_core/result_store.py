@@ -171,6 +171,20 @@ class ResultStore:
 
         return self._run(work, {})
 
+    def held_positions(self, model: str, sequence: str) -> set[int]:
+        """The positions of ``sequence`` with a masked pass stored, without reading (or checking)
+        their values: a cheap count for progress and cost estimates. A damaged value is still
+        found and recomputed by ``masked`` when it is read."""
+        digest = sequence_digest(sequence)
+
+        def work(connection):
+            found = rows(connection, "SELECT id FROM entries WHERE model = ? AND sequence = ?", (model, digest))
+            if not found:
+                return set()
+            return {p for (p,) in rows(connection, "SELECT position FROM masked WHERE entry = ?", (found[0][0],))}
+
+        return self._run(work, set())
+
     def missing(self, model: str, sequence: str, positions: Iterable[int]) -> list[int]:
         """The 0-based ``positions`` with no (undamaged) stored masked pass, in the given order."""
         positions = list(positions)

@@ -315,13 +315,13 @@ class Session:
             return True
 
         def done(state):
-            asks = any(b.strip().endswith(")") and "Start the scan" in b for b in state["buttons"])
+            asks = any(b.strip().endswith(")") and b.strip().startswith("Start (") for b in state["buttons"])
             return "Pseudo-perplexity" in state["metrics"] or any(BUSY in w for w in state["warnings"]) or asks
 
         result = await self.settle(done, started)
-        if result and not result[0]["metrics"] and any("Start the scan" in b for b in result[0]["buttons"]):
+        if result and not result[0]["metrics"] and any(b.strip().startswith("Start (") for b in result[0]["buttons"]):
             # A scan estimated over 30 s at the measured rate is asked for first: ask for it.
-            await self.page.get_by_role("button", name=re.compile("Start the scan")).click()
+            await self.page.get_by_role("button", name=re.compile(r"^Start \(")).click()
             result = await self.settle(lambda state: "Pseudo-perplexity" in state["metrics"]
                                        or any(BUSY in w for w in state["warnings"]), started)
         if result:

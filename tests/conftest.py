@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import zlib
 from pathlib import Path
 
@@ -106,6 +107,16 @@ def isolated_cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.delenv("FLAMINO_MODEL", raising=False)
     return root
+
+
+@pytest.fixture(autouse=True)
+def no_jobs_of_other_tests():
+    """The app's background jobs are process-wide and every AppTest session has the same id: each
+    test starts and ends with none (their results stay in that test's own store)."""
+    yield
+    background = sys.modules.get("app_pages._ui.background")
+    if background is not None:
+        background.forget_all()
 
 
 @pytest.fixture(scope="session")

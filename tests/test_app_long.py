@@ -5,6 +5,8 @@ the range, can be cancelled and resume; and a hosted server's window of a record
 from __future__ import annotations
 
 import base64
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -13,8 +15,9 @@ from flamino_core.alphabet import AA_TO_IDX
 from flamino_core.engine import Engine
 from flamino_core.weights import load_weights
 
-from app_pages._ui import scan_store, scans
-from test_app import assert_clean, environment, figures, open_page, paste, start, titles  # noqa: F401
+from app_pages._ui import background
+from flamino_core import jobs
+from test_app import assert_clean, environment, figures, open_page, paste, settle, start, titles, unescaped  # noqa: F401
 
 RNG = np.random.default_rng(5)
 LONG = "".join(RNG.choice(list("ACDEFGHIKLMNPQRSTVWY"), 1100))
@@ -36,9 +39,8 @@ def z(trace) -> np.ndarray:
 
 @pytest.fixture
 def fresh_scans(monkeypatch):
-    """Empty process-wide scan results and pass rates, and every masked call recorded."""
-    monkeypatch.setattr(scans, "STORE", scan_store.ScanStore())
-    monkeypatch.setattr(scans, "RATES", scan_store.PassRates())
+    """Every masked call of more than one position of MEDIUM recorded (each test has its own
+    result store and pass rates: its own FLAMINO_CACHE)."""
     calls: list[list[int]] = []
     real = Engine.masked_log_probs
 
@@ -121,14 +123,16 @@ def test_a_masked_scan_runs_only_the_range_and_resumes_after_an_interruption(fre
     def dropped(self, sequence, positions=None, progress=None):
         if len(calls) == failing["at"]:
             failing["at"] = -1
-            raise ConnectionError("the connection dropped")  # as if the server lost the session
+            raise ConnectionError("the connection dropped")  # as if the machine lost the job's chunk
         return real(self, sequence, positions, progress)
 
     monkeypatch.setattr(Engine, "masked_log_probs", dropped)
-    at.radio(key="_w_scan").set_value("masked").run()
+    settle(at.radio(key="_w_scan").set_value("masked-marginals").run())
     assert not at.metric  # interrupted in its second chunk
     assert calls == [list(range(100, 164))]  # the first chunk of the range ran, and is kept
-    at.run()  # the next run continues where it stopped
+    (failed,) = [e.value for e in at.error if "failed" in e.value]
+    assert "failed after 64 of 150 positions (kept)" in failed and "ConnectionError" in failed
+    settle(next(b for b in at.button if b.label == "Retry").click().run())  # goes on where it stopped
     assert_clean(at)
     ran = [p for chunk in calls for p in chunk]
     assert ran == list(range(100, 250))  # every position of the range once, none outside
@@ -143,39 +147,52 @@ def test_a_masked_scan_runs_only_the_range_and_resumes_after_an_interruption(fre
 
 def test_a_long_scan_says_how_long_it_takes_waits_for_a_click_and_can_be_cancelled(fresh_scans, monkeypatch):
     calls = fresh_scans
-    # This server measured 0.5 s per masked position at this width: 300 positions take 2.5 minutes.
-    scans.RATES.record("random:tiny", scans.row_width(MEDIUM), 10, 5.0)
+    engine = Engine(load_weights("random:tiny"))
+    # This machine measured 0.5 s per masked position at this width: 300 positions take 2.5 minutes.
+    jobs.default_rates().record(engine.fingerprint, "masked", jobs.masked_tokens(len(MEDIUM), 10), 5.0)
     at = open_page(paste(start(), f">medium\n{MEDIUM}\n"), "predictions")
-    at.radio(key="_w_scan").set_value("masked").run()
+    at.radio(key="_w_scan").set_value("masked-marginals").run()
     assert_clean(at)
-    (ask,) = [i.value for i in at.info if "masked passes" in i.value]
-    assert "runs 300 masked passes" in ask and "about 2 minutes at this server's measured rate" in ask
+    (ask,) = [unescaped(i.value) for i in at.info if "masked passes" in i.value]
+    # 299: position 1 was masked already, by the page's "Mask one position" panel (and stored).
+    assert "needs 299 masked passes (one per position): about 2 minutes at the rate this machine measured" in ask
     assert calls == [] and not at.metric  # nothing runs before the click
-    start_button = next(b for b in at.button if b.label.startswith("Start the scan"))
-    assert start_button.label == "Start the scan (about 2 minutes)"
+    assert any(b.label == "Use wt-marginals instead (one unmasked pass)" for b in at.button)  # the cheaper way
+    start_button = next(b for b in at.button if b.label.startswith("Start"))
+    assert start_button.label == "Start (about 2 minutes)"
 
+    gate = threading.Event()  # holds the job in its second chunk, as a slow machine would
     real = Engine.masked_log_probs
 
-    def stop_after_first_chunk(self, sequence, positions=None, progress=None):
+    def held(self, sequence, positions=None, progress=None):
         if len(calls) == 1:
-            raise ConnectionError("stopped")  # the run ends mid-scan, its Cancel button still shown
+            assert gate.wait(120)
         return real(self, sequence, positions, progress)
 
-    monkeypatch.setattr(Engine, "masked_log_probs", stop_after_first_chunk)
+    monkeypatch.setattr(Engine, "masked_log_probs", held)
     start_button.click().run()
-    next(b for b in at.button if b.label == "Cancel the scan").click().run()
+    deadline = time.monotonic() + 120
+    while not any(job.done == 65 and not job.finished for job in background.every_job()):
+        assert time.monotonic() < deadline, "the first chunk did not finish"
+        time.sleep(0.1)
+    at.run()  # as the browser's watcher reruns the page when the job has news
     assert_clean(at)
+    (bar,) = [p for p in at.main.get("progress") if "Masked scan" in p.proto.text]
+    assert "65 of 300 positions" in bar.proto.text  # the first chunk is in; the second is held
+    assert any("Masked scan" in p.proto.text for p in at.sidebar.get("progress"))  # in the sidebar too
+    next(b for b in at.button if b.label == "Cancel").click().run()
+    gate.set()  # the chunk in flight finishes (and is kept); then the job stops
+    settle(at)
     (stopped,) = [i.value for i in at.info if "cancelled" in i.value]
-    assert "cancelled after 64 of 300 positions; they are kept" in stopped
-    assert calls == [list(range(64))] and not at.metric
-    monkeypatch.setattr(Engine, "masked_log_probs", real)
-    at.run()
-    assert len(calls) == 1 and not at.metric  # a cancelled scan stays cancelled
-    next(b for b in at.button if b.label == "Resume the scan").click().run()
+    assert "cancelled after 129 of 300 positions; they are kept" in stopped  # with position 1
+    assert calls == [list(range(1, 65)), list(range(65, 129))] and not at.metric
+    settle(at)
+    assert len(calls) == 2 and not at.metric  # a cancelled scan stays cancelled
+    settle(next(b for b in at.button if b.label == "Resume").click().run())
     assert_clean(at)
     assert at.metric[0].label == "Pseudo-perplexity"
-    resumed = [p for chunk in calls[1:] for p in chunk]
-    assert resumed == list(range(64, 300))  # only what was missing
+    resumed = [p for chunk in calls[2:] for p in chunk]
+    assert resumed == list(range(129, 300))  # only what was missing
 
 
 def test_hosted_server_analyses_a_chosen_window_of_a_record_over_its_limit(monkeypatch):

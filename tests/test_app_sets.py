@@ -15,7 +15,7 @@ from flamino_core.engine import Engine
 from flamino_core.weights import load_weights
 
 from app_pages._ui.links import decode_fasta
-from test_app import UBIQUITIN, assert_clean, figures, open_page, paste, start, unescaped, upload, values
+from test_app import UBIQUITIN, assert_clean, figures, open_page, paste, settle, start, unescaped, upload, values
 
 AppTest = pytest.importorskip("streamlit.testing.v1").AppTest
 DATA = Path(__file__).resolve().parent / "data"
@@ -134,7 +134,7 @@ def test_a_link_carries_the_records_of_pasted_text_and_files():
 
 # --- item 5: sets of sequences -----------------------------------------------------------------
 def test_records_table_has_length_metadata_entropy_and_queued_pseudo_perplexity(engine):
-    at = open_page(paste(start(), SET_FASTA), "records")
+    at = settle(open_page(paste(start(), SET_FASTA), "records"))
     assert_clean(at)
     table = at.dataframe[0].value
     assert list(table["id"]) == [i for i, _, _ in SET]
@@ -155,7 +155,7 @@ def test_records_table_has_length_metadata_entropy_and_queued_pseudo_perplexity(
         expected = float(np.mean(-(p * np.log2(p)).sum(axis=1)))
         assert value == pytest.approx(expected, abs=1e-4)  # float32 logits: agreement to ~1e-6 bits
 
-    next(b for b in at.button if b.label == "Compute pseudo-perplexity").click().run()
+    settle(next(b for b in at.button if b.label == "Compute pseudo-perplexity").click().run())
     assert_clean(at)
     table = at.dataframe[0].value
     for value, (_, _, sequence) in zip(table["pseudo-perplexity"], SET, strict=True):
@@ -166,7 +166,7 @@ def test_records_table_has_length_metadata_entropy_and_queued_pseudo_perplexity(
 
 
 def test_the_records_map_has_its_own_controls_colours_labels_and_the_selected_record():
-    at = open_page(paste(start(), SET_FASTA), "embeddings")
+    at = settle(open_page(paste(start(), SET_FASTA), "embeddings"))
     assert_clean(at)
     labels = ordered_labels(at)
     residue, records = labels.index("## Per-residue embeddings"), labels.index("## Per-sequence mean embeddings")
@@ -195,7 +195,7 @@ def test_the_records_map_has_its_own_controls_colours_labels_and_the_selected_re
 
 
 def test_the_records_map_is_coloured_by_an_uploaded_table_joined_on_accession_or_id():
-    at = open_page(paste(start(), SET_FASTA), "embeddings")
+    at = settle(open_page(paste(start(), SET_FASTA), "embeddings"))
     table = b"accession,family\nP0CG47,ubiquitin\nP68871,globin\nP02088,globin\nHBB_HUMAN/2-147,globin\n"
     at.file_uploader(key="_record_table_upload").set_value(("families.csv", table, "text/csv")).run()
     assert_clean(at)
@@ -213,7 +213,7 @@ def test_umap_when_installed_and_a_clear_note_when_not(monkeypatch):
 
     from flamino_core import record_map
 
-    at = open_page(paste(start(), SET_FASTA), "embeddings")
+    at = settle(open_page(paste(start(), SET_FASTA), "embeddings"))
     if record_map.umap_available():
         at.radio(key="_w_smap").set_value("umap").run()
         assert_clean(at)
@@ -228,7 +228,7 @@ def test_umap_when_installed_and_a_clear_note_when_not(monkeypatch):
 
 
 def test_the_records_export_for_protspace():
-    at = open_page(paste(start(), SET_FASTA), "embeddings")
+    at = settle(open_page(paste(start(), SET_FASTA), "embeddings"))
     downloads = {b.proto.label for b in at.get("download_button")}
     assert {"Mean embeddings (NPZ)", "Map coordinates and metadata (CSV)", "Metadata for ProtSpace (CSV)"} <= downloads
     try:

@@ -21,7 +21,7 @@ from flamino_core.variants.notation import parse_mutations
 from flamino_core.variants.scoring import score_variants
 from flamino_core.weights import load_weights
 # The AppTest helpers of tests/test_app.py, and its autouse ``environment`` fixture (random:tiny).
-from test_app import ROOT, assert_clean, environment, example, figures, open_page, start, unescaped  # noqa: F401
+from test_app import ROOT, assert_clean, environment, example, figures, open_page, settle, start, unescaped  # noqa: F401
 from test_app import values
 
 from app_pages._ui.views import MAX_LINK_MUTATIONS, OPTIONS, VARIANT_STRATEGY_LABELS
@@ -43,7 +43,7 @@ def variants_page(at):
 
 def type_list(at, text: str):
     at.text_area(key="_w_mutation_text").input(text)
-    return at.run()
+    return settle(at.run(), start=True)
 
 
 def metric_values(at) -> dict[str, str]:
@@ -56,7 +56,7 @@ def link(at) -> dict[str, str]:
 
 def upload_dms(at, name: str, data: bytes):
     at.file_uploader(key="_dms_upload").set_value([(name, data, "text/csv")])
-    return at.run()
+    return settle(at.run(), start=True)
 
 
 def test_the_page_offers_exactly_the_core_strategies():
@@ -119,7 +119,7 @@ def test_labels_become_markers_and_strategies_change_the_columns(engine):
     names = {trace.get("name") for trace in figures(at)[0]["data"]}
     assert {"benign", "pathogenic", "wild type"} <= names
 
-    at.radio(key="_w_vstrategy").set_value("joint-masked").run()
+    settle(at.radio(key="_w_vstrategy").set_value("joint-masked").run(), start=True)
     assert_clean(at)
     table = at.dataframe[0].value
     assert "non_additivity" in table.columns
@@ -128,7 +128,7 @@ def test_labels_become_markers_and_strategies_change_the_columns(engine):
     np.testing.assert_allclose(table["non_additivity"], reference.non_additivity, atol=1e-6)
     assert table["non_additivity"].iloc[0] == 0 and table["non_additivity"].iloc[2] != 0
 
-    at.radio(key="_w_vmap").set_value("masked").run()  # the map behind them: the masked scan
+    settle(at.radio(key="_w_vmap").set_value("masked-marginals").run(), start=True)  # the map behind them
     assert_clean(at)
     assert "masked-marginals" in figures(at)[0]["layout"]["title"]["text"]
 
@@ -164,7 +164,7 @@ def test_hosted_full_queue_says_so_and_scores_when_a_slot_is_free(monkeypatch):
         assert not at.exception and not at.error
         assert any("scoring the variants was not computed" in w.value for w in at.warning)
         assert not at.dataframe
-    at.run()
+    settle(at, start=True)  # the next run tries again
     assert_clean(at)
     assert list(at.dataframe[0].value["mutant"]) == ["H2A", "K8E:V1A"]
 
@@ -240,7 +240,7 @@ def test_a_dms_table_with_multi_mutants_against_the_selected_record(engine, assa
     data = ("\n".join(rows) + "\n").encode()
     at = start({"seq": wild_type, "page": "variants", "vinput": "dms"})
     at = upload_dms(at, "small.csv", data)
-    at.radio(key="_w_dmswt").set_value("record").run()
+    settle(at.radio(key="_w_dmswt").set_value("record").run(), start=True)
     assert_clean(at)
     assert metric_values(at)["Rows used"] == "22"  # 20 singles + 2 multi-mutants; Q1A does not fit
     assert any("1 not scored" in e.label for e in at.expander)
@@ -287,3 +287,29 @@ def test_the_substitution_map_marks_wild_type_cells_and_is_clickable(engine):
     log_probs = engine.masked_log_probs(HBB, [5])[0]
     masked = log_probs[AA_TO_IDX["V"]] - log_probs[AA_TO_IDX["E"]]
     assert any(f"E6V (clicked on the map): masked-marginal score {masked:.3f}" in c.value for c in at.caption)
+
+
+def test_with_the_masked_map_on_each_position_is_masked_once(monkeypatch):
+    """Issue 20: the variants' mutated positions and the masked map behind them share their
+    passes (through the result store): each position of the record is masked exactly once."""
+    masked: list[int] = []
+    real = Engine.masked_log_probs
+
+    def counting(self, sequence, positions=None, progress=None):
+        if sequence == HBB:
+            masked.extend(range(len(sequence)) if positions is None else positions)
+        return real(self, sequence, positions, progress)
+
+    monkeypatch.setattr(Engine, "masked_log_probs", counting)
+    at = variants_page(example(start(), "Haemoglobin β (human)"))
+    at = type_list(at, "E6V, K17E, E6V:K8A")  # masked-marginals: positions 6, 8 and 17 masked
+    assert sorted(masked) == [5, 7, 16]
+    settle(at.radio(key="_w_vmap").set_value("masked-marginals").run(), start=True)
+    assert_clean(at)
+    assert "masked-marginals" in figures(at)[0]["layout"]["title"]["text"]
+    assert sorted(masked) == list(range(len(HBB)))  # every position once: 6, 8 and 17 were not run again
+    settle(at.radio(key="_w_vstrategy").set_value("masked-marginals").run(), start=True)
+    open_page(at, "predictions")
+    settle(at.radio(key="_w_scan").set_value("masked-marginals").run(), start=True)  # the predictions page's map too
+    assert_clean(at)
+    assert sorted(masked) == list(range(len(HBB)))

@@ -46,19 +46,13 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """A Streamlit server for this module; its log is printed if it fails to come up.
-
-    Started as ``make run`` starts it: every setting comes from ``.streamlit/config.toml``."""
+def start_server(cache: Path, log: Path, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.Popen:
+    """``streamlit run app.py`` on a free local port, as ``make run`` starts it (every setting
+    from ``.streamlit/config.toml``), on the untrained model and its own cache; returns once it
+    answers its health check (``process.url``), or fails the test with its log."""
     port = _free_port()
-    env = {
-        **os.environ,
-        "FLAMINO_MODEL": "random:tiny",
-        "FLAMINO_CACHE": str(tmp_path_factory.mktemp("flamino-cache")),
-        "HF_HUB_OFFLINE": "1",
-    }
-    log = tmp_path_factory.mktemp("server") / "streamlit.log"
+    env = {**os.environ, "FLAMINO_MODEL": "random:tiny", "FLAMINO_CACHE": str(cache), "HF_HUB_OFFLINE": "1",
+           **(env or {})}
     with log.open("w") as out:
         process = subprocess.Popen(
             [
@@ -73,28 +67,40 @@ def server(tmp_path_factory):
             stdout=out,
             stderr=subprocess.STDOUT,
         )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"streamlit did not start:\n{log.read_text()}")
-            time.sleep(0.5)
-        process.url = url
-        yield process
-    finally:
+    process.url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"{process.url}/_stcore/health", timeout=2) as response:
+                if response.status == 200:
+                    return process
+        except OSError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            stop_server(process)
+            pytest.fail(f"streamlit did not start:\n{log.read_text()}")
+        time.sleep(0.5)
+
+
+def stop_server(process: subprocess.Popen) -> None:
+    if process.poll() is None:
         process.terminate()
         try:
             process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """A Streamlit server for this module; its log is printed if it fails to come up."""
+    process = start_server(tmp_path_factory.mktemp("flamino-cache"),
+                           tmp_path_factory.mktemp("server") / "streamlit.log")
+    try:
+        yield process
+    finally:
+        stop_server(process)
 
 
 @pytest.fixture(scope="module")

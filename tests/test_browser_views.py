@@ -132,17 +132,17 @@ def test_a_running_masked_scan_can_be_cancelled_and_resumed(server, browser):
     _wait_for_charts(page, 3)
     page.get_by_role("button", name="Show the whole sequence").click()
     _wait_for_charts(page, 3)
-    page.get_by_text("masked-marginals — exact").click()
-    # The first chunk measures this server's pass rate; then the scan runs on (progress with the
+    page.get_by_text("masked-marginals — exact").click()  # the map's strategy
+    # The first chunk measures this machine's pass rate; then the scan runs on (progress with the
     # time left), or, on a slow machine, the page first says how long it takes and asks.
-    start = page.get_by_role("button", name="Start the scan")
+    start = page.get_by_role("button", name="Start (")
     running = page.get_by_text("positions · about")
     start.or_(running).first.wait_for(timeout=TIMEOUT_MS)
     if start.count():
-        assert "at this server's measured rate" in page.get_by_text("masked passes, one per position").inner_text()
+        assert "at the rate this machine measured" in page.get_by_text("masked passes (one per position)").inner_text()
         start.click()
         running.first.wait_for(timeout=TIMEOUT_MS)
-    page.get_by_role("button", name="Cancel the scan").click()
+    page.get_by_role("button", name="Cancel").first.click()  # the page's own (the sidebar has one too)
     stopped = page.get_by_text("was cancelled after")
     try:
         stopped.wait_for(timeout=TIMEOUT_MS)
@@ -154,7 +154,7 @@ def test_a_running_masked_scan_can_be_cancelled_and_resumed(server, browser):
     metric = page.get_by_test_id("stMetric").filter(has_text="Pseudo-perplexity")
     assert metric.count() == 0
     page.screenshot(path=str(SCREENSHOTS / "scan_cancelled.png"), full_page=True)
-    page.get_by_role("button", name="Resume the scan").click()
+    page.get_by_role("button", name="Resume").click()
     metric.first.wait_for(timeout=4 * TIMEOUT_MS)
     _settle(page)
     assert page.locator('[data-testid="stException"]').count() == 0

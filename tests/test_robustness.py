@@ -37,6 +37,7 @@ from flamino_core.config import PRESETS
 from flamino_core.fasta import parse_fasta_bytes, parse_fasta_text
 from flamino_core.weights import ModelNotAvailableError, cached_presets, load_weights, save_checkpoint
 from conftest import TINY
+from test_app import settle
 
 AppTest = pytest.importorskip("streamlit.testing.v1").AppTest
 
@@ -347,7 +348,7 @@ def test_headers_are_shown_as_text_never_as_markdown_or_html():
     assert any("\\*\\*bold\\*\\*\\<b\\>x\\</b\\>" in text for text in rendered)
     for text in rendered:
         assert "**bold**" not in text and "<b>" not in text and "<script>" not in text and "](http" not in text
-    at.switch_page("app_pages/embeddings.py").run()
+    settle(at.switch_page("app_pages/embeddings.py").run())  # the records' map: a background job
     assert not at.exception and not at.error
     assert any(NASTY_HEADER.split(" ", 1)[1] in t.value for t in at.text)  # record caption: st.text
     for text in (el.value for kind in MARKDOWN_ELEMENTS for el in at.get(kind)):

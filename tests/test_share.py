@@ -94,17 +94,31 @@ def test_view_round_trip_through_a_real_query_string():
 
 def test_every_option_survives_a_round_trip():
     samples = {
-        "pos": 12, "k": 20, "scan": "masked", "elayer": 0, "dims": "3", "colour": "class",
+        "pos": 12, "k": 20, "scan": "masked-marginals", "elayer": 0, "dims": "3", "colour": "class",
         "alayer": 33, "head": 20, "apc": False, "special": True, "first": -12, "win": 1501, "range": (1, 1),
         "schain": "AB1", "smodel": 3, "srange": "long", "scut": "L/5", "strack": "attention", "saa": "W",
         "sres": 17, "slayer": 0, "shead": 2, "spc": 3, "sscore": "masked-marginals", "sid": "1GBT",
         "smap": "umap", "slabels": False, "dna": True,
-        "vinput": "dms", "vstrategy": "pll", "muts": "E6V\nK17E:E6V, p.(Glu6Val)", "mlong": True, "vmap": "masked",
+        "vinput": "dms", "vstrategy": "pll", "muts": "E6V\nK17E:E6V, p.(Glu6Val)", "mlong": True, "vmap": "masked-marginals",
         "veffect": "below", "vfrom": 3, "vto": 70, "singles": True, "dmswt": "record", "pfeat": "augmented", "pwt": "record",
     }  # fmt: skip
     assert set(samples) == set(OPTIONS)
     view = SharedView(page="predictions", options=samples)
     assert decode_view(encode_view(view)) == view
+
+
+def test_strategies_are_named_as_the_core_names_them_and_older_links_still_open():
+    """Issue 21: one strategy vocabulary (options.STRATEGIES) in widgets and links; the values
+    links wrote before (scan=wt, vmap=masked ...) open the same view."""
+    from flamino_core.options import STRATEGIES, VARIANT_STRATEGIES
+
+    for key in ("scan", "vmap", "sscore"):
+        assert set(OPTIONS[key].kind.labels) <= set(STRATEGIES), key
+    assert tuple(OPTIONS["vstrategy"].kind.labels) == VARIANT_STRATEGIES
+    old = decode_view({"page": "variants", "scan": "masked", "vmap": "wt"})
+    assert old.options == {"scan": "masked-marginals", "vmap": "wt-marginals"}
+    assert decode_view({"scan": "wt"}).options == {"scan": "wt-marginals"}
+    assert encode_view(old)["scan"] == "masked-marginals"  # links written now use the core's names
 
 
 def test_encode_refuses_values_decode_would_drop():

@@ -7,7 +7,7 @@
   first-come-first-served queue for heavy jobs.
 - ``inputs``: the input, its validation, the records and the selected one, ``first_number``.
 - ``numbering``: the first residue's number, a hosted window of a long record; ``ranges``: the
-  residues a page shows; ``scans`` (with ``scan_store``): resumable masked scans.
+  residues a page shows; ``scans``: masked scans as background jobs through the result store (``background``, ``jobs_panel``, ``set_results`` for a set).
 - ``model_picker``: the sidebar's model picker; ``models``: loading, failures, the banner.
 - ``results``: cached model results (and the heavy ones queued).
 - ``downloads``: figures and their downloads, CSV and NPZ buttons.

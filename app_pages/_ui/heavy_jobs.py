@@ -7,7 +7,8 @@ mode its size comes from ``FLAMINO_HEAVY_WORKERS`` and ``FLAMINO_HEAVY_WAITING``
 (several tabs, several pages) holds at most ``FLAMINO_HEAVY_PER_VISITOR`` (2) of its jobs,
 running or waiting, so one visitor cannot fill it. A long job holds the slot one chunk at a time
 (``Turn.give_way``), so other visitors' jobs run between its chunks. The Streamlit
-side (showing the wait and the place in the queue, the busy warning) is in ``results.py``.
+side (showing the wait and the place in the queue, the busy warning) is in ``results.py``; the
+background jobs hold a slot per engine call (``background.py``).
 
 Fairness: each waiting job holds a ticket in arrival order, and a free slot goes to the oldest
 ticket, never to whichever thread happens to wake first (a semaphore polled with time-outs, as
@@ -33,6 +34,12 @@ HEAVY_RESIDUES = 400
 
 def jobs(n: int) -> str:
     return f"{n} heavy job{'' if n == 1 else 's'}"
+
+
+def ordinal(n: int) -> str:
+    """``1st``, ``2nd``, ``11th``: a place in the queue."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
 
 
 class QueueFull(RuntimeError):

@@ -185,6 +185,12 @@ def forget_link_record() -> None:
     st.session_state.pop(LINK_RECORD, None)
 
 
+def pick_record(record_id: str) -> None:
+    """Make ``record_id`` the record the pages analyse (from a callback: a click on a table row)."""
+    st.session_state[RECORD] = st.session_state[widget_key(RECORD)] = record_id
+    forget_link_record()
+
+
 def set_input(text: str) -> None:
     """Replace the input (from a callback: the text box shows it on the next run)."""
     st.session_state[FASTA] = text

@@ -15,17 +15,20 @@ from flamino_core import protspace
 from flamino_core.record_map import METHODS, project, record_map_figure
 from flamino_core.record_metadata import FIELDS, join_table, metadata_rows
 
-from . import results
+from . import set_results
 from .context import PageContext
+from .record_search import matching, search_box
 from .downloads import csv_button, file_button, npz_button, safe_name, show_figure
 from .inputs import upload_size_mb
 from .policy import current_limits, visitor_model_name
-from .widgets import kept_radio, kept_selectbox, kept_toggle, plain
+from .widgets import kept_radio, kept_selectbox, plain, widget_key
 
 TABLE = "_record_table"  # session state: (file name, bytes) of the uploaded metadata table
 TABLE_PROBLEM = "_record_table_problem"  # why the last upload was refused
 NO_COLOUR = "none"
 TABLE_PREFIX = "table:"
+LABELS = "slabels"  # session state and link key: the user's choice (None: none made, the default applies)
+MAX_LABELLED = 30  # more records than this: no labels by default (158 ids are an illegible mass)
 
 
 def _take_table() -> None:
@@ -54,6 +57,23 @@ def _joined(records) -> tuple[dict[str, list], list[str], str | None]:
     return columns, [f"{held[0]}: {note}" for note in notes], None
 
 
+def labels_toggle(count: int) -> bool:
+    """The Labels toggle: on by default up to ``MAX_LABELLED`` records (158 ids are an illegible
+    mass); a choice the user (or a link) made is kept. Not a ``kept_toggle``: the kept value
+    stays None until a choice is made, so the default can follow the set's size."""
+    ss = st.session_state
+    chosen = ss.get(LABELS)
+    value = chosen if isinstance(chosen, bool) else count <= MAX_LABELLED
+    ss[widget_key(LABELS)] = value
+
+    def choose() -> None:
+        ss[LABELS] = ss[widget_key(LABELS)]
+
+    return st.toggle("Labels", key=widget_key(LABELS), value=value, on_change=choose,
+                     help=f"Write each record's id beside its point (off by default above {MAX_LABELLED} records; "
+                          "hover shows it, and the selected and found records are always labelled)")
+
+
 def colour_choices(rows: list[dict], table: dict[str, list]) -> dict[str, str]:
     """Colour-by value -> label: nothing, header fields some record has, the table's columns."""
     choices = {NO_COLOUR: "nothing"}
@@ -64,14 +84,26 @@ def colour_choices(rows: list[dict], table: dict[str, list]) -> dict[str, str]:
 
 
 def records_section(ctx: PageContext, layer: int, layer_name: str) -> None:
-    """The per-sequence map of all records at ``layer``, its controls and downloads."""
+    """The per-sequence map of all records at ``layer``, its controls and downloads.
+
+    The map is drawn with the records whose mean embedding the result store holds and gains
+    points while the set's job runs (``set_results.record_outputs``: the same unmasked pass per
+    record as the Records table's mean entropy)."""
     st.subheader("Per-sequence mean embeddings")
-    model, found = ctx.model, ctx.records
-    if len(found) < 2:
+    everything = ctx.records
+    if len(everything) < 2:
         st.info("Add two or more records on the Input page to compare sequences here.")
         return
-    ids = [r.id for r in found]
-    means = results.mean_embeddings(model, tuple(r.sequence for r in found), layer)  # (N, D)
+    arrived = set_results.record_outputs(ctx.engine, ctx.model, tuple(r.sequence for r in everything),
+                                         f"mean/{layer}", "the records' map")
+    found = tuple(r for r in everything if r.sequence in arrived.values)
+    if len(found) < len(everything):
+        st.caption(f"{len(found):,} of {len(everything):,} records on the map so far; the others appear as they "
+                   "are computed.")
+    if len(found) < 2:
+        return
+    model, ids = ctx.model, [r.id for r in found]
+    means = np.stack([arrived.values[r.sequence] for r in found])  # (N, D)
     rows = metadata_rows(found)
     table, table_notes, table_problem = _joined(found)
     choices = colour_choices(rows, table)
@@ -83,7 +115,8 @@ def records_section(ctx: PageContext, layer: int, layer_name: str) -> None:
         colour_key = kept_selectbox("Colour records by", "scolour", list(choices), default=NO_COLOUR,
                                     format_func=choices.get)  # fmt: skip
     with controls[2]:
-        labels = kept_toggle("Labels", "slabels", help="Write each record's id beside its point")
+        labels = labels_toggle(len(everything))
+    hits = matching(found, search_box(len(everything)))
     with st.expander("Colour by your own table (CSV/TSV joined on the record id)", icon=":material/table:"):
         st.file_uploader("Metadata table", type=["csv", "tsv", "txt"], key="_record_table_upload",
                          on_change=_take_table, label_visibility="collapsed",
@@ -110,6 +143,7 @@ def records_section(ctx: PageContext, layer: int, layer_name: str) -> None:
     selected = ctx.record
     fig = record_map_figure(
         projection, ids, colour, colour_name, selected.id if selected else None, labels,
+        found=[ids[i] for i in sorted(hits)],
         title=f"Mean embeddings of {len(ids)} records, {layer_name} ({METHODS[projection.method]})",
     )  # fmt: skip
     extra = table  # the joined table's columns go into the downloads too

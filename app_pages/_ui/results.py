@@ -1,12 +1,14 @@
-"""Model results, cached for every session, and the heavy ones queued.
+"""Model results a page needs for one record, and the heavy ones queued.
 
-Each result is cached with ``st.cache_data`` keyed by (model identifier, sequence, options), all
-plain strings, ints and tuples, so they hash cheaply and are shared by every session. Each takes
-the model identifier, not the engine, so results are keyed by model. The entry counts are fixed
-at import: smaller on a shared server, where one attention entry of a 650M model at 1022
-residues is ~85 MB. Attention maps and contacts of long sequences run through the process-wide
-heavy-job queue (``heavy_jobs.py``), as does each chunk of a masked scan (``scans.py``, which keeps
-its own results, in ``scan_store.STORE``, which ``masked_scan`` below shares); ``heavy`` turns a full queue into one warning on the page, with a Retry button.
+What the result store keeps (``flamino_core.passes``) is read from it: a record's unmasked
+outputs (logits, with every layer's mean embedding and the entropy computed in the same pass)
+and single masked positions. What it does not keep (per-residue representations, attention
+maps, contacts) is cached with ``st.cache_data``, keyed by the model's fingerprint and the
+sequence, shared by every session; the entry counts are fixed at import, smaller on a shared
+server, where one attention entry of a 650M model at 1022 residues is ~85 MB. Attention maps and
+contacts of long sequences run through the process-wide heavy-job queue (``heavy_jobs.py``);
+``heavy`` turns a full queue into one warning on the page, with a Retry button. Masked scans
+and a set's work are background jobs (``scans.py``, ``set_results.py``).
 """
 
 from __future__ import annotations
@@ -18,34 +20,27 @@ from collections.abc import Callable
 import numpy as np
 import streamlit as st
 
-from flamino_core import scores
+from flamino_core import passes, scores
+from flamino_core.analysis import log_softmax
 from flamino_core.config import MAX_RESIDUES
 
-from .heavy_jobs import HEAVY_RESIDUES, QueueFull, heavy_job_queue, jobs
-from .models import load_engine
+from .heavy_jobs import HEAVY_RESIDUES, QueueFull, heavy_job_queue, jobs, ordinal
 from .policy import hosted_mode
-from .scan_store import STORE
 from .widgets import plain
 
 HOSTED = hosted_mode()
 LOG = logging.getLogger("flamino")
-SCAN_CHUNK = 64  # positions per queued chunk of a whole-sequence scan (as scans.CHUNK)
 
 
 # --- heavy jobs ------------------------------------------------------------------------------------
-def _ordinal(n: int) -> str:
-    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return f"{n}{suffix}"
-
-
 @contextlib.contextmanager
 def heavy_slot(what: str):
     """Run the block in the process-wide heavy-job queue, showing the place in it while waiting.
     The block gets ``give_way()`` to call between chunks of a long job (``heavy_jobs.Turn``).
 
-    Used inside cached functions (only a cache miss queues) and per chunk of a masked scan.
-    Updating the note every few seconds is also what stops the wait of a session that was closed
-    meanwhile: Streamlit interrupts a stopped script at its next element update.
+    Used inside cached functions (only a cache miss queues). Updating the note every few seconds
+    is also what stops the wait of a session that was closed meanwhile: Streamlit interrupts a
+    stopped script at its next element update.
     """
     queue = heavy_job_queue()
     note = st.empty()
@@ -55,7 +50,7 @@ def heavy_slot(what: str):
         if (int(seconds) // 5, place) == shown[0]:
             return
         shown[0] = (int(seconds) // 5, place)
-        ahead = "next in line" if place == 1 else f"{_ordinal(place)} in line"
+        ahead = "next in line" if place == 1 else f"{ordinal(place)} in line"
         note.info(
             f"Waiting for a free slot for {plain(what)}: {ahead} ({jobs(queue.running)} running; "
             f"waited {seconds:.0f} s). Jobs run first come, first served.",
@@ -102,109 +97,65 @@ def _maybe_heavy(sequence: str, what: str):
     return heavy_slot(what) if len(sequence) > HEAVY_RESIDUES else contextlib.nullcontext()
 
 
-def _bar(text: str):
-    """A progress bar for a slow cached computation, removed when it is done.
-
-    It is drawn inside the cached function because Streamlit forbids drawing into outside
-    elements there; the price is that Streamlit replays its updates on every cache hit. So it
-    moves in steps of 5% at most (about 20 updates), and the final ``empty()`` leaves nothing.
-    """
-    bar = st.progress(0.0, text=text)
-    last = [0.0]
-
-    def update(done: int, total: int) -> None:
-        fraction = done / max(total, 1)
-        if fraction - last[0] >= 0.05 or done == total:
-            bar.progress(fraction, text=f"{text} ({done}/{total} batches)")
-            last[0] = fraction
-
-    return bar, update
-
-
-def masked_scan(model: str, sequence: str, what: str = "the masked scan") -> np.ndarray:
-    """(L, 33) log-probabilities with each position masked in turn: L forward passes (queued).
-
-    For pages that need a whole sequence's scan (the Records table's pseudo-perplexities, the
-    Variants and Structure pages' masked-marginal maps). The positions are kept in the same
-    process-wide ``scan_store.STORE`` as the Masked predictions page's own scans (``scans.py``),
-    so a position masked once for a model and sequence is never run again, whichever page ran it.
-    """
-    positions = range(len(sequence))
-    kept = STORE.get(model, sequence, positions)
-    if kept is not None:
-        return kept
-    missing = STORE.missing(model, sequence, positions)
-    bar = st.progress(0.0, text=f"Masking {len(missing):,} of the {len(sequence):,} positions")
-    try:
-        for first in range(0, len(missing), SCAN_CHUNK):  # one queue slot per chunk, each chunk kept
-            chunk = missing[first:first + SCAN_CHUNK]
-            with heavy_slot(what):
-                log_probs = load_engine(model).masked_log_probs(sequence, chunk)  # (n, 33)
-            STORE.add(model, sequence, chunk, log_probs)
-            bar.progress((first + len(chunk)) / len(missing),
-                         text=f"Masking {len(missing):,} of the {len(sequence):,} positions ({first + len(chunk):,} done)")
-    finally:
-        bar.empty()
-    return STORE.get(model, sequence, positions)
-
-
-# --- cached results ----------------------------------------------------------------------------------
-@st.cache_data(show_spinner="Running the model…", max_entries=64)
-def logits(model: str, sequence: str) -> np.ndarray:
-    """(L, 33) LM logits from one unmasked pass."""
-    (out,) = load_engine(model).run([sequence], repr_layers=(), logits=True)
+# --- through the result store -------------------------------------------------------------------------
+def logits(engine, sequence: str) -> np.ndarray:
+    """(L, 33) LM logits of one unmasked pass (which also stores the record's mean embeddings and
+    entropy for the Records and Embeddings pages)."""
+    with st.spinner("Running the model…"):
+        (out,) = passes.record_outputs(engine, [sequence], logits=True)
     return out.logits
 
 
-@st.cache_data(show_spinner="Masking the position…", max_entries=256)
-def masked_position(model: str, sequence: str, position: int) -> np.ndarray:
+def masked_position(engine, sequence: str, position: int) -> np.ndarray:
     """(33,) log-probabilities at 0-based ``position`` with that residue masked."""
-    return load_engine(model).masked_log_probs(sequence, [position])[0]
+    with st.spinner("Masking the position…"):
+        return passes.masked_log_probs(engine, sequence, [position])[0]
 
 
-@st.cache_data(show_spinner="Scoring substitutions…", max_entries=64)
-def wt_marginal_scores(model: str, sequence: str) -> np.ndarray:
-    return scores.substitution_map(load_engine(model), sequence, "wt-marginals").substitutions
+def wt_marginal_scores(engine, sequence: str) -> np.ndarray:
+    """(L, 20) wt-marginal substitution scores, from the stored unmasked pass's logits."""
+    log_probs = log_softmax(logits(engine, sequence).astype(np.float64)).astype(np.float32)
+    return scores.from_log_probs(log_probs, sequence, "wt-marginals").substitutions
+
+
+# --- cached here (the store keeps no per-residue maps) -----------------------------------------------
+def representations(engine, sequence: str, layer: int) -> np.ndarray:
+    """(L, D) hidden states after ``layer`` (0 = token embeddings)."""
+    return _representations(engine.fingerprint, sequence, layer, engine)
 
 
 @st.cache_data(show_spinner="Computing embeddings…", max_entries=16 if HOSTED else 64)
-def representations(model: str, sequence: str, layer: int) -> np.ndarray:
-    """(L, D) hidden states after ``layer`` (0 = token embeddings)."""
-    (out,) = load_engine(model).run([sequence], repr_layers=(layer,), logits=False)
+def _representations(model: str, sequence: str, layer: int, _engine) -> np.ndarray:
+    (out,) = _engine.run([sequence], repr_layers=(layer,), logits=False)
     return out.representations[layer]
 
 
-@st.cache_data(show_spinner=False, max_entries=32)
-def mean_embeddings(model: str, sequences: tuple[str, ...], layer: int) -> np.ndarray:
-    """(N, D) per-sequence embeddings: each sequence's ``layer`` states averaged over residues."""
-    bar, update = _bar(f"Embedding {len(sequences)} sequences")
-    try:
-        outs = load_engine(model).run(list(sequences), repr_layers=(layer,), logits=False, progress=update)
-    finally:
-        bar.empty()
-    return np.stack([out.representations[layer].mean(axis=0) for out in outs])
-
-
-@st.cache_data(show_spinner="Computing attention maps…", max_entries=4 if HOSTED else 8)
-def attention(model: str, sequence: str, layer: int) -> np.ndarray:
+def attention(engine, sequence: str, layer: int) -> np.ndarray:
     """(H, T, T) attention of one layer, T = residues + 2 (with ``<cls>``/``<eos>``).
 
     Only this layer's maps are materialised. Longer than 1022 residues: the first 1022
     (maps cannot be stitched from windows). Long sequences are queued.
     """
+    return _attention(engine.fingerprint, sequence, layer, engine)
+
+
+@st.cache_data(show_spinner="Computing attention maps…", max_entries=4 if HOSTED else 8)
+def _attention(model: str, sequence: str, layer: int, _engine) -> np.ndarray:
     long = "truncate" if len(sequence) > MAX_RESIDUES else "window"
     with _maybe_heavy(sequence, "the attention maps"):
-        (out,) = load_engine(model).run(
-            [sequence], repr_layers=(), logits=False, attention_layers=(layer,), long=long
-        )
+        (out,) = _engine.run([sequence], repr_layers=(), logits=False, attention_layers=(layer,), long=long)
     return out.attentions[0]
+
+
+def contacts(engine, sequence: str) -> np.ndarray:
+    """(L, L) contact probabilities; long sequences in overlapping windows (and queued)."""
+    return _contacts(engine.fingerprint, sequence, engine)
 
 
 @st.cache_data(
     show_spinner="Predicting contacts (needs every layer's attention)…", max_entries=8 if HOSTED else 16
 )
-def contacts(model: str, sequence: str) -> np.ndarray:
-    """(L, L) contact probabilities; long sequences in overlapping windows (and queued)."""
+def _contacts(model: str, sequence: str, _engine) -> np.ndarray:
     with _maybe_heavy(sequence, "the contact map"):
-        (out,) = load_engine(model).run([sequence], repr_layers=(), logits=False, contacts=True, long="window")
+        (out,) = _engine.run([sequence], repr_layers=(), logits=False, contacts=True, long="window")
     return out.contacts

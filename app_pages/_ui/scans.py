@@ -1,177 +1,78 @@
-"""The masked-marginal scan of a page's residue range: its time said before it starts, run in
-chunks with progress and a Cancel button of its own, kept as it goes, resumed where it stopped.
+"""Masked-marginal scans of one record (a page's residue range, or the whole sequence for the
+Variants and Structure pages' maps): one masked pass per position, as a background job.
 
-A scan is one forward pass per position (a 2,554-residue protein: ~24 minutes on the smallest
-model on a laptop CPU). Positions run in chunks of ``CHUNK``; each finished chunk goes into the
-process-wide ``scan_store.STORE`` keyed by (model, sequence), so leaving the page, cancelling,
-a lost connection or a server too busy for the next chunk loses at most the chunk in flight,
-and the next run with that model and sequence (in any session) continues from there. Each
-chunk is one heavy job (``results.heavy_slot``): on a busy hosted server other sessions' jobs
-run between the chunks of a long scan, first come first served.
-
-Before a scan that would take more than ``AUTO_START_SECONDS`` the page says how long it will
-take at the rate measured on this server's earlier chunks (``scan_store.RATES``) and waits for
-a click; with no rate measured yet, the first chunk runs and measures it.
+The positions go through the result store (``passes.masked_log_probs``): a position masked once
+for a model and sequence is never run again, by any page, session or process, and a scan that
+was cancelled, interrupted or stopped by a busy server resumes where it stopped. The job's cost
+is said before it starts when it is long (``jobs_panel.follow``), with the cheaper wt-marginals
+offered; while it runs, its progress and Cancel are on the page and in the sidebar.
 """
 
 from __future__ import annotations
 
-import time
+import hashlib
+from typing import Callable
 
 import numpy as np
-import streamlit as st
 
-from flamino_core.config import MAX_RESIDUES
-from flamino_core.planner import bucket_length
+from flamino_core import jobs, passes
+from flamino_core.jobs import DONE
+from flamino_core.result_store import default_store
 
-from .heavy_jobs import QueueFull
-from .models import load_engine
-from .policy import hosted_mode
-from .ranges import Shown
-from .results import busy_warning, heavy_slot
-from .scan_store import RATES, STORE, about
-
-CHUNK = 64  # positions per chunk: the most a cancel or an interruption loses
-AUTO_START_SECONDS = 30.0  # scans estimated shorter start at once; longer ones are asked for
-STARTED = "_scans_started"  # session state: scans this session asked for (continued without asking)
-CANCELLED = "_scans_cancelled"  # session state: scans this session cancelled
+from . import background, jobs_panel
 
 
-def _key(model: str, sequence: str, shown: Shown) -> tuple[str, str, int, int]:
-    return model, sequence, shown.start, shown.stop
+def scan_key(engine, sequence: str, positions: range) -> tuple:
+    digest = hashlib.sha256(sequence.encode()).hexdigest()[:24]
+    return "scan", engine.fingerprint, digest, positions.start, positions.stop
 
 
-def row_width(sequence: str) -> int:
-    """Padded row width of this sequence's masked passes (what the pass rate depends on)."""
-    return bucket_length(min(len(sequence), MAX_RESIDUES) + 2)
+def masked_scan(engine, sequence: str, positions: range, label: str, what: str,
+                cheaper: tuple[str, Callable[[], None]] | None = None) -> np.ndarray | None:
+    """(len(positions), vocab) masked log-probabilities once every position is stored, else None
+    (the page then shows the job's progress, or its cost and a Start button, or why it stopped).
 
-
-def estimate(model: str, sequence: str, positions: int) -> float | None:
-    """Seconds for ``positions`` more masked passes at this server's measured rate (None: unmeasured)."""
-    return RATES.seconds(model, row_width(sequence), positions)
-
-
-def masked_scan(model: str, sequence: str, shown: Shown) -> np.ndarray | None:
-    """(shown.size, vocab) masked log-probabilities of the shown positions, or None while the scan
-    is not complete (the page then says why: asked for, cancelled, busy, or still to start)."""
-    positions = range(shown.start, shown.stop)
-    complete = STORE.get(model, sequence, positions)
-    if complete is not None:
-        return complete
-    ss = st.session_state
-    key = _key(model, sequence, shown)
-    missing = STORE.missing(model, sequence, positions)
-    done = shown.size - len(missing)
-    # Positions kept by other sessions are not said on a hosted server (nor counted in the time):
-    # "64 of 700 positions done" told a visitor that someone else had analysed this sequence.
-    own = not hosted_mode() or key in ss.get(STARTED, set()) | ss.get(CANCELLED, set())
-    progress = f" ({done:,} of {shown.size:,} positions done and kept)" if done and own else ""
-    to_run = len(missing) if own else shown.size  # the passes said (and timed) before a start
-    seconds = estimate(model, sequence, to_run)
-    what = f"The masked scan of {shown.label()}"
-    if key in ss.get(CANCELLED, set()):
-        left = f": the remaining {len(missing):,} take {about(seconds)}" if seconds is not None else ""
-        st.info(f"{what} was cancelled after {done:,} of {shown.size:,} positions; they are kept{left}.",
-                icon=":material/pause_circle:")
-        st.button("Resume the scan", on_click=_start, args=(key,), icon=":material/play_arrow:")
-        return None
-    if key not in ss.get(STARTED, set()) and seconds is not None and seconds > AUTO_START_SECONDS:
-        rate = seconds / to_run
-        st.info(
-            f"{what} runs {to_run:,} masked passes, one per position{progress}: {about(seconds)} at this "
-            f"server's measured rate ({rate:.2f} s per position). It runs in chunks and can be cancelled; "
-            "what is done is kept.",
-            icon=":material/schedule:",
-        )
-        st.button(f"Start the scan ({about(seconds)})", on_click=_start, args=(key,), icon=":material/play_arrow:")
-        return None
-    if key not in ss.get(STARTED, set()) and seconds is None and len(missing) > CHUNK:
-        # No rate measured on this server yet: the first chunk measures it; the next run of the
-        # page then knows how long the rest takes, and asks first if that is long.
-        _run(model, sequence, shown, key, missing[:CHUNK], remember=False)
-        if len(STORE.missing(model, sequence, missing[:CHUNK])) == 0:  # measured (not refused as busy)
-            st.rerun()
-        return None
-    return _run(model, sequence, shown, key, missing)
-
-
-def _start(key) -> None:
-    ss = st.session_state
-    ss.setdefault(STARTED, set()).add(key)
-    ss.setdefault(CANCELLED, set()).discard(key)
-
-
-def _cancel(key) -> None:
-    # Runs at the start of the rerun the click asks for; the scan itself was stopped by then
-    # (Streamlit interrupts a running script at its next element update).
-    ss = st.session_state
-    ss.setdefault(CANCELLED, set()).add(key)
-    ss.setdefault(STARTED, set()).discard(key)
-
-
-def _run(model: str, sequence: str, shown: Shown, key, missing: list[int], remember: bool = True) -> np.ndarray | None:
-    """Scan the ``missing`` positions chunk by chunk, with progress and Cancel, keeping each chunk.
-
-    ``remember``: this scan was asked for (or is short): an interrupted run continues on the
-    next run without asking again.
+    Args:
+      engine: the session's engine.
+      sequence: the analysed sequence; ``positions``: 0-based, the range scanned.
+      label: the positions as the page names them ("residues 101–250").
+      what: what the scan is for ("the masked-marginal map").
+      cheaper: (button label, callback) switching the page to wt-marginals.
     """
-    if remember:
-        st.session_state.setdefault(STARTED, set()).add(key)
-    engine = load_engine(model)
-    width = row_width(sequence)
-    panel = st.container()
-    with panel:
-        bar = st.progress(0.0, text=f"Masked scan of {shown.label()}…")
-        st.button("Cancel the scan", on_click=_cancel, args=(key,), icon=":material/stop_circle:", key="scan_cancel")
-    total = shown.size
-    done = total - len(STORE.missing(model, sequence, range(shown.start, shown.stop)))
-    shown_at = [0.0]
+    store, model = default_store(), engine.fingerprint
+    wanted = list(positions)
+    held = store.held_positions(model, sequence)
+    if all(p in held for p in wanted):
+        return passes.masked_log_probs(engine, sequence, wanted, store=store)  # read back (a damaged value re-runs)
+    key = scan_key(engine, sequence, positions)
+    done = background.find(key)
+    if done is not None and done.state == DONE and done.value is not None:
+        return done.value  # this session's finished scan (all of it, even with a store that keeps nothing)
 
-    def show(finished: float) -> None:
-        now = time.monotonic()
-        if now - shown_at[0] < 0.5 and finished < total:
-            return  # a few updates a second: each one is a message to the browser
-        shown_at[0] = now
-        left = estimate(model, sequence, total - int(finished))
-        rest = f" · {about(left)} left" if left is not None and finished < total else ""
-        bar.progress(min(finished / total, 1.0), text=f"Masked scan of {shown.label()}: "
-                     f"{int(finished):,} of {total:,} positions{rest}")
+    def cost() -> jobs_panel.Cost:
+        missing = sum(p not in held for p in wanted)
+        seconds = jobs.default_rates().seconds(model, "masked", jobs.masked_tokens(len(sequence), missing))
+        return jobs_panel.Cost(missing, "masked pass", "masked passes", "one per position", seconds)
 
-    show(done)
-    for first in range(0, len(missing), CHUNK):
-        chunk = missing[first:first + CHUNK]
-
-        finished: list[float] = []  # when each of the chunk's batches finished
-
-        def inner(batches_done: int, batches: int, chunk_size: int = len(chunk)) -> None:
-            finished.append(time.monotonic())
-            show(done + chunk_size * batches_done / batches)
-
-        try:
-            with heavy_slot("the masked scan"):
-                started = time.monotonic()
-                log_probs = engine.masked_log_probs(sequence, chunk, progress=inner)
-                _measure(model, width, len(chunk), started, finished)
-        except QueueFull as err:
-            panel.empty()
-            if done:
-                kept = f" ({done:,} of {total:,} positions are done and kept)"
-                busy_warning("the rest of the masked scan", err, done=kept)
-            else:
-                busy_warning("the masked scan", err)
-            return None
-        STORE.add(model, sequence, chunk, log_probs)
-        done += len(chunk)
-        show(done)
-    panel.empty()
-    return STORE.get(model, sequence, range(shown.start, shown.stop))
+    job = jobs_panel.follow(key, f"Masked scan of {label}", "positions", _work(engine, sequence, wanted), cost,
+                            what=what, cheaper=cheaper)
+    if job is not None and job.state == DONE and job.value is not None:
+        return job.value  # complete (kept on the job too: a store that keeps nothing still shows it)
+    return None
 
 
-def _measure(model: str, width: int, positions: int, started: float, finished: list[float]) -> None:
-    """Record the pass rate of one chunk. Its first batch may include compiling the model for a
-    new shape (seconds, once per process): with several batches, time only the later ones."""
-    if len(finished) >= 3:
-        per_batch = positions / len(finished)
-        RATES.record(model, width, round(per_batch * (len(finished) - 1)), finished[-1] - finished[0])
-    else:
-        RATES.record(model, width, positions, (finished[-1] if finished else time.monotonic()) - started)
+def _work(engine, sequence: str, positions: list[int]):
+    def work(job: jobs.Job, first_only: bool = False):
+        metered, store = background.metered(engine, job), default_store()
+        if first_only:  # one chunk measures this machine's rate; the page then knows the rest's cost
+            held = store.held_positions(engine.fingerprint, sequence)
+            missing = [p for p in positions if p not in held]
+            if len(missing) > passes.CHUNK:
+                before = len(positions) - len(missing)
+                passes.masked_log_probs(metered, sequence, missing[:passes.CHUNK], store=store,
+                                        progress=lambda done, _: job.progress(before + done, len(positions)))
+                return None
+        return passes.masked_log_probs(metered, sequence, positions, store=store, progress=job.progress,
+                                       cancelled=job.cancelled)
+
+    return work

@@ -12,16 +12,18 @@ import urllib.parse
 
 import streamlit as st
 
+from flamino_core.fasta import to_fasta
+
 from . import numbering
 from .downloads import IMAGE_FORMAT, IMAGE_FORMATS
 from .context import PageContext
 from .inputs import FASTA, LINK_RECORD, RECORD, link_text
-from .links import MAX_FASTA_CHARS, SharedView, decode_view, encode_view
+from .links import MAX_FASTA_CHARS, SharedView, decode_view, encode_fasta, encode_view
 from .model_picker import LOCAL_CHOICE, LOCAL_PATH, MODEL_CHOICE, model_label
 from .models import MODEL
 from .policy import current_limits, model_from_link, public_model_name
 from .views import OPTIONS, page_options
-from .widgets import plain
+from .widgets import counted, plain
 
 MAX_LINK_CHARS = 8_000  # longer links are refused by some browsers and chat tools
 LINK_PROBLEM = "_link_problem"  # a message for the next run, about the link the session came with
@@ -136,13 +138,17 @@ def link_params(ctx: PageContext) -> tuple[dict[str, str], str | None]:
         params = encode_view(view)
     if params is not None and len(urllib.parse.urlencode(params)) <= MAX_LINK_CHARS:
         return params, None
+    records = len(ctx.records_read)
+    size = f"{counted(records, 'record')}, {len(encode_fasta(view.fasta)) / 1000:,.0f} kB compressed" if view.fasta else ""
+    whole = (f"The whole input ({size}) is more than a link can hold ({MAX_LINK_CHARS / 1000:,.0f} kB): send its "
+             "FASTA file (below) with the link, to be uploaded on the Input page.")
     record = ctx.record_read
-    if record is not None:
+    if record is not None and records > 1:
         shortened = encode_view(dataclasses.replace(view, fasta=f">{record.id}\n{record.sequence}\n"))
         if len(urllib.parse.urlencode(shortened)) <= MAX_LINK_CHARS:
-            return shortened, "The input is too long for a link; the link carries only the selected record."
+            return shortened, f"This link carries only the selected record, {record.id}. {whole}"
     return encode_view(dataclasses.replace(view, fasta=None)), (
-        "The input is too long for a link; the link carries the model and selections but no sequence."
+        f"This link carries the model and the selections but no sequence. {whole}"
     )
 
 
@@ -156,5 +162,8 @@ def publish_link(ctx: PageContext, slot) -> None:
         if left_out := st.session_state.pop(LINK_NOTE, None):  # what a page's link leaves out (its upload)
             st.caption(plain(left_out))
         st.code(f"{base}?{urllib.parse.urlencode(params)}", language=None, wrap_lines=True)
-        if note:
-            st.caption(note)
+        if note:  # said plainly: the recipient would otherwise see other records than the sender
+            st.warning(plain(note), icon=":material/link_off:")
+            fasta = to_fasta(ctx.records_read)
+            st.download_button("The input (FASTA)", fasta.encode(), "input.fasta", "text/plain", key="share_fasta",
+                               icon=":material/download:")

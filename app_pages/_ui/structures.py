@@ -35,9 +35,7 @@ from . import results, scans
 from .byte_cache import ByteBudgetCache
 from .heavy_jobs import HEAVY_RESIDUES
 from .inputs import upload_limit_words, upload_size_mb
-from .models import load_engine
 from .policy import current_limits, env_int, hosted_mode, visitor_model_name
-from .ranges import Shown
 from .widgets import kept_text_input, plain
 
 # Session-state keys.
@@ -224,7 +222,7 @@ def contacts_by_model(sequence: str) -> dict[str, np.ndarray]:
     return {visitor_model_name(model): c for (model, seq), c in seen if seq == sequence}  # no server path
 
 
-def track_values(name: str, model: str, sequence: str, contacts: np.ndarray | None, choice: dict,
+def track_values(name: str, engine, sequence: str, contacts: np.ndarray | None, choice: dict,
                  first: int = 1) -> tuple[np.ndarray | None, str]:
     """(L,) values of a track and its label, from what its declaration says it needs
     (``structure.tracks``: the choices checked, the model outputs from ``track_inputs``); None
@@ -241,18 +239,19 @@ def track_values(name: str, model: str, sequence: str, contacts: np.ndarray | No
     spec = TRACKS[name]
     if "contacts" in spec.needs and contacts is None:
         return None, ""
-    config = load_engine(model).config
+    config = engine.config
     checked = check_choices(name, choice, layers=config.num_layers, heads=config.attention_heads)
     layer, strategy = checked.get("layer"), checked.get("strategy")
     have = {"contacts": contacts} if "contacts" in spec.needs else {}
     if "scores" in spec.needs and STRATEGIES[strategy].masked:
-        # The page's own scan of the whole sequence: asked for before a long one (never started by a
-        # link alone), a chunk per queue slot (scans.py).
-        log_probs = scans.masked_scan(model, sequence, Shown(0, len(sequence), len(sequence), first))
+        # The page's own scan of the whole sequence, a background job through the result store:
+        # its cost said before a long one (never started by a link alone), cancellable (scans.py).
+        log_probs = scans.masked_scan(engine, sequence, range(len(sequence)), "the whole sequence",
+                                      f"the {name} track")
         if log_probs is None:
             return None, ""
         have["scores"] = scores.from_log_probs(log_probs, sequence, strategy).substitutions
-    found = results.heavy(_track_inputs, model, sequence, name, layer, strategy, tuple(have),
+    found = results.heavy(_track_inputs, engine.fingerprint, sequence, name, layer, strategy, tuple(have), engine,
                           what=f"the {name} track")
     if found is None:
         return None, ""
@@ -266,14 +265,14 @@ def track_values(name: str, model: str, sequence: str, contacts: np.ndarray | No
 
 @st.cache_data(show_spinner="Running the model for the track…", max_entries=8)
 def _track_inputs(model: str, sequence: str, name: str, layer: int | None, strategy: str | None,
-                  held: tuple[str, ...]):
+                  held: tuple[str, ...], _engine):
     """(the residues covered, the track's model inputs but the ``held`` ones, which the page has):
-    ``tracks.track_inputs``. Attention maps of a sequence over 1022 residues cover its first 1022
+    ``tracks.track_inputs``, cached by the engine's fingerprint (``model``). Attention maps of a sequence over 1022 residues cover its first 1022
     (maps cannot be stitched from windows); those of a long sequence wait in the heavy-job
     queue, as the cached attention maps this replaced did."""
     needs = TRACKS[name].needs
     long = "truncate" if "attention" in needs and len(sequence) > MAX_RESIDUES else "window"
     costly = "attention" in needs and len(sequence) > HEAVY_RESIDUES
     with results.heavy_slot(f"the {name} track") if costly else contextlib.nullcontext():
-        return track_inputs(load_engine(model), sequence, name, layer=layer, strategy=strategy, long=long,
+        return track_inputs(_engine, sequence, name, layer=layer, strategy=strategy, long=long,
                             have=dict.fromkeys(held))

@@ -16,7 +16,7 @@ import dataclasses
 import re
 from collections.abc import Mapping
 
-from flamino_core.options import CONTACT_CUTOFFS, SEPARATION_RANGES
+from flamino_core.options import CONTACT_CUTOFFS, SEPARATION_RANGES, STRATEGIES, VARIANT_STRATEGIES, map_strategies
 from flamino_core.structure.tracks import PARAMS, TRACKS, Param
 
 MAX_INT = 10_000_000  # bounds any number a link carries; 8 digits at most
@@ -52,11 +52,15 @@ class Integer:
 
 @dataclasses.dataclass(frozen=True)
 class Choice:
-    """One of a few fixed values, written as itself; ``labels`` says what the widget shows."""
+    """One of a few fixed values, written as itself; ``labels`` says what the widget shows.
+
+    ``aliases``: what older links wrote for a value (``wt`` for ``wt-marginals``), still read."""
 
     labels: Mapping[str, str]  # value -> label, in the order the widget lists them
+    aliases: Mapping[str, str] = dataclasses.field(default_factory=dict)  # old value -> value
 
     def parse(self, text: str) -> str | None:
+        text = self.aliases.get(text, text)
         return text if text in self.labels else None
 
     def format(self, value: str) -> str:
@@ -224,6 +228,22 @@ def _track_option(param: Param) -> ViewOption:
     return ViewOption(param.link, "structure", Integer(param.low or 0, param.high or MAX_INT), param.default)
 
 
+# Every strategy the app offers is named as flamino_core.options names it (STRATEGIES for maps of a
+# whole sequence, VARIANT_STRATEGIES for the user's variants), in widgets and links alike; the
+# short values older links wrote ("wt", "masked") are read as the strategies they meant.
+STRATEGY_LABELS = {
+    "wt-marginals": "wt-marginals — fast: one unmasked pass",
+    "masked-marginals": "masked-marginals — exact: one masked pass per position (slower), gives pseudo-perplexity",
+    "pppl": "pppl — pseudo-perplexity: the masked passes of masked-marginals",
+}
+OLD_STRATEGY_VALUES = {"wt": "wt-marginals", "masked": "masked-marginals"}
+MAP_STRATEGIES = map_strategies()  # the substitution maps the pages draw
+
+
+def _strategy_choice(names) -> Choice:
+    return Choice({name: STRATEGY_LABELS.get(name, name) for name in names if name in STRATEGIES}, OLD_STRATEGY_VALUES)
+
+
 # The Structure page: chain and model in the file, the contact map's range and cutoff, and the
 # track on the 3D view with its own choices.
 BEST_CHAIN = "best"  # the chain that best matches the sequence
@@ -240,30 +260,20 @@ STRUCTURE_OPTIONS = (
     ViewOption("sid", "structure", Word(r"[A-Za-z0-9_]{4,12}")),
 )
 MAX_LINK_MUTATIONS = 1_500  # characters of a mutation list a link carries
-VARIANT_STRATEGY_LABELS = {  # the keys are flamino_core.options.VARIANT_STRATEGIES
+VARIANT_STRATEGY_LABELS = {  # one per flamino_core.options.VARIANT_STRATEGIES
     "masked-marginals": "masked-marginals — one masked pass per mutated position (ProteinGym's ESM score)",
     "wt-marginals": "wt-marginals — one unmasked pass (fast, approximate)",
     "joint-masked": "joint-masked — a multi-mutant's positions masked together (shows non-additivity)",
     "pll": "pll — pseudo-log-likelihood of mutant minus wild type (slow: L passes per variant)",
 }
+VARIANT_CHOICE = Choice({name: VARIANT_STRATEGY_LABELS.get(name, name) for name in VARIANT_STRATEGIES})
 
 OPTIONS: dict[str, ViewOption] = {
     option.key: option
     for option in (
         ViewOption("pos", "predictions", Integer(1), 1),  # the masked position, 1-based
         ViewOption("k", "predictions", Integer(1, 20), 3),  # top-k predictions per position
-        ViewOption(
-            "scan",
-            "predictions",
-            Choice(
-                {
-                    "wt": "wt-marginals — fast: one unmasked pass",
-                    "masked": "masked-marginals — exact: one pass per position (slower), gives "
-                    "pseudo-perplexity",
-                }
-            ),
-            "wt",
-        ),
+        ViewOption("scan", "predictions", _strategy_choice(MAP_STRATEGIES), "wt-marginals"),  # the map's
         ViewOption("elayer", "embeddings", Integer(0, 1000)),  # default: the final layer
         ViewOption("dims", "embeddings", Choice({"2": "2D", "3": "3D"}), "2"),
         ViewOption(
@@ -273,7 +283,7 @@ OPTIONS: dict[str, ViewOption] = {
             "position",
         ),
         ViewOption("smap", "embeddings", Choice({"pca": "PCA", "umap": "UMAP"}), "pca"),  # the records' map
-        ViewOption("slabels", "embeddings", Flag(), True),  # record ids on the map
+        ViewOption("slabels", "embeddings", Flag()),  # record ids on the map; default: on up to 30 records
         ViewOption("alayer", "attention", Integer(1, 1000)),  # default: the final layer
         # The number of the record's first residue (default: its id's /start-end suffix).
         ViewOption("first", None, Integer(-MAX_INT, MAX_INT), per_record=True),
@@ -289,12 +299,10 @@ OPTIONS: dict[str, ViewOption] = {
         # The Variants page (docs/variants.md). The mutation list travels only when it is short
         # (a link's budget is shared with the sequence); a longer one leaves "mlong" instead.
         ViewOption("vinput", "variants", Choice({"list": "a mutation list", "dms": "a DMS table"}), "list"),
-        ViewOption("vstrategy", "variants", Choice(VARIANT_STRATEGY_LABELS), "masked-marginals"),
+        ViewOption("vstrategy", "variants", VARIANT_CHOICE, "masked-marginals"),
         ViewOption("muts", "variants", Text(MAX_LINK_MUTATIONS)),
         ViewOption("mlong", "variants", Flag()),
-        ViewOption("vmap", "variants", Choice(
-            {"wt": "wt-marginals — one unmasked pass", "masked": "masked-marginals — one pass per position"}),
-            "wt"),
+        ViewOption("vmap", "variants", _strategy_choice(MAP_STRATEGIES), "wt-marginals"),  # the map's
         ViewOption("veffect", "variants", Choice(
             {"all": "all", "below": "score < 0 (the model prefers the wild type)",
              "above": "score ≥ 0 (as likely or more)"}), "all"),

@@ -2,7 +2,8 @@
 
 Each actor (``ShardWorker``) loads the model once and computes whole shards
 (``shards.process_shard``); CPU actors are pinned to cores of their own. Ray Data restarts
-a killed actor and retries its shard.
+a killed actor and retries its shard. ``stream_on_ray`` is that pipeline for any items and actor
+class: the app's set-level jobs (``jobs_ray``) run through it too.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -38,6 +39,46 @@ def run_on_ray(job: Job, pending: list[int], address: str, actors: int | None, c
 
     Returns (seconds of the compute stage, actors used).
     """
+    used = [0]
+
+    def worker(cores: int) -> type:
+        return _worker_class(job, cores)
+
+    try:
+        rows = stream_on_ray([{"shard": k} for k in pending], worker, address, actors, cpus_per_actor,
+                             gpus_per_actor, say, used=used, what="shards")
+        on_start()
+        start = time.monotonic()
+        for row in rows:
+            on_shard({**{name: int(row[name]) for name in ("shard", "rows", "residues")},
+                      "node": str(row["node"]), "seconds": float(row["seconds"]),
+                      "cpu_seconds": float(row["cpu_seconds"])})
+        return time.monotonic() - start, used[0]
+    except BatchError:
+        raise
+    except Exception as err:  # Ray wraps worker errors in its own types; the first line says what it was
+        first_line = next((line for line in str(err).splitlines() if line.strip()), "")
+        raise BatchError(f"the job stopped ({type(err).__name__}: {first_line[:300]}); finished shards are "
+                         "kept: rerun the same command to continue") from err
+
+
+def stream_on_ray(items: list[dict], worker: Callable[[int], type], address: str | None, actors: int | None,
+                  cpus_per_actor: float, gpus_per_actor: float | None, say: Callable[[str], None],
+                  *, used: list[int] | None = None, what: str = "items", shutdown: bool = True) -> Iterator[dict]:
+    """The rows a pool of model actors makes of ``items``, one item per call, as they finish
+    (Ray is joined or started and the pool planned here, before the first row is asked for).
+
+    The one Ray Data pipeline of flamino: ``flamino batch`` streams shard numbers through it,
+    the app (``jobs_ray``) a set's records. Ray is joined at ``address`` (or started here for
+    "local"/None, on 127.0.0.1 only, and shut down with its agents when the rows are done or the
+    iteration is abandoned, unless ``shutdown`` is False; ``ray_watchdog`` stops a cluster started
+    here if this process dies first); Ray Data restarts a killed actor and retries its item.
+
+    Args:
+      items: one dict per call of an actor.
+      worker: ``worker(cores)``: the actor class (``cores``: CPU cores it pins itself to, 0: GPU).
+      used: filled with the number of actors.
+    """
     local = address in ("local", None)
     if local:
         # A cluster of this machine only listens on 127.0.0.1: Ray turns a node address of
@@ -49,7 +90,7 @@ def run_on_ray(job: Job, pending: list[int], address: str, actors: int | None, c
         import ray
         import ray.data
     except ImportError:
-        raise BatchError("flamino batch runs on Ray, which is not installed: pip install 'flamino[batch]'") from None
+        raise BatchError("flamino runs this on Ray, which is not installed: pip install 'flamino[batch]'") from None
 
     started_here, watchdog = False, None
     if not ray.is_initialized():
@@ -77,13 +118,15 @@ def run_on_ray(job: Job, pending: list[int], address: str, actors: int | None, c
                 raise BatchError(f"the Ray cluster has no GPU for --gpus-per-actor {gpus_per_actor:g}")
         else:
             fit = int(resources.get("CPU", 1) // cpus_per_actor)
-        n_actors = max(1, min(actors or fit, len(pending)))
+        n_actors = max(1, min(actors or fit, len(items)))
+        if used is not None:
+            used[:] = [n_actors]
         env = {}
         if 0 < gpus_per_actor < 1:  # several actors share a GPU: JAX must not take 75% each
             env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = f"{0.75 * gpus_per_actor:.3f}"
         cores = 0 if gpus_per_actor else max(1, int(cpus_per_actor))
         device = f"{gpus_per_actor:g} GPU" if gpus_per_actor else f"{cpus_per_actor:g} CPU"
-        say(f"{len(pending)} shards on {n_actors} actor(s), {device} each (Ray: {int(resources.get('CPU', 0))} CPUs, "
+        say(f"{len(items)} {what} on {n_actors} actor(s), {device} each (Ray: {int(resources.get('CPU', 0))} CPUs, "
             f"{int(resources.get('GPU', 0))} GPUs)")
 
         ctx = ray.data.DataContext.get_current()
@@ -91,9 +134,9 @@ def run_on_ray(job: Job, pending: list[int], address: str, actors: int | None, c
         ctx.print_on_execution_start = False
         ctx.max_consecutive_actor_init_deaths = 3
         logging.getLogger("ray.data").setLevel(logging.ERROR)
-        dataset = ray.data.from_items([{"shard": k} for k in pending], override_num_blocks=len(pending))
+        dataset = ray.data.from_items(items, override_num_blocks=len(items))
         dataset = dataset.map_batches(
-            _worker_class(job, cores),
+            worker(cores),
             batch_size=1,
             # One shard at a time per actor: a shard is minutes of work and its argument one number,
             # so there is nothing to prefetch, and an actor never holds queued shards while another
@@ -102,31 +145,35 @@ def run_on_ray(job: Job, pending: list[int], address: str, actors: int | None, c
             num_cpus=cpus_per_actor,
             num_gpus=gpus_per_actor,
             runtime_env={"env_vars": env} if env else None,
-        )  # Ray Data restarts a killed actor and retries its shard (see process_shard for repeats)
-        on_start()
-        start = time.monotonic()
-        for row in dataset.iter_rows():
-            on_shard({**{name: int(row[name]) for name in ("shard", "rows", "residues")},
-                      "node": str(row["node"]), "seconds": float(row["seconds"]),
-                      "cpu_seconds": float(row["cpu_seconds"])})
-        return time.monotonic() - start, n_actors
-    except BatchError:
+        )  # Ray Data restarts a killed actor and retries its item (see process_shard for repeats)
+    except BaseException:
+        if started_here and shutdown:
+            _shut_down(ray, local, watchdog)
         raise
-    except Exception as err:  # Ray wraps worker errors in its own types; the first line says what it was
-        first_line = next((line for line in str(err).splitlines() if line.strip()), "")
-        raise BatchError(f"the job stopped ({type(err).__name__}: {first_line[:300]}); finished shards are "
-                         "kept: rerun the same command to continue") from err
-    finally:
-        if started_here:
-            session = _session_dir(ray) if local else None
-            ray.shutdown()
-            if session:  # agents Ray leaves behind (seen with its dashboard and runtime-env agents)
-                from .ray_watchdog import stop_cluster
+    return _rows(dataset, (ray, local, watchdog) if started_here and shutdown else None)
 
-                stop_cluster(session)
-        if watchdog is not None:
-            watchdog.kill()
-            watchdog.wait()
+
+def _rows(dataset, to_shut_down) -> Iterator[dict]:
+    """The dataset's rows; Ray shut down after the last one (or when the iteration is abandoned)."""
+    try:
+        yield from dataset.iter_rows()
+    finally:
+        if to_shut_down is not None:
+            _shut_down(*to_shut_down)
+
+
+def _shut_down(ray, local: bool, watchdog) -> None:
+    """Ray stopped, with the agents it leaves behind (seen with its dashboard and runtime-env
+    agents) on a cluster started here, and the watchdog no longer needed."""
+    session = _session_dir(ray) if local else None
+    ray.shutdown()
+    if session:
+        from .ray_watchdog import stop_cluster
+
+        stop_cluster(session)
+    if watchdog is not None:
+        watchdog.kill()
+        watchdog.wait()
 
 
 def _session_dir(ray) -> str | None:

@@ -167,7 +167,7 @@ def substitution_map(
     """The full single-substitution map, wild-type cells marked, positions in the user's numbering.
 
     Args:
-      substitution_scores: (L, 20) from ``scores.masked_marginals`` / ``wt_marginals``.
+      substitution_scores: (L, 20) from ``scores.substitution_map``.
       sequence: the wild type.
       method: the strategy of ``substitution_scores``, for the title.
       offset: the number of the first residue (the axis labels follow it).
@@ -237,7 +237,7 @@ def variant_map(
     """The full substitution map with the user's variants marked, one marker style per label.
 
     Args:
-      substitution_scores: (L, 20) from ``scores.masked_marginals`` / ``wt_marginals``.
+      substitution_scores: (L, 20) from ``scores.substitution_map``.
       sequence: the wild type.
       variants: the variants to mark (each substitution of a multi-mutant gets a marker).
       offset: the number of the first residue (the axis labels follow it).

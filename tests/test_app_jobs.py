@@ -1,0 +1,150 @@
+"""Long work in the app as background jobs (issue 20, AppTest on ``random:tiny``): pll on a real
+DMS table fills its rows in with a time estimate, its Cancel keeps what finished, a new session
+resumes from the store; the job runs on while the user is on another page, shown in the
+sidebar; work over ~30 s says its cost first and offers the cheaper strategy."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from app_pages._ui import background, jobs_panel, variant_results
+from flamino_core import jobs
+from flamino_core.engine import Engine
+from flamino_core.weights import load_weights
+from test_app import assert_clean, environment, open_page, settle, start, unescaped  # noqa: F401
+
+DMS_DIR = Path(__file__).resolve().parents[2] / "shared" / "dms"
+ASSAY = DMS_DIR / "A0A1I9GEU1_NEIME_Kennouche_2019.csv"
+ROWS = 30  # of the real assay: 30 mutants x 161 residues + the wild type = 4,991 masked passes
+
+
+@pytest.fixture
+def assay() -> bytes:
+    if not ASSAY.exists():
+        pytest.skip(f"the ProteinGym assay is not at {ASSAY}")
+    return b"".join(ASSAY.read_bytes().splitlines(keepends=True)[:ROWS + 1])
+
+
+def wait_for(condition, what: str, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.1)
+
+
+class Gate:
+    """Holds the engine once it is asked for the masked passes of the ``at``-th distinct
+    sequence (a pll mutant), as a slow machine would be busy with it; counts what ran."""
+
+    def __init__(self, monkeypatch, at: int):
+        self.at, self.open, self.seen, self.masked = at, threading.Event(), [], []
+        real = Engine.masked_log_probs
+
+        def held(engine, sequence, positions=None, progress=None):
+            if sequence not in self.seen:
+                self.seen.append(sequence)
+            if len(self.seen) >= self.at:
+                assert self.open.wait(300)
+            self.masked.append((sequence, len(positions) if positions is not None else len(sequence)))
+            return real(engine, sequence, positions, progress)
+
+        monkeypatch.setattr(Engine, "masked_log_probs", held)
+
+
+def dms_page(at, data: bytes):
+    open_page(at, "variants")
+    at.radio(key="_w_vinput").set_value("dms").run()
+    at.file_uploader(key="_dms_upload").set_value([("assay.csv", data, "text/csv")])
+    return at.run()
+
+
+def test_pll_on_a_dms_table_fills_in_says_how_long_cancels_keeping_rows_and_resumes(assay, monkeypatch):
+    from flamino_core.result_store import default_store
+
+    monkeypatch.setattr(variant_results, "CHUNK_ROWS", 10)
+    engine = Engine(load_weights("random:tiny"))
+    at = settle(dms_page(start(), assay))  # scored with masked-marginals first (the default strategy)
+    wild_type = variant_results.dms_table(assay, None, 1).wild_type
+    held = len(default_store().held_positions(engine.fingerprint, wild_type))  # masked-marginals' positions
+    # A rate this machine measured (0.01 s per masked pass here): the job's cost is known, over 30 s.
+    rates = jobs.default_rates()
+    rates.weight = 1.0  # this measurement replaces the one the masked-marginals job made
+    rates.record(engine.fingerprint, "masked", jobs.masked_tokens(len(wild_type), 1000), 10.0)
+    rates.weight = jobs.Rates().weight
+    gate = Gate(monkeypatch, at=12)  # the wild type, then mutants: hold the 11th mutant (2nd chunk)
+    at.radio(key="_w_vstrategy").set_value("pll").run()
+    assert_clean(at)
+    (ask,) = [unescaped(i.value) for i in at.info if "masked passes" in i.value]
+    passes = (ROWS + 1) * len(wild_type) - held  # the wild type's and 30 distinct mutants', less the stored
+    assert f"needs {passes:,} masked passes" in ask
+    assert f"{jobs_panel.about(passes * 0.01)} at the rate this machine measured" in ask
+    assert any(b.label == "Use masked-marginals instead" for b in at.button)  # the cheaper strategy
+    next(b for b in at.button if b.label.startswith("Start")).click().run()
+    wait_for(lambda: len(gate.seen) >= gate.at, "the second chunk of rows did not start")
+    at.run()  # as the browser's watcher reruns the page when the job has news
+    assert_clean(at)
+    (rows,) = at.dataframe
+    assert len(rows.value) == 10 and rows.value["score"].notna().all()  # the first 10 rows are in
+    assert any("10 rows scored so far" in c.value for c in at.caption)
+    (bar,) = [p for p in at.main.get("progress") if "DMS rows" in p.proto.text]
+    assert "10 of 30 rows · about" in bar.proto.text and "left" in bar.proto.text  # from the job's own rate
+
+    next(b for b in at.button if b.label == "Cancel").click().run()
+    gate.open.set()  # the chunk of positions in flight finishes (kept), then the job stops
+    settle(at)
+    (cancelled,) = [i.value for i in at.info if "cancelled" in i.value]
+    assert "cancelled after 10 of 30 rows; they are kept" in cancelled
+    first_ten = set(gate.seen[:11])  # the wild type and the first 10 mutants
+
+    # Reopening (a new session on the same server): only what is missing runs. (AppTest gives
+    # every test session the same id: the second one is told apart here.)
+    monkeypatch.setattr(background, "session_id", lambda: "a second session")
+    ran_before = len(gate.masked)
+    again = settle(dms_page(start(), assay))
+    settle(again.radio(key="_w_vstrategy").set_value("pll").run())
+    start_button = next((b for b in again.button if b.label.startswith("Start")), None)
+    if start_button is not None:  # the rate measured meanwhile may make the rest quick enough to start at once
+        settle(start_button.click().run())
+    assert_clean(again)
+    resumed = {sequence for sequence, _ in gate.masked[ran_before:]}
+    assert not resumed & first_ten  # the stored rows' passes were not run again
+    assert len(again.dataframe[0].value) == ROWS and again.dataframe[0].value["score"].notna().all()
+
+
+def test_a_job_runs_on_while_the_user_is_on_another_page_and_shows_in_the_sidebar(monkeypatch):
+    gate = threading.Event()
+    real = Engine.masked_log_probs
+    calls = []
+
+    def slow(engine, sequence, positions=None, progress=None):
+        if len(positions) > 1:  # not the page's "mask one position"
+            calls.append(len(positions))
+            if len(calls) == 2:
+                assert gate.wait(300)
+        return real(engine, sequence, positions, progress)
+
+    monkeypatch.setattr(Engine, "masked_log_probs", slow)
+    sequence = "MVHLTPEEKSAVTALWGKVNVDEVGGEALGRLLVVYPWTQRFFESFGDLSTPDAVMGNPKVKAHGKKVLGAFSDGLAHLDNLKGTFATLSEL" * 2
+    engine = Engine(load_weights("random:tiny"))
+    jobs.default_rates().record(engine.fingerprint, "masked", 1000, 0.001)  # quick: starts without asking
+    at = open_page(start({"seq": sequence}), "predictions")
+    at.radio(key="_w_scan").set_value("masked-marginals").run()
+    wait_for(lambda: len(calls) >= 2, "the scan's second chunk did not start")
+    open_page(at, "input")  # the user leaves the page
+    assert_clean(at)
+    (bar,) = [p for p in at.sidebar.get("progress") if "Masked scan" in p.proto.text]
+    n = len(sequence)  # position 1 is stored already (the page's "Mask one position"): 1 + 64 done
+    assert bar.proto.text.startswith(f"Masked scan of residues 1–{n}: 65 of {n} positions")
+    assert any(b.label == "Cancel" for b in at.sidebar.button)
+    gate.set()
+    (job,) = [j for j in background.every_job() if j.title.startswith("Masked scan") and not j.finished] or [None]
+    assert job is None or job.wait(300)
+    settle(at)
+    assert any(f"Masked scan of residues 1–{n}: done" in unescaped(c.value) for c in at.sidebar.caption)
+    open_page(at, "predictions")
+    assert_clean(at)
+    assert at.metric[0].label == "Pseudo-perplexity" and calls == [64, 64, n - 1 - 128]  # no position twice

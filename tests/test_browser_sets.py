@@ -1,0 +1,161 @@
+"""A real set in a real browser (issue 20's "done when"): 186 ProteinGym target proteins uploaded,
+Records then Embeddings, then the server restarted and Records opened again.
+
+The server runs with a ``sitecustomize`` (tests/browser_hooks/) that logs every engine call and
+the rows it was sent, so the test sees which page ran the model: Embeddings runs no unmasked pass
+over the records Records stored, and after a restart Records runs none at all (its table comes
+from the result store). The map of 186 records has its labels off.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from test_browser import (
+    CHROMIUM,
+    ROOT,
+    SCREENSHOTS,
+    TIMEOUT_MS,
+    VIEWPORT,
+    _nav,
+    _settle,
+    _wait_for_charts,
+    start_server,
+    stop_server,
+)
+
+TARGETS = ROOT.parent / "shared" / "fasta" / "proteingym_targets.fa"
+HOOKS = Path(__file__).resolve().parent / "browser_hooks"
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs /usr/bin/chromium (apt-get install chromium)"),
+    pytest.mark.skipif(not TARGETS.exists(), reason=f"real records not found at {TARGETS}"),
+]
+
+
+class Server:
+    """A local server (``test_browser.start_server``) with the engine-call log on."""
+
+    def __init__(self, cache: Path, calls: Path, log: Path, model: str = "random:tiny"):
+        self.calls = calls
+        hooks = {"FLAMINO_MODEL": model, "FLAMINO_TEST_ENGINE_LOG": str(calls),
+                 "PYTHONPATH": os.pathsep.join([str(HOOKS), os.environ.get("PYTHONPATH", "")])}
+        self.process = start_server(cache, log, hooks, timeout=120)
+        self.url = self.process.url
+
+    def engine_calls(self) -> list[dict]:
+        """Every engine call so far: {"call": "run" | "masked", "rows": n, "logits": bool, ...}."""
+        if not self.calls.exists():
+            return []
+        return [json.loads(line) for line in self.calls.read_text().splitlines() if line.strip()]
+
+    def stop(self) -> None:
+        stop_server(self.process)
+
+
+@pytest.fixture
+def servers(tmp_path):
+    started = []
+
+    def start(name: str) -> Server:
+        server = Server(tmp_path / "cache", tmp_path / f"{name}.calls", tmp_path / f"{name}.log")
+        started.append(server)
+        return server
+
+    try:
+        yield start
+    finally:
+        for server in started:
+            server.stop()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    with playwright_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+            "--disable-sync", "--no-first-run"])  # fmt: skip
+        yield browser
+        browser.close()
+
+
+def upload_targets(browser, server: Server):
+    page = browser.new_context(viewport=VIEWPORT).new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    page.goto(server.url)
+    page.get_by_text("Your sequences").wait_for()
+    page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(TARGETS))
+    page.get_by_text("186 records ready for analysis.").wait_for()
+    _settle(page)
+    return page
+
+
+DONE = ("!document.body.innerText.includes('fill in as the records are computed')"
+        " && !document.body.innerText.includes('Unmasked passes of 186 records:')")
+ASKED = "[...document.querySelectorAll('button')].some(b => b.innerText.startsWith('Start ('))"
+
+
+def records_done(page, timeout_ms: int = 600_000) -> int:
+    """Wait until the Records table is complete: no job runs and no cell waits to fill in. A
+    job the page says is long (its cost measured on a first chunk) is started as a user would.
+    Returns how many times the page asked."""
+    asked = 0
+    deadline = time.monotonic() + timeout_ms / 1000
+    while True:
+        page.wait_for_function(f"({DONE}) || ({ASKED})", timeout=max(1000, (deadline - time.monotonic()) * 1000))
+        if page.evaluate(f"() => {ASKED}"):
+            asked += 1
+            page.get_by_role("button", name="Start (", exact=False).first.click()
+            page.wait_for_timeout(1000)
+            continue
+        _settle(page)
+        if page.evaluate(f"() => {DONE}"):
+            return asked
+
+
+def set_passes(calls: list[dict]) -> int:
+    """Rows of the records' unmasked passes (every layer and the logits: ``passes.record_outputs``)."""
+    return sum(c["rows"] for c in calls if c["call"] == "run" and c["logits"] and c["all_layers"])
+
+
+def test_186_records_records_then_embeddings_then_a_restart(servers, browser):
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    first = servers("first")
+    page = upload_targets(browser, first)
+    _nav(page, "Records").click()
+    page.wait_for_url("**/records*")
+    page.locator('[data-testid="stDataFrame"]').wait_for()  # the table is there at once...
+    records_done(page)  # ...and fills in
+    after_records = first.engine_calls()
+    assert set_passes(after_records) == 186  # one unmasked pass per record, all 186 distinct
+    page.screenshot(path=str(SCREENSHOTS / "records_186.png"), full_page=True)
+
+    _nav(page, "Embeddings").click()
+    page.wait_for_url("**/embeddings*")
+    _wait_for_charts(page, 3)
+    new = first.engine_calls()[len(after_records):]
+    assert set_passes(new) == 0, new  # the map's mean embeddings came from Records' passes
+    assert sum(c["rows"] for c in new) <= 1  # at most the selected record's per-residue states
+    modes = page.evaluate("() => document.querySelectorAll('.js-plotly-plot')[2].data.map(t => [t.name, t.mode])")
+    points = [mode for name, mode in modes if not name.startswith("selected")]
+    assert points and all(mode == "markers" for mode in points), modes  # 186 records: no labels
+    assert page.get_by_text("186 records", exact=False).count() >= 1
+    page.screenshot(path=str(SCREENSHOTS / "embeddings_186.png"), full_page=True)
+    page.context.close()
+
+    first.stop()
+    second = servers("second")  # a restarted server on the same cache
+    page = upload_targets(browser, second)
+    _nav(page, "Records").click()
+    page.wait_for_url("**/records*")
+    page.locator('[data-testid="stDataFrame"]').wait_for()
+    records_done(page, timeout_ms=120_000)
+    assert set_passes(second.engine_calls()) == 0  # the whole table from the store
+    page.context.close()

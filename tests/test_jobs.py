@@ -1,0 +1,151 @@
+"""Jobs off the caller's thread (``flamino_core.jobs``), without Streamlit: progress and the time
+left from the measured rate, a cancel that keeps every finished chunk in the store and resumes,
+the engine calls bounded by a queue slot, the pass rates kept on disk."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+
+import numpy as np
+import pytest
+
+from flamino_core import Engine, jobs, load_weights, passes
+from flamino_core.result_store import ResultStore
+
+
+@pytest.fixture(scope="module")
+def engine():
+    return Engine(load_weights("random:tiny:3"))
+
+
+@pytest.fixture
+def store(tmp_path):
+    return ResultStore(tmp_path / "results.sqlite")
+
+
+class Counting:
+    """The engine with the masked positions it is sent counted (the reference: what ran)."""
+
+    def __init__(self, engine):
+        self.engine, self.masked = engine, []
+        self.config, self.fingerprint = engine.config, engine.fingerprint
+
+    def masked_log_probs(self, sequence, positions=None, progress=None):
+        self.masked.extend(positions)
+        return self.engine.masked_log_probs(sequence, positions, progress=progress)
+
+
+def test_a_job_reports_progress_and_its_value_and_the_time_left_from_its_own_rate():
+    clock = threading.Event()
+    steps = []
+
+    def work(job):
+        job.progress(2, 10)  # 2 were stored before: not this job's speed
+        for done in range(3, 11):
+            clock.wait(0.01)
+            job.progress(done, 10)
+            steps.append((job.rate(), job.seconds_left()))
+        return "value"
+
+    job = jobs.start(work, "ten things", "things")
+    assert job.wait(30)
+    assert job.state == jobs.DONE and job.value == "value" and job.done == 10 and job.fraction() == 1.0
+    rate, left = steps[3]  # 4 things in ~0.04 s since the first report
+    # The two calls read the clock a moment apart: the same rate to a few percent.
+    assert rate is not None and 0 < rate and left == pytest.approx((10 - 6) / rate, rel=0.1)
+    assert steps[-1][1] == 0
+
+
+def test_a_failing_job_says_why_and_a_stopped_one_keeps_its_reason():
+    def fail(job):
+        raise ValueError("no such residue")
+
+    def stop(job):
+        raise jobs.Stopped("1 heavy job running, 4 waiting")
+
+    failed, stopped = jobs.start(fail, "f", "x"), jobs.start(stop, "s", "x")
+    assert failed.wait(30) and stopped.wait(30)
+    assert failed.state == jobs.FAILED and failed.error == "ValueError: no such residue"
+    assert stopped.state == jobs.STOPPED and stopped.error == "1 heavy job running, 4 waiting"
+
+
+def test_cancel_keeps_the_finished_chunks_and_the_next_job_resumes_without_repeating_one(engine, store,
+                                                                                            real_sequences):
+    sequence = real_sequences["HBB_HUMAN"]  # 147 residues: chunks of 64, 64, 19
+    counting = Counting(engine)
+    in_first_chunk, release = threading.Event(), threading.Event()
+
+    def slot():  # each engine call waits here: the test cancels while the first one runs
+        in_first_chunk.set()
+        assert release.wait(60)
+        return contextlib.nullcontext()
+
+    metered = jobs.MeteredEngine(counting, slot=slot)
+
+    def work(job):
+        return passes.masked_log_probs(metered, sequence, store=store, progress=job.progress, cancelled=job.cancelled)
+
+    job = jobs.start(work, "scan", "positions")
+    assert in_first_chunk.wait(60)
+    job.cancel()
+    release.set()  # the chunk in flight finishes and is kept; the next is not started
+    assert job.wait(60) and job.state == jobs.CANCELLED
+    assert counting.masked == list(range(64)) and job.done == 64
+    assert sorted(store.held_positions(engine.fingerprint, sequence)) == list(range(64))
+
+    again = jobs.start(lambda job: passes.masked_log_probs(metered, sequence, store=store, progress=job.progress),
+                       "scan", "positions")
+    assert again.wait(120) and again.state == jobs.DONE
+    assert counting.masked == list(range(len(sequence)))  # every position once, across both jobs
+    # The numbers are the engine's own (no store), to float32 rounding of different batchings.
+    np.testing.assert_allclose(again.value, engine.masked_log_probs(sequence), atol=1e-5)
+
+
+def test_the_metered_engine_holds_a_slot_per_call_and_measures_the_rate(engine, tmp_path):
+    rates = jobs.Rates(tmp_path / "rates.json")
+    held = []
+
+    @contextlib.contextmanager
+    def slot():
+        held.append("in")
+        yield
+        held.append("out")
+
+    metered = jobs.MeteredEngine(engine, rates, slot=slot)
+    sequence = "MKTAYIAKQRQISFVKSHFSRQ"
+    metered.masked_log_probs(sequence, range(5))
+    metered.run([sequence], repr_layers=(), logits=True)
+    assert held == ["in", "out", "in", "out"]
+    assert metered.fingerprint == engine.fingerprint and metered.config is engine.config  # the rest is the engine's
+    masked = rates.seconds(engine.fingerprint, "masked", jobs.masked_tokens(len(sequence), 5))
+    unmasked = rates.seconds(engine.fingerprint, "unmasked", jobs.unmasked_tokens([len(sequence)]))
+    assert masked is not None and masked > 0 and unmasked is not None and unmasked > 0
+    # Kept on disk: a restarted server (a new Rates on the same file) knows them.
+    again = jobs.Rates(tmp_path / "rates.json")
+    assert again.seconds(engine.fingerprint, "masked", 100) == pytest.approx(rates.seconds(engine.fingerprint,
+                                                                                           "masked", 100))
+    assert again.seconds("another model", "masked", 100) is None
+
+
+def test_a_stored_metered_engine_masks_each_position_once_for_callers_that_use_it_directly(engine, store):
+    """Variant scoring calls ``engine.masked_log_probs`` itself: through a stored metered engine
+    those passes go through the store too."""
+    counting = Counting(engine)
+    stored = jobs.MeteredEngine(counting, store=store)
+    sequence = "MKTAYIAKQRQISFVKSHFSRQLEERLGLIEVQ"
+    first = stored.masked_log_probs(sequence, [3, 7])
+    second = stored.masked_log_probs(sequence, [7, 3, 9])
+    assert counting.masked == [3, 7, 9]
+    np.testing.assert_array_equal(second[:2], first[::-1])
+
+
+def test_token_counts_follow_the_row_widths_the_engine_runs(engine):
+    from flamino_core.planner import bucket_length
+
+    # A masked pass runs one row at the engine's own width for that length (its pass shape).
+    for length in (22, 300, 1022, 5000):
+        assert jobs.masked_tokens(length, 10) == 10 * engine.masked_pass_shape(length)[1]
+    # An unmasked pass of 2,000 residues: windows of 1022 every 511 residues, 3 of them.
+    assert jobs.unmasked_tokens([2000]) == 3 * bucket_length(1024)
+    assert jobs.unmasked_tokens([100, 100]) == 2 * bucket_length(102)
