@@ -99,6 +99,17 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(autouse=True)
+def no_jobs_of_other_tests():
+    """The app's background jobs are process-wide and every AppTest session has the same id: each
+    test starts and ends with none (their results stay in that test's own store). Declared before
+    ``isolated_cache``: its teardown runs after every monkeypatch is undone."""
+    yield
+    background = sys.modules.get("app_pages._ui.background")
+    if background is not None and background.every_job():
+        background.forget_all()
+
+
+@pytest.fixture(autouse=True)
 def isolated_cache(tmp_path_factory, monkeypatch):
     """Every test gets its own flamino and HF caches, offline: nothing touches ~/.cache."""
     root = tmp_path_factory.mktemp("cache")
@@ -107,16 +118,6 @@ def isolated_cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.delenv("FLAMINO_MODEL", raising=False)
     return root
-
-
-@pytest.fixture(autouse=True)
-def no_jobs_of_other_tests():
-    """The app's background jobs are process-wide and every AppTest session has the same id: each
-    test starts and ends with none (their results stay in that test's own store)."""
-    yield
-    background = sys.modules.get("app_pages._ui.background")
-    if background is not None:
-        background.forget_all()
 
 
 @pytest.fixture(scope="session")

@@ -5,10 +5,13 @@
 - ``links``: the link codec; ``session``: a session's start from its link and its published link.
 - ``policy``: what this server allows (limits, models, names visitors see); ``heavy_jobs``: the
   first-come-first-served queue for heavy jobs.
-- ``inputs``: the input, its validation, the records and the selected one, ``first_number``.
+- ``inputs``: the input (read once per rerun), its validation, the chosen record and its picker.
 - ``numbering``: the first residue's number, a hosted window of a long record; ``ranges``: the
-  residues a page shows; ``scans``: masked scans as background jobs through the result store (``background``, ``jobs_panel``, ``set_results`` for a set).
+  residues a page shows; ``context``: the page context ``app.py`` computes once per rerun.
+- ``background`` and ``jobs_panel``: long work as background jobs (cost first, progress, Cancel,
+  the sidebar's list); ``scans`` and ``set_results``: masked scans and a set's results through
+  the result store; ``record_search``: finding records of a set.
 - ``model_picker``: the sidebar's model picker; ``models``: loading, failures, the banner.
-- ``results``: cached model results (and the heavy ones queued).
+- ``results``: one record's model results (through the store, or cached; the heavy ones queued).
 - ``downloads``: figures and their downloads, CSV and NPZ buttons.
 """
