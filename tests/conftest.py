@@ -34,15 +34,15 @@ FILE_KINDS = {
                      "test_dms.py", "test_dms_numbering.py", "test_engine.py", "test_hosted_attacks.py",
                      "test_imports.py", "test_passes.py", "test_peer_corpus.py", "test_peer_inputs.py",
                      "test_peer_structures.py", "test_predict.py", "test_registration.py", "test_robustness.py",
-                     "test_store_wiring.py", "test_suggest.py", "test_weights.py"], "integration"),
+                     "test_store_wiring.py", "test_suggest.py", "test_weights.py", "test_jobs.py"], "integration"),
     **dict.fromkeys(["test_cli.py", "test_fused_attention.py", "test_long_windows.py", "test_parity.py",
                      "test_variant_scores.py"], "parity"),
     **dict.fromkeys(["test_app.py", "test_app_context.py", "test_app_links.py", "test_app_long.py",
                      "test_app_predict.py", "test_app_sets.py", "test_app_variants.py", "test_hosted_attacks_pages.py",
-                     "test_structure_app.py"], "app"),
+                     "test_app_jobs.py", "test_structure_app.py"], "app"),
     **dict.fromkeys(["test_browser.py", "test_browser_predict.py", "test_browser_structure.py", "test_browser_views.py",
-                     "test_hosted_server_attacks.py"], "browser"),
-    "test_batch_cluster.py": "ray",
+                     "test_hosted_server_attacks.py", "test_browser_sets.py"], "browser"),
+    **dict.fromkeys(["test_batch_cluster.py", "test_jobs_ray.py"], "ray"),
 }
 TEST_KINDS = {  # "file::test name prefix" -> kind, where a test is not its file's kind
     "test_alphabet.py::test_matches_": "parity",  # against the installed fair-esm
