@@ -62,12 +62,16 @@ def test_a_hostile_record_id_is_text_on_every_page_it_reaches(hosted, monkeypatc
     for page in ("records", "predictions", "embeddings", "variants"):
         open_page(at, page)
         assert not at.exception
-        if page == "records":  # the queue is full: the page says which record's scan waits
+        if page == "records":  # the queue is full: the set's job stops and the page says so (its
+            # records are named in the table only, never in progress or queue text)
+            from app_pages._ui import background
+
+            assert background.wait_all(120)  # the table's entropy job has its slot back
             with queue.slot(visitor=None):
                 next(b for b in at.button if b.label == "Compute pseudo-perplexity").click().run()
-            assert any("server is busy" in w.value and "evil" in w.value for w in at.warning)
+            assert any("server is busy" in w.value for w in at.warning)
         shown += _assert_inert(at)
-    assert shown >= 2  # the id was shown (as text) in messages and captions, and checked there
+    assert shown >= 1  # the id was shown (as text) in a caption or message, and checked there
 
 
 def test_a_hostile_link_record_and_upload_names_are_text(hosted):
@@ -197,16 +201,20 @@ def test_messages_lose_absolute_paths_on_a_hosted_server(hosted):
 # --- item 11: one visitor learns nothing of another's work ---------------------------------------------------
 def test_a_scan_kept_from_another_session_is_not_told(hosted, monkeypatch):
     """"64 of 700 positions done and kept" told a visitor someone else had analysed the sequence."""
-    from app_pages._ui import scans
+    from app_pages._ui import jobs_panel, scans
 
     sequence = "MKVLAAGIVG" * 30
-    monkeypatch.setattr(scans, "AUTO_START_SECONDS", 0.0)  # ask before every scan
+    monkeypatch.setattr(scans, "HOSTED", True)  # read at import, as the server does
+    monkeypatch.setattr(jobs_panel, "QUICK_SECONDS", 0.0)  # ask before every scan
     first = open_page(paste(start(), f">a\n{sequence}\n"), "predictions")
-    first.radio(key="_w_scan").set_value("masked").run()  # measures the rate on its first chunk
+    first.radio(key="_w_scan").set_value("masked-marginals").run()  # measures the rate on its first chunk
+    from app_pages._ui import background
+
+    assert background.wait_all(120)
     second = open_page(paste(start(), f">b\n{sequence}\n"), "predictions")
-    second.radio(key="_w_scan").set_value("masked").run()
+    second.radio(key="_w_scan").set_value("masked-marginals").run()
     text = unescaped(every_text(second))
-    assert "done and kept" not in text and f"runs {len(sequence):,} masked passes" in text
+    assert "done and kept" not in text and f"needs {len(sequence):,} masked passes" in text
 
 
 # --- item 12 -------------------------------------------------------------------------------------------
@@ -219,7 +227,11 @@ def test_right_to_left_override_in_an_id_is_replaced_and_said(hosted):
 
 def test_the_metadata_table_upload_is_held_to_the_upload_limit_and_its_columns(hosted, monkeypatch):
     monkeypatch.setenv("FLAMINO_MAX_UPLOAD_BYTES", "50000")
+    from app_pages._ui import background
+
     at = open_page(paste(start(), ">a\nMKVLAAGIVG\n>b\nMKVLAAGIVA\n"), "embeddings")
+    assert background.wait_all(120)  # the set's means are a background job: the map (and its uploader) then
+    at.run()
     uploader = at.file_uploader(key="_record_table_upload")
     uploader.set_value(("big.csv", b"id,x\n" + b"a,1\n" * 20_000, "text/csv")).run()
     assert any("this server accepts up to 50.0 kB" in unescaped(e.value) for e in at.error)

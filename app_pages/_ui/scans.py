@@ -20,6 +20,9 @@ from flamino_core.jobs import DONE
 from flamino_core.result_store import default_store
 
 from . import background, jobs_panel
+from .policy import hosted_mode
+
+HOSTED = hosted_mode()
 
 
 def scan_key(engine, sequence: str, positions: range) -> tuple:
@@ -50,7 +53,9 @@ def masked_scan(engine, sequence: str, positions: range, label: str, what: str,
         return done.value  # this session's finished scan (all of it, even with a store that keeps nothing)
 
     def cost() -> jobs_panel.Cost:
-        missing = sum(p not in held for p in wanted)
+        # A hosted server counts every position: "236 masked passes" for a 300-residue range told
+        # a visitor that someone else had analysed this sequence (issue #26, item 11).
+        missing = len(wanted) if HOSTED else sum(p not in held for p in wanted)
         seconds = jobs.default_rates().seconds(model, "masked", jobs.masked_tokens(len(sequence), missing))
         return jobs_panel.Cost(missing, "masked pass", "masked passes", "one per position", seconds)
 

@@ -15,7 +15,7 @@ import streamlit as st
 from flamino_core.fasta import to_fasta
 
 from . import numbering
-from .downloads import IMAGE_FORMAT, IMAGE_FORMATS
+from .downloads import IMAGE_FORMAT, IMAGE_FORMATS, text_button
 from .context import PageContext
 from .inputs import FASTA, LINK_RECORD, RECORD, link_text
 from .links import MAX_FASTA_CHARS, SharedView, decode_view, encode_fasta, encode_view
@@ -164,6 +164,5 @@ def publish_link(ctx: PageContext, slot) -> None:
         st.code(f"{base}?{urllib.parse.urlencode(params)}", language=None, wrap_lines=True)
         if note:  # said plainly: the recipient would otherwise see other records than the sender
             st.warning(plain(note), icon=":material/link_off:")
-            fasta = to_fasta(ctx.records_read)
-            st.download_button("The input (FASTA)", fasta.encode(), "input.fasta", "text/plain", key="share_fasta",
-                               icon=":material/download:")
+            records = ctx.records_read
+            text_button("The input (FASTA)", lambda: to_fasta(records), "input.fasta", "text/plain", key="share_fasta")
