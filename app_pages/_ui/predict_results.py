@@ -12,6 +12,7 @@ import contextlib
 
 import streamlit as st
 
+from flamino_core import passes
 from flamino_core.predict import apply
 from flamino_core.predict.fit import FitResult, fit_table
 from flamino_core.predict.features import FeatureError
@@ -21,9 +22,9 @@ from flamino_core.predict.table import LabelError, LabelledTable, parse_labelled
 from .models import load_engine
 from .policy import hosted_mode, visitor_model_name
 from .results import heavy_slot
-from .variant_results import CHUNK_PASSES
 
 HOSTED = hosted_mode()
+CHUNK_PASSES = passes.CHUNK  # passes between two turns in the queue (as a masked scan's chunk of positions)
 PREDICTOR = "_predict_predictor"  # session state: (Predictor, its feature set's label)
 
 
