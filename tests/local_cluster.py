@@ -39,6 +39,10 @@ class LocalCluster:
         self.temp_dir = Path(tempfile.mkdtemp(prefix="flamino-ray-", dir="/tmp"))
         self.port = _free_port()
         self.address = f"127.0.0.1:{self.port}"
+        # Without RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER: a local flamino run earlier in this process sets
+        # it to 0 (its one-machine cluster then listens on 127.0.0.1 only, ray_driver), which a
+        # `ray start` of a multi-node cluster refuses.
+        env = {k: v for k, v in env.items() if k != "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"}
         self.env = {**env, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16),
                     "RAY_USAGE_STATS_ENABLED": "0"}
         self.cpu_sets = cpu_sets

@@ -841,6 +841,8 @@ EVERY_OPTION = {
     "vto": ("70", 70),
     "singles": ("1", True),
     "dmswt": ("record", "record"),
+    "pfeat": ("augmented", "augmented"),
+    "pwt": ("record", "record"),
     "first": ("-4", -4),
     "win": ("1", 1),  # only a hosted server cuts windows: no widget here
     "range": ("3-40", (3, 40)),
@@ -865,7 +867,7 @@ def test_every_widget_is_kept_and_defaults_to_its_current_value(monkeypatch):
     two = encode_fasta(f">ubq\n{UBIQUITIN}\n>part\n{UBIQUITIN[:50]}\n")  # the records' map needs two
     at = start({"fasta": two, "page": "attention", **{k: text for k, (text, _) in EVERY_OPTION.items()}})
     kinds = set()
-    for name in ("attention", "predictions", "embeddings", "structure", "records", "variants", "input"):
+    for name in ("attention", "predictions", "embeddings", "structure", "records", "variants", "predict", "input"):
         if name != "attention":
             open_page(at, name)
         assert_clean(at)

@@ -109,7 +109,7 @@ def test_features_that_do_not_apply_are_refused_with_the_reason():
 
 def test_suggestions_on_the_variant_effects_page(engine):
     at = open_page(example(start(), "Haemoglobin β (human)"), "variants")
-    at.text_input(key="_suggest_avoid").input("C, P")
+    at.text_input(key="_w__suggest_avoid").input("C, P")
     at = button(at.run(), "Propose mutations").click().run()
     assert_clean(at)
     table = at.dataframe[-1].value

@@ -19,7 +19,7 @@ from .models import load_engine
 from .policy import hosted_mode, visitor_model_name
 from .predict_results import PREDICTOR, stage_bar
 from .results import heavy_slot
-from .widgets import kept_number_input, plain
+from .widgets import kept_float_input, kept_number_input, kept_text_input, plain
 
 HOSTED = hosted_mode()
 # The app scores proposals with the strategies that cost a pass per position at most; pll (L
@@ -76,12 +76,14 @@ def section(ctx: PageContext) -> None:
     )
     first = ctx.first
     left, middle, right, last = st.columns([2, 1, 1, 1])
-    keep = left.text_input("Keep these positions", key="_suggest_keep", placeholder="1-20, 45",
-                           help=f"in the record's numbering ({first}-{first + len(record.sequence) - 1})")
-    avoid = middle.text_input("Never introduce", key="_suggest_avoid", placeholder="C, P")
+    with left:
+        keep = kept_text_input("Keep these positions", "_suggest_keep", placeholder="1-20, 45",
+                               help=f"in the record's numbering ({first}-{first + len(record.sequence) - 1})")
+    with middle:
+        avoid = kept_text_input("Never introduce", "_suggest_avoid", placeholder="C, P")
     with right:
-        threshold = st.number_input("Threshold", value=0.0, step=0.5, key="_suggest_threshold",
-                                    help="a proposal's wt-marginal log-ratio must exceed it")
+        threshold = kept_float_input("Threshold", "_suggest_threshold", default=0.0, step=0.5,
+                                     help="a proposal's wt-marginal log-ratio must exceed it")
     with last:
         top = kept_number_input("Proposals", "_suggest_top", min_value=1, max_value=200, default=DEFAULT_TOP)
     predictor = _usable_predictor(engine, record.sequence)

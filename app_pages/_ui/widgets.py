@@ -186,6 +186,14 @@ def kept_checkbox(label: str, key: str, *, default: bool | None = None, **kwargs
     return _draw(st.checkbox, key, default, lambda value: isinstance(value, bool), label=label, **kwargs)
 
 
+def kept_float_input(label: str, key: str, *, default: float = 0.0, step: float = 0.1, **kwargs) -> float:
+    """A kept ``st.number_input`` of a real number (a threshold)."""
+    def finite(value: object) -> bool:
+        return isinstance(value, float) and value == value and abs(value) != float("inf")
+
+    return _draw(st.number_input, key, float(default), finite, label=label, step=float(step), **kwargs)
+
+
 def kept_text_input(label: str, key: str, *, default: str = "", **kwargs) -> str:
     """A kept ``st.text_input``."""
     return _draw(st.text_input, key, default, lambda value: isinstance(value, str), label=label, **kwargs)
