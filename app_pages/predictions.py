@@ -166,7 +166,7 @@ def main(ctx: PageContext) -> None:
         method = "wt-marginals"
     st.caption("Dots mark the wild-type residues. Click a cell to mask its position above and see that "
                "variant's score.")
-    fig = substitution_map(substitution, part, method, offset=first, clickable=True)
+    fig = substitution_map(substitution, part, method, first=first, clickable=True)
     with show_figure(fig, "subst", f"{part_stem}_{method}", on_select=lambda: pick_cell(seq, part, shown.start, first)):
         csv_button(
             f"Scores, {method} (CSV)",

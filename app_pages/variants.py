@@ -109,7 +109,7 @@ def list_section(ctx: PageContext) -> None:
 
     st.subheader("Your variants on the substitution map")
     substitution, method = substitution_scores(engine, seq)
-    fig = variant_map(substitution, seq, variants, offset=offset, method=method, table=table)
+    fig = variant_map(substitution, seq, variants, first=offset, method=method, table=table)
     show_figure(fig, "variant_map", f"{stem}_variants_map")
 
 
@@ -169,7 +169,7 @@ def dms_section(ctx: PageContext) -> None:
     frame = scored.frame.drop(columns=["mutated_sequence"], errors="ignore")
     frame["positions"] = scored.variants["positions"].to_numpy()
     columns = [c for c in frame.columns if c not in ("status", "positions")] + ["positions"]
-    first = table.offset
+    first = table.first
     scores_table(frame, first, first + len(table.wild_type) - 1, columns)
     skipped(frame)
     row = st.container(horizontal=True)

@@ -2,8 +2,9 @@
 
 Sequences cut from a longer entry (a Pfam domain, a UniProt fragment) are numbered from where
 they start in that entry, and users quote positions in that numbering (``SECY_CHLTR/73-433``
-starts at 73). Every page, figure axis, download and CLI command that shows positions takes
-the same offset, read by default from the record id here.
+starts at 73). That number is called ``first`` everywhere (core, command line, app): every
+page, figure axis, download and command that shows positions numbers them from it (the
+command line's ``--offset`` sets it), read by default from the record id here.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ def record_span(record_id: str) -> tuple[int, int] | None:
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
-def numbering_offset(record_id: str, length: int | None = None) -> tuple[int, str]:
+def first_number(record_id: str, length: int | None = None) -> tuple[int, str]:
     """The number of the first residue, read from a Pfam/UniProt-style ``/start-end`` suffix.
 
     ``SECY_CHLTR/73-433`` starts at 73; an id without the suffix starts at 1.
@@ -29,7 +30,7 @@ def numbering_offset(record_id: str, length: int | None = None) -> tuple[int, st
       length: the sequence length, to check the span against (optional).
 
     Returns:
-      ``(offset, note)``: note is empty, or says why the suffix looks inconsistent (it is still
+      ``(first, note)``: note is empty, or says why the suffix looks inconsistent (it is still
       used: the user can override it).
     """
     span = record_span(record_id)

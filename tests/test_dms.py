@@ -248,11 +248,11 @@ def test_undefined_statistics_are_none():
 
 
 def test_variant_map_marks_every_substitution_by_label(engine):
-    variants, issues = parse_mutations("mutant,label\nE23V,pathogenic\nK18A:V19D,benign\nG25A,\n", HBB[10:40], offset=11)
+    variants, issues = parse_mutations("mutant,label\nE23V,pathogenic\nK18A:V19D,benign\nG25A,\n", HBB[10:40], first=11)
     assert not issues
     sequence = HBB[10:40]
     result = score_variants(engine, sequence, variants)
-    fig = variant_map(scores.substitution_map(engine, sequence, "masked-marginals").substitutions, sequence, variants, offset=11, table=result.table)
+    fig = variant_map(scores.substitution_map(engine, sequence, "masked-marginals").substitutions, sequence, variants, first=11, table=result.table)
     heatmap = fig.data[0]
     assert heatmap.x[0] == "A11" and heatmap.x[-1] == f"{sequence[-1]}40"
     marked = {t.name: list(zip(t.x, t.y)) for t in fig.data[1:]}
@@ -267,7 +267,7 @@ def test_variant_map_marks_every_substitution_by_label(engine):
 def test_substitution_map_marks_wild_types_and_a_click_selects_a_cell():
     sequence = HBB[10:40]
     table = np.random.default_rng(3).normal(size=(len(sequence), 20))
-    fig = substitution_map(table, sequence, "wt-marginals", offset=11, clickable=True)
+    fig = substitution_map(table, sequence, "wt-marginals", first=11, clickable=True)
     heatmap, cells, wild = fig.data
     assert heatmap.x[0] == "A11" and list(wild.x) == [f"{aa}{i + 11}" for i, aa in enumerate(sequence)]
     assert list(wild.y) == list(sequence)
@@ -275,7 +275,7 @@ def test_substitution_map_marks_wild_types_and_a_click_selects_a_cell():
     assert sequence[:2] == "AV"
     assert len(cells.x) == 20 * len(sequence) and cells.x[21] == "V12" and cells.y[21] == "C"
     assert cells.customdata[21] == table[1, 1] == heatmap.z[1][1]
-    assert clicked_cell([{"x": "V12", "y": "C", "curve_number": 1}], sequence, offset=11) == (1, "C")
+    assert clicked_cell([{"x": "V12", "y": "C", "curve_number": 1}], sequence, first=11) == (1, "C")
     assert clicked_cell([], sequence, 11) is None and clicked_cell(None, sequence, 11) is None
     assert clicked_cell([{"x": "V2", "y": "C"}], sequence, 11) is None  # not this numbering
     assert clicked_cell([{"x": "V12", "y": "X"}], sequence, 11) is None

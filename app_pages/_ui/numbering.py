@@ -20,7 +20,7 @@ import zlib
 import streamlit as st
 
 from flamino_core.fasta import ProteinRecord
-from flamino_core.numbering import numbering_offset
+from flamino_core.numbering import first_number
 
 from .policy import current_limits
 from .views import MAX_INT, OPTIONS
@@ -100,14 +100,14 @@ def id_first_number(record: ProteinRecord) -> int:
 
 
 def _id_numbering(record: ProteinRecord) -> tuple[int, str]:
-    """``numbering_offset`` of the id, kept within the numbers a page and a link can hold: every
+    """``first_number`` of the id, kept within the numbers a page and a link can hold: every
     position must be within ``views.MAX_INT`` (a header ``>X/99999999-99999999`` broke the
     sidebar's number input and the share link with it)."""
-    offset, note = numbering_offset(record.id, len(record.sequence))
-    if not -MAX_INT <= offset <= _highest_first(record):
+    first, note = first_number(record.id, len(record.sequence))
+    if not -MAX_INT <= first <= _highest_first(record):
         return 1, (f"the id's /start-end suffix numbers residues beyond {MAX_INT:,}, more than the pages "
                    "number; numbering starts at 1 (set the first residue's number to change it)")
-    return offset, note
+    return first, note
 
 
 def _highest_first(record: ProteinRecord) -> int:

@@ -94,11 +94,11 @@ def first_residue_number(record, offset: int | None) -> int:
     """The number of ``record``'s first residue: ``--offset`` when given, else what the id's
     ``/start-end`` suffix says (said on stderr), else 1. Every command that writes positions
     numbers them from it."""
-    from ..numbering import numbering_offset
+    from ..numbering import first_number
 
     if offset is not None:
         return offset
-    found, note = numbering_offset(record.id, len(record.sequence))
+    found, note = first_number(record.id, len(record.sequence))
     if note:
         say(f"warning: {note}")
     if found != 1:

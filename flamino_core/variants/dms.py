@@ -48,7 +48,7 @@ class DmsTable:
 
     frame: pd.DataFrame
     wild_type: str
-    offset: int
+    first: int  # the number of the wild type's first residue in the mutant column
     wild_type_source: str  # "given", or "derived from mutated_sequence"
     issues: list[str]  # reported, not fatal
     as_written: pd.DataFrame | None = None  # DMS_score (and DMS_score_bin) as text
@@ -81,17 +81,17 @@ class DmsScores:
         return self.in_metrics & (self.n_mutations == 1) if singles_only else self.in_metrics.copy()
 
 
-def read_dms(path: str | os.PathLike, wild_type: str | None = None, offset: int = 1) -> DmsTable:
+def read_dms(path: str | os.PathLike, wild_type: str | None = None, first: int = 1) -> DmsTable:
     """``parse_dms`` on a file; a missing or unreadable file raises ``DmsError``."""
     try:
         with open(path, "rb") as handle:
             data = handle.read()
     except OSError as exc:
         raise DmsError(f"cannot read the DMS table {os.fspath(path)!r}: {exc.strerror or exc}") from None
-    return parse_dms(data, wild_type, offset)
+    return parse_dms(data, wild_type, first)
 
 
-def parse_dms(data: bytes | str, wild_type: str | None = None, offset: int = 1,
+def parse_dms(data: bytes | str, wild_type: str | None = None, first: int = 1,
               max_wild_type: int | None = None) -> DmsTable:
     """Read a ProteinGym-style DMS table and settle its wild type.
 
@@ -99,7 +99,7 @@ def parse_dms(data: bytes | str, wild_type: str | None = None, offset: int = 1,
       data: the CSV (comma or tab separated) as bytes or text.
       wild_type: the sequence the mutants refer to (validated, e.g. from ``fasta``); None to
         derive it from ``mutated_sequence`` and ``mutant``.
-      offset: the number of the wild type's first residue in the ``mutant`` column.
+      first: the number of the wild type's first residue in the ``mutant`` column.
       max_wild_type: refuse a wild type (given or derived) longer than this, before anything
         is scored (a hosted server's limit per record); None: any length.
 
@@ -127,14 +127,14 @@ def parse_dms(data: bytes | str, wild_type: str | None = None, offset: int = 1,
             issues.append(f"{_lines(odd)}: DMS_score_bin is not 0 or 1; those rows are left out of AUC and MCC")
             frame.loc[odd, "DMS_score_bin"] = np.nan
     if wild_type is None:
-        wild_type, source = _derive_wild_type(frame, offset, issues), "derived from mutated_sequence"
+        wild_type, source = _derive_wild_type(frame, first, issues), "derived from mutated_sequence"
     else:
         source = "given"
     if max_wild_type is not None and len(wild_type) > max_wild_type:
         raise DmsError(f"the wild type ({source}) has {len(wild_type):,} residues; this server scores DMS tables "
                        f"of proteins up to {max_wild_type:,} residues: run flamino dms locally for longer ones")
     if source == "given":
-        _check_mutated_sequences(frame, wild_type, offset, issues)
+        _check_mutated_sequences(frame, wild_type, first, issues)
     counts = frame.loc[frame["mutant"] != "", "mutant"].value_counts()
     repeated = counts[counts > 1]
     if len(repeated):
@@ -143,14 +143,14 @@ def parse_dms(data: bytes | str, wild_type: str | None = None, offset: int = 1,
         which = "1 mutant appears" if len(repeated) == 1 else f"{len(repeated):,} mutants appear"
         issues.append(f"{which} on more than one row ({shown}{more}); each is scored, but only its first row "
                       "counts in the statistics")
-    return DmsTable(frame, wild_type, offset, source, issues, as_written)
+    return DmsTable(frame, wild_type, first, source, issues, as_written)
 
 
 def _read_frame(data: bytes | str) -> pd.DataFrame:
     text = data.decode("utf-8-sig", errors="replace") if isinstance(data, bytes) else data.lstrip("\ufeff")
-    first = text.split("\n", 1)[0]
+    header = text.split("\n", 1)[0]
     try:
-        return pd.read_csv(io.StringIO(text), sep="\t" if "\t" in first else ",", dtype=str,
+        return pd.read_csv(io.StringIO(text), sep="\t" if "\t" in header else ",", dtype=str,
                            keep_default_na=False, skip_blank_lines=True)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as exc:
         raise DmsError(f"the DMS table could not be read as CSV: {str(exc).strip() or type(exc).__name__}") from None
@@ -173,7 +173,7 @@ def _lines(mask) -> str:
     return f"line {shown}" if len(rows) == 1 else f"{len(rows):,} rows (lines {shown}{more})"
 
 
-def _derive_wild_type(frame: pd.DataFrame, offset: int, issues: list[str]) -> str:
+def _derive_wild_type(frame: pd.DataFrame, first: int, issues: list[str]) -> str:
     """Undo each row's substitutions in its ``mutated_sequence``; the rows must agree."""
     if "mutated_sequence" not in frame.columns:
         raise DmsError("the DMS table has no mutated_sequence column to derive the wild type from; "
@@ -186,7 +186,7 @@ def _derive_wild_type(frame: pd.DataFrame, offset: int, issues: list[str]) -> st
         if problem or not residues:
             continue
         for wt, number, mt in changes:
-            index = number - offset
+            index = number - first
             if not 0 <= index < len(residues) or residues[index] != mt:
                 break
             residues[index] = wt
@@ -208,12 +208,12 @@ def _derive_wild_type(frame: pd.DataFrame, offset: int, issues: list[str]) -> st
     return wild_type
 
 
-def _check_mutated_sequences(frame: pd.DataFrame, wild_type: str, offset: int, issues: list[str]) -> None:
+def _check_mutated_sequences(frame: pd.DataFrame, wild_type: str, first: int, issues: list[str]) -> None:
     if "mutated_sequence" not in frame.columns:
         return
     differ = np.zeros(len(frame), bool)
     for row, (mutant, mutated) in enumerate(zip(frame["mutant"], frame["mutated_sequence"].str.strip().str.upper())):
-        variant = parse_variant(mutant, wild_type, offset)
+        variant = parse_variant(mutant, wild_type, first)
         if isinstance(variant, Variant) and mutated and variant.apply(wild_type) != mutated:
             differ[row] = True
     if differ.any():
@@ -231,7 +231,7 @@ def numbering_problem(dms: DmsTable) -> str | None:
     """
     variants, missed = [], []
     for row, mutant in enumerate(dms.frame["mutant"]):
-        parsed = parse_variant(mutant, dms.wild_type, dms.offset, order=row)
+        parsed = parse_variant(mutant, dms.wild_type, dms.first, order=row)
         if isinstance(parsed, Variant):
             variants.append(parsed)
         elif parsed.kind in (WRONG_WILD_TYPE, OUT_OF_RANGE):
@@ -239,11 +239,11 @@ def numbering_problem(dms: DmsTable) -> str | None:
     checked = len(variants) + len(missed)
     if not variants or not missed or len(missed) <= MOSTLY_MISSED * checked:
         return None  # no row fits: scoring says "nothing could be scored", with the same hint
-    hint = suggest_offset(variants, missed, dms.wild_type, dms.offset)
+    hint = suggest_offset(variants, missed, dms.wild_type, dms.first)
     consensus = _consensus(dms.frame) if not hint and "mutated_sequence" in dms.frame.columns else ""
     if consensus:  # a wild type derived under a wrong numbering is wrong too; the columns' majority is not
-        hint = suggest_offset(variants, missed, consensus, dms.offset)
-    where = f"the wild type ({dms.wild_type_source}) numbered from {dms.offset}"
+        hint = suggest_offset(variants, missed, consensus, dms.first)
+    where = f"the wild type ({dms.wild_type_source}) numbered from {dms.first}"
     return (f"{len(missed):,} of {checked:,} rows do not fit {where} (first: line {missed[0].order + 2}: "
             f"{missed[0].message})" + (f"; {hint}" if hint else "; check the numbering and the wild type"))
 
@@ -267,7 +267,7 @@ def table_variants(dms: DmsTable) -> tuple[list[Variant], list[VariantIssue]]:
     variants: list[Variant] = []
     problems: list[VariantIssue] = []
     for row, mutant in enumerate(dms.frame["mutant"]):
-        parsed = parse_variant(mutant, dms.wild_type, dms.offset, order=row)
+        parsed = parse_variant(mutant, dms.wild_type, dms.first, order=row)
         (variants if isinstance(parsed, Variant) else problems).append(parsed)
     return variants, problems
 
@@ -301,10 +301,10 @@ def score_dms(
     issues = list(dms.issues)
     if problems:
         kinds = collections.Counter(p.kind for p in problems)
-        first = problems[0]
+        example = problems[0]
         issues.append(f"{len(problems):,} rows cannot be scored ({', '.join(f'{n:,} {k}' for k, n in kinds.items())}); "
-                      f"first: line {first.order + 2}: {first.message}")
-        hint = suggest_offset(variants, problems, dms.wild_type, dms.offset)
+                      f"first: line {example.order + 2}: {example.message}")
+        hint = suggest_offset(variants, problems, dms.wild_type, dms.first)
         if hint:
             issues.append(hint)
     result = score_variants(engine, dms.wild_type, variants, strategy, issues=problems,

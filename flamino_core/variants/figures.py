@@ -1,6 +1,6 @@
 """Figures for variant lists and deep mutational scans: pure ``(results) -> go.Figure`` builders.
 
-Positions are in the user's numbering (the ``offset`` of the variants). User text (mutants,
+Positions are in the user's numbering (``first``: the number of the sequence's first residue). User text (mutants,
 labels) is HTML-escaped, as in ``figures``.
 """
 
@@ -99,15 +99,15 @@ def experiment_neutral(scores: DmsScores) -> tuple[float, str]:
     return 0.0, "white: 0 (no synonymous rows: 0 taken as wild-type-like, as for log-fitness scores)"
 
 
-def _grid(scores: DmsScores, used: np.ndarray, column: str, first: int, last: int) -> np.ndarray:
-    """(20, positions first..last) values of ``column`` for the single substitutions in ``used``."""
-    grid = np.full((len(STANDARD_AMINO_ACIDS), last - first + 1), np.nan)
+def _grid(scores: DmsScores, used: np.ndarray, column: str, low: int, high: int) -> np.ndarray:
+    """(20, positions low..high) values of ``column`` for the single substitutions in ``used``."""
+    grid = np.full((len(STANDARD_AMINO_ACIDS), high - low + 1), np.nan)
     rows = {aa: j for j, aa in enumerate(STANDARD_AMINO_ACIDS)}
     values = scores.frame[column].to_numpy(dtype=np.float64)
     for row in np.flatnonzero(used):
         mutant = scores.variants["variant"].iat[row]
         (position,) = scores.variants["positions"].iat[row]
-        grid[rows[mutant[-1]], position - first] = values[row]
+        grid[rows[mutant[-1]], position - low] = values[row]
     return grid
 
 
@@ -126,15 +126,15 @@ def dms_heatmaps(scores: DmsScores) -> go.Figure:
     if not used.any():
         return _layout(go.Figure(), "No single substitutions to map", height=300)
     positions = [p for (p,) in scores.variants["positions"][used]]
-    first, last = min(positions), max(positions)
-    labels = residue_labels(dms.wild_type[first - dms.offset:last - dms.offset + 1], first)
+    low, high = min(positions), max(positions)
+    labels = residue_labels(dms.wild_type[low - dms.first:high - dms.first + 1], low)
     aas = list(STANDARD_AMINO_ACIDS)
     neutral, how = experiment_neutral(scores)
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.1, subplot_titles=(
         "experiment: DMS_score", f"model: {escape(scores.strategy)} score"))
     panels = [("DMS_score", "DMS", neutral, 0.79), ("score", "model", 0.0, 0.21)]
     for row, (column, name, mid, bar_y) in enumerate(panels, start=1):
-        grid = _grid(scores, used, column, first, last)
+        grid = _grid(scores, used, column, low, high)
         finite = np.abs(grid[np.isfinite(grid)] - mid)
         spread = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
         fig.add_trace(go.Heatmap(
@@ -142,7 +142,7 @@ def dms_heatmaps(scores: DmsScores) -> go.Figure:
             colorbar={"title": {"text": name}, "y": bar_y, "len": 0.42},
             hovertemplate=f"%{{x}} → %{{y}}<br>{name} %{{z:.3f}}<extra></extra>",
         ), row=row, col=1)
-        wild = [(label, aa) for label, aa in zip(labels, dms.wild_type[first - dms.offset:]) if aa in aas]
+        wild = [(label, aa) for label, aa in zip(labels, dms.wild_type[low - dms.first:]) if aa in aas]
         fig.add_trace(go.Scatter(
             x=[label for label, _ in wild], y=[aa for _, aa in wild], mode="markers", name="wild type",
             marker={"symbol": "circle", "size": 4, "color": "#444444"}, hoverinfo="skip", showlegend=row == 1,
@@ -162,21 +162,21 @@ def dms_heatmaps(scores: DmsScores) -> go.Figure:
 
 
 def substitution_map(
-    substitution_scores: np.ndarray, sequence: str, method: str, *, offset: int = 1, clickable: bool = False
+    substitution_scores: np.ndarray, sequence: str, method: str, *, first: int = 1, clickable: bool = False
 ) -> go.Figure:
     """The full single-substitution map, wild-type cells marked, positions in the user's numbering.
 
     Args:
-      substitution_scores: (L, 20) from ``scores.substitution_map``.
+      substitution_scores: (L, 20) ``scores.substitution_map(...).substitutions``.
       sequence: the wild type.
       method: the strategy of ``substitution_scores``, for the title.
-      offset: the number of the first residue (the axis labels follow it).
+      first: the number of the first residue (the axis labels follow it).
       clickable: add one invisible point per cell, so a click selects that cell. Plotly
         heatmaps emit no selection events (streamlit issue #8760); scatter points do, and the
         selected one is drawn as an outlined square. ``clicked_cell`` reads the selection back.
     """
-    fig = substitution_heatmap(substitution_scores, sequence, method, first=offset)
-    labels = residue_labels(sequence, offset)
+    fig = substitution_heatmap(substitution_scores, sequence, method, first=first)
+    labels = residue_labels(sequence, first)
     aas = list(STANDARD_AMINO_ACIDS)
     if clickable:
         # The cells' hover moves to the points (two hovers on one cell would flicker).
@@ -206,18 +206,18 @@ def substitution_map(
     return fig.update_layout(showlegend=True, legend=legend)
 
 
-def clicked_cell(points: Sequence[dict], sequence: str, offset: int = 1) -> tuple[int, str] | None:
+def clicked_cell(points: Sequence[dict], sequence: str, first: int = 1) -> tuple[int, str] | None:
     """The cell a click on ``substitution_map`` selected: (0-based residue index, mutant letter).
 
     Args:
       points: the selection's points (``event.selection.points`` in Streamlit): each has the
         ``x`` (position label such as ``V1``) and ``y`` (amino acid) of the point clicked.
-      sequence, offset: as the map was drawn.
+      sequence, first: as the map was drawn.
 
     Returns:
       None when nothing (or nothing on the map) is selected; the last point otherwise.
     """
-    index_of = {label: i for i, label in enumerate(residue_labels(sequence, offset))}
+    index_of = {label: i for i, label in enumerate(residue_labels(sequence, first))}
     for point in reversed(list(points or ())):
         index, aa = index_of.get(str(point.get("x"))), point.get("y")
         if index is not None and aa in STANDARD_AMINO_ACIDS:
@@ -230,22 +230,22 @@ def variant_map(
     sequence: str,
     variants: Sequence[Variant],
     *,
-    offset: int = 1,
+    first: int = 1,
     method: str = "masked-marginals",
     table: pd.DataFrame | None = None,
 ) -> go.Figure:
     """The full substitution map with the user's variants marked, one marker style per label.
 
     Args:
-      substitution_scores: (L, 20) from ``scores.substitution_map``.
+      substitution_scores: (L, 20) ``scores.substitution_map(...).substitutions``.
       sequence: the wild type.
       variants: the variants to mark (each substitution of a multi-mutant gets a marker).
-      offset: the number of the first residue (the axis labels follow it).
+      first: the number of the first residue (the axis labels follow it).
       method: the strategy of ``substitution_scores``, for the title.
       table: ``VariantScores.table``, to show each variant's own score on hover.
     """
-    fig = substitution_map(substitution_scores, sequence, method, offset=offset)
-    labels = residue_labels(sequence, offset)
+    fig = substitution_map(substitution_scores, sequence, method, first=first)
+    labels = residue_labels(sequence, first)
     own = {} if table is None else dict(zip(table["order"], table["score"]))
     groups: dict[str, list[Variant]] = {}
     for v in variants:

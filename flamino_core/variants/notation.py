@@ -12,8 +12,8 @@ Accepted notation, one variant per line or separated by spaces, commas or semico
   (p.Gly12Val)``: its protein part); legacy stops (``W1282X``) and deletions (``ΔF508``) are
   named as what they are.
 
-Positions are numbered from ``offset`` (1 unless the sequence is a piece of a longer entry; see
-``numbering_offset``). Every variant is checked against the sequence; one that cannot be scored
+Positions are numbered from ``first``, the number of the sequence's first residue (1 unless the
+sequence is a piece of a longer entry; see ``numbering.first_number``). Every variant is checked against the sequence; one that cannot be scored
 becomes a ``VariantIssue`` with a message naming it, and the others are still returned. No str or
 bytes input makes ``parse_mutations`` raise.
 
@@ -31,7 +31,6 @@ import re
 import numpy as np
 
 from ..alphabet import STANDARD_AMINO_ACIDS
-from ..numbering import numbering_offset  # noqa: F401  (re-exported: the variant API uses it)
 from ..three_letter import CODES
 from .pasted import is_table, list_entries, protein_part, table_entries
 
@@ -86,7 +85,7 @@ class Variant:
     text: str
     mutant: str
     substitutions: tuple[Substitution, ...]
-    offset: int = 1
+    first: int = 1  # the number of the sequence's first residue
     label: str = ""
 
     @property
@@ -97,7 +96,7 @@ class Variant:
     @property
     def positions(self) -> tuple[int, ...]:
         """Mutated positions in the user's numbering."""
-        return tuple(s.index + self.offset for s in self.substitutions)
+        return tuple(s.index + self.first for s in self.substitutions)
 
     def apply(self, sequence: str) -> str:
         """The mutated sequence."""
@@ -229,14 +228,14 @@ def _quote(text: str) -> str:
 
 
 def parse_variant(
-    text: str, sequence: str, offset: int = 1, order: int = 0, label: str = "", reference: str = ""
+    text: str, sequence: str, first: int = 1, order: int = 0, label: str = "", reference: str = ""
 ) -> Variant | VariantIssue:
     """One entry (``A23V``, ``A23V:G45D``, ``p.[Ala23Val;Gly45Asp]`` ...) checked against ``sequence``.
 
     Args:
       text: the entry as written.
       sequence: the (wild-type) sequence the positions refer to.
-      offset: the number of its first residue.
+      first: the number of its first residue.
       order: the entry's place in the input.
       label: a user label carried along (the CSV ``label`` column).
       reference: the record's id, checked against a prefix that names a sequence of its kind.
@@ -249,12 +248,12 @@ def parse_variant(
     if problem is not None:
         return dataclasses.replace(problem, order=order, label=label)
     substitutions, problems, kinds, seen = [], [], [], set()
-    numbered = f"{offset:,}-{offset + len(sequence) - 1:,}"
+    numbered = f"{first:,}-{first + len(sequence) - 1:,}"
     for wt, number, mt in changes:
-        index = number - offset
+        index = number - first
         name = f"{wt}{number}{mt}"
         if not 0 <= index < len(sequence):
-            start = f", numbering starts at {offset}" if offset != 1 else ""
+            start = f", numbering starts at {first}" if first != 1 else ""
             problems.append(f"{name}: position {number:,} is outside the sequence ({numbered}{start})")
             kinds.append(OUT_OF_RANGE)
         elif sequence[index] != wt:
@@ -270,20 +269,20 @@ def parse_variant(
         plain = len(changes) == 1 and entry == "".join(map(str, changes[0]))
         where = "" if plain else f"{_quote(entry)}: "
         return VariantIssue(order, entry, kinds[0], where + "; ".join(problems), label)
-    mutant = ":".join(f"{s.wt}{s.index + offset}{s.mt}" for s in substitutions)
-    return Variant(order, entry, mutant, tuple(substitutions), offset, label)
+    mutant = ":".join(f"{s.wt}{s.index + first}{s.mt}" for s in substitutions)
+    return Variant(order, entry, mutant, tuple(substitutions), first, label)
 
 
-def substitution_names(sequence: str, offset: int = 1) -> list[str]:
+def substitution_names(sequence: str, first: int = 1) -> list[str]:
     """``V1A``-style names of every cell of a substitution map, position by position and in
     ``STANDARD_AMINO_ACIDS`` order within one (the rows of ``scores.score_rows``), numbered from
-    ``offset``. The wild type's own letter gives names such as ``V1V`` (score 0)."""
-    return [f"{wt}{index + offset}{mt}" for index, wt in enumerate(sequence) for mt in STANDARD_AMINO_ACIDS]
+    ``first``. The wild type's own letter gives names such as ``V1V`` (score 0)."""
+    return [f"{wt}{index + first}{mt}" for index, wt in enumerate(sequence) for mt in STANDARD_AMINO_ACIDS]
 
 
 # --- a whole list -------------------------------------------------------------------------------
 def parse_mutations(
-    text: str | bytes, sequence: str, offset: int = 1, max_chars: int | None = None, reference: str = ""
+    text: str | bytes, sequence: str, first: int = 1, max_chars: int | None = None, reference: str = ""
 ) -> tuple[list[Variant], list[VariantIssue]]:
     """Every variant in a pasted list or CSV, checked against ``sequence``.
 
@@ -292,7 +291,7 @@ def parse_mutations(
         ``;`` inside ``p.[...]`` joins substitutions) or a CSV with a ``mutant`` column and an
         optional ``label`` column. Bytes are read as UTF-8.
       sequence: the wild-type sequence (validated, uppercase).
-      offset: the number of its first residue (1 unless numbered like a longer entry).
+      first: the number of its first residue (1 unless numbered like a longer entry).
       max_chars: refuse a longer list (bytes: a larger one) before reading any of it; a hosted
         server passes its upload limit, None reads any length.
       reference: the record's id (``pasted``: a prefix naming another sequence is refused).
@@ -316,7 +315,7 @@ def parse_mutations(
     issues = [VariantIssue(-1, "", INPUT, problem)] if problem else []
     variants = []
     for order, (entry, label, row) in enumerate(entries):
-        parsed = parse_variant(entry, sequence, offset, order, label, reference)
+        parsed = parse_variant(entry, sequence, first, order, label, reference)
         if isinstance(parsed, Variant):
             variants.append(parsed)
         elif row:  # a table's entries are named by line too
@@ -326,14 +325,15 @@ def parse_mutations(
             issues.append(parsed)
     if not entries and not issues:
         issues.append(VariantIssue(-1, "", INPUT, "no variants found in the mutation list"))
-    shifted = suggest_offset(variants, issues, sequence, offset)
+    shifted = suggest_offset(variants, issues, sequence, first)
     if shifted:
         issues.append(VariantIssue(-1, "", WRONG_WILD_TYPE, shifted))
     return variants, issues
 
 
-def suggest_offset(variants: list[Variant], issues: list[VariantIssue], sequence: str, offset: int) -> str:
-    """A hint when wild-type letters miss but every entry fits under one other numbering, else "".
+def suggest_offset(variants: list[Variant], issues: list[VariantIssue], sequence: str, first: int) -> str:
+    """A hint when wild-type letters miss but every entry fits under one other numbering (another
+    ``first``, which the user sets as the offset), else "".
 
     An offset fits a substitution if its wild-type letter is where it says under that offset;
     the largest offset that fits every substitution is suggested. Only offsets that put every
@@ -346,7 +346,7 @@ def suggest_offset(variants: list[Variant], issues: list[VariantIssue], sequence
     if len(wrong) < MIN_WRONG_FOR_HINT or not sequence:
         return ""
     changes = [(wt, number) for entry in wrong for wt, number, _ in read_changes(entry.text)[0]]
-    changes += [(s.wt, s.index + v.offset) for v in variants for s in v.substitutions]
+    changes += [(s.wt, s.index + v.first) for v in variants for s in v.substitutions]
     if len(changes) < MIN_CHANGES_FOR_HINT:
         return ""
     numbers = [number for _, number in changes]
@@ -362,7 +362,7 @@ def suggest_offset(variants: list[Variant], issues: list[VariantIssue], sequence
         if not fits.any():
             return ""
     best = low + int(np.flatnonzero(fits)[-1])
-    if best == offset:
+    if best == first:
         return ""
     return (f"{len(wrong)} of {len(wrong) + len(variants)} variants do not fit the sequence as numbered from "
-            f"{offset}, but all of them fit if the numbering starts at {best}: set the offset to {best}")
+            f"{first}, but all of them fit if the numbering starts at {best}: set the offset to {best}")
