@@ -36,18 +36,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
 
 from flamino_core import Engine, hardware, load_weights, scores  # noqa: E402
+from flamino_core.analysis import log_softmax  # noqa: E402
 
 MODES = {
     "fp32": dict(precision="fp32"),
     "bf16 matmuls, fp32 attention (CPU bf16 mode)": dict(precision="bf16"),
     "bf16 matmuls, bf16 attention inputs (GPU bf16 mode)": dict(precision="bf16", attention="dot-product-attention"),
 }
-
-
-def log_softmax(x: np.ndarray) -> np.ndarray:
-    x = x.astype(np.float64)
-    x = x - x.max(-1, keepdims=True)
-    return x - np.log(np.exp(x).sum(-1, keepdims=True))
 
 
 def main() -> None:
@@ -78,7 +73,7 @@ def main() -> None:
                 start = time.perf_counter()
                 masked = engine.masked_log_probs(scan_seq)
                 scan_s = time.perf_counter() - start
-                log_probs = np.concatenate([log_softmax(o.logits) for o in outs])
+                log_probs = np.concatenate([log_softmax(o.logits.astype(np.float64)) for o in outs])
                 results[name] = (log_probs, scores.substitution_scores(masked, scan_seq), forward_s, scan_s)
             ref_lp, ref_scores, _, _ = results["fp32"]
             for name, (lp, sc, forward_s, scan_s) in results.items():
