@@ -63,7 +63,6 @@ def main() -> None:
         engine_slot = st.empty()  # filled once the model is loaded (below): how it runs
         record = inputs.record_picker(parsed.records if parsed else ())
         first = numbering.numbering_controls(record) if record is not None else None
-        jobs_slot = st.empty()  # this session's jobs, whichever page started them (drawn after the page)
         downloads.image_format_picker()
         link_slot = st.empty()
 
@@ -72,12 +71,13 @@ def main() -> None:
     session.link_model_banner()
     ctx = context.build(current, parsed, counts, first)  # the one engine lookup in this rerun
     models.model_banner(ctx.engine, ctx.engine_problem, engine_slot)
+    jobs_seen = jobs_panel.version()  # before the page draws: news during it reruns the page
     try:
         context.serve(page, ctx)
     except Exception as err:  # never a traceback in front of a biologist; the log keeps it
         failed(err, f"page {current}")
-    with jobs_slot.container():
-        jobs_panel.sidebar_panel()
+    with st.sidebar:  # this session's jobs, whichever page started them (after the page: its news)
+        jobs_panel.sidebar_panel(jobs_seen)
     session.publish_link(ctx, link_slot)
 
 

@@ -90,7 +90,7 @@ def main(ctx: PageContext) -> None:
             PPPL_COLUMN: st.column_config.NumberColumn(format="%.3f", help="exp(−mean log p(residue | it masked))"),
         },
     )
-    if entropies.missing or pppl.missing:
+    if entropies.missing or (asked and pppl.missing):  # pseudo-perplexity fills in only once asked for
         st.caption(f"Empty cells fill in as the records are computed ({len(found) - entropies.missing:,} of "
                    f"{len(found):,} mean entropies so far).")
     csv_button("Records table (CSV)", lambda: frame, "records.csv", "records_csv")

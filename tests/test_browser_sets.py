@@ -97,8 +97,10 @@ def upload_targets(browser, server: Server):
     return page
 
 
+# No cell waiting to fill in, and no job of the set still running (the sidebar keeps a finished
+# job's line, "…: done", until the next rerun).
 DONE = ("!document.body.innerText.includes('fill in as the records are computed')"
-        " && !document.body.innerText.includes('Unmasked passes of 186 records:')")
+        " && !/Unmasked passes of 186 records: (?!done)/.test(document.body.innerText)")
 ASKED = "[...document.querySelectorAll('button')].some(b => b.innerText.startsWith('Start ('))"
 
 

@@ -27,6 +27,7 @@ from . import background
 from .widgets import counted, plain
 
 QUICK_SECONDS = 30.0  # work estimated shorter starts at once; longer work is shown with its cost first
+MEASURE_SECONDS = 60.0  # how long a page waits for the first chunk that measures this machine's rate
 FOLLOW_SECONDS = 1.5  # how long a page waits for a job it started before drawing what it has
 WATCH_SECONDS = 1.5  # how often the browser asks whether the session's jobs have news
 RECENT_SECONDS = 60.0  # finished jobs stay in the sidebar this long
@@ -91,6 +92,9 @@ def follow(key: tuple[Hashable, ...], title: str, unit: str, work: Callable[...,
         return None
     first_only = cost.seconds is None and not asked  # measure the rate on one chunk first
     job = background.submit(key, title, unit, functools.partial(work, first_only=first_only))
+    if first_only:  # one chunk measures the rate: then the page says what the rest costs, or goes on
+        if job.wait(MEASURE_SECONDS) and job.state == DONE:
+            st.rerun()
     job.wait(FOLLOW_SECONDS)
     if not job.finished:
         running(job, where="page")
@@ -157,9 +161,19 @@ def stopped(job: Job, key, what: str) -> None:
 
 
 # --- the sidebar --------------------------------------------------------------------------------------------
-def sidebar_panel() -> None:
+def version() -> int:
+    """What the session's jobs have done so far, as one number: ``app.py`` reads it before the
+    page draws, so news that arrives while the page draws still reruns it."""
+    return _version()
+
+
+def sidebar_panel(seen: int | None = None) -> None:
     """The session's running and recently finished jobs, on every page; and the watcher that
-    reruns the app when they have news."""
+    reruns the app when they have news.
+
+    ``seen``: ``version()`` before the page drew. A job that finished while the page was drawing
+    (a first chunk measuring the rate, a quick set) left the page showing it running: the
+    watcher then reruns at once, though no job runs any more."""
     import time
 
     now = time.monotonic()
@@ -175,8 +189,8 @@ def sidebar_panel() -> None:
                 st.progress(job.fraction(), text=status_line(job))
                 st.button("Cancel", key=f"sidebar-cancel-{job.id}", on_click=job.cancel, type="tertiary",
                           icon=":material/stop_circle:")
-    st.session_state[SEEN] = _version()
-    if any(not job.finished for job in background.session_jobs()):
+    st.session_state[SEEN] = _version() if seen is None else seen
+    if any(not job.finished for job in background.session_jobs()) or _version() != st.session_state[SEEN]:
         _watch()
 
 

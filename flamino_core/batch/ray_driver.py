@@ -8,6 +8,7 @@ class: the app's set-level jobs (``jobs_ray``) run through it too.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
 import os
@@ -80,12 +81,6 @@ def stream_on_ray(items: list[dict], worker: Callable[[int], type], address: str
       used: filled with the number of actors.
     """
     local = address in ("local", None)
-    if local:
-        # A cluster of this machine only listens on 127.0.0.1: Ray turns a node address of
-        # 127.0.0.1 into the machine's network address and binds its servers to every interface
-        # unless clusters are off (what it does on macOS). Read when Ray is imported, and by
-        # its processes; the constant is set too in case Ray was imported already.
-        os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     try:
         import ray
         import ray.data
@@ -99,10 +94,9 @@ def stream_on_ray(items: list[dict], worker: Callable[[int], type], address: str
             # Ray starts its processes with fork + exec, which is safe next to JAX's threads.
             warnings.filterwarnings("ignore", message="os.fork", category=RuntimeWarning)
             if local:
-                from ray._private import ray_constants
-
-                ray_constants.ENABLE_RAY_CLUSTER = False
-                ray.init(num_cpus=len(os.sched_getaffinity(0)), object_store_memory=LOCAL_OBJECT_STORE_BYTES, **common)
+                with _clusters_off():
+                    ray.init(num_cpus=len(os.sched_getaffinity(0)), object_store_memory=LOCAL_OBJECT_STORE_BYTES,
+                             **common)
             else:
                 ray.init(address=address, **common)
         started_here = True
@@ -151,6 +145,30 @@ def stream_on_ray(items: list[dict], worker: Callable[[int], type], address: str
             _shut_down(ray, local, watchdog)
         raise
     return _rows(dataset, (ray, local, watchdog) if started_here and shutdown else None)
+
+
+@contextlib.contextmanager
+def _clusters_off():
+    """Ray with multi-node clusters off while it starts this machine's cluster, which then listens
+    on 127.0.0.1 only: with them on, Ray turns a node address of 127.0.0.1 into the machine's
+    network address and binds its servers to every interface (off is what it does on macOS).
+    The variable is read by the processes Ray starts now; the constant by this process. Both
+    are put back afterwards: a later cluster of several nodes (joined, or a test's ``ray
+    start``) must not inherit the switch."""
+    from ray._private import ray_constants
+
+    name, before_env, before = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"), \
+        ray_constants.ENABLE_RAY_CLUSTER
+    os.environ[name] = "0"
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = before
+        if before_env is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before_env
 
 
 def _rows(dataset, to_shut_down) -> Iterator[dict]:
