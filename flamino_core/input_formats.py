@@ -157,7 +157,7 @@ def numbered_blocks(head: list[str]) -> bool:
     if len(lines) < 2:
         return False
     numbers, blocks = lines[0].split(), lines[1].split()
-    if not all(n.isdigit() for n in numbers):
+    if not all(n.isascii() and n.isdigit() for n in numbers):  # "¹" is a digit to isdigit, not to int
         return False
     ends = [int(n) for n in numbers]
     first_block = ends[0] // BLOCK

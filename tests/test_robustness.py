@@ -122,6 +122,13 @@ def assert_sound(parsed, max_records=None, max_residues=None, max_total=None) ->
         assert sum(len(r.sequence) for r in parsed.records) <= max_total
 
 
+def test_superscript_digits_are_not_taken_for_block_numbers():
+    """Found by the property test below: "¹" passes str.isdigit but not int(); the numbered-block
+    check (input_formats.numbered_blocks) raised ValueError instead of reading the text."""
+    parsed = parse_fasta_text("¹\x1e0")
+    assert parsed is not None
+
+
 @settings(deadline=None, max_examples=150)
 @given(st.one_of(st.text(max_size=400), fasta_like()), limit, limit, limit)
 def test_validator_text_with_any_limits(text, max_records, max_residues, max_total):

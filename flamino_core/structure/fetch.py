@@ -95,11 +95,11 @@ def _download(url: str, what: str, timeout: float, max_bytes: int) -> bytes:
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             declared = response.headers.get("Content-Length")
-            if declared and declared.isdigit() and int(declared) > max_bytes:
+            if declared and declared.isascii() and declared.isdigit() and int(declared) > max_bytes:
                 raise FetchError(_too_large(what, int(declared), max_bytes))
             data = _read_capped(response, max_bytes, deadline=time.monotonic() + 3 * timeout)
             # http.client returns a short body without complaint when the server hangs up early.
-            if declared and declared.isdigit() and len(data) < int(declared):
+            if declared and declared.isascii() and declared.isdigit() and len(data) < int(declared):
                 raise http.client.IncompleteRead(data, int(declared) - len(data))
     except FetchError:
         raise
