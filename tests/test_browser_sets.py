@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from test_browser import (
+from test_browser import (  # noqa: F401  (browser: the module's Chromium, a fixture)
     CHROMIUM,
     ROOT,
     SCREENSHOTS,
@@ -25,6 +25,7 @@ from test_browser import (
     _nav,
     _settle,
     _wait_for_charts,
+    browser,
     start_server,
     stop_server,
 )
@@ -73,17 +74,6 @@ def servers(tmp_path):
     finally:
         for server in started:
             server.stop()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    playwright_api = pytest.importorskip("playwright.sync_api")
-    with playwright_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-            "--disable-sync", "--no-first-run"])  # fmt: skip
-        yield browser
-        browser.close()
 
 
 def upload_targets(browser, server: Server):

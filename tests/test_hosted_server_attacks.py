@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from test_browser import CHROMIUM, ROOT, _free_port
+from test_browser import CHROMIUM, ROOT, _free_port, browser, stop_server  # noqa: F401  (browser: a fixture)
 
 pytestmark = [
     pytest.mark.browser,
@@ -65,23 +65,7 @@ def hosted_server(tmp_path_factory):
         process.url, process.log = url, log
         yield process
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    playwright_api = pytest.importorskip("playwright.sync_api")
-    with playwright_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-            "--disable-sync", "--no-first-run"])  # fmt: skip
-        yield browser
-        browser.close()
+        stop_server(process)
 
 
 def _health(url: str, timeout: float) -> float | None:
