@@ -5,13 +5,12 @@ Pure Plotly builders ``(result arrays) -> go.Figure``, no Streamlit.
 
 from __future__ import annotations
 
-
 import numpy as np
 import plotly.graph_objects as go
 
 from .alphabet import STANDARD_AMINO_ACIDS
 from .analysis import CLASS_ORDER, PCAResult, residue_class
-from .figure_style import CLASS_COLOURS, _layout, _qualitative
+from .figure_style import CLASS_COLOURS, _layout, category_colours, principal_component_title
 
 
 def distribution_bars(
@@ -61,10 +60,6 @@ def distribution_bars(
 
 
 # --- embeddings ---------------------------------------------------------------------------------
-def _axis_title(index: int, ratio: float) -> str:
-    return f"PC{index + 1} ({100 * ratio:.1f}%)"
-
-
 def residue_pca_scatter(
     result: PCAResult, sequence: str, colour_by: str = "position", dims: int = 2, title: str = "", first: int = 1
 ) -> go.Figure:
@@ -81,57 +76,70 @@ def residue_pca_scatter(
         raise ValueError(f"dims must be 2 or 3, not {dims}")
     if colour_by not in ("position", "residue", "class"):
         raise ValueError(f"colour_by must be position, residue or class, not {colour_by!r}")
-    coords = result.coords
     positions = np.arange(first, first + len(sequence))
     hover = [f"{aa}{i} ({residue_class(aa)})" for i, aa in zip(positions, sequence, strict=True)]
     fig = go.Figure()
+    for mask, name, marker, showlegend in _residue_groups(sequence, positions, colour_by, size=4 if dims == 3 else 8):
+        text = [hover[i] for i in np.flatnonzero(mask)]
+        fig.add_trace(_residue_trace(result.coords, mask, dims, name, text, marker, showlegend))
+    return _principal_axes_layout(
+        fig, result.explained_variance_ratio, dims, title or "Per-residue embeddings (PCA)"
+    )
 
-    def add(mask: np.ndarray, name: str, marker: dict, showlegend: bool = True) -> None:
-        common = dict(
-            mode="markers",
-            name=name,
-            text=[hover[i] for i in np.flatnonzero(mask)],
-            hovertemplate="%{text}<extra></extra>",
-            marker=marker,
-            showlegend=showlegend,
-        )
-        if dims == 3:
-            fig.add_trace(go.Scatter3d(x=coords[mask, 0], y=coords[mask, 1], z=coords[mask, 2], **common))
-        else:
-            fig.add_trace(go.Scatter(x=coords[mask, 0], y=coords[mask, 1], **common))
 
-    size = 4 if dims == 3 else 8
-    everything = np.ones(len(sequence), bool)
+def _residue_groups(
+    sequence: str, positions: np.ndarray, colour_by: str, size: int
+) -> list[tuple[np.ndarray, str, dict, bool]]:
+    """(mask over residues, legend name, marker, show in legend) for each trace of the scatter."""
     if colour_by == "position":
         marker = dict(
             color=positions, colorscale="Viridis", size=size, colorbar={"title": {"text": "position"}}
         )
-        add(everything, "residues", marker, showlegend=False)
-    elif colour_by == "class":
+        return [(np.ones(len(sequence), bool), "residues", marker, False)]
+    if colour_by == "class":
         classes = np.array([residue_class(aa) for aa in sequence])
-        for name in CLASS_ORDER:
-            mask = classes == name
-            if mask.any():
-                add(mask, name, dict(color=CLASS_COLOURS[name], size=size))
-    else:
-        letters = np.array(list(sequence))
-        palette = _qualitative(26)
-        for index, aa in enumerate(sorted(set(sequence))):
-            add(letters == aa, aa, dict(color=palette[index % len(palette)], size=size))
+        return [
+            (classes == name, name, dict(color=CLASS_COLOURS[name], size=size), True)
+            for name in CLASS_ORDER
+            if (classes == name).any()
+        ]
+    letters = np.array(list(sequence))
+    present = sorted(set(sequence))
+    return [
+        (letters == aa, aa, dict(color=colour, size=size), True)
+        for aa, colour in zip(present, category_colours(len(present)))
+    ]
 
-    ratios = result.explained_variance_ratio
-    title = title or "Per-residue embeddings (PCA)"
+
+def _residue_trace(
+    coords: np.ndarray, mask: np.ndarray, dims: int, name: str, text: list[str], marker: dict, showlegend: bool
+) -> go.Scatter | go.Scatter3d:
+    common = dict(
+        mode="markers",
+        name=name,
+        text=text,
+        hovertemplate="%{text}<extra></extra>",
+        marker=marker,
+        showlegend=showlegend,
+    )
+    if dims == 3:
+        return go.Scatter3d(x=coords[mask, 0], y=coords[mask, 1], z=coords[mask, 2], **common)
+    return go.Scatter(x=coords[mask, 0], y=coords[mask, 1], **common)
+
+
+def _principal_axes_layout(fig: go.Figure, ratios: np.ndarray, dims: int, title: str) -> go.Figure:
+    """Each axis titled with its component's share of the variance; a 3-D scene for ``dims`` 3."""
     if dims == 3:
         fig.update_layout(
             scene={
-                "xaxis": {"title": {"text": _axis_title(0, ratios[0])}},
-                "yaxis": {"title": {"text": _axis_title(1, ratios[1])}},
-                "zaxis": {"title": {"text": _axis_title(2, ratios[2])}},
+                "xaxis": {"title": {"text": principal_component_title(0, ratios[0])}},
+                "yaxis": {"title": {"text": principal_component_title(1, ratios[1])}},
+                "zaxis": {"title": {"text": principal_component_title(2, ratios[2])}},
             }
         )
         return _layout(fig, title, height=600)
-    fig.update_xaxes(title=_axis_title(0, ratios[0]))
-    fig.update_yaxes(title=_axis_title(1, ratios[1]))
+    fig.update_xaxes(title=principal_component_title(0, ratios[0]))
+    fig.update_yaxes(title=principal_component_title(1, ratios[1]))
     return _layout(fig, title, height=520)
 
 

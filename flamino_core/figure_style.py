@@ -47,6 +47,23 @@ def _qualitative(n: int) -> list[str]:
     return list(px.colors.qualitative.Alphabet)[:n]
 
 
+def category_colours(count: int) -> list[str]:
+    """One colour per category, cycling the 26-colour qualitative palette past 26 categories."""
+    palette = _qualitative(26)
+    return [palette[index % len(palette)] for index in range(count)]
+
+
+def top_colourbar(title: str, length: float) -> dict:
+    """A colour bar hung from the plot's top edge, ``length`` of its height: the map it belongs
+    to sits at the top, with a track or a legend below it."""
+    return {"title": {"text": title}, "len": length, "y": 1, "yanchor": "top"}
+
+
+def principal_component_title(index: int, ratio: float) -> str:
+    """Axis title of a principal component with its share of the variance: ``PC1 (42.0%)``."""
+    return f"PC{index + 1} ({100 * ratio:.1f}%)"
+
+
 def figure_html(fig: go.Figure) -> bytes:
     """A standalone HTML file of the figure; plotly.js is embedded so it opens offline."""
     return fig.to_html(include_plotlyjs=True, full_html=True).encode("utf-8")

@@ -17,7 +17,7 @@ from plotly.subplots import make_subplots
 
 from .alphabet import STANDARD_AMINO_ACIDS
 from .analysis import block_mean, residue_labels
-from .figure_style import _layout, escape
+from .figure_style import _layout, escape, top_colourbar
 
 
 # The sequence's residues are outlined twice, black inside a white halo: one of the two stands
@@ -41,69 +41,78 @@ def probability_heatmap(
       first: the number of the first residue drawn.
     """
     labels = residue_labels(sequence, first)
-    aas = list(STANDARD_AMINO_ACIDS)
-    rows = 1 if entropies is None else 2
+    with_entropy = entropies is not None
     fig = make_subplots(
-        rows=rows,
+        rows=2 if with_entropy else 1,
         cols=1,
         shared_xaxes=True,
         vertical_spacing=0.04,
-        row_heights=[0.75, 0.25] if rows == 2 else None,
+        row_heights=[0.75, 0.25] if with_entropy else None,
     )
-    fig.add_trace(
-        go.Heatmap(
-            z=probabilities,
-            x=labels,
-            y=aas,
-            zmin=0,
-            zmax=1,
-            colorscale="Viridis",
-            colorbar={"title": {"text": "p"}, "len": 0.75 if rows == 2 else 1, "y": 1, "yanchor": "top"},
-            hovertemplate="position %{x}<br>amino acid %{y}<br>p = %{z:.3f}<extra></extra>",
-        ),
-        row=1,
-        col=1,
+    fig.add_trace(_probability_trace(probabilities, labels, with_entropy), row=1, col=1)
+    for outline in _residue_outline_traces(labels, sequence):
+        fig.add_trace(outline, row=1, col=1)
+    fig.update_yaxes(type="category", title="amino acid", autorange="reversed", row=1, col=1)
+    if with_entropy:
+        fig.add_trace(_entropy_trace(labels, entropies), row=2, col=1)
+        fig.update_yaxes(title="entropy (bits)", range=[0, math.log2(20) * 1.05], row=2, col=1)
+    fig.update_xaxes(type="category")
+    fig.update_xaxes(title="position", row=2 if with_entropy else 1, col=1)
+    return _probability_layout(fig, title, with_entropy)
+
+
+def _probability_trace(probabilities: np.ndarray, labels: list[str], with_entropy: bool) -> go.Heatmap:
+    return go.Heatmap(
+        z=probabilities,
+        x=labels,
+        y=list(STANDARD_AMINO_ACIDS),
+        zmin=0,
+        zmax=1,
+        colorscale="Viridis",
+        colorbar=top_colourbar("p", 0.75 if with_entropy else 1),  # only as tall as the map
+        hovertemplate="position %{x}<br>amino acid %{y}<br>p = %{z:.3f}<extra></extra>",
     )
+
+
+def _residue_outline_traces(labels: list[str], sequence: str) -> list[go.Scatter]:
+    """The sequence's own residue at each position, outlined on the map (halo, then outline);
+    none for letters outside the 20-letter alphabet, which have no row."""
     in_alphabet = [
         (label, aa) for label, aa in zip(labels, sequence, strict=True) if aa in STANDARD_AMINO_ACIDS
     ]
-    if in_alphabet:
-        for colour, size, width, legend in ((RESIDUE_HALO, 11, 3.5, False), (RESIDUE_OUTLINE, 9, 1.5, True)):
-            fig.add_trace(
-                go.Scatter(
-                    x=[label for label, _ in in_alphabet],
-                    y=[aa for _, aa in in_alphabet],
-                    mode="markers",
-                    marker={"symbol": "square-open", "color": colour, "size": size, "line": {"width": width}},
-                    name="sequence residue",
-                    showlegend=legend,
-                    hoverinfo="skip",
-                ),
-                row=1,
-                col=1,
-            )
-    fig.update_yaxes(type="category", title="amino acid", autorange="reversed", row=1, col=1)
-    if entropies is not None:
-        fig.add_trace(
-            go.Bar(
-                x=labels,
-                y=entropies,
-                marker_color="#4C72B0",
-                name="entropy",
-                showlegend=False,
-                hovertemplate="position %{x}<br>entropy %{y:.2f} bits<extra></extra>",
-            ),
-            row=2,
-            col=1,
+    if not in_alphabet:
+        return []
+    return [
+        go.Scatter(
+            x=[label for label, _ in in_alphabet],
+            y=[aa for _, aa in in_alphabet],
+            mode="markers",
+            marker={"symbol": "square-open", "color": colour, "size": size, "line": {"width": width}},
+            name="sequence residue",
+            showlegend=legend,
+            hoverinfo="skip",
         )
-        fig.update_yaxes(title="entropy (bits)", range=[0, math.log2(20) * 1.05], row=2, col=1)
-    fig.update_xaxes(type="category")
-    fig.update_xaxes(title="position", row=rows, col=1)
+        for colour, size, width, legend in ((RESIDUE_HALO, 11, 3.5, False), (RESIDUE_OUTLINE, 9, 1.5, True))
+    ]
+
+
+def _entropy_trace(labels: list[str], entropies: np.ndarray) -> go.Bar:
+    return go.Bar(
+        x=labels,
+        y=entropies,
+        marker_color="#4C72B0",
+        name="entropy",
+        showlegend=False,
+        hovertemplate="position %{x}<br>entropy %{y:.2f} bits<extra></extra>",
+    )
+
+
+def _probability_layout(fig: go.Figure, title: str, with_entropy: bool) -> go.Figure:
     subtitle = "<br><sup>below: entropy of each position's prediction (4.32 bits = uniform)</sup>"
     fig = _layout(
         fig,
-        (title or "Predicted amino-acid probabilities (unmasked pass)") + (subtitle if rows == 2 else ""),
-        height=500 if rows == 1 else 640,
+        (title or "Predicted amino-acid probabilities (unmasked pass)") + (subtitle if with_entropy else ""),
+        height=640 if with_entropy else 500,
         showlegend=True,
         # Legend on its own line between the title and the map: beside a two-line title it
         # overlapped it on narrow screens (800 px).

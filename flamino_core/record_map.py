@@ -12,13 +12,13 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 from collections import Counter
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
 
 from .analysis import pca
-from .figures import _layout, _qualitative, escape
+from .figure_style import _layout, category_colours, escape, principal_component_title
 
 METHODS = {"pca": "PCA", "umap": "UMAP"}
 UMAP_MIN_RECORDS = 5  # fewer points than this make no neighbourhood graph worth drawing
@@ -66,7 +66,7 @@ def project(means: np.ndarray, method: str = "pca", seed: int = 0) -> Projection
         return Projection(np.asarray(coords, dtype=np.float64), "umap", ("UMAP 1", "UMAP 2"))
     result = pca(means, n_components=2)
     ratios = result.explained_variance_ratio
-    titles = (f"PC1 ({100 * ratios[0]:.1f}%)", f"PC2 ({100 * ratios[1]:.1f}%)")
+    titles = (principal_component_title(0, ratios[0]), principal_component_title(1, ratios[1]))
     return Projection(result.coords, "pca", titles, note)
 
 
@@ -99,55 +99,91 @@ def record_map_figure(
     names = [escape(i) for i in ids]
     values = list(colour) if colour is not None else [None] * len(ids)
     hover = [n if v is None else f"{n}<br>{escape(colour_name)}: {escape(v)}" for n, v in zip(names, values)]
-    mode = "markers+text" if labels else "markers"
     fig = go.Figure()
-
-    def add(rows: list[int], name: str, marker: dict, showlegend: bool = True) -> None:
-        fig.add_trace(go.Scatter(
-            x=coords[rows, 0], y=coords[rows, 1], mode=mode, name=name, showlegend=showlegend,
-            text=[names[i] for i in rows], textposition="top center", customdata=[hover[i] for i in rows],
-            hovertemplate="%{customdata}<extra></extra>", marker={"size": 11, **marker},
-        ))  # fmt: skip
-
-    present = [i for i, v in enumerate(values) if v is not None]
-    missing = [i for i, v in enumerate(values) if v is None]
-    numbers = all(isinstance(values[i], (int, float)) and not isinstance(values[i], bool) for i in present)
-    if colour is None or not present:
-        add(list(range(len(ids))), "records", {"color": "#4C72B0"}, showlegend=False)
-    elif numbers and len({values[i] for i in present}) >= CONTINUOUS_MIN_VALUES:
-        scale = {"color": [values[i] for i in present], "colorscale": "Viridis",
-                 "colorbar": {"title": {"text": escape(colour_name)}}}  # fmt: skip
-        add(present, colour_name, scale, showlegend=False)
-    else:
-        counts = Counter(values[i] for i in present)
-        ordered = sorted(counts, key=lambda v: (-counts[v], str(v)))
-        shown = ordered[:MAX_CATEGORIES] if len(ordered) > MAX_CATEGORIES + 1 else ordered
-        palette = _qualitative(26)
-        for index, value in enumerate(shown):
-            add([i for i in present if values[i] == value], escape(value), {"color": palette[index % len(palette)]})
-        rest = [i for i in present if values[i] not in set(shown)]
-        if rest:
-            add(rest, f"other ({len(ordered) - len(shown)} values)", {"color": "#666666"})
-    if missing and colour is not None and present:
-        add(missing, MISSING, {"color": MISSING_COLOUR})
+    for group in _colour_groups(values, colour_name):
+        fig.add_trace(_group_trace(coords, group, names, hover, labels))
     index = {record_id: i for i, record_id in enumerate(ids)}
     hits = [index[f] for f in dict.fromkeys(found) if f in index]
     if hits:
-        fig.add_trace(go.Scatter(
-            x=coords[hits, 0], y=coords[hits, 1], mode="markers+text", name=f"found ({len(hits)})",
-            text=[names[i] for i in hits], textposition="bottom center", customdata=[hover[i] for i in hits],
-            hovertemplate="%{customdata} (found)<extra></extra>",
-            marker={"size": 18, "symbol": "circle-open", "color": FOUND_COLOUR, "line": {"width": 3}},
-        ))  # fmt: skip
+        fig.add_trace(_found_trace(coords, hits, names, hover))
     if selected in ids:
-        i = list(ids).index(selected)
-        fig.add_trace(go.Scatter(
-            x=[coords[i, 0]], y=[coords[i, 1]], mode="markers+text", name=f"selected: {names[i]}",
-            text=[names[i]], textposition="bottom center", hovertemplate=f"{hover[i]} (selected)<extra></extra>",
-            marker={"size": 22, "symbol": "circle-open", "color": "#000000", "line": {"width": 3}},
-        ))  # fmt: skip
+        fig.add_trace(_selected_trace(coords, list(ids).index(selected), names, hover))
     fig.update_xaxes(title=projection.axis_titles[0])
     fig.update_yaxes(title=projection.axis_titles[1])
     legend_title = {"title": {"text": escape(colour_name)}} if colour_name else {}
     return _layout(fig, title or f"Per-sequence mean embeddings ({METHODS[projection.method]})", height=520,
                    legend=legend_title)  # fmt: skip
+
+
+class _PointGroup(NamedTuple):
+    """Records drawn as one trace: one legend entry, or the whole map on one colour scale."""
+
+    rows: list[int]
+    name: str
+    marker: dict
+    showlegend: bool = True
+
+
+def _colour_groups(values: list[object], colour_name: str) -> list[_PointGroup]:
+    """The records split by their colour value; those without one last, in grey."""
+    present = [i for i, v in enumerate(values) if v is not None]
+    missing = [i for i, v in enumerate(values) if v is None]
+    if not present:  # nothing to colour by (no colour chosen, or no record has a value)
+        return [_PointGroup(list(range(len(values))), "records", {"color": "#4C72B0"}, showlegend=False)]
+    numbers = all(isinstance(values[i], (int, float)) and not isinstance(values[i], bool) for i in present)
+    if numbers and len({values[i] for i in present}) >= CONTINUOUS_MIN_VALUES:
+        scale = {"color": [values[i] for i in present], "colorscale": "Viridis",
+                 "colorbar": {"title": {"text": escape(colour_name)}}}  # fmt: skip
+        groups = [_PointGroup(present, colour_name, scale, showlegend=False)]
+    else:
+        groups = _category_groups(values, present)
+    if missing:
+        groups.append(_PointGroup(missing, MISSING, {"color": MISSING_COLOUR}))
+    return groups
+
+
+def _category_groups(values: list[object], present: list[int]) -> list[_PointGroup]:
+    """One group per value, most frequent first; past ``MAX_CATEGORIES`` the rest share "other"
+    (but never an "other" of a single value: that value gets its own entry instead)."""
+    counts = Counter(values[i] for i in present)
+    ordered = sorted(counts, key=lambda v: (-counts[v], str(v)))
+    shown = ordered[:MAX_CATEGORIES] if len(ordered) > MAX_CATEGORIES + 1 else ordered
+    groups = [
+        _PointGroup([i for i in present if values[i] == value], escape(value), {"color": colour})
+        for value, colour in zip(shown, category_colours(len(shown)))
+    ]
+    rest = [i for i in present if values[i] not in set(shown)]
+    if rest:
+        groups.append(_PointGroup(rest, f"other ({len(ordered) - len(shown)} values)", {"color": "#666666"}))
+    return groups
+
+
+def _group_trace(
+    coords: np.ndarray, group: _PointGroup, names: list[str], hover: list[str], labels: bool
+) -> go.Scatter:
+    rows = group.rows
+    return go.Scatter(
+        x=coords[rows, 0], y=coords[rows, 1], mode="markers+text" if labels else "markers", name=group.name,
+        showlegend=group.showlegend, text=[names[i] for i in rows], textposition="top center",
+        customdata=[hover[i] for i in rows], hovertemplate="%{customdata}<extra></extra>",
+        marker={"size": 11, **group.marker},
+    )  # fmt: skip
+
+
+def _found_trace(coords: np.ndarray, hits: list[int], names: list[str], hover: list[str]) -> go.Scatter:
+    """Orange rings, always labelled (whatever ``labels`` says): a search's matches must be findable."""
+    return go.Scatter(
+        x=coords[hits, 0], y=coords[hits, 1], mode="markers+text", name=f"found ({len(hits)})",
+        text=[names[i] for i in hits], textposition="bottom center", customdata=[hover[i] for i in hits],
+        hovertemplate="%{customdata} (found)<extra></extra>",
+        marker={"size": 18, "symbol": "circle-open", "color": FOUND_COLOUR, "line": {"width": 3}},
+    )  # fmt: skip
+
+
+def _selected_trace(coords: np.ndarray, i: int, names: list[str], hover: list[str]) -> go.Scatter:
+    """A black ring, larger than a found one's: a record can be both, and both rings show."""
+    return go.Scatter(
+        x=[coords[i, 0]], y=[coords[i, 1]], mode="markers+text", name=f"selected: {names[i]}",
+        text=[names[i]], textposition="bottom center", hovertemplate=f"{hover[i]} (selected)<extra></extra>",
+        marker={"size": 22, "symbol": "circle-open", "color": "#000000", "line": {"width": 3}},
+    )  # fmt: skip

@@ -13,6 +13,7 @@ import textwrap
 import numpy as np
 import pandas as pd
 from Bio.PDB import PDBIO, Select
+from Bio.PDB.Model import Model
 
 from .reading import ParsedStructure, StructureError
 from .align import ChainAlignment
@@ -84,8 +85,21 @@ def pdb_with_track(
     problem = pdb_export_problem(parsed, alignment, values, label, scale, fill, whole_model)
     if problem:
         raise StructureError(problem)
-    per_residue = alignment.per_residue(values) * scale
+    model = _model_with_track(parsed, alignment, alignment.per_residue(values) * scale, fill, whole_model)
+    writer = PDBIO()
+    writer.set_structure(model if whole_model else model[alignment.chain_id])
+    selection = Select() if whole_model else _Residues(set(alignment.chain.residue_ids))
+    out = io.StringIO()
+    out.write(_remarks(alignment, label, scale, fill))
+    writer.save(out, select=selection)
+    return out.getvalue()
 
+
+def _model_with_track(
+    parsed: ParsedStructure, alignment: ChainAlignment, per_residue: np.ndarray, fill: float, whole_model: bool
+) -> Model:
+    """A copy of the alignment's model: every atom of the chains to be written gets ``fill``,
+    then the aligned chain's residues with a finite value get that value."""
     model = parsed.model(alignment.chain.model_index).copy()
     chains = list(model) if whole_model else [model[alignment.chain_id]]
     for chain in chains:
@@ -99,12 +113,13 @@ def pdb_with_track(
         if value is not None and np.isfinite(value):
             for atom in residue.get_unpacked_list():
                 atom.set_bfactor(float(value))
+    return model
 
-    writer = PDBIO()
-    writer.set_structure(model if whole_model else model[alignment.chain_id])
-    selection = Select() if whole_model else _Residues(set(alignment.chain.residue_ids))
-    out = io.StringIO()
+
+def _remarks(alignment: ChainAlignment, label: str, scale: float, fill: float) -> str:
+    """What the B-factor column holds, which chain, and the fill value, as REMARK lines."""
     scale_note = f" x{scale:g}" if scale != 1 else ""
+    lines = []
     for remark in (
         f"B-factor column: {label}{scale_note}",
         f"chain {alignment.chain_id} of model {alignment.chain.model_index} aligned to the sequence",
@@ -112,10 +127,8 @@ def pdb_with_track(
     ):
         # Unnumbered free-text REMARK lines (the numbered ones have meanings in the PDB format),
         # wrapped to the format's 80 columns rather than cut.
-        for line in textwrap.wrap(remark, width=80 - len(REMARK)) or [""]:
-            out.write(f"{REMARK}{line}\n")
-    writer.save(out, select=selection)
-    return out.getvalue()
+        lines += [f"{REMARK}{line}\n" for line in textwrap.wrap(remark, width=80 - len(REMARK)) or [""]]
+    return "".join(lines)
 
 
 class _Residues(Select):

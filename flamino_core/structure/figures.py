@@ -13,14 +13,14 @@ import warnings
 import numpy as np
 import plotly.graph_objects as go
 
-from .contacts import TopPairs
-from ..figure_style import _layout, escape
+from ..figure_style import _layout, escape, top_colourbar
 from .align import ChainAlignment
+from .contacts import TopPairs
+from .scene import FALSE_POSITIVE, NO_VALUE, TRUE_POSITIVE, ColourScale, colour_scale  # one palette for both views
 
 # Consecutive C-alpha atoms of a chain are 3.8 A apart (trans peptide; ~2.9 A cis). Farther
 # than this, residues are missing between them and the trace is broken rather than drawn across.
 CA_BREAK = 4.2
-from .scene import FALSE_POSITIVE, NO_VALUE, TRUE_POSITIVE, colour_scale  # one palette for both views
 HOVER_WORDS_UP_TO = 400  # cells a side
 MAX_CELLS = 500  # heatmap cells a side; longer maps are drawn in blocks
 
@@ -48,6 +48,32 @@ def contact_comparison_map(
       first: the number of the sequence's first residue: axes, hover and marks use the record's
         own numbering (``SECY_CHLTR/73-433`` starts at 73), as on every other page.
     """
+    length = len(predicted)
+    upper, lower, block = _comparison_triangles(predicted, contacts, max_cells)
+    # Cell centres in 1-based positions: position p for single cells, a block's middle otherwise.
+    centres = np.arange(len(upper)) * block + (block + 1) / 2 + (first - 1)
+    where = "positions %{y} – %{x}" if block == 1 else f"{block}×{block} block around %{{y:.0f}} – %{{x:.0f}}"
+    fig = go.Figure()
+    fig.add_trace(_predicted_triangle_trace(upper, centres, where))
+    fig.add_trace(_structure_triangle_trace(lower, centres, where))
+    if top is not None and len(top):
+        for trace in _top_pair_traces(top, first):
+            fig.add_trace(trace)
+    low, high = first - 0.5, first + length - 0.5
+    fig.update_xaxes(title="position (predicted above the diagonal)", range=[low, high], constrain="domain")
+    fig.update_yaxes(title="position (structure below the diagonal)", range=[high, low], scaleanchor="x")
+    note = f" ({block}×{block} blocks, maximum shown)" if block > 1 else ""
+    return _layout(
+        fig, (escape(title) or "Predicted contacts vs the structure") + note, height=620,
+        legend={"orientation": "h", "y": -0.15},
+    )
+
+
+def _comparison_triangles(
+    predicted: np.ndarray, contacts: np.ndarray, max_cells: int
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """The predicted map above the diagonal and the structure's below (NaN elsewhere), in
+    blocks of ``block`` x ``block`` residues when longer than ``max_cells``: (upper, lower, block)."""
     predicted = np.asarray(predicted, dtype=np.float32)
     length = len(predicted)
     row, col = np.indices((length, length))
@@ -57,43 +83,43 @@ def contact_comparison_map(
     block = max(1, -(-length // max_cells))
     if block > 1:
         upper, lower = _block_max(upper, block), _block_max(lower, block)
-    # Cell centres in 1-based positions: position p for single cells, a block's middle otherwise.
-    centres = np.arange(len(upper)) * block + (block + 1) / 2 + (first - 1)
-    where = "positions %{y} – %{x}" if block == 1 else f"{block}×{block} block around %{{y:.0f}} – %{{x:.0f}}"
-    fig = go.Figure()
-    fig.add_trace(go.Heatmap(
+    return upper, lower, block
+
+
+def _predicted_triangle_trace(upper: np.ndarray, centres: np.ndarray, where: str) -> go.Heatmap:
+    return go.Heatmap(
         z=upper, x=centres, y=centres, zmin=0, zmax=1, colorscale="Blues",
-        colorbar={"title": {"text": "p(contact)"}, "len": 0.6, "y": 1, "yanchor": "top"},
+        colorbar=top_colourbar("p(contact)", 0.6),
         hovertemplate=where + "<br>predicted p = %{z:.3f}<extra></extra>",
         name="predicted",
-    ))
-    fig.add_trace(go.Heatmap(
+    )
+
+
+def _structure_triangle_trace(lower: np.ndarray, centres: np.ndarray, where: str) -> go.Heatmap:
+    return go.Heatmap(
         z=lower, x=centres, y=centres, zmin=-1, zmax=1, showscale=False,
         colorscale=[[0, "#ececec"], [0.33, "#ececec"], [0.34, "#ffffff"], [0.66, "#ffffff"], [0.67, "#303030"], [1, "#303030"]],
         **_structure_hover(lower, where),
         name="structure",
-    ))
-    if top is not None and len(top):
-        for is_contact, name, colour, symbol in (
-            (True, "top predictions: contact", TRUE_POSITIVE, "circle-open"),
-            (False, "top predictions: no contact", FALSE_POSITIVE, "x-thin-open"),
-        ):
-            pick = top.is_contact == is_contact
-            fig.add_trace(go.Scatter(
-                x=top.j[pick] + first, y=top.i[pick] + first, mode="markers", name=f"{name} ({int(pick.sum())})",
-                marker={"color": colour, "symbol": symbol, "size": 8, "line": {"width": 2, "color": colour}},
-                cliponaxis=False,  # a mark on the first or last position stays whole
-                customdata=top.probability[pick],
-                hovertemplate="positions %{y} – %{x}<br>predicted p = %{customdata:.3f}<extra></extra>",
-            ))
-    low, high = first - 0.5, first + length - 0.5
-    fig.update_xaxes(title="position (predicted above the diagonal)", range=[low, high], constrain="domain")
-    fig.update_yaxes(title="position (structure below the diagonal)", range=[high, low], scaleanchor="x")
-    note = f" ({block}×{block} blocks, maximum shown)" if block > 1 else ""
-    return _layout(
-        fig, (escape(title) or "Predicted contacts vs the structure") + note, height=620,
-        legend={"orientation": "h", "y": -0.15},
     )
+
+
+def _top_pair_traces(top: TopPairs, first: int) -> list[go.Scatter]:
+    """The top predictions at their exact positions: true contacts, then false positives."""
+    traces = []
+    for is_contact, name, colour, symbol in (
+        (True, "top predictions: contact", TRUE_POSITIVE, "circle-open"),
+        (False, "top predictions: no contact", FALSE_POSITIVE, "x-thin-open"),
+    ):
+        pick = top.is_contact == is_contact
+        traces.append(go.Scatter(
+            x=top.j[pick] + first, y=top.i[pick] + first, mode="markers", name=f"{name} ({int(pick.sum())})",
+            marker={"color": colour, "symbol": symbol, "size": 8, "line": {"width": 2, "color": colour}},
+            cliponaxis=False,  # a mark on the first or last position stays whole
+            customdata=top.probability[pick],
+            hovertemplate="positions %{y} – %{x}<br>predicted p = %{customdata:.3f}<extra></extra>",
+        ))
+    return traces
 
 
 def _block_max(matrix: np.ndarray, block: int) -> np.ndarray:
@@ -142,50 +168,68 @@ def structure_trace_3d(
     """
     chain = alignment.chain
     per_residue = alignment.per_residue(values)
-    position_of = np.full(len(chain), -1)
-    aligned = np.flatnonzero(alignment.residue_at >= 0)
-    position_of[alignment.residue_at[aligned]] = aligned
     label_text = escape(label)
-    hover = [
-        f"{escape(chain.chain_id)} {escape(number)} {escape(name)}<br>"
-        + (f"position {p + first} ({escape(alignment.sequence[p])})" if p >= 0 else "not aligned to the sequence")
-        + (f"<br>{label_text} = {value:.3g}" if np.isfinite(value) else "")
-        for number, name, p, value in zip(chain.labels, chain.names, position_of, per_residue)
-    ]
-    xyz = chain.ca
-    # Break the line where residues are missing: a None between two points ends a segment.
-    gap_after = np.linalg.norm(np.diff(xyz, axis=0), axis=1) > CA_BREAK
-    line_x, line_y, line_z = [], [], []
-    for k, point in enumerate(xyz):
-        line_x.append(point[0]), line_y.append(point[1]), line_z.append(point[2])
-        if k < len(gap_after) and gap_after[k]:
-            line_x.append(None), line_y.append(None), line_z.append(None)
-
+    hover = np.array(_residue_hover(alignment, per_residue, label_text, first), dtype=object)
     fig = go.Figure()
-    fig.add_trace(go.Scatter3d(
-        x=line_x, y=line_y, z=line_z, mode="lines", line={"color": "#9a9a9a", "width": 4},
-        hoverinfo="skip", name="C-alpha trace", showlegend=False,
-    ))
-    has_value = np.isfinite(per_residue)
-    scale = colour_scale(values, signed)
-    hover_array = np.array(hover, dtype=object)
-    if (~has_value).any():
-        fig.add_trace(go.Scatter3d(
-            x=xyz[~has_value, 0], y=xyz[~has_value, 1], z=xyz[~has_value, 2], mode="markers",
-            marker={"size": 4, "color": NO_VALUE}, text=hover_array[~has_value],
-            hovertemplate="%{text}<extra></extra>", name="no value",
-        ))
-    if has_value.any():
-        fig.add_trace(go.Scatter3d(
-            x=xyz[has_value, 0], y=xyz[has_value, 1], z=xyz[has_value, 2], mode="markers",
-            marker={"size": 5, "color": per_residue[has_value], "colorscale": scale.name, "cmin": scale.low,
-                    "cmax": scale.high,
-                    "colorbar": {"title": {"text": label_text}}, "showscale": True},
-            text=hover_array[has_value], hovertemplate="%{text}<extra></extra>", name=label_text,
-        ))
+    fig.add_trace(_ca_line_trace(chain.ca))
+    for trace in _residue_marker_traces(chain.ca, per_residue, hover, colour_scale(values, signed), label_text):
+        fig.add_trace(trace)
     hidden = {"visible": False}
     return _layout(
         fig, escape(title) or f"Chain {escape(chain.chain_id)} coloured by {label_text}", height=620,
         scene={"xaxis": hidden, "yaxis": hidden, "zaxis": hidden, "aspectmode": "data"},
         legend={"orientation": "h", "y": 0},
     )
+
+
+def _residue_hover(alignment: ChainAlignment, per_residue: np.ndarray, label_text: str, first: int) -> list[str]:
+    """Per chain residue: its chain, number and name as the file has them, the sequence position
+    it is aligned to, and its value."""
+    chain = alignment.chain
+    position_of = np.full(len(chain), -1)
+    aligned = np.flatnonzero(alignment.residue_at >= 0)
+    position_of[alignment.residue_at[aligned]] = aligned
+    return [
+        f"{escape(chain.chain_id)} {escape(number)} {escape(name)}<br>"
+        + (f"position {p + first} ({escape(alignment.sequence[p])})" if p >= 0 else "not aligned to the sequence")
+        + (f"<br>{label_text} = {value:.3g}" if np.isfinite(value) else "")
+        for number, name, p, value in zip(chain.labels, chain.names, position_of, per_residue)
+    ]
+
+
+def _ca_line_trace(xyz: np.ndarray) -> go.Scatter3d:
+    """The C-alpha atoms joined in chain order, broken where residues are missing (a None
+    between two points ends a segment)."""
+    gap_after = np.linalg.norm(np.diff(xyz, axis=0), axis=1) > CA_BREAK
+    line_x, line_y, line_z = [], [], []
+    for k, point in enumerate(xyz):
+        line_x.append(point[0]), line_y.append(point[1]), line_z.append(point[2])
+        if k < len(gap_after) and gap_after[k]:
+            line_x.append(None), line_y.append(None), line_z.append(None)
+    return go.Scatter3d(
+        x=line_x, y=line_y, z=line_z, mode="lines", line={"color": "#9a9a9a", "width": 4},
+        hoverinfo="skip", name="C-alpha trace", showlegend=False,
+    )
+
+
+def _residue_marker_traces(
+    xyz: np.ndarray, per_residue: np.ndarray, hover: np.ndarray, scale: ColourScale, label_text: str
+) -> list[go.Scatter3d]:
+    """Residues without a value in grey, then those with one on the colour scale."""
+    has_value = np.isfinite(per_residue)
+    traces = []
+    if (~has_value).any():
+        traces.append(go.Scatter3d(
+            x=xyz[~has_value, 0], y=xyz[~has_value, 1], z=xyz[~has_value, 2], mode="markers",
+            marker={"size": 4, "color": NO_VALUE}, text=hover[~has_value],
+            hovertemplate="%{text}<extra></extra>", name="no value",
+        ))
+    if has_value.any():
+        traces.append(go.Scatter3d(
+            x=xyz[has_value, 0], y=xyz[has_value, 1], z=xyz[has_value, 2], mode="markers",
+            marker={"size": 5, "color": per_residue[has_value], "colorscale": scale.name, "cmin": scale.low,
+                    "cmax": scale.high,
+                    "colorbar": {"title": {"text": label_text}}, "showscale": True},
+            text=hover[has_value], hovertemplate="%{text}<extra></extra>", name=label_text,
+        ))
+    return traces
