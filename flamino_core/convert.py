@@ -114,16 +114,38 @@ def state_dict_to_params(
     """
     expected = expected_params(config)
     n = config.num_layers
+    canonical, original = _canonical_arrays(state_dict)
+    unexpected = _untie_lm_head(canonical)
+    flat, origin, per_layer = _place_by_path(canonical, original, n)
+    expected_shapes = {path: tuple(leaf.shape) for path, leaf in _leaves(expected)}
+    missing, mismatched, extra_layers = _stack_layers(per_layer, expected_shapes, n, flat)
+    params, absent, misshapen = _fill_expected(expected, flat, per_layer, config)
+    missing += absent
+    mismatched += misshapen
+    unexpected += extra_layers
+    unexpected += [origin.get(p, _describe(p)) for p in flat if p not in expected_shapes]
+    if missing or unexpected or mismatched:
+        raise CheckpointMismatchError(source, sorted(set(missing)), sorted(unexpected), mismatched)
+    return params
 
+
+def _canonical_arrays(state_dict: Mapping[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """(canonical name -> float32 array, canonical name -> the key as the checkpoint spells it),
+    ignorable buffers dropped."""
     canonical: dict[str, np.ndarray] = {}
-    original: dict[str, str] = {}  # canonical name -> the key as the checkpoint spells it
-    unexpected: list[str] = []
+    original: dict[str, str] = {}
     for key, value in state_dict.items():
         name = canonical_name(key)
         if name is not None:
             canonical[name] = np.asarray(value, dtype=np.float32)
             original[name] = key
+    return canonical, original
 
+
+def _untie_lm_head(canonical: dict[str, np.ndarray]) -> list[str]:
+    """Drop the LM decoder's stored weight and move its bias to ``lm_head.bias`` (in place);
+    returns the unexpected keys this finds."""
+    unexpected: list[str] = []
     # The LM decoder is tied to the token embedding: accept a stored copy only if it is the same.
     tied = canonical.pop("lm_head.weight", None)
     if tied is not None and "embed_tokens.weight" in canonical:
@@ -134,7 +156,15 @@ def state_dict_to_params(
     decoder_bias = canonical.pop("lm_head.decoder_bias", None)
     if decoder_bias is not None and "lm_head.bias" not in canonical:
         canonical["lm_head.bias"] = decoder_bias
+    return unexpected
 
+
+def _place_by_path(canonical: dict[str, np.ndarray], original: dict[str, str], n: int):
+    """Sort canonical tensors onto our state paths, Linear weights transposed.
+
+    Returns (flat: path -> array for model-level tensors, origin: path -> checkpoint key,
+    per_layer: ("layers", ...) path -> {layer index: array}) for the layer stack to assemble.
+    """
     flat: dict[tuple[str, ...], np.ndarray] = {}
     origin: dict[tuple[str, ...], str] = {}
     per_layer: dict[tuple[str, ...], dict[int, np.ndarray]] = {}
@@ -151,10 +181,18 @@ def state_dict_to_params(
         else:
             flat[path] = value
             origin[path] = original[name]
+    return flat, origin, per_layer
 
-    expected_shapes = {path: tuple(leaf.shape) for path, leaf in _leaves(expected)}
+
+def _stack_layers(per_layer, expected_shapes, n: int, flat: dict):
+    """Stack each complete, well-shaped per-layer tensor on the leading layer axis into ``flat``
+    (in place).
+
+    Returns (missing, mismatched, unexpected) key descriptions.
+    """
     missing: list[str] = []
     mismatched: list[str] = []
+    unexpected: list[str] = []
     for path, layers in per_layer.items():
         name = ".".join(path[1:])
         if path not in expected_shapes:
@@ -172,8 +210,15 @@ def state_dict_to_params(
         mismatched += [f"layers.{i}.{name}: checkpoint {tuple(layers[i].shape)} vs model {want}" for i in bad]
         if not absent and not bad:
             flat[path] = np.stack([layers[i] for i in range(n)])
+    return missing, mismatched, unexpected
 
+
+def _fill_expected(expected: dict, flat, per_layer, config: ESM2Config):
+    """(params, missing, mismatched): the nested params dict holding every leaf the model
+    expects, taken from ``flat``, and what is absent or misshapen there."""
     params: dict = {}
+    missing: list[str] = []
+    mismatched: list[str] = []
     for path, leaf in _leaves(expected):
         value = flat.get(path)
         if value is None:
@@ -190,10 +235,7 @@ def state_dict_to_params(
         for key in path[:-1]:
             node = node.setdefault(key, {})
         node[path[-1]] = value
-    unexpected += [origin.get(p, _describe(p)) for p in flat if p not in expected_shapes]
-    if missing or unexpected or mismatched:
-        raise CheckpointMismatchError(source, sorted(set(missing)), sorted(unexpected), mismatched)
-    return params
+    return params, missing, mismatched
 
 
 def _leaves(tree: dict, prefix: tuple[str, ...] = ()):

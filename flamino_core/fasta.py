@@ -181,13 +181,12 @@ def parse_sources(
             try:
                 data, notes = decode_bytes(data, max_decompressed_bytes)
             except Unreadable as exc:
-                parts.append(ParsedInput((), (), (InputIssue(None, str(exc), "error", name),)))
+                parts.append(_refused_source(name, str(exc)))
                 kept.append(0)
                 continue
         if records_left == 0 or residues_left == 0:
             spent = "records" if records_left == 0 else "residues"
-            problem = f"not read: the inputs before it already hold the limit of {spent}"
-            parts.append(ParsedInput((), (), (InputIssue(None, problem, "error", name),)))
+            parts.append(_refused_source(name, f"not read: the inputs before it already hold the limit of {spent}"))
             kept.append(0)
             continue
         items = list(iter_records(
@@ -195,25 +194,39 @@ def parse_sources(
             max_residues_per_record=max_residues_per_record, max_total_residues=residues_left,
             allow_nucleotides=allow_nucleotides,
         ))  # fmt: skip
-        parsed = ParsedInput.collect(items)
+        parsed = _tagged(ParsedInput.collect(items), name, notes)
         read = sum(isinstance(item, CheckedRecord) for item in items)
         number += read
         records_left = None if records_left is None else records_left - read
         residues = sum(len(r.sequence) for r in parsed.records)
         residues_left = None if residues_left is None else max(residues_left - residues, 0)
-        tagged = [InputIssue(None, note, "warning", name) for note in notes]
-        parts.append(ParsedInput(
-            parsed.records,
-            tuple(tagged) + tuple(replace(issue, source=name) for issue in parsed.warnings),
-            tuple(replace(issue, source=name) for issue in parsed.errors),
-            parsed.nucleotide_labels,
-        ))  # fmt: skip
+        parts.append(parsed)
         kept.append(len(parsed.records))
-    combined = ParsedInput(
+    return _joined(parts), tuple(kept)
+
+
+def _refused_source(name: str | None, problem: str) -> ParsedInput:
+    """A source that gave nothing: one error, tagged with the source's name."""
+    return ParsedInput((), (), (InputIssue(None, problem, "error", name),))
+
+
+def _tagged(parsed: ParsedInput, name: str | None, notes: list[str]) -> ParsedInput:
+    """``parsed`` with every issue tagged with its source's name, the decoding notes first."""
+    tagged = [InputIssue(None, note, "warning", name) for note in notes]
+    return ParsedInput(
+        parsed.records,
+        tuple(tagged) + tuple(replace(issue, source=name) for issue in parsed.warnings),
+        tuple(replace(issue, source=name) for issue in parsed.errors),
+        parsed.nucleotide_labels,
+    )  # fmt: skip
+
+
+def _joined(parts: list[ParsedInput]) -> ParsedInput:
+    """Several sources' inputs as one, in source order."""
+    return ParsedInput(
         tuple(r for p in parts for r in p.records), tuple(w for p in parts for w in p.warnings),
         tuple(e for p in parts for e in p.errors), tuple(n for p in parts for n in p.nucleotide_labels),
     )  # fmt: skip
-    return combined, tuple(kept)
 
 
 def file_problem(path: str | PathLike[str], exc: OSError) -> str:

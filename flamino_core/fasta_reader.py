@@ -74,21 +74,13 @@ def iter_records(
     ``/translation``) or off UniProt's web page (numbered blocks of 10) is read as a bare
     sequence. Each says what was read in a warning.
     """
-    for name, limit in (
-        ("max_records", max_records),
-        ("max_residues_per_record", max_residues_per_record),
-        ("max_total_residues", max_total_residues),
-    ):
-        if limit is not None and limit < 0:
-            raise ValueError(f"{name} must be >= 0, got {limit}")
+    _check_limits(max_records=max_records, max_residues_per_record=max_residues_per_record,
+                  max_total_residues=max_total_residues)
     if hasattr(source, "read") and not isinstance(source, io.TextIOBase):  # a binary stream
-        try:
-            source, notes = open_text(source)
-        except Unreadable as exc:
-            yield InputIssue(None, str(exc), "error")
+        source, issues = _decoded(source)
+        yield from issues
+        if source is None:
             return
-        for note in notes:
-            yield InputIssue(None, note, "warning")
     reader = _Reader(
         bare_sequence, set() if used_ids is None else used_ids, first_number,
         max_records, max_residues_per_record, max_total_residues, allow_nucleotides,
@@ -100,6 +92,23 @@ def iter_records(
         yield InputIssue(
             None, f"unreadable after {reader.read_count:,} record(s) ({exc}); those were read", "error"
         )
+
+
+def _check_limits(**limits: int | None) -> None:
+    """A ValueError for a negative limit (None: no limit), named as the caller's argument."""
+    for name, limit in limits.items():
+        if limit is not None and limit < 0:
+            raise ValueError(f"{name} must be >= 0, got {limit}")
+
+
+def _decoded(stream: BinaryIO) -> tuple[Iterable[str] | None, list[InputIssue]]:
+    """(text lines of a binary stream, warnings on how it was decoded), or (None, [the error])
+    when it cannot be read as text at all."""
+    try:
+        text, notes = open_text(stream)
+    except Unreadable as exc:
+        return None, [InputIssue(None, str(exc), "error")]
+    return text, [InputIssue(None, note, "warning") for note in notes]
 
 
 def _lines(source: Iterable[str]) -> Iterator[str]:
@@ -165,7 +174,11 @@ class _Reader:
         if numbered_blocks(head):
             notes = ("read the numbered blocks of 10 residues (as UniProt's web page shows a sequence); "
                      "dropped the numbers",)  # fmt: skip
+        yield from self._headed(lines, notes)
 
+    def _headed(self, lines: Iterator[str], notes: tuple[str, ...]) -> Iterator[CheckedRecord | InputIssue]:
+        """FASTA proper: stripped lines grouped under their '>' headers; ``notes`` go to a
+        sequence pasted without a header."""
         preamble: list[str] = []
         title: str | None = None
         typed: list[str] = []

@@ -154,26 +154,10 @@ def record_outputs(
     """
     store = default_store() if store is None else store
     model, n = engine.fingerprint, engine.config.num_layers
-    results: dict[str, RecordOutputs] = {}
-    for sequence in dict.fromkeys(sequences):
-        names = output_names(n, len(sequence), long, logits)
-        found = store.outputs(model, sequence, names)
-        if len(found) == len(names):
-            results[sequence] = _unpack(sequence, long, n, found, logits)
+    results = _stored_outputs(store, model, n, sequences, long, logits)
     total = len(sequences)
-
-    def announce() -> int:
-        count = 0
-        for index, sequence in enumerate(sequences):
-            if sequence in results:
-                count += 1
-                if on_record is not None and index not in announced:
-                    announced.add(index)
-                    on_record(index, results[sequence])
-        return count
-
-    announced: set[int] = set()
-    done = announce()
+    arrivals = _Arrivals(sequences, on_record)
+    done = arrivals.announce(results)
     if progress and total:
         progress(done, total)
     missing = [s for s in dict.fromkeys(sequences) if s not in results]
@@ -182,18 +166,56 @@ def record_outputs(
             raise Cancelled(f"stopped after {done:,} of {total:,} records (kept)")
         outs = engine.run(group, repr_layers=tuple(range(n + 1)), logits=True, long=long)
         for sequence, out in zip(group, outs):
-            record = RecordOutputs(
-                sequence=out.sequence,
-                means={layer: rep.mean(axis=0).astype(np.float32) for layer, rep in out.representations.items()},
-                entropy=entropy(amino_acid_probabilities(out.logits)).astype(np.float32),
-                logits=out.logits.astype(np.float32) if logits else None,
-            )
+            record = _record_from_run(out, logits)
             store.put_outputs(model, sequence, _pack(record, len(sequence), long, n))
             results[sequence] = record
-        done = announce()
+        done = arrivals.announce(results)
         if progress:
             progress(done, total)
     return [results[s] for s in sequences]
+
+
+def _stored_outputs(store: ResultStore, model: str, num_layers: int, sequences: Sequence[str], long: str,
+                    logits: bool) -> dict[str, RecordOutputs]:
+    """Per distinct sequence, the outputs the store holds in full (a partial set is run again)."""
+    results = {}
+    for sequence in dict.fromkeys(sequences):
+        names = output_names(num_layers, len(sequence), long, logits)
+        found = store.outputs(model, sequence, names)
+        if len(found) == len(names):
+            results[sequence] = _unpack(sequence, long, num_layers, found, logits)
+    return results
+
+
+class _Arrivals:
+    """Counts the records whose outputs exist, and hands each record to ``on_record`` once, the
+    first time its outputs do (a repeated sequence's records arrive together)."""
+
+    def __init__(self, sequences: Sequence[str], on_record: Callable[[int, RecordOutputs], None] | None):
+        self.sequences, self.on_record = sequences, on_record
+        self.announced: set[int] = set()
+
+    def announce(self, results: dict[str, RecordOutputs]) -> int:
+        """The number of records with outputs in ``results``, after announcing the new ones."""
+        count = 0
+        for index, sequence in enumerate(self.sequences):
+            if sequence in results:
+                count += 1
+                if self.on_record is not None and index not in self.announced:
+                    self.announced.add(index)
+                    self.on_record(index, results[sequence])
+        return count
+
+
+def _record_from_run(out, logits: bool) -> RecordOutputs:
+    """A record's outputs from its unmasked run (an ``engine.SequenceOutput`` with every layer's
+    representations and the logits)."""
+    return RecordOutputs(
+        sequence=out.sequence,
+        means={layer: rep.mean(axis=0).astype(np.float32) for layer, rep in out.representations.items()},
+        entropy=entropy(amino_acid_probabilities(out.logits)).astype(np.float32),
+        logits=out.logits.astype(np.float32) if logits else None,
+    )
 
 
 def keep_record_outputs(store: ResultStore, model: str, num_layers: int, sequence: str, record: RecordOutputs,

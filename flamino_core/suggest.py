@@ -174,8 +174,28 @@ def suggest(
         (default: the process's), as ``flamino variants`` uses it.
       cancelled: polled between chunks of passes; True stops with ``passes.Cancelled``.
     """
-    from .variants.scoring import pll_passes, score_variants
+    strategies, models = _checked_choices(engines, combine, strategies)
+    stage = progress or (lambda name: None)
+    pool = _candidate_pool(sequence, first, constraints)
+    passes = dict(store=store, cancelled=cancelled)
+    singles, n_passing = _ranked_singles(engines, sequence, pool, threshold, top, passes)
+    combos = combinations(singles, sequence, first, combine) if combine >= 2 else []
+    proposals = singles + [dataclasses.replace(v, order=len(singles) + n) for n, v in enumerate(combos)]
+    notes = _notes(engines)
+    if not proposals:
+        return Suggestions(_table(record_id, [], [], models, {}, None, None), models, list(strategies),
+                           len(pool), n_passing, notes)
+    if notify:
+        notify(_cost_message(sequence, singles, combos, strategies))
+    columns = _score_columns(engines, sequence, proposals, strategies, models, stage, passes)
+    own = np.mean([columns[score_column(SELECTION, model, models)] for model in models], axis=0)
+    prediction = _predictions(predictor, predictor_engine, sequence, proposals, stage, **passes) if predictor else None
+    table = _table(record_id, singles, combos, models, columns, own, prediction)
+    return Suggestions(table, models, list(strategies), len(pool), n_passing, notes)
 
+
+def _checked_choices(engines, combine: int, strategies: Sequence[str]) -> tuple[Sequence[str], list[str]]:
+    """(the strategies to score by, SELECTION included; the model names), or a SuggestError."""
     if not engines:
         raise SuggestError("no model given")
     if not 0 <= combine <= MAX_COMBINE:
@@ -185,36 +205,61 @@ def suggest(
         raise SuggestError(f"unknown strategy {unknown[0]!r}: choose among {', '.join(VARIANT_STRATEGIES)}")
     if SELECTION not in strategies:  # the score proposals are chosen and ranked by is always shown
         strategies = [SELECTION, *strategies]
-    stage = progress or (lambda name: None)
     models = list(dict.fromkeys(name for name, _ in engines))
     if len(models) < len(engines):
         raise SuggestError("the same model is given twice")
+    return strategies, models
+
+
+def _candidate_pool(sequence: str, first: int, constraints: Constraints) -> list[Variant]:
+    """``candidates``, or a SuggestError when the constraints leave none."""
     pool = candidates(sequence, first, constraints)
     if not pool:
         raise SuggestError("the constraints leave no substitution to propose (every position kept, or every "
                            "amino acid avoided)")
-    passes = dict(store=store, cancelled=cancelled)
+    return pool
+
+
+def _notes(engines) -> list[str]:
+    notes = []
+    if any(getattr(engine, "is_random", False) for _, engine in engines):
+        notes.append("a model has random weights (a test model): these proposals are not biology")
+    return notes
+
+
+def _ranked_singles(engines, sequence: str, pool: list[Variant], threshold: float, top: int,
+                    passes: dict) -> tuple[list[Variant], int]:
+    """(the ``top`` candidates above ``threshold`` under every model, best mean SELECTION score
+    first and renumbered from 0; how many passed the threshold)."""
+    from .variants.scoring import score_variants
+
     selection = np.stack([score_variants(engine, sequence, pool, SELECTION, **passes).table["score"].to_numpy(np.float64)
                           for _, engine in engines])  # (models, candidates)
     passing = np.flatnonzero((selection > threshold).all(axis=0))
     consensus = selection.mean(axis=0)
     ranked = sorted(passing, key=lambda c: (-consensus[c], c))[:max(top, 0)]
-    singles = [dataclasses.replace(pool[c], order=n) for n, c in enumerate(ranked)]
-    combos = combinations(singles, sequence, first, combine) if combine >= 2 else []
-    proposals = singles + [dataclasses.replace(v, order=len(singles) + n) for n, v in enumerate(combos)]
-    notes = []
-    if any(getattr(engine, "is_random", False) for _, engine in engines):
-        notes.append("a model has random weights (a test model): these proposals are not biology")
-    if not proposals:
-        return Suggestions(_table(record_id, [], [], models, {}, None, None), models, list(strategies),
-                           len(pool), len(passing), notes)
-    if notify:
-        positions = len({i for v in proposals for i in v.indices})
-        costs = {"wt-marginals": "1 pass", "masked-marginals": f"{positions:,} masked passes",
-                 "joint-masked": f"{positions + len(combos):,} masked passes",
-                 "pll": f"{pll_passes(len(sequence), len(proposals)):,} masked passes"}
-        notify(f"{len(singles):,} proposals and {len(combos):,} combinations to score, per model: "
-               + ", ".join(f"{s} {costs[s]}" for s in strategies))
+    return [dataclasses.replace(pool[c], order=n) for n, c in enumerate(ranked)], len(passing)
+
+
+def _cost_message(sequence: str, singles: list[Variant], combos: list[Variant], strategies: Sequence[str]) -> str:
+    """What scoring the proposals will cost per model, said before it runs."""
+    from .variants.scoring import pll_passes
+
+    proposals = singles + combos
+    positions = len({i for v in proposals for i in v.indices})
+    costs = {"wt-marginals": "1 pass", "masked-marginals": f"{positions:,} masked passes",
+             "joint-masked": f"{positions + len(combos):,} masked passes",
+             "pll": f"{pll_passes(len(sequence), len(proposals)):,} masked passes"}
+    return (f"{len(singles):,} proposals and {len(combos):,} combinations to score, per model: "
+            + ", ".join(f"{s} {costs[s]}" for s in strategies))
+
+
+def _score_columns(engines, sequence: str, proposals: list[Variant], strategies: Sequence[str],
+                   models: list[str], stage, passes: dict) -> dict[str, np.ndarray]:
+    """Table column -> every proposal's score under each strategy by each model (and
+    joint-masked's non_additivity), as ``flamino variants`` scores them."""
+    from .variants.scoring import score_variants
+
     columns: dict[str, np.ndarray] = {}
     for model, engine in engines:
         for strategy in strategies:
@@ -224,10 +269,7 @@ def suggest(
             columns[label] = result.table["score"].to_numpy(np.float64)
             if strategy == "joint-masked":
                 columns[score_column("non_additivity", model, models)] = result.table["non_additivity"].to_numpy(np.float64)
-    own = np.mean([columns[score_column(SELECTION, model, models)] for model in models], axis=0)
-    prediction = _predictions(predictor, predictor_engine, sequence, proposals, stage, **passes) if predictor else None
-    table = _table(record_id, singles, combos, models, columns, own, prediction)
-    return Suggestions(table, models, list(strategies), len(pool), len(passing), notes)
+    return columns
 
 
 def _predictions(predictor, engine, sequence: str, proposals: list[Variant], stage, *, store=None,

@@ -18,7 +18,7 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, NamedTuple
 
 import numpy as np
 
@@ -81,70 +81,97 @@ def stream_on_ray(items: list[dict], worker: Callable[[int], type], address: str
       used: filled with the number of actors.
     """
     local = address in ("local", None)
-    try:
-        import ray
-        import ray.data
-    except ImportError:
-        raise BatchError("flamino runs this on Ray, which is not installed: pip install 'flamino[batch]'") from None
-
-    started_here, watchdog = False, None
-    if not ray.is_initialized():
-        common = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
-        with warnings.catch_warnings():
-            # Ray starts its processes with fork + exec, which is safe next to JAX's threads.
-            warnings.filterwarnings("ignore", message="os.fork", category=RuntimeWarning)
-            if local:
-                with _clusters_off():
-                    ray.init(num_cpus=len(os.sched_getaffinity(0)), object_store_memory=LOCAL_OBJECT_STORE_BYTES,
-                             **common)
-            else:
-                ray.init(address=address, **common)
-        started_here = True
-        if local:
-            watchdog = _watch(_session_dir(ray))
+    ray = _import_ray()
+    started_here = not ray.is_initialized()
+    watchdog = _start_ray(ray, address, local) if started_here else None
     try:
         resources = ray.cluster_resources()
-        if gpus_per_actor is None:
-            gpus_per_actor = 1.0 if resources.get("GPU", 0) >= 1 else 0.0
-        if gpus_per_actor > 0:
-            fit = int(resources.get("GPU", 0) // gpus_per_actor)
-            if fit < 1:
-                raise BatchError(f"the Ray cluster has no GPU for --gpus-per-actor {gpus_per_actor:g}")
-        else:
-            fit = int(resources.get("CPU", 1) // cpus_per_actor)
-        n_actors = max(1, min(actors or fit, len(items)))
+        pool = _plan_pool(resources, len(items), actors, cpus_per_actor, gpus_per_actor)
         if used is not None:
-            used[:] = [n_actors]
-        env = {}
-        if 0 < gpus_per_actor < 1:  # several actors share a GPU: JAX must not take 75% each
-            env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = f"{0.75 * gpus_per_actor:.3f}"
-        cores = 0 if gpus_per_actor else max(1, int(cpus_per_actor))
-        device = f"{gpus_per_actor:g} GPU" if gpus_per_actor else f"{cpus_per_actor:g} CPU"
-        say(f"{len(items)} {what} on {n_actors} actor(s), {device} each (Ray: {int(resources.get('CPU', 0))} CPUs, "
+            used[:] = [pool.actors]
+        device = f"{pool.gpus:g} GPU" if pool.gpus else f"{pool.cpus:g} CPU"
+        say(f"{len(items)} {what} on {pool.actors} actor(s), {device} each (Ray: {int(resources.get('CPU', 0))} CPUs, "
             f"{int(resources.get('GPU', 0))} GPUs)")
-
-        ctx = ray.data.DataContext.get_current()
-        ctx.enable_progress_bars = False
-        ctx.print_on_execution_start = False
-        ctx.max_consecutive_actor_init_deaths = 3
-        logging.getLogger("ray.data").setLevel(logging.ERROR)
-        dataset = ray.data.from_items(items, override_num_blocks=len(items))
-        dataset = dataset.map_batches(
-            worker(cores),
-            batch_size=1,
-            # One shard at a time per actor: a shard is minutes of work and its argument one number,
-            # so there is nothing to prefetch, and an actor never holds queued shards while another
-            # (a node that started later) idles at the end of a job.
-            compute=ray.data.ActorPoolStrategy(size=n_actors, max_tasks_in_flight_per_actor=1),
-            num_cpus=cpus_per_actor,
-            num_gpus=gpus_per_actor,
-            runtime_env={"env_vars": env} if env else None,
-        )  # Ray Data restarts a killed actor and retries its item (see process_shard for repeats)
+        dataset = _pooled_dataset(ray, items, worker, pool)
     except BaseException:
         if started_here and shutdown:
             _shut_down(ray, local, watchdog)
         raise
     return _rows(dataset, (ray, local, watchdog) if started_here and shutdown else None)
+
+
+def _import_ray():
+    try:
+        import ray
+        import ray.data
+    except ImportError:
+        raise BatchError("flamino runs this on Ray, which is not installed: pip install 'flamino[batch]'") from None
+    return ray
+
+
+def _start_ray(ray, address: str | None, local: bool) -> subprocess.Popen | None:
+    """Ray started on this machine (``local``) or joined at ``address``; returns the watchdog of
+    a cluster started here (None when joined)."""
+    common = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+    with warnings.catch_warnings():
+        # Ray starts its processes with fork + exec, which is safe next to JAX's threads.
+        warnings.filterwarnings("ignore", message="os.fork", category=RuntimeWarning)
+        if local:
+            with _clusters_off():
+                ray.init(num_cpus=len(os.sched_getaffinity(0)), object_store_memory=LOCAL_OBJECT_STORE_BYTES,
+                         **common)
+        else:
+            ray.init(address=address, **common)
+    return _watch(_session_dir(ray)) if local else None
+
+
+class _Pool(NamedTuple):
+    """The actor pool planned for a cluster: how many actors and what each reserves."""
+
+    actors: int
+    cpus: float  # per actor
+    gpus: float  # per actor
+    cores: int  # CPU cores each actor pins itself to (0: a GPU actor, no pinning)
+    env: dict[str, str]  # environment variables of each actor
+
+
+def _plan_pool(resources: dict, n_items: int, actors: int | None, cpus_per_actor: float,
+               gpus_per_actor: float | None) -> _Pool:
+    """As many actors as asked (default: as fit the cluster's GPUs, else its CPUs), never more than items."""
+    if gpus_per_actor is None:
+        gpus_per_actor = 1.0 if resources.get("GPU", 0) >= 1 else 0.0
+    if gpus_per_actor > 0:
+        fit = int(resources.get("GPU", 0) // gpus_per_actor)
+        if fit < 1:
+            raise BatchError(f"the Ray cluster has no GPU for --gpus-per-actor {gpus_per_actor:g}")
+    else:
+        fit = int(resources.get("CPU", 1) // cpus_per_actor)
+    env = {}
+    if 0 < gpus_per_actor < 1:  # several actors share a GPU: JAX must not take 75% each
+        env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = f"{0.75 * gpus_per_actor:.3f}"
+    cores = 0 if gpus_per_actor else max(1, int(cpus_per_actor))
+    return _Pool(max(1, min(actors or fit, n_items)), cpus_per_actor, gpus_per_actor, cores, env)
+
+
+def _pooled_dataset(ray, items: list[dict], worker: Callable[[int], type], pool: _Pool):
+    """The Ray Data dataset that maps ``items`` through ``pool``'s actors, one item per call."""
+    ctx = ray.data.DataContext.get_current()
+    ctx.enable_progress_bars = False
+    ctx.print_on_execution_start = False
+    ctx.max_consecutive_actor_init_deaths = 3
+    logging.getLogger("ray.data").setLevel(logging.ERROR)
+    dataset = ray.data.from_items(items, override_num_blocks=len(items))
+    return dataset.map_batches(
+        worker(pool.cores),
+        batch_size=1,
+        # One shard at a time per actor: a shard is minutes of work and its argument one number,
+        # so there is nothing to prefetch, and an actor never holds queued shards while another
+        # (a node that started later) idles at the end of a job.
+        compute=ray.data.ActorPoolStrategy(size=pool.actors, max_tasks_in_flight_per_actor=1),
+        num_cpus=pool.cpus,
+        num_gpus=pool.gpus,
+        runtime_env={"env_vars": pool.env} if pool.env else None,
+    )  # Ray Data restarts a killed actor and retries its item (see process_shard for repeats)
 
 
 @contextlib.contextmanager

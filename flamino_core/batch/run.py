@@ -14,7 +14,7 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import Callable, Iterable, Sequence, TextIO
+from typing import Callable, Iterable, NamedTuple, Sequence, TextIO
 
 from ..atomic import TEMPORARY_MARK, written_atomically
 from ..options import (
@@ -125,8 +125,28 @@ def run_batch(
     Raises:
       BatchError: unusable inputs, options or model, or ``out_dir`` holds another job.
     """
-    from ..weights import ModelError, default_model, load_weights
+    include, strategy = _checked_options(command, include, long, strategy, shard_size, actors)
+    files = fasta_inputs(inputs)
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise BatchError(f"output {out} exists and is not a folder")
+    model_id, model_info = _checked_model(model, say)
+    job = Job(command, str(out.absolute()), model_id, include, long, strategy, shard_size,
+              token_budget or DEFAULT_TOKEN_BUDGET, files=tuple(str(f) for f in files), store=store)
 
+    out.mkdir(parents=True, exist_ok=True)
+    with DirectoryLock(out):
+        job, manifest = _claim_folder(out, job, files, model_info, overwrite)
+        pending = _pending_shards(out, job, files, manifest, say)
+        this_run = _compute_pending(out, job, manifest, pending, ray_address, actors, cpus_per_actor, gpus_per_actor,
+                                    say)
+        return _finish(out, job, manifest, this_run)
+
+
+def _checked_options(command: str, include: Iterable[str], long: str, strategy: str | None, shard_size: int,
+                     actors: int | None) -> tuple[tuple[str, ...], str | None]:
+    """The options refused before anything starts; returns ``include`` without repeats and the
+    strategy ``score`` uses (None for ``embed``)."""
     if command not in COMMANDS:
         raise BatchError(f"unknown batch command {command!r}; choose {' or '.join(COMMANDS)}")
     include = tuple(dict.fromkeys(include))
@@ -149,106 +169,141 @@ def run_batch(
         raise BatchError("--shard-size must be at least 1")
     if actors is not None and actors < 1:
         raise BatchError("--actors must be at least 1")
-    files = fasta_inputs(inputs)
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise BatchError(f"output {out} exists and is not a folder")
+    return include, strategy
+
+
+def _checked_model(model: str | None, say: Callable[[str], None]) -> tuple[str, dict]:
+    """The model identifier the actors load and its configuration (part of the job's identity).
+
+    The weights are loaded here, once: a bad name fails before the folder is touched, and the
+    download cache is filled for the actors."""
+    from ..weights import ModelError, default_model, load_weights
+
     try:
-        weights = load_weights(model)  # fails early on a bad name, and fills the cache for the actors
+        weights = load_weights(model)
     except ModelError as err:
         raise BatchError(str(err)) from None
     if weights.is_random:
         say("note: untrained test model (random weights): outputs are not biology")
-    model_info = weights.config.to_dict()
-    model_id = model or default_model()  # resolved here: actors on other nodes lack this environment
-    del weights
-
-    out.mkdir(parents=True, exist_ok=True)
-    with DirectoryLock(out):
-        for stale in out.glob(f".*{TEMPORARY_MARK}*"):  # left by a killed writer; never a finished file
-            stale.unlink(missing_ok=True)
-        manifest_path = out / MANIFEST
-        old = json.loads(manifest_path.read_text()) if manifest_path.exists() else None
-        previous_inputs = {i["abs_path"]: i for i in (old or {}).get("input_files", [])}
-        fingerprints = [file_fingerprint(f, previous_inputs.get(str(f.absolute()))) for f in files]
-        job = Job(command, str(out.absolute()), model_id, include, long, strategy, shard_size,
-                  token_budget or DEFAULT_TOKEN_BUDGET, files=tuple(str(f) for f in files), store=store)
-        job_identity = identity(job, fingerprints, model_info)
-        job = dataclasses.replace(job, key=job_key(job_identity))
-        if old is not None and old.get("key") != job.key:
-            if not overwrite:
-                changes = identity_differences(old.get("identity", {}), job_identity) or ["unreadable manifest"]
-                raise BatchError(f"{out} holds the results of a different job ({'; '.join(changes)}); "
-                                 "use another output folder, or --overwrite to replace them")
-            clear(out)
-            old = None
-        elif old is None and any(out.glob("shard-*.parquet")):
-            if not overwrite:
-                raise BatchError(f"{out} has shard files but no {MANIFEST}; use --overwrite to replace them")
-            clear(out)
-
-        manifest = old or {"identity": job_identity, "key": job.key, "created": now()}
-        manifest.update(input_files=fingerprints, job=job.to_dict())
-        shards = manifest.get("shards")
-        pending = [] if shards is None else [
-            k for k in range(len(shards["records"])) if shard_info(shard_path(out, k), job.key) is None
-        ]
-        if not manifest.get("input_complete") or any(not spool_path(out, k).exists() for k in pending):
-            manifest["input_complete"] = False
-            write_json(manifest_path, manifest)
-            say(f"reading {len(files)} input file(s)")
-            records, residues, issues = spool_shards(job, files, progress=lambda n: say(f"read {n:,} records"))
-            shards = {"records": records, "residues": residues}
-            errors = [i for i in issues if i.level == "error"]
-            manifest.update(shards=shards, input_complete=True, records=sum(records),
-                            file_issues=[{"file": files[i.file].as_posix(), "reason": i.message} for i in errors],
-                            file_warnings=[{"file": files[i.file].as_posix(), "note": i.message}
-                                           for i in issues if i.level != "error"])
-            for issue in issues:
-                say(f"{issue.level}: {issue.message}")
-            write_json(manifest_path, manifest)
-            pending = [k for k in range(len(records)) if shard_info(shard_path(out, k), job.key) is None]
-
-        n_shards = len(shards["records"])
-        skipped = n_shards - len(pending)
-        if skipped == n_shards:
-            say(f"all {n_shards} shards were already done")
-        elif skipped:
-            say(f"{skipped} of {n_shards} shards already done; computing the other {len(pending)}")
-        seconds, residues_run, n_actors, nodes = 0.0, 0, 0, {}
-        if pending:
-            manifest["complete"] = False
-            write_json(manifest_path, manifest)
-            progress = JobProgress(sum(shards["residues"][k] for k in pending), len(pending))
-            finished = set(manifest.get("finished_shards", []))
-            last_save = time.monotonic()
-            nodes: dict[str, dict] = {}
-
-            def on_start() -> None:
-                progress.start = time.monotonic()  # the rate counts computing, not Ray's start
-
-            def on_shard(shard: dict) -> None:
-                nonlocal last_save
-                progress.update(shard["rows"], shard["residues"])
-                finished.add(shard["shard"])
-                node = nodes.setdefault(shard["node"], {"shards": 0, "residues": 0, "seconds": 0.0, "cpu_seconds": 0.0})
-                node.update(shards=node["shards"] + 1, residues=node["residues"] + shard["residues"],
-                            seconds=round(node["seconds"] + shard["seconds"], 3),
-                            cpu_seconds=round(node["cpu_seconds"] + shard["cpu_seconds"], 3))
-                if time.monotonic() - last_save > 10:  # the shard files are the truth; this is for people
-                    manifest["finished_shards"] = sorted(finished)
-                    write_json(manifest_path, manifest)
-                    last_save = time.monotonic()
-
-            seconds, n_actors = run_on_ray(job, pending, ray_address, actors, cpus_per_actor, gpus_per_actor,
-                                           on_start, on_shard, say)
-            residues_run = progress.residues
-        return _finish(out, job, manifest, manifest_path, skipped, len(pending), seconds, residues_run, n_actors,
-                       nodes)
+    # Resolved here: actors on other nodes lack this environment.
+    return model or default_model(), weights.config.to_dict()
 
 
-def _finish(out, job, manifest, manifest_path, skipped, run, seconds, residues_run, n_actors,
-            nodes) -> BatchSummary:
+def _claim_folder(out: Path, job: Job, files: list[Path], model_info: dict, overwrite: bool) -> tuple[Job, dict]:
+    """``job`` with its key, and the manifest it continues (or a new one) with this run's inputs;
+    temporary files a killed writer left are removed (called under the folder's lock).
+
+    A folder holding another job's results, or shard files without a manifest, is refused, or
+    cleared with ``overwrite``."""
+    for stale in out.glob(f".*{TEMPORARY_MARK}*"):  # left by a killed writer; never a finished file
+        stale.unlink(missing_ok=True)
+    manifest_path = out / MANIFEST
+    old = json.loads(manifest_path.read_text()) if manifest_path.exists() else None
+    previous_inputs = {i["abs_path"]: i for i in (old or {}).get("input_files", [])}
+    fingerprints = [file_fingerprint(f, previous_inputs.get(str(f.absolute()))) for f in files]
+    job_identity = identity(job, fingerprints, model_info)
+    job = dataclasses.replace(job, key=job_key(job_identity))
+    if old is not None and old.get("key") != job.key:
+        if not overwrite:
+            changes = identity_differences(old.get("identity", {}), job_identity) or ["unreadable manifest"]
+            raise BatchError(f"{out} holds the results of a different job ({'; '.join(changes)}); "
+                             "use another output folder, or --overwrite to replace them")
+        clear(out)
+        old = None
+    elif old is None and any(out.glob("shard-*.parquet")):
+        if not overwrite:
+            raise BatchError(f"{out} has shard files but no {MANIFEST}; use --overwrite to replace them")
+        clear(out)
+    manifest = old or {"identity": job_identity, "key": job.key, "created": now()}
+    manifest.update(input_files=fingerprints, job=job.to_dict())
+    return job, manifest
+
+
+def _pending_shards(out: Path, job: Job, files: list[Path], manifest: dict, say: Callable[[str], None]) -> list[int]:
+    """The shards whose file is not written yet, after reading the inputs into shards when the
+    manifest says that did not finish, or a pending shard's spooled input is gone."""
+    shards = manifest.get("shards")
+    pending = [] if shards is None else _unwritten(out, job, len(shards["records"]))
+    if manifest.get("input_complete") and all(spool_path(out, k).exists() for k in pending):
+        return pending
+    manifest_path = out / MANIFEST
+    manifest["input_complete"] = False
+    write_json(manifest_path, manifest)
+    say(f"reading {len(files)} input file(s)")
+    records, residues, issues = spool_shards(job, files, progress=lambda n: say(f"read {n:,} records"))
+    errors = [i for i in issues if i.level == "error"]
+    manifest.update(shards={"records": records, "residues": residues}, input_complete=True, records=sum(records),
+                    file_issues=[{"file": files[i.file].as_posix(), "reason": i.message} for i in errors],
+                    file_warnings=[{"file": files[i.file].as_posix(), "note": i.message}
+                                   for i in issues if i.level != "error"])
+    for issue in issues:
+        say(f"{issue.level}: {issue.message}")
+    write_json(manifest_path, manifest)
+    return _unwritten(out, job, len(records))
+
+
+def _unwritten(out: Path, job: Job, n_shards: int) -> list[int]:
+    """The shards of ``job`` with no complete shard file in ``out``."""
+    return [k for k in range(n_shards) if shard_info(shard_path(out, k), job.key) is None]
+
+
+class _RunStats(NamedTuple):
+    """What this run computed: the summary's last fields and the manifest's ``runs`` entry."""
+
+    shards: int
+    seconds: float  # the compute stage
+    residues: int
+    actors: int
+    nodes: dict[str, dict]
+
+
+def _compute_pending(out: Path, job: Job, manifest: dict, pending: list[int], ray_address: str, actors: int | None,
+                     cpus_per_actor: float, gpus_per_actor: float | None, say: Callable[[str], None]) -> _RunStats:
+    """The ``pending`` shards computed on Ray (nothing when none is), after saying how many were done."""
+    n_shards = len(manifest["shards"]["records"])
+    skipped = n_shards - len(pending)
+    if skipped == n_shards:
+        say(f"all {n_shards} shards were already done")
+    elif skipped:
+        say(f"{skipped} of {n_shards} shards already done; computing the other {len(pending)}")
+    if not pending:
+        return _RunStats(0, 0.0, 0, 0, {})
+    manifest["complete"] = False
+    write_json(out / MANIFEST, manifest)
+    tally = _ComputeTally(out / MANIFEST, manifest, pending)
+    seconds, n_actors = run_on_ray(job, pending, ray_address, actors, cpus_per_actor, gpus_per_actor,
+                                   tally.on_start, tally.on_shard, say)
+    return _RunStats(len(pending), seconds, tally.progress.residues, n_actors, tally.nodes)
+
+
+class _ComputeTally:
+    """What the compute stage has finished: progress on stderr, per-node totals, and the
+    finished shards saved into the manifest now and then."""
+
+    def __init__(self, manifest_path: Path, manifest: dict, pending: list[int]):
+        self.manifest_path, self.manifest = manifest_path, manifest
+        self.progress = JobProgress(sum(manifest["shards"]["residues"][k] for k in pending), len(pending))
+        self.finished = set(manifest.get("finished_shards", []))
+        self.last_save = time.monotonic()
+        self.nodes: dict[str, dict] = {}
+
+    def on_start(self) -> None:
+        self.progress.start = time.monotonic()  # the rate counts computing, not Ray's start
+
+    def on_shard(self, shard: dict) -> None:
+        self.progress.update(shard["rows"], shard["residues"])
+        self.finished.add(shard["shard"])
+        node = self.nodes.setdefault(shard["node"], {"shards": 0, "residues": 0, "seconds": 0.0, "cpu_seconds": 0.0})
+        node.update(shards=node["shards"] + 1, residues=node["residues"] + shard["residues"],
+                    seconds=round(node["seconds"] + shard["seconds"], 3),
+                    cpu_seconds=round(node["cpu_seconds"] + shard["cpu_seconds"], 3))
+        if time.monotonic() - self.last_save > 10:  # the shard files are the truth; this is for people
+            self.manifest["finished_shards"] = sorted(self.finished)
+            write_json(self.manifest_path, self.manifest)
+            self.last_save = time.monotonic()
+
+
+def _finish(out: Path, job: Job, manifest: dict, this_run: _RunStats) -> BatchSummary:
     """Check every shard file exists, then write failures.jsonl and the summary into the manifest."""
     n_shards = len(manifest["shards"]["records"])
     infos = [shard_info(shard_path(out, k), job.key) for k in range(n_shards)]
@@ -264,7 +319,8 @@ def _finish(out, job, manifest, manifest_path, skipped, run, seconds, residues_r
     summary = BatchSummary(
         out_dir=str(out), records=manifest["records"], rows=sum(i["rows"] for i in infos),
         residues=sum(i["residues"] for i in infos), failures=len(failures), shards=n_shards,
-        shards_skipped=skipped, shards_run=run, seconds=seconds, residues_run=residues_run, actors=n_actors,
+        shards_skipped=n_shards - this_run.shards, shards_run=this_run.shards, seconds=this_run.seconds,
+        residues_run=this_run.residues, actors=this_run.actors,
     )
     manifest.update(finished_shards=list(range(n_shards)), complete=True, finished=now(),
                     summary=dataclasses.asdict(summary) | {"residues_per_s": summary.residues_per_s})
@@ -272,10 +328,8 @@ def _finish(out, job, manifest, manifest_path, skipped, run, seconds, residues_r
     # nodes: per Ray node id, the shards and residues it computed in this run, with its actors'
     # seconds of computing them and the CPU seconds that took (residues / cpu_seconds: a rate a
     # busy machine disturbs less than residues / seconds)
-    runs.append({"finished": now(), "shards": run, "seconds": round(seconds, 3), "actors": n_actors,
-                 "residues": residues_run, "nodes": nodes})
-    write_json(manifest_path, manifest)
+    runs.append({"finished": now(), "shards": this_run.shards, "seconds": round(this_run.seconds, 3),
+                 "actors": this_run.actors, "residues": this_run.residues, "nodes": this_run.nodes})
+    write_json(out / MANIFEST, manifest)
     shutil.rmtree(out / WORK_DIR, ignore_errors=True)
     return summary
-
-

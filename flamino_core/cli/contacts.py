@@ -72,15 +72,21 @@ def _track_choices(args) -> dict:
 def _check_track_options(args) -> dict:
     """What can be checked before the model loads: ``--track`` needs ``--pdb-out``, required
     choices given, fixed bounds (``tracks.check_choices``). Returns the track's choices."""
-    from ..structure.tracks import TrackChoiceError, check_choices
-
     if args.track is not None and args.pdb_out is None:
         raise UserError("--track goes into the B-factor column of the PDB file: give --pdb-out FILE.pdb")
     if args.pdb_out is None:
         return {}
     track = args.track or "entropy"
+    return _checked_choices(track, _track_choices(args))
+
+
+def _checked_choices(track: str, choices: dict, **bounds) -> dict:
+    """``tracks.check_choices`` with a refusal as the command's error (``bounds``: the sequence's
+    length, the model's layers and heads, when known)."""
+    from ..structure.tracks import TrackChoiceError, check_choices
+
     try:
-        return check_choices(track, _track_choices(args))
+        return check_choices(track, choices, **bounds)
     except TrackChoiceError as err:
         raise UserError(_choice_message(track, err)) from None
 
@@ -130,17 +136,10 @@ def _track_values(engine, out, track: str, choices: dict, long: str):
     return values, track_label(track, layer=layer, strategy=strategy, **picked)
 
 
-def cmd_contacts(args) -> int:
-    import pandas as pd
-
-    from ..structure.contacts import PRECISION_COLUMNS, precision_table
-    from ..structure.export import pdb_with_track, precision_csv
+def _open_described_structure(args):
+    """The ``--structure`` opened, a ``--chain`` checked in it, and its chains described on stderr."""
     from ..structure.reading import StructureError, chain_residues
-    from ..structure.tracks import TRACKS, TrackChoiceError, check_choices, run_options
 
-    out_path = check_output(args.output, ".csv")
-    pdb_out = check_output(args.pdb_out, ".pdb") if args.pdb_out else None
-    choices = _check_track_options(args)
     parsed = open_structure(args.structure)
     try:
         summaries = parsed.chains(args.model_index)
@@ -151,7 +150,57 @@ def cmd_contacts(args) -> int:
     say(f"{parsed.name}: {parsed.file_format}, {parsed.n_models} model(s); model {args.model_index}:")
     for summary in summaries:
         say(f"  {summary.describe()}")
+    return parsed
 
+
+def _predicted(engine, record, options: dict, long: str, progress_label: str):
+    """The engine's outputs for one record: its contacts, and what the track needs (``options``)."""
+    try:
+        (out,) = engine.run([record.sequence], **{**options, "contacts": True}, long=long,
+                            progress=Progress(progress_label))
+    except ValueError as err:  # e.g. attention maps of a sequence beyond 1022 residues in windows
+        raise UserError(f"{record.id}: {err}") from None
+    return out
+
+
+def _track_pdb(engine, parsed, alignment, out, record_id: str, track: str, choices: dict, args) -> str | None:
+    """The aligned chain as PDB text with the record's track in the B-factor column; None
+    (after saying why on stderr) when this record cannot have one."""
+    from ..structure.export import pdb_with_track
+    from ..structure.reading import StructureError
+    from ..structure.tracks import TRACKS, check_choices
+
+    try:
+        checked = check_choices(track, choices, length=len(out.sequence))
+        values, label = _track_values(engine, out, track, checked, args.long)
+        return pdb_with_track(parsed, alignment, values, label, scale=TRACKS[track].pdb_scale,
+                              whole_model=args.whole_model)
+    except (ValueError, StructureError) as err:  # a residue beyond the sequence, a value the column cannot hold
+        say(f"error: {record_id}: no PDB file: {err}")
+        return None
+
+
+def _write_precision_csv(out_path: Path, tables: list, n_records: int) -> None:
+    """Every record's precision rows in one CSV, with exactly ``PRECISION_COLUMNS``."""
+    import pandas as pd
+
+    from ..structure.contacts import PRECISION_COLUMNS
+    from ..structure.export import precision_csv
+
+    table = pd.concat(tables, ignore_index=True)[list(PRECISION_COLUMNS)]
+    with written_atomically(out_path) as tmp:
+        tmp.write_text(precision_csv(table))
+    print(f"wrote {out_path} ({n_records} record(s) x {len(table) // n_records} rows)")
+
+
+def cmd_contacts(args) -> int:
+    from ..structure.contacts import precision_table
+    from ..structure.tracks import run_options
+
+    out_path = check_output(args.output, ".csv")
+    pdb_out = check_output(args.pdb_out, ".pdb") if args.pdb_out else None
+    choices = _check_track_options(args)
+    parsed = _open_described_structure(args)
     records, had_errors = read_fasta_argument(args)
     aligned, refused = _align_records(parsed, records, args)
     if not aligned:
@@ -161,41 +210,28 @@ def cmd_contacts(args) -> int:
 
     engine = load_engine(args.model, args.verbose)
     track = args.track or "entropy"
-    config = engine.config
-    try:
-        choices = check_choices(track, choices, layers=config.num_layers, heads=config.attention_heads) if pdb_out else {}
-    except TrackChoiceError as err:
-        raise UserError(_choice_message(track, err)) from None
-    options = run_options(track, layer=choices.get("layer"), strategy=choices.get("strategy")) if pdb_out else {}
-    paths = pdb_paths(pdb_out, [record.id for record, _ in aligned]) if pdb_out else []
+    options, paths = {}, []
+    if pdb_out:  # the track's choices that depend on the model, and what it asks of each run
+        config = engine.config
+        choices = _checked_choices(track, choices, layers=config.num_layers, heads=config.attention_heads)
+        options = run_options(track, layer=choices.get("layer"), strategy=choices.get("strategy"))
+        paths = pdb_paths(pdb_out, [record.id for record, _ in aligned])
 
     tables, written = [], []
     for index, (record, alignment) in enumerate(aligned):
-        try:
-            (out,) = engine.run([record.sequence], **{**options, "contacts": True}, long=args.long,
-                                progress=Progress(f"{record.id} ({index + 1}/{len(aligned)})"))
-        except ValueError as err:  # e.g. attention maps of a sequence beyond 1022 residues in windows
-            raise UserError(f"{record.id}: {err}") from None
+        out = _predicted(engine, record, options, args.long, f"{record.id} ({index + 1}/{len(aligned)})")
         tables.append(precision_table(alignment, out.contacts, record.id))
         if not pdb_out:
             continue
-        try:
-            checked = check_choices(track, choices, length=len(out.sequence))
-            values, label = _track_values(engine, out, track, checked, args.long)
-            text = pdb_with_track(parsed, alignment, values, label, scale=TRACKS[track].pdb_scale,
-                                  whole_model=args.whole_model)
-        except (ValueError, StructureError) as err:  # a residue beyond the sequence, a value the column cannot hold
-            say(f"error: {record.id}: no PDB file: {err}")
+        text = _track_pdb(engine, parsed, alignment, out, record.id, track, choices, args)
+        if text is None:
             had_errors = True
             continue
         with written_atomically(paths[index]) as tmp:
             tmp.write_text(text)
         written.append(paths[index])
 
-    table = pd.concat(tables, ignore_index=True)[list(PRECISION_COLUMNS)]
-    with written_atomically(out_path) as tmp:
-        tmp.write_text(precision_csv(table))
-    print(f"wrote {out_path} ({len(aligned)} record(s) x {len(table) // len(aligned)} rows)")
+    _write_precision_csv(out_path, tables, len(aligned))
     for path in written:
         print(f"wrote {path} ({track} in the B-factor column)")
     return EXIT_USAGE if had_errors or refused else EXIT_OK

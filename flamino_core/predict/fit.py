@@ -69,7 +69,7 @@ class FitResult:
     def metrics(self, model: str | None = None) -> dict:
         """The metrics JSON of ``flamino fit --metrics``."""
         head = self.headline
-        statistics = {key: head[key] for key in head if key not in ("features", "label", "uses_model", "uses_labels")}
+        statistics = _statistics(head)
         return {
             "target": self.table.target, "task": self.table.task, "features": self.spec.kind,
             "feature_set": self.spec.label, "model": model,
@@ -158,58 +158,100 @@ def fit_table(
       features.FeatureError, table.LabelError: the choice does not apply to the table.
     """
     inputs, rows = table_inputs(table)
-    why = features.problem(kind, inputs)
-    if why:
-        raise features.FeatureError(why)
-    if kind in ("embedding", "augmented") and engine is None:
-        raise features.FeatureError(f"{kind} features need a model")
+    _check_choice(kind, inputs, engine)
     fold_of = fold_ids(table, folds)
-    num_layers = engine.config.num_layers if engine is not None else None
-    length = len(inputs.sequences[0]) if table.equal_lengths else None
     kinds = feature_sets(table, engine is not None) if compare else [kind]
     if kind not in kinds:
         kinds.append(kind)
     stage = progress or (lambda name: None)
     specs, matrices = {}, {}
     for name in kinds:
-        spec = features.spec_for(name, num_layers=num_layers, layer=layer, zero_shot=zero_shot, length=length)
-        X = features.build(spec, inputs, engine, store=store, progress=stage(spec.label), cancelled=cancelled)
-        specs[name], matrices[name] = spec, _full(X, rows, len(table.frame))
+        specs[name], matrices[name] = _feature_matrix(name, table, inputs, rows, engine, layer=layer,
+                                                      zero_shot=zero_shot, store=store, progress=stage,
+                                                      cancelled=cancelled)
     zero = None
     if table.is_variant_table and engine is not None and compare:
-        scores = None
-        if "augmented" in matrices:
-            scores = matrices["augmented"][:, -1] / features.DENSITY_SCALE
-        if scores is None:
-            scores = features.zero_shot_scores(engine, table.wild_type, inputs.variants, zero_shot)
-            scores = _full(scores[:, None], rows, len(table.frame))[:, 0]
-        zero = scores
-    comparison, learning, chosen = [], {}, None
-    for name in kinds:
-        spec = specs[name]
+        zero = _zero_shot_column(table, inputs, rows, engine, matrices, zero_shot)
+    comparison, learning, results = _cross_validated(specs, matrices, table, fold_of, curves)
+    chosen = results[kind]
+    comparison += _label_free_rows(table, fold_of, chosen, zero, zero_shot)
+    notes = [RANDOM_WEIGHTS_NOTE] if getattr(engine, "is_random", False) else []
+    predictor = _predictor(specs[kind], chosen, table, engine, model, folds, comparison[kinds.index(kind)])
+    return FitResult(table, specs[kind], folds, fold_of, chosen, predictor, comparison, learning, zero, notes)
+
+
+def _check_choice(kind: str, inputs: Inputs, engine) -> None:
+    """A FeatureError when ``kind`` does not apply to the inputs or needs a model not given."""
+    why = features.problem(kind, inputs)
+    if why:
+        raise features.FeatureError(why)
+    if kind in ("embedding", "augmented") and engine is None:
+        raise features.FeatureError(f"{kind} features need a model")
+
+
+def _feature_matrix(name: str, table: LabelledTable, inputs: Inputs, rows: np.ndarray, engine, *, layer,
+                    zero_shot: str, store, progress: StageProgress, cancelled):
+    """(spec, matrix over every table row) of feature set ``name``."""
+    num_layers = engine.config.num_layers if engine is not None else None
+    length = len(inputs.sequences[0]) if table.equal_lengths else None
+    spec = features.spec_for(name, num_layers=num_layers, layer=layer, zero_shot=zero_shot, length=length)
+    X = features.build(spec, inputs, engine, store=store, progress=progress(spec.label), cancelled=cancelled)
+    return spec, _full(X, rows, len(table.frame))
+
+
+def _cross_validated(specs: dict, matrices: dict, table: LabelledTable, fold_of: np.ndarray, curves: bool):
+    """(comparison rows, learning curves, cross-validated results) of every feature set, in
+    ``specs``' order, all on the same folds."""
+    comparison, learning, results = [], {}, {}
+    for name, spec in specs.items():
         result = fitting.cross_validate(matrices[name], table, fold_of, spec.standardise)
         comparison.append(_row(name, spec.label, spec.uses_model, True, table, result))
         if curves:
             learning[name] = fitting.learning_curve(matrices[name], table, fold_of, spec.standardise, result)
-        if name == kind:
-            chosen = result
+        results[name] = result
+    return comparison, learning, results
+
+
+def _zero_shot_column(table: LabelledTable, inputs: Inputs, rows: np.ndarray, engine, matrices: dict,
+                      zero_shot: str) -> np.ndarray:
+    """(rows,) the model's score of each variant: the augmented features' last column when they
+    were built (it is that score, scaled), else computed."""
+    if "augmented" in matrices:
+        return matrices["augmented"][:, -1] / features.DENSITY_SCALE
+    scores = features.zero_shot_scores(engine, table.wild_type, inputs.variants, zero_shot)
+    return _full(scores[:, None], rows, len(table.frame))[:, 0]
+
+
+def _label_free_rows(table: LabelledTable, fold_of: np.ndarray, chosen: fitting.CrossValidated,
+                     zero: np.ndarray | None, zero_shot: str) -> list[dict]:
+    """The comparison's rows that learn nothing from features: the zero-shot score alone (on the
+    chosen set's evaluated rows) and, for classes, the majority class."""
+    rows = []
     if zero is not None:
         evaluated = chosen.evaluated
         truth = table.values[evaluated]
         stats = evaluation.zero_shot_metrics(truth, zero[evaluated], table.task, table.classes)
-        comparison.append({"features": ZERO_SHOT, "label": f"zero-shot score alone ({zero_shot}, no labels)",
-                           "uses_model": True, "uses_labels": False, **stats})
+        rows.append({"features": ZERO_SHOT, "label": f"zero-shot score alone ({zero_shot}, no labels)",
+                     "uses_model": True, "uses_labels": False, **stats})
     if table.task == "classification":  # free: always beside the classifier, even without --compare
         majority = fitting.baseline_majority(table, fold_of)
-        comparison.append(_row(MAJORITY, "majority class (no features)", False, True, table, majority))
-    random_weights = bool(getattr(engine, "is_random", False)) and specs[kind].uses_model
-    notes = [RANDOM_WEIGHTS_NOTE] if getattr(engine, "is_random", False) else []
-    predictor = Predictor.from_fit(specs[kind], chosen.final, table, engine=engine if specs[kind].uses_model else None,
-                                   model_id=model, random_weights=random_weights,
-                                   training={"folds": folds, "n_labelled": int(table.labelled.sum()),
-                                             **{k: v for k, v in comparison[kinds.index(kind)].items()
-                                                if k not in ("features", "label", "uses_model", "uses_labels")}})
-    return FitResult(table, specs[kind], folds, fold_of, chosen, predictor, comparison, learning, zero, notes)
+        rows.append(_row(MAJORITY, "majority class (no features)", False, True, table, majority))
+    return rows
+
+
+def _predictor(spec: FeatureSpec, chosen: fitting.CrossValidated, table: LabelledTable, engine, model: str | None,
+               folds: str, headline: dict) -> Predictor:
+    """The chosen feature set's final model, with how it was trained and evaluated."""
+    random_weights = bool(getattr(engine, "is_random", False)) and spec.uses_model
+    return Predictor.from_fit(spec, chosen.final, table, engine=engine if spec.uses_model else None,
+                              model_id=model, random_weights=random_weights,
+                              training={"folds": folds, "n_labelled": int(table.labelled.sum()),
+                                        **_statistics(headline)})
+
+
+def _statistics(row: dict) -> dict:
+    """A comparison row's numbers, without the keys that name and describe its feature set."""
+    return {key: row[key] for key in row if key not in ("features", "label", "uses_model", "uses_labels")}
 
 
 def _full(X, rows: np.ndarray, n: int):

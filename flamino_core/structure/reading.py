@@ -31,26 +31,16 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
-from Bio.Data import IUPACData, PDBData
 from Bio.PDB import MMCIFParser, PDBParser
 from Bio.PDB.Structure import Structure
 
-from ..alphabet import AA_TO_IDX
 from ..input_formats import TooLarge, Unreadable, gunzip
+from .amino_acids import AMINO_ACID_LETTERS, NUCLEOTIDES  # noqa: F401  (re-exported)
+from .amino_acids import SpecialResidues, is_amino_acid, lacks_ca, listed_counts
 from .contact_atoms import BACKBONE, CA_ONLY, CB, GLY_CA, VIRTUAL_CB, contact_atom, virtual_cb  # noqa: F401  (re-exported)
 from .limits import BoundedBuilder, StructureError, check_counts
 
 MAX_STRUCTURE_BYTES = 200 * 1024 * 1024  # decompressed; guards against gzip bombs
-
-# Three-letter code -> one letter. Biopython's PDB table knows ~1000 modified amino acids
-# (MSE -> M, SEP -> S, AIB -> A ...) but not selenocysteine / pyrrolysine / UNK, which the
-# IUPAC table has (SEC -> U, PYL -> O; ESM-2 has tokens for both).
-AMINO_ACID_LETTERS: dict[str, str] = {
-    **{code.upper(): letter for code, letter in IUPACData.protein_letters_3to1_extended.items()},
-    **PDBData.protein_letters_3to1_extended,
-    "UNK": "X",
-}
-NUCLEOTIDES = frozenset(PDBData.nucleic_letters_3to1_extended)
 
 @dataclasses.dataclass(frozen=True)
 class ChainSummary:
@@ -69,7 +59,7 @@ class ChainSummary:
         """``chain E: 82 amino acids; also SO4 x2, water x74``."""
         parts = [f"{self.n_amino_acids} amino acids" if self.is_protein else "no amino acids"]
         if self.no_ca:
-            parts.append(f"left out, without a C-alpha atom: {_counts(Counter(self.no_ca))}")
+            parts.append(f"left out, without a C-alpha atom: {listed_counts(Counter(self.no_ca))}")
         if self.others:
             listed = ", ".join(
                 f"{'water' if name == 'HOH' else name} x{count}" for name, count in self.others.items()
@@ -248,26 +238,14 @@ def _sniff_format(text: str, name: str) -> str:
 
 
 # --- chains -------------------------------------------------------------------------------------
-def _is_amino_acid(residue) -> bool:
-    name = residue.get_resname().strip().upper()
-    if residue.id[0] == "W" or "CA" not in residue:
-        return False  # the calcium ion (residue CA, atom CA) has no name in the table and no N/C
-    return name in AMINO_ACID_LETTERS or all(atom in residue for atom in BACKBONE)
-
-
-def _lacks_ca(residue) -> bool:
-    """An amino acid by name that has no C-alpha atom (cannot be placed)."""
-    return residue.id[0] != "W" and residue.get_resname().strip().upper() in AMINO_ACID_LETTERS and "CA" not in residue
-
-
 def _summarise(chain) -> ChainSummary:
     others: Counter = Counter()
     no_ca: Counter = Counter()
     n_amino = 0
     for residue in chain:
-        if _is_amino_acid(residue):
+        if is_amino_acid(residue):
             n_amino += 1
-        elif _lacks_ca(residue):
+        elif lacks_ca(residue):
             no_ca[residue.get_resname().strip().upper()] += 1
         else:
             others["HOH" if residue.id[0] == "W" else residue.get_resname().strip()] += 1
@@ -301,35 +279,20 @@ def chain_residues(parsed: ParsedStructure, chain_id: str, model_index: int = 0)
       StructureError: the model or chain does not exist, or the chain holds no amino acid (the
         message lists the chains there are, and what the asked one holds).
     """
-    model = parsed.model(model_index)
-    if chain_id not in model:
-        listing = "; ".join(summary.describe() for summary in parsed.chains(model_index))
-        raise StructureError(f"{parsed.name} has no chain {chain_id!r} in model {model_index}. Chains: {listing}")
-    chain = model[chain_id]
-    summary = _summarise(chain)
-    if not summary.is_protein:
-        raise StructureError(f"{parsed.name}, {summary.describe()}: not a protein chain")
-
+    chain = _protein_chain(parsed, chain_id, model_index)
     ids, names, letters, ca, contact, kinds = [], [], [], [], [], []
-    unknown, modified, no_ca, no_token, mixed = Counter(), Counter(), [], Counter(), []
+    special = SpecialResidues()
     for position in chain:
         residue, chosen = _major_form(position)
         name = residue.get_resname().strip().upper()
-        if _lacks_ca(residue):
-            no_ca.append(f"{name} {residue_label(residue.id)}")
+        if lacks_ca(residue):
+            special.no_ca.append(f"{name} {residue_label(residue.id)}")
             continue
-        if not _is_amino_acid(residue):
+        if not is_amino_acid(residue):
             continue
         if chosen:
-            mixed.append(chosen)
-        letter = AMINO_ACID_LETTERS.get(name, "X")
-        if name not in AMINO_ACID_LETTERS:
-            unknown[name] += 1
-        elif letter not in AA_TO_IDX:  # J (XLE): neither ESM-2 nor BLOSUM62 has it
-            no_token[f"{name} ({letter})"] += 1
-            letter = "X"
-        elif name not in PDBData.protein_letters_3to1:
-            modified[f"{name} as {letter}"] += 1
+            special.mixed.append(chosen)
+        letter = special.letter_for(name)
         xyz, kind = contact_atom(residue, letter)
         ids.append(residue.id)
         names.append(name)
@@ -337,24 +300,6 @@ def chain_residues(parsed: ParsedStructure, chain_id: str, model_index: int = 0)
         ca.append(residue["CA"].coord)
         contact.append(xyz)
         kinds.append(kind)
-
-    notes = []
-    if modified:
-        notes.append("modified residues read as their parent amino acid: " + _counts(modified))
-    if unknown:
-        notes.append("amino acids Biopython's table does not know, read as X: " + _counts(unknown))
-    if no_token:
-        notes.append("amino acids whose letter ESM-2 has no token for, read as X: " + _counts(no_token))
-    if mixed:
-        notes.append("two residue types at one position (microheterogeneity), the one with the highest "
-                     "occupancy read: " + "; ".join(mixed))
-    if no_ca:
-        notes.append("left out, no C-alpha atom: " + ", ".join(no_ca))
-    kind_counts = Counter(kinds)
-    if kind_counts[VIRTUAL_CB]:
-        notes.append(f"{kind_counts[VIRTUAL_CB]} residue(s) without a CB atom: C-beta placed from N, CA, C")
-    if kind_counts[CA_ONLY]:
-        notes.append(f"{kind_counts[CA_ONLY]} residue(s) without a CB atom or the N, CA, C to place one: C-alpha used for contacts")
     return ChainResidues(
         chain_id=chain_id,
         model_index=model_index,
@@ -364,8 +309,21 @@ def chain_residues(parsed: ParsedStructure, chain_id: str, model_index: int = 0)
         ca=np.array(ca, dtype=np.float64).reshape(-1, 3),
         contact_xyz=np.array(contact, dtype=np.float64).reshape(-1, 3),
         contact_atom=tuple(kinds),
-        notes=tuple(notes),
+        notes=tuple(special.notes(kinds)),
     )
+
+
+def _protein_chain(parsed: ParsedStructure, chain_id: str, model_index: int):
+    """The Biopython chain, or a StructureError when it is absent or holds no amino acid."""
+    model = parsed.model(model_index)
+    if chain_id not in model:
+        listing = "; ".join(summary.describe() for summary in parsed.chains(model_index))
+        raise StructureError(f"{parsed.name} has no chain {chain_id!r} in model {model_index}. Chains: {listing}")
+    chain = model[chain_id]
+    summary = _summarise(chain)
+    if not summary.is_protein:
+        raise StructureError(f"{parsed.name}, {summary.describe()}: not a protein chain")
+    return chain
 
 
 def protein_chains(parsed: ParsedStructure, model_index: int = 0) -> list[ChainResidues]:
@@ -375,7 +333,3 @@ def protein_chains(parsed: ParsedStructure, model_index: int = 0) -> list[ChainR
         for summary in parsed.chains(model_index)
         if summary.is_protein
     ]
-
-
-def _counts(counter: Counter) -> str:
-    return ", ".join(f"{name} x{count}" if count > 1 else name for name, count in counter.items())

@@ -155,38 +155,59 @@ def score_variants(
     if strategy not in VARIANT_STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}: choose one of {', '.join(VARIANT_STRATEGIES)}")
     variants = list(variants)
-    results: dict[int, tuple[float, float, str]] = {}
     notes = _notes(engine, sequence, strategy, record_id)
     masked = dict(store=store, cancelled=cancelled)
     if not variants:
-        passes = 0
+        passes, results = 0, {}
     elif strategy == "wt-marginals":
-        passes = _windows(len(sequence))
-        table = scores.substitution_map(engine, sequence, "wt-marginals").substitutions  # (L, 20)
-        rows = {i: i for i in range(len(sequence))}
-        for v in variants:
-            results[v.order] = (_sum_scores(table, rows, v), np.nan, OK)
+        passes, results = _wt_marginal_scores(engine, sequence, variants)
     elif strategy == "pll":
-        mutants = list(dict.fromkeys(v.apply(sequence) for v in variants))
-        passes = pll_passes(len(sequence), len(mutants))
-        counter = _Passes(passes, progress)
-        plls = {m: _pll(engine, m, counter, masked) for m in [sequence, *mutants]}
-        for v in variants:
-            results[v.order] = (plls[v.apply(sequence)] - plls[sequence], np.nan, OK)
+        passes, results = _pll_scores(engine, sequence, variants, progress, masked)
     else:
-        indices = sorted({i for v in variants for i in v.indices})
-        sets = _joint_sets(variants) if strategy == "joint-masked" else []
-        passes = len(indices) + len(sets)
-        counter = _Passes(passes, progress)
-        log_probs = masked_log_probs(engine, sequence, indices, progress=counter.stage(len(indices)), **masked)
-        table = scores.from_log_probs(log_probs, sequence, positions=indices).substitutions  # (K, 20)
-        row_of = {index: row for row, index in enumerate(indices)}
-        for v in variants:
-            results[v.order] = (_sum_scores(table, row_of, v), 0.0 if strategy == "joint-masked" else np.nan, OK)
-        if strategy == "joint-masked":
-            _joint(engine, sequence, variants, sets, counter, results)
+        passes, results = _masked_scores(engine, sequence, variants, strategy, progress, masked)
     table = _table(variants, issues, results, strategy, record_id)
     return VariantScores(table, strategy, passes, notes)
+
+
+# variant order -> (score, non_additivity, status); each strategy's function returns (passes, this).
+_Results = dict[int, tuple[float, float, str]]
+
+
+def _wt_marginal_scores(engine, sequence: str, variants: list[Variant]) -> tuple[int, _Results]:
+    """Every variant's sum of differences read from one unmasked pass per window."""
+    table = scores.substitution_map(engine, sequence, "wt-marginals").substitutions  # (L, 20)
+    rows = {i: i for i in range(len(sequence))}
+    results = {v.order: (_sum_scores(table, rows, v), np.nan, OK) for v in variants}
+    return _windows(len(sequence)), results
+
+
+def _pll_scores(engine, sequence: str, variants: list[Variant], progress, masked: dict) -> tuple[int, _Results]:
+    """PLL(mutant) - PLL(wild type), each distinct mutant's PLL computed once."""
+    mutants = list(dict.fromkeys(v.apply(sequence) for v in variants))
+    passes = pll_passes(len(sequence), len(mutants))
+    counter = _Passes(passes, progress)
+    plls = {m: _pll(engine, m, counter, masked) for m in [sequence, *mutants]}
+    results = {v.order: (plls[v.apply(sequence)] - plls[sequence], np.nan, OK) for v in variants}
+    return passes, results
+
+
+def _masked_scores(engine, sequence: str, variants: list[Variant], strategy: str, progress,
+                   masked: dict) -> tuple[int, _Results]:
+    """masked-marginals: a masked pass per distinct mutated position; joint-masked adds a pass
+    per multi-mutant position set (``_joint``)."""
+    indices = sorted({i for v in variants for i in v.indices})
+    sets = _joint_sets(variants) if strategy == "joint-masked" else []
+    passes = len(indices) + len(sets)
+    counter = _Passes(passes, progress)
+    log_probs = masked_log_probs(engine, sequence, indices, progress=counter.stage(len(indices)), **masked)
+    table = scores.from_log_probs(log_probs, sequence, positions=indices).substitutions  # (K, 20)
+    row_of = {index: row for row, index in enumerate(indices)}
+    results = {}
+    for v in variants:
+        results[v.order] = (_sum_scores(table, row_of, v), 0.0 if strategy == "joint-masked" else np.nan, OK)
+    if strategy == "joint-masked":
+        _joint(engine, sequence, variants, sets, counter, results)
+    return passes, results
 
 
 def _joint(engine, sequence: str, variants: list[Variant], sets: list[tuple], counter: "_Passes",
