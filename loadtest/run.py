@@ -59,6 +59,13 @@ SCHEDULE = ["short", "medium", "invalid", "short", "long", "invalid", "medium", 
 INVALID = ["bad letter", "stop codon", "GenBank", "header only", "over the limit", "mixed"]
 PAGES = {"predictions": ("Masked predictions", 3), "embeddings": ("Embeddings", 2), "attention": ("Attention", 3)}
 BUSY = "server is busy"
+# A masked scan estimated over 30 s is asked for first (app_pages/_ui/jobs_panel.py: "Start (about
+# 2 minutes)"). A button's innerText starts with its icon's ligature name ("play_arrow"), so its
+# label is its last line.
+START = re.compile(r"Start \(")
+# The progress of a scan that runs (on the page or in the sidebar), or its place in the queue; not
+# the sidebar's "Masked scan of ...: done" of a finished one.
+SCAN_RUNNING = re.compile(r"Masked scan of .+: (starting…|[\d,]+ of [\d,]+ positions)|Waiting for a free slot")
 MARKER_BEGIN, MARKER_END = "<!-- loadtest:begin -->", "<!-- loadtest:end -->"
 ATTACKER_BEGIN, ATTACKER_END = "<!-- loadtest-attacker:begin -->", "<!-- loadtest-attacker:end -->"
 
@@ -304,9 +311,12 @@ class Session:
         started = time.monotonic()
         await self.page.get_by_text("masked-marginals — exact").click()
         if leave:  # leave once the scan runs (its progress bar) or waits for a slot on the server
-            job = self.page.get_by_text(re.compile("Masked scan of|Waiting for a free slot"))
+            job, start = self.page.get_by_text(SCAN_RUNNING), self.page.get_by_role("button", name=START)
             try:
-                await job.first.wait_for(timeout=self.timeout * 1000)
+                await job.or_(start).first.wait_for(timeout=self.timeout * 1000)
+                if not await job.count():  # asked for first: ask for it, then leave while it runs
+                    await start.click()
+                    await job.first.wait_for(timeout=self.timeout * 1000)
                 await asyncio.sleep(1.0)
                 self.stats.closed_mid_job += 1
             except Exception:  # finished (or refused) before it was seen: not a mid-job close
@@ -314,22 +324,27 @@ class Session:
             await self.close()
             return True
 
+        def scanned(state):  # "Pseudo-perplexity", or "... of residues 1–500" for a range of a long record
+            return any(m.startswith("Pseudo-perplexity") for m in state["metrics"])
+
+        def asks(state):
+            return any(START.match(b.strip().splitlines()[-1].strip()) for b in state["buttons"] if b.strip())
+
         def done(state):
-            asks = any(b.strip().endswith(")") and b.strip().startswith("Start (") for b in state["buttons"])
-            return "Pseudo-perplexity" in state["metrics"] or any(BUSY in w for w in state["warnings"]) or asks
+            return scanned(state) or any(BUSY in w for w in state["warnings"]) or asks(state)
 
         result = await self.settle(done, started)
-        if result and not result[0]["metrics"] and any(b.strip().startswith("Start (") for b in result[0]["buttons"]):
+        if result and not scanned(result[0]) and asks(result[0]):
             # A scan estimated over 30 s at the measured rate is asked for first: ask for it.
-            await self.page.get_by_role("button", name=re.compile(r"^Start \(")).click()
-            result = await self.settle(lambda state: "Pseudo-perplexity" in state["metrics"]
-                                       or any(BUSY in w for w in state["warnings"]), started)
+            await self.page.get_by_role("button", name=START).click()
+            result = await self.settle(lambda state: scanned(state) or any(BUSY in w for w in state["warnings"]),
+                                       started)
         if result:
             busy = any(BUSY in w for w in result[0]["warnings"])
             self.stats.latencies[f"masked scan ({size})" + (" refused: busy" if busy else "")].append(result[1])
         ok = self.check("masked scan", result and result[0])
         await self.page.get_by_text("wt-marginals — fast").click()  # back to the fast scores
-        await self.settle(lambda state: "Pseudo-perplexity" not in state["metrics"], time.monotonic())
+        await self.settle(lambda state: not scanned(state), time.monotonic())
         return ok
 
     async def run(self, deadline: float, rng: random.Random, closer: bool) -> None:

@@ -17,6 +17,7 @@ No drawing here; the session's id is Streamlit's (jobs belong to the session tha
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 from typing import Callable, Hashable
 
@@ -25,6 +26,8 @@ from flamino_core.jobs import Job, MeteredEngine
 
 from .heavy_jobs import QueueFull, heavy_job_queue, ordinal, visitor_key
 from .heavy_jobs import jobs as jobs_phrase
+
+LOG = logging.getLogger("flamino")
 
 KEEP_FINISHED = 8  # finished jobs a session keeps listed (the newest)
 _JOBS: dict[tuple, Job] = {}  # (session id, *work key) -> its latest job, oldest first
@@ -137,17 +140,25 @@ def should_stop(job: Job) -> bool:
     return job.cancelled() or not _session_open(job)
 
 
+def _give_up(job: Job) -> None:
+    """Cancel ``job``; the log says so when its visitor closed the tab (not a Cancel click), as
+    the in-page heavy jobs do (``results.py``): ``make loadtest`` counts these lines."""
+    if not job.cancelled():
+        LOG.warning("heavy job abandoned (%s): its session closed", job.title)
+    job.cancel()
+
+
 @contextlib.contextmanager
 def _slot(job: Job):
     from flamino_core.passes import Cancelled
 
     if job.cancelled() or not _session_open(job):
-        job.cancel()
+        _give_up(job)
         raise Cancelled(f"{job.title}: cancelled")
 
     def waiting(seconds: float, place: int) -> None:
         if job.cancelled() or not _session_open(job):  # give up the place in the queue
-            job.cancel()
+            _give_up(job)
             raise Cancelled(f"{job.title}: cancelled while waiting")
         ahead = "next in line" if place == 1 else f"{ordinal(place)} in line"
         job.waiting(f"waiting for a free slot: {ahead} ({jobs_phrase(heavy_job_queue().running)} running, "
