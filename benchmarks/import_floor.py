@@ -14,21 +14,21 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-FLOOR = "import os, jax, jax.numpy as jnp; jnp.ones(3).block_until_ready(); os._exit(0)"
+from whole_process import FLOOR_NO_TEARDOWN as FLOOR
+from whole_process import run_once
+
+CPUS = sorted(os.sched_getaffinity(0))
 
 
 def timed(cmd: list[str], env: dict) -> tuple[float, float]:
-    started = time.perf_counter()
-    child = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _, status, usage = os.wait4(child.pid, 0)
-    if status:
-        raise SystemExit(f"{cmd[:2]} failed ({status})")
-    return time.perf_counter() - started, usage.ru_utime + usage.ru_stime
+    """Wall and CPU seconds of one run (``whole_process.run_once``, as ``make bench`` times them)."""
+    run = run_once(cmd, env, CPUS)
+    if run["exit"]:
+        raise SystemExit(f"{cmd[:2]} failed: {run['stderr_tail']}")
+    return run["wall_s"], run["cpu_s"]
 
 
 def main() -> None:
