@@ -34,9 +34,7 @@ from .attention import AttentionImpl
 from .config import MAX_RESIDUES, ESM2Config
 from .convert import params_to_model
 from .options import LONG_POLICIES
-from .planner import LENGTH_BUCKETS, bucket_length  # noqa: F401  (engine's public names)
 from .weights import ModelWeights, cache_root
-from .windows import window_starts  # noqa: F401  (engine's public name)
 
 LongPolicy = Literal["window", "truncate", "full"]
 ProgressFn = Callable[[int, int], None]

@@ -13,7 +13,6 @@ from .charts import (
     residue_pca_scatter,
 )
 from .figure_style import CLASS_COLOURS, TEMPLATE, escape, figure_html
-from .figure_style import _layout, _qualitative  # noqa: F401  (variants/figures.py builds on them)
 from .heatmaps import (
     attention_grid,
     attention_heatmap,

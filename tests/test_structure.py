@@ -17,11 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from structure_reference import STANDARD, STRUCTURES, entity_sequences, read_reference, seqres
 
+from flamino_core.structure.amino_acids import AMINO_ACID_LETTERS
+from flamino_core.structure.contact_atoms import CB, GLY_CA, VIRTUAL_CB
 from flamino_core.structure.reading import (
-    AMINO_ACID_LETTERS,
-    CB,
-    GLY_CA,
-    VIRTUAL_CB,
     StructureError,
     chain_residues,
     parse_structure_bytes,
@@ -107,7 +105,7 @@ def test_modified_and_unknown_amino_acids_in_2n0n():
 
 def test_virtual_cb_matches_real_cb_atoms():
     """The ideal-geometry C-beta used for residues without one, checked on every real CB of 1GBT."""
-    from flamino_core.structure.reading import virtual_cb
+    from flamino_core.structure.contact_atoms import virtual_cb
 
     reference = [r for r in _standard_residues(STRUCTURES / "1GBT.cif", "A") if "CB" in r.atoms]
     n, ca, c, cb = (np.array([r.atoms[a] for r in reference]) for a in ("N", "CA", "C", "CB"))

@@ -35,9 +35,8 @@ from Bio.PDB import MMCIFParser, PDBParser
 from Bio.PDB.Structure import Structure
 
 from ..input_formats import TooLarge, Unreadable, gunzip
-from .amino_acids import AMINO_ACID_LETTERS, NUCLEOTIDES  # noqa: F401  (re-exported)
 from .amino_acids import SpecialResidues, is_amino_acid, lacks_ca, listed_counts
-from .contact_atoms import BACKBONE, CA_ONLY, CB, GLY_CA, VIRTUAL_CB, contact_atom, virtual_cb  # noqa: F401  (re-exported)
+from .contact_atoms import contact_atom
 from .limits import BoundedBuilder, StructureError, check_counts
 
 MAX_STRUCTURE_BYTES = 200 * 1024 * 1024  # decompressed; guards against gzip bombs

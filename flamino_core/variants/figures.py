@@ -16,7 +16,8 @@ from plotly.subplots import make_subplots
 from ..alphabet import STANDARD_AMINO_ACIDS
 from ..analysis import residue_labels
 from .dms import DmsScores
-from ..figures import _layout, _qualitative, escape, substitution_heatmap
+from ..figure_style import _layout, _qualitative, escape
+from ..figures import substitution_heatmap
 from .notation import Variant
 
 # Colours for the labels people use most (ClinVar's classes); other labels get the palette.

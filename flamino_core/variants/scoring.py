@@ -243,7 +243,7 @@ def _pll(engine, sequence: str, counter: "_Passes", masked: dict) -> float:
 
 
 def _windows(length: int) -> int:
-    from ..engine import window_starts
+    from ..windows import window_starts
 
     return len(window_starts(length))
 
