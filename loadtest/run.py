@@ -525,7 +525,7 @@ def report(args, stats: Stats, after_ok: bool, log_problems: list[str], abandone
         f"Run of {datetime.datetime.now().astimezone():%Y-%m-%d %H:%M %Z}: `{command}`",
         "",
         f"- machine: {machine()}; {versions()}",
-        f"- server: `streamlit run app.py`, FLAMINO_HOSTED=1, FLAMINO_MODEL=random:tiny (untrained, 2 layers), "
+        "- server: `streamlit run app.py`, FLAMINO_HOSTED=1, FLAMINO_MODEL=random:tiny (untrained, 2 layers), "
         "hosted defaults (1 heavy job at a time, 4 waiting, 2,000 residues per record)",
         f"- load: {args.sessions} concurrent headless Chromium sessions for {args.duration:.0f} s "
         + ("and an attacker tab (loadtest/attacker.py: the upload attacks of issue #26 and five tabs of a "

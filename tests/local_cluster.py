@@ -17,7 +17,6 @@ multithreaded process can deadlock.
 
 from __future__ import annotations
 
-import os
 import secrets
 import shutil
 import signal

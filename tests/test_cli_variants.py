@@ -176,7 +176,7 @@ def test_variants_offset_from_the_id_and_from_the_option(checkpoint, hbb, tmp_pa
     shifted, unshifted = rows_of(out)
     assert shifted["record_id"] == f"HBB_HUMAN/11-{10 + len(seq)}"
     assert shifted["status"] == "ok" and close(shifted["score"], hf_additive(hf, seq, [(5, "E", "V")]))
-    assert unshifted["status"] != "ok" and f"position 6" in unshifted["status"]
+    assert unshifted["status"] != "ok" and "position 6" in unshifted["status"]
     assert "numbering starts at 11" in capsys.readouterr().err
     # --offset overrides the id: back to 1-based numbering.
     assert main(["variants", str(fasta), "--mutations", "E16V,E6V", "--offset", "1", "-m", directory,

@@ -153,8 +153,6 @@ def test_formula_cells_are_neutralised_and_numbers_kept(cell, safe):
 def test_every_csv_download_of_the_app_goes_through_the_formula_guard():
     """Structural: the pages build CSVs only with downloads.csv_button or a text/csv download,
     both guarded (a page calling st.download_button itself would bypass it)."""
-    from pathlib import Path
-
     from test_app import ROOT
 
     for path in [*(ROOT / "app_pages").glob("*.py"), *(ROOT / "app_pages" / "_ui").glob("*.py")]:

@@ -14,7 +14,6 @@ import io
 import warnings
 from pathlib import Path
 
-import pytest
 from Bio import BiopythonParserWarning, SeqIO
 from Bio.Data.PDBData import protein_letters_3to1_extended
 from Bio.PDB import MMCIFParser, PDBParser

@@ -14,7 +14,6 @@ import sys
 import textwrap
 
 import numpy as np
-import pytest
 
 from flamino_core import result_store
 from flamino_core.result_store import ResultStore
