@@ -68,6 +68,16 @@ def _viewer_frame(page):
     return frame
 
 
+def _structure_page(browser, server, query: str, structure):
+    """The Structure page for ``query`` (a share link's parameters) with ``structure`` uploaded, once
+    its viewer has drawn: (page, the list of refused outside requests, the viewer's frame)."""
+    page, outside = _offline_page(browser, server)
+    page.goto(f"{server.url}/?page=structure&{query}")
+    page.get_by_role("heading", name="Structure", exact=True).wait_for()
+    page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(structure))
+    return page, outside, _viewer_frame(page)
+
+
 def test_the_molecular_viewer_draws_offline_coloured_by_the_track_with_hover(server, browser):
     structure = STRUCTURES / "2BEG.pdb"
     if not structure.exists():
@@ -75,11 +85,7 @@ def test_the_molecular_viewer_draws_offline_coloured_by_the_track_with_hover(ser
     from flamino_core.engine import Engine
     from flamino_core.weights import load_weights
 
-    page, outside = _offline_page(browser, server)
-    page.goto(f"{server.url}/?page=structure&seq={ABETA42}")
-    page.get_by_role("heading", name="Structure", exact=True).wait_for()
-    page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(structure))
-    frame = _viewer_frame(page)
+    page, outside, frame = _structure_page(browser, server, f"seq={ABETA42}", structure)
     assert frame.evaluate("document.body.dataset.drawn") == "26"  # chain A's residues, no error
     assert frame.evaluate("document.getElementById('problem').textContent") == ""
 
@@ -131,11 +137,8 @@ def test_the_structure_view_photographed_on_a_globular_protein(server, browser):
         pytest.skip(f"real structure not found at {structure}")
     from structure_reference import entity_sequences
 
-    page, outside = _offline_page(browser, server)
-    page.goto(f"{server.url}/?page=structure&strack=mean-score&sres=57&seq={entity_sequences(structure)[0]}")
-    page.get_by_role("heading", name="Structure", exact=True).wait_for()
-    page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(structure))
-    frame = _viewer_frame(page)
+    query = f"strack=mean-score&sres=57&seq={entity_sequences(structure)[0]}"
+    page, outside, frame = _structure_page(browser, server, query, structure)
     assert frame.evaluate("window.flamino.scene.legend.signed") is True
     assert frame.evaluate("document.getElementById('problem').textContent") == ""
     page.get_by_role("heading", name="The structure in 3D").evaluate("e => e.scrollIntoView({block: 'start'})")
