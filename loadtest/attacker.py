@@ -13,45 +13,35 @@ button, the scan running, or the busy warning): counted as expected; anything el
 from __future__ import annotations
 
 import asyncio
-import gzip
 import random
 import re
+import sys
 import time
-import zlib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+import hostile_files  # noqa: E402  (tests/: the attack files the hosted-attack tests upload)
+
 STRUCTURE = ROOT.parent / "shared" / "structures" / "2BEG.pdb"
-SEQUENCE = "".join(random.Random(26).choice("ACDEFGHIKLMNPQRSTVWY") for _ in range(300))
+# One generator for the whole sequence (a new Random(26) per letter made a run of one letter).
+_RNG = random.Random(26)
+SEQUENCE = "".join(_RNG.choice("ACDEFGHIKLMNPQRSTVWY") for _ in range(300))
 
 
 def attack_files(folder: Path) -> list[tuple[str, str, Path, str]]:
-    """(name, URL tail, file, the page's answer) of each upload attack, written into ``folder``."""
-    packer = zlib.compressobj(9, zlib.DEFLATED, 31)
-    bomb = folder / "bomb.fa.gz"
-    bomb.write_bytes(b"".join(packer.compress(b"AB\n" * 1_000_000) for _ in range(90)) + packer.flush())
-    digits = folder / "digits.txt"
-    digits.write_text("1" * 999_000)
-    rng = random.Random(26)
-    wild = "".join(rng.choice("ACDEFGHIKLMNPQRSTVWY") for _ in range(100_000))
-    rows = ["mutant,DMS_score,mutated_sequence"]
-    for row in range(9):
-        target = "W" if wild[row] != "W" else "A"
-        rows.append(f"{wild[row]}{row + 1}{target},{row},{wild[:row]}{target}{wild[row + 1:]}")
-    dms = folder / "long_wild_type.csv"
-    dms.write_text("\n".join(rows) + "\n")
+    """(name, URL tail, file, the page's answer) of each upload attack, written into ``folder``
+    by the same functions that write the hosted-attack tests' files (``tests/hostile_files.py``)."""
     attacks = [
-        ("gzipped FASTA bomb", "", bomb, "decompresses to more than"),
-        ("mutation list of digits", f"?page=variants&seq={SEQUENCE[:40]}", digits, "None of the 1 entries"),
-        ("DMS wild type of 100,000 residues", "?page=variants&vinput=dms", dms, "has 100,000 residues"),
+        ("gzipped FASTA bomb", "", hostile_files.fasta_bomb(folder), "decompresses to more than"),
+        ("mutation list of digits", f"?page=variants&seq={SEQUENCE[:40]}", hostile_files.digits(folder),
+         "None of the 1 entries"),
+        ("DMS wild type of 100,000 residues", "?page=variants&vinput=dms", hostile_files.long_wild_type_dms(folder),
+         "has 100,000 residues"),
     ]
     if STRUCTURE.exists():
-        atoms = "\n".join([line for line in STRUCTURE.read_text().splitlines() if line.startswith("ATOM  ")][:100])
-        text = "".join(f"MODEL     {m + 1:4d}\n{atoms}\nENDMDL\n" for m in range(13_500)) + "END\n"
-        models = folder / "models.pdb.gz"
-        models.write_bytes(gzip.compress(text.encode(), 6))
-        attacks.append(("multi-model structure bomb", f"?page=structure&seq={SEQUENCE[:42]}", models,
-                        "decompresses to more than"))
+        attacks.append(("multi-model structure bomb", f"?page=structure&seq={SEQUENCE[:42]}",
+                        hostile_files.structure_bomb(folder, STRUCTURE), "decompresses to more than"))
     return attacks
 
 

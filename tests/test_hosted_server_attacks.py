@@ -14,19 +14,17 @@ real server and Chromium) and ``slow``.
 
 from __future__ import annotations
 
-import gzip
 import os
-import random
 import subprocess
 import sys
 import threading
 import time
 import urllib.request
-import zlib
 from pathlib import Path
 
 import pytest
 
+import hostile_files
 from test_browser import CHROMIUM, ROOT, _free_port, browser, stop_server  # noqa: F401  (browser: a fixture)
 
 pytestmark = [
@@ -138,15 +136,9 @@ def _report(name: str, watch: Watch, file: Path) -> None:
     assert watch.peak < PEAK_BYTES, f"{name}: the server peaked at {watch.peak / 2**30:.2f} GiB"
 
 
-def _gzip_stream(piece: bytes, repeats: int) -> bytes:
-    packer = zlib.compressobj(9, zlib.DEFLATED, 31)
-    return b"".join(packer.compress(piece) for _ in range(repeats)) + packer.flush()
-
-
 def test_the_mutation_list_of_digits(hosted_server, browser, tmp_path):
     """Item 1: 1 MB of digits as the mutation list (a 40 kB one cost three 30 s health time-outs)."""
-    file = tmp_path / "digits.txt"
-    file.write_text("1" * 999_000)
+    file = hostile_files.digits(tmp_path)
     watch = _attack(hosted_server, browser, "?page=variants&seq=MKVLAAGIVGLLLAAQPAMA", file,
                     "None of the 1 entries can be scored")
     _report("mutation list of 999,000 digits", watch, file)
@@ -154,8 +146,7 @@ def test_the_mutation_list_of_digits(hosted_server, browser, tmp_path):
 
 def test_the_gzipped_fasta_bomb(hosted_server, browser, tmp_path):
     """Item 2: a 260 kB gzipped FASTA inflating to 256 MiB (peak 7.2 GB for 56 s, then refused)."""
-    file = tmp_path / "bomb.fa.gz"
-    file.write_bytes(_gzip_stream(b"AB\n" * 1_000_000, 90))  # 270 MB of two-letter lines
+    file = hostile_files.fasta_bomb(tmp_path)  # 270 MB of two-letter lines
     watch = _attack(hosted_server, browser, "", file, "decompresses to more than")
     _report("gzipped FASTA bomb", watch, file)
 
@@ -163,11 +154,7 @@ def test_the_gzipped_fasta_bomb(hosted_server, browser, tmp_path):
 @pytest.mark.skipif(not STRUCTURES.is_dir(), reason=f"real structures not found at {STRUCTURES}")
 def test_the_multi_model_structure_bomb(hosted_server, browser, tmp_path):
     """Item 2: a 981 kB gzipped PDB of 1.35 M atoms (47.7 s, peak 3.2 GB, 1.6 GB kept per file)."""
-    lines = (STRUCTURES / "2BEG.pdb").read_text().splitlines()
-    atoms = "\n".join([line for line in lines if line.startswith("ATOM  ")][:100])
-    text = "".join(f"MODEL     {m + 1:4d}\n{atoms}\nENDMDL\n" for m in range(13_500)) + "END\n"
-    file = tmp_path / "models.pdb.gz"
-    file.write_bytes(gzip.compress(text.encode(), 6))
+    file = hostile_files.structure_bomb(tmp_path, STRUCTURES / "2BEG.pdb")
     watch = _attack(hosted_server, browser, "?page=structure&seq=DAEFRHDSGYEVHHQKLVFFAEDVGSNKGAIIGLMVGGVVIA",
                     file, "decompresses to more than")
     _report("multi-model structure bomb", watch, file)
@@ -176,14 +163,7 @@ def test_the_multi_model_structure_bomb(hosted_server, browser, tmp_path):
 def test_the_dms_table_of_a_100000_residue_wild_type(hosted_server, browser, tmp_path):
     """Item 3: a 990 kB DMS table deriving a 100,000-residue wild type (a 554 MB result message,
     peak 3.6 GB)."""
-    rng = random.Random(26)
-    wild = "".join(rng.choice("ACDEFGHIKLMNPQRSTVWY") for _ in range(100_000))
-    rows = ["mutant,DMS_score,mutated_sequence"]
-    for row in range(9):
-        target = "W" if wild[row] != "W" else "A"
-        rows.append(f"{wild[row]}{row + 1}{target},{row},{wild[:row]}{target}{wild[row + 1:]}")
-    file = tmp_path / "long_wild_type.csv"
-    file.write_text("\n".join(rows) + "\n")
+    file = hostile_files.long_wild_type_dms(tmp_path)
     watch = _attack(hosted_server, browser, "?page=variants&vinput=dms", file, "has 100,000 residues")
     _report("DMS table, 100,000-residue wild type", watch, file)
 
