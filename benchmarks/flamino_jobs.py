@@ -71,13 +71,12 @@ def trace_count() -> int:
 
 
 def same_bucket_length(length: int, delta: int) -> int | None:
-    """A length ``delta`` residues shorter that pads to the same bucket (None: none known)."""
-    from flamino_core import engine as eng
-
-    bucket = getattr(eng, "bucket_length", None)
-    if bucket is None:
-        return None
-    return length - delta if bucket(length - delta + 2) == bucket(length + 2) else None
+    """A length ``delta`` residues shorter that pads to the same bucket (None: none)."""
+    try:
+        from flamino_core.planner import bucket_length
+    except ImportError:  # flamino before the second architecture round (#21): the engine held it
+        from flamino_core.engine import bucket_length
+    return length - delta if bucket_length(length - delta + 2) == bucket_length(length + 2) else None
 
 
 def flamino_varlen() -> dict:
