@@ -38,7 +38,7 @@ def structure_bomb(folder: Path, structure: Path) -> Path:
 
 
 def long_wild_type_dms(folder: Path) -> Path:
-    """A 990 kB DMS table whose mutated_sequence column derives a 100,000-residue wild type."""
+    """A 900 kB DMS table (the review's was 990 kB) whose mutated_sequence derives a 100,000-residue wild type."""
     rng = random.Random(26)
     wild = "".join(rng.choice("ACDEFGHIKLMNPQRSTVWY") for _ in range(100_000))
     rows = ["mutant,DMS_score,mutated_sequence"]
