@@ -12,6 +12,7 @@ from app_pages._ui.downloads import csv_button, file_button, json_button, safe_n
 from app_pages._ui.policy import current_limits, hosted_mode, visitor_model_name
 from app_pages._ui.predict_results import PREDICTOR
 from app_pages._ui.widgets import kept_radio, kept_selectbox, plain
+from flamino_core.csv_tables import size_problem
 from flamino_core.predict import apply, figures
 from flamino_core.predict.fit import RANDOM_WEIGHTS_NOTE, feature_sets, plan_line, planned_work
 from flamino_core.predict.saved import zip_bytes
@@ -28,11 +29,14 @@ def _keep_upload() -> None:
     if file is None:
         st.session_state.pop(UPLOAD, None)
         return
-    problem = current_limits().check_upload(file.size, "the table")
+    limits = current_limits()
+    data = file.getvalue() if file.size <= (limits.max_upload_bytes or file.size) else b""
+    # The table's columns and rows are counted on its bytes here, before any reader runs (as a DMS table's).
+    problem = limits.check_upload(file.size, "the table") or size_problem(data, limits.table_limits())
     if problem:
         st.session_state[UPLOAD] = problem
         return
-    st.session_state[UPLOAD] = (file.name, file.getvalue())
+    st.session_state[UPLOAD] = (file.name, data)
 
 
 def table_upload() -> tuple[str, bytes] | None:
@@ -106,12 +110,6 @@ def fit_section(ctx: PageContext, name: str, data: bytes):
     st.caption(plain(f"{name}: {len(table.frame):,} rows, {int(table.labelled.sum()):,} labelled; "
                      f"{table.task} of {target}" + (f"; wild type of {len(table.wild_type):,} residues"
                                                     if table.wild_type else "")))
-    longest = max(len(s) for s in table.sequences if s is not None)
-    most = current_limits().max_residues_per_record
-    if most is not None and longest > most:
-        st.error(f"The table's longest sequence has {longest:,} residues; this server fits proteins up to {most:,} "
-                 "residues: run flamino fit locally for longer ones.", icon=":material/block:")
-        return None
     if table.issues:
         with st.expander(f"{len(table.issues):,} note(s) about the table", icon=":material/info:"):
             st.markdown("\n".join(f"- {plain(issue)}" for issue in table.issues))

@@ -48,3 +48,32 @@ def long_wild_type_dms(folder: Path) -> Path:
     file = folder / "long_wild_type.csv"
     file.write_text("\n".join(rows) + "\n")
     return file
+
+
+def long_wild_type_labels(folder: Path, rows: int = 40_000) -> Path:
+    """A ~330 kB labelled table for the Predict page (issue #33): one row whose mutated_sequence
+    derives a 50,000-residue wild type, then ``rows`` rows ``A1C,,k`` that each became that whole
+    sequence (a 340 kB one took the server from 0.86 to 4.1 GiB)."""
+    rng = random.Random(33)
+    wild = "A" + "".join(rng.choice("ACDEFGHIKLMNPQRSTVWY") for _ in range(49_999))
+    file = folder / "long_wild_type_labels.csv"
+    file.write_text("mutant,mutated_sequence,y\n" + f"A1C,C{wild[1:]},1\n" + "A1C,,k\n" * rows)
+    return file
+
+
+def wide_table(folder: Path) -> Path:
+    """960 kB of commas as a table's header (302 s before the Predict page's target picker, +760 MiB)."""
+    file = folder / "wide.csv"
+    file.write_text("mutant" + "," * 960_000 + "\nA1C\n")
+    return file
+
+
+def duplicate_rows(folder: Path, rows: int = 6_000, length: int = 600) -> Path:
+    """6,000 copies of one mutant of a 600-residue wild type, 60 kB: one model pass, and a one-hot
+    fit of 6,000 rows x 12,000 columns that ran ~49 minutes holding the heavy-job slot."""
+    rng = random.Random(33)
+    wild = "A" + "".join(rng.choice("ACDEFGHIKLMNPQRSTVWY") for _ in range(length - 1))
+    lines = ["mutant,mutated_sequence,y", f"A1C,C{wild[1:]},0"] + [f"A1C,,{row % 97}" for row in range(1, rows)]
+    file = folder / "duplicate_rows.csv"
+    file.write_text("\n".join(lines) + "\n")
+    return file

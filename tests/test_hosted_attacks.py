@@ -436,6 +436,74 @@ def test_joint_masked_is_held_to_the_hosted_pass_limit(hosted, monkeypatch):
     assert not at.dataframe
 
 
+# --- issue #33: a labelled table goes through a DMS table's checks, before any row is applied -----------------
+def _hosted_table_limits():
+    from app_pages._ui.policy import current_limits
+
+    return current_limits().table_limits()
+
+
+def test_a_labelled_tables_wild_type_is_refused_before_any_row_is_applied(hosted, tmp_path):
+    """The review's 78 kB table (one 50,000-residue mutated_sequence, then rows ``A1C,,k``) cost
+    +440 MiB before the page refused it: every row became the whole wild type first. Now the
+    derived wild type is refused as a DMS table's is; the reading allocates a few times the file
+    (pandas' frame and the derivation's one row), never a sequence per row (4,000 x 50 kB = 200 MB)."""
+    import hostile_files
+    from flamino_core.predict.table import LabelError, parse_labelled_table
+
+    data = hostile_files.long_wild_type_labels(tmp_path, rows=4_000).read_bytes()
+    tracemalloc.start()
+    try:
+        with pytest.raises(LabelError, match="derived from mutated_sequence\\) has 50,000 residues; this server "
+                                             "fits predictors on proteins up to 2,000"):
+            parse_labelled_table(data, "y", limits=_hosted_table_limits())
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 20 * len(data) < 3 * MEGABYTE, peak
+    # The same table is refused on the Variant effects page by the same reader and words.
+    from flamino_core.variants.dms import DmsError, parse_dms
+
+    with pytest.raises(DmsError, match="has 50,000 residues; this server scores DMS tables of proteins up to 2,000"):
+        parse_dms(data.replace(b",y\n", b",DMS_score\n", 1), limits=_hosted_table_limits())
+
+
+@pytest.mark.parametrize("attack, message", [
+    ("rows", "has 40,001 rows; this server reads tables of up to 20,000 rows"),
+    ("columns", "has 960,001 columns; this server reads tables of up to 200 columns"),
+])  # fmt: skip
+def test_the_predict_upload_is_refused_at_once_over_the_rows_or_columns(hosted, tmp_path, attack, message):
+    """The Predict page read 960 kB of commas as 960,001 columns (302 s, +760 MiB) and a 340 kB
+    table of 40,000 rows against its 50,000-residue wild type (0.86 to 4.1 GiB): both are now
+    refused from their bytes, on upload, before pandas reads them."""
+    import hostile_files
+    from app_pages._ui import heavy_jobs
+    from test_app import open_page, start, unescaped
+
+    file = hostile_files.long_wild_type_labels(tmp_path) if attack == "rows" else hostile_files.wide_table(tmp_path)
+    at = open_page(start(), "predict")
+    at.file_uploader(key="_predict_upload").set_value([(file.name, file.read_bytes(), "text/csv")]).run()
+    assert not at.exception
+    assert any(message in unescaped(e.value) for e in at.error), [e.value for e in at.error]
+    assert not [s for s in at.selectbox if s.key == "_w__predict_target"]  # no target picker: nothing was read
+    assert heavy_jobs.heavy_job_queue().running == 0
+
+
+def test_the_table_checks_count_from_the_bytes():
+    from flamino_core.csv_tables import TableError, TableLimits, read_table, size_problem
+
+    limits = TableLimits(max_bytes=1_000, max_columns=3, max_rows=2)
+    assert size_problem(b"a,b,c\n1,2,3\n4,5,6\n", limits) is None
+    assert size_problem(b"a,b,c\n1,2,3\n4,5,6", limits) is None  # no final line break
+    assert "has 3 rows" in size_problem(b"a,b,c\n1,2,3\n4,5,6\n7,8,9\n", limits)
+    assert "has 4 columns" in size_problem(b"a\tb\tc\td\n1\t2\t3\t4\n", limits)
+    assert "is 1,001 bytes" in size_problem(b"a\n" + b"1" * 999, limits)
+    # A quoted cell's line breaks pass the count of lines; pandas' rows are counted again.
+    with pytest.raises(TableError, match="has 3 rows"):
+        read_table(b'a,b\n1,"x"\n2,"y"\n3,"z"', TableLimits(max_rows=2))
+    assert list(read_table(b"a , b\n1,2\n").columns) == ["a", "b"]
+
+
 # --- item 5: one visitor cannot fill the queue; long jobs hold it a chunk at a time ---------------------------
 def test_one_visitor_holds_at_most_its_share_of_the_queue():
     import threading

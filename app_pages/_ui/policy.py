@@ -9,7 +9,8 @@ this server loads at all) and ``model_from_link`` (what a link may switch a sess
 Set ``FLAMINO_HOSTED=1`` on a public server. Limits can be tuned with environment variables
 (``FLAMINO_MAX_UPLOAD_BYTES``, ``FLAMINO_MAX_RECORDS``, ``FLAMINO_MAX_RESIDUES``,
 ``FLAMINO_MAX_TOTAL_RESIDUES``, ``FLAMINO_MAX_PLL_PASSES``, ``FLAMINO_MAX_INFLATED_BYTES``,
-``FLAMINO_MAX_ATOMS``, ``FLAMINO_MAX_MODELS``), and the models a visitor may choose
+``FLAMINO_MAX_ATOMS``, ``FLAMINO_MAX_MODELS``, ``FLAMINO_MAX_TABLE_COLUMNS``,
+``FLAMINO_MAX_TABLE_ROWS``), and the models a visitor may choose
 with ``FLAMINO_HOSTED_MODELS`` (comma-separated presets; the operator's ``FLAMINO_MODEL`` and the
 untrained ``random:tiny`` are always offered). The heavy-job queue is in ``heavy_jobs.py``.
 
@@ -65,7 +66,8 @@ class Limits:
     max_inflated_bytes: int | None = None  # a compressed upload's size once decompressed
     max_atoms: int | None = None  # atoms of one structure (Biopython keeps ~1.1 kB each)
     max_models: int | None = None  # models of one structure
-    max_table_columns: int | None = None  # columns of an uploaded metadata table
+    max_table_columns: int | None = None  # columns of an uploaded table (metadata, DMS, labelled)
+    max_table_rows: int | None = None  # rows of an uploaded DMS or labelled table
 
     def fasta_limits(self) -> dict[str, int | None]:
         """Keyword arguments for ``fasta.parse_fasta_text`` / ``parse_fasta_bytes``."""
@@ -94,6 +96,14 @@ class Limits:
             return (f"{name} is {_size(size)}; this server accepts up to {_size(self.max_upload_bytes)} "
                     "per file or pasted input. Split it, or run flamino locally for big jobs.")
         return None
+
+    def table_limits(self):
+        """``csv_tables.TableLimits`` of a DMS or labelled table: this server's upload size, table
+        columns and rows, and its residues per record for the wild type."""
+        from flamino_core.csv_tables import TableLimits
+
+        return TableLimits(max_bytes=self.max_upload_bytes, max_columns=self.max_table_columns,
+                           max_rows=self.max_table_rows, max_residues=self.max_residues_per_record)
 
     def check_table(self, data: bytes, name: str) -> str | None:
         """Why an uploaded metadata table is refused here (its size, its header's columns), or
@@ -170,6 +180,10 @@ def current_limits() -> Limits:
         max_models=env_int("FLAMINO_MAX_MODELS", 100),
         # Each column of a metadata table becomes a colour choice and a value per record.
         max_table_columns=env_int("FLAMINO_MAX_TABLE_COLUMNS", 200),
+        # Each row of a mutant table becomes its whole sequence (and a fit's row of features):
+        # 20,000 rows of a 2,000-residue wild type are 40 MB of sequences. ProteinGym's assays have
+        # a median of ~2,000 rows; the shared one has 922.
+        max_table_rows=env_int("FLAMINO_MAX_TABLE_ROWS", 20_000),
     )
 
 

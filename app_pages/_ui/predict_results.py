@@ -13,6 +13,7 @@ import contextlib
 import streamlit as st
 
 from flamino_core import passes
+from flamino_core.csv_tables import TableLimits
 from flamino_core.predict import apply
 from flamino_core.predict.fit import FitResult, fit_table
 from flamino_core.predict.features import FeatureError
@@ -20,7 +21,7 @@ from flamino_core.predict.saved import PredictorError
 from flamino_core.predict.table import LabelError, LabelledTable, parse_labelled_table, read_table_text
 
 from .models import load_engine
-from .policy import hosted_mode, visitor_model_name
+from .policy import current_limits, hosted_mode, visitor_model_name
 from .results import heavy_slot
 
 HOSTED = hosted_mode()
@@ -28,20 +29,31 @@ CHUNK_PASSES = passes.CHUNK  # passes between two turns in the queue (as a maske
 PREDICTOR = "_predict_predictor"  # session state: (Predictor, its feature set's label)
 
 
-@st.cache_data(show_spinner=False, max_entries=8 if HOSTED else 32)
 def columns(data: bytes) -> list[str] | str:
-    """The table's column names, or why it cannot be read."""
+    """The table's column names, or why it cannot be read (or is over this server's limits)."""
+    return _columns(data, current_limits().table_limits())
+
+
+@st.cache_data(show_spinner=False, max_entries=8 if HOSTED else 32)
+def _columns(data: bytes, limits: TableLimits) -> list[str] | str:
     try:
-        return list(read_table_text(data).columns)
+        return list(read_table_text(data, limits).columns)
     except LabelError as err:
         return str(err)
 
 
-@st.cache_data(show_spinner="Reading the table…", max_entries=8 if HOSTED else 32)
 def labelled_table(data: bytes, target: str, wild_type: str | None, first: int) -> LabelledTable | str:
-    """The labelled table, or the message saying why it cannot be used."""
+    """The labelled table, or the message saying why it cannot be used: held to this server's
+    limits as a DMS table is (bytes, columns, rows, the wild type's length, before any row is
+    applied to it)."""
+    return _labelled_table(data, target, wild_type, first, current_limits().table_limits())
+
+
+@st.cache_data(show_spinner="Reading the table…", max_entries=8 if HOSTED else 32)
+def _labelled_table(data: bytes, target: str, wild_type: str | None, first: int,
+                    limits: TableLimits) -> LabelledTable | str:
     try:
-        return parse_labelled_table(data, target, wild_type, first)
+        return parse_labelled_table(data, target, wild_type, first, limits=limits)
     except LabelError as err:
         return str(err)
 

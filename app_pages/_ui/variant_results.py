@@ -89,9 +89,10 @@ def list_scores(engine, sequence: str, text: str, offset: int, strategy: str, re
 @st.cache_data(show_spinner="Reading the DMS table…", max_entries=8 if HOSTED else 32)
 def dms_table(data: bytes, wild_type: str | None, offset: int) -> DmsTable | str:
     """The DMS table read with its wild type, or the message saying why it cannot be used (a
-    hosted server also refuses a wild type longer than its limit per record, before any work)."""
+    hosted server refuses a table over its bytes, columns or rows before reading it, and a wild
+    type longer than its limit per record before any work: ``Limits.table_limits``)."""
     try:
-        return parse_dms(data, wild_type, offset, max_wild_type=current_limits().max_residues_per_record)
+        return parse_dms(data, wild_type, offset, limits=current_limits().table_limits())
     except DmsError as err:
         return str(err)
 

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import io
 
 import numpy as np
 import pandas as pd
 
 from ..alphabet import STANDARD_AMINO_ACIDS
+from ..csv_tables import NO_LIMITS, TableError, TableLimits, check_protein, read_table
 from ..variants.notation import Substitution, Variant, parse_variant
 
 SEQUENCE_COLUMNS = ("sequence", "mutated_sequence")  # the first present is read
@@ -40,7 +40,7 @@ _AMINO_ACIDS = frozenset(STANDARD_AMINO_ACIDS)
 _SHOWN = 3  # example lines quoted per reported problem
 
 
-class LabelError(ValueError):
+class LabelError(TableError):
     """A labelled table that cannot be used at all (the message says why and what to do)."""
 
 
@@ -90,16 +90,11 @@ class LabelledTable:
         return len({len(s) for s in self.sequences if s is not None}) == 1
 
 
-def read_table_text(data: bytes | str) -> pd.DataFrame:
-    """A CSV (comma or tab separated; bytes or text, BOM tolerated) as text columns."""
-    text = data.decode("utf-8-sig", errors="replace") if isinstance(data, bytes) else data.lstrip("\ufeff")
-    first_line = text.split("\n", 1)[0]
-    try:
-        frame = pd.read_csv(io.StringIO(text), sep="\t" if "\t" in first_line else ",", dtype=str,
-                            keep_default_na=False, skip_blank_lines=True)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as exc:
-        raise LabelError(f"the table could not be read as CSV: {str(exc).strip() or type(exc).__name__}") from None
-    frame.columns = [str(c).strip() for c in frame.columns]
+def read_table_text(data: bytes | str, limits: TableLimits = NO_LIMITS) -> pd.DataFrame:
+    """A CSV (comma or tab separated; bytes or text, BOM tolerated) as text columns, read as a
+    DMS table is (``csv_tables.read_table``: bytes, columns and rows checked against ``limits``
+    before pandas reads it)."""
+    frame = read_table(data, limits, error=LabelError)
     if frame.empty:
         raise LabelError("the table has a header but no rows")
     return frame
@@ -111,6 +106,7 @@ def parse_labelled_table(
     wild_type: str | None = None,
     first: int = 1,
     task: str = "auto",
+    limits: TableLimits = NO_LIMITS,
 ) -> LabelledTable:
     """Read a labelled table.
 
@@ -122,42 +118,52 @@ def parse_labelled_table(
       first: the number of the wild type's first residue in the ``mutant`` column.
       task: ``auto`` (numbers with more than two distinct values: regression; anything else:
         classification), ``regression`` or ``classification``.
+      limits: the bounds of a DMS table on the Variant effects page (``csv_tables``): bytes,
+        columns and rows before the table is read, the wild type's length (or the longest
+        sequence's) before any row is applied to it.
 
     Raises:
-      LabelError: unreadable, no such target column, no sequences, no usable row.
+      LabelError: unreadable, over a limit, no such target column, no sequences, no usable row.
     """
     if task not in TASKS:
         raise LabelError(f"unknown task {task!r}: choose one of {', '.join(TASKS)}")
-    frame = read_table_text(data)
+    frame = read_table_text(data, limits)
     if target not in frame.columns:
         raise LabelError(f"no column {target!r} to predict; the table's columns are: "
                          f"{', '.join(map(str, frame.columns[:20]))}")
     issues: list[str] = []
     task, values, classes = _target(frame[target], task, target, issues)
-    sequences, variants, wild_type = read_rows(frame, wild_type, first, issues)
+    sequences, variants, wild_type = read_rows(frame, wild_type, first, issues, limits)
     table = LabelledTable(frame, target, task, values, classes, sequences, wild_type, first, variants, issues)
     if not table.labelled.any():
         raise LabelError(f"no row has both a usable sequence and a value of {target!r}")
     return table
 
 
-def read_rows(frame: pd.DataFrame, wild_type: str | None, first: int,
-              issues: list[str]) -> tuple[list[str | None], list[Variant | None], str | None]:
+def read_rows(frame: pd.DataFrame, wild_type: str | None, first: int, issues: list[str],
+              limits: TableLimits = NO_LIMITS) -> tuple[list[str | None], list[Variant | None], str | None]:
     """Each row's protein (None: unusable, said in ``issues``) and, for mutants of a wild type,
     its substitutions; the wild type (given, derived from a ProteinGym table, or None).
 
     A ``mutant`` column is read against ``wild_type`` (derived from ``mutated_sequence`` when
     None); a ``sequence``/``mutated_sequence`` column is read as proteins, each compared with
-    ``wild_type`` when one is given (rows of another length are then left out).
+    ``wild_type`` when one is given (rows of another length are then left out). The wild type
+    (or, for proteins, the longest) is held to ``limits.max_residues`` before any row is applied.
     """
     sequence_column = next((c for c in SEQUENCE_COLUMNS if c in frame.columns), None)
     variants: list[Variant | None] = [None] * len(frame)
+    source = "given"
+    if MUTANT_COLUMN in frame.columns and wild_type is None:
+        wild_type, source = _derived_wild_type(frame, first, issues), "derived from mutated_sequence"
+    if wild_type is not None:
+        check_protein(len(wild_type), f"the wild type ({source})", limits, does="fits predictors on",
+                      run="flamino fit", error=LabelError)
     if MUTANT_COLUMN in frame.columns:
-        if wild_type is None:
-            wild_type = _derived_wild_type(frame, first, issues)
         sequences, variants = _mutant_rows(frame[MUTANT_COLUMN], wild_type, first, issues)
     elif sequence_column is not None:
         sequences = _sequence_rows(frame[sequence_column], sequence_column, issues)
+        check_protein(max((len(s) for s in sequences if s is not None), default=0), "the table's longest sequence",
+                      limits, does="fits", run="flamino fit", error=LabelError)
         if wild_type is not None:
             variants = [variant_of(wild_type, s, first, row) if s is not None else None
                         for row, s in enumerate(sequences)]

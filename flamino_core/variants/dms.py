@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import io
 import os
 from typing import Callable
 
 import numpy as np
 import pandas as pd
 
+from ..csv_tables import NO_LIMITS, TableError, TableLimits, check_protein, read_table
 from .notation import (
     OUT_OF_RANGE, WRONG_WILD_TYPE, Variant, VariantIssue, parse_variant, read_changes, suggest_offset,
 )  # fmt: skip
@@ -33,7 +33,7 @@ _SHOWN = 3  # example lines quoted per reported problem
 MOSTLY_MISSED = 0.5
 
 
-class DmsError(ValueError):
+class DmsError(TableError):
     """A DMS table that cannot be used at all (the message says why and what to do)."""
 
 
@@ -92,7 +92,7 @@ def read_dms(path: str | os.PathLike, wild_type: str | None = None, first: int =
 
 
 def parse_dms(data: bytes | str, wild_type: str | None = None, first: int = 1,
-              max_wild_type: int | None = None) -> DmsTable:
+              limits: TableLimits = NO_LIMITS) -> DmsTable:
     """Read a ProteinGym-style DMS table and settle its wild type.
 
     Args:
@@ -100,8 +100,9 @@ def parse_dms(data: bytes | str, wild_type: str | None = None, first: int = 1,
       wild_type: the sequence the mutants refer to (validated, e.g. from ``fasta``); None to
         derive it from ``mutated_sequence`` and ``mutant``.
       first: the number of the wild type's first residue in the ``mutant`` column.
-      max_wild_type: refuse a wild type (given or derived) longer than this, before anything
-        is scored (a hosted server's limit per record); None: any length.
+      limits: the table's bounds (a hosted server's: bytes, columns, rows checked before pandas
+        reads it; the wild type, given or derived, before any row is applied or scored); the
+        Predict page's labelled tables are held to the same (``csv_tables``).
 
     Returns:
       ``DmsTable``.
@@ -109,7 +110,7 @@ def parse_dms(data: bytes | str, wild_type: str | None = None, first: int = 1,
     Raises:
       DmsError: unreadable, no ``mutant``/``DMS_score`` column, or no wild type obtainable.
     """
-    frame = _read_frame(data)
+    frame = read_table(data, limits, what="the DMS table", error=DmsError, strip_names=False)
     missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
     if missing:
         raise DmsError(f"the DMS table needs the columns {' and '.join(REQUIRED_COLUMNS)} (ProteinGym format); "
@@ -130,9 +131,8 @@ def parse_dms(data: bytes | str, wild_type: str | None = None, first: int = 1,
         wild_type, source = _derive_wild_type(frame, first, issues), "derived from mutated_sequence"
     else:
         source = "given"
-    if max_wild_type is not None and len(wild_type) > max_wild_type:
-        raise DmsError(f"the wild type ({source}) has {len(wild_type):,} residues; this server scores DMS tables "
-                       f"of proteins up to {max_wild_type:,} residues: run flamino dms locally for longer ones")
+    check_protein(len(wild_type), f"the wild type ({source})", limits, does="scores DMS tables of",
+                  run="flamino dms", error=DmsError)
     if source == "given":
         _check_mutated_sequences(frame, wild_type, first, issues)
     counts = frame.loc[frame["mutant"] != "", "mutant"].value_counts()
@@ -144,16 +144,6 @@ def parse_dms(data: bytes | str, wild_type: str | None = None, first: int = 1,
         issues.append(f"{which} on more than one row ({shown}{more}); each is scored, but only its first row "
                       "counts in the statistics")
     return DmsTable(frame, wild_type, first, source, issues, as_written)
-
-
-def _read_frame(data: bytes | str) -> pd.DataFrame:
-    text = data.decode("utf-8-sig", errors="replace") if isinstance(data, bytes) else data.lstrip("\ufeff")
-    header = text.split("\n", 1)[0]
-    try:
-        return pd.read_csv(io.StringIO(text), sep="\t" if "\t" in header else ",", dtype=str,
-                           keep_default_na=False, skip_blank_lines=True)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as exc:
-        raise DmsError(f"the DMS table could not be read as CSV: {str(exc).strip() or type(exc).__name__}") from None
 
 
 def _numbers(frame: pd.DataFrame, column: str, issues: list[str]) -> pd.Series:
