@@ -52,8 +52,9 @@ def enable_compilation_cache(directory: str | os.PathLike | None = None) -> None
     """Use JAX's persistent compilation cache so a new process skips recompiling."""
     directory = directory or os.environ.get("FLAMINO_JAX_CACHE") or cache_root() / "jax"
     jax.config.update("jax_compilation_cache_dir", str(directory))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    if "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS" not in os.environ:  # JAX's own setting wins
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
 
 
 @dataclasses.dataclass

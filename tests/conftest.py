@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
+import shutil
 import sys
+import tempfile
 import zlib
 from pathlib import Path
 
@@ -21,6 +25,9 @@ try:
 except ImportError:  # hypothesis is a test extra
     pass
 
+pytest_plugins = ["suite_timing", "browser_fixtures"]  # time by kind and isolation; the shared server and Chromium
+
+ROOT = Path(__file__).resolve().parent.parent
 SHARED_FASTA = Path(__file__).resolve().parents[2] / "shared" / "fasta"
 T6 = ESM2Config.preset("esm2_t6_8M_UR50D")
 TINY = ESM2Config.tiny()
@@ -33,7 +40,8 @@ TINY = ESM2Config.tiny()
 # `slow` (parity at full preset shapes) is kept as it was, on top of a kind. A file's tests take
 # its kind unless the test is marked itself or named in TEST_KINDS; a file not listed yet counts
 # as integration (never in the fast loop by accident) until it is.
-KINDS = ("unit", "integration", "parity", "app", "browser", "ray")
+pytest.register_assert_rewrite("suite_timing")  # imported here before pytest loads it as a plugin
+from suite_timing import KINDS  # noqa: E402  (one list for the markers and the timing report)
 FILE_KINDS = {
     **dict.fromkeys(["test_alphabet.py", "test_analysis.py", "test_contact_eval.py", "test_fasta.py",
                      "test_contact_pairs.py", "test_figures.py", "test_flat_files.py", "test_hosting.py", "test_mutations.py",
@@ -55,7 +63,6 @@ FILE_KINDS = {
                      "test_hosted_server_attacks.py", "test_browser_sets.py"], "browser"),
     **dict.fromkeys(["test_batch_cluster.py", "test_jobs_ray.py"], "ray"),
 }
-JOINS_A_RAY_CLUSTER = ("test_jobs_ray.py",)
 TEST_KINDS = {  # "file::test name prefix" -> kind, where a test is not its file's kind
     "test_alphabet.py::test_matches_": "parity",  # against the installed fair-esm
     "test_analysis.py::test_apc_runs_traced_by_jax": "integration",
@@ -89,6 +96,53 @@ TEST_KINDS = {  # "file::test name prefix" -> kind, where a test is not its file
 }
 
 
+def compile_cache_folder() -> Path:
+    """``test-artifacts/jax-cache/<key>``: JAX's persistent compilation cache for every process of
+    a run (this one, xdist workers, Streamlit servers, CLI subprocesses, Ray actors) and kept for
+    the next run. Compiled code is not a result: sharing it changes no number a test checks (each
+    test still has its own result store). Keyed by what makes an entry stale: the JAX and jaxlib
+    versions and the fused attention kernel's source (its custom call is looked up by name)."""
+    from importlib.metadata import version
+
+    digest = hashlib.sha256()
+    for source in sorted((ROOT / "csrc").glob("*")) + [ROOT / "setup.py"]:
+        if source.is_file():
+            digest.update(source.name.encode() + source.read_bytes())
+    key = f"jax{version('jax')}-jaxlib{version('jaxlib')}-kernel{digest.hexdigest()[:12]}"
+    return ROOT / "test-artifacts" / "jax-cache" / key
+
+
+def pytest_configure(config):
+    """The run's environment, set once before anything starts (workers, servers, Ray heads and
+    subprocesses inherit it): one compile cache, and default caches in a temporary folder of the
+    run, so a fixture that starts a process before ``isolated_cache`` runs (a module's Ray head)
+    still never writes to ``~/.cache``."""
+    if os.environ.get("FLAMINO_TEST_RUN_ROOT"):  # an xdist worker: the controller set it all
+        return
+    run_root = Path(tempfile.mkdtemp(prefix="flamino-tests-"))
+    config._flamino_run_root = run_root
+    cache = compile_cache_folder()
+    cache.mkdir(parents=True, exist_ok=True)
+    os.environ.update({
+        "FLAMINO_TEST_RUN_ROOT": str(run_root),
+        "FLAMINO_CACHE": str(run_root / "flamino"),
+        "HF_HOME": str(run_root / "hf"),
+        "HF_HUB_OFFLINE": "1",
+        "FLAMINO_JAX_CACHE": str(cache),  # read by engine.enable_compilation_cache (CLI, app, Ray)
+        "JAX_COMPILATION_CACHE_DIR": str(cache),  # JAX's own default, for in-process engines
+        # The tiny test models compile in tenths of a second, each shape in many processes:
+        # keep those too (JAX's default keeps only compilations over 1 s; flamino's over 0.2 s).
+        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0.05",
+        "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
+    })
+
+
+def pytest_unconfigure(config):
+    run_root = getattr(config, "_flamino_run_root", None)
+    if run_root is not None:
+        shutil.rmtree(run_root, ignore_errors=True)
+
+
 def pytest_ignore_collect(collection_path, config):
     """Under ``-m unit``, a file with no unit test is not even imported: JAX, torch and Streamlit
     cost more to import than the unit tests take to run."""
@@ -108,12 +162,31 @@ def pytest_collection_modifyitems(config, items):
         key = f"{name}::{item.name}"
         kind = next((k for prefix, k in TEST_KINDS.items() if key.startswith(prefix)), FILE_KINDS.get(name, "integration"))
         item.add_marker(getattr(pytest.mark, kind))
-    # Tests that join a Ray cluster of their own run before any test that starts and stops a local
-    # one in this process: after a local cluster's shutdown, a later join in the same process had
-    # its actors cancelled before they ran (test_batch.py then test_jobs_ray.py; the reverse order
-    # passes). A process-wide Ray state we have not pinned down; `flamino batch` and the app start
-    # Ray once per process, so only the test suite meets it. The order is otherwise kept.
-    items.sort(key=lambda item: item.path.name not in JOINS_A_RAY_CLUSTER)
+    _schedule(items)
+
+
+# --- scheduling under pytest-xdist (`make test` runs `pytest -n auto --dist loadgroup`) ----------
+# Each file is one group, so a module's fixtures (a compiled engine, a reference model) are built
+# once, on one worker. The browser tests are one group (one Streamlit server and one Chromium,
+# browser_fixtures.py) and so are the Ray tests (two Ray clusters at once on two cores would
+# starve both, and the two-node test pins cores). Groups are handed out in the order below, the
+# longest first, so that no long group starts last (measured: docs/testing.md).
+LONGEST_FIRST = ("browser", "ray", "test_app.py", "test_parity.py", "test_fused_attention.py")
+
+
+def _group(item) -> str:
+    for kind in ("browser", "ray"):
+        if item.get_closest_marker(kind):
+            return kind
+    return item.path.name
+
+
+def _schedule(items) -> None:
+    rank = {group: i for i, group in enumerate(LONGEST_FIRST)}
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(_group(item)))
+    # Stable: within a group, and for groups not named, the collection order is kept.
+    items.sort(key=lambda item: rank.get(_group(item), len(rank)))
 
 
 @pytest.fixture(autouse=True)

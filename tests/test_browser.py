@@ -92,36 +92,6 @@ def stop_server(process: subprocess.Popen) -> None:
             process.wait()
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """A Streamlit server for this module; its log is printed if it fails to come up."""
-    process = start_server(tmp_path_factory.mktemp("flamino-cache"),
-                           tmp_path_factory.mktemp("server") / "streamlit.log")
-    try:
-        yield process
-    finally:
-        stop_server(process)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    playwright_api = pytest.importorskip("playwright.sync_api")
-    with playwright_api.sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=str(CHROMIUM),
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-            ],
-        )
-        yield browser
-        browser.close()
-
-
 def _nav(page, title: str):
     return page.locator('[data-testid="stSidebarNavLink"]').filter(has_text=title)
 

@@ -12,7 +12,7 @@ import pytest
 
 # The server, the browser and the waits of tests/test_browser.py (same markers and skips).
 from test_browser import (  # noqa: F401
-    SCREENSHOTS, TIMEOUT_MS, VIEWPORT, _download, _nav, _settle, _wait_for_charts, browser, pytestmark, server,
+    SCREENSHOTS, TIMEOUT_MS, VIEWPORT, _download, _nav, _settle, _wait_for_charts, pytestmark,
 )
 
 DMS_DIR = Path(__file__).resolve().parents[2] / "shared" / "dms"
@@ -85,3 +85,49 @@ def test_predict_page_upload_fit_map_download_and_reload(server, browser, tmp_pa
     final = make_pipeline(StandardScaler(), RidgeCV(alphas=10.0 ** np.arange(-2, 5.5, 0.5)))
     expected = final.fit(means, oof["DMS_score"].to_numpy(float)).predict(means)
     np.testing.assert_allclose(predicted["prediction"], expected, atol=1e-6)
+
+
+def test_a_fit_of_the_shared_assay_shows_progress_an_estimate_cancels_and_stops_with_its_tab(browser, tmp_path):
+    """Issue #33: a fit is a background job. On the whole shared assay (922 rows; its fitness bins
+    as the target, so that logistic fits make the job last minutes): the cost said before the
+    button, progress with the time left while it runs, Cancel, Resume, and a closed tab stops it
+    (the server's log says so) instead of fitting on for the 40 minutes the review saw."""
+    import re
+    import time
+
+    from test_browser import start_server, stop_server
+
+    if not ASSAY.is_file():
+        pytest.skip(f"the ProteinGym assay is not at {ASSAY}")
+    frame = pd.read_csv(ASSAY)
+    table = tmp_path / "assay_bins.csv"
+    frame.assign(DMS_score=frame["DMS_score_bin"]).to_csv(table, index=False)
+    log = tmp_path / "streamlit.log"
+    server = start_server(tmp_path / "cache", log)  # its own: the test reads its log
+    try:
+        context = browser.new_context(viewport=VIEWPORT)
+        page = context.new_page()
+        page.set_default_timeout(TIMEOUT_MS * 5)  # 922 embeddings and 161 masked passes first, on a busy CPU
+        page.goto(f"{server.url}/predict")
+        page.get_by_text("Predict from your labels").first.wait_for()
+        page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(table))
+        estimate = page.get_by_text("Fitting: 63 scikit-learn fits", exact=False).first
+        estimate.wait_for()
+        assert re.search(r"of up to 922 rows x 3,221 features; about \d+ (seconds|minutes?)", estimate.inner_text())
+        _settle(page)
+        page.get_by_role("button", name="Fit the predictor").click()
+        running = re.compile(r"Fitting the predictor \(embedding, 922 rows\): \d+ of 63 scikit-learn fits · about")
+        page.get_by_text(running).first.wait_for()  # progress, with the time left at the job's own rate
+        page.get_by_role("button", name="Cancel").first.click()
+        page.get_by_text("was cancelled after", exact=False).first.wait_for()
+        assert page.get_by_text("its fits start again", exact=False).count() >= 1
+        page.get_by_role("button", name="Resume").click()
+        page.get_by_text(running).first.wait_for()
+        context.close()  # the tab closes mid-fit
+        deadline = time.monotonic() + 600  # the fit in flight finishes first: one logistic fit, under load
+        while "heavy job abandoned (Fitting the predictor" not in log.read_text():
+            assert time.monotonic() < deadline, "the fit went on after its tab closed"
+            time.sleep(1)
+        assert "Traceback" not in log.read_text()
+    finally:
+        stop_server(server)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from test_browser import (  # noqa: F401  (browser: the module's Chromium, a fixture)
+from test_browser import (
     CHROMIUM,
     ROOT,
     SCREENSHOTS,
@@ -25,7 +25,6 @@ from test_browser import (  # noqa: F401  (browser: the module's Chromium, a fix
     _nav,
     _settle,
     _wait_for_charts,
-    browser,
     start_server,
     stop_server,
 )

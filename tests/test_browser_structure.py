@@ -14,15 +14,13 @@ import shutil
 
 import numpy as np
 import pytest
-from test_browser import (  # noqa: F401  (browser, server: the fixtures)
+from test_browser import (
     CHROMIUM,
     ROOT,
     SCREENSHOTS,
     TIMEOUT_MS,
     _settle,
     _wait_for_charts,
-    browser,
-    server,
 )
 from test_cli_contacts import entropy_bits
 

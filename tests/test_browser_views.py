@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from test_browser import (  # noqa: F401  (browser, server: the fixtures)
+from test_browser import (
     CHROMIUM,
     SCREENSHOTS,
     TIMEOUT_MS,
@@ -22,8 +22,6 @@ from test_browser import (  # noqa: F401  (browser, server: the fixtures)
     _nav,
     _settle,
     _wait_for_charts,
-    browser,
-    server,
 )
 
 pytestmark = [

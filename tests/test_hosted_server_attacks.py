@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 import hostile_files
-from test_browser import CHROMIUM, ROOT, _free_port, browser, stop_server  # noqa: F401  (browser: a fixture)
+from test_browser import CHROMIUM, ROOT, _free_port, stop_server
 
 pytestmark = [
     pytest.mark.browser,
