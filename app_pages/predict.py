@@ -1,7 +1,6 @@
 """Predict from labels: a predictor fitted on your own measurements, honestly evaluated, its
 prediction map and its download (docs/predict.md)."""
 
-import hashlib
 from pathlib import Path
 
 import streamlit as st
@@ -10,13 +9,16 @@ from app_pages._ui import inputs, predict_results
 from app_pages._ui.context import PageContext, current, ready
 from app_pages._ui.downloads import csv_button, file_button, json_button, safe_name, show_figure
 from app_pages._ui.policy import current_limits, hosted_mode, visitor_model_name
+from app_pages._ui.jobs_panel import about, approve
 from app_pages._ui.predict_results import PREDICTOR
 from app_pages._ui.widgets import kept_radio, kept_selectbox, plain
 from flamino_core.csv_tables import size_problem
 from flamino_core.predict import apply, figures
-from flamino_core.predict.fit import RANDOM_WEIGHTS_NOTE, feature_sets, plan_line, planned_work
+from flamino_core.jobs import DONE
+from flamino_core.predict.cost import problem as cost_problem
+from flamino_core.predict.fit import RANDOM_WEIGHTS_NOTE, feature_sets, plan_line, planned_fits, planned_work
 from flamino_core.predict.saved import zip_bytes
-from flamino_core.predict.table import PROTEINGYM_FOLD_COLUMNS, RANDOM_FOLDS
+from flamino_core.predict.table import PROTEINGYM_FOLD_COLUMNS, RANDOM_FOLDS, LabelError
 
 UPLOAD = "_predict_file"  # (file name, bytes), kept across pages
 FITTED = "_predict_fitted"  # the choices the Fit button was last pressed for
@@ -121,30 +123,64 @@ def fit_section(ctx: PageContext, name: str, data: bytes):
         return None
     layer = engine.config.num_layers
     plan = planned_work(table, available, engine, layer=layer)
-    needed = sum(missing for _, missing, _, _ in plan)
-    limit = current_limits().max_pll_passes  # the heaviest job this server takes (policy.py)
     for planned in plan:
         st.caption(plain(f"Model passes: {plan_line(*planned)}."))
-    if hosted_mode() and limit is not None and needed > limit:
-        st.error(f"This fit needs {needed:,} model passes; this server runs at most {limit:,} per job. Use fewer "
-                 "rows or one-hot features, or run flamino locally (flamino fit).", icon=":material/block:")
+    fits = _planned_fits(table, available, engine, folds, layer)
+    if isinstance(fits, str):
+        st.error(plain(f"{name}: {fits}"))
         return None
-    choice = (model, target, wild_type, first, kind, folds, layer, hashlib.sha256(data).hexdigest())
+    fit_seconds, pass_seconds = predict_results.fit_seconds(engine, table, fits, plan)
+    seconds = fit_seconds + (pass_seconds or 0.0)
+    st.caption(plain(f"Fitting: {fits.describe()}; {about(fit_seconds)} at this machine's rate"
+                     + (f", and {about(pass_seconds)} of model passes" if pass_seconds else "") + "."))
+    problem = _too_big(plan, fits, fit_seconds)
+    if problem:
+        st.error(plain(problem), icon=":material/block:")
+        return None
+    choice = predict_results.FitChoice(model, data, target, wild_type, first, kind, folds, layer)
+    key = choice.key(engine)
     if st.button("Fit the predictor", type="primary", icon=":material/model_training:"):
-        st.session_state[FITTED] = choice
-    if st.session_state.get(FITTED) != choice:
-        st.info("Every feature set that applies is evaluated on the same folds beside the one you choose.")
+        st.session_state[FITTED] = key
+        approve(key)  # the estimate was shown beside the button: it runs whatever it costs
+    if st.session_state.get(FITTED) != key:
+        st.info("Every feature set that applies is evaluated on the same folds beside the one you choose. The fit "
+                "runs in the background: it shows its progress, can be cancelled, and stops if you close the tab.")
         return None
-    result = predict_results.fit(model, data, target, wild_type, first, kind, folds, layer)
+    job = predict_results.fit_job(engine, choice, table, fits, seconds)
+    if job is None or job.state != DONE:
+        return None
+    result = job.value
     if isinstance(result, str):
         st.error(plain(result))
         return None
     st.session_state[PREDICTOR] = result.predictor
-    return model, data, target, wild_type, first, kind, folds, layer, result
+    return choice, key, result
+
+
+def _planned_fits(table, available, engine, folds, layer):
+    try:
+        return planned_fits(table, available, engine, folds=folds, layer=layer)
+    except LabelError as err:
+        return str(err)
+
+
+def _too_big(plan, fits, fit_seconds: float) -> str | None:
+    """Why this server refuses the fit: more model passes than one job runs, or scikit-learn work
+    over its bounds (rows, rows x features, time), said before any work; None locally."""
+    if not hosted_mode():
+        return None
+    limits = current_limits()
+    needed = sum(missing for _, missing, _, _ in plan)
+    if limits.max_pll_passes is not None and needed > limits.max_pll_passes:
+        return (f"This fit needs {needed:,} model passes; this server runs at most {limits.max_pll_passes:,} per job. "
+                "Use fewer rows or one-hot features, or run flamino locally (flamino fit).")
+    problem = cost_problem(fits, limits.fit_limits(), fit_seconds)
+    return f"Not fitted here: {problem}." if problem else None
 
 
 def results_section(ctx: PageContext, name: str, fitted) -> None:
-    model, data, target, wild_type, first, kind, folds, layer, result = fitted
+    choice, key, result = fitted
+    model, kind = choice.model, choice.kind
     if result.model_is_random:
         st.caption(plain(f"Note: {RANDOM_WEIGHTS_NOTE}."))
     key = "spearman" if result.table.task == "regression" else "auc"
@@ -188,18 +224,17 @@ def results_section(ctx: PageContext, name: str, fitted) -> None:
     missing, asked, unit = apply.map_cost(result.predictor, sequence, ctx.engine)
     st.caption(plain(f"{record_id}: {len(sequence) * 19:,} substitutions"
                      + (f"; {missing:,} of {asked:,} {unit} to run" if asked else "; no model pass needed")))
-    choice = (*fitted[:-1], sequence, record_first)
+    asked = (key, sequence, record_first)
     if st.button("Predict the substitution map", icon=":material/grid_on:"):
-        st.session_state[MAPPED] = choice
-    if st.session_state.get(MAPPED) != choice:
+        st.session_state[MAPPED] = asked
+    if st.session_state.get(MAPPED) != asked:
         return
-    found = predict_results.prediction_map(model, data, target, wild_type, first, kind, folds, layer, sequence,
-                                           record_first)
+    found = predict_results.prediction_map(model, key, result.predictor, sequence, record_first)
     if isinstance(found, str):
         st.error(plain(found))
         return
     grid, wild_value = found
-    fig = figures.prediction_map(grid, sequence, wild_value, target=target, task=result.table.task,
+    fig = figures.prediction_map(grid, sequence, wild_value, target=choice.target, task=result.table.task,
                                  first=record_first, random_weights=result.predictor.random_weights,
                                  classes=result.table.classes)
     row = show_figure(fig, "predict_map", f"{safe_name(record_id)}_prediction_map")

@@ -76,6 +76,13 @@ class Job:
             self.note = None
             self._bump()
 
+    def stage(self, unit: str, total: int) -> None:
+        """A new stage of the work in another unit (a fit's model passes, then its fits): its
+        progress and its rate start again from 0 of ``total``."""
+        with self._changed:
+            self.unit, self.done, self.total, self._baseline = unit, 0, total, None
+            self._bump()
+
     def waiting(self, note: str | None) -> None:
         """Say what the job waits for (None: it does not wait)."""
         with self._changed:
@@ -184,7 +191,7 @@ class Rates:
     (its fingerprint), as a running average; kept in ``FLAMINO_CACHE/pass_rates.json`` so a
     restarted server still knows them. Thread-safe."""
 
-    KINDS = ("masked", "unmasked")
+    KINDS = ("masked", "unmasked", "fit")  # fit: seconds per operation of a scikit-learn fit (predict/cost.py)
 
     def __init__(self, path: str | os.PathLike | None = None, weight: float = 0.3):
         self.path = Path(path) if path is not None else _default_rates_path()

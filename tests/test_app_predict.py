@@ -22,7 +22,7 @@ from flamino_core.suggest import Constraints, suggest
 from flamino_core.weights import load_weights
 # The AppTest helpers of tests/test_app.py, and its autouse ``environment`` fixture (random:tiny).
 from test_app import (  # noqa: F401
-    assert_clean, environment, every_text, example, figures, open_page, start, unescaped, values,
+    assert_clean, environment, every_text, example, figures, open_page, settle, start, unescaped, values,
 )
 from test_hosted_attacks import hosted  # noqa: F401  (the hosted-server fixture)
 
@@ -66,7 +66,7 @@ def test_fit_shows_out_of_fold_statistics_figures_and_the_prediction_map(engine,
     at = upload(open_page(start(), "predict"), table_bytes)
     assert_clean(at)
     assert any("Model passes: embedding (layer 2): 150 of 150" in unescaped(c.value) for c in at.caption)  # before
-    at = button(at, "Fit the predictor").click().run()
+    at = settle(button(at, "Fit the predictor").click().run())  # the fit is a background job
     assert_clean(at)
     reference = fit_table(parse_labelled_table(table_bytes, "DMS_score"), "embedding", engine=engine,
                           model="random:tiny")
@@ -133,7 +133,7 @@ def test_a_hosted_fit_names_the_operators_model_by_its_public_name(hosted, monke
     monkeypatch.setenv("FLAMINO_MODEL_NAME", "lab-model")
     small = pd.read_csv(io.BytesIO(table_bytes)).head(40).to_csv(index=False).encode()  # 40 rows: 5 folds
     at = upload(open_page(start(), "predict"), small)
-    at = button(at, "Fit the predictor").click().run()
+    at = settle(button(at, "Fit the predictor").click().run())
     assert_clean(at)
     kept = at.session_state[PREDICTOR]
     assert kept.model_id == "lab-model"  # the .zip download is zip_bytes of this predictor

@@ -504,6 +504,112 @@ def test_the_table_checks_count_from_the_bytes():
     assert list(read_table(b"a , b\n1,2\n").columns) == ["a", "b"]
 
 
+# --- issue #33: a fit is costed by what it does, bounded, and gives way between its fits ---------------------
+def _small_assay(rows: int = 60) -> bytes:
+    """The shared assay's first ``rows`` rows (positions 1-3 of a 161-residue protein)."""
+    assay = Path(__file__).resolve().parents[2] / "shared" / "dms" / "A0A1I9GEU1_NEIME_Kennouche_2019.csv"
+    if not assay.is_file():
+        pytest.skip(f"the ProteinGym assay is not at {assay}")
+    return b"".join(assay.read_bytes().splitlines(keepends=True)[: rows + 1])
+
+
+def test_a_fits_cost_counts_what_it_runs_and_the_reviews_duplicates_are_over_every_bound(tmp_path):
+    """6,000 copies of one mutant were announced as "1 of 1 passes" and fitted for 49 minutes.
+    The cost now counts the fits (folds x feature sets, the learning curve) and their size; the
+    count is the number of fits the fit then runs."""
+    import hostile_files
+    from flamino_core.engine import Engine
+    from flamino_core.predict import cost
+    from flamino_core.predict.fit import feature_sets, fit_table, planned_fits
+    from flamino_core.predict.table import parse_labelled_table
+    from flamino_core.weights import load_weights
+
+    engine = Engine(load_weights("random:tiny"))
+    duplicates = parse_labelled_table(hostile_files.duplicate_rows(tmp_path).read_bytes(), "y")
+    planned = planned_fits(duplicates, feature_sets(duplicates, True), engine)
+    assert planned.fits == 3 * (5 + 1 + 3 * 5)  # one-hot, embedding, augmented: folds, final, learning curve
+    assert planned.rows == 6_000 and planned.cells == 6_000 * (20 * 600 + 1)
+    assert planned.seconds() > 3_600  # an hour at the default rate; it ran 49 minutes here
+    hosted = cost.FitLimits(max_rows=3_000, max_cells=6_000_000, max_seconds=600)
+    assert "learns from 6,000 rows; this server fits at most 3,000" in cost.problem(planned, hosted, planned.seconds())
+    wide = cost.problem(planned, cost.FitLimits(max_cells=6_000_000), 0)
+    assert "6,000 rows x 12,001 features = 72,006,000 values; this server fits at most 6,000,000" in wide
+    slow = cost.problem(planned, cost.FitLimits(max_seconds=600), planned.seconds())
+    assert "63 scikit-learn fits" in slow and "up to 10 minutes" in slow
+
+    table = parse_labelled_table(_small_assay(), "DMS_score")
+    kinds = feature_sets(table, True)
+    counted = []
+    fit_table(table, "onehot", engine=engine, each_fit=lambda: _counting(counted))
+    assert len(counted) == planned_fits(table, kinds, engine).fits == 63
+
+
+def _counting(counted: list):
+    import contextlib
+
+    counted.append(1)
+    return contextlib.nullcontext()
+
+
+def test_a_fit_gives_way_to_another_visitor_between_two_of_its_fits():
+    """The review's fit held the only heavy-job slot for 49 minutes while another visitor's
+    attention maps waited "next in line". Each fit now takes its own turn: a job arriving during
+    the first fit runs right after it, before the second."""
+    import threading
+
+    from app_pages._ui.heavy_jobs import HeavyJobQueue
+    from flamino_core.predict.fit import fit_table
+    from flamino_core.predict.table import parse_labelled_table
+
+    table = parse_labelled_table(_small_assay(), "DMS_score")
+    queue = HeavyJobQueue(workers=1, max_waiting=4, per_visitor=2)
+    order, first_fit, other_waits = [], threading.Event(), threading.Event()
+
+    def each_fit():
+        import contextlib
+
+        @contextlib.contextmanager
+        def turn():
+            with queue.slot(visitor="fitter", timeout=60):
+                order.append("fit")
+                if not first_fit.is_set():
+                    first_fit.set()
+                    assert other_waits.wait(60)
+                    while queue.waiting < 1:  # the other visitor holds its ticket
+                        time.sleep(0.01)
+                yield
+
+        return turn()
+
+    def other_visitor():
+        assert first_fit.wait(60)
+        other_waits.set()
+        with queue.slot(visitor="other", timeout=60):
+            order.append("other")
+
+    thread = threading.Thread(target=other_visitor)
+    thread.start()
+    fit_table(table, "onehot", compare=False, curves=False, each_fit=each_fit)
+    thread.join(60)
+    assert order[:3] == ["fit", "other", "fit"] and order.count("fit") == 6  # 5 folds + the final model
+
+
+def test_the_reviews_duplicate_rows_are_refused_before_any_fit_on_the_page(hosted, tmp_path):
+    import hostile_files
+    from app_pages._ui import background, heavy_jobs
+    from test_app import open_page, start, unescaped
+
+    file = hostile_files.duplicate_rows(tmp_path)
+    at = open_page(start(), "predict")
+    at.file_uploader(key="_predict_upload").set_value([(file.name, file.read_bytes(), "text/csv")]).run()
+    at.radio(key="_w_pfeat").set_value("onehot").run()
+    assert not at.exception
+    assert any("learns from 6,000 rows; this server fits at most 3,000" in unescaped(e.value) for e in at.error), \
+        [e.value for e in at.error]
+    assert not [b for b in at.button if b.label == "Fit the predictor"]
+    assert heavy_jobs.heavy_job_queue().running == 0 and not background.session_jobs()
+
+
 # --- item 5: one visitor cannot fill the queue; long jobs hold it a chunk at a time ---------------------------
 def test_one_visitor_holds_at_most_its_share_of_the_queue():
     import threading

@@ -65,7 +65,7 @@ def about(seconds: float) -> str:
 # --- a page's work ------------------------------------------------------------------------------------------
 def follow(key: tuple[Hashable, ...], title: str, unit: str, work: Callable[..., object],
            cost: Cost | Callable[[], Cost], *, what: str,
-           cheaper: tuple[str, Callable[[], None]] | None = None) -> Job | None:
+           cheaper: tuple[str, Callable[[], None]] | None = None, keeps: bool = True) -> Job | None:
     """The session's job for the work ``key``, drawn on the page; started when it is quick (or
     of unknown cost: then one chunk first, to measure) or was asked for; else None after saying
     what it costs, with a Start button and, when given, ``cheaper`` (label, callback).
@@ -76,13 +76,14 @@ def follow(key: tuple[Hashable, ...], title: str, unit: str, work: Callable[...,
       work: ``work(job, first_only=False)``: the job's body (``first_only``: one chunk only).
       cost: the work's cost, or a function giving it (only called when no job runs).
       what: what the work is for, as the page names it ("the pseudo-perplexity column").
+      keeps: a cancelled job's finished units are kept (stored); False: a fit's fits are not.
     """
     job = background.find(key)
     if job is not None and not job.finished:
         running(job, where="page")
         return job
     if job is not None and job.state in (CANCELLED, FAILED):  # until the user says go on
-        stopped(job, key, what)
+        stopped(job, key, what, keeps)
         return job
     # A job stopped by a busy server is tried again on the page's next run (as a Retry click would).
     cost = cost() if callable(cost) else cost
@@ -99,7 +100,7 @@ def follow(key: tuple[Hashable, ...], title: str, unit: str, work: Callable[...,
     if not job.finished:
         running(job, where="page")
     elif job.state != DONE:
-        stopped(job, key, what)
+        stopped(job, key, what, keeps)
     return job
 
 
@@ -143,11 +144,12 @@ def status_line(job: Job) -> str:
     return f"{job.title}: {job.done:,} of {job.total:,} {job.unit}{rest}"
 
 
-def stopped(job: Job, key, what: str) -> None:
+def stopped(job: Job, key, what: str, keeps: bool = True) -> None:
     """What became of a job that did not finish, and the button that goes on from there."""
     done = f"{job.done:,} of {job.total:,} {job.unit}" if job.total else "nothing"
     if job.state == CANCELLED:
-        st.info(f"{plain(job.title)} was cancelled after {done}; they are kept.", icon=":material/pause_circle:")
+        kept = "they are kept" if keeps else "its model passes are kept, its fits start again"
+        st.info(f"{plain(job.title)} was cancelled after {done}; {kept}.", icon=":material/pause_circle:")
         label = "Resume"
     elif job.state == STOPPED:
         kept = f" ({done} are done and kept)" if job.done else ""

@@ -10,7 +10,8 @@ Set ``FLAMINO_HOSTED=1`` on a public server. Limits can be tuned with environmen
 (``FLAMINO_MAX_UPLOAD_BYTES``, ``FLAMINO_MAX_RECORDS``, ``FLAMINO_MAX_RESIDUES``,
 ``FLAMINO_MAX_TOTAL_RESIDUES``, ``FLAMINO_MAX_PLL_PASSES``, ``FLAMINO_MAX_INFLATED_BYTES``,
 ``FLAMINO_MAX_ATOMS``, ``FLAMINO_MAX_MODELS``, ``FLAMINO_MAX_TABLE_COLUMNS``,
-``FLAMINO_MAX_TABLE_ROWS``), and the models a visitor may choose
+``FLAMINO_MAX_TABLE_ROWS``, ``FLAMINO_MAX_FIT_ROWS``, ``FLAMINO_MAX_FIT_CELLS``,
+``FLAMINO_MAX_FIT_SECONDS``), and the models a visitor may choose
 with ``FLAMINO_HOSTED_MODELS`` (comma-separated presets; the operator's ``FLAMINO_MODEL`` and the
 untrained ``random:tiny`` are always offered). The heavy-job queue is in ``heavy_jobs.py``.
 
@@ -68,6 +69,9 @@ class Limits:
     max_models: int | None = None  # models of one structure
     max_table_columns: int | None = None  # columns of an uploaded table (metadata, DMS, labelled)
     max_table_rows: int | None = None  # rows of an uploaded DMS or labelled table
+    max_fit_rows: int | None = None  # labelled rows one fit of the Predict page learns from
+    max_fit_cells: int | None = None  # rows x features of its widest feature set
+    max_fit_seconds: int | None = None  # its scikit-learn fits, estimated at this machine's rate
 
     def fasta_limits(self) -> dict[str, int | None]:
         """Keyword arguments for ``fasta.parse_fasta_text`` / ``parse_fasta_bytes``."""
@@ -104,6 +108,12 @@ class Limits:
 
         return TableLimits(max_bytes=self.max_upload_bytes, max_columns=self.max_table_columns,
                            max_rows=self.max_table_rows, max_residues=self.max_residues_per_record)
+
+    def fit_limits(self):
+        """``predict.cost.FitLimits`` of one fit on the Predict page."""
+        from flamino_core.predict.cost import FitLimits
+
+        return FitLimits(max_rows=self.max_fit_rows, max_cells=self.max_fit_cells, max_seconds=self.max_fit_seconds)
 
     def check_table(self, data: bytes, name: str) -> str | None:
         """Why an uploaded metadata table is refused here (its size, its header's columns), or
@@ -184,6 +194,14 @@ def current_limits() -> Limits:
         # 20,000 rows of a 2,000-residue wild type are 40 MB of sequences. ProteinGym's assays have
         # a median of ~2,000 rows; the shared one has 922.
         max_table_rows=env_int("FLAMINO_MAX_TABLE_ROWS", 20_000),
+        # A fit's memory is its widest feature matrix (augmented features are dense: 6,000,000
+        # values are 48 MB, and ridge centres a copy) and the n x n Gram matrix with its
+        # eigenvectors (3,000 rows: 2 x 72 MB); its time is estimated by predict/cost.py at this
+        # machine's measured rate, and a running fit stops at twice the limit. The shared assay
+        # (922 rows of a 161-residue protein: 2,968,420 one-hot values) fits well within them.
+        max_fit_rows=env_int("FLAMINO_MAX_FIT_ROWS", 3_000),
+        max_fit_cells=env_int("FLAMINO_MAX_FIT_CELLS", 6_000_000),
+        max_fit_seconds=env_int("FLAMINO_MAX_FIT_SECONDS", 600),
     )
 
 

@@ -9,13 +9,15 @@ embedding, the augmented model and, for variant tables, the zero-shot score alon
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from typing import Callable
+from typing import Callable, ContextManager
 
 import numpy as np
 import pandas as pd
 
 from ..options import DEFAULT_VARIANT_STRATEGY
+from . import cost as costs
 from . import evaluation, features, fitting
 from .features import COMPOSITION, FeatureSpec, Inputs
 from .saved import Predictor
@@ -26,6 +28,7 @@ RANDOM_WEIGHTS_NOTE = ("the model has random weights (a test model): its embeddi
 ZERO_SHOT = "zero-shot"
 MAJORITY = "majority"
 StageProgress = Callable[[str], Callable[[int, int], None] | None]
+FITS = "fits"  # the stage of ``fit_table``'s progress that counts scikit-learn fits
 
 
 @dataclasses.dataclass
@@ -123,6 +126,44 @@ def plan_line(label: str, missing: int, asked: int, unit: str) -> str:
     return f"{label}: {missing:,} of {asked:,} {unit} to run, {asked - missing:,} stored"
 
 
+def planned_fits(table: LabelledTable, kinds: list[str], engine, *, folds: str = RANDOM_FOLDS,
+                 layer: int | None = None, curves: bool = True) -> costs.FitCost:
+    """The scikit-learn work of fitting ``kinds`` on ``table`` under ``folds`` (said before the
+    work, beside the model passes; ``cost.problem`` holds it to a server's bounds).
+
+    Raises:
+      table.LabelError: the folds do not apply to the table.
+    """
+    inputs, _ = table_inputs(table)
+    length = len(inputs.sequences[0]) if table.equal_lengths else None
+    num_layers = engine.config.num_layers if engine is not None else None
+    width = engine.config.embed_dim if engine is not None else None
+    labels = [(k, features.spec_for(k, num_layers=num_layers, layer=layer, length=length).label) for k in kinds]
+    n_folds = costs.folds_count(fold_ids(table, folds))
+    return costs.fit_cost(table.task, int(table.labelled.sum()), n_folds, labels, length, width, curves)
+
+
+class FitSteps:
+    """Runs each scikit-learn fit of a whole fit inside ``each_fit()`` (a caller's context: a
+    heavy-job slot, a time budget; it may raise to stop between two fits) and counts it on
+    ``report(done, total)``."""
+
+    def __init__(self, total: int, each_fit: Callable[[], ContextManager] | None = None,
+                 report: Callable[[int, int], None] | None = None):
+        self.done, self.total = 0, total
+        self.each_fit = each_fit or contextlib.nullcontext
+        self.report = report
+
+    def __call__(self, fit):
+        with self.each_fit():
+            value = fit()
+        self.done += 1
+        self.total = max(self.total, self.done)  # the estimate counted the learning curve's sizes as 3
+        if self.report is not None:
+            self.report(self.done, self.total)
+        return value
+
+
 def fit_table(
     table: LabelledTable,
     kind: str = features.DEFAULT_FEATURES,
@@ -137,6 +178,7 @@ def fit_table(
     store=None,
     progress: StageProgress | None = None,
     cancelled: Callable[[], bool] | None = None,
+    each_fit: Callable[[], ContextManager] | None = None,
 ) -> FitResult:
     """Fit ``kind`` features on ``table`` under ``folds``, with every other feature set beside it.
 
@@ -151,8 +193,10 @@ def fit_table(
       compare: also evaluate the other feature sets (the comparison table).
       curves: learning curves for each evaluated feature set.
       store: the result store.
-      progress: gives a (done, total) callback for a named stage (``"embeddings"``, ...).
+      progress: gives a (done, total) callback for a named stage (a feature set's label, then
+        ``FITS``: the scikit-learn fits).
       cancelled: polled between groups of model passes.
+      each_fit: a context held around each scikit-learn fit (``FitSteps``).
 
     Raises:
       features.FeatureError, table.LabelError: the choice does not apply to the table.
@@ -172,7 +216,8 @@ def fit_table(
     zero = None
     if table.is_variant_table and engine is not None and compare:
         zero = _zero_shot_column(table, inputs, rows, engine, matrices, zero_shot)
-    comparison, learning, results = _cross_validated(specs, matrices, table, fold_of, curves)
+    steps = FitSteps(len(kinds) * costs.fits_per_set(costs.folds_count(fold_of), curves), each_fit, stage(FITS))
+    comparison, learning, results = _cross_validated(specs, matrices, table, fold_of, curves, steps)
     chosen = results[kind]
     comparison += _label_free_rows(table, fold_of, chosen, zero, zero_shot)
     notes = [RANDOM_WEIGHTS_NOTE] if getattr(engine, "is_random", False) else []
@@ -199,15 +244,17 @@ def _feature_matrix(name: str, table: LabelledTable, inputs: Inputs, rows: np.nd
     return spec, _full(X, rows, len(table.frame))
 
 
-def _cross_validated(specs: dict, matrices: dict, table: LabelledTable, fold_of: np.ndarray, curves: bool):
+def _cross_validated(specs: dict, matrices: dict, table: LabelledTable, fold_of: np.ndarray, curves: bool,
+                     steps: FitSteps):
     """(comparison rows, learning curves, cross-validated results) of every feature set, in
-    ``specs``' order, all on the same folds."""
+    ``specs``' order, all on the same folds; each scikit-learn fit through ``steps``."""
     comparison, learning, results = [], {}, {}
     for name, spec in specs.items():
-        result = fitting.cross_validate(matrices[name], table, fold_of, spec.standardise)
+        result = fitting.cross_validate(matrices[name], table, fold_of, spec.standardise, step=steps)
         comparison.append(_row(name, spec.label, spec.uses_model, True, table, result))
         if curves:
-            learning[name] = fitting.learning_curve(matrices[name], table, fold_of, spec.standardise, result)
+            learning[name] = fitting.learning_curve(matrices[name], table, fold_of, spec.standardise, result,
+                                                    step=steps)
         results[name] = result
     return comparison, learning, results
 

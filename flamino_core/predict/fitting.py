@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+from typing import Callable, TypeVar
 
 import numpy as np
 
@@ -27,6 +28,12 @@ INNER_FOLDS = 5
 # (``cross_validate``'s models), not refitted. Costs scale with the cube of the rows (ridge's
 # leave-one-out solves on the n x n Gram matrix), so these three cost a seventh of one more fit.
 TRAIN_FRACTIONS = (0.1, 0.25, 0.5)
+T = TypeVar("T")
+Step = Callable[[Callable[[], T]], T]  # runs one scikit-learn fit (a caller counts it, queues it, may stop there)
+
+
+def _now(fit: Callable[[], T]) -> T:
+    return fit()
 
 
 @dataclasses.dataclass
@@ -116,7 +123,8 @@ class CrossValidated:
     final: LinearModel
 
 
-def cross_validate(X: np.ndarray, table: LabelledTable, folds: np.ndarray, standardise: bool) -> CrossValidated:
+def cross_validate(X: np.ndarray, table: LabelledTable, folds: np.ndarray, standardise: bool,
+                   step: Step = _now) -> CrossValidated:
     """Fit one model per fold on the other labelled rows, predict the fold; the rest by the final model.
 
     Args:
@@ -124,6 +132,7 @@ def cross_validate(X: np.ndarray, table: LabelledTable, folds: np.ndarray, stand
       table: the labelled table (target, task, which rows are usable and labelled).
       folds: (rows,) from ``table.fold_ids``; -1: not evaluated (still trained on when labelled).
       standardise: scale features first (embedding features).
+      step: runs each of the fits (one per fold, then the final one) when it is its turn.
     """
     labelled, usable = table.labelled, table.usable
     y = _targets(table)
@@ -136,12 +145,12 @@ def cross_validate(X: np.ndarray, table: LabelledTable, folds: np.ndarray, stand
         for fold in sorted(set(folds[labelled & (folds >= 0)])):
             test = labelled & (folds == fold)
             train = labelled & ~test
-            model = to_linear(estimator(table.task, standardise).fit(X[train], y[train]), table.task,
-                              table.classes, X.shape[1])
+            fitted = step(lambda: estimator(table.task, standardise).fit(X[train], y[train]))
+            model = to_linear(fitted, table.task, table.classes, X.shape[1])
             _fill(model, X, test, predictions, probabilities)
             evaluated |= test
-        final = to_linear(estimator(table.task, standardise).fit(X[labelled], y[labelled]), table.task,
-                          table.classes, X.shape[1])
+        fitted = step(lambda: estimator(table.task, standardise).fit(X[labelled], y[labelled]))
+        final = to_linear(fitted, table.task, table.classes, X.shape[1])
     _fill(final, X, usable & ~evaluated, predictions, probabilities)
     return CrossValidated(predictions, probabilities, evaluated, final)
 
@@ -187,8 +196,10 @@ def baseline_majority(table: LabelledTable, folds: np.ndarray) -> CrossValidated
 
 
 def learning_curve(X: np.ndarray, table: LabelledTable, folds: np.ndarray, standardise: bool,
-                   result: CrossValidated, fractions=TRAIN_FRACTIONS, seed: int = SEED) -> list[dict]:
-    """Training size against score on the held-out folds (scikit-learn's ``learning_curve``).
+                   result: CrossValidated, fractions=TRAIN_FRACTIONS, seed: int = SEED,
+                   step: Step = _now) -> list[dict]:
+    """Training size against score on the held-out folds, as scikit-learn's ``learning_curve``
+    computes it (``shuffle=True``, ``random_state=seed``), one fit at a time through ``step``.
 
     Each training fold is cut to each fraction (a random subset, ``seed``), the model refitted
     and scored on its held-out fold: Spearman (regression) or AUC (classification), the mean
@@ -197,18 +208,22 @@ def learning_curve(X: np.ndarray, table: LabelledTable, folds: np.ndarray, stand
     a size where a fit or a score is undefined (one class, constant predictions) has ``score``
     None.
     """
-    from sklearn.model_selection import learning_curve as sk_learning_curve
-
     labelled = table.labelled & (folds >= 0)
     rows = np.flatnonzero(labelled)
     y = _targets(table)[rows]
     fold_of = folds[rows]
     splits = [(np.flatnonzero(fold_of != f), np.flatnonzero(fold_of == f)) for f in sorted(set(fold_of))]
+    sizes = _train_sizes(fractions, len(splits[0][0]))
+    scorer, data = _scorer(table), X[rows]
+    rng = np.random.RandomState(seed)  # scikit-learn's shuffle: one permutation per split, in split order
+    test_scores = np.full((len(sizes), len(splits)), np.nan)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        sizes, _, test_scores = sk_learning_curve(
-            estimator(table.task, standardise), X[rows], y, train_sizes=list(fractions), cv=splits,
-            scoring=_scorer(table), shuffle=True, random_state=seed, error_score=np.nan)
+        for j, (train, test) in enumerate(splits):
+            train = rng.permutation(train)
+            for i, size in enumerate(sizes):
+                test_scores[i, j] = step(lambda: _fit_and_score(table, standardise, scorer, data, y,
+                                                                train[:size], test))
     whole = [float(_score(table, y[test], result.predictions[rows[test]], None if result.probabilities is None
                           else result.probabilities[rows[test]])) for _, test in splits]
     sizes = [*sizes, int(np.mean([len(train) for train, _ in splits]))]
@@ -218,6 +233,21 @@ def learning_curve(X: np.ndarray, table: LabelledTable, folds: np.ndarray, stand
         curve.append({"train_size": int(size), "score": float(finite.mean()) if finite.size else None,
                       "score_sd": float(finite.std()) if finite.size > 1 else None, "folds": int(finite.size)})
     return curve
+
+
+def _train_sizes(fractions, most: int) -> np.ndarray:
+    """Training sizes of the fractions of ``most`` rows (scikit-learn's ``_translate_train_sizes``)."""
+    return np.unique(np.clip((np.asarray(fractions, dtype=float) * most).astype(int), 1, most))
+
+
+def _fit_and_score(table: LabelledTable, standardise: bool, scorer, X, y, train, test) -> float:
+    """One learning-curve point's held-out score; NaN when the fit or the score is undefined (as
+    scikit-learn's ``error_score=np.nan``)."""
+    try:
+        fitted = estimator(table.task, standardise).fit(X[train], y[train])
+        return float(scorer(fitted, X[test], y[test]))
+    except Exception:  # noqa: BLE001 - one class in a subset, a constant prediction: no score, said as None
+        return float("nan")
 
 
 def _score(table: LabelledTable, truth, predicted, probabilities) -> float:
@@ -230,10 +260,10 @@ def _score(table: LabelledTable, truth, predicted, probabilities) -> float:
 
 
 def _scorer(table: LabelledTable):
-    from sklearn.metrics import make_scorer
+    from sklearn.metrics import get_scorer, make_scorer
 
     if table.task == "regression":
         from scipy.stats import spearmanr
 
         return make_scorer(lambda truth, predicted: spearmanr(truth, predicted).statistic)
-    return "roc_auc" if len(table.classes) == 2 else "roc_auc_ovr"
+    return get_scorer("roc_auc" if len(table.classes) == 2 else "roc_auc_ovr")
