@@ -25,7 +25,8 @@ try:
 except ImportError:  # hypothesis is a test extra
     pass
 
-pytest_plugins = ["suite_timing", "browser_fixtures"]  # time by kind and isolation; the shared server and Chromium
+# Time by kind and isolation; the run's Streamlit server and Chromium; the run's Ray head.
+pytest_plugins = ["suite_timing", "browser_fixtures", "ray_fixtures"]
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_FASTA = Path(__file__).resolve().parents[2] / "shared" / "fasta"
@@ -153,8 +154,9 @@ def pytest_ignore_collect(collection_path, config):
     return None if unit else True
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (its hook runs first otherwise)
 def pytest_collection_modifyitems(config, items):
-    """Give every test its kind (``KINDS``)."""
+    """Give every test its kind (``KINDS``) and its xdist group, in the order groups are run."""
     for item in items:
         if any(item.get_closest_marker(kind) for kind in KINDS):
             continue

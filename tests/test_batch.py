@@ -342,7 +342,11 @@ def test_killed_worker_and_crashed_driver_then_rerun_match_single_process_embed(
     assert not (out / batch.WORK_DIR).exists()
 
 
-def test_score_job_in_process_over_two_files_then_a_different_job_is_refused(tmp_path, engine):
+def test_score_job_in_process_over_two_files_then_a_different_job_is_refused(tmp_path, engine, ray_head,
+                                                                               monkeypatch):
+    """On the run's Ray head (joined: ``--ray-address``); starting Ray on this machine is what the
+    killed-worker test above does, through the command."""
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")  # the head's setting (a loopback test cluster)
     first = tmp_path / "a.fa"
     first.write_text("".join(f">q{i}\n{'MKTAYIAKQRQISFVKSHFS'[: 5 + i]}\n" for i in range(12)))
     second = tmp_path / "b.fa.gz"
@@ -350,7 +354,7 @@ def test_score_job_in_process_over_two_files_then_a_different_job_is_refused(tmp
         handle.write(">q0 same id as the first file's\nWWYVACDK\n>last\nKKKLLLPPP\n")
     out = tmp_path / "scores"
     summary = run_batch("score", [first, second], out, TINY, strategy="wt-marginals", include=("mean",),
-                        shard_size=5, actors=2, say=lambda message: None)
+                        shard_size=5, actors=2, ray_address=ray_head, say=lambda message: None)
     assert (summary.rows, summary.failures, summary.shards, summary.actors) == (14, 0, 3, 2)
     table = read_results(out)
     assert table.column("id").to_pylist()[-2:] == ["q0_2", "last"]
@@ -360,10 +364,12 @@ def test_score_job_in_process_over_two_files_then_a_different_job_is_refused(tmp
         np.testing.assert_allclose(to_numpy(table.column("scores"))[row], scores.substitution_map(engine, seq, "wt-marginals").substitutions, atol=1e-5)
         np.testing.assert_allclose(to_numpy(table.column("mean"))[row], engine.run([seq])[0].mean, atol=1e-5)
     with pytest.raises(BatchError, match=r"different job \(options"):
-        run_batch("score", [first, second], out, TINY, strategy="pppl", shard_size=5, say=lambda message: None)
+        run_batch("score", [first, second], out, TINY, strategy="pppl", shard_size=5, ray_address=ray_head,
+                  say=lambda message: None)
     first.write_text(">changed\nMKV\n")
     with pytest.raises(BatchError, match="has changed since"):
-        run_batch("score", [first, second], out, TINY, strategy="wt-marginals", shard_size=5, say=lambda m: None)
+        run_batch("score", [first, second], out, TINY, strategy="wt-marginals", shard_size=5, ray_address=ray_head,
+                  say=lambda m: None)
 
 
 def test_progress_reports_rate_and_eta(monkeypatch):

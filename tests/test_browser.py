@@ -150,6 +150,35 @@ def _check_downloads(page, folder: Path) -> None:
     assert "Plotly.newPlot" in figure.read_text()
 
 
+def test_an_idle_server_with_an_open_tab_uses_almost_no_cpu(server, browser):
+    """An open tab, nothing happening: the server must idle (the first browser test of a run, so
+    that no job of an earlier test is still running on the shared server). Streamlit's file watcher, when on,
+    re-scans the project folder (whose .venv holds thousands of directories) and kept a whole
+    core busy; ``.streamlit/config.toml`` turns it off for every launch path."""
+    psutil = pytest.importorskip("psutil")
+    context = browser.new_context(viewport=VIEWPORT)
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    page.goto(server.url)
+    page.get_by_text("Your sequences").wait_for()
+    _settle(page)
+    page.wait_for_timeout(3000)  # let start-up work (imports, the first run) finish
+    process = psutil.Process(server.pid)
+    seconds = 10.0
+
+    def busy() -> float:
+        times = [process.cpu_times()] + [child.cpu_times() for child in process.children(recursive=True)]
+        return sum(t.user + t.system for t in times)
+
+    before = busy()
+    page.wait_for_timeout(seconds * 1000)
+    used = (busy() - before) / seconds
+    context.close()
+    # Measured: ~0.5-2% with the watcher off; about 100% (one core) with it on. 10% leaves room
+    # for a slow, shared CI machine and still fails a watcher or any other busy loop.
+    assert used < 0.10, f"the idle server used {100 * used:.0f}% of a core over {seconds:.0f} s"
+
+
 def test_paste_then_every_page_and_the_shared_link(server, browser, tmp_path):
     server = server.url
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
@@ -242,76 +271,3 @@ def test_variants_page_paste_a_list_see_the_table_download_the_csv_click_the_map
     assert page.get_by_text("Position 3 (L) masked", exact=False).count() >= 1
     page.screenshot(path=str(SCREENSHOTS / "predictions_clicked.png"), full_page=True)
     page.context.close()
-
-
-def test_an_idle_server_with_an_open_tab_uses_almost_no_cpu(server, browser):
-    """An open tab, nothing happening: the server must idle. Streamlit's file watcher, when on,
-    re-scans the project folder (whose .venv holds thousands of directories) and kept a whole
-    core busy; ``.streamlit/config.toml`` turns it off for every launch path."""
-    psutil = pytest.importorskip("psutil")
-    context = browser.new_context(viewport=VIEWPORT)
-    page = context.new_page()
-    page.set_default_timeout(TIMEOUT_MS)
-    page.goto(server.url)
-    page.get_by_text("Your sequences").wait_for()
-    _settle(page)
-    page.wait_for_timeout(3000)  # let start-up work (imports, the first run) finish
-    process = psutil.Process(server.pid)
-    seconds = 10.0
-
-    def busy() -> float:
-        times = [process.cpu_times()] + [child.cpu_times() for child in process.children(recursive=True)]
-        return sum(t.user + t.system for t in times)
-
-    before = busy()
-    page.wait_for_timeout(seconds * 1000)
-    used = (busy() - before) / seconds
-    context.close()
-    # Measured: ~0.5-2% with the watcher off; about 100% (one core) with it on. 10% leaves room
-    # for a slow, shared CI machine and still fails a watcher or any other busy loop.
-    assert used < 0.10, f"the idle server used {100 * used:.0f}% of a core over {seconds:.0f} s"
-
-
-def test_structure_page_upload_then_table_contact_map_3d_view_and_pdb(server, browser, tmp_path):
-    """Upload 2BEG.pdb for Aβ42 on the Structure page: the precision table, the contact map and the
-    molecular viewer (WebGL) are drawn with no request leaving this machine, and the PDB download carries
-    the track in its B-factor column."""
-    structure = ROOT.parent / "shared" / "structures" / "2BEG.pdb"
-    if not structure.exists():
-        pytest.skip(f"real structure not found at {structure}")
-    from Bio.PDB import PDBParser
-
-    context = browser.new_context(viewport=VIEWPORT)
-    page = context.new_page()
-    page.set_default_timeout(TIMEOUT_MS)
-    outside = []  # requests to anywhere but the app's server: a CDN would show up here
-
-    def route(request_route):
-        outside.append(request_route.request.url)
-        request_route.abort()
-
-    # Only outside requests are routed (the app's own, the upload included, go straight through).
-    page.route(lambda url: not url.startswith(server.url), route)
-    page.goto(f"{server.url}/?page=structure&seq=DAEFRHDSGYEVHHQKLVFFAEDVGSNKGAIIGLMVGGVVIA")
-    page.get_by_role("heading", name="Structure", exact=True).wait_for()
-    page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(structure))
-    _check_page(page, "structure", 1)
-    # The molecular viewer (3Dmol.js, served by the app) has drawn its WebGL scene.
-    page.wait_for_selector('iframe[src*="flamino_molecule"]')
-    viewer = next(f for f in page.frames if "flamino_molecule" in f.url)
-    viewer.wait_for_function("document.body.dataset.drawn === '26'")
-    assert viewer.locator("canvas").count() >= 1
-    assert page.get_by_text("chain A: 26 residues, 26 aligned, identity 100.0%").count() == 1
-    assert page.locator('[data-testid="stDataFrame"]').count() == 1
-    table = _download(page, "Precision (CSV)", tmp_path).read_text().splitlines()
-    assert table[0] == "model,record_id,chain,range,cutoff,precision,n_pairs,identity,coverage" and len(table) == 13
-
-    pdb = _download(page, "Structure with entropy as B-factors (PDB)", tmp_path)
-    assert pdb.read_text().startswith("REMARK flamino: B-factor column: entropy (bits)\n")
-    chain = PDBParser(QUIET=True).get_structure("out", str(pdb))[0]["A"]
-    per_residue = {residue.id[1]: {atom.get_bfactor() for atom in residue} for residue in chain}
-    assert sorted(per_residue) == list(range(17, 43))
-    # One value per residue, an entropy over 20 amino acids: within [0, log2 20 = 4.32] bits.
-    assert all(len(b) == 1 and 0 <= min(b) <= 4.33 for b in per_residue.values())
-    assert outside == []
-    context.close()

@@ -19,6 +19,8 @@ from test_browser import (
     ROOT,
     SCREENSHOTS,
     TIMEOUT_MS,
+    _check_page,
+    _download,
     _settle,
     _wait_for_charts,
 )
@@ -76,16 +78,35 @@ def _structure_page(browser, server, query: str, structure):
     return page, outside, _viewer_frame(page)
 
 
-def test_the_molecular_viewer_draws_offline_coloured_by_the_track_with_hover(server, browser):
+def test_the_structure_page_offline_table_downloads_and_the_viewer_coloured_by_the_track_with_hover(
+        server, browser, tmp_path):
+    """Upload 2BEG.pdb for Aβ42 on the Structure page: the precision table, the contact map and the
+    molecular viewer (WebGL) are drawn with no request leaving this machine; the PDB download carries
+    the track in its B-factor column, and the viewer draws each residue in the track's colour."""
     structure = STRUCTURES / "2BEG.pdb"
     if not structure.exists():
         pytest.skip(f"real structure not found at {structure}")
+    from Bio.PDB import PDBParser
+
     from flamino_core.engine import Engine
     from flamino_core.weights import load_weights
 
     page, outside, frame = _structure_page(browser, server, f"seq={ABETA42}", structure)
+    _check_page(page, "structure_2beg", 1)  # the contact map; no error, no traceback
     assert frame.evaluate("document.body.dataset.drawn") == "26"  # chain A's residues, no error
     assert frame.evaluate("document.getElementById('problem').textContent") == ""
+    assert frame.locator("canvas").count() >= 1
+    assert page.get_by_text("chain A: 26 residues, 26 aligned, identity 100.0%").count() == 1
+    assert page.locator('[data-testid="stDataFrame"]').count() == 1
+    table = _download(page, "Precision (CSV)", tmp_path).read_text().splitlines()
+    assert table[0] == "model,record_id,chain,range,cutoff,precision,n_pairs,identity,coverage" and len(table) == 13
+    pdb = _download(page, "Structure with entropy as B-factors (PDB)", tmp_path)
+    assert pdb.read_text().startswith("REMARK flamino: B-factor column: entropy (bits)\n")
+    chain = PDBParser(QUIET=True).get_structure("out", str(pdb))[0]["A"]
+    per_residue = {residue.id[1]: {atom.get_bfactor() for atom in residue} for residue in chain}
+    assert sorted(per_residue) == list(range(17, 43))
+    # One value per residue, an entropy over 20 amino acids: within [0, log2 20 = 4.32] bits.
+    assert all(len(b) == 1 and 0 <= min(b) <= 4.33 for b in per_residue.values())
 
     # What 3Dmol.js itself read: one B-factor per residue, the entropy of its position computed
     # here from the engine (independently of the page); two decimals in the PDB column.

@@ -1,19 +1,11 @@
-"""The app's set-level jobs on Ray (``FLAMINO_RAY_ADDRESS``), against a local Ray head bound to
-127.0.0.1 that this test starts and stops (its processes die with it, on every exit path):
+"""The app's set-level jobs on Ray (``FLAMINO_RAY_ADDRESS``), against the run's Ray head bound to
+127.0.0.1 (``ray_fixtures.ray_head``: its processes die with it, on every exit path):
 outputs equal the in-process engine's, land in the app's result store as they arrive, and a
 cancel keeps what arrived."""
 
 from __future__ import annotations
 
-import atexit
-import os
-import shutil
-import socket
-import subprocess
-import sys
-import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,59 +15,6 @@ from flamino_core.result_store import NullStore, ResultStore
 
 pytest.importorskip("ray")
 MODEL = "random:tiny:4"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def ray_head():
-    """``ray start --head --block`` on 127.0.0.1: Ray's own processes share its fate (they are
-    killed when it dies), so stopping this one process (by its id) stops the instance."""
-    import ray
-
-    port = _free_port()
-    temp = tempfile.mkdtemp(prefix="/tmp/fr-")  # short: Ray's socket paths must fit 107 characters
-    command = [str(Path(sys.executable).parent / "ray"), "start", "--head", "--block", "--node-ip-address=127.0.0.1",
-               f"--port={port}", "--num-cpus=1", "--include-dashboard=false", "--disable-usage-stats",
-               f"--temp-dir={temp}", "--object-store-memory=150000000"]
-    # A test cluster on the loopback address only: no token to share with its clients.
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
-    head = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True,
-                            env=env)
-
-    def stop() -> None:
-        if ray.is_initialized():
-            ray.shutdown()
-        if head.poll() is None:
-            head.terminate()
-            try:
-                head.wait(30)
-            except subprocess.TimeoutExpired:
-                head.kill()
-                head.wait(30)
-        shutil.rmtree(temp, ignore_errors=True)
-
-    atexit.register(stop)  # even if the test run is interrupted
-    try:
-        address = f"127.0.0.1:{port}"
-        deadline = time.monotonic() + 180
-        while True:  # the head is up when its GCS port answers
-            if head.poll() is not None:
-                pytest.fail(f"ray start exited with {head.returncode}")
-            with socket.socket() as sock:
-                if sock.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            if time.monotonic() > deadline:
-                pytest.fail("the Ray head did not come up")
-            time.sleep(0.5)
-        yield address
-    finally:
-        stop()
-        atexit.unregister(stop)
 
 
 @pytest.fixture(scope="module")
@@ -88,6 +27,7 @@ def on_ray(ray_head, monkeypatch):
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     monkeypatch.setenv(jobs_ray.ADDRESS, ray_head)
     monkeypatch.setenv("FLAMINO_RAY_CPUS_PER_ACTOR", "1")
+    monkeypatch.setenv("FLAMINO_RAY_ACTORS", "1")  # the chunks arrive in order; a cancel finds one in flight
 
 
 @pytest.mark.slow
