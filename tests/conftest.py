@@ -167,7 +167,7 @@ def pytest_collection_modifyitems(config, items):
     _schedule(items)
 
 
-# --- scheduling under pytest-xdist (`make test` runs `pytest -n auto --dist loadgroup`) ----------
+# --- scheduling under pytest-xdist (`make test`: `pytest -n auto --dist loadgroup --no-loadscope-reorder`) ---
 # Each file is one group, so a module's fixtures (a compiled engine, a reference model) are built
 # once, on one worker. The browser tests are one group (one Streamlit server and one Chromium,
 # browser_fixtures.py) and so are the Ray tests (two Ray clusters at once on two cores would
