@@ -16,7 +16,7 @@ import uuid
 
 import streamlit as st
 
-from app_pages._ui import context, downloads, inputs, jobs_panel, model_picker, models, numbering, session
+from app_pages._ui import context, downloads, inputs, jobs_panel, model_picker, models, numbering, session, uploads
 from app_pages._ui.policy import hosted_mode
 from app_pages._ui.views import DEFAULT_PAGE, PAGES
 
@@ -42,6 +42,7 @@ def failed(err: Exception, where: str) -> None:
 
 
 def main() -> None:
+    uploads.bound_streamlit_uploads()  # once per process: at most a few stored files per session
     session.init_session()
     inputs.sync_input()
 
@@ -78,6 +79,7 @@ def main() -> None:
         failed(err, f"page {current}")
     with st.sidebar:  # this session's jobs, whichever page started them (after the page: its news)
         jobs_panel.sidebar_panel(jobs_seen)
+    uploads.drop_unheld_uploads()  # Streamlit's copies of uploads the callbacks took in
     session.publish_link(ctx, link_slot)
 
 

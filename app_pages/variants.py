@@ -75,6 +75,7 @@ def list_section(ctx: PageContext) -> None:
         list_missing()
         return
     variants, issues = parse_mutations(text, seq, offset, max_chars=current_limits().max_upload_bytes,
+                                       max_entries=current_limits().max_mutations,
                                        reference=record.id)
     for issue in issues:
         if issue.order < 0:  # about the whole list: unreadable, nothing found, a shifted numbering

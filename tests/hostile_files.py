@@ -77,3 +77,21 @@ def duplicate_rows(folder: Path, rows: int = 6_000, length: int = 600) -> Path:
     file = folder / "duplicate_rows.csv"
     file.write_text("\n".join(lines) + "\n")
     return file
+
+
+MUTATED = "MKVLAAGIVGLLLAAQPAMA"  # the record the mutation-list attack is scored against
+
+
+def valid_mutations(folder: Path, entries: int = 200_000) -> Path:
+    """~900 kB of valid substitutions of ``MUTATED``, one a line: 200,000 entries were scored in
+    90-200 s and kept +250 MiB per session (issue #33)."""
+    others = "ACDEFGHIKLMNPQRSTVWY"
+    lines = []
+    for n in range(entries):
+        position = n % len(MUTATED)
+        target = others[(n // len(MUTATED)) % 20]
+        target = target if target != MUTATED[position] else "W"
+        lines.append(f"{MUTATED[position]}{position + 1}{target}")
+    file = folder / "mutations.txt"
+    file.write_text("\n".join(lines) + "\n")
+    return file

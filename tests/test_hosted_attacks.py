@@ -610,6 +610,48 @@ def test_the_reviews_duplicate_rows_are_refused_before_any_fit_on_the_page(hoste
     assert heavy_jobs.heavy_job_queue().running == 0 and not background.session_jobs()
 
 
+# --- issue #33: a hosted cap on mutation-list entries; Streamlit's upload store held per session -------------
+def test_a_mutation_list_over_the_entry_cap_is_refused_in_words_before_scoring(hosted, tmp_path):
+    """200,000 valid entries (1 MB) were scored in 90-200 s and kept +250 MiB per session."""
+    import hostile_files
+    from app_pages._ui import background
+    from test_app import open_page, start, unescaped
+
+    file = hostile_files.valid_mutations(tmp_path)
+    assert file.stat().st_size < MEGABYTE  # under the upload limit: the entry cap refuses it
+    at = open_page(start({"seq": hostile_files.MUTATED, "page": "variants"}), "variants")
+    at.file_uploader(key="_mutation_upload").set_value([(file.name, file.read_bytes(), "text/plain")]).run()
+    assert not at.exception
+    assert any("the mutation list has 200,000 entries; this server scores lists of up to 20,000" in unescaped(w.value)
+               for w in at.warning), [w.value for w in at.warning]
+    assert not at.dataframe or "score" not in at.dataframe[0].value  # nothing scored
+    assert not background.session_jobs()
+
+
+def test_streamlits_upload_store_keeps_a_few_files_per_session_and_drops_the_unheld():
+    """150 PUTs of 2 MiB into one's own session were all kept until the session ended (+297 MiB)."""
+    from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
+    from streamlit.runtime.uploaded_file_manager import UploadedFileRec
+
+    from app_pages._ui import uploads
+
+    manager = MemoryUploadedFileManager("/_stcore/upload_file")
+    original = uploads._store
+    uploads._store = lambda: manager
+    try:
+        uploads.bound_streamlit_uploads()
+        uploads.bound_streamlit_uploads()  # once per process: not wrapped twice
+        for n in range(150):
+            manager.add_file("attacker", UploadedFileRec(f"f{n}", f"f{n}.bin", "application/octet-stream",
+                                                         b"x" * 2_000))
+        manager.add_file("visitor", UploadedFileRec("table", "t.csv", "text/csv", b"a,b\n1,2\n"))
+    finally:
+        uploads._store = original
+    assert list(manager.file_storage["attacker"]) == [f"f{n}" for n in range(144, 150)]  # the newest 6
+    assert list(manager.file_storage["visitor"]) == ["table"]  # another session's file untouched
+    assert manager._file_count == 7 and manager._total_bytes == 6 * 2_000 + len(b"a,b\n1,2\n")
+
+
 # --- item 5: one visitor cannot fill the queue; long jobs hold it a chunk at a time ---------------------------
 def test_one_visitor_holds_at_most_its_share_of_the_queue():
     import threading

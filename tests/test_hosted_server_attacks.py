@@ -171,3 +171,102 @@ def test_the_dms_table_of_a_100000_residue_wild_type(hosted_server, browser, tmp
 def test_the_server_is_healthy_after_the_attacks(hosted_server):
     assert _health(hosted_server.url, timeout=5) is not None
     assert "Traceback" not in hosted_server.log.read_text()
+
+
+# --- issue #33: the Predict page and the last open doors -------------------------------------------------------
+GROWTH_BYTES = 300 * 2**20  # #33's bar: the server's resident memory may grow less than this during an attack
+
+
+def _rss(server) -> int:
+    import psutil
+
+    return psutil.Process(server.pid).memory_info().rss
+
+
+def _attack_growth(server, browser, url_tail: str, file: Path, answer: str, name: str) -> None:
+    """``_attack``, with the server's memory once the page has drawn (its model loaded and
+    compiled): #33's bars are growth and health."""
+    rss = []
+
+    def settled(page):
+        page.wait_for_timeout(500)
+        page.wait_for_selector('[data-testid="stStatusWidget"]', state="detached")
+        rss.append(_rss(server))
+
+    watch = _attack(server, browser, url_tail, file, answer, before=settled)
+    before = rss[0]
+    growth = watch.peak - before
+    print(f"\n#33 {name}: RSS before {before / 2**20:,.0f} MiB, growth {growth / 2**20:,.0f} MiB")
+    _report(name, watch, file)
+    assert growth < GROWTH_BYTES, f"{name}: the server grew {growth / 2**20:,.0f} MiB"
+
+
+def test_the_labelled_table_of_a_50000_residue_wild_type(hosted_server, browser, tmp_path):
+    """High 1: one 50,000-residue mutated_sequence, then 4,000 rows A1C,,k (78 kB): +440 MiB before
+    its refusal, every row built as the whole wild type first."""
+    file = hostile_files.long_wild_type_labels(tmp_path, rows=4_000)
+    _attack_growth(hosted_server, browser, "?page=predict", file, "has 50,000 residues",
+                   "labelled table, 50,000-residue wild type")
+
+
+def test_the_labelled_table_of_40000_rows(hosted_server, browser, tmp_path):
+    """High 1: the same with 40,000 rows (330 kB): 0.86 to 4.1 GiB in 109 s."""
+    file = hostile_files.long_wild_type_labels(tmp_path)
+    _attack_growth(hosted_server, browser, "?page=predict", file, "has 40,001 rows", "labelled table, 40,001 rows")
+
+
+def test_the_labelled_table_of_960000_columns(hosted_server, browser, tmp_path):
+    """Medium: 960 kB of commas (302 s before the target picker, health up to 5.9 s, +760 MiB)."""
+    file = hostile_files.wide_table(tmp_path)
+    _attack_growth(hosted_server, browser, "?page=predict", file, "has 960,001 columns",
+                   "labelled table, 960,001 columns")
+
+
+def test_the_fit_of_6000_duplicate_rows(hosted_server, browser, tmp_path):
+    """High 2: 6,000 copies of one mutant (60 kB), "1 of 1 passes", then 49 minutes of fitting
+    in the only heavy-job slot: now costed by its fits and refused before any work."""
+    file = hostile_files.duplicate_rows(tmp_path)
+    _attack_growth(hosted_server, browser, "?page=predict", file, "learns from 6,000 rows",
+                   "fit of 6,000 duplicate rows")
+
+
+def test_a_mutation_list_of_200000_valid_entries(hosted_server, browser, tmp_path):
+    """Low: 200,000 valid mutations (~900 kB): scored in 90-200 s, +250 MiB kept per session."""
+    file = hostile_files.valid_mutations(tmp_path)
+    _attack_growth(hosted_server, browser, f"?page=variants&seq={hostile_files.MUTATED}", file,
+                   "has 200,000 entries", "mutation list of 200,000 entries")
+
+
+def test_a_flood_of_uploads_into_ones_own_session(hosted_server, browser, tmp_path):
+    """Medium: 150 PUTs of 2 MB to /_stcore/upload_file/<own session>/... were all kept (+297 MiB)
+    until the session expired. Streamlit's store now keeps the newest 6 files of a session (and
+    the app drops those no widget holds); the rate of PUTs is the proxy's to limit (deploy.md)."""
+    table = tmp_path / "small.csv"
+    table.write_text("mutant,y\nA1C,1\n")
+    context = browser.new_context(viewport={"width": 1400, "height": 2000})
+    page = context.new_page()
+    page.set_default_timeout(ANSWER_MS)
+    puts = []
+    page.on("request", lambda r: puts.append(r) if r.method == "PUT" and "/_stcore/upload_file/" in r.url else None)
+    page.goto(f"{hosted_server.url}/?page=predict")
+    page.locator('[data-testid="stFileUploader"] input[type="file"]').first.set_input_files(str(table))
+    page.get_by_text("Target: the column to predict").first.wait_for()  # the upload went through
+    page.wait_for_timeout(500)
+    page.wait_for_selector('[data-testid="stStatusWidget"]', state="detached")
+    session = puts[0].url.split("/_stcore/upload_file/", 1)[1].split("/", 1)[0]
+    token = puts[0].headers.get("x-xsrftoken", "")
+    payload = b"x" * 2_000_000
+    before = _rss(hosted_server)
+    with Watch(hosted_server) as watch:
+        for n in range(150):
+            response = page.request.put(
+                f"{hosted_server.url}/_stcore/upload_file/{session}/flood-{n}", headers={"X-Xsrftoken": token},
+                multipart={"file": {"name": f"flood-{n}.bin", "mimeType": "application/octet-stream",
+                                    "buffer": payload}})
+            assert response.status == 204, response.status  # Streamlit takes each: the proxy must limit them
+    kept = _rss(hosted_server) - before
+    context.close()
+    print(f"\n#33 upload flood: 150 x 2 MB; RSS before {before / 2**20:,.0f} MiB, peak growth "
+          f"{(watch.peak - before) / 2**20:,.0f} MiB, kept {kept / 2**20:,.0f} MiB; slowest health {watch.slowest:.2f} s")
+    assert watch.slowest < HEALTH_SECONDS
+    assert watch.peak - before < GROWTH_BYTES and kept < 100 * 2**20  # was 300 MB kept

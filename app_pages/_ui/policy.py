@@ -10,7 +10,7 @@ Set ``FLAMINO_HOSTED=1`` on a public server. Limits can be tuned with environmen
 (``FLAMINO_MAX_UPLOAD_BYTES``, ``FLAMINO_MAX_RECORDS``, ``FLAMINO_MAX_RESIDUES``,
 ``FLAMINO_MAX_TOTAL_RESIDUES``, ``FLAMINO_MAX_PLL_PASSES``, ``FLAMINO_MAX_INFLATED_BYTES``,
 ``FLAMINO_MAX_ATOMS``, ``FLAMINO_MAX_MODELS``, ``FLAMINO_MAX_TABLE_COLUMNS``,
-``FLAMINO_MAX_TABLE_ROWS``, ``FLAMINO_MAX_FIT_ROWS``, ``FLAMINO_MAX_FIT_CELLS``,
+``FLAMINO_MAX_TABLE_ROWS``, ``FLAMINO_MAX_MUTATIONS``, ``FLAMINO_MAX_FIT_ROWS``, ``FLAMINO_MAX_FIT_CELLS``,
 ``FLAMINO_MAX_FIT_SECONDS``), and the models a visitor may choose
 with ``FLAMINO_HOSTED_MODELS`` (comma-separated presets; the operator's ``FLAMINO_MODEL`` and the
 untrained ``random:tiny`` are always offered). The heavy-job queue is in ``heavy_jobs.py``.
@@ -69,6 +69,7 @@ class Limits:
     max_models: int | None = None  # models of one structure
     max_table_columns: int | None = None  # columns of an uploaded table (metadata, DMS, labelled)
     max_table_rows: int | None = None  # rows of an uploaded DMS or labelled table
+    max_mutations: int | None = None  # entries of one mutation list
     max_fit_rows: int | None = None  # labelled rows one fit of the Predict page learns from
     max_fit_cells: int | None = None  # rows x features of its widest feature set
     max_fit_seconds: int | None = None  # its scikit-learn fits, estimated at this machine's rate
@@ -199,6 +200,10 @@ def current_limits() -> Limits:
         # eigenvectors (3,000 rows: 2 x 72 MB); its time is estimated by predict/cost.py at this
         # machine's measured rate, and a running fit stops at twice the limit. The shared assay
         # (922 rows of a 161-residue protein: 2,968,420 one-hot values) fits well within them.
+        # A list entry is a row of the scores the session keeps (~1.3 kB with its variant): the
+        # review's 200,000-entry list kept +250 MiB per session and took 90-200 s to score; 20,000,
+        # as a DMS table's rows, keep ~25 MiB. Its passes are capped apart (max_pll_passes).
+        max_mutations=env_int("FLAMINO_MAX_MUTATIONS", 20_000),
         max_fit_rows=env_int("FLAMINO_MAX_FIT_ROWS", 3_000),
         max_fit_cells=env_int("FLAMINO_MAX_FIT_CELLS", 6_000_000),
         max_fit_seconds=env_int("FLAMINO_MAX_FIT_SECONDS", 600),

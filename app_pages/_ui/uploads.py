@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import threading
 
 import streamlit as st
 
@@ -70,3 +71,75 @@ def file_list(records_per_file: tuple[int, ...]) -> None:
             st.text(f"{upload.name} · {status}")
             st.button("Remove", key=f"_remove_upload_{index}", on_click=remove, args=(upload.name,),
                       icon=":material/close:", help="Remove this file and its records")  # fmt: skip
+
+
+# --- Streamlit's own store of uploaded files ------------------------------------------------------------------
+# Streamlit keeps every file PUT to /_stcore/upload_file/<session>/<file id> in memory until its
+# session ends, whether a widget holds it or not: 150 PUTs of 2 MiB into one session kept +297 MiB
+# (issue #33). Every uploader of this app copies its file's bytes in its own callback, so
+# Streamlit's copy is needed only until that callback ran.
+STORE_FILES = 6  # files Streamlit may keep per session (one per uploader of the app); the oldest go first
+UNHELD_SECONDS = 5.0  # a file no widget holds is dropped at the next run this long after its PUT was seen
+_bounded = threading.Lock()
+_unheld_since: dict[tuple[str, str], float] = {}
+
+
+def bound_streamlit_uploads() -> None:
+    """Hold Streamlit's upload store to ``STORE_FILES`` per session, dropping the oldest at each
+    PUT (once per process; a no-op outside a server). What it cannot do is the proxy's: a limit on
+    PUT requests and on sessions per visitor (docs/deploy.md)."""
+    manager = _store()
+    if manager is None:
+        return
+    with _bounded:
+        if getattr(manager, "_flamino_bounded", False):
+            return
+        add_file = manager.add_file
+
+        def bounded_add_file(session_id, file, *args, **kwargs):
+            add_file(session_id, file, *args, **kwargs)
+            kept = list(getattr(manager, "file_storage", {}).get(session_id, {}))
+            for file_id in kept[:-STORE_FILES]:  # insertion order: the oldest first
+                manager.remove_file(session_id, file_id)
+
+        manager.add_file = bounded_add_file
+        manager._flamino_bounded = True
+
+
+def drop_unheld_uploads() -> None:
+    """Drop this session's files that no uploader widget holds (their bytes were taken in by the
+    uploaders' callbacks), ``UNHELD_SECONDS`` after a run first saw them unheld: a file whose PUT
+    has arrived but whose widget's message has not yet is kept."""
+    import time
+
+    from streamlit.runtime.uploaded_file_manager import UploadedFile
+
+    from .background import session_id
+
+    manager, session = _store(), session_id()
+    stored = list(getattr(manager, "file_storage", {}).get(session, {})) if manager is not None else []
+    if not stored:
+        return
+    held = set()
+    for key in list(st.session_state.keys()):
+        value = st.session_state.get(key)
+        for item in value if isinstance(value, (list, tuple)) else (value,):
+            if isinstance(item, UploadedFile):
+                held.add(item.file_id)
+    now = time.monotonic()
+    for file_id in stored:
+        if file_id in held:
+            _unheld_since.pop((session, file_id), None)
+        elif now - _unheld_since.setdefault((session, file_id), now) >= UNHELD_SECONDS:
+            manager.remove_file(session, file_id)
+            _unheld_since.pop((session, file_id), None)
+
+
+def _store():
+    """Streamlit's uploaded-file manager of this server, or None outside one."""
+    try:
+        from streamlit.runtime import Runtime
+
+        return Runtime.instance().uploaded_file_mgr if Runtime.exists() else None
+    except Exception:  # noqa: BLE001 - the runtime is shutting down
+        return None

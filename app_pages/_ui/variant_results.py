@@ -60,6 +60,7 @@ def _cheaper(strategy: str):
 def list_scores(engine, sequence: str, text: str, offset: int, strategy: str, record_id: str) -> Scoring:
     """The mutation list ``text`` checked against ``sequence`` and scored with ``strategy``."""
     variants, issues = parse_mutations(text, sequence, offset, max_chars=current_limits().max_upload_bytes,
+                                       max_entries=current_limits().max_mutations,
                                        reference=record_id)
     key = ("variants", engine.fingerprint, _digest(sequence, text, offset, strategy, record_id))
 

@@ -282,7 +282,8 @@ def substitution_names(sequence: str, first: int = 1) -> list[str]:
 
 # --- a whole list -------------------------------------------------------------------------------
 def parse_mutations(
-    text: str | bytes, sequence: str, first: int = 1, max_chars: int | None = None, reference: str = ""
+    text: str | bytes, sequence: str, first: int = 1, max_chars: int | None = None, reference: str = "",
+    max_entries: int | None = None,
 ) -> tuple[list[Variant], list[VariantIssue]]:
     """Every variant in a pasted list or CSV, checked against ``sequence``.
 
@@ -295,6 +296,8 @@ def parse_mutations(
       max_chars: refuse a longer list (bytes: a larger one) before reading any of it; a hosted
         server passes its upload limit, None reads any length.
       reference: the record's id (``pasted``: a prefix naming another sequence is refused).
+      max_entries: refuse a list of more entries, once split and before any is read (a hosted
+        server's cap: each entry is a row kept with the session's scores).
 
     Returns:
       ``(variants, issues)``: both carry ``order``, the entry's place in the input, so the two
@@ -312,6 +315,10 @@ def parse_mutations(
             return [], [VariantIssue(-1, "", INPUT, f"the mutation list is not UTF-8 text (byte {exc.start:,})")]
     text = text.lstrip("\ufeff")
     entries, problem = table_entries(text) if is_table(text) else (list_entries(text), None)
+    if max_entries is not None and len(entries) > max_entries:
+        return [], [VariantIssue(-1, "", INPUT, f"the mutation list has {len(entries):,} entries; this server scores "
+                                                f"lists of up to {max_entries:,}: split it, or run flamino variants "
+                                                "locally")]
     issues = [VariantIssue(-1, "", INPUT, problem)] if problem else []
     variants = []
     for order, (entry, label, row) in enumerate(entries):
