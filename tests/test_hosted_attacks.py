@@ -613,6 +613,27 @@ def test_the_reviews_duplicate_rows_are_refused_before_any_fit_on_the_page(hoste
     assert heavy_jobs.heavy_job_queue().running == 0 and not background.session_jobs()
 
 
+def test_a_running_fit_stops_past_twice_its_time_limit(hosted, monkeypatch):
+    """An estimate can be wrong: a fit the server accepted stops once its scikit-learn fits have
+    held the slot for twice FLAMINO_MAX_FIT_SECONDS, and says so. Here the machine's recorded fit
+    rate is made 10,000 times faster than it is, so the shared assay's fit is accepted under a
+    1 s limit and then runs past 2 s (its 63 fits take tens of seconds here)."""
+    from flamino_core import jobs
+    from flamino_core.predict.cost import RATE_KIND, RATE_MODEL
+    from test_app import open_page, settle, start, unescaped
+
+    monkeypatch.setenv("FLAMINO_MAX_FIT_SECONDS", "1")
+    jobs.default_rates().record(RATE_MODEL, RATE_KIND, 10**13, 1.0)  # 1e-13 s per operation
+    at = open_page(start(), "predict")
+    at.file_uploader(key="_predict_upload").set_value([("assay.csv", _small_assay(922), "text/csv")]).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    at = settle(next(b for b in at.button if b.label == "Fit the predictor").click().run())
+    assert not at.exception
+    assert any("past the 2 s this server gives one" in unescaped(e.value) for e in at.error), \
+        [e.value for e in at.error]
+    assert not at.metric  # no statistics from a fit that did not finish
+
+
 # --- issue #33: a hosted cap on mutation-list entries; Streamlit's upload store held per session -------------
 def test_a_mutation_list_over_the_entry_cap_is_refused_in_words_before_scoring(hosted, tmp_path):
     """200,000 valid entries (1 MB) were scored in 90-200 s and kept +250 MiB per session."""

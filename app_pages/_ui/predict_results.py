@@ -155,8 +155,8 @@ def _fit_work(engine, choice: FitChoice, table: LabelledTable, planned: FitCost,
     @contextlib.contextmanager
     def each_fit():
         if budget is not None and spent[0] > budget:
-            raise OverBudget(f"the fit stopped after {spent[0] / 60:.0f} minutes of fitting, past the "
-                             f"{budget / 60:.0f} minutes this server gives one: run flamino fit locally")
+            raise OverBudget(f"the fit stopped after {spent[0]:,.0f} s of fitting, past the {budget:,.0f} s this "
+                             "server gives one: use fewer rows, or run flamino fit locally")
         with background.slot(job):
             started = time.monotonic()
             try:
