@@ -27,6 +27,7 @@ from .job import BatchError, Job
 from .shards import process_shard
 
 LOCAL_OBJECT_STORE_BYTES = 500 * 1024**2
+AUTH_MODE = "RAY_AUTH_MODE"  # Ray's authentication mode: "token", "disabled" (see _restore_auth_mode)
 
 
 def run_on_ray(job: Job, pending: list[int], address: str, actors: int | None, cpus_per_actor: float,
@@ -82,8 +83,8 @@ def stream_on_ray(items: list[dict], worker: Callable[[int], type], address: str
     """
     local = address in ("local", None)
     ray = _import_ray()
-    started_here = not ray.is_initialized()
-    watchdog = _start_ray(ray, address, local) if started_here else None
+    started = _start_ray(ray, address, local) if not ray.is_initialized() else None
+    to_shut_down = (ray, started) if started is not None and shutdown else None
     try:
         resources = ray.cluster_resources()
         pool = _plan_pool(resources, len(items), actors, cpus_per_actor, gpus_per_actor)
@@ -94,10 +95,10 @@ def stream_on_ray(items: list[dict], worker: Callable[[int], type], address: str
             f"{int(resources.get('GPU', 0))} GPUs)")
         dataset = _pooled_dataset(ray, items, worker, pool)
     except BaseException:
-        if started_here and shutdown:
-            _shut_down(ray, local, watchdog)
+        if to_shut_down is not None:
+            _shut_down(*to_shut_down)
         raise
-    return _rows(dataset, (ray, local, watchdog) if started_here and shutdown else None)
+    return _rows(dataset, to_shut_down)
 
 
 def _import_ray():
@@ -109,20 +110,34 @@ def _import_ray():
     return ray
 
 
-def _start_ray(ray, address: str | None, local: bool) -> subprocess.Popen | None:
-    """Ray started on this machine (``local``) or joined at ``address``; returns the watchdog of
-    a cluster started here (None when joined)."""
+class _Started(NamedTuple):
+    """A Ray started (``local``) or joined by ``stream_on_ray``: what shutting it down must undo."""
+
+    local: bool
+    watchdog: subprocess.Popen | None  # of a cluster started here
+    auth_mode: str | None  # RAY_AUTH_MODE before a cluster was started here (None: unset)
+
+
+def _start_ray(ray, address: str | None, local: bool) -> _Started:
+    """Ray started on this machine (``local``) or joined at ``address``."""
     common = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+    auth_mode = os.environ.get(AUTH_MODE)
     with warnings.catch_warnings():
         # Ray starts its processes with fork + exec, which is safe next to JAX's threads.
         warnings.filterwarnings("ignore", message="os.fork", category=RuntimeWarning)
         if local:
-            with _clusters_off():
-                ray.init(num_cpus=len(os.sched_getaffinity(0)), object_store_memory=LOCAL_OBJECT_STORE_BYTES,
-                         **common)
+            try:
+                with _clusters_off():
+                    # address "local": a new cluster even where RAY_ADDRESS (or a `ray start` on this
+                    # machine, /tmp/ray/ray_current_cluster) names one, which address None would join.
+                    ray.init(address="local", num_cpus=len(os.sched_getaffinity(0)),
+                             object_store_memory=LOCAL_OBJECT_STORE_BYTES, **common)
+            except BaseException:
+                _restore_auth_mode(auth_mode)
+                raise
         else:
             ray.init(address=address, **common)
-    return _watch(_session_dir(ray)) if local else None
+    return _Started(local, _watch(_session_dir(ray)) if local else None, auth_mode)
 
 
 class _Pool(NamedTuple):
@@ -207,18 +222,56 @@ def _rows(dataset, to_shut_down) -> Iterator[dict]:
             _shut_down(*to_shut_down)
 
 
-def _shut_down(ray, local: bool, watchdog) -> None:
+def _shut_down(ray, started: _Started) -> None:
     """Ray stopped, with the agents it leaves behind (seen with its dashboard and runtime-env
-    agents) on a cluster started here, and the watchdog no longer needed."""
-    session = _session_dir(ray) if local else None
-    ray.shutdown()
-    if session:
-        from .ray_watchdog import stop_cluster
+    agents) on a cluster started here, the watchdog no longer needed, and this process's
+    authentication mode as it was before (``_restore_auth_mode``)."""
+    session = _session_dir(ray) if started.local else None
+    try:
+        ray.shutdown()
+        if session:
+            from .ray_watchdog import stop_cluster
 
-        stop_cluster(session)
-    if watchdog is not None:
-        watchdog.kill()
-        watchdog.wait()
+            stop_cluster(session)
+        if started.watchdog is not None:
+            started.watchdog.kill()
+            started.watchdog.wait()
+    finally:
+        if started.local:
+            _restore_auth_mode(started.auth_mode)
+
+
+def _restore_auth_mode(before: str | None) -> None:
+    """Ray's authentication mode in this process put back to ``before`` (RAY_AUTH_MODE's value
+    before a local cluster was started here; None: unset).
+
+    ``ray.init()`` of a new cluster, with RAY_AUTH_MODE unset, turns token authentication on
+    for the whole process (``ray._private.authentication.authentication_token_setup``:
+    ``enable_token_auth_by_default`` -> ``_enable_token_auth``: ``os.environ["RAY_AUTH_MODE"] =
+    "token"`` and ``Config.initialize("")``, which reloads the C++ ``RayConfig`` singleton), and
+    the C++ ``AuthenticationTokenLoader`` singleton caches the token (~/.ray/auth_token), which
+    it then hands out whatever the mode. ``ray.shutdown()`` undoes none of it. A later
+    ``ray.init(address=...)`` in this process, of a cluster without authentication (a notebook
+    that ran a local batch, or the test suite), had the token cached (or loaded it while the
+    stale config still said "token"), and its driver's gRPC server demanded it of the cluster's
+    workers, which send none ("Missing authorization header in request!" in the driver's log):
+    Ray Data saw every actor cancelled ("The actor never ran - it was cancelled before it
+    started running"). Setting RAY_AUTH_MODE=disabled before the join is not enough, nor is
+    reloading the config or emptying the cache alone: both are done here, from the restored
+    variable. A later local cluster turns token authentication on again.
+    """
+    if os.environ.get(AUTH_MODE) == before:
+        return
+    if before is None:
+        os.environ.pop(AUTH_MODE, None)
+    else:
+        os.environ[AUTH_MODE] = before
+    try:
+        from ray._raylet import AuthenticationTokenLoader, Config
+    except ImportError:  # a Ray without token authentication
+        return
+    Config.initialize("")  # re-reads RAY_AUTH_MODE, as _enable_token_auth does
+    AuthenticationTokenLoader.instance().reset_cache()  # the token is loaded again only if asked for
 
 
 def _session_dir(ray) -> str | None:
