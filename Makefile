@@ -17,7 +17,7 @@ run: install
 # On every core (at most 4 workers: each holds JAX and a model), the longest groups first; the
 # run ends with the time by kind and the 15 slowest tests (tests/suite_timing.py, docs/testing.md).
 test: install-test browser peer-corpus
-	$(PY) -m pytest -q -n auto --maxprocesses 4 --dist loadgroup --no-loadscope-reorder
+	$(PY) -m pytest -q -n auto --maxprocesses 4 --dist loadscope --no-loadscope-reorder
 
 # Full run (t6, t12, t30, t33; hours on 2 cores), recorded in docs/benchmarks.md;
 # BENCH_ARGS=--quick for a t6-only check that writes nothing there.

@@ -62,7 +62,7 @@ FILE_KINDS = {
                      "test_app_jobs.py", "test_structure_app.py"], "app"),
     **dict.fromkeys(["test_browser.py", "test_browser_predict.py", "test_browser_structure.py", "test_browser_views.py",
                      "test_hosted_server_attacks.py", "test_browser_sets.py"], "browser"),
-    **dict.fromkeys(["test_batch_cluster.py", "test_jobs_ray.py"], "ray"),
+    **dict.fromkeys(["test_batch_cluster.py", "test_jobs_ray.py", "test_ray_twice.py"], "ray"),
 }
 TEST_KINDS = {  # "file::test name prefix" -> kind, where a test is not its file's kind
     "test_alphabet.py::test_matches_": "parity",  # against the installed fair-esm
@@ -93,6 +93,7 @@ TEST_KINDS = {  # "file::test name prefix" -> kind, where a test is not its file
     "test_variant_scores.py::test_k_variants": "integration", "test_variant_scores.py::test_skipped_entries": "integration",
     "test_variant_scores.py::test_nothing_to_score": "integration", "test_variant_scores.py::test_pll_size_limit": "unit",
     "test_registration.py::test_the_app_": "app",
+    "test_structure_figures.py::test_3d_view_renders_offline": "browser",
     "test_notation_pasted.py::test_flamino_variants_reads": "integration",
 }
 
@@ -154,20 +155,28 @@ def pytest_ignore_collect(collection_path, config):
     return None if unit else True
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (its hook runs first otherwise)
+def kind_of(file_name: str, test_name: str) -> str:
+    """The kind the tables above give a test (a test marked with a kind in its file keeps it)."""
+    key = f"{file_name}::{test_name}"
+    return next((k for prefix, k in TEST_KINDS.items() if key.startswith(prefix)), FILE_KINDS.get(file_name, "integration"))
+
+
 def pytest_collection_modifyitems(config, items):
-    """Give every test its kind (``KINDS``) and its xdist group, in the order groups are run."""
+    """Give every test its kind (``KINDS``), and order the xdist groups."""
     for item in items:
-        if any(item.get_closest_marker(kind) for kind in KINDS):
-            continue
-        name = item.path.name
-        key = f"{name}::{item.name}"
-        kind = next((k for prefix, k in TEST_KINDS.items() if key.startswith(prefix)), FILE_KINDS.get(name, "integration"))
-        item.add_marker(getattr(pytest.mark, kind))
-    _schedule(items)
+        if not any(item.get_closest_marker(kind) for kind in KINDS):
+            item.add_marker(getattr(pytest.mark, kind_of(item.path.name, item.name)))
+        marked = _group_of_kind(next(k for k in KINDS if item.get_closest_marker(k)), item.path.name)
+        if marked != group_of(item.nodeid):
+            raise pytest.UsageError(f"{item.nodeid} is marked {marked!r} but the tables of tests/conftest.py "
+                                    f"put it in the xdist group {group_of(item.nodeid)!r}: name it in FILE_KINDS "
+                                    "or TEST_KINDS")
+    rank = {group: i for i, group in enumerate(LONGEST_FIRST)}
+    # Stable: within a group, and for groups not named, the collection order is kept.
+    items.sort(key=lambda item: rank.get(group_of(item.nodeid), len(rank)))
 
 
-# --- scheduling under pytest-xdist (`make test`: `pytest -n auto --dist loadgroup --no-loadscope-reorder`) ---
+# --- scheduling under pytest-xdist (`make test`: `pytest -n auto --dist loadscope --no-loadscope-reorder`) ---
 # Each file is one group, so a module's fixtures (a compiled engine, a reference model) are built
 # once, on one worker. The browser tests are one group (one Streamlit server and one Chromium,
 # browser_fixtures.py) and so are the Ray tests (two Ray clusters at once on two cores would
@@ -176,19 +185,29 @@ def pytest_collection_modifyitems(config, items):
 LONGEST_FIRST = ("browser", "ray", "test_app.py", "test_parity.py", "test_fused_attention.py")
 
 
-def _group(item) -> str:
-    for kind in ("browser", "ray"):
-        if item.get_closest_marker(kind):
-            return kind
-    return item.path.name
+def _group_of_kind(kind: str, file_name: str) -> str:
+    return kind if kind in ("browser", "ray") else file_name
 
 
-def _schedule(items) -> None:
-    rank = {group: i for i, group in enumerate(LONGEST_FIRST)}
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(_group(item)))
-    # Stable: within a group, and for groups not named, the collection order is kept.
-    items.sort(key=lambda item: rank.get(_group(item), len(rank)))
+def group_of(nodeid: str) -> str:
+    """A test's xdist group, from its node id alone (the scheduler runs where no test is collected)."""
+    path, _, test_name = nodeid.partition("::")
+    file_name = path.rsplit("/", 1)[-1]
+    return _group_of_kind(kind_of(file_name, test_name), file_name)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """xdist's scope scheduler with our groups as its scopes. (xdist's own ``loadgroup`` marks
+    tests by rewriting a private node id attribute that pytest 9.2 no longer reads: every test
+    went to any worker, and both workers started a browser server.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    return GroupScheduling(config, log)
 
 
 @pytest.fixture(autouse=True)
@@ -204,7 +223,9 @@ def no_jobs_of_other_tests():
 
 @pytest.fixture(autouse=True)
 def isolated_cache(tmp_path_factory, monkeypatch):
-    """Every test gets its own flamino and HF caches, offline: nothing touches ~/.cache."""
+    """Every test gets its own flamino and HF caches (result store, converted weights, pass
+    rates), offline: nothing touches ~/.cache (checked at the end of the run: suite_timing.py).
+    Compiled code is the one thing shared: ``FLAMINO_JAX_CACHE``, set for the run."""
     root = tmp_path_factory.mktemp("cache")
     monkeypatch.setenv("FLAMINO_CACHE", str(root / "flamino"))
     monkeypatch.setenv("HF_HOME", str(root / "hf"))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -49,15 +50,17 @@ def ray_head():
                             env=env)
 
     def stop() -> None:
+        from flamino_core.batch.ray_watchdog import stop_cluster
+
         if ray.is_initialized():
             ray.shutdown()
+        # Killed outright, with its process group: `ray start --block` took over 30 s to stop on
+        # SIGTERM, and left its dashboard and runtime-env agents running; those are stopped by
+        # the files they hold in its temp folder. Nothing of this cluster is kept.
         if head.poll() is None:
-            head.terminate()
-            try:
-                head.wait(30)
-            except subprocess.TimeoutExpired:
-                head.kill()
-                head.wait(30)
+            os.killpg(head.pid, signal.SIGKILL)
+            head.wait(30)
+        stop_cluster(temp, grace=1.0)
         shutil.rmtree(temp, ignore_errors=True)
 
     atexit.register(stop)  # even if the test run is interrupted
