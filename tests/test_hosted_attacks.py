@@ -671,9 +671,12 @@ def test_streamlits_upload_store_keeps_a_few_files_per_session_and_drops_the_unh
         manager.add_file("visitor", UploadedFileRec("table", "t.csv", "text/csv", b"a,b\n1,2\n"))
     finally:
         uploads._store = original
-    assert list(manager.file_storage["attacker"]) == [f"f{n}" for n in range(144, 150)]  # the newest 6
+    kept = uploads.STORE_FILES
+    assert kept < 150 and list(manager.file_storage["attacker"]) == [f"f{n}" for n in range(150 - kept, 150)]
     assert list(manager.file_storage["visitor"]) == ["table"]  # another session's file untouched
-    assert manager._file_count == 7 and manager._total_bytes == 6 * 2_000 + len(b"a,b\n1,2\n")
+    assert manager._file_count == kept + 1 and manager._total_bytes == kept * 2_000 + len(b"a,b\n1,2\n")
+    # A whole drop on the Input page (its most files at once) is kept until its callback reads it.
+    assert uploads.STORE_FILES > uploads.MAX_FILES
 
 
 # --- item 5: one visitor cannot fill the queue; long jobs hold it a chunk at a time ---------------------------

@@ -239,7 +239,7 @@ def test_a_mutation_list_of_200000_valid_entries(hosted_server, browser, tmp_pat
 
 def test_a_flood_of_uploads_into_ones_own_session(hosted_server, browser, tmp_path):
     """Medium: 150 PUTs of 2 MB to /_stcore/upload_file/<own session>/... were all kept (+297 MiB)
-    until the session expired. Streamlit's store now keeps the newest 6 files of a session (and
+    until the session expired. Streamlit's store now keeps the newest 16 files of a hosted session (and
     the app drops those no widget holds); the rate of PUTs is the proxy's to limit (deploy.md)."""
     table = tmp_path / "small.csv"
     table.write_text("mutant,y\nA1C,1\n")

@@ -78,7 +78,10 @@ def file_list(records_per_file: tuple[int, ...]) -> None:
 # session ends, whether a widget holds it or not: 150 PUTs of 2 MiB into one session kept +297 MiB
 # (issue #33). Every uploader of this app copies its file's bytes in its own callback, so
 # Streamlit's copy is needed only until that callback ran.
-STORE_FILES = 6  # files Streamlit may keep per session (one per uploader of the app); the oldest go first
+# Files Streamlit may keep per session, the oldest going first: a whole drop of the Input page's
+# uploader (up to MAX_FILES at once, whose PUTs all arrive before its callback reads them) plus one
+# per other uploader of the app (DMS, labelled table, structure, metadata, predictor, ...).
+STORE_FILES = MAX_FILES + 6
 UNHELD_SECONDS = 5.0  # a file no widget holds is dropped at the next run this long after its PUT was seen
 _bounded = threading.Lock()
 _unheld_since: dict[tuple[str, str], float] = {}
