@@ -37,14 +37,24 @@ def server(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def browser():
-    """The run's headless Chromium (each test opens its own context: its own cookies, session)."""
+def playwright_session():
+    """The run's Playwright (sync API): one per process, as a second one in the same thread
+    refuses to start ("Sync API inside the asyncio loop"). A test that needs Chromium with other
+    flags launches it from here."""
     from test_browser import CHROMIUM
 
     if not CHROMIUM.exists():
         pytest.skip("needs /usr/bin/chromium (apt-get install chromium)")
     playwright_api = pytest.importorskip("playwright.sync_api")
     with playwright_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
+        yield p
+
+
+@pytest.fixture(scope="session")
+def browser(playwright_session):
+    """The run's headless Chromium (each test opens its own context: its own cookies, session)."""
+    from test_browser import CHROMIUM
+
+    browser = playwright_session.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+    yield browser
+    browser.close()

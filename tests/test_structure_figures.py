@@ -93,38 +93,36 @@ def test_trace_breaks_where_residues_are_missing(gbt):
 
 @pytest.mark.browser
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="needs /usr/bin/chromium")
-def test_3d_view_renders_offline(gbt, tmp_path):
+def test_3d_view_renders_offline(gbt, tmp_path, playwright_session):
     """The standalone HTML draws the 3D view in headless Chromium with every network request
-    refused: plotly.js is embedded, nothing comes from a CDN."""
-    from playwright.sync_api import sync_playwright
-
+    refused: plotly.js is embedded, nothing comes from a CDN. (A Chromium of its own, launched
+    from the run's Playwright: WebGL through SwiftShader.)"""
     _, alignment = gbt
     fig = structure_trace_3d(alignment, np.arange(len(alignment.sequence), dtype=float), "position")
     page_file = tmp_path / "trace.html"
     page_file.write_bytes(figure_html(fig))
     refused = []
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), args=["--use-gl=swiftshader", "--enable-unsafe-swiftshader"]
-        )
-        try:
-            page = browser.new_page()
+    browser = playwright_session.chromium.launch(
+        executable_path=str(CHROMIUM), args=["--use-gl=swiftshader", "--enable-unsafe-swiftshader"]
+    )
+    try:
+        page = browser.new_page()
 
-            def route(request_route):
-                if request_route.request.url.startswith("file:"):
-                    request_route.continue_()
-                else:
-                    refused.append(request_route.request.url)
-                    request_route.abort()
+        def route(request_route):
+            if request_route.request.url.startswith("file:"):
+                request_route.continue_()
+            else:
+                refused.append(request_route.request.url)
+                request_route.abort()
 
-            page.route("**/*", route)
-            errors = []
-            page.on("pageerror", lambda err: errors.append(str(err)))
-            page.goto(page_file.as_uri())
-            page.wait_for_selector(".js-plotly-plot .gl-container canvas", timeout=30_000)
-            traces = page.evaluate("document.querySelector('.js-plotly-plot')._fullData.length")
-        finally:
-            browser.close()
+        page.route("**/*", route)
+        errors = []
+        page.on("pageerror", lambda err: errors.append(str(err)))
+        page.goto(page_file.as_uri())
+        page.wait_for_selector(".js-plotly-plot .gl-container canvas", timeout=30_000)
+        traces = page.evaluate("document.querySelector('.js-plotly-plot')._fullData.length")
+    finally:
+        browser.close()
     assert refused == [] and errors == []
     assert traces == len(fig.data) == 2  # the line and the coloured residues (all aligned here)
 
