@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import secrets
 import shutil
 import sys
 import tempfile
@@ -49,14 +50,14 @@ FILE_KINDS = {
                      "test_notation_pasted.py", "test_planning.py", "test_record_sets.py", "test_result_store.py", "test_share.py",
                      "test_structure.py", "test_structure_export.py", "test_structure_fetch.py",
                      "test_structure_figures.py", "test_structure_tracks.py", "test_three_letter.py",
-                     "test_dms_proteingym.py", "test_code_shape.py"], "unit"),
+                     "test_dms_proteingym.py", "test_code_shape.py", "test_indels.py"], "unit"),
     **dict.fromkeys(["test_batch.py", "test_cli_contacts.py", "test_cli_inputs.py", "test_cli_variants.py",
                      "test_dms.py", "test_dms_numbering.py", "test_engine.py", "test_hosted_attacks.py",
                      "test_imports.py", "test_passes.py", "test_peer_corpus.py", "test_peer_inputs.py",
                      "test_peer_structures.py", "test_predict.py", "test_registration.py", "test_robustness.py",
                      "test_store_wiring.py", "test_suggest.py", "test_weights.py", "test_jobs.py"], "integration"),
     **dict.fromkeys(["test_cli.py", "test_fused_attention.py", "test_long_windows.py", "test_parity.py",
-                     "test_variant_scores.py"], "parity"),
+                     "test_variant_scores.py", "test_indel_scores.py"], "parity"),
     **dict.fromkeys(["test_app.py", "test_app_context.py", "test_app_links.py", "test_app_long.py",
                      "test_app_predict.py", "test_app_sets.py", "test_app_variants.py", "test_hosted_attacks_pages.py",
                      "test_app_jobs.py", "test_structure_app.py"], "app"),
@@ -95,6 +96,8 @@ TEST_KINDS = {  # "file::test name prefix" -> kind, where a test is not its file
     "test_registration.py::test_the_app_": "app",
     "test_structure_figures.py::test_3d_view_renders_offline": "browser",
     "test_notation_pasted.py::test_flamino_variants_reads": "integration",
+    "test_indel_scores.py::test_pll_announces": "integration",
+    "test_indel_scores.py::test_substitution_strategies_refuse": "integration",
 }
 
 
@@ -130,6 +133,9 @@ def pytest_configure(config):
         "FLAMINO_CACHE": str(run_root / "flamino"),
         "HF_HOME": str(run_root / "hf"),
         "HF_HUB_OFFLINE": "1",
+        # A local Ray of a test (the batch command, test_ray_twice) turns token authentication on
+        # and, without a token, writes one to ~/.ray/auth_token: the run gives it one instead.
+        "RAY_AUTH_TOKEN": secrets.token_hex(16),
         "FLAMINO_JAX_CACHE": str(cache),  # read by engine.enable_compilation_cache (CLI, app, Ray)
         "JAX_COMPILATION_CACHE_DIR": str(cache),  # JAX's own default, for in-process engines
         # The tiny test models compile in tenths of a second, each shape in many processes:

@@ -5,8 +5,8 @@
   wall time (two workers run at once); the wall time is printed beside them. Also written to
   ``test-artifacts/suite-times.json`` (read by docs/testing.md's table).
 - Isolation: a run writes only in its temporary folders and ``test-artifacts/``. The flamino and
-  Hugging Face caches under ``~/.cache`` and the checkout's own files are listed before and after
-  the run; anything new or changed there fails the run, named.
+  Hugging Face caches under ``~/.cache``, Ray's ``~/.ray`` (its token file) and the checkout's own
+  files are listed before and after the run; anything new or changed there fails the run, named.
 
 Loaded by ``tests/conftest.py``; under pytest-xdist the reports arrive at the controller, which
 does the counting and the check (workers do neither).
@@ -28,7 +28,7 @@ KINDS = ("unit", "integration", "parity", "app", "browser", "ray")
 SLOWEST = 15
 # Places a test must never write: a user's caches (a test that forgets its own FLAMINO_CACHE would
 # fill them with compiled code or random weights). Tests write in tmp_path or test-artifacts/.
-OUTSIDE = (Path.home() / ".cache" / "flamino", Path.home() / ".cache" / "huggingface")
+OUTSIDE = (Path.home() / ".cache" / "flamino", Path.home() / ".cache" / "huggingface", Path.home() / ".ray")
 
 
 def _is_worker(config) -> bool:
