@@ -64,6 +64,41 @@ def map_strategies() -> tuple:
 # once, or the pseudo-log-likelihood ratio of mutant and wild type.
 VARIANT_STRATEGIES = ("masked-marginals", "wt-marginals", "joint-masked", "pll")
 DEFAULT_VARIANT_STRATEGY = "masked-marginals"
+
+
+@dataclasses.dataclass(frozen=True)
+class SequenceStrategy:
+    """A score of whole mutated sequences, which may differ from the wild type in length
+    (indels, stops): PLL(mutant) - PLL(wild type) (``variants.sequence_scores``).
+
+    ``masked``: PLL(x) = sum_i log p(x_i | x with i masked), one masked pass per residue of each
+    sequence (ProteinGym's indel score for masked models); otherwise the unmasked approximation,
+    sum_i log p(x_i | x), one pass per sequence (ESM Variants' PLLR, Brandes et al. 2023).
+    ``per_residue``: each PLL divided by its sequence's length before the difference (ESM
+    Variants' ``weighted`` PLLR), so a deletion is not favoured for holding fewer terms.
+    """
+
+    name: str
+    masked: bool
+    per_residue: bool
+    help: str
+
+
+# Every mutation list entry (substitutions, indels, stops) scored as a whole sequence. ``pll`` is
+# also a substitution strategy above: the same score, now for any entry.
+SEQUENCE_STRATEGIES = {
+    strategy.name: strategy
+    for strategy in (
+        SequenceStrategy("pll", True, False, "exact PLL ratio: a masked pass per residue of each sequence"),
+        SequenceStrategy("pll-per-residue", True, True, "pll with each PLL divided by its sequence's length"),
+        SequenceStrategy("wt-pll-approx", False, False, "ESM Variants' PLLR: one unmasked pass per sequence"),
+        SequenceStrategy("wt-pll-approx-per-residue", False, True, "wt-pll-approx per residue (ESM Variants' "
+                                                                  "weighted PLLR)"),
+    )
+}
+# What ``flamino variants`` and ``flamino dms`` take: the substitution strategies, then the
+# sequence strategies not among them. (The app still offers VARIANT_STRATEGIES.)
+SCORING_STRATEGIES = VARIANT_STRATEGIES + tuple(name for name in SEQUENCE_STRATEGIES if name not in VARIANT_STRATEGIES)
 # What a predictor fitted on the user's labels reads (``predict.features``): the model's mean
 # embedding, one-hot + the model's zero-shot score (Hsu et al. 2022), or one-hot alone.
 PREDICT_FEATURES = ("embedding", "augmented", "onehot")

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from ..atomic import written_atomically
-from ..options import DEFAULT_VARIANT_STRATEGY, VARIANT_STRATEGIES
+from ..options import DEFAULT_VARIANT_STRATEGY, SCORING_STRATEGIES, SEQUENCE_STRATEGIES, VARIANT_STRATEGIES
 from ..progress import Progress, say
 from .common import (
     EXIT_OK, MODEL_HELP, OFFSET_HELP, VERBOSE_HELP, UserError, add_fasta_argument, check_output, first_residue_number,
@@ -24,9 +24,15 @@ SCORE_FORMAT = "%.6g"  # as ``flamino score`` writes scores
 # A --mutations value ending like this (or a path into an existing folder) is meant as a file: a
 # typo in its name is reported, not read as a (malformed) one-entry list.
 _FILE_SUFFIXES = (".csv", ".tsv", ".txt", ".tab", ".list")
+DMS_STRATEGY_HELP = ("masked-marginals (default: one masked pass per mutated position), wt-marginals (one unmasked "
+                     "pass), joint-masked (a multi-mutant's positions masked together; adds non_additivity), pll "
+                     "(pseudo-log-likelihood ratio; L passes per variant, slow)")
 STRATEGY_HELP = ("masked-marginals (default: one masked pass per mutated position), wt-marginals (one unmasked "
                  "pass), joint-masked (a multi-mutant's positions masked together; adds non_additivity), pll "
-                 "(pseudo-log-likelihood ratio; L passes per variant, slow)")
+                 "(pseudo-log-likelihood ratio; L passes per variant, slow), wt-pll-approx (its one-pass "
+                 "approximation, ESM Variants' PLLR), pll-per-residue, wt-pll-approx-per-residue (each PLL divided "
+                 "by its length). The pll strategies also score indels, stops and frameshifts (p.Phe508del, "
+                 "p.Gly12_Ala13insVal, p.Lys23_Val25delinsAsn, p.Lys23dup, p.Arg97Ter) and add a normalisation column")
 
 
 def read_mutations(value: str) -> bytes | str:
@@ -58,6 +64,7 @@ def cmd_variants(args) -> int:
 
     from ..variants.notation import parse_mutations
     from ..variants.scoring import OK, output_columns, score_variants
+    from ..variants.sequence_scores import pass_plan
 
     out_path = check_output(args.output, ".csv")
     mutations = read_mutations(args.mutations)
@@ -66,10 +73,13 @@ def cmd_variants(args) -> int:
     tables, scored, shown = [], 0, set()
     for n, record in enumerate(records):
         first = first_residue_number(record, args.offset)
-        variants, issues = parse_mutations(mutations, record.sequence, first, reference=record.id)
+        indels = args.strategy in SEQUENCE_STRATEGIES  # the strategies that score indels and stops
+        variants, issues = parse_mutations(mutations, record.sequence, first, reference=record.id, indels=indels)
         for issue in issues:
             if issue.order < 0:  # about the whole list: unreadable, empty, a shifted numbering
                 say(f"{record.id}: {issue.message}")
+        if indels:  # the cost before the work: the wild type's passes counted once
+            say(f"{record.id}: {pass_plan(record.sequence, variants, args.strategy).describe(len(variants))}")
         label = record.id if len(records) == 1 else f"{record.id} ({n + 1}/{len(records)})"
         result = score_variants(engine, record.sequence, variants, args.strategy, issues=issues,
                                 record_id=record.id, progress=Progress(label))
@@ -150,11 +160,12 @@ def add_parsers(sub) -> None:
                           help="a file (one variant per line, or a CSV with a mutant column), '-' for standard "
                                "input, or the list itself: \"A23V, A23V:G45D, p.(Gly45Asp)\"")
     variants.add_argument("--offset", type=int, help=OFFSET_HELP)
-    variants.add_argument("--strategy", choices=VARIANT_STRATEGIES, default=DEFAULT_VARIANT_STRATEGY,
+    variants.add_argument("--strategy", choices=SCORING_STRATEGIES, default=DEFAULT_VARIANT_STRATEGY,
                           help=STRATEGY_HELP)
     variants.add_argument("-m", "--model", help=MODEL_HELP)
     variants.add_argument("-o", "--output", required=True,
-                          help="output .csv: record_id,mutant,score[,non_additivity],status in input order")
+                          help="output .csv: record_id,mutant,score[,non_additivity],status[,normalisation (pll "
+                               "strategies)] in input order")
     variants.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
     variants.set_defaults(call=cmd_variants)
 
@@ -167,7 +178,8 @@ def add_parsers(sub) -> None:
     dms.add_argument("--force-offset", action="store_true",
                      help="score the rows that fit even when most rows do not fit the wild type as numbered "
                           "(by default that stops with the numbering they fit, exit 2)")
-    dms.add_argument("--strategy", choices=VARIANT_STRATEGIES, default=DEFAULT_VARIANT_STRATEGY, help=STRATEGY_HELP)
+    dms.add_argument("--strategy", choices=VARIANT_STRATEGIES, default=DEFAULT_VARIANT_STRATEGY,
+                     help=DMS_STRATEGY_HELP)
     dms.add_argument("--singles-only", action="store_true",
                      help="compute the metrics on single substitutions only (multi-mutants are still scored)")
     dms.add_argument("-m", "--model", help=MODEL_HELP)

@@ -32,6 +32,7 @@ import numpy as np
 
 from ..alphabet import STANDARD_AMINO_ACIDS
 from ..three_letter import CODES
+from .variant import Edit, Substitution, Variant, VariantIssue  # noqa: F401  (re-exported: callers import them here)
 from .pasted import is_table, list_entries, protein_part, table_entries
 
 # Kinds of VariantIssue, so callers can filter or count them without parsing messages.
@@ -40,6 +41,8 @@ OUT_OF_RANGE, WRONG_WILD_TYPE, REPEATED, INPUT = "out-of-range", "wrong-wild-typ
 NUCLEOTIDE, WRONG_REFERENCE = "nucleotide", "wrong-reference"  # as ``pasted.protein_part`` names them
 EXPECTED = "expected e.g. A23V, A23V:G45D, p.Ala23Val, p.(Ala23Val) or p.[Ala23Val;Gly45Asp]"
 _SHOWN = 60  # characters of a bad entry quoted in a message
+# Said after the refusal of an indel or a stop by a substitution strategy.
+_BY_SEQUENCE = "this way (flamino variants --strategy pll or wt-pll-approx scores it)"
 
 # One substitution: a one- or three-letter wild type, a position, a one- or three-letter target
 # (or ``*``/``Ter`` for a stop, ``=`` for HGVS's "unchanged", ``?`` for "unknown").
@@ -64,62 +67,6 @@ MAX_ENTRY_CHARS = 2_000
 MIN_WRONG_FOR_HINT, MIN_CHANGES_FOR_HINT = 3, 5
 
 
-@dataclasses.dataclass(frozen=True)
-class Substitution:
-    """One amino-acid change: ``index`` is the 0-based residue index into the sequence."""
-
-    index: int
-    wt: str
-    mt: str
-
-
-@dataclasses.dataclass(frozen=True)
-class Variant:
-    """A variant that can be scored: one or more substitutions at distinct positions.
-
-    ``order`` is its place in the input (0-based, shared with ``VariantIssue``), ``text`` the
-    entry as written, ``mutant`` the ProteinGym spelling in the user's numbering (``A23V:G45D``).
-    """
-
-    order: int
-    text: str
-    mutant: str
-    substitutions: tuple[Substitution, ...]
-    first: int = 1  # the number of the sequence's first residue
-    label: str = ""
-
-    @property
-    def indices(self) -> tuple[int, ...]:
-        """0-based residue indices of the mutated positions."""
-        return tuple(s.index for s in self.substitutions)
-
-    @property
-    def positions(self) -> tuple[int, ...]:
-        """Mutated positions in the user's numbering."""
-        return tuple(s.index + self.first for s in self.substitutions)
-
-    def apply(self, sequence: str) -> str:
-        """The mutated sequence."""
-        residues = list(sequence)
-        for s in self.substitutions:
-            residues[s.index] = s.mt
-        return "".join(residues)
-
-
-@dataclasses.dataclass(frozen=True)
-class VariantIssue:
-    """An entry that cannot be scored. ``order`` -1 is about the whole input, not one entry."""
-
-    order: int
-    text: str
-    kind: str
-    message: str
-    label: str = ""
-
-    def __str__(self) -> str:
-        return self.message
-
-
 # --- reading one entry --------------------------------------------------------------------------
 def read_changes(text: str, reference: str = "") -> tuple[list[tuple[str, int, str]], VariantIssue | None]:
     """The substitutions an entry names, as written: ``[(wt, number, mt)]`` with one-letter codes.
@@ -138,17 +85,9 @@ def read_changes(text: str, reference: str = "") -> tuple[list[tuple[str, int, s
     plain = _PLAIN_CHANGE.fullmatch(entry)
     if plain and plain.group(1) != plain.group(3):
         return [(plain.group(1), int(plain.group(2)), plain.group(3))], None
-    if len(entry) > MAX_ENTRY_CHARS:
-        return [], VariantIssue(-1, entry, MALFORMED, f"{_quote(entry)} is {len(entry):,} characters long, more "
-                                                     f"than the {MAX_ENTRY_CHARS:,} an entry may have ({EXPECTED})")
-    protein, refusal = protein_part(entry, reference)
-    if refusal:
-        return [], VariantIssue(-1, entry, refusal[0], refusal[1].replace("{}", _quote(entry)))
-    body = protein[2:] if protein[:2] in ("p.", "P.") else protein
-    for opening, closing in ("[]", "()", "()"):  # p.[(...)] is allowed: strip up to two layers
-        if body[:1] == opening and body[-1:] == closing:
-            body = body[1:-1].strip()
-    parts = _split_changes(body)
+    parts, refused = allele_parts(entry, reference)
+    if refused:
+        return [], refused
     single = len(parts) == 1
     changes = []
     for part in parts:
@@ -161,6 +100,23 @@ def read_changes(text: str, reference: str = "") -> tuple[list[tuple[str, int, s
     if not changes:
         return [], VariantIssue(-1, entry, MALFORMED, f"{_quote(entry)} names no substitution ({EXPECTED})")
     return changes, None
+
+
+def allele_parts(entry: str, reference: str = "") -> tuple[list[str], VariantIssue | None]:
+    """The changes of one allele as written (``p.[Ala23Val;Lys30del]`` -> ``["Ala23Val",
+    "Lys30del"]``), or why the entry is refused before any change is read: too long, a
+    nucleotide change, another sequence's prefix (``pasted.protein_part``)."""
+    if len(entry) > MAX_ENTRY_CHARS:
+        return [], VariantIssue(-1, entry, MALFORMED, f"{_quote(entry)} is {len(entry):,} characters long, more "
+                                                     f"than the {MAX_ENTRY_CHARS:,} an entry may have ({EXPECTED})")
+    protein, refusal = protein_part(entry, reference)
+    if refusal:
+        return [], VariantIssue(-1, entry, refusal[0], refusal[1].replace("{}", _quote(entry)))
+    body = protein[2:] if protein[:2] in ("p.", "P.") else protein
+    for opening, closing in ("[]", "()", "()"):  # p.[(...)] is allowed: strip up to two layers
+        if body[:1] == opening and body[-1:] == closing:
+            body = body[1:-1].strip()
+    return _split_changes(body), None
 
 
 def _split_changes(body: str) -> list[str]:
@@ -194,7 +150,7 @@ def _read_change(part: str) -> tuple[str, int, str] | VariantIssue:
         return issue(MALFORMED, f"{{}}: an empty substitution ({EXPECTED})")
     if _is_indel(part):
         return issue(INDEL, "{}: an insertion, deletion, duplication, frameshift or extension; "
-                            "only substitutions can be scored")
+                            f"only substitutions can be scored {_BY_SEQUENCE}")
     match = _CHANGE.fullmatch(part)
     if not match:
         return issue(MALFORMED, f"{{}} is not a protein substitution ({EXPECTED})")
@@ -206,10 +162,11 @@ def _read_change(part: str) -> tuple[str, int, str] | VariantIssue:
         return issue(MALFORMED, "{}: '?' (unknown consequence) cannot be scored")
     if match.group(3) in "Xx":  # the legacy stop (W1282X); an unknown residue is never a target
         return issue(STOP, "{}: a stop (nonsense) variant (X is the legacy sign for a stop: HGVS writes "
-                           f"p.{wt}{number}*); ESM-2 has no stop token, so it cannot be scored")
+                           f"p.{wt}{number}*); ESM-2 has no stop token, so it cannot be scored {_BY_SEQUENCE}")
     if "*" in (wt, mt):
         what = "a stop (nonsense) variant" if mt == "*" else "a stop-loss variant"
-        return issue(STOP, f"{{}}: {what}; ESM-2 has no stop token, so it cannot be scored")
+        hint = f" {_BY_SEQUENCE}" if mt == "*" else ""
+        return issue(STOP, f"{{}}: {what}; ESM-2 has no stop token, so it cannot be scored{hint}")
     if mt == "=" or mt == wt:
         return issue(SYNONYMOUS, "{}: synonymous (the amino acid does not change), nothing to score")
     if mt not in STANDARD_AMINO_ACIDS:
@@ -228,7 +185,8 @@ def _quote(text: str) -> str:
 
 
 def parse_variant(
-    text: str, sequence: str, first: int = 1, order: int = 0, label: str = "", reference: str = ""
+    text: str, sequence: str, first: int = 1, order: int = 0, label: str = "", reference: str = "",
+    indels: bool = False,
 ) -> Variant | VariantIssue:
     """One entry (``A23V``, ``A23V:G45D``, ``p.[Ala23Val;Gly45Asp]`` ...) checked against ``sequence``.
 
@@ -239,12 +197,18 @@ def parse_variant(
       order: the entry's place in the input.
       label: a user label carried along (the CSV ``label`` column).
       reference: the record's id, checked against a prefix that names a sequence of its kind.
+      indels: read insertions, deletions, delins, duplications, stops and frameshifts too
+        (``indels``; for the strategies that score whole sequences), else refuse them.
 
     Returns:
       A ``Variant``, or a ``VariantIssue`` whose message names the entry.
     """
     changes, problem = read_changes(text, reference)
     entry = text.strip()
+    if problem is not None and indels and problem.kind in (INDEL, STOP):
+        from .indels import parse_indel  # the indel grammar builds on this module
+
+        return parse_indel(text, sequence, first, order, label, reference)
     if problem is not None:
         return dataclasses.replace(problem, order=order, label=label)
     substitutions, problems, kinds, seen = [], [], [], set()
@@ -283,7 +247,7 @@ def substitution_names(sequence: str, first: int = 1) -> list[str]:
 # --- a whole list -------------------------------------------------------------------------------
 def parse_mutations(
     text: str | bytes, sequence: str, first: int = 1, max_chars: int | None = None, reference: str = "",
-    max_entries: int | None = None,
+    max_entries: int | None = None, indels: bool = False,
 ) -> tuple[list[Variant], list[VariantIssue]]:
     """Every variant in a pasted list or CSV, checked against ``sequence``.
 
@@ -298,6 +262,7 @@ def parse_mutations(
       reference: the record's id (``pasted``: a prefix naming another sequence is refused).
       max_entries: refuse a list of more entries, once split and before any is read (a hosted
         server's cap: each entry is a row kept with the session's scores).
+      indels: read indels, stops and frameshifts as variants (``parse_variant``).
 
     Returns:
       ``(variants, issues)``: both carry ``order``, the entry's place in the input, so the two
@@ -322,7 +287,7 @@ def parse_mutations(
     issues = [VariantIssue(-1, "", INPUT, problem)] if problem else []
     variants = []
     for order, (entry, label, row) in enumerate(entries):
-        parsed = parse_variant(entry, sequence, first, order, label, reference)
+        parsed = parse_variant(entry, sequence, first, order, label, reference, indels)
         if isinstance(parsed, Variant):
             variants.append(parsed)
         elif row:  # a table's entries are named by line too

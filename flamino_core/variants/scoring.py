@@ -13,6 +13,9 @@ as ProteinGym's ``proteingym/baselines/esm/compute_fitness.py`` (``label_row``) 
 * ``pll``: pseudo-log-likelihood of the mutant minus that of the wild type, where
   PLL(x) = sum_i log p(x_i | x with i masked): L passes per distinct mutant, plus L for the wild
   type. Slow; hosted servers refuse it above ``PLL_HOSTED_MAX_PASSES`` (see ``pll_size_problem``).
+  It and the other strategies of ``options.SEQUENCE_STRATEGIES`` (``wt-pll-approx``, the
+  ``-per-residue`` forms) score indels, stops and frameshifts too (``sequence_scores``); the
+  substitution strategies refuse a variant with ``edits``.
 
 Every masked pass goes through the result store (``passes.masked_log_probs``), and every
 difference and PLL is ``scores``' one definition (``substitution_scores``,
@@ -30,9 +33,10 @@ import pandas as pd
 from .. import scores
 from ..alphabet import STANDARD_AMINO_ACIDS
 from ..config import MAX_RESIDUES
-from ..options import DEFAULT_VARIANT_STRATEGY, PLL_HOSTED_MAX_PASSES, VARIANT_STRATEGIES
+from ..options import DEFAULT_VARIANT_STRATEGY, PLL_HOSTED_MAX_PASSES, SCORING_STRATEGIES, SEQUENCE_STRATEGIES
 from ..passes import masked_log_probs
-from .notation import Variant, VariantIssue
+from .notation import INDEL, Variant, VariantIssue
+from .sequence_scores import PassCounter, normalisation, pass_plan, score_sequences
 
 OK = "ok"
 # Said in ``VariantScores.notes`` for an untrained model (front ends that already say so skip it).
@@ -67,8 +71,10 @@ class VariantScores:
 
 
 def output_columns(strategy: str) -> list[str]:
-    """The columns of the scored CSV: ``record_id,mutant,score[,non_additivity],status``."""
-    return ["record_id", "mutant", "score"] + (["non_additivity"] if strategy == "joint-masked" else []) + ["status"]
+    """The columns of the scored CSV: ``record_id,mutant,score[,non_additivity],status``, and
+    for a sequence strategy (``options.SEQUENCE_STRATEGIES``) ``normalisation`` at the end."""
+    return (["record_id", "mutant", "score"] + (["non_additivity"] if strategy == "joint-masked" else []) + ["status"]
+            + (["normalisation"] if strategy in SEQUENCE_STRATEGIES else []))
 
 
 def pll_passes(length: int, n_variants: int) -> int:
@@ -95,8 +101,8 @@ def planned_passes(sequence: str, variants: Sequence[Variant], strategy: str) ->
         return 0
     if strategy == "wt-marginals":
         return _windows(len(sequence))
-    if strategy == "pll":
-        return pll_passes(len(sequence), len(set(v.apply(sequence) for v in variants)))
+    if strategy in SEQUENCE_STRATEGIES:
+        return pass_plan(sequence, variants, strategy).total
     return len({i for v in variants for i in v.indices}) + len(_joint_sets(variants) if strategy == "joint-masked" else ())
 
 
@@ -108,7 +114,7 @@ def _joint_sets(variants: Sequence[Variant]) -> list[tuple[int, ...]]:
 
 def passes_problem(sequence: str, variants: Sequence[Variant], strategy: str, max_passes: int) -> str | None:
     """Why a hosted server refuses this scoring (more than ``max_passes`` passes), or None."""
-    if strategy == "pll":
+    if strategy == "pll" and not any(v.edits for v in variants):
         return pll_size_problem(len(sequence), len(set(v.apply(sequence) for v in variants)), max_passes)
     needed = planned_passes(sequence, variants, strategy)
     if needed <= max_passes:
@@ -139,7 +145,8 @@ def score_variants(
       engine: a loaded ``Engine``.
       sequence: the wild-type sequence the variants were checked against.
       variants: from ``notation.parse_mutations`` / ``parse_variant``.
-      strategy: one of ``VARIANT_STRATEGIES``.
+      strategy: one of ``SCORING_STRATEGIES`` (a substitution strategy refuses variants with
+        ``edits``, each named in its status).
       issues: the entries that could not be read (their ``order`` places them in the table;
         issues about the whole input, order -1, are left out).
       record_id: written in every row.
@@ -152,17 +159,17 @@ def score_variants(
     Returns:
       ``VariantScores``.
     """
-    if strategy not in VARIANT_STRATEGIES:
-        raise ValueError(f"unknown strategy {strategy!r}: choose one of {', '.join(VARIANT_STRATEGIES)}")
-    variants = list(variants)
+    if strategy not in SCORING_STRATEGIES:
+        raise ValueError(f"unknown strategy {strategy!r}: choose one of {', '.join(SCORING_STRATEGIES)}")
+    variants, issues = _substitutions_only(variants, issues, strategy)
     notes = _notes(engine, sequence, strategy, record_id)
     masked = dict(store=store, cancelled=cancelled)
     if not variants:
         passes, results = 0, {}
+    elif strategy in SEQUENCE_STRATEGIES:
+        passes, results = score_sequences(engine, sequence, variants, strategy, progress, masked)
     elif strategy == "wt-marginals":
         passes, results = _wt_marginal_scores(engine, sequence, variants)
-    elif strategy == "pll":
-        passes, results = _pll_scores(engine, sequence, variants, progress, masked)
     else:
         passes, results = _masked_scores(engine, sequence, variants, strategy, progress, masked)
     table = _table(variants, issues, results, strategy, record_id)
@@ -173,22 +180,23 @@ def score_variants(
 _Results = dict[int, tuple[float, float, str]]
 
 
+def _substitutions_only(variants, issues, strategy: str) -> tuple[list[Variant], list[VariantIssue]]:
+    """Under a substitution strategy, variants with ``edits`` (indels, stops) become issues."""
+    variants, issues = list(variants), list(issues)
+    if strategy in SEQUENCE_STRATEGIES:
+        return variants, issues
+    refused = [VariantIssue(v.order, v.text, INDEL, f"{v.text!r}: a {v.kind}; {strategy} scores substitutions only "
+                                                     "(the strategies pll and wt-pll-approx score it)", v.label)
+               for v in variants if v.edits]
+    return [v for v in variants if not v.edits], issues + refused
+
+
 def _wt_marginal_scores(engine, sequence: str, variants: list[Variant]) -> tuple[int, _Results]:
     """Every variant's sum of differences read from one unmasked pass per window."""
     table = scores.substitution_map(engine, sequence, "wt-marginals").substitutions  # (L, 20)
     rows = {i: i for i in range(len(sequence))}
     results = {v.order: (_sum_scores(table, rows, v), np.nan, OK) for v in variants}
     return _windows(len(sequence)), results
-
-
-def _pll_scores(engine, sequence: str, variants: list[Variant], progress, masked: dict) -> tuple[int, _Results]:
-    """PLL(mutant) - PLL(wild type), each distinct mutant's PLL computed once."""
-    mutants = list(dict.fromkeys(v.apply(sequence) for v in variants))
-    passes = pll_passes(len(sequence), len(mutants))
-    counter = _Passes(passes, progress)
-    plls = {m: _pll(engine, m, counter, masked) for m in [sequence, *mutants]}
-    results = {v.order: (plls[v.apply(sequence)] - plls[sequence], np.nan, OK) for v in variants}
-    return passes, results
 
 
 def _masked_scores(engine, sequence: str, variants: list[Variant], strategy: str, progress,
@@ -198,7 +206,7 @@ def _masked_scores(engine, sequence: str, variants: list[Variant], strategy: str
     indices = sorted({i for v in variants for i in v.indices})
     sets = _joint_sets(variants) if strategy == "joint-masked" else []
     passes = len(indices) + len(sets)
-    counter = _Passes(passes, progress)
+    counter = PassCounter(passes, progress)
     log_probs = masked_log_probs(engine, sequence, indices, progress=counter.stage(len(indices)), **masked)
     table = scores.from_log_probs(log_probs, sequence, positions=indices).substitutions  # (K, 20)
     row_of = {index: row for row, index in enumerate(indices)}
@@ -210,7 +218,7 @@ def _masked_scores(engine, sequence: str, variants: list[Variant], strategy: str
     return passes, results
 
 
-def _joint(engine, sequence: str, variants: list[Variant], sets: list[tuple], counter: "_Passes",
+def _joint(engine, sequence: str, variants: list[Variant], sets: list[tuple], counter: PassCounter,
            results: dict) -> None:
     """The joint-masked scores of the multi-mutants (one pass per position set, its own engine
     call: a set masks several positions in one row, which no single-position pass holds)."""
@@ -237,38 +245,10 @@ def _sum_scores(table: np.ndarray, row_of: dict[int, int], variant: Variant) -> 
     return float(sum(float(table[row_of[s.index], _COLUMN[s.mt]]) for s in variant.substitutions))
 
 
-def _pll(engine, sequence: str, counter: "_Passes", masked: dict) -> float:
-    log_probs = masked_log_probs(engine, sequence, progress=counter.stage(len(sequence)), **masked)
-    return scores.pseudo_log_likelihood(log_probs, sequence)
-
-
 def _windows(length: int) -> int:
     from ..windows import window_starts
 
     return len(window_starts(length))
-
-
-class _Passes:
-    """Turns each stage's (done, of) into (passes done, passes) over the whole score."""
-
-    def __init__(self, total: int, progress: ProgressFn | None):
-        self.total, self.progress, self.done = total, progress, 0
-
-    def stage(self, passes: int) -> ProgressFn | None:
-        """A stage of ``passes`` reporting (passes done, passes)."""
-        start = self.done
-        self.done += passes
-        if self.progress is None or self.total <= 1:
-            return None
-        return lambda done, _: self.progress(start + done, self.total)
-
-    def stage_batches(self, passes: int) -> ProgressFn | None:
-        """A stage of ``passes`` reporting the engine's (batches done, batches)."""
-        start = self.done
-        self.done += passes
-        if self.progress is None or self.total <= 1:
-            return None
-        return lambda batch, batches: self.progress(start + round(passes * batch / max(batches, 1)), self.total)
 
 
 def _notes(engine, sequence: str, strategy: str, record_id: str) -> list[str]:
@@ -285,23 +265,33 @@ def _notes(engine, sequence: str, strategy: str, record_id: str) -> list[str]:
                             "<cls>/<eos>, averaged where they overlap (not ProteinGym's: see docs/variants.md)",
             "joint-masked": "each position was masked in ProteinGym's 1,024-token window of it, each multi-mutant "
                             "in that window of the middle of its span; multi-mutants spanning more are not scored",
-            "pll": "each position's log-likelihood comes from ProteinGym's 1,024-token window of it",
-        }[strategy]
+        }.get(strategy) or _SEQUENCE_WINDOWS[SEQUENCE_STRATEGIES[strategy].masked]
         notes.append(f"{name}{len(sequence):,} residues is longer than ESM-2's training length (1,022): {how}")
     return notes
 
 
+_SEQUENCE_WINDOWS = {
+    True: "each position's log-likelihood comes from ProteinGym's 1,024-token window of it",
+    False: "each sequence's unmasked log-probabilities come from overlapping 1,022-residue windows (step 511), "
+           "averaged where they overlap (not ESM Variants' crop around the indel)",
+}
+
+
 def _table(variants, issues, results, strategy: str, record_id: str) -> pd.DataFrame:
     rows = []
+    sequence_strategy = strategy in SEQUENCE_STRATEGIES
     for v in variants:
         score, non_additivity, status = results[v.order]
-        rows.append((v.order, v.text, score, non_additivity, status,
-                     v.mutant, v.positions, len(v.substitutions), v.label))
+        rows.append((v.order, v.text, score, non_additivity, status, normalisation(strategy, v) if sequence_strategy
+                     else "", v.mutant, v.positions, v.n_changes, v.kind, v.label))
     for issue in issues:
         if issue.order >= 0:
-            rows.append((issue.order, issue.text, np.nan, np.nan, issue.message, "", (), 0, issue.label))
-    columns = ["order", "mutant", "score", "non_additivity", "status", "variant", "positions", "n_mutations", "label"]
+            rows.append((issue.order, issue.text, np.nan, np.nan, issue.message, "", "", (), 0, "", issue.label))
+    columns = ["order", "mutant", "score", "non_additivity", "status", "normalisation", "variant", "positions",
+               "n_mutations", "kind", "label"]
     table = pd.DataFrame(rows, columns=columns).sort_values("order", kind="stable").reset_index(drop=True)
+    if not sequence_strategy:
+        table = table.drop(columns="normalisation")
     table.insert(0, "record_id", record_id)
     table["score"] = table["score"].astype(float)
     if strategy != "joint-masked":
