@@ -55,7 +55,8 @@ FILE_KINDS = {
                      "test_dms.py", "test_dms_numbering.py", "test_engine.py", "test_hosted_attacks.py",
                      "test_imports.py", "test_passes.py", "test_peer_corpus.py", "test_peer_inputs.py",
                      "test_peer_structures.py", "test_predict.py", "test_registration.py", "test_robustness.py",
-                     "test_store_wiring.py", "test_suggest.py", "test_weights.py", "test_jobs.py"], "integration"),
+                     "test_store_wiring.py", "test_suggest.py", "test_weights.py", "test_jobs.py",
+                     "test_dms_indels.py"], "integration"),
     **dict.fromkeys(["test_cli.py", "test_fused_attention.py", "test_long_windows.py", "test_parity.py",
                      "test_variant_scores.py", "test_indel_scores.py"], "parity"),
     **dict.fromkeys(["test_app.py", "test_app_context.py", "test_app_links.py", "test_app_long.py",
@@ -98,6 +99,7 @@ TEST_KINDS = {  # "file::test name prefix" -> kind, where a test is not its file
     "test_notation_pasted.py::test_flamino_variants_reads": "integration",
     "test_indel_scores.py::test_pll_announces": "integration",
     "test_indel_scores.py::test_substitution_strategies_refuse": "integration",
+    "test_dms_indels.py::test_the_indel_layout_needs": "unit",
 }
 
 

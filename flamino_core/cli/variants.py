@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from ..atomic import written_atomically
-from ..options import DEFAULT_VARIANT_STRATEGY, SCORING_STRATEGIES, SEQUENCE_STRATEGIES, VARIANT_STRATEGIES
+from ..options import DEFAULT_VARIANT_STRATEGY, SCORING_STRATEGIES, SEQUENCE_STRATEGIES
 from ..progress import Progress, say
 from .common import (
     EXIT_OK, MODEL_HELP, OFFSET_HELP, VERBOSE_HELP, UserError, add_fasta_argument, check_output, first_residue_number,
@@ -24,9 +24,6 @@ SCORE_FORMAT = "%.6g"  # as ``flamino score`` writes scores
 # A --mutations value ending like this (or a path into an existing folder) is meant as a file: a
 # typo in its name is reported, not read as a (malformed) one-entry list.
 _FILE_SUFFIXES = (".csv", ".tsv", ".txt", ".tab", ".list")
-DMS_STRATEGY_HELP = ("masked-marginals (default: one masked pass per mutated position), wt-marginals (one unmasked "
-                     "pass), joint-masked (a multi-mutant's positions masked together; adds non_additivity), pll "
-                     "(pseudo-log-likelihood ratio; L passes per variant, slow)")
 STRATEGY_HELP = ("masked-marginals (default: one masked pass per mutated position), wt-marginals (one unmasked "
                  "pass), joint-masked (a multi-mutant's positions masked together; adds non_additivity), pll "
                  "(pseudo-log-likelihood ratio; L passes per variant, slow), wt-pll-approx (its one-pass "
@@ -100,9 +97,10 @@ def cmd_variants(args) -> int:
 
 
 def cmd_dms(args) -> int:
-    from ..variants.dms import DmsError, numbering_problem, output_frame, read_dms, score_dms
+    from ..variants.dms import DmsError, numbering_problem, output_frame, read_dms, score_dms, table_variants
     from ..variants.metrics import dms_metrics
     from ..variants.scoring import OK
+    from ..variants.sequence_scores import pass_plan
     from ..weights import default_model
 
     out_path = check_output(args.output, ".csv")
@@ -120,12 +118,18 @@ def cmd_dms(args) -> int:
         raise UserError(f"{args.dms}: {err}") from None
     if wild_type is None:
         say(f"{args.dms}: wild type ({len(dms.wild_type):,} residues) {dms.wild_type_source}")
+    if dms.by_sequence and args.strategy not in SEQUENCE_STRATEGIES:
+        raise UserError(f"{args.dms}: its rows are whole mutated sequences (ProteinGym's indel layout): score them "
+                        f"with --strategy {' or '.join(SEQUENCE_STRATEGIES)}")
     problem = numbering_problem(dms)
     if problem and not args.force_offset:
         raise UserError(f"{args.dms}: {problem} (--force-offset scores the rows that fit anyway)")
     if problem:
         say(f"warning: {problem}; scoring the rows that fit, as --force-offset asks")
     engine = load_engine(args.model, args.verbose)
+    if args.strategy in SEQUENCE_STRATEGIES:  # the cost before the work: the wild type's passes counted once
+        variants = table_variants(dms, indels=True)[0]
+        say(f"{record_id}: {pass_plan(dms.wild_type, variants, args.strategy).describe(len(variants))}")
     scores = score_dms(engine, dms, args.strategy, record_id=record_id, progress=Progress(record_id))
     for issue in scores.dms.issues:
         say(f"warning: {issue}")
@@ -171,15 +175,16 @@ def add_parsers(sub) -> None:
 
     dms = sub.add_parser("dms", help="score a deep mutational scan (ProteinGym format) and measure the agreement")
     dms.add_argument("dms", metavar="DMS.csv", help="columns mutant and DMS_score (mutated_sequence, DMS_score_bin "
-                                                    "optional; higher DMS_score = fitter)")
+                                                    "optional; higher DMS_score = fitter), or ProteinGym's indel "
+                                                    "layout: mutated_sequence and DMS_score, with --sequence")
     dms.add_argument("--sequence", metavar="FASTA",
                      help="the wild type (one record); default: derived from mutated_sequence and mutant")
     dms.add_argument("--offset", type=int, help=OFFSET_HELP)
     dms.add_argument("--force-offset", action="store_true",
                      help="score the rows that fit even when most rows do not fit the wild type as numbered "
                           "(by default that stops with the numbering they fit, exit 2)")
-    dms.add_argument("--strategy", choices=VARIANT_STRATEGIES, default=DEFAULT_VARIANT_STRATEGY,
-                     help=DMS_STRATEGY_HELP)
+    dms.add_argument("--strategy", choices=SCORING_STRATEGIES, default=DEFAULT_VARIANT_STRATEGY,
+                     help=STRATEGY_HELP + "; a table of whole sequences (ProteinGym's indels) needs a pll strategy")
     dms.add_argument("--singles-only", action="store_true",
                      help="compute the metrics on single substitutions only (multi-mutants are still scored)")
     dms.add_argument("-m", "--model", help=MODEL_HELP)

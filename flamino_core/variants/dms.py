@@ -6,6 +6,11 @@ type is given (FASTA) or derived from ``mutated_sequence`` + ``mutant``. Missing
 mutants and rows that disagree with the wild type are reported and left out, never fatal; only a
 table without the two required columns, or without any way to know the wild type, is refused.
 The agreement statistics are in ``dms_metrics``.
+
+ProteinGym's indel tables have no ``mutant`` column: each row's ``mutated_sequence`` is the
+variant (``DmsTable.by_sequence``). Their wild type must be given (ProteinGym's reference file
+``DMS_indels.csv`` holds it as ``target_seq``); each row becomes one edit of it
+(``indels.from_sequence``), scored by a strategy of ``options.SEQUENCE_STRATEGIES``.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ import numpy as np
 import pandas as pd
 
 from ..csv_tables import NO_LIMITS, TableError, TableLimits, check_protein, read_table
+from ..options import SEQUENCE_STRATEGIES
+from .indels import from_sequence
 from .notation import (
     OUT_OF_RANGE, WRONG_WILD_TYPE, Variant, VariantIssue, parse_variant, read_changes, suggest_offset,
 )  # fmt: skip
@@ -57,6 +64,16 @@ class DmsTable:
     def has_bins(self) -> bool:
         return "DMS_score_bin" in self.frame.columns
 
+    @property
+    def by_sequence(self) -> bool:
+        """ProteinGym's indel layout: no ``mutant`` column, each row's ``mutated_sequence`` is it."""
+        return "mutant" not in self.frame.columns
+
+    @property
+    def names(self) -> pd.Series:
+        """Each row's variant as written: its ``mutant``, else its ``mutated_sequence``."""
+        return self.frame["mutated_sequence" if self.by_sequence else "mutant"]
+
 
 @dataclasses.dataclass
 class DmsScores:
@@ -76,9 +93,14 @@ class DmsScores:
         """(rows,) substitutions per row, 0 where the mutant could not be scored."""
         return self.variants["n_mutations"].to_numpy()
 
+    @property
+    def kinds(self) -> np.ndarray:
+        """(rows,) ``Variant.kind``: substitution, multi-substitution, deletion ... ("" if not scored)."""
+        return self.variants["kind"].to_numpy()
+
     def rows_used(self, singles_only: bool = False) -> np.ndarray:
         """(rows,) bool: the rows the statistics use (single substitutions only if asked)."""
-        return self.in_metrics & (self.n_mutations == 1) if singles_only else self.in_metrics.copy()
+        return self.in_metrics & (self.kinds == "substitution") if singles_only else self.in_metrics.copy()
 
 
 def read_dms(path: str | os.PathLike, wild_type: str | None = None, first: int = 1) -> DmsTable:
@@ -111,15 +133,20 @@ def parse_dms(data: bytes | str, wild_type: str | None = None, first: int = 1,
       DmsError: unreadable, no ``mutant``/``DMS_score`` column, or no wild type obtainable.
     """
     frame = read_table(data, limits, what="the DMS table", error=DmsError, strip_names=False)
-    missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
+    by_sequence = "mutant" not in frame.columns and "mutated_sequence" in frame.columns  # ProteinGym's indels
+    missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns and not (by_sequence and c == "mutant")]
     if missing:
         raise DmsError(f"the DMS table needs the columns {' and '.join(REQUIRED_COLUMNS)} (ProteinGym format); "
                        f"{', '.join(missing)} missing among: {', '.join(map(str, frame.columns[:12]))}")
     if frame.empty:
         raise DmsError("the DMS table has a header but no rows")
+    if by_sequence and wild_type is None:
+        raise DmsError("the DMS table has mutated_sequence and no mutant column (ProteinGym's indel layout): give "
+                       "its wild type as FASTA (ProteinGym's reference file DMS_indels.csv has it as target_seq)")
     issues = []
     as_written = frame[[c for c in NUMBER_COLUMNS if c in frame.columns]].copy()
-    frame["mutant"] = frame["mutant"].str.strip()
+    names = "mutated_sequence" if by_sequence else "mutant"
+    frame[names] = frame[names].str.strip()
     frame["DMS_score"] = _numbers(frame, "DMS_score", issues)
     if "DMS_score_bin" in frame.columns:
         frame["DMS_score_bin"] = _numbers(frame, "DMS_score_bin", issues)
@@ -133,12 +160,12 @@ def parse_dms(data: bytes | str, wild_type: str | None = None, first: int = 1,
         source = "given"
     check_protein(len(wild_type), f"the wild type ({source})", limits, does="scores DMS tables of",
                   run="flamino dms", error=DmsError)
-    if source == "given":
+    if source == "given" and not by_sequence:
         _check_mutated_sequences(frame, wild_type, first, issues)
-    counts = frame.loc[frame["mutant"] != "", "mutant"].value_counts()
+    counts = frame.loc[frame[names] != "", names].value_counts()
     repeated = counts[counts > 1]
     if len(repeated):
-        shown = ", ".join(f"{m} ({n}x)" for m, n in repeated.head(_SHOWN).items())
+        shown = ", ".join(f"{m if len(m) <= 24 else m[:24] + '…'} ({n}x)" for m, n in repeated.head(_SHOWN).items())
         more = " …" if len(repeated) > _SHOWN else ""
         which = "1 mutant appears" if len(repeated) == 1 else f"{len(repeated):,} mutants appear"
         issues.append(f"{which} on more than one row ({shown}{more}); each is scored, but only its first row "
@@ -219,6 +246,8 @@ def numbering_problem(dms: DmsTable) -> str | None:
     The message gives the numbering they all fit when there is one (``suggest_offset``). Front
     ends stop there (``flamino dms`` exits 2, the app shows it) unless the user forces the scoring.
     """
+    if dms.by_sequence:
+        return None  # whole sequences: no numbering to miss
     variants, missed = [], []
     for row, mutant in enumerate(dms.frame["mutant"]):
         parsed = parse_variant(mutant, dms.wild_type, dms.first, order=row)
@@ -252,12 +281,15 @@ def _consensus(frame: pd.DataFrame, rows: int = 2000) -> str:
     return "".join(chr(np.bincount(column).argmax()) for column in letters.T)
 
 
-def table_variants(dms: DmsTable) -> tuple[list[Variant], list[VariantIssue]]:
-    """Each row's mutant read against the wild type: ``(variants, problems)``, ``order`` = row."""
+def table_variants(dms: DmsTable, indels: bool = False) -> tuple[list[Variant], list[VariantIssue]]:
+    """Each row's mutant read against the wild type: ``(variants, problems)``, ``order`` = row.
+    ``indels``: read indels and stops in the ``mutant`` column too (``notation.parse_variant``);
+    a table of whole sequences is always read as edits of the wild type."""
     variants: list[Variant] = []
     problems: list[VariantIssue] = []
-    for row, mutant in enumerate(dms.frame["mutant"]):
-        parsed = parse_variant(mutant, dms.wild_type, dms.first, order=row)
+    for row, name in enumerate(dms.names):
+        parsed = (from_sequence(dms.wild_type, name, dms.first, order=row) if dms.by_sequence
+                  else parse_variant(name, dms.wild_type, dms.first, order=row, indels=indels))
         (variants if isinstance(parsed, Variant) else problems).append(parsed)
     return variants, problems
 
@@ -277,7 +309,8 @@ def score_dms(
     Args:
       engine: a loaded ``Engine``.
       dms: from ``read_dms`` / ``parse_dms``.
-      strategy: one of ``options.VARIANT_STRATEGIES``.
+      strategy: one of ``options.SCORING_STRATEGIES`` (a table of whole sequences, or of indels,
+        needs one of ``SEQUENCE_STRATEGIES``: the others refuse those rows).
       record_id: the wild type's record id, for messages.
       progress: called with (passes done, passes total).
       cancelled, store: as ``scoring.score_variants`` (masked passes stop between chunks, what
@@ -287,7 +320,7 @@ def score_dms(
       ``DmsScores``; rows that cannot be scored have NaN and the reason in ``status``. The
       wild-type disagreements found here are added to ``dms.issues``.
     """
-    variants, problems = table_variants(dms)
+    variants, problems = table_variants(dms, indels=strategy in SEQUENCE_STRATEGIES)
     issues = list(dms.issues)
     if problems:
         kinds = collections.Counter(p.kind for p in problems)
@@ -308,7 +341,7 @@ def score_dms(
         if column in table.columns:
             frame[column] = table[column].to_numpy()
     # Duplicates by the ProteinGym spelling, so A23V and p.Ala23Val are the same mutant.
-    key = table["variant"].where(table["variant"] != "", frame["mutant"].to_numpy())
+    key = table["variant"].where(table["variant"] != "", dms.names.to_numpy())
     first_of_mutant = ~key.duplicated(keep="first")
     in_metrics = (table["status"].to_numpy() == OK) & frame["DMS_score"].notna().to_numpy() & first_of_mutant.to_numpy()
     dms = dataclasses.replace(dms, issues=issues)

@@ -43,11 +43,18 @@ def _statistics_line(metrics: dict) -> tuple[str, str]:
     return " · ".join(parts), f"n = {metrics.get('n_scored', 0):,} ({', '.join(left_out)})"
 
 
+# The scatter's three groups of rows (``Variant.kind`` -> group; any other kind is an indel).
+_KIND_GROUP = {"substitution": "single", "multi-substitution": "multi"}
+_KIND_SYMBOLS = (("single", "circle", "single"), ("multi", "diamond", "multi-mutant"),
+                 ("indel", "triangle-up", "indel or stop"))
+
+
 def dms_scatter(scores: DmsScores, metrics: dict, singles_only: bool = False) -> go.Figure:
     """Model score (x) against DMS_score (y) for the rows the statistics use; statistics in the title.
 
-    Colour: the assay's fit / not fit bin; symbol: single substitutions (circles) or
-    multi-mutants (diamonds), so the two can be told apart.
+    Colour: the assay's fit / not fit bin; symbol: single substitutions (circles),
+    multi-substitutions (diamonds) or indels, stops and frameshifts (triangles), so they can be
+    told apart.
 
     Args:
       scores: from ``dms.score_dms``.
@@ -56,22 +63,23 @@ def dms_scatter(scores: DmsScores, metrics: dict, singles_only: bool = False) ->
     """
     used = scores.rows_used(singles_only)
     frame = scores.frame[used]
-    mutations = scores.n_mutations[used]
+    groups_of = np.array([_KIND_GROUP.get(k, "indel") for k in scores.kinds[used]])
+    names = (scores.variants["variant"] if scores.dms.by_sequence else scores.frame["mutant"]).to_numpy()[used]
     bins = frame["DMS_score_bin"] if scores.dms.has_bins else pd.Series(np.nan, index=frame.index)
     kind = go.Scattergl if len(frame) > MANY_POINTS else go.Scatter
     fig = go.Figure()
     groups = [(1, "fit (DMS_score_bin 1)"), (0, "not fit (DMS_score_bin 0)"), (None, "no DMS_score_bin")]
     for value, name in groups:
-        for single, symbol, what in ((True, "circle", "single"), (False, "diamond", "multi-mutant")):
-            pick = (bins.isna() if value is None else bins == value).to_numpy() & ((mutations == 1) == single)
+        for group, symbol, what in _KIND_SYMBOLS:
+            pick = (bins.isna() if value is None else bins == value).to_numpy() & (groups_of == group)
             part = frame[pick]
             if part.empty:
                 continue
             fig.add_trace(kind(
                 x=part["score"], y=part["DMS_score"], mode="markers", name=f"{name}, {what}",
-                text=[escape(m) for m in part["mutant"]],
-                marker={"size": 5 if single else 7, "opacity": 0.7, "color": FIT_COLOURS.get(value, "#777777"),
-                        "symbol": symbol},
+                text=[escape(m) for m in names[pick]],
+                marker={"size": 5 if group == "single" else 7, "opacity": 0.7,
+                        "color": FIT_COLOURS.get(value, "#777777"), "symbol": symbol},
                 hovertemplate=f"%{{text}} ({what})<br>model %{{x:.3f}}<br>DMS %{{y:.3f}}<extra></extra>",
             ))
     fig.update_xaxes(title=f"model score ({escape(scores.strategy)}, log p(mutant) − log p(wild type))")
