@@ -24,6 +24,20 @@ CLASS_COLOURS = {
     "other": "#999999",
 }
 
+# Categories on the records' map (docs/inputs.md, "Colouring the records' map"): Okabe and Ito's
+# eight colours (Color Universal Design, 2002; Wong, Nature Methods 8:441, 2011), then four of Paul
+# Tol's (high-contrast's blue, the dark brown of his 12-colour scheme, light's cyan, muted's wine).
+# Every pair, and each against the map's white and its greys ("no value"; "other" for the first
+# eleven), stays at least 10 CIEDE2000 apart in normal vision and in simulated protanopia,
+# deuteranopia and tritanopia (Machado et al. 2009): tests/test_record_sets.py measures it.
+# The twelfth is nearer "other"'s grey under deuteranopia, so it is used only when there is none.
+SAFE_CATEGORY_COLOURS = (
+    "#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#000000",
+    "#004488", "#661100", "#99DDFF", "#882255",
+)  # fmt: skip
+OTHER_COLOUR = "#666666"  # the values past the palette, together
+MISSING_COLOUR = "#BBBBBB"  # records without a value
+
 
 def _layout(fig: go.Figure, title: str, height: int | None = None, **kwargs) -> go.Figure:
     fig.update_layout(

@@ -18,14 +18,14 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .analysis import pca
-from .figure_style import _layout, category_colours, escape, principal_component_title
+from .figure_style import (MISSING_COLOUR, OTHER_COLOUR, SAFE_CATEGORY_COLOURS, _layout, escape,
+                           principal_component_title)
 
 METHODS = {"pca": "PCA", "umap": "UMAP"}
 UMAP_MIN_RECORDS = 5  # fewer points than this make no neighbourhood graph worth drawing
-MAX_CATEGORIES = 20  # more distinct values are grouped as "other"
-CONTINUOUS_MIN_VALUES = 12  # numbers with more distinct values get a colour scale, fewer a legend
+MAX_CATEGORIES = len(SAFE_CATEGORY_COLOURS)  # 12 values get a colour each; more: 11 and "other"
+CONTINUOUS_MIN_VALUES = 12  # numbers with this many distinct values or more get a colour scale, fewer a legend
 MISSING = "no value"
-MISSING_COLOUR = "#BBBBBB"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,18 +143,19 @@ def _colour_groups(values: list[object], colour_name: str) -> list[_PointGroup]:
 
 
 def _category_groups(values: list[object], present: list[int]) -> list[_PointGroup]:
-    """One group per value, most frequent first; past ``MAX_CATEGORIES`` the rest share "other"
-    (but never an "other" of a single value: that value gets its own entry instead)."""
+    """One group per value, most frequent first, each in its own colour-blind-safe colour
+    (``SAFE_CATEGORY_COLOURS``); past ``MAX_CATEGORIES`` values the most frequent keep one
+    colour fewer and the rest share "other" (so "other" always holds two values or more)."""
     counts = Counter(values[i] for i in present)
     ordered = sorted(counts, key=lambda v: (-counts[v], str(v)))
-    shown = ordered[:MAX_CATEGORIES] if len(ordered) > MAX_CATEGORIES + 1 else ordered
+    shown = ordered if len(ordered) <= MAX_CATEGORIES else ordered[: MAX_CATEGORIES - 1]
     groups = [
         _PointGroup([i for i in present if values[i] == value], escape(value), {"color": colour})
-        for value, colour in zip(shown, category_colours(len(shown)))
+        for value, colour in zip(shown, SAFE_CATEGORY_COLOURS)
     ]
     rest = [i for i in present if values[i] not in set(shown)]
     if rest:
-        groups.append(_PointGroup(rest, f"other ({len(ordered) - len(shown)} values)", {"color": "#666666"}))
+        groups.append(_PointGroup(rest, f"other ({len(ordered) - len(shown)} values)", {"color": OTHER_COLOUR}))
     return groups
 
 

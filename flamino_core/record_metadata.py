@@ -1,21 +1,31 @@
 """What a set of records says about itself: metadata read from FASTA headers, or joined from a
-table the user uploads, for colouring the per-sequence map and for the ProtSpace export.
+table the user uploads, for colouring the per-sequence map, the Records table and the ProtSpace
+export (one parser, ``header_fields``, for all three).
 
 Headers carry metadata by convention, and the parser knows the common ones:
 
 - UniProt: ``sp|P68871|HBB_HUMAN Hemoglobin subunit beta OS=Homo sapiens OX=9606 GN=HBB PE=1 SV=2``
-  (database, accession, entry name, protein name, organism, taxon, gene, existence, version);
+  (database, accession, entry name, protein name, organism, taxon, gene, existence; the
+  sequence version ``SV=`` is read and left out, as before);
 - UniRef: ``UniRef50_P68871 Hemoglobin subunit beta n=12 Tax=Homo sapiens TaxID=9606 RepID=...``;
 - NCBI: ``NP_000509.1 hemoglobin subunit beta [Homo sapiens]`` (organism in brackets);
-- Pfam/UniProt spans: ``HBB_HUMAN/3-147`` (``numbering.record_span``).
+- Pfam/UniProt spans: ``HBB_HUMAN/3-147`` (``numbering.record_span``);
+- any other ``key=value`` pair, a column named by its key: ProteinGym's
+  ``A0A140D2T1_ZIKV taxon=Virus selection=OrganismalFitness assay=...``, ``key="a b"`` quoted;
+  pairs may be separated by spaces, ``;`` or ``|``;
+- an id of ``|``-separated fields (``seq1|Virus|2019``): each field after the first a column,
+  ``id_part_2``, ``id_part_3`` ..., or a column of its own when it is ``key=value``.
 
-Values are text, numbers where they are numbers; a record without a field has None there.
+A value without quotes runs to the next ``key=`` (UniProt's ``OS=Homo sapiens OX=...``); the
+text before the first pair is the protein name. Values are text, numbers where they are numbers;
+a record without a field has None there.
 """
 
 from __future__ import annotations
 
 import io
 import re
+from collections import Counter
 from typing import Sequence
 
 from .fasta_records import ProteinRecord
@@ -37,7 +47,16 @@ FIELDS = {  # column -> what the user sees
 }
 _UNIPROT_KEYS = {"OS": "organism", "OX": "taxon_id", "GN": "gene_name", "PE": "protein_existence"}
 _UNIREF_KEYS = {"Tax": "organism", "TaxID": "taxon_id"}
-_KEY_VALUE = re.compile(r"\b(OS|OX|GN|PE|SV|Tax|TaxID|RepID|n)=")
+# Read and left out, so the ProtSpace table of a UniProt or UniRef file keeps the columns it always
+# had: UniProt's sequence version; UniRef's cluster size and representative (on UniRef ids only).
+_DROPPED_KEYS = frozenset({"SV"})
+_UNIREF_DROPPED_KEYS = frozenset({"n", "RepID"})
+# A key starts the text or follows white space, ';' or '|' ("a=b=c" is one pair, a = "b=c").
+_PAIR_KEY = re.compile(r"(?:^|(?<=[\s;|]))([A-Za-z_][\w.-]*)=")
+_ID_PAIR = re.compile(r"([A-Za-z_][\w.-]*)=(.+)")
+# Columns the rows and ProtSpace's table own: a header key of that name becomes header_<key>.
+_RESERVED = frozenset({"id", "identifier", "record_id", "length"})
+MAX_HEADER_COLUMNS = 32  # columns beyond FIELDS: those most records have
 _DATABASE_ID = re.compile(r"^([a-z]{2,3})\|([^|]+)\|([^|/\s]+)")
 _NCBI_ORGANISM = re.compile(r"\[([^\[\]]+)\]\s*$")
 # A description that is only a UniProt accession, optionally versioned (Pfam and Stockholm
@@ -46,30 +65,37 @@ _ACCESSION_ONLY = re.compile(
     r"([OPQ][0-9][A-Z0-9]{3}[0-9]|[A-NR-Z][0-9](?:[A-Z][A-Z0-9]{2}[0-9]){1,2})(?:\.[0-9]+)?")
 # Columns an uploaded table may name its record ids by, in order of preference.
 ID_COLUMNS = ("id", "identifier", "record_id", "protein_id", "accession", "entry", "uniprot_id")
+# Numbers as people write them, in ASCII digits (no "1_000", no other scripts' digits).
+_INTEGER = re.compile(r"[+-]?(0|[1-9][0-9]{0,14})")
+_CODE = re.compile(r"[+-]?0[0-9]+")
+_DECIMAL = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?")  # linear: no "[0-9]+[0-9]*"
+# Numbers that name things (NCBI taxon ids): coloured as categories, never on a scale.
+CODE_FIELDS = frozenset({"taxon_id"})
 
 
 def header_fields(record_id: str, description: str) -> dict[str, object]:
-    """The metadata in one FASTA header (id and description), as ``FIELDS`` columns."""
-    fields: dict[str, object] = {}
-    database = _DATABASE_ID.match(record_id)
-    if database:
-        fields["database"], fields["accession"], fields["entry_name"] = database.groups()
-    text = description.strip()
-    first = _KEY_VALUE.search(text)
-    if first:
-        name, pairs = text[: first.start()].strip(), text[first.start():]
-        # "OS=Homo sapiens OX=9606": each value runs to the next KEY=.
-        parts = _KEY_VALUE.split(pairs)[1:]
-        for key, value in zip(parts[0::2], parts[1::2]):
-            column = _UNIPROT_KEYS.get(key) or _UNIREF_KEYS.get(key)
-            if column and value.strip():
-                fields[column] = _number(value.strip())
-    else:
-        name = text
-        organism = _NCBI_ORGANISM.search(text)
+    """The metadata in one FASTA header (id and description): ``FIELDS`` columns, then a column
+    per other ``key=value`` pair (named by its key) and per ``|``-separated field of the id.
+
+    Args:
+      record_id: the header's first word.
+      description: the rest of the header.
+
+    Returns:
+      Column -> value (int or float where the text is a number); absent fields are left out.
+    """
+    fields = _id_fields(record_id)
+    name, pairs = _pairs(description.strip())
+    uniref = record_id.startswith("UniRef")
+    for key, value in pairs:
+        column = _column(key, uniref)
+        if column and value:
+            fields[column] = _number(value)
+    if not pairs:
+        organism = _NCBI_ORGANISM.search(name)
         if organism:
             fields["organism"] = organism.group(1).strip()
-            name = text[: organism.start()].strip()
+            name = name[: organism.start()].strip()
     accession = _ACCESSION_ONLY.fullmatch(name)
     if accession and "accession" not in fields:
         fields["accession"] = accession.group(1)
@@ -81,16 +107,79 @@ def header_fields(record_id: str, description: str) -> dict[str, object]:
     return fields
 
 
+def _id_fields(record_id: str) -> dict[str, object]:
+    """UniProt's ``db|accession|entry name``; else each ``|`` field after the first: ``id_part_N``
+    (N counting from 1 at the first), or its key's column when it is ``key=value``."""
+    database = _DATABASE_ID.match(record_id)
+    if database:
+        return dict(zip(("database", "accession", "entry_name"), database.groups(), strict=True))
+    fields: dict[str, object] = {}
+    for number, part in enumerate(record_id.split("|")[1:], start=2):
+        pair = _ID_PAIR.fullmatch(part.strip())
+        column = _column(pair.group(1), False) if pair else f"id_part_{number}"
+        value = _number(pair.group(2) if pair else part)
+        if column and value is not None:
+            fields[column] = value
+    return fields
+
+
+def _pairs(text: str) -> tuple[str, list[tuple[str, str]]]:
+    """The text before the first ``key=`` (stripped) and the ``(key, value)`` pairs after it. A
+    value in double quotes is what the quotes hold; any other runs to the next key, without the
+    ``;`` or ``|`` that separated them."""
+    match = _PAIR_KEY.search(text)
+    name = (text[: match.start()] if match else text).strip()
+    pairs = []
+    while match:
+        key, start = match.group(1), match.end()
+        close = text.find('"', start + 1) if text.startswith('"', start) else -1
+        if close > 0:
+            pairs.append((key, text[start + 1 : close].strip()))
+            match = _PAIR_KEY.search(text, close + 1)
+        else:
+            following = _PAIR_KEY.search(text, start)
+            value = text[start : following.start() if following else len(text)]
+            pairs.append((key, value.strip().rstrip(";|").strip()))
+            match = following
+    return name, pairs
+
+
+def _column(key: str, uniref: bool) -> str | None:
+    """The column a header key fills (None: read and left out)."""
+    if key in _DROPPED_KEYS or (uniref and key in _UNIREF_DROPPED_KEYS):
+        return None
+    known = _UNIPROT_KEYS.get(key) or _UNIREF_KEYS.get(key)
+    if known:
+        return known
+    return f"header_{key}" if key in _RESERVED else key
+
+
+def column_label(column: str) -> str:
+    """What the user sees for a metadata column: ``FIELDS``' words, a header key as written."""
+    return FIELDS.get(column, column)
+
+
 def metadata_rows(records: Sequence[ProteinRecord]) -> list[dict[str, object]]:
     """One row per record: ``id``, ``length`` and every header field any record has (None where
-    a record lacks it), columns in ``FIELDS`` order."""
+    a record lacks it), columns in ``FIELDS`` order, then the headers' other columns in the order
+    they first appear (the ``MAX_HEADER_COLUMNS`` most records have)."""
     parsed = [header_fields(r.id, r.description) for r in records]
     present = [column for column in FIELDS if column == "length" or any(column in p for p in parsed)]
+    counts = Counter(column for p in parsed for column in p if column not in FIELDS)
+    kept = set(sorted(counts, key=lambda column: -counts[column])[:MAX_HEADER_COLUMNS])  # stable: ties by order
+    present += [column for column in counts if column in kept]
     rows = []
     for record, fields in zip(records, parsed, strict=True):
         values = {"length": len(record.sequence), **fields}
         rows.append({"id": record.id, **{column: values.get(column) for column in present}})
     return rows
+
+
+def colour_values(rows: Sequence[dict[str, object]], column: str) -> list[object]:
+    """The values of ``column`` to colour the records by: as they are, but ``CODE_FIELDS`` as text
+    (taxon 9606 is a name, not an amount)."""
+    values = [row.get(column) for row in rows]
+    return [None if v is None else str(v) for v in values] if column in CODE_FIELDS else values
 
 
 def join_table(records: Sequence[ProteinRecord], data: bytes) -> tuple[dict[str, list], list[str]]:
@@ -142,19 +231,16 @@ def _match(record: ProteinRecord, rows: dict[str, int]) -> int | None:
 
 
 def _number(text: object) -> object:
-    """``"9606"`` -> 9606, ``"0.5"`` -> 0.5; other text as it is (``"007"`` too); None if empty."""
+    """``"9606"`` -> 9606, ``"0.5"`` -> 0.5; other text as it is (``"007"`` and ``"1_1"`` too, which
+    Python's ``int``/``float`` would take); None if empty."""
     if text is None:
         return None
     value = str(text).strip()
     if not value:
         return None
-    if re.fullmatch(r"[+-]?(0|[1-9]\d{0,14})", value):  # "007" is a code, kept as text
+    if _INTEGER.fullmatch(value):
         return int(value)
-    if re.fullmatch(r"[+-]?0\d+", value):
+    if _CODE.fullmatch(value) or not _DECIMAL.fullmatch(value):  # "007" is a code, kept as text
         return value
-    try:
-        number = float(value)
-    except ValueError:
-        return value
-    return number if number == number and abs(number) != float("inf") else value
-
+    number = float(value)
+    return number if abs(number) != float("inf") else value

@@ -9,7 +9,7 @@ import numpy as np
 
 from .analysis import amino_acid_probabilities, entropy
 from .fasta_records import ProteinRecord
-from .record_metadata import metadata_rows
+from .record_metadata import FIELDS, metadata_rows
 
 ENTROPY_COLUMN = "mean entropy (bits)"
 PPPL_COLUMN = "pseudo-perplexity"
@@ -34,7 +34,8 @@ def summary_rows(
     pseudo_perplexities: Mapping[str, float] | None = None,
 ) -> list[dict[str, object]]:
     """One row per record: ``id``, ``length``, the header fields any record has among
-    ``SHOWN_FIELDS``, then the mean entropy and pseudo-perplexity (None where not computed).
+    ``SHOWN_FIELDS`` and its headers' own columns (``key=value`` pairs, ``|`` fields: ProteinGym's
+    ``taxon``), then the mean entropy and pseudo-perplexity (None where not computed).
 
     Args:
       records: the records, in input order.
@@ -44,6 +45,8 @@ def summary_rows(
     for record, fields in zip(records, metadata_rows(records), strict=True):
         row = {"id": record.id, "length": len(record.sequence)}
         row.update({column: fields[column] for column in SHOWN_FIELDS if column in fields})
+        row.update({column: value for column, value in fields.items()
+                    if column not in FIELDS and column not in (ENTROPY_COLUMN, PPPL_COLUMN, "id")})  # fmt: skip
         row[ENTROPY_COLUMN] = (mean_entropies or {}).get(record.id)
         row[PPPL_COLUMN] = (pseudo_perplexities or {}).get(record.id)
         rows.append(row)

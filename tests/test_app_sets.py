@@ -208,6 +208,24 @@ def test_the_records_map_is_coloured_by_an_uploaded_table_joined_on_accession_or
     assert by_name["ubiquitin"] == ["sp|P0CG47|UBB_HUMAN"] and by_name["no value"] == ["sp|P0CG49|UBB_MOUSE"]
 
 
+def test_the_records_map_and_table_read_the_headers_own_key_value_pairs():
+    """ProteinGym-style headers (issue 37): ``taxon=`` is a column of the Records table and a
+    "Colour records by" choice, no table needed; the pairs are no longer one protein name."""
+    fasta = "".join(f">p{i} taxon={taxon} score={i}\n{UBIQUITIN[: 40 + i]}\n"
+                    for i, taxon in enumerate(["Virus", "Human", "Human"]))  # fmt: skip
+    at = settle(open_page(paste(start(), fasta), "records"))
+    assert_clean(at)
+    table = at.dataframe[0].value
+    assert list(table["taxon"]) == ["Virus", "Human", "Human"] and "protein_name" not in table
+    at = settle(open_page(at, "embeddings"))
+    colour = at.selectbox(key="_w_scolour")
+    assert {"taxon", "score"} <= set(colour.options) and "protein name" not in colour.options
+    colour.set_value("header:taxon").run()
+    assert_clean(at)
+    by_name = {t["name"]: t["text"] for t in figures(at)[2]["data"]}
+    assert by_name["Human"] == ["p1", "p2"] and by_name["Virus"] == ["p0"]
+
+
 def test_umap_when_installed_and_a_clear_note_when_not(monkeypatch):
     import streamlit as st
 

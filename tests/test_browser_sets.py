@@ -4,7 +4,8 @@ Records then Embeddings, then the server restarted and Records opened again.
 The server runs with a ``sitecustomize`` (tests/browser_hooks/) that logs every engine call and
 the rows it was sent, so the test sees which page ran the model: Embeddings runs no unmasked pass
 over the records Records stored, and after a restart Records runs none at all (its table comes
-from the result store). The map of 186 records has its labels off.
+from the result store). The map of 186 records has its labels off, and colours by the headers'
+``taxon=`` without a table (issue 37).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from flamino_core.figure_style import SAFE_CATEGORY_COLOURS
 from test_browser import (
     CHROMIUM,
     ROOT,
@@ -30,6 +32,7 @@ from test_browser import (
 )
 
 TARGETS = ROOT.parent / "shared" / "fasta" / "proteingym_targets.fa"
+MAP_TRACES = "(document.querySelectorAll('.js-plotly-plot')[2]?.data || [])"  # the records' map
 HOOKS = Path(__file__).resolve().parent / "browser_hooks"
 
 pytestmark = [
@@ -142,6 +145,22 @@ def test_186_records_records_then_embeddings_then_a_restart(servers, browser):
     assert points and all(mode == "markers" for mode in points), modes  # 186 records: no labels
     assert page.get_by_text("186 records", exact=False).count() >= 1
     page.screenshot(path=str(SCREENSHOTS / "embeddings_186.png"), full_page=True)
+
+    # Coloured by the headers' own taxon= (issue 37), with no table: one legend entry per taxon,
+    # most frequent first, each in its own colour of the colour-blind-safe palette.
+    page.locator('[data-testid="stSelectbox"]').filter(has_text="Colour records by").click()
+    page.get_by_role("option", name="taxon", exact=True).wait_for()
+    options = page.get_by_role("option").all_inner_texts()
+    assert {"selection", "assay"} <= {o.strip() for o in options} and not any("(table)" in o for o in options)
+    page.get_by_role("option", name="taxon", exact=True).click()
+    page.wait_for_function(f"{MAP_TRACES}.some(t => t.name === 'Human')")
+    _wait_for_charts(page, 3)
+    legend = page.locator(".js-plotly-plot").nth(2).locator(".legendtext").all_text_contents()  # SVG: no innerText
+    assert legend[:4] == ["Human", "Prokaryote", "Eukaryote", "Virus"], legend
+    colours = page.evaluate(f"() => {MAP_TRACES}.slice(0, 4).map(t => t.marker.color)")
+    assert colours == list(SAFE_CATEGORY_COLOURS[:4])
+    assert page.locator(".js-plotly-plot").nth(2).locator(".legendtitletext").text_content() == "taxon"
+    page.screenshot(path=str(SCREENSHOTS / "embeddings_186_taxon.png"), full_page=True)
     page.context.close()
 
     first.stop()

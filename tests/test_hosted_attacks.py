@@ -102,8 +102,12 @@ HOSTILE_TEXT = {
         header_fields("sp|" + "a" * N, "OS=" * (N // 3))
         header_fields("x", "[" + "a" * N)
         header_fields("x", "[a]" + " " * N + "x")
+        header_fields("x|" + "a" * N, 'k="' * (N // 3))  # an id's fields, quotes never closed
+        header_fields("x", "k=" + "1" * N + "x")  # a number that is not one
+        header_fields("x", " a" * (N // 2))  # every word a key's possible start
         records = parse_fasta_text(">a\\nMKV\\n").records
         join_table(records, b"id,x\\n" + b"a," + b"1" * N + b"\\n")
+        join_table(records, b"id,x\\n" + b"a," + b"1" * N + b"x\\n")  # digits, then not a number
     """,
     "share links": """
         from app_pages._ui.links import decode_view

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import csv
 import io
+from collections import Counter
 
 import numpy as np
 import pytest
 
 from flamino_core import protspace, record_map
 from flamino_core.fasta import ProteinRecord, read_fasta
-from flamino_core.record_metadata import header_fields, join_table, metadata_rows
+from flamino_core.figure_style import MISSING_COLOUR, OTHER_COLOUR, SAFE_CATEGORY_COLOURS, _qualitative
+from flamino_core.record_metadata import (MAX_HEADER_COLUMNS, colour_values, header_fields, join_table,
+                                          metadata_rows)
 from flamino_core.record_summary import ENTROPY_COLUMN, PPPL_COLUMN, mean_entropy, summary_rows
 
 RNG = np.random.default_rng(7)
@@ -145,7 +148,7 @@ def test_the_map_colours_numbers_by_scale_and_categories_by_legend():
     few = record_map.record_map_figure(projection, ids, [i % 3 for i in range(30)], "PE")
     assert sorted(t.name for t in few.data) == ["0", "1", "2"]
     many = record_map.record_map_figure(projection, ids, [f"c{i}" for i in range(30)], "clade")
-    assert len(many.data) == record_map.MAX_CATEGORIES + 1 and many.data[-1].name == "other (10 values)"
+    assert len(many.data) == 12 and many.data[-1].name == "other (19 values)"  # 11 colours, then "other"
     assert sum(len(t.x) for t in many.data) == 30
     ringed = record_map.record_map_figure(projection, ids, selected="r4", labels=False)
     assert ringed.data[0].mode == "markers" and ringed.data[-1].name == "selected: r4"
@@ -163,3 +166,194 @@ def test_summary_rows_and_mean_entropy():
         {"id": "b", "length": 2, "organism": None, "gene_name": None, "protein_name": None, "accession": None,
          ENTROPY_COLUMN: 1.5, PPPL_COLUMN: None},
     ]  # fmt: skip
+
+
+# Header metadata (issue 37): one parser, ``record_metadata.header_fields``, for the Records
+# table, the map's colours and the ProtSpace export.
+
+
+def test_the_shared_proteingym_headers_read_as_columns(shared_fasta):
+    """``>A0A140D2T1_ZIKV taxon=Virus selection=OrganismalFitness assay=...``: three columns, no
+    protein name. The counts were read off the file with grep, not with this parser."""
+    records = read_fasta(shared_fasta / "proteingym_targets.fa").records
+    rows = metadata_rows(records)
+    assert list(rows[0]) == ["id", "length", "taxon", "selection", "assay"]
+    assert rows[0] == {"id": "A0A140D2T1_ZIKV", "length": len(records[0].sequence), "taxon": "Virus",
+                       "selection": "OrganismalFitness", "assay": "A0A140D2T1_ZIKV_Sourisseau_2019"}  # fmt: skip
+    assert Counter(r["taxon"] for r in rows) == {"Human": 81, "Prokaryote": 43, "Eukaryote": 34, "Virus": 28}
+    assert Counter(r["selection"] for r in rows) == {"Stability": 66, "OrganismalFitness": 62, "Activity": 35,
+                                                     "Expression": 13, "Binding": 10}  # fmt: skip
+    assert len({r["assay"] for r in rows}) == 186
+    summary = summary_rows(records[:1])[0]
+    assert (summary["taxon"], summary["selection"]) == ("Virus", "OrganismalFitness") and "protein_name" not in summary
+
+
+@pytest.mark.parametrize(
+    "record_id, description, expected",
+    [
+        ("sp|P69905|HBA_HUMAN", "Hemoglobin subunit alpha OS=Homo sapiens OX=9606 GN=HBA1 PE=1 SV=2",
+         {"database": "sp", "accession": "P69905", "entry_name": "HBA_HUMAN", "protein_name": "Hemoglobin subunit alpha",
+          "organism": "Homo sapiens", "taxon_id": 9606, "gene_name": "HBA1", "protein_existence": 1}),  # SV= left out
+        ("WP_000001.1", "protein name [Escherichia coli]", {"protein_name": "protein name", "organism": "Escherichia coli"}),
+        ("s1", 'strain="K-12 substr. MG1655" host=human', {"strain": "K-12 substr. MG1655", "host": "human"}),
+        ("s2", 'kinase note="a = b" score=0.5', {"protein_name": "kinase", "note": "a = b", "score": 0.5}),
+        ("s3", 'note="never closed x=1', {"note": '"never closed', "x": 1}),  # no closing quote: runs to the next key
+        ("seq1|Virus|2019", "", {"id_part_2": "Virus", "id_part_3": 2019}),
+        ("seq2|taxon=Virus|assay=a_b", "", {"taxon": "Virus", "assay": "a_b"}),
+        ("contig_1_1", "# 2 # 1000 # 1 # ID=1_1;partial=00;start_type=ATG;gc_cont=0.55",  # Prodigal
+         {"protein_name": "# 2 # 1000 # 1 #", "ID": "1_1", "partial": "00", "start_type": "ATG", "gc_cont": 0.55}),
+        ("s4", "taxon=Homo sapiens | assay=a=b", {"taxon": "Homo sapiens", "assay": "a=b"}),
+        ("s5", "length=12 id=x record_id=y empty= n=3", {"header_length": 12, "header_id": "x", "header_record_id": "y",
+                                                      "n": 3}),  # the rows' own columns kept apart; n= off UniRef kept
+        ("s6", "Na+/K+ ATPase (Km=3 uM)", {"protein_name": "Na+/K+ ATPase (Km=3 uM)"}),  # "=" inside a word
+        ("s7", "alcohol dehydrogenase EC=1.1.1.1", {"protein_name": "alcohol dehydrogenase", "EC": "1.1.1.1"}),
+    ],
+)  # fmt: skip
+def test_header_shapes(record_id, description, expected):
+    assert header_fields(record_id, description) == expected
+
+
+def test_the_protspace_table_is_byte_identical_where_it_had_columns(shared_fasta):
+    """UniProt, NCBI, UniRef, Pfam and plain headers: the CSV ``flamino embed -o OUT.h5`` wrote
+    before issue 37 (commit 30d0513), byte for byte."""
+    records = [*read_fasta(shared_fasta / "uniprot_two.fa").records, *read_fasta(shared_fasta / "HBB_HUMAN.fa").records,
+               ProteinRecord("NP_000509.1", "hemoglobin subunit beta [Homo sapiens]", "MVHLT"),
+               ProteinRecord("UniRef50_P68871", "Hemoglobin subunit beta n=1042 Tax=Gnathostomata TaxID=7776 "
+                             "RepID=HBB_HUMAN", "MVHL"),
+               ProteinRecord("HBB_HUMAN/3-147", "P68871.1", "MVH"),
+               ProteinRecord("sp|P69905|HBA_HUMAN", "Hemoglobin subunit alpha OS=Homo sapiens OX=9606 GN=HBA1 PE=1 SV=2",
+                             "MVLS"),
+               ProteinRecord("plain", "", "MK")]  # fmt: skip
+    before = (
+        "identifier,record_id,length,organism,taxon_id,gene_name,protein_name,database,accession,entry_name,"
+        "protein_existence,start,end,family\n"
+        "sp|P55685|Y4WG_RHISN,sp|P55685|Y4WG_RHISN,181,Rhizobium sp. (strain NGR234),,NGR_a00980,"
+        "Uncharacterized protein y4wG,sp,P55685,Y4WG_RHISN,4,,,f\n"
+        "sp|Q1XGE2|HAC1_ASPOR,sp|Q1XGE2|HAC1_ASPOR,345,Aspergillus oryzae,,hacA,Transcriptional activator hacA,sp,"
+        "Q1XGE2,HAC1_ASPOR,2,,,f\n"
+        "HBB_HUMAN,HBB_HUMAN,146,,,,Human beta hemoglobin.,,,,,,,f\n"
+        "NP_000509.1,NP_000509.1,5,Homo sapiens,,,hemoglobin subunit beta,,,,,,,f\n"
+        "UniRef50_P68871,UniRef50_P68871,4,Gnathostomata,7776,,Hemoglobin subunit beta,,,,,,,f\n"
+        "HBB_HUMAN_3-147,HBB_HUMAN/3-147,3,,,,,,P68871,,,3,147,f\n"
+        "sp|P69905|HBA_HUMAN,sp|P69905|HBA_HUMAN,4,Homo sapiens,9606,HBA1,Hemoglobin subunit alpha,sp,P69905,"
+        "HBA_HUMAN,1,,,f\n"
+        "plain,plain,2,,,,,,,,,,,\n"
+    )
+    assert protspace.metadata_csv(records, {"family": ["f"] * 7 + [None]}) == before
+
+
+def test_the_protspace_table_gains_the_headers_own_columns(shared_fasta):
+    """ProtSpace colours by any column after ``identifier``: ProteinGym's three are there, and a
+    joined table's column of the same name wins."""
+    records = read_fasta(shared_fasta / "proteingym_targets.fa").records[:2]
+    rows = list(csv.DictReader(io.StringIO(protspace.metadata_csv(records, {"taxon": ["Flavivirus", None]}))))
+    assert list(rows[0]) == ["identifier", "record_id", "length", "taxon", "selection", "assay"]
+    assert [(r["identifier"], r["taxon"], r["selection"]) for r in rows] == [
+        ("A0A140D2T1_ZIKV", "Flavivirus", "OrganismalFitness"), ("A0A192B1T2_9HIV1", "", "OrganismalFitness")]
+
+
+def test_header_columns_are_capped_by_how_many_records_have_them():
+    records = [ProteinRecord(f"r{i}", f"common=1 k{i}=x", "MK") for i in range(40)]
+    columns = list(metadata_rows(records)[0])
+    assert columns[:3] == ["id", "length", "common"] and len(columns) == 2 + MAX_HEADER_COLUMNS
+    assert columns[3:5] == ["k0", "k1"]  # ties kept in the order they first appear
+
+
+def test_taxon_ids_colour_as_names_and_other_numbers_as_numbers():
+    rows = [{"taxon_id": 9606, "length": 3}, {"taxon_id": None, "length": 4}]
+    assert colour_values(rows, "taxon_id") == ["9606", None] and colour_values(rows, "length") == [3, 4]
+
+
+# The palette rule: CIEDE2000 (Sharma, Wu and Dalal 2005) between colours as seen in normal
+# vision and through Machado, Oliveira and Fernandes' (2009) full-severity dichromacy matrices,
+# applied in linear RGB.
+DICHROMACY = {
+    "normal": np.eye(3),
+    "protanopia": np.array([[0.152286, 1.052583, -0.204868], [0.114503, 0.786281, 0.099216],
+                            [-0.003882, -0.048116, 1.051998]]),
+    "deuteranopia": np.array([[0.367322, 0.860646, -0.227968], [0.280085, 0.672501, 0.047413],
+                              [-0.011820, 0.042940, 0.968881]]),
+    "tritanopia": np.array([[1.255528, -0.076749, -0.178779], [-0.078411, 0.930809, 0.147602],
+                            [0.004733, 0.691367, 0.303900]]),
+}  # fmt: skip
+SRGB_TO_XYZ = np.array([[0.4124564, 0.3575761, 0.1804375], [0.2126729, 0.7151522, 0.0721750],
+                        [0.0193339, 0.1191920, 0.9503041]])  # fmt: skip
+D65 = np.array([0.95047, 1.0, 1.08883])
+
+
+def _lab(colour: str, vision: str) -> np.ndarray:
+    srgb = np.array([int(colour[i : i + 2], 16) / 255 for i in (1, 3, 5)])
+    linear = np.where(srgb <= 0.04045, srgb / 12.92, ((srgb + 0.055) / 1.055) ** 2.4)
+    t = SRGB_TO_XYZ @ np.clip(DICHROMACY[vision] @ linear, 0, 1) / D65
+    f = np.where(t > (6 / 29) ** 3, np.cbrt(t), t / (3 * (6 / 29) ** 2) + 4 / 29)
+    return np.array([116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])])
+
+
+def _ciede2000(lab1, lab2) -> float:
+    (l1, a1, b1), (l2, a2, b2) = lab1, lab2
+    c_mean = (np.hypot(a1, b1) + np.hypot(a2, b2)) / 2
+    g = 0.5 * (1 - np.sqrt(c_mean**7 / (c_mean**7 + 25**7)))
+    c1, c2 = np.hypot((1 + g) * a1, b1), np.hypot((1 + g) * a2, b2)
+    h1, h2 = (np.degrees(np.arctan2(b, (1 + g) * a)) % 360 for a, b in ((a1, b1), (a2, b2)))
+    dh = 0.0 if c1 * c2 == 0 else (h2 - h1 + 180) % 360 - 180
+    big_dh = 2 * np.sqrt(c1 * c2) * np.sin(np.radians(dh / 2))
+    l_mean, c_mean2 = (l1 + l2) / 2, (c1 + c2) / 2
+    h_mean = h1 + h2 if c1 * c2 == 0 else ((h1 + h2) / 2 + (180 if abs(h1 - h2) > 180 else 0)) % 360
+    t = (1 - 0.17 * np.cos(np.radians(h_mean - 30)) + 0.24 * np.cos(np.radians(2 * h_mean))
+         + 0.32 * np.cos(np.radians(3 * h_mean + 6)) - 0.20 * np.cos(np.radians(4 * h_mean - 63)))  # fmt: skip
+    rotation = -np.sin(np.radians(60 * np.exp(-(((h_mean - 275) / 25) ** 2)))) * 2 * np.sqrt(
+        c_mean2**7 / (c_mean2**7 + 25**7))
+    sl = 1 + 0.015 * (l_mean - 50) ** 2 / np.sqrt(20 + (l_mean - 50) ** 2)
+    sc, sh = 1 + 0.045 * c_mean2, 1 + 0.015 * c_mean2 * t
+    terms = ((l2 - l1) / sl, (c2 - c1) / sc, big_dh / sh)
+    return float(np.sqrt(sum(x**2 for x in terms) + rotation * terms[1] * terms[2]))
+
+
+def _closest(colours, against=()) -> tuple[float, str, str, str]:
+    """The closest two colours in any vision: (distance, colour, colour, vision)."""
+    pairs = [(a, b) for i, a in enumerate(colours) for b in (*colours[i + 1 :], *against)]
+    return min((_ciede2000(_lab(a, v), _lab(b, v)), a, b, v) for a, b in pairs for v in DICHROMACY)
+
+
+@pytest.mark.parametrize(
+    "lab1, lab2, expected",  # Sharma et al.'s test data, pairs 1, 7, 17 and 25
+    [((50, 2.6772, -79.7751), (50, 0, -82.7485), 2.0425), ((50, 0, 0), (50, -1, 2), 2.3669),
+     ((50, 2.5, 0), (73, 25, -18), 27.1492), ((60.2574, -34.0099, 36.2677), (60.4626, -34.1751, 39.4387), 1.2644)],
+)  # fmt: skip
+def test_the_colour_distance_is_ciede2000(lab1, lab2, expected):
+    assert _ciede2000(lab1, lab2) == pytest.approx(expected, abs=1e-4)
+
+
+def test_the_category_palette_stays_apart_for_colour_blind_eyes():
+    """Twelve colours at least 10 CIEDE2000 apart in every vision, and from white and "no value";
+    the first eleven from "other" too (the twelfth is drawn only when there is no "other"). The
+    palette the map had before fails: its first four (Human, Prokaryote, Eukaryote, Virus on the
+    shared set) come within 6 of each other under deuteranopia."""
+    palette = list(SAFE_CATEGORY_COLOURS)
+    assert len(palette) == record_map.MAX_CATEGORIES == 12
+    assert _closest(palette, ("#FFFFFF", MISSING_COLOUR))[0] >= 10
+    assert _closest(palette[:11], ("#FFFFFF", MISSING_COLOUR, OTHER_COLOUR))[0] >= 10
+    assert _closest(_qualitative(4))[0] < 6
+
+
+def test_up_to_twelve_categories_get_a_colour_each_then_other():
+    projection = record_map.project(RNG.normal(size=(26, 4)))
+    ids = [f"r{i}" for i in range(26)]
+    twelve = record_map.record_map_figure(projection, ids, [f"c{i % 12:02d}" for i in range(24)] + [None] * 2, "c")
+    assert [t.marker.color for t in twelve.data] == [*SAFE_CATEGORY_COLOURS, MISSING_COLOUR]
+    assert [t.name for t in twelve.data][:3] == ["c00", "c01", "c02"] and twelve.data[-1].name == "no value"
+    thirteen = record_map.record_map_figure(projection, ids, [f"c{i % 13:02d}" for i in range(26)], "c")
+    assert [t.marker.color for t in thirteen.data] == [*SAFE_CATEGORY_COLOURS[:11], OTHER_COLOUR]
+    assert thirteen.data[-1].name == "other (2 values)" and len(thirteen.data[-1].x) == 4
+
+
+def test_the_shared_set_coloured_by_taxon(shared_fasta):
+    """Most frequent first, each taxon its own colour (Human and Virus were two purples)."""
+    records = read_fasta(shared_fasta / "proteingym_targets.fa").records
+    rows = metadata_rows(records)
+    projection = record_map.project(RNG.normal(size=(len(rows), 4)))
+    fig = record_map.record_map_figure(projection, [r["id"] for r in rows], colour_values(rows, "taxon"), "taxon")
+    assert [(t.name, len(t.x)) for t in fig.data] == [("Human", 81), ("Prokaryote", 43), ("Eukaryote", 34),
+                                                      ("Virus", 28)]  # fmt: skip
+    assert [t.marker.color for t in fig.data] == list(SAFE_CATEGORY_COLOURS[:4])
+    assert fig.layout.legend.title.text == "taxon"

@@ -13,7 +13,7 @@ import streamlit as st
 
 from flamino_core import protspace
 from flamino_core.record_map import METHODS, project, record_map_figure
-from flamino_core.record_metadata import FIELDS, join_table, metadata_rows
+from flamino_core.record_metadata import FIELDS, column_label, colour_values, join_table, metadata_rows
 
 from . import set_results
 from .context import PageContext
@@ -27,6 +27,7 @@ TABLE = "_record_table"  # session state: (file name, bytes) of the uploaded met
 TABLE_PROBLEM = "_record_table_problem"  # why the last upload was refused
 NO_COLOUR = "none"
 TABLE_PREFIX = "table:"
+HEADER_PREFIX = "header:"  # a header's own key (``taxon=``), kept apart from NO_COLOUR and TABLE_PREFIX
 LABELS = "slabels"  # session state and link key: the user's choice (None: none made, the default applies)
 MAX_LABELLED = 30  # more records than this: no labels by default (158 ids are an illegible mass)
 
@@ -75,12 +76,28 @@ def labels_toggle(count: int) -> bool:
 
 
 def colour_choices(rows: list[dict], table: dict[str, list]) -> dict[str, str]:
-    """Colour-by value -> label: nothing, header fields some record has, the table's columns."""
+    """Colour-by value -> label: nothing, header fields some record has (UniProt's, NCBI's ...,
+    then the headers' own ``key=value`` columns), the table's columns."""
     choices = {NO_COLOUR: "nothing"}
     present = {column for row in rows for column, value in row.items() if value is not None}
-    choices.update({column: label for column, label in FIELDS.items() if column in present})
+    known = [column for column in FIELDS if column in present]
+    own = [column for column in (rows[0] if rows else {})
+           if column in present and column not in FIELDS and column != "id"]  # fmt: skip
+    choices.update({column: FIELDS[column] for column in known})
+    choices.update({HEADER_PREFIX + column: column_label(column) for column in own})
     choices.update({TABLE_PREFIX + column: f"{column} (table)" for column in table})
     return choices
+
+
+def _colour(colour_key: str, rows: list[dict], table: dict[str, list]) -> tuple[list | None, str]:
+    """The values to colour the map by, and their name for the legend."""
+    if colour_key.startswith(TABLE_PREFIX):
+        column = colour_key.removeprefix(TABLE_PREFIX)
+        return table[column], column
+    if colour_key == NO_COLOUR:
+        return None, ""
+    column = colour_key.removeprefix(HEADER_PREFIX)
+    return colour_values(rows, column), column_label(column)
 
 
 def records_section(ctx: PageContext, layer: int, layer_name: str) -> None:
@@ -134,12 +151,7 @@ def records_section(ctx: PageContext, layer: int, layer_name: str) -> None:
         projection = _projection(means, method)
     if projection.note:
         st.info(projection.note)
-    if colour_key.startswith(TABLE_PREFIX):
-        colour, colour_name = table[colour_key.removeprefix(TABLE_PREFIX)], colour_key.removeprefix(TABLE_PREFIX)
-    elif colour_key == NO_COLOUR:
-        colour, colour_name = None, ""
-    else:
-        colour, colour_name = [row.get(colour_key) for row in rows], FIELDS[colour_key]
+    colour, colour_name = _colour(colour_key, rows, table)
     selected = ctx.record
     fig = record_map_figure(
         projection, ids, colour, colour_name, selected.id if selected else None, labels,
