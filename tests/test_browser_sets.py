@@ -103,13 +103,20 @@ def records_done(page, timeout_ms: int = 600_000) -> int:
     """Wait until the Records table is complete: no job runs and no cell waits to fill in. A
     job the page says is long (its cost measured on a first chunk) is started as a user would.
     Returns how many times the page asked."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     asked = 0
     deadline = time.monotonic() + timeout_ms / 1000
     while True:
+        assert time.monotonic() < deadline, "the Records table did not complete"
         page.wait_for_function(f"({DONE}) || ({ASKED})", timeout=max(1000, (deadline - time.monotonic()) * 1000))
         if page.evaluate(f"() => {ASKED}"):
+            try:  # a button of a run being replaced can be gone before the click: then look again
+                page.get_by_role("button", name="Start (", exact=False).first.click(timeout=10_000)
+            except PlaywrightTimeout:
+                page.screenshot(path=str(SCREENSHOTS / "records_186_start_gone.png"), full_page=True)
+                continue
             asked += 1
-            page.get_by_role("button", name="Start (", exact=False).first.click()
             page.wait_for_timeout(1000)
             continue
         _settle(page)
