@@ -12,7 +12,8 @@ import pytest
 
 # The server, the browser and the waits of tests/test_browser.py (same markers and skips).
 from test_browser import (  # noqa: F401
-    SCREENSHOTS, TIMEOUT_MS, VIEWPORT, _download, _nav, _settle, _wait_for_charts, pytestmark,
+    DRAWN_CHARTS, SCREENSHOTS, TIMEOUT_MS, VIEWPORT, _download, _nav, _settle, _wait_for_charts, pytestmark,
+    wait_for_work,
 )
 
 DMS_DIR = Path(__file__).resolve().parents[2] / "shared" / "dms"
@@ -44,6 +45,8 @@ def test_predict_page_upload_fit_map_download_and_reload(server, browser, tmp_pa
     page.get_by_text("Model passes: embedding", exact=False).first.wait_for()
     _settle(page)
     page.get_by_role("button", name="Fit the predictor").click()
+    # The fit is a background job (its passes, then its fits): waited for while it moves.
+    wait_for_work(page, lambda: page.evaluate(f"{DRAWN_CHARTS} >= 1"))
     _wait_for_charts(page, 1)  # the out-of-fold scatter (the first tab)
     assert page.locator('[data-testid="stException"]').count() == 0
     assert page.locator('[data-testid="stAlertContentError"]').count() == 0

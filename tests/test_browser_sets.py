@@ -176,6 +176,6 @@ def test_186_records_records_then_embeddings_then_a_restart(servers, browser):
     _nav(page, "Records").click()
     page.wait_for_url("**/records*")
     page.locator('[data-testid="stDataFrame"]').wait_for()
-    records_done(page, timeout_ms=120_000)
+    records_done(page, timeout_ms=360_000)  # from the store, but a new server compiles first
     assert set_passes(second.engine_calls()) == 0  # the whole table from the store
     page.context.close()
