@@ -13,7 +13,7 @@ import torch
 
 from flamino_core import Engine, load_weights
 from flamino_core.cli import main
-from flamino_core.variants.notation import parse_mutations
+from flamino_core.variants.indels import parse_mutations
 from flamino_core.variants.scoring import output_columns, score_variants
 from conftest import TINY
 from reference_checkpoints import hf_forward
@@ -89,7 +89,7 @@ def test_a_mixed_list_matches_hf(hf_checkpoints, real_sequences, strategy):
     wild = real_sequences["HBB_HUMAN"][:40]
     assert wild == "VHLTPEEKSAVTALWGKVNVDEVGGEALGRLLVVYPWTQR"
     expected = mixed_list(wild)
-    variants, issues = parse_mutations(", ".join(expected) + ", A6V", wild, indels=True)
+    variants, issues = parse_mutations(", ".join(expected) + ", A6V", wild)
     assert len(variants) == len(expected) and [i.order for i in issues] == [len(expected)]
     result = score_variants(engine, wild, variants, strategy, issues=issues, record_id="HBB40")
     table = result.table
@@ -120,7 +120,7 @@ def test_a_mixed_list_matches_hf(hf_checkpoints, real_sequences, strategy):
 def test_substitution_strategies_refuse_indels_by_name(real_sequences):
     engine = Engine(load_weights("random:tiny"))
     wild = real_sequences["HBB_HUMAN"][:40]
-    variants, issues = parse_mutations("E6V p.Lys8del p.Trp37Ter", wild, indels=True)
+    variants, issues = parse_mutations("E6V p.Lys8del p.Trp37Ter", wild)
     result = score_variants(engine, wild, variants, "masked-marginals", issues=issues)
     assert list(result.table.status[:1]) == ["ok"] and result.passes == 1
     assert "a deletion; masked-marginals scores substitutions only" in result.table.status[1]

@@ -8,7 +8,8 @@ import time
 import pytest
 
 from flamino_core.variants import notation as m
-from flamino_core.variants.notation import Variant, parse_mutations, parse_variant
+from flamino_core.variants.indels import parse_mutations, parse_variant
+from flamino_core.variants.notation import Variant
 
 # A made-up protein, positions counted by hand:
 # M1 K2 V3 L4 A5 G6 H7 E8 W9 Y10 P11 Q12 R13 S14 T15 D16 C17 I18 N19 F20
@@ -18,7 +19,7 @@ HBB = "MVHLTPEEKSAVTALWGKVNVDEVGGEALGRLLVVYPWTQRFFESFGDLSTPDAVMGNPKVKAHGKKVLGAFS
 
 
 def indel(text: str, sequence: str = SEQ, first: int = 1) -> Variant:
-    parsed = parse_variant(text, sequence, first, indels=True)
+    parsed = parse_variant(text, sequence, first)
     assert isinstance(parsed, Variant), parsed
     return parsed
 
@@ -62,10 +63,10 @@ def test_the_record_numbering_applies():
     variant = indel("p.Glu7_Glu8del", without_met, first=2)
     assert variant.apply(without_met)[:10] == "VHLTPKSAVT" and variant.positions == (7, 8)
     assert variant.mutant == "E7_E8del"
-    shifted = parse_variant("p.Glu7_Glu8del", without_met, indels=True)  # numbered from 1: P6, E7
+    shifted = parse_variant("p.Glu7_Glu8del", without_met)  # numbered from 1: P6, E7
     assert isinstance(shifted, m.VariantIssue) and shifted.kind == m.WRONG_WILD_TYPE
     assert "the sequence has K at position 8, not E" in shifted.message
-    outside = parse_variant("p.Met1del", without_met, first=2, indels=True)
+    outside = parse_variant("p.Met1del", without_met, first=2)
     assert outside.kind == m.OUT_OF_RANGE and "position 1 is outside the sequence (2-147" in outside.message
     assert indel("p.Val2_His3insGly", without_met, first=2).apply(without_met)[:5] == "VGHLT"
     assert indel("p.Glu7Ter", without_met, first=2).apply(without_met) == "VHLTP"
@@ -97,7 +98,7 @@ def test_the_record_numbering_applies():
     ],
 )
 def test_every_indel_refusal_names_the_entry_and_the_reason(text, kind, words):
-    issue = parse_variant(text, SEQ, order=3, indels=True)
+    issue = parse_variant(text, SEQ, order=3)
     assert isinstance(issue, m.VariantIssue), issue
     assert issue.kind == kind and issue.order == 3 and issue.text == text
     for word in words:
@@ -107,16 +108,16 @@ def test_every_indel_refusal_names_the_entry_and_the_reason(text, kind, words):
 
 def test_substitution_strategies_still_refuse_indels_and_say_what_scores_them():
     for text in ("p.Lys2del", "p.Trp9Ter", "W9X", "p.Lys2_Val3insGly"):
-        issue = parse_variant(text, SEQ)  # indels not asked for: as before
+        issue = m.parse_variant(text, SEQ)  # the substitution notation alone: as before
         assert isinstance(issue, m.VariantIssue) and issue.kind in (m.INDEL, m.STOP)
         assert "flamino variants --strategy pll or wt-pll-approx scores it" in issue.message
-    assert "only substitutions can be scored" in parse_variant("p.Lys2del", SEQ).message
-    assert "ESM-2 has no stop token" in parse_variant("p.Trp9Ter", SEQ).message
+    assert "only substitutions can be scored" in m.parse_variant("p.Lys2del", SEQ).message
+    assert "ESM-2 has no stop token" in m.parse_variant("p.Trp9Ter", SEQ).message
 
 
 def test_a_mixed_list_keeps_its_order_and_substitutions_stay_substitutions():
     text = "K2A, p.Lys2del, p.[Lys2Ala;Val3Asp], W9*, p.Trp9fs, p.Lys2_Val3insGly"
-    variants, issues = parse_mutations(text, SEQ, indels=True)
+    variants, issues = parse_mutations(text, SEQ)
     assert [(v.order, v.kind) for v in variants] == [
         (0, "substitution"), (1, "deletion"), (2, "multi-substitution"), (3, "stop"), (5, "insertion")]
     assert [(i.order, i.kind) for i in issues] == [(4, m.INDEL)]
@@ -126,7 +127,7 @@ def test_a_mixed_list_keeps_its_order_and_substitutions_stay_substitutions():
 
 def test_a_table_of_indels_is_read_by_line():
     table = "mutant,label\np.Lys2del,pathogenic\np.Lys2_Val3ins5,\nW9*,benign\n"
-    variants, issues = parse_mutations(table, SEQ, indels=True)
+    variants, issues = parse_mutations(table, SEQ)
     assert [(v.mutant, v.label) for v in variants] == [("K2del", "pathogenic"), ("W9*", "benign")]
     assert issues[0].message.startswith("line 3: ") and "not written out" in issues[0].message
 
@@ -139,7 +140,7 @@ def test_hostile_indel_entries_read_in_linear_time():
     start = time.perf_counter()
     for _ in range(50):
         for entry in entries:
-            parse_variant(entry, SEQ, indels=True)
+            parse_variant(entry, SEQ)
     assert time.perf_counter() - start < 2.0  # measured ~0.05 s; a quadratic pattern takes minutes
 
 

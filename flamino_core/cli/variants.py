@@ -59,7 +59,7 @@ def _notes(notes, shown: set[str]) -> None:
 def cmd_variants(args) -> int:
     import pandas as pd
 
-    from ..variants.notation import parse_mutations
+    from ..variants import indels, notation
     from ..variants.scoring import OK, output_columns, score_variants
     from ..variants.sequence_scores import pass_plan
 
@@ -70,12 +70,13 @@ def cmd_variants(args) -> int:
     tables, scored, shown = [], 0, set()
     for n, record in enumerate(records):
         first = first_residue_number(record, args.offset)
-        indels = args.strategy in SEQUENCE_STRATEGIES  # the strategies that score indels and stops
-        variants, issues = parse_mutations(mutations, record.sequence, first, reference=record.id, indels=indels)
+        whole = args.strategy in SEQUENCE_STRATEGIES  # the strategies that score indels and stops
+        parse = indels.parse_mutations if whole else notation.parse_mutations
+        variants, issues = parse(mutations, record.sequence, first, reference=record.id)
         for issue in issues:
             if issue.order < 0:  # about the whole list: unreadable, empty, a shifted numbering
                 say(f"{record.id}: {issue.message}")
-        if indels:  # the cost before the work: the wild type's passes counted once
+        if whole:  # the cost before the work: the wild type's passes counted once
             say(f"{record.id}: {pass_plan(record.sequence, variants, args.strategy).describe(len(variants))}")
         label = record.id if len(records) == 1 else f"{record.id} ({n + 1}/{len(records)})"
         result = score_variants(engine, record.sequence, variants, args.strategy, issues=issues,

@@ -25,7 +25,7 @@ import pandas as pd
 
 from ..csv_tables import NO_LIMITS, TableError, TableLimits, check_protein, read_table
 from ..options import SEQUENCE_STRATEGIES
-from .indels import from_sequence
+from . import indels as indel_notation
 from .notation import (
     OUT_OF_RANGE, WRONG_WILD_TYPE, Variant, VariantIssue, parse_variant, read_changes, suggest_offset,
 )  # fmt: skip
@@ -287,9 +287,10 @@ def table_variants(dms: DmsTable, indels: bool = False) -> tuple[list[Variant], 
     a table of whole sequences is always read as edits of the wild type."""
     variants: list[Variant] = []
     problems: list[VariantIssue] = []
+    read = indel_notation.parse_variant if indels else parse_variant
     for row, name in enumerate(dms.names):
-        parsed = (from_sequence(dms.wild_type, name, dms.first, order=row) if dms.by_sequence
-                  else parse_variant(name, dms.wild_type, dms.first, order=row, indels=indels))
+        parsed = (indel_notation.from_sequence(dms.wild_type, name, dms.first, order=row) if dms.by_sequence
+                  else read(name, dms.wild_type, dms.first, order=row))
         (variants if isinstance(parsed, Variant) else problems).append(parsed)
     return variants, problems
 

@@ -55,6 +55,21 @@ class _Written:
     new: str = ""  # a frameshift's first new residue, as written (one letter)
 
 
+def parse_variant(text: str, sequence: str, first: int = 1, order: int = 0, label: str = "",
+                  reference: str = "") -> Variant | n.VariantIssue:
+    """``notation.parse_variant``, with indels, stops and frameshifts read too (the entries it
+    refuses as such go to ``parse_indel``)."""
+    parsed = n.parse_variant(text, sequence, first, order, label, reference)
+    if isinstance(parsed, n.VariantIssue) and parsed.kind in (n.INDEL, n.STOP):
+        return parse_indel(text, sequence, first, order, label, reference)
+    return parsed
+
+
+def parse_mutations(text: str | bytes, sequence: str, first: int = 1, **options) -> tuple[list, list]:
+    """``notation.parse_mutations`` (same arguments), each entry read by ``parse_variant``."""
+    return n.parse_mutations(text, sequence, first, read=parse_variant, **options)
+
+
 def parse_indel(text: str, sequence: str, first: int = 1, order: int = 0, label: str = "",
                 reference: str = "") -> Variant | n.VariantIssue:
     """One entry holding an indel, stop or frameshift (and maybe substitutions), checked against

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from typing import Callable
 
 import numpy as np
 
@@ -185,8 +186,7 @@ def _quote(text: str) -> str:
 
 
 def parse_variant(
-    text: str, sequence: str, first: int = 1, order: int = 0, label: str = "", reference: str = "",
-    indels: bool = False,
+    text: str, sequence: str, first: int = 1, order: int = 0, label: str = "", reference: str = ""
 ) -> Variant | VariantIssue:
     """One entry (``A23V``, ``A23V:G45D``, ``p.[Ala23Val;Gly45Asp]`` ...) checked against ``sequence``.
 
@@ -197,18 +197,12 @@ def parse_variant(
       order: the entry's place in the input.
       label: a user label carried along (the CSV ``label`` column).
       reference: the record's id, checked against a prefix that names a sequence of its kind.
-      indels: read insertions, deletions, delins, duplications, stops and frameshifts too
-        (``indels``; for the strategies that score whole sequences), else refuse them.
 
     Returns:
       A ``Variant``, or a ``VariantIssue`` whose message names the entry.
     """
     changes, problem = read_changes(text, reference)
     entry = text.strip()
-    if problem is not None and indels and problem.kind in (INDEL, STOP):
-        from .indels import parse_indel  # the indel grammar builds on this module
-
-        return parse_indel(text, sequence, first, order, label, reference)
     if problem is not None:
         return dataclasses.replace(problem, order=order, label=label)
     substitutions, problems, kinds, seen = [], [], [], set()
@@ -247,7 +241,7 @@ def substitution_names(sequence: str, first: int = 1) -> list[str]:
 # --- a whole list -------------------------------------------------------------------------------
 def parse_mutations(
     text: str | bytes, sequence: str, first: int = 1, max_chars: int | None = None, reference: str = "",
-    max_entries: int | None = None, indels: bool = False,
+    max_entries: int | None = None, read: Callable[..., Variant | VariantIssue] | None = None,
 ) -> tuple[list[Variant], list[VariantIssue]]:
     """Every variant in a pasted list or CSV, checked against ``sequence``.
 
@@ -262,7 +256,8 @@ def parse_mutations(
       reference: the record's id (``pasted``: a prefix naming another sequence is refused).
       max_entries: refuse a list of more entries, once split and before any is read (a hosted
         server's cap: each entry is a row kept with the session's scores).
-      indels: read indels, stops and frameshifts as variants (``parse_variant``).
+      read: reads one entry, ``parse_variant``'s arguments (default ``parse_variant``;
+        ``indels.parse_mutations`` passes ``indels.parse_variant``, which reads indels too).
 
     Returns:
       ``(variants, issues)``: both carry ``order``, the entry's place in the input, so the two
@@ -287,7 +282,7 @@ def parse_mutations(
     issues = [VariantIssue(-1, "", INPUT, problem)] if problem else []
     variants = []
     for order, (entry, label, row) in enumerate(entries):
-        parsed = parse_variant(entry, sequence, first, order, label, reference, indels)
+        parsed = (read or parse_variant)(entry, sequence, first, order, label, reference)
         if isinstance(parsed, Variant):
             variants.append(parsed)
         elif row:  # a table's entries are named by line too

@@ -84,7 +84,7 @@ def score_sequences(engine, sequence: str, variants: Sequence[Variant], strategy
     Args:
       engine: a loaded ``Engine``.
       sequence: the wild type.
-      variants: checked against it (``notation.parse_mutations(..., indels=True)``).
+      variants: checked against it (``indels.parse_mutations``).
       strategy: a name in ``options.SEQUENCE_STRATEGIES``.
       progress: (passes done, passes) over the whole plan, stored passes counted as done.
       masked: ``store`` and ``cancelled`` for ``passes.masked_log_probs`` / ``record_outputs``.
