@@ -135,7 +135,8 @@ def test_a_table_of_indels_is_read_by_line():
 def test_hostile_indel_entries_read_in_linear_time():
     """Long runs in every slot the indel patterns have (digits, codes, inserted residues) stay fast:
     each entry is capped at MAX_ENTRY_CHARS and every pattern is anchored with no nested repeat."""
-    entries = ["K2_V3ins" + "Gly" * 600, "K" + "9" * 1500 + "del", "K2_V3ins" + "A" * 1900, "p.[" + "K2del;" * 300 + "]",
+    entries = ["K2_V3ins" + "Gly" * 600, "K" + "9" * 1500 + "del", "K2_V3ins" + "A" * 1900,
+               "p.[" + "K2del;" * 300 + "]",
                "K2_V3delins" + "*" * 1900, "W9" + "P" * 1900 + "fs*2"]
     start = time.perf_counter()
     for _ in range(50):

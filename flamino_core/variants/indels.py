@@ -30,7 +30,9 @@ import re
 from ..alphabet import STANDARD_AMINO_ACIDS
 from ..three_letter import CODES
 from . import notation as n
-from .variant import DELETION, DELINS, DUPLICATION, FRAMESHIFT, INSERTION, STOP, SUBSTITUTION, Edit, Variant, apply_edits, overlapping
+from .variant import (
+    DELETION, DELINS, DUPLICATION, FRAMESHIFT, INSERTION, STOP, SUBSTITUTION, Edit, Variant, apply_edits, overlapping,
+)  # fmt: skip
 
 _SITE = r"([A-Za-z]{3}|[A-Za-z*])(\d{1,9})"
 _RANGED = re.compile(_SITE + r"(?:_" + _SITE + r")?(delins|del|dup|ins)(.*)", re.DOTALL | re.IGNORECASE)
@@ -219,7 +221,8 @@ def _place(written: _Written, sequence: str, first: int) -> tuple[Edit, str] | n
             return _issue(n.OUT_OF_RANGE, f"{{}}: position {number:,} is outside the sequence "
                                           f"({first:,}-{first + len(sequence) - 1:,}{start})")
         if sequence[index] != wt:
-            return _issue(n.WRONG_WILD_TYPE, f"{{}}: the sequence has {sequence[index]} at position {number:,}, not {wt}")
+            return _issue(n.WRONG_WILD_TYPE,
+                          f"{{}}: the sequence has {sequence[index]} at position {number:,}, not {wt}")
         indices.append(index)
     start, last = indices[0], indices[-1]
     site = "_".join(f"{wt}{number}" for wt, number in written.sites)
@@ -282,7 +285,8 @@ def from_sequence(wild: str, mutated: str, first: int = 1, order: int = 0, label
         kind, word = (SUBSTITUTION, "") if end - start == 1 and len(inserted) == 1 else (DELINS, "delins")
     span = _span(wild, start, end, first)
     edit = Edit(start, end, inserted, kind)
-    return Variant(order, mutated[:60], f"{span}{word}{inserted if kind != DELETION else ''}", (), first, label, (edit,))
+    name = f"{span}{word}{inserted if kind != DELETION else ''}"
+    return Variant(order, mutated[:60], name, (), first, label, (edit,))
 
 
 def _span(wild: str, start: int, end: int, first: int) -> str:

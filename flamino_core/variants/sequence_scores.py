@@ -4,8 +4,8 @@
 * ``pll``: PLL(mutant) - PLL(wild type), PLL(x) = sum_i log p(x_i | x with i masked), one masked
   pass per residue of each sequence through the result store (``passes.masked_log_probs``):
   ProteinGym's indel score for masked models. The wild type's L passes are run (or read) once and
-  shared by every variant of it; a mutant's passes are its own (its input differs from the wild
-  type's at every position once its length changed), so none is reused across sequences.
+  shared by every variant of it; a mutant's passes are its own (the store keys a pass by the
+  whole sequence and the masked position: no pass is reused for a different input).
 * ``wt-pll-approx``: the same difference with PLL approximated from one unmasked pass per
   sequence, sum_i log p(x_i | x): ESM Variants' PLLR (Brandes et al. 2023, ``get_PLLR`` in
   github.com/ntranoslab/esm-variants). Its unmasked passes come from ``passes.record_outputs``.

@@ -10,7 +10,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Iterable
 
-SUBSTITUTION, DELETION, INSERTION, DELINS, DUPLICATION = "substitution", "deletion", "insertion", "delins", "duplication"
+SUBSTITUTION, DELETION, INSERTION = "substitution", "deletion", "insertion"
+DELINS, DUPLICATION = "delins", "duplication"
 STOP, FRAMESHIFT = "stop", "frameshift"
 TRUNCATIONS = (STOP, FRAMESHIFT)  # the wild type's C-terminal part is lost
 
