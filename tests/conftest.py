@@ -171,17 +171,19 @@ def kind_of(file_name: str, test_name: str) -> str:
 
 def pytest_collection_modifyitems(config, items):
     """Give every test its kind (``KINDS``), and order the xdist groups."""
+    groups = {}
     for item in items:
         if not any(item.get_closest_marker(kind) for kind in KINDS):
             item.add_marker(getattr(pytest.mark, kind_of(item.path.name, item.name)))
         marked = _group_of_kind(next(k for k in KINDS if item.get_closest_marker(k)), item.path.name)
-        if marked != group_of(item.nodeid):
+        groups[item.nodeid] = group_of(item.nodeid)
+        if marked != groups[item.nodeid]:
             raise pytest.UsageError(f"{item.nodeid} is marked {marked!r} but the tables of tests/conftest.py "
-                                    f"put it in the xdist group {group_of(item.nodeid)!r}: name it in FILE_KINDS "
+                                    f"put it in the xdist group {groups[item.nodeid]!r}: name it in FILE_KINDS "
                                     "or TEST_KINDS")
     rank = {group: i for i, group in enumerate(LONGEST_FIRST)}
     # Stable: within a group, and for groups not named, the collection order is kept.
-    items.sort(key=lambda item: rank.get(group_of(item.nodeid), len(rank)))
+    items.sort(key=lambda item: rank.get(groups[item.nodeid], len(rank)))
 
 
 # --- scheduling under pytest-xdist (`make test`: `pytest -n auto --dist loadscope --no-loadscope-reorder`) ---
@@ -189,8 +191,7 @@ def pytest_collection_modifyitems(config, items):
 # once, on one worker. The browser tests are one group (one Streamlit server and one Chromium,
 # browser_fixtures.py) and so are the Ray tests (two Ray clusters at once on two cores would
 # starve both, and the two-node test pins cores). Groups are handed out in the order below, the
-# longest first, so that no long group starts last (measured: docs/testing.md).
-# From a quiet run (docs/testing.md): ray 8.8 min (mostly waiting on Ray), browser 7.2, then
+# longest first, so that no long group starts last. From a quiet run (docs/testing.md): ray 8.8 min (mostly waiting on Ray), browser 7.2, then
 # parity 2.4, fused attention 1.9, batch 1.8, engine 1.5, predict 1.2, app sets and app 0.9 each.
 LONGEST_FIRST = ("ray", "browser", "test_parity.py", "test_fused_attention.py", "test_batch.py", "test_engine.py",
                  "test_predict.py", "test_app_sets.py", "test_app.py")
