@@ -43,15 +43,9 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+from browser_fixtures import CHROMIUM_ARGS  # noqa: E402  (the test suite's Chromium flags, one list)
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 AMINO_ACIDS = "ACDEFGHIKLMNPQRSTVWY"
 SIZES = {"short": (60, 90), "medium": (280, 320), "long": (1450, 1550)}
 # One session's sequence of inputs; sessions start at different offsets.
