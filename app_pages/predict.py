@@ -183,12 +183,13 @@ def results_section(ctx: PageContext, name: str, fitted) -> None:
     model, kind = choice.model, choice.kind
     if result.model_is_random:
         st.caption(plain(f"Note: {RANDOM_WEIGHTS_NOTE}."))
-    key = "spearman" if result.table.task == "regression" else "auc"
+    # (Not named ``key``: that is the fit's, which the prediction map below is cached by.)
+    statistic = "spearman" if result.table.task == "regression" else "auc"
     head = result.headline
     boxes = st.columns(3)
-    value, spread = interval(head, key)
-    boxes[0].metric(f"Out-of-fold {STATISTICS[key]}", value, help=spread)
-    if key == "auc":
+    value, spread = interval(head, statistic)
+    boxes[0].metric(f"Out-of-fold {STATISTICS[statistic]}", value, help=spread)
+    if statistic == "auc":
         value, spread = interval(head, "mcc")
         boxes[1].metric("Out-of-fold MCC", value, help=spread)
     else:

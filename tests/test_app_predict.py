@@ -97,6 +97,21 @@ def test_fit_shows_out_of_fold_statistics_figures_and_the_prediction_map(engine,
     expected, _ = prediction_map(reference.predictor, wild_type, engine)
     np.testing.assert_allclose(grid, expected.T, atol=1e-9)
 
+    # Fitted again on other features, the map is that predictor's, drawn when asked for again. (The
+    # map was cached by the statistic's name instead of the fit: the second fit of a regression
+    # showed the first fit's map at once.)
+    at.radio(key="_w_pfeat").set_value("onehot")
+    at = settle(button(at, "Fit the predictor").click().run())
+    assert_clean(at)
+    assert len(figures(at)) == 3  # the new fit's three figures; no map before the button
+    at = button(at, "Predict the substitution map").click().run()
+    z = figures(at)[3]["data"][0]["z"]
+    grid = np.array(values(z), dtype=float).reshape([int(n) for n in str(z["shape"]).split(",")]) \
+        if isinstance(z, dict) else np.array(z, dtype=float)
+    onehot = fit_table(parse_labelled_table(table_bytes, "DMS_score"), "onehot", engine=None, model="random:tiny")
+    expected, _ = prediction_map(onehot.predictor, wild_type, None)
+    np.testing.assert_allclose(grid, expected.T, atol=1e-9)
+
 
 def test_features_that_do_not_apply_are_refused_with_the_reason():
     sequences = pd.DataFrame({"sequence": ["MKT", "MKTAYIAK", "MKVLA", "MAAGG", "MKKKT", "MTTTA"],
