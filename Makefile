@@ -60,19 +60,19 @@ browser:
 	  else echo "install Debian's chromium (sudo apt-get install chromium) for the browser test"; exit 1; fi; }
 
 # The Structure page's molecular viewer script, fetched again from the npm registry at the pinned
-# release and checked against the digest in app_pages/_ui/molecule_view.py (the file is committed:
+# release and checked against the digest in app_pages/_ui/structure/molecule_view.py (the file is committed:
 # the hosted deployments install from requirements.txt alone; see docs/structure.md).
-VIEWER_VENDOR := app_pages/_ui/molecule_viewer/vendor
+VIEWER_VENDOR := app_pages/_ui/structure/molecule_viewer/vendor
 viewer-js:
-	@version=$$($(PY) -c "import re; print(re.search(r'VENDOR_VERSION = \"([^\"]+)\"', open('app_pages/_ui/molecule_view.py').read())[1])"); \
-	digest=$$($(PY) -c "import re; print(re.search(r'VENDOR_SHA256 = \"([0-9a-f]+)\"', open('app_pages/_ui/molecule_view.py').read())[1])"); \
+	@version=$$($(PY) -c "import re; print(re.search(r'VENDOR_VERSION = \"([^\"]+)\"', open('app_pages/_ui/structure/molecule_view.py').read())[1])"); \
+	digest=$$($(PY) -c "import re; print(re.search(r'VENDOR_SHA256 = \"([0-9a-f]+)\"', open('app_pages/_ui/structure/molecule_view.py').read())[1])"); \
 	tmp=$$(mktemp -d) && cd $$tmp && npm pack --silent 3dmol@$$version >/dev/null && tar xzf 3dmol-$$version.tgz && \
 	echo "$$digest  package/build/3Dmol-min.js" | sha256sum -c - && cd - >/dev/null && \
 	cp $$tmp/package/build/3Dmol-min.js $$tmp/package/build/3Dmol-min.js.LICENSE.txt $(VIEWER_VENDOR)/ && \
 	cp $$tmp/package/LICENSE $(VIEWER_VENDOR)/3Dmol-LICENSE.txt && rm -rf $$tmp && echo "3Dmol.js $$version in $(VIEWER_VENDOR)"
 
 clean:
-	rm -rf $(VENV) $(ESMCPP_VENV) .pytest_cache test-artifacts build flamino_core/_attention_cpu*.so
+	rm -rf $(VENV) $(ESMCPP_VENV) .pytest_cache test-artifacts build flamino_core/model/_attention_cpu*.so
 
 # Pin the runtime dependencies for the hosted deployments (requirements.txt).
 lock: | $(PY)

@@ -1,8 +1,8 @@
 """flamino: what the ESM-2 protein language model thinks of your sequences.
 
 Run with ``streamlit run app.py``. This file only lays out navigation (the pages declared in
-``app_pages/_ui/views.py``), the sidebar and the error boundary, and computes each rerun's page
-context once (``app_pages/_ui/context.py``: the input read once, the record, its numbering, the
+``app_pages/_ui/frame/views.py``), the sidebar and the error boundary, and computes each rerun's page
+context once (``app_pages/_ui/rerun/context.py``: the input read once, the record, its numbering, the
 engine looked up once); each page in ``app_pages/`` is a ``main(ctx)`` that reads widgets, calls
 ``flamino_core`` and draws its figures, with the helpers in ``app_pages/_ui/``.
 
@@ -16,9 +16,14 @@ import uuid
 
 import streamlit as st
 
-from app_pages._ui import context, downloads, inputs, jobs_panel, model_picker, models, numbering, session, uploads
-from app_pages._ui.policy import hosted_mode
-from app_pages._ui.views import DEFAULT_PAGE, PAGES
+from app_pages._ui.frame import downloads
+from app_pages._ui.rerun import context, session
+
+from app_pages._ui.input import reading as inputs, model_picker, model_loading as models, numbering, uploads
+
+from app_pages._ui.server import jobs_panel
+from app_pages._ui.server.policy import hosted_mode
+from app_pages._ui.frame.views import DEFAULT_PAGE, PAGES
 
 LOG = logging.getLogger("flamino")
 

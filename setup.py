@@ -4,7 +4,7 @@ The kernel (csrc/attention_cpu.cc) is an XLA FFI custom call. It compiles agains
 headers that ship inside jaxlib (what ``jax.ffi.include_dir()`` returns), which is why
 pyproject's ``[build-system] requires`` lists the pinned jaxlib. The extension is optional:
 without a C++ compiler (or without the headers) the install still succeeds, and flamino runs
-its pure-JAX attention instead (``flamino_core.fused_attention.status()`` says which).
+its pure-JAX attention instead (``flamino_core.model.fused_attention.status()`` says which).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ if include is None:
 else:
     ext_modules.append(
         Extension(
-            "flamino_core._attention_cpu",
+            "flamino_core.model._attention_cpu",
             sources=[f"csrc/attention_{part}.cc" for part in ("cpu", "portable", "avx2", "avx512")],
             depends=["csrc/attention_kernel.h", "csrc/attention_tiles.h"],
             include_dirs=[include],

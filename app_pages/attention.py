@@ -10,14 +10,15 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app_pages._ui import results
-from app_pages._ui.context import PageContext, current
-from app_pages._ui.downloads import csv_button, npz_button, show_figure
-from app_pages._ui.widgets import kept_selectbox, kept_toggle, layer_names
-from flamino_core import analysis, figures
-from flamino_core.contact_pairs import contacts_frame, top_contacts_frame
-from flamino_core.config import MAX_RESIDUES
-from flamino_core.windows import WINDOW_STEP, residue_window_start
+from app_pages._ui.results import one_record as results
+from app_pages._ui.rerun.context import PageContext, current
+from app_pages._ui.frame.downloads import csv_button, npz_button, show_figure
+from app_pages._ui.frame.widgets import kept_selectbox, kept_toggle, layer_names
+from flamino_core.analysis import outputs as analysis
+from flamino_core import figures
+from flamino_core.analysis.contact_pairs import contacts_frame, top_contacts_frame
+from flamino_core.model.config import MAX_RESIDUES
+from flamino_core.runtime.windows import WINDOW_STEP, residue_window_start
 
 
 def contact_note(contacts: np.ndarray, length: int) -> str | None:

@@ -1,16 +1,17 @@
 """Embeddings: per-residue representations projected with PCA, and every record's mean embedding
-on one map (``_ui/record_map.py``); each half has its own controls, the layer serves both."""
+on one map (``_ui/records/set_map.py``); each half has its own controls, the layer serves both."""
 
 import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app_pages._ui import results
-from app_pages._ui.context import PageContext, current
-from app_pages._ui.downloads import csv_button, npz_button, show_figure
-from app_pages._ui.record_map import records_section
-from app_pages._ui.widgets import kept_radio, kept_selectbox, layer_names
-from flamino_core import analysis, figures
+from app_pages._ui.results import one_record as results
+from app_pages._ui.rerun.context import PageContext, current
+from app_pages._ui.frame.downloads import csv_button, npz_button, show_figure
+from app_pages._ui.records.set_map import records_section
+from app_pages._ui.frame.widgets import kept_radio, kept_selectbox, layer_names
+from flamino_core.analysis import outputs as analysis
+from flamino_core import figures
 
 
 def main(ctx: PageContext) -> None:

@@ -7,10 +7,10 @@ their records are combined for the other pages.
 import pandas as pd
 import streamlit as st
 
-from app_pages._ui import inputs, uploads
-from app_pages._ui.context import PageContext, current
-from app_pages._ui.views import PAGES
-from app_pages._ui.widgets import counted, kept_checkbox, kept_text_area
+from app_pages._ui.input import reading as inputs, uploads
+from app_pages._ui.rerun.context import PageContext, current
+from app_pages._ui.frame.views import PAGES
+from app_pages._ui.frame.widgets import counted, kept_checkbox, kept_text_area
 
 
 def use_example(label: str) -> None:

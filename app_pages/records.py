@@ -3,20 +3,22 @@ on request, pseudo-perplexity), sortable by any column, searchable, downloadable
 row picks the record the other pages analyse.
 
 The table is drawn at once with what the result store holds and fills in while the set's jobs
-run in the background (``_ui/set_results.py``): it never disappears while a column is computed.
+run in the background (``_ui/records/set_results.py``): it never disappears while a column is computed.
 """
 
 import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app_pages._ui import jobs_panel, set_results
-from app_pages._ui.context import PageContext, current
-from app_pages._ui.downloads import csv_button
-from app_pages._ui.inputs import pick_record
-from app_pages._ui.record_search import matching, search_box
-from flamino_core.record_metadata import FIELDS
-from flamino_core.record_summary import ENTROPY_COLUMN, PPPL_COLUMN, SHOWN_FIELDS, summary_rows
+from app_pages._ui.server import jobs_panel
+
+from app_pages._ui.records import set_results
+from app_pages._ui.rerun.context import PageContext, current
+from app_pages._ui.frame.downloads import csv_button
+from app_pages._ui.input.reading import pick_record
+from app_pages._ui.records.search import matching, search_box
+from flamino_core.records.metadata import FIELDS
+from flamino_core.records.summary import ENTROPY_COLUMN, PPPL_COLUMN, SHOWN_FIELDS, summary_rows
 
 PPPL_ASKED = "_pppl_asked"  # session state: the (model, set) whose pseudo-perplexities were asked for
 TABLE = "records_table"

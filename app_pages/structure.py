@@ -2,12 +2,14 @@
 
 import streamlit as st
 
-from app_pages._ui import molecule_view, results, structures
-from app_pages._ui.context import PageContext, current
-from app_pages._ui.downloads import safe_name, show_figure, text_button
-from app_pages._ui.session import LINK_NOTE
-from app_pages._ui.views import BEST_CHAIN
-from app_pages._ui.widgets import counted, kept_number_input, kept_radio, kept_selectbox, layer_names, plain
+from app_pages._ui.structure import molecule_view, loaded_structure as structures
+
+from app_pages._ui.results import one_record as results
+from app_pages._ui.rerun.context import PageContext, current
+from app_pages._ui.frame.downloads import safe_name, show_figure, text_button
+from app_pages._ui.rerun.session import LINK_NOTE
+from app_pages._ui.frame.views import BEST_CHAIN
+from app_pages._ui.frame.widgets import counted, kept_number_input, kept_radio, kept_selectbox, layer_names, plain
 from flamino_core.structure.contacts import CUTOFFS, precision_by_model, top_predictions, true_contacts
 from flamino_core.structure.export import pdb_export_problem, pdb_with_track, precision_csv
 from flamino_core.structure.figures import contact_comparison_map, structure_trace_3d

@@ -4,11 +4,15 @@ from pathlib import Path
 
 import streamlit as st
 
-from app_pages._ui import inputs, results, scans, suggestions, variant_results
-from app_pages._ui.context import PageContext, current, ready
-from app_pages._ui.downloads import csv_button, json_button, safe_name, show_figure
-from app_pages._ui.policy import current_limits, visitor_model_name
-from app_pages._ui.variant_views import (
+from app_pages._ui.input import reading as inputs
+
+from app_pages._ui.results import one_record as results, scans
+
+from app_pages._ui.variants import suggestions, scoring as variant_results
+from app_pages._ui.rerun.context import PageContext, current, ready
+from app_pages._ui.frame.downloads import csv_button, json_button, safe_name, show_figure
+from app_pages._ui.server.policy import current_limits, visitor_model_name
+from app_pages._ui.variants.views import (
     download_frame,
     dms_upload,
     list_missing,
@@ -17,8 +21,8 @@ from app_pages._ui.variant_views import (
     skipped,
     strategy_picker,
 )
-from app_pages._ui.widgets import counted, kept_radio, kept_toggle, plain, widget_key
-from flamino_core import scores
+from app_pages._ui.frame.widgets import counted, kept_radio, kept_toggle, plain, widget_key
+from flamino_core.variants import substitution_maps as scores
 from flamino_core.variants.dms import numbering_problem, output_frame
 from flamino_core.variants.figures import dms_heatmaps, dms_scatter, variant_map
 from flamino_core.variants.metrics import dms_metrics

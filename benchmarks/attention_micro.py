@@ -30,9 +30,9 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from flamino_core import fused_attention  # noqa: E402
-from flamino_core.attention import AttentionImpl, Positions, Spans, attend  # noqa: E402
-from flamino_core.rotary import RotaryEmbedding  # noqa: E402
+from flamino_core.model import fused_attention  # noqa: E402
+from flamino_core.model.attention import AttentionImpl, Positions, Spans, attend  # noqa: E402
+from flamino_core.model.rotary import RotaryEmbedding  # noqa: E402
 
 HEADS = {"t6": (20, 16), "t12": (20, 24), "t30": (20, 32), "t33": (20, 64), "t48": (40, 128)}
 DEFAULT = "t6:16x304,t6:1x304,t6:1x1008,t6:8x1008,t12:16x304,t30:4x304,t30:1x1008,t33:2x304"

@@ -35,8 +35,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common  # noqa: E402
 
-from flamino_core import Engine, hardware, load_weights, scores  # noqa: E402
-from flamino_core.analysis import log_softmax  # noqa: E402
+from flamino_core import Engine, load_weights
+
+from flamino_core.runtime import hardware
+
+from flamino_core.variants import substitution_maps as scores  # noqa: E402
+from flamino_core.analysis.outputs import log_softmax  # noqa: E402
 
 MODES = {
     "fp32": dict(precision="fp32"),

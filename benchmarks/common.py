@@ -46,7 +46,7 @@ AA_FREQ = {
 # --- workloads ---------------------------------------------------------------------------------
 def real_records() -> list[tuple[str, str]]:
     """(id, sequence) of every record in the shared FASTA folder (validated by flamino's reader)."""
-    from flamino_core.fasta import read_fasta
+    from flamino_core.inputs.fasta import read_fasta
 
     records = []
     if SHARED_FASTA.is_dir():
@@ -112,7 +112,7 @@ def write_checkpoint(shape: str, root: Path) -> Path:
     sys.path.insert(0, str(REPO / "tests"))
     from reference_checkpoints import make_hf_model, write_hf_2022
 
-    from flamino_core.config import ESM2Config
+    from flamino_core.model.config import ESM2Config
 
     config = ESM2Config.preset(SHAPES[shape])
     model = make_hf_model(config, seed=WEIGHT_SEED)
@@ -195,7 +195,7 @@ def machine_info() -> dict:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith(("flags", "Features")):
                 have = set(line.split(":", 1)[1].split())
-                # The vector extensions that matter to both systems' kernels (as flamino_core.hardware
+                # The vector extensions that matter to both systems' kernels (as flamino_core.runtime.hardware
                 # reports them; not imported here to keep this module light).
                 flags = " ".join(f for f in ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile",
                                              "asimd", "bf16", "sve") if f in have) or "no AVX2"

@@ -30,8 +30,8 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from flamino_core.config import ESM2Config  # noqa: E402
-from flamino_core.precision import bf16_dot_general  # noqa: E402
+from flamino_core.model.config import ESM2Config  # noqa: E402
+from flamino_core.model.precision import bf16_dot_general  # noqa: E402
 
 SHAPES = {"t6": "esm2_t6_8M_UR50D", "t12": "esm2_t12_35M_UR50D", "t30": "esm2_t30_150M_UR50D"}
 

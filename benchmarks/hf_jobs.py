@@ -175,7 +175,7 @@ def hf_cold() -> dict:
 
 
 def _config():
-    from flamino_core.config import ESM2Config
+    from flamino_core.model.config import ESM2Config
 
     return ESM2Config.preset(common.SHAPES[ARGS.shape])
 

@@ -48,9 +48,9 @@ def main() -> None:
     from conftest import SHARED_FASTA, T6, TINY, _eager
     from test_parity import MODELLING_ERRORS
     from flamino_core.alphabet import batch_encode
-    from flamino_core.convert import params_to_model
-    from flamino_core.fasta import read_fasta
-    from flamino_core.weights import load_weights
+    from flamino_core.weights.convert import params_to_model
+    from flamino_core.inputs.fasta import read_fasta
+    from flamino_core.weights.loading import load_weights
 
     std = args.embedding_std if args.embedding_std is not None else rc.EMBEDDING_STD
     seqs = [r.sequence for p in sorted(SHARED_FASTA.glob("*.fa")) for r in read_fasta(p).records]

@@ -36,9 +36,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common  # noqa: E402
 
-from flamino_core import Engine, load_weights, scores  # noqa: E402
+from flamino_core import Engine, load_weights
+
+from flamino_core.variants import substitution_maps as scores  # noqa: E402
 from flamino_core.alphabet import AA_TO_IDX  # noqa: E402
-from flamino_core.fasta import read_fasta  # noqa: E402
+from flamino_core.inputs.fasta import read_fasta  # noqa: E402
 
 DMS = common.REPO.parent / "shared" / "dms" / "A0A1I9GEU1_NEIME_Kennouche_2019.csv"
 GATES = {"pppl_drift": 0.1, "dms_spearman_drift": 0.01, "logit_correlation": 0.999}

@@ -9,44 +9,42 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-# Public name -> the module (relative to this package) that defines it; None: the module itself.
+# Public name -> the module (relative to this package) that defines it.
 _EXPORTS = {
-    "analysis": None,
-    "scores": None,
     "STANDARD_AMINO_ACIDS": "alphabet",
     "TOKENS": "alphabet",
     "batch_encode": "alphabet",
     "encode": "alphabet",
-    "MAX_RESIDUES": "config",
-    "PRESETS": "config",
-    "ESM2Config": "config",
-    "CheckpointMismatchError": "convert",
-    "state_dict_to_params": "convert",
-    "Engine": "engine",
-    "SequenceOutput": "engine",
-    "enable_compilation_cache": "engine",
-    "ParsedInput": "fasta",
-    "ProteinRecord": "fasta",
-    "iter_records": "fasta",
-    "parse_fasta_bytes": "fasta",
-    "parse_fasta_text": "fasta",
-    "to_fasta": "fasta",
-    "read_fasta": "fasta",
-    "ESM2": "model",
+    "MAX_RESIDUES": "model.config",
+    "PRESETS": "model.config",
+    "ESM2Config": "model.config",
+    "CheckpointMismatchError": "weights.convert",
+    "state_dict_to_params": "weights.convert",
+    "Engine": "runtime.engine",
+    "SequenceOutput": "runtime.engine",
+    "enable_compilation_cache": "runtime.engine",
+    "ParsedInput": "inputs.fasta",
+    "ProteinRecord": "inputs.fasta",
+    "iter_records": "inputs.fasta",
+    "parse_fasta_bytes": "inputs.fasta",
+    "parse_fasta_text": "inputs.fasta",
+    "to_fasta": "inputs.fasta",
+    "read_fasta": "inputs.fasta",
+    "ESM2": "model.esm2",
     "LONG_POLICIES": "options",
     "STRATEGIES": "options",
-    "SequenceScores": "scores",
-    "pseudo_perplexity": "scores",
-    "substitution_map": "scores",
-    "substitution_scores": "scores",
-    "ModelError": "weights",
-    "ModelNotAvailableError": "weights",
-    "ModelWeights": "weights",
-    "cached_presets": "weights",
-    "convert_to_checkpoint": "weights",
-    "default_model": "weights",
-    "load_weights": "weights",
-    "save_checkpoint": "weights",
+    "SequenceScores": "variants.substitution_maps",
+    "pseudo_perplexity": "variants.substitution_maps",
+    "substitution_map": "variants.substitution_maps",
+    "substitution_scores": "variants.substitution_maps",
+    "ModelError": "weights.loading",
+    "ModelNotAvailableError": "weights.loading",
+    "ModelWeights": "weights.loading",
+    "cached_presets": "weights.loading",
+    "convert_to_checkpoint": "weights.loading",
+    "default_model": "weights.loading",
+    "load_weights": "weights.loading",
+    "save_checkpoint": "weights.loading",
 }
 __all__ = sorted(_EXPORTS)
 
@@ -54,8 +52,7 @@ __all__ = sorted(_EXPORTS)
 def __getattr__(name: str):
     if name not in _EXPORTS:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module = importlib.import_module(f".{_EXPORTS[name] or name}", __name__)
-    value = module if _EXPORTS[name] is None else getattr(module, name)
+    value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
     globals()[name] = value  # later lookups skip this function
     return value
 
@@ -65,16 +62,15 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eagerly
-    from . import analysis, scores
-    from .alphabet import STANDARD_AMINO_ACIDS, TOKENS, batch_encode, encode
-    from .config import MAX_RESIDUES, PRESETS, ESM2Config
-    from .convert import CheckpointMismatchError, state_dict_to_params
-    from .engine import Engine, SequenceOutput, enable_compilation_cache
-    from .fasta import ParsedInput, ProteinRecord, iter_records, parse_fasta_bytes, parse_fasta_text, read_fasta
-    from .model import ESM2
-    from .options import LONG_POLICIES, STRATEGIES
-    from .scores import SequenceScores, pseudo_perplexity, substitution_map, substitution_scores
-    from .weights import (
+    from flamino_core.alphabet import STANDARD_AMINO_ACIDS, TOKENS, batch_encode, encode
+    from flamino_core.model.config import MAX_RESIDUES, PRESETS, ESM2Config
+    from flamino_core.weights.convert import CheckpointMismatchError, state_dict_to_params
+    from flamino_core.runtime.engine import Engine, SequenceOutput, enable_compilation_cache
+    from flamino_core.inputs.fasta import ParsedInput, ProteinRecord, iter_records, parse_fasta_bytes, parse_fasta_text, read_fasta
+    from flamino_core.model.esm2 import ESM2
+    from flamino_core.options import LONG_POLICIES, STRATEGIES
+    from flamino_core.variants.substitution_maps import SequenceScores, pseudo_perplexity, substitution_map, substitution_scores
+    from flamino_core.weights.loading import (
         ModelError,
         ModelNotAvailableError,
         ModelWeights,

@@ -53,7 +53,7 @@ SCHEDULE = ["short", "medium", "invalid", "short", "long", "invalid", "medium", 
 INVALID = ["bad letter", "stop codon", "GenBank", "header only", "over the limit", "mixed"]
 PAGES = {"predictions": ("Masked predictions", 3), "embeddings": ("Embeddings", 2), "attention": ("Attention", 3)}
 BUSY = "server is busy"
-# A masked scan estimated over 30 s is asked for first (app_pages/_ui/jobs_panel.py: "Start (about
+# A masked scan estimated over 30 s is asked for first (app_pages/_ui/server/jobs_panel.py: "Start (about
 # 2 minutes)"). A button's innerText starts with its icon's ligature name ("play_arrow"), so its
 # label is its last line.
 START = re.compile(r"Start \(")
@@ -491,7 +491,7 @@ def server_log_problems(log: Path) -> list[str]:
 
 
 def abandoned_jobs(log: Path) -> int:
-    """Heavy jobs the app stopped because their session went away (app_pages/_ui/results.py)."""
+    """Heavy jobs the app stopped because their session went away (app_pages/_ui/results/one_record.py)."""
     return log.read_text(errors="replace").count("heavy job abandoned")
 
 

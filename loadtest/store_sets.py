@@ -68,9 +68,10 @@ def store_figures(cache: Path, model: str) -> dict[str, float]:
     """The store's size, and lookups per second of what the pages read: a record's entropy (one
     output) and one masked position."""
     os.environ["FLAMINO_CACHE"] = str(cache)
-    from flamino_core import Engine, load_weights, passes
-    from flamino_core.fasta import read_fasta
-    from flamino_core.result_store import ResultStore
+    from flamino_core import Engine, load_weights
+    from flamino_core.store import passes
+    from flamino_core.inputs.fasta import read_fasta
+    from flamino_core.store.result_store import ResultStore
 
     store = ResultStore(cache / "results.sqlite")
     stats = store.stats()

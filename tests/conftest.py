@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from flamino_core.config import ESM2Config
+from flamino_core.model.config import ESM2Config
 
 # Property tests are deterministic: each runs the same examples on every run (a fixed seed derived
 # from the test), so a failure is reproducible and CI never turns red on a lucky draw. A new input
@@ -50,7 +50,7 @@ FILE_KINDS = {
                      "test_notation_pasted.py", "test_planning.py", "test_record_sets.py", "test_result_store.py", "test_share.py",
                      "test_structure.py", "test_structure_export.py", "test_structure_fetch.py",
                      "test_structure_figures.py", "test_structure_tracks.py", "test_three_letter.py",
-                     "test_dms_proteingym.py", "test_code_shape.py", "test_indels.py"], "unit"),
+                     "test_dms_proteingym.py", "test_code_shape.py", "test_indels.py", "test_layers.py"], "unit"),
     **dict.fromkeys(["test_batch.py", "test_cli_contacts.py", "test_cli_inputs.py", "test_cli_variants.py",
                      "test_dms.py", "test_dms_numbering.py", "test_engine.py", "test_hosted_attacks.py",
                      "test_imports.py", "test_passes.py", "test_peer_corpus.py", "test_peer_inputs.py",
@@ -266,7 +266,7 @@ def peer_tests() -> Path:
 
 @pytest.fixture(scope="session")
 def real_sequences(shared_fasta) -> dict[str, str]:
-    from flamino_core.fasta import read_fasta
+    from flamino_core.inputs.fasta import read_fasta
 
     seqs = {}
     for path in sorted(shared_fasta.glob("*.fa")):
@@ -322,7 +322,7 @@ def pytest_terminal_summary(terminalreporter):
     """How many times the engine's jitted passes were traced (= compiled) in this run."""
     import sys
 
-    engine = sys.modules.get("flamino_core.engine")
+    engine = sys.modules.get("flamino_core.runtime.engine")
     if engine is not None and engine.TRACE_COUNTS:
         counts = ", ".join(f"{name} {n}" for name, n in sorted(engine.TRACE_COUNTS.items()))
         terminalreporter.write_line(f"flamino compilations in this run: {counts}")

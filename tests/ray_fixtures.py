@@ -50,7 +50,7 @@ def ray_head():
                             env=env)
 
     def stop() -> None:
-        from flamino_core.batch.ray_watchdog import stop_cluster
+        from flamino_core.jobs.ray_watchdog import stop_cluster
 
         if ray.is_initialized():
             ray.shutdown()

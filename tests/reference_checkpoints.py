@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from flamino_core.config import ESM2Config
+from flamino_core.model.config import ESM2Config
 
 # The rotary inv_freq as the published ESM-2 checkpoints store it: computed, then kept in fp16.
 def published_inv_freq(head_dim: int) -> torch.Tensor:

@@ -10,7 +10,11 @@ import pytest
 import scipy.linalg
 import scipy.stats
 
-from flamino_core import analysis, figures, record_map
+from flamino_core.analysis import outputs as analysis
+
+from flamino_core import figures
+
+from flamino_core.records import embedding_map as record_map
 from flamino_core.alphabet import AA_TO_IDX, STANDARD_AMINO_ACIDS, TOKENS
 
 RNG = np.random.default_rng(7)

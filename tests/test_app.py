@@ -17,10 +17,10 @@ import plotly.graph_objects as go
 import pytest
 
 from flamino_core.alphabet import AA_TO_IDX
-from flamino_core.engine import Engine
-from flamino_core.weights import ModelNotAvailableError, load_weights, save_checkpoint
+from flamino_core.runtime.engine import Engine
+from flamino_core.weights.loading import ModelNotAvailableError, load_weights, save_checkpoint
 
-from app_pages._ui.links import decode_fasta, encode_fasta
+from app_pages._ui.frame.links import decode_fasta, encode_fasta
 
 AppTest = pytest.importorskip("streamlit.testing.v1").AppTest
 
@@ -55,7 +55,9 @@ def paste(at: AppTest, text: str) -> AppTest:
 
 
 def open_page(at: AppTest, name: str) -> AppTest:
-    return at.switch_page(f"app_pages/{name}.py").run()
+    """Switch to the page registered under ``name`` (its key in ``views.PAGES``, as links write it)."""
+    from app_pages._ui.frame.views import PAGES
+    return at.switch_page(PAGES[name].file).run()
 
 
 def settle(at: AppTest, timeout: float = 600, start: bool = False) -> AppTest:
@@ -63,7 +65,7 @@ def settle(at: AppTest, timeout: float = 600, start: bool = False) -> AppTest:
     once its work is done (a real browser reruns by itself when a job has news). ``start``: click
     every Start button a page shows (work it estimates over 30 s at the rate measured here, which
     on a loaded machine may be any), as a user who wants the results would."""
-    from app_pages._ui import background
+    from app_pages._ui.server import background
 
     for _ in range(30):
         assert background.wait_all(timeout), "a background job did not finish"
@@ -135,7 +137,7 @@ def test_start_page_labels_the_untrained_model_and_waits_for_input():
 def test_the_sidebar_says_which_attention_path_the_model_runs_on(monkeypatch):
     """Issue 13: the model panel names the path (fused C++ kernel or the pure-JAX fallback).
     Expected from the kernel's own build status, not from the engine the app built."""
-    from flamino_core import fused_attention
+    from flamino_core.model import fused_attention
 
     monkeypatch.delenv("FLAMINO_ATTENTION", raising=False)
     at = start()
@@ -412,7 +414,7 @@ def test_a_hosted_server_offers_one_untrained_model_and_says_when_there_is_no_tr
 
 
 def test_a_failed_load_is_not_retried_on_every_click_until_asked(monkeypatch):
-    from flamino_core import weights
+    from flamino_core.weights import loading as weights
 
     calls = []
 
@@ -547,10 +549,10 @@ def test_pages_and_their_helpers_do_not_import_jax_flax_orbax_or_ray():
     it. Checked on real imports in a fresh interpreter, so an import chain through flamino_core
     (its ``__init__``, ``weights`` -> ``convert`` -> Flax) counts too; no Streamlit script runs."""
     statements = page_imports()
-    assert any("app_pages._ui.widgets" in s for s in statements) and any("streamlit" in s for s in statements)
+    assert any("app_pages._ui.frame.widgets" in s for s in statements) and any("streamlit" in s for s in statements)
     assert heavy_packages_after(statements) == set()
     # The probe sees a heavy import when there is one.
-    assert {"jax", "flax"} <= heavy_packages_after(["import flamino_core.engine"])
+    assert {"jax", "flax"} <= heavy_packages_after(["import flamino_core.runtime.engine"])
 
 
 def test_there_is_no_legacy_pages_folder():
@@ -563,7 +565,7 @@ def test_there_is_no_legacy_pages_folder():
 @pytest.fixture
 def loads_seen_by_app(monkeypatch) -> list:
     """Every ``load_weights(identifier, **keywords)`` call the app makes, recorded and passed on."""
-    from flamino_core import weights
+    from flamino_core.weights import loading as weights
 
     calls = []
     real = weights.load_weights
@@ -579,7 +581,7 @@ def loads_seen_by_app(monkeypatch) -> list:
 @pytest.fixture
 def hosted(monkeypatch):
     """FLAMINO_HOSTED=1 with small limits, and a fresh process-wide heavy-job queue."""
-    from app_pages._ui import heavy_jobs
+    from app_pages._ui.server import heavy_jobs
 
     monkeypatch.setenv("FLAMINO_HOSTED", "1")
     monkeypatch.setenv("FLAMINO_MAX_RECORDS", "3")
@@ -749,8 +751,8 @@ def test_hosted_full_queue_on_the_attention_page_of_a_long_sequence(hosted, monk
 
 
 def counting_engines(monkeypatch) -> list:
-    """The engines the app builds from now on (``flamino_core.engine.Engine`` wrapped)."""
-    from flamino_core import engine as engine_mod
+    """The engines the app builds from now on (``flamino_core.runtime.engine.Engine`` wrapped)."""
+    from flamino_core.runtime import engine as engine_mod
 
     built = []
 
@@ -765,7 +767,7 @@ def counting_engines(monkeypatch) -> list:
 
 def test_one_engine_and_one_compilation_per_shape_serve_every_session(monkeypatch):
     """Two sessions on the same model share one engine (st.cache_resource) and its compiled code."""
-    from flamino_core import engine as engine_mod
+    from flamino_core.runtime import engine as engine_mod
 
     built = counting_engines(monkeypatch)
     monkeypatch.setenv("FLAMINO_MODEL", "random:tiny:11")  # not cached by other tests
@@ -783,7 +785,7 @@ def test_switching_models_and_back_compiles_nothing_again(monkeypatch, tmp_path)
     """Engines share compiled functions by architecture (``engine.compiled``): once one model's
     page has run, switching to other checkpoints of that shape and back compiles nothing, also
     when the app has dropped an engine (it keeps two) and builds it again."""
-    from flamino_core import engine as engine_mod
+    from flamino_core.runtime import engine as engine_mod
 
     built = counting_engines(monkeypatch)
     folders = []
@@ -852,11 +854,11 @@ VALUE_WIDGETS = ("selectbox", "radio", "number_input", "toggle", "checkbox", "te
 
 
 def test_every_widget_is_kept_and_defaults_to_its_current_value(monkeypatch):
-    """Every widget holding a selection is a kept one (``_ui/widgets.py``: its value survives page
+    """Every widget holding a selection is a kept one (``_ui/frame/widgets.py``: its value survives page
     switches and links), and its own default is its current value: under load a browser may send
     a widget's default instead of its state (found by the load test: fresh sessions switched to
     the first model in the list). Checked on every page after a link set every option."""
-    from app_pages._ui.views import OPTIONS
+    from app_pages._ui.frame.views import OPTIONS
 
     assert set(EVERY_OPTION) == set(OPTIONS)  # a new option gets a value here
     from flamino_core.structure import fetch

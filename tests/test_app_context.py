@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from app_pages._ui import inputs, models
-from app_pages._ui.views import PAGES
+from app_pages._ui.input import reading as inputs, model_loading as models
+from app_pages._ui.frame.views import PAGES
 from test_app import UBIQUITIN, assert_clean, environment, open_page, paste, start, unescaped  # noqa: F401
 
 AppTest = pytest.importorskip("streamlit.testing.v1").AppTest

@@ -11,10 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from app_pages._ui import background, jobs_panel, variant_results
-from flamino_core import jobs
-from flamino_core.engine import Engine
-from flamino_core.weights import load_weights
+from app_pages._ui.server import background, jobs_panel
+
+from app_pages._ui.variants import scoring as variant_results
+from flamino_core.jobs import background as jobs
+from flamino_core.runtime.engine import Engine
+from flamino_core.weights.loading import load_weights
 from test_app import assert_clean, environment, open_page, settle, start, unescaped  # noqa: F401
 
 DMS_DIR = Path(__file__).resolve().parents[2] / "shared" / "dms"
@@ -63,7 +65,7 @@ def dms_page(at, data: bytes):
 
 
 def test_pll_on_a_dms_table_fills_in_says_how_long_cancels_keeping_rows_and_resumes(assay, monkeypatch):
-    from flamino_core.result_store import default_store
+    from flamino_core.store.result_store import default_store
 
     monkeypatch.setattr(variant_results, "CHUNK_ROWS", 10)
     engine = Engine(load_weights("random:tiny"))

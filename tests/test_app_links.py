@@ -8,9 +8,9 @@ import logging
 
 import pytest
 
-from flamino_core.weights import load_weights, save_checkpoint
+from flamino_core.weights.loading import load_weights, save_checkpoint
 
-from app_pages._ui import heavy_jobs, policy
+from app_pages._ui.server import heavy_jobs, policy
 from test_app import (  # noqa: F401  (environment: the autouse fixture)
     UBIQUITIN,
     assert_clean,
@@ -115,7 +115,7 @@ def test_a_hosted_model_that_fails_to_load_names_no_server_path(hosted, monkeypa
 def test_a_hosted_page_error_does_not_show_its_message(hosted, monkeypatch, caplog):
     import re
 
-    from flamino_core import analysis
+    from flamino_core.analysis import outputs as analysis
 
     def failing(*args, **kwargs):
         raise FileNotFoundError("/srv/flamino/secret/cache entry")

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 from flamino_core.alphabet import AA_TO_IDX
-from flamino_core.engine import Engine
-from flamino_core.weights import load_weights
+from flamino_core.runtime.engine import Engine
+from flamino_core.weights.loading import load_weights
 
-from app_pages._ui import background
-from flamino_core import jobs
+from app_pages._ui.server import background
+from flamino_core.jobs import background as jobs
 from test_app import assert_clean, environment, figures, open_page, paste, settle, start, titles, unescaped  # noqa: F401
 
 RNG = np.random.default_rng(5)
@@ -197,7 +197,7 @@ def test_a_long_scan_says_how_long_it_takes_waits_for_a_click_and_can_be_cancell
 
 
 def test_hosted_server_analyses_a_chosen_window_of_a_record_over_its_limit(monkeypatch):
-    from app_pages._ui import heavy_jobs
+    from app_pages._ui.server import heavy_jobs
 
     monkeypatch.setenv("FLAMINO_HOSTED", "1")
     monkeypatch.setenv("FLAMINO_MAX_RESIDUES", "100")

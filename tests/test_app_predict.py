@@ -14,19 +14,19 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from flamino_core.engine import Engine
+from flamino_core.runtime.engine import Engine
 from flamino_core.predict.fit import fit_table
 from flamino_core.predict.saved import JSON_NAME, from_zip, zip_bytes
 from flamino_core.predict.table import parse_labelled_table
-from flamino_core.suggest import Constraints, suggest
-from flamino_core.weights import load_weights
+from flamino_core.predict.suggest import Constraints, suggest
+from flamino_core.weights.loading import load_weights
 # The AppTest helpers of tests/test_app.py, and its autouse ``environment`` fixture (random:tiny).
 from test_app import (  # noqa: F401
     assert_clean, environment, every_text, example, figures, open_page, settle, start, unescaped, values,
 )
 from test_hosted_attacks import hosted  # noqa: F401  (the hosted-server fixture)
 
-from app_pages._ui.predict_results import PREDICTOR
+from app_pages._ui.predict_from_labels.fit_results import PREDICTOR
 
 DMS_DIR = Path(__file__).resolve().parents[2] / "shared" / "dms"
 ASSAY = DMS_DIR / "A0A1I9GEU1_NEIME_Kennouche_2019.csv"
@@ -140,7 +140,7 @@ def test_suggestions_on_the_variant_effects_page(engine):
 def test_a_hosted_fit_names_the_operators_model_by_its_public_name(hosted, monkeypatch, tmp_path, table_bytes):
     """The predictor's JSON and the metrics named the model by its identifier: on a hosted server
     with the operator's own checkpoint, its path (issue #26 item 8). Now the public name."""
-    from flamino_core.weights import save_checkpoint
+    from flamino_core.weights.loading import save_checkpoint
 
     weights = load_weights("random:tiny")
     secret = save_checkpoint(tmp_path / "srv" / "esm2-lab-secret", weights.config, weights.params, "test")

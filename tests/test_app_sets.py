@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from flamino_core.alphabet import AA_TO_IDX, STANDARD_AMINO_ACIDS
-from flamino_core.engine import Engine
-from flamino_core.weights import load_weights
+from flamino_core.runtime.engine import Engine
+from flamino_core.weights.loading import load_weights
 
-from app_pages._ui.links import decode_fasta
+from app_pages._ui.frame.links import decode_fasta
 from test_app import UBIQUITIN, assert_clean, figures, open_page, paste, settle, start, unescaped, upload, values
 
 AppTest = pytest.importorskip("streamlit.testing.v1").AppTest
@@ -229,7 +229,7 @@ def test_the_records_map_and_table_read_the_headers_own_key_value_pairs():
 def test_umap_when_installed_and_a_clear_note_when_not(monkeypatch):
     import streamlit as st
 
-    from flamino_core import record_map
+    from flamino_core.records import embedding_map as record_map
 
     at = settle(open_page(paste(start(), SET_FASTA), "embeddings"))
     if record_map.umap_available():

@@ -12,19 +12,19 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from flamino_core import scores
+from flamino_core.variants import substitution_maps as scores
 from flamino_core.alphabet import AA_TO_IDX
-from flamino_core.engine import Engine
-from flamino_core.fasta import read_fasta
+from flamino_core.runtime.engine import Engine
+from flamino_core.inputs.fasta import read_fasta
 from flamino_core.variants.dms import parse_dms, score_dms
 from flamino_core.variants.notation import parse_mutations
 from flamino_core.variants.scoring import score_variants
-from flamino_core.weights import load_weights
+from flamino_core.weights.loading import load_weights
 # The AppTest helpers of tests/test_app.py, and its autouse ``environment`` fixture (random:tiny).
 from test_app import ROOT, assert_clean, environment, example, figures, open_page, settle, start, unescaped  # noqa: F401
 from test_app import values
 
-from app_pages._ui.views import MAX_LINK_MUTATIONS, OPTIONS, VARIANT_STRATEGY_LABELS
+from app_pages._ui.frame.views import MAX_LINK_MUTATIONS, OPTIONS, VARIANT_STRATEGY_LABELS
 
 DMS_DIR = Path(__file__).resolve().parents[2] / "shared" / "dms"
 ASSAY = DMS_DIR / "A0A1I9GEU1_NEIME_Kennouche_2019.csv"
@@ -85,7 +85,7 @@ def test_a_pasted_list_gives_the_table_the_skipped_entries_and_the_map(engine):
     assert list(skipped["mutant"]) == ["E6*", "A6V"] and "stop" in list(skipped["status"])[0]
     assert "Scores (CSV)" in {b.proto.label for b in at.get("download_button")}
     # The CSV keeps the entries as typed and adds them normalised, with their positions (issue 24).
-    from app_pages._ui.variant_views import download_frame
+    from app_pages._ui.variants.views import download_frame
 
     csv = download_frame(reference, "masked-marginals")
     assert list(csv.columns) == ["record_id", "mutant", "variant", "position", "score", "status"]
@@ -134,7 +134,7 @@ def test_labels_become_markers_and_strategies_change_the_columns(engine):
 
 
 def test_hosted_server_refuses_pll_above_its_size_with_the_reason(monkeypatch):
-    from app_pages._ui import heavy_jobs
+    from app_pages._ui.server import heavy_jobs
 
     monkeypatch.setenv("FLAMINO_HOSTED", "1")
     monkeypatch.setenv("FLAMINO_MAX_PLL_PASSES", "400")
@@ -153,7 +153,7 @@ def test_hosted_server_refuses_pll_above_its_size_with_the_reason(monkeypatch):
 
 
 def test_hosted_full_queue_says_so_and_scores_when_a_slot_is_free(monkeypatch):
-    from app_pages._ui import heavy_jobs
+    from app_pages._ui.server import heavy_jobs
 
     monkeypatch.setenv("FLAMINO_HOSTED", "1")
     queue = heavy_jobs.HeavyJobQueue(workers=1, max_waiting=0)

@@ -15,13 +15,15 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from flamino_core import batch, scores
+from flamino_core import batch
+
+from flamino_core.variants import substitution_maps as scores
 from flamino_core.batch import BatchError, Job, process_shard, read_records, read_results, run_batch, to_numpy
 from flamino_core.cli import main as cli_main
 from flamino_core.progress import duration
-from flamino_core.engine import Engine
-from flamino_core.fasta import parse_fasta_text, read_fasta
-from flamino_core.weights import load_weights
+from flamino_core.runtime.engine import Engine
+from flamino_core.inputs.fasta import parse_fasta_text, read_fasta
+from flamino_core.weights.loading import load_weights
 
 AMINO = np.array(list("ACDEFGHIKLMNPQRSTVWY"))
 TINY = "random:tiny"
@@ -220,10 +222,10 @@ def test_cpu_actors_claim_distinct_cores(tmp_path):
     # In a child process: pinning changes the affinity of the process that asks.
     code = f"""
 import json, os
-from flamino_core.batch.ray_driver import _pin_to_free_cores
+from flamino_core.jobs.ray_pool import pin_to_free_cores
 everything = os.sched_getaffinity(0)
 claims, pinned = [], []
-while (held := _pin_to_free_cores(1, {str(tmp_path)!r})) is not None:
+while (held := pin_to_free_cores(1, {str(tmp_path)!r})) is not None:
     claims.append(held)
     pinned.append(sorted(os.sched_getaffinity(0)))
     os.sched_setaffinity(0, everything)

@@ -76,9 +76,9 @@ def test_predict_page_upload_fit_map_download_and_reload(server, browser, tmp_pa
     from sklearn.preprocessing import StandardScaler
 
     from flamino_core.cli import main
-    from flamino_core.engine import Engine
-    from flamino_core.passes import record_outputs
-    from flamino_core.weights import load_weights
+    from flamino_core.runtime.engine import Engine
+    from flamino_core.store.passes import record_outputs
+    from flamino_core.weights.loading import load_weights
 
     monkeypatch.setenv("FLAMINO_CACHE", str(tmp_path / "cache"))
     assert main(["predict", str(predictor), str(table), "-o", str(tmp_path / "p.csv")]) == 0

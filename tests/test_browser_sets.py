@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from flamino_core.figure_style import SAFE_CATEGORY_COLOURS
+from flamino_core.figures.style import SAFE_CATEGORY_COLOURS
 from test_browser import (
     CHROMIUM,
     ROOT,

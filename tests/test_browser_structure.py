@@ -88,8 +88,8 @@ def test_the_structure_page_offline_table_downloads_and_the_viewer_coloured_by_t
         pytest.skip(f"real structure not found at {structure}")
     from Bio.PDB import PDBParser
 
-    from flamino_core.engine import Engine
-    from flamino_core.weights import load_weights
+    from flamino_core.runtime.engine import Engine
+    from flamino_core.weights.loading import load_weights
 
     page, outside, frame = _structure_page(browser, server, f"seq={ABETA42}", structure)
     _check_page(page, "structure_2beg", 1)  # the contact map; no error, no traceback

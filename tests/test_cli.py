@@ -13,7 +13,7 @@ import torch
 
 from flamino_core.alphabet import MASK_IDX, batch_encode
 from flamino_core.cli import main
-from flamino_core.fasta import read_fasta
+from flamino_core.inputs.fasta import read_fasta
 from conftest import TINY
 from reference_checkpoints import hf_forward
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from flamino_core.cli import build_parser, main
-from flamino_core.fasta import read_fasta
+from flamino_core.inputs.fasta import read_fasta
 
 DATA = Path(__file__).resolve().parent / "data"
 DNA = "ATGGTGCACCTGACCCCCGAGGAGAAGAGCGCCGTGACC"

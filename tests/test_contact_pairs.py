@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from flamino_core.contact_pairs import contacts_frame, top_contacts_frame
+from flamino_core.analysis.contact_pairs import contacts_frame, top_contacts_frame
 
 
 def test_top_l_pairs_match_a_plain_ranking_and_skip_close_and_unpredicted_pairs():

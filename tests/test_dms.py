@@ -12,10 +12,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import matthews_corrcoef, ndcg_score, roc_auc_score
 
-from flamino_core import Engine, load_weights, scores
+from flamino_core import Engine, load_weights
+
+from flamino_core.variants import substitution_maps as scores
 from flamino_core.variants.dms import DmsError, output_frame, parse_dms, read_dms, score_dms
 from flamino_core.variants.metrics import agreement_metrics, dms_metrics
-from flamino_core.fasta import read_fasta
+from flamino_core.inputs.fasta import read_fasta
 from flamino_core.variants.notation import parse_mutations
 from flamino_core.variants.figures import clicked_cell, dms_heatmaps, dms_scatter, substitution_map, variant_map
 from flamino_core.variants.scoring import filter_scored, score_variants

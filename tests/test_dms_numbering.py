@@ -16,7 +16,7 @@ from test_app import environment, open_page, paste, start, unescaped  # noqa: F4
 from test_app_variants import upload_dms
 
 from flamino_core.cli import main
-from flamino_core.fasta import read_fasta
+from flamino_core.inputs.fasta import read_fasta
 from flamino_core.variants.dms import numbering_problem, read_dms
 from flamino_core.variants.notation import Variant, parse_variant
 

@@ -5,11 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from flamino_core import Engine, fused_attention, load_weights, memory, planner
-from flamino_core.engine import TRACE_COUNTS
+from flamino_core import Engine, load_weights
+
+from flamino_core.model import fused_attention
+
+from flamino_core.runtime import memory, planner
+from flamino_core.runtime.engine import TRACE_COUNTS
 from flamino_core.options import DEFAULT_TOKEN_BUDGET
-from flamino_core.planner import LENGTH_BUCKETS, bucket_length
-from flamino_core.windows import window_starts
+from flamino_core.runtime.planner import LENGTH_BUCKETS, bucket_length
+from flamino_core.runtime.windows import window_starts
 
 
 @pytest.fixture(scope="module")
@@ -111,8 +115,8 @@ def test_masked_log_probs_are_one_pass_per_position(engine):
     """Row i equals an ordinary forward pass with position i masked (computed independently)."""
     from flamino_core.alphabet import MASK_IDX, batch_encode
     import jax.numpy as jnp
-    from flamino_core.convert import params_to_model
-    from flamino_core.scores import log_softmax
+    from flamino_core.weights.convert import params_to_model
+    from flamino_core.variants.substitution_maps import log_softmax
 
     seq = "MKTAYIAKQRQISFVKSHFSRQ"
     ours = engine.masked_log_probs(seq, positions=[0, 5, 21])
@@ -286,7 +290,7 @@ def test_engines_of_one_architecture_share_compiled_functions():
     import jax.numpy as jnp
 
     from flamino_core.alphabet import batch_encode
-    from flamino_core.convert import params_to_model
+    from flamino_core.weights.convert import params_to_model
 
     model = params_to_model(other_weights.params, other_weights.config)
     expected = np.asarray(model(jnp.asarray(batch_encode(seqs[:1])))["logits"])[0, 1:-1]

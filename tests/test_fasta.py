@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from flamino_core.fasta import (
+from flamino_core.inputs.fasta import (
     FastaError,
     InputIssue,
     ParsedInput,
@@ -545,7 +545,7 @@ def test_to_fasta_writes_what_biopython_writes_and_reads_back(name):
     from Bio.Seq import Seq
     from Bio.SeqRecord import SeqRecord
 
-    from flamino_core.fasta import to_fasta
+    from flamino_core.inputs.fasta import to_fasta
 
     records = read_fasta(shared_file(name)).records
     expected = io.StringIO()

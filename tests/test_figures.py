@@ -6,7 +6,9 @@ from __future__ import annotations
 import numpy as np
 import plotly.colors
 
-from flamino_core import analysis, figures
+from flamino_core.analysis import outputs as analysis
+
+from flamino_core import figures
 from flamino_core.alphabet import STANDARD_AMINO_ACIDS
 
 RNG = np.random.default_rng(11)

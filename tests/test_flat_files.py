@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from Bio import SeqIO, SwissProt
 
-from flamino_core.fasta import parse_fasta_bytes, parse_fasta_text
-from flamino_core.fasta_reader import iter_records
+from flamino_core.inputs.fasta import parse_fasta_bytes, parse_fasta_text
+from flamino_core.inputs.fasta_reader import iter_records
 
 DATA = Path(__file__).resolve().parent / "data"
 SHARED_HBB = Path(__file__).resolve().parents[2] / "shared" / "fasta" / "HBB_HUMAN.fa"

@@ -13,10 +13,12 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from flamino_core import fused_attention, hardware
-from flamino_core.attention import AttentionImpl, Positions, Spans, attend
-from flamino_core.config import PRESETS, ESM2Config
-from flamino_core.rotary import RotaryEmbedding
+from flamino_core.model import fused_attention
+
+from flamino_core.runtime import hardware
+from flamino_core.model.attention import AttentionImpl, Positions, Spans, attend
+from flamino_core.model.config import PRESETS, ESM2Config
+from flamino_core.model.rotary import RotaryEmbedding
 
 KERNEL = fused_attention.status()
 needs_kernel = pytest.mark.skipif(not KERNEL.available, reason=f"fused kernel {KERNEL.reason}")
@@ -320,7 +322,7 @@ def test_cpu_description_names_model_and_extensions():
 @pytest.fixture
 def kernel_missing(monkeypatch):
     """A checkout where the extension was never built: importing it fails."""
-    monkeypatch.setitem(sys.modules, "flamino_core._attention_cpu", None)  # import raises ImportError
+    monkeypatch.setitem(sys.modules, "flamino_core.model._attention_cpu", None)  # import raises ImportError
     fused_attention.status.cache_clear()
     yield
     fused_attention.status.cache_clear()
@@ -348,9 +350,9 @@ def test_a_kernel_built_from_older_sources_is_not_used(monkeypatch):
 
     from flamino_core import Engine, load_weights
 
-    old = types.ModuleType("flamino_core._attention_cpu")
+    old = types.ModuleType("flamino_core.model._attention_cpu")
     old.handler = lambda: pytest.fail("an out-of-date handler was registered")
-    monkeypatch.setitem(sys.modules, "flamino_core._attention_cpu", old)
+    monkeypatch.setitem(sys.modules, "flamino_core.model._attention_cpu", old)
     monkeypatch.delenv(hardware.ATTENTION_ENV, raising=False)
     fused_attention.status.cache_clear()
     try:
@@ -367,7 +369,7 @@ def test_bf16_matmuls_round_operands_and_accumulate_in_fp32():
     """Against NumPy: operands rounded to bf16 (ml_dtypes), products summed in float64."""
     from flax import nnx
 
-    from flamino_core.precision import use_bf16_matmuls
+    from flamino_core.model.precision import use_bf16_matmuls
 
     layer = nnx.Linear(320, 1280, rngs=nnx.Rngs(0))
     x = np.random.default_rng(0).normal(size=(7, 320)).astype(np.float32)

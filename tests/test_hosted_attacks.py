@@ -78,27 +78,27 @@ HOSTILE_TEXT = {
             raise AssertionError("a table without any readable mutant was accepted")
     """,
     "FASTA: blanks and brackets in headers, digits as sequence": """
-        from flamino_core.fasta import parse_fasta_text
+        from flamino_core.inputs.fasta import parse_fasta_text
         for text in (">x " + " " * N + "x\\nMKV\\n", ">x [a]" + " " * N + "x\\nMKV\\n", ">x\\n" + "1" * N + "\\n",
                      ">sp|P1|X_HUMAN Y OS=" + "(" * N + "\\nMKV\\n", ">x/" + "1-" * (N // 2) + "\\nMKV\\n"):
             parse_fasta_text(text)
     """,
     # flat_files' ``\\s*\\([A-Z][^()]*\\)$`` on an OS line: 60,000 blanks took 40 s.
     "Swiss-Prot: blanks in the organism line": """
-        from flamino_core.fasta import parse_fasta_text
+        from flamino_core.inputs.fasta import parse_fasta_text
         parsed = parse_fasta_text("ID   TEST_HUMAN              Reviewed;         5 AA.\\nAC   P12345;\\n"
                                   "DE   RecName: Full=Test;\\nOS   Homo" + " " * N + "x.\\n"
                                   "SQ   SEQUENCE   5 AA;  500 MW;  0 CRC64;\\n     MKVLA\\n//\\n")
         assert [r.sequence for r in parsed.records] == ["MKVLA"]
     """,
     "three-letter codes": """
-        from flamino_core.three_letter import read_three_letter
+        from flamino_core.inputs.three_letter import read_three_letter
         for text in ("Met" * (N // 3), "Met-" * (N // 4), "MetXyz" * (N // 6), " -" * (N // 2)):
             read_three_letter(text)
     """,
     "record metadata: headers and a table": """
-        from flamino_core.fasta import parse_fasta_text
-        from flamino_core.record_metadata import header_fields, join_table
+        from flamino_core.inputs.fasta import parse_fasta_text
+        from flamino_core.records.metadata import header_fields, join_table
         header_fields("sp|" + "a" * N, "OS=" * (N // 3))
         header_fields("x", "[" + "a" * N)
         header_fields("x", "[a]" + " " * N + "x")
@@ -110,7 +110,7 @@ HOSTILE_TEXT = {
         join_table(records, b"id,x\\n" + b"a," + b"1" * N + b"x\\n")  # digits, then not a number
     """,
     "share links": """
-        from app_pages._ui.links import decode_view
+        from app_pages._ui.frame.links import decode_view
         decode_view({"seq": "A" * N, "record": " " * N, "model": "x" * N, "fasta": "A" * N, "page": "p" * N})
         decode_view({"muts": "1" * N, "pos": "1" * N, "range": "1-" * N})
     """,
@@ -233,7 +233,7 @@ def _models(models: int, atoms_per_model: int | None = None) -> bytes:
 def test_gunzip_refuses_a_bomb_one_chunk_past_its_limit():
     """200 MB of zeros in a 200 kB gzip: refused having inflated at most the limit plus one chunk
     (tracemalloc counts every byte Python allocates, so this is a count, not a timing)."""
-    from flamino_core.input_formats import INFLATE_CHUNK, TooLarge, gunzip
+    from flamino_core.inputs.formats import INFLATE_CHUNK, TooLarge, gunzip
 
     bomb = _gzip_stream(b"\0" * MEGABYTE, 200)
     assert len(bomb) < 300_000
@@ -249,7 +249,7 @@ def test_gunzip_refuses_a_bomb_one_chunk_past_its_limit():
 
 
 def test_hosted_limits_cap_the_inflated_size_atoms_and_models(hosted):
-    from app_pages._ui.policy import current_limits
+    from app_pages._ui.server.policy import current_limits
 
     limits = current_limits()
     assert limits.decompressed_limit() == {"max_decompressed_bytes": 5 * limits.max_upload_bytes}
@@ -274,7 +274,7 @@ def test_a_gzipped_fasta_bomb_is_refused_on_the_input_page(hosted):
 def test_the_reviews_multi_model_bomb_is_refused_before_biopython_runs(hosted):
     """The review's file: a gzipped multi-model PDB of 1.35 M atoms (47.7 s, peak 3.2 GB). Refused
     at the inflated cap, having inflated 5 MB and built no atom."""
-    from app_pages._ui.policy import current_limits
+    from app_pages._ui.server.policy import current_limits
     from flamino_core.structure.reading import StructureError, parse_structure_bytes
 
     bomb = gzip.compress(_models(13_500, 100), 6)  # 1.35 M atoms; models within gzip's 32 kB window
@@ -316,7 +316,7 @@ def test_biopython_builds_no_atom_past_the_limit_when_the_first_count_is_fooled(
 
 
 def test_the_structure_cache_is_bounded_in_bytes_least_recently_used_first():
-    from app_pages._ui.byte_cache import ByteBudgetCache
+    from app_pages._ui.server.byte_cache import ByteBudgetCache
 
     cache = ByteBudgetCache(100)
     made = []
@@ -339,7 +339,7 @@ def test_the_structure_cache_is_bounded_in_bytes_least_recently_used_first():
 def test_hosted_structure_cache_budget_is_in_bytes(hosted):
     import importlib
 
-    from app_pages._ui import structures
+    from app_pages._ui.structure import loaded_structure as structures
 
     importlib.reload(structures)  # the budget is read at import, like every cache's size
     assert structures._PARSED.max_bytes == 256_000_000
@@ -387,7 +387,7 @@ def _dms_table(length: int, rows: int = 3) -> bytes:
 
 def test_a_dms_wild_type_over_the_record_limit_is_refused_before_any_work(hosted, monkeypatch):
     """The review's 990 kB table derived a wild type of 100,000 residues and scored it."""
-    from app_pages._ui import heavy_jobs
+    from app_pages._ui.server import heavy_jobs
     from test_app import open_page, start, unescaped
 
     monkeypatch.setattr(heavy_jobs, "_QUEUE", None)
@@ -405,7 +405,7 @@ def test_a_dms_wild_type_over_the_record_limit_is_refused_before_any_work(hosted
 @pytest.mark.parametrize("strategy", ["wt-marginals", "masked-marginals"])
 def test_every_variant_strategy_waits_for_the_queue(hosted, monkeypatch, strategy):
     """wt-marginals ran outside the queue (and after its browser closed, ~28 min of CPU)."""
-    from app_pages._ui import heavy_jobs
+    from app_pages._ui.server import heavy_jobs
     from test_app import example, open_page, settle, start
 
     queue = heavy_jobs.HeavyJobQueue(workers=1, max_waiting=0)
@@ -425,7 +425,7 @@ def test_every_variant_strategy_waits_for_the_queue(hosted, monkeypatch, strateg
 
 def test_joint_masked_is_held_to_the_hosted_pass_limit(hosted, monkeypatch):
     """joint-masked had no hosted cap: a 1 MB list ran 35,804 passes in one slot."""
-    from flamino_core.fasta import read_fasta
+    from flamino_core.inputs.fasta import read_fasta
     from test_app import ROOT, example, open_page, start, unescaped
 
     monkeypatch.setenv("FLAMINO_MAX_PLL_PASSES", "100")
@@ -442,7 +442,7 @@ def test_joint_masked_is_held_to_the_hosted_pass_limit(hosted, monkeypatch):
 
 # --- issue #33: a labelled table goes through a DMS table's checks, before any row is applied -----------------
 def _hosted_table_limits():
-    from app_pages._ui.policy import current_limits
+    from app_pages._ui.server.policy import current_limits
 
     return current_limits().table_limits()
 
@@ -484,7 +484,7 @@ def test_the_predict_upload_is_refused_at_once_over_the_rows_or_columns(hosted, 
     table of 40,000 rows against its 50,000-residue wild type (0.86 to 4.1 GiB): both are now
     refused from their bytes, on upload, before pandas reads them."""
     import hostile_files
-    from app_pages._ui import heavy_jobs
+    from app_pages._ui.server import heavy_jobs
     from test_app import open_page, start, unescaped
 
     file = hostile_files.long_wild_type_labels(tmp_path) if attack == "rows" else hostile_files.wide_table(tmp_path)
@@ -497,7 +497,7 @@ def test_the_predict_upload_is_refused_at_once_over_the_rows_or_columns(hosted, 
 
 
 def test_the_table_checks_count_from_the_bytes():
-    from flamino_core.csv_tables import TableError, TableLimits, read_table, size_problem
+    from flamino_core.inputs.tables import TableError, TableLimits, read_table, size_problem
 
     limits = TableLimits(max_bytes=1_000, max_columns=3, max_rows=2)
     assert size_problem(b"a,b,c\n1,2,3\n4,5,6\n", limits) is None
@@ -525,11 +525,11 @@ def test_a_fits_cost_counts_what_it_runs_and_the_reviews_duplicates_are_over_eve
     The cost now counts the fits (folds x feature sets, the learning curve) and their size; the
     count is the number of fits the fit then runs."""
     import hostile_files
-    from flamino_core.engine import Engine
+    from flamino_core.runtime.engine import Engine
     from flamino_core.predict import cost
     from flamino_core.predict.fit import feature_sets, fit_table, planned_fits
     from flamino_core.predict.table import parse_labelled_table
-    from flamino_core.weights import load_weights
+    from flamino_core.weights.loading import load_weights
 
     engine = Engine(load_weights("random:tiny"))
     duplicates = parse_labelled_table(hostile_files.duplicate_rows(tmp_path).read_bytes(), "y")
@@ -564,7 +564,7 @@ def test_a_fit_gives_way_to_another_visitor_between_two_of_its_fits():
     the first fit runs right after it, before the second."""
     import threading
 
-    from app_pages._ui.heavy_jobs import HeavyJobQueue
+    from app_pages._ui.server.heavy_jobs import HeavyJobQueue
     from flamino_core.predict.fit import fit_table
     from flamino_core.predict.table import parse_labelled_table
 
@@ -603,7 +603,7 @@ def test_a_fit_gives_way_to_another_visitor_between_two_of_its_fits():
 
 def test_the_reviews_duplicate_rows_are_refused_before_any_fit_on_the_page(hosted, tmp_path):
     import hostile_files
-    from app_pages._ui import background, heavy_jobs
+    from app_pages._ui.server import background, heavy_jobs
     from test_app import open_page, start, unescaped
 
     file = hostile_files.duplicate_rows(tmp_path)
@@ -622,7 +622,7 @@ def test_a_running_fit_stops_past_twice_its_time_limit(hosted, monkeypatch):
     held the slot for twice FLAMINO_MAX_FIT_SECONDS, and says so. Here the machine's recorded fit
     rate is made 10,000 times faster than it is, so the shared assay's fit is accepted under a
     1 s limit and then runs past 2 s (its 63 fits take tens of seconds here)."""
-    from flamino_core import jobs
+    from flamino_core.jobs import background as jobs
     from flamino_core.predict.cost import RATE_KIND, RATE_MODEL
     from test_app import open_page, settle, start, unescaped
 
@@ -642,7 +642,7 @@ def test_a_running_fit_stops_past_twice_its_time_limit(hosted, monkeypatch):
 def test_a_mutation_list_over_the_entry_cap_is_refused_in_words_before_scoring(hosted, tmp_path):
     """200,000 valid entries (1 MB) were scored in 90-200 s and kept +250 MiB per session."""
     import hostile_files
-    from app_pages._ui import background
+    from app_pages._ui.server import background
     from test_app import open_page, start, unescaped
 
     file = hostile_files.valid_mutations(tmp_path)
@@ -661,7 +661,7 @@ def test_streamlits_upload_store_keeps_a_few_files_per_session_and_drops_the_unh
     from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
     from streamlit.runtime.uploaded_file_manager import UploadedFileRec
 
-    from app_pages._ui import uploads
+    from app_pages._ui.input import uploads
 
     manager = MemoryUploadedFileManager("/_stcore/upload_file")
     original = uploads._store
@@ -687,7 +687,7 @@ def test_streamlits_upload_store_keeps_a_few_files_per_session_and_drops_the_unh
 def test_one_visitor_holds_at_most_its_share_of_the_queue():
     import threading
 
-    from app_pages._ui.heavy_jobs import HeavyJobQueue, QueueFull, VisitorBusy
+    from app_pages._ui.server.heavy_jobs import HeavyJobQueue, QueueFull, VisitorBusy
 
     queue = HeavyJobQueue(workers=1, max_waiting=4, per_visitor=2)
     release = threading.Event()
@@ -725,7 +725,7 @@ def test_a_long_job_gives_way_between_chunks():
     first chunk, not after the whole job (the review's scan held the slot for the whole scan)."""
     import threading
 
-    from app_pages._ui.heavy_jobs import HeavyJobQueue
+    from app_pages._ui.server.heavy_jobs import HeavyJobQueue
 
     queue = HeavyJobQueue(workers=1, max_waiting=4, per_visitor=2)
     order, arrived, in_first_chunk = [], threading.Event(), threading.Event()
@@ -806,7 +806,7 @@ def test_a_local_ray_cluster_listens_on_127_0_0_1_and_dies_with_a_killed_job(tmp
 
     import psutil
 
-    from flamino_core.batch.ray_watchdog import cluster_processes
+    from flamino_core.jobs.ray_watchdog import cluster_processes
 
     fasta = tmp_path / "proteome.fa"
     fasta.write_text("".join(f">p{i}\n{'MKVLAAGIVGLLLAAQPAMA' * 3}\n" for i in range(400)))
@@ -838,6 +838,6 @@ def test_a_local_ray_cluster_listens_on_127_0_0_1_and_dies_with_a_killed_job(tmp
         if job.poll() is None:
             os.killpg(job.pid, signal.SIGKILL)
         if session:
-            from flamino_core.batch.ray_watchdog import stop_cluster
+            from flamino_core.jobs.ray_watchdog import stop_cluster
 
             stop_cluster(session, grace=1)

@@ -52,7 +52,7 @@ def _assert_inert(at) -> int:
 def test_a_hostile_record_id_is_text_on_every_page_it_reaches(hosted, monkeypatch):
     """records.py put the id unescaped into progress and queue text: a header
     ``![b](https://evil.example/beacon.png)`` made the visitor's browser fetch that URL."""
-    from app_pages._ui import heavy_jobs
+    from app_pages._ui.server import heavy_jobs
 
     queue = heavy_jobs.HeavyJobQueue(workers=1, max_waiting=0)
     monkeypatch.setattr(heavy_jobs, "_QUEUE", queue)
@@ -64,7 +64,7 @@ def test_a_hostile_record_id_is_text_on_every_page_it_reaches(hosted, monkeypatc
         assert not at.exception
         if page == "records":  # the queue is full: the set's job stops and the page says so (its
             # records are named in the table only, never in progress or queue text)
-            from app_pages._ui import background
+            from app_pages._ui.server import background
 
             assert background.wait_all(120)  # the table's entropy job has its slot back
             with queue.slot(visitor=None):
@@ -102,10 +102,10 @@ def test_a_record_numbered_beyond_the_links_range_breaks_nothing(hosted, fasta, 
 
 
 def test_whatever_fails_outside_a_page_shows_an_error_id_and_logs_the_rest(hosted, monkeypatch, caplog):
-    from app_pages._ui import session
+    from app_pages._ui.rerun import session
 
     def broken(*args, **kwargs):
-        raise ValueError("/srv/flamino/app_pages/_ui/session.py line 150")
+        raise ValueError("/srv/flamino/app_pages/_ui/rerun/session.py line 150")
 
     monkeypatch.setattr(session, "publish_link", broken)
     caplog.set_level(logging.ERROR, logger="flamino")
@@ -136,7 +136,7 @@ def test_formula_cells_are_neutralised_and_numbers_kept(cell, safe):
     would start a new row with the formula)."""
     import pandas as pd
 
-    from app_pages._ui.downloads import formula_safe, formula_safe_csv, formula_safe_frame
+    from app_pages._ui.frame.downloads import formula_safe, formula_safe_csv, formula_safe_frame
 
     assert formula_safe(cell) == safe
     frame = formula_safe_frame(pd.DataFrame({"mutant": [cell], "score": [-1.5]}))
@@ -166,8 +166,8 @@ def test_every_csv_download_of_the_app_goes_through_the_formula_guard():
 def test_the_operators_checkpoint_path_is_in_no_page_text_or_figure(hosted, monkeypatch, tmp_path):
     """The DMS metrics JSON said ``"model": "/srv/.../esm2-lab-secret"`` and the scatter's title
     the same (both from one metrics dict); the ProtSpace HDF5 the folder's name."""
-    from flamino_core import protspace
-    from flamino_core.weights import load_weights, save_checkpoint
+    from flamino_core.records import protspace
+    from flamino_core.weights.loading import load_weights, save_checkpoint
     from test_app import figures
     from test_hosted_attacks import _dms_table
 
@@ -181,13 +181,13 @@ def test_the_operators_checkpoint_path_is_in_no_page_text_or_figure(hosted, monk
     shown = every_text(at) + " ".join(str(f) for f in figures(at))
     assert "lab-model" in shown  # the scatter's title names the model by its public name...
     assert "esm2-lab-secret" not in shown and str(tmp_path) not in shown  # ...never by its path
-    from app_pages._ui.policy import visitor_model_name
+    from app_pages._ui.server.policy import visitor_model_name
 
     assert protspace.model_label(visitor_model_name(str(secret))) == "lab-model"  # the HDF5's model_name
 
 
 def test_messages_lose_absolute_paths_on_a_hosted_server(hosted):
-    from app_pages._ui.policy import without_paths
+    from app_pages._ui.server.policy import without_paths
 
     assert without_paths("Cache entry /root/.cache/flamino/models/x/ is damaged (OSError); rebuilding") == \
         "Cache entry …/x is damaged (OSError); rebuilding"
@@ -199,14 +199,15 @@ def test_messages_lose_absolute_paths_on_a_hosted_server(hosted):
 # --- item 11: one visitor learns nothing of another's work ---------------------------------------------------
 def test_a_scan_kept_from_another_session_is_not_told(hosted, monkeypatch):
     """"64 of 700 positions done and kept" told a visitor someone else had analysed the sequence."""
-    from app_pages._ui import jobs_panel, scans
+    from app_pages._ui.server import jobs_panel
+    from app_pages._ui.results import scans
 
     sequence = "MKVLAAGIVG" * 30
     monkeypatch.setattr(scans, "HOSTED", True)  # read at import, as the server does
     monkeypatch.setattr(jobs_panel, "QUICK_SECONDS", 0.0)  # ask before every scan
     first = open_page(paste(start(), f">a\n{sequence}\n"), "predictions")
     first.radio(key="_w_scan").set_value("masked-marginals").run()  # measures the rate on its first chunk
-    from app_pages._ui import background
+    from app_pages._ui.server import background
 
     assert background.wait_all(120)
     second = open_page(paste(start(), f">b\n{sequence}\n"), "predictions")
@@ -225,7 +226,7 @@ def test_right_to_left_override_in_an_id_is_replaced_and_said(hosted):
 
 def test_the_metadata_table_upload_is_held_to_the_upload_limit_and_its_columns(hosted, monkeypatch):
     monkeypatch.setenv("FLAMINO_MAX_UPLOAD_BYTES", "50000")
-    from app_pages._ui import background
+    from app_pages._ui.server import background
 
     at = open_page(paste(start(), ">a\nMKVLAAGIVG\n>b\nMKVLAAGIVA\n"), "embeddings")
     assert background.wait_all(120)  # the set's means are a background job: the map (and its uploader) then
@@ -242,7 +243,7 @@ def test_no_page_of_a_hosted_session_names_a_server_path(hosted, monkeypatch, tm
     """Items 8 and 12 over the whole app: every page's text and figures, with the operator's own
     checkpoint under a folder of its own, name neither that folder, nor the cache root, nor any
     absolute path."""
-    from flamino_core.weights import load_weights, save_checkpoint
+    from flamino_core.weights.loading import load_weights, save_checkpoint
     from test_app import example, figures
 
     weights = load_weights("random:tiny")

@@ -8,12 +8,12 @@ import time
 
 import pytest
 
-from app_pages._ui import heavy_jobs, policy
-from app_pages._ui.heavy_jobs import HeavyJobQueue, QueueFull
-from app_pages._ui.policy import LinkModel, current_limits, hosted_mode, model_from_link, weights_permissions
-from flamino_core.config import PRESETS
-from flamino_core.fasta import parse_fasta_text
-from flamino_core.weights import ModelError, load_weights
+from app_pages._ui.server import heavy_jobs, policy
+from app_pages._ui.server.heavy_jobs import HeavyJobQueue, QueueFull
+from app_pages._ui.server.policy import LinkModel, current_limits, hosted_mode, model_from_link, weights_permissions
+from flamino_core.model.config import PRESETS
+from flamino_core.inputs.fasta import parse_fasta_text
+from flamino_core.weights.loading import ModelError, load_weights
 
 
 def test_local_mode_has_no_limits(monkeypatch):

@@ -1,4 +1,4 @@
-"""Jobs off the caller's thread (``flamino_core.jobs``), without Streamlit: progress and the time
+"""Jobs off the caller's thread (``flamino_core.jobs.background``), without Streamlit: progress and the time
 left from the measured rate, a cancel that keeps every finished chunk in the store and resumes,
 the engine calls bounded by a queue slot, the pass rates kept on disk."""
 
@@ -11,9 +11,13 @@ import jax
 import numpy as np
 import pytest
 
-from flamino_core import Engine, jobs, load_weights, passes
-from flamino_core.engine import TRACE_COUNTS
-from flamino_core.result_store import ResultStore
+from flamino_core import Engine, load_weights
+
+from flamino_core.jobs import background as jobs
+
+from flamino_core.store import passes
+from flamino_core.runtime.engine import TRACE_COUNTS
+from flamino_core.store.result_store import ResultStore
 
 
 @pytest.fixture(scope="module")
@@ -162,7 +166,7 @@ def test_a_stored_metered_engine_masks_each_position_once_for_callers_that_use_i
 
 
 def test_token_counts_follow_the_row_widths_the_engine_runs(engine):
-    from flamino_core.planner import bucket_length
+    from flamino_core.runtime.planner import bucket_length
 
     # A masked pass runs one row at the engine's own width for that length (its pass shape).
     for length in (22, 300, 1022, 5000):

@@ -10,8 +10,12 @@ import time
 import numpy as np
 import pytest
 
-from flamino_core import Engine, jobs, jobs_ray, load_weights, passes
-from flamino_core.result_store import NullStore, ResultStore
+from flamino_core import Engine, load_weights
+
+from flamino_core.jobs import background as jobs, on_ray as jobs_ray
+
+from flamino_core.store import passes
+from flamino_core.store.result_store import NullStore, ResultStore
 
 pytest.importorskip("ray")
 MODEL = "random:tiny:4"
@@ -61,7 +65,7 @@ def test_the_apps_set_job_goes_to_ray_and_a_cancel_keeps_what_arrived(on_ray, en
                                                                       real_sequences):
     """The Records/Embeddings job of the app (``set_results``), run as the app runs it, without
     Streamlit: with FLAMINO_RAY_ADDRESS set its records come from the cluster."""
-    from app_pages._ui import set_results
+    from app_pages._ui.records import set_results
 
     monkeypatch.setenv("FLAMINO_CACHE", str(tmp_path / "cache"))
     local = []

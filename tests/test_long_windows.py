@@ -19,8 +19,8 @@ import pytest
 import torch
 
 from flamino_core import Engine, load_weights
-from flamino_core.config import ESM2Config
-from flamino_core.windows import masked_window
+from flamino_core.model.config import ESM2Config
+from flamino_core.runtime.windows import masked_window
 from reference_checkpoints import hf_forward
 
 TINY = ESM2Config.tiny()

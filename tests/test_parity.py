@@ -8,7 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from flamino_core import Engine, fused_attention, load_weights, scores
+from flamino_core import Engine, load_weights
+
+from flamino_core.model import fused_attention
+
+from flamino_core.variants import substitution_maps as scores
 from flamino_core.alphabet import MASK_IDX, batch_encode
 from conftest import T6, TINY
 from reference_checkpoints import hf_forward
@@ -22,7 +26,7 @@ from reference_checkpoints import hf_forward
 ATOL, RTOL = 1e-4, 1e-5
 
 
-# Attention paths of a pass that captures no maps (flamino_core.hardware): the fused C++ kernel
+# Attention paths of a pass that captures no maps (flamino_core.runtime.hardware): the fused C++ kernel
 # (the CPU default when built), the pure-JAX fallback, and jax.nn.dot_product_attention (the
 # GPU default; XLA's implementation here). Each must give the references' numbers.
 KERNEL = fused_attention.status()
@@ -42,7 +46,7 @@ PARITY_FILES = ("HBB_HUMAN.fa", "uniprot_two.fa")
 
 @pytest.fixture(scope="module")
 def real_sequences(shared_fasta) -> dict[str, str]:
-    from flamino_core.fasta import read_fasta
+    from flamino_core.inputs.fasta import read_fasta
 
     return {record.id: record.sequence for name in PARITY_FILES for record in read_fasta(shared_fasta / name).records}
 
@@ -93,7 +97,7 @@ def test_masked_inputs_and_token_dropout_match_hf(hf_checkpoints, real_sequences
     """Masked tokens change the token-dropout scale: logits must still agree."""
     directory, hf = hf_checkpoints(config, "2022")
     weights = load_weights(str(directory))
-    from flamino_core.convert import params_to_model
+    from flamino_core.weights.convert import params_to_model
     import jax.numpy as jnp
 
     model = params_to_model(weights.params, config)
@@ -192,7 +196,7 @@ def test_plain_forward_and_scan_match_hf_on_long_rows(hf_checkpoints, real_seque
 
 def packed_rows_of(seqs):
     """Which sequences ``Engine.run`` puts in a row together (its packing plan)."""
-    from flamino_core import planner
+    from flamino_core.runtime import planner
 
     batches = planner.plan([len(s) for s in seqs], lambda width: 8192 // width, pack=True)
     return [row.items for batch in batches for row in batch.rows]
@@ -221,8 +225,8 @@ def test_packed_rows_keep_token_dropout_per_sequence(hf_checkpoints, real_sequen
     sequences packed into one row (different fractions) against HF on each alone."""
     import jax.numpy as jnp
 
-    from flamino_core import planner
-    from flamino_core.convert import params_to_model
+    from flamino_core.runtime import planner
+    from flamino_core.weights.convert import params_to_model
 
     directory, hf = hf_checkpoints(config, "2022")
     model = params_to_model(load_weights(str(directory)).params, config)
@@ -250,7 +254,7 @@ def _without_tokendropout_scaling(config, params, monkeypatch):
 def _tanh_gelu(config, params, monkeypatch):
     import jax
 
-    from flamino_core import model
+    from flamino_core.model import esm2 as model
 
     monkeypatch.setattr(model, "gelu", lambda x: jax.nn.gelu(x, approximate=True))
     return config, params
@@ -294,7 +298,7 @@ def test_bound_separates_rounding_from_modelling_errors(hf_checkpoints, real_seq
     """
     import jax.numpy as jnp
 
-    from flamino_core.convert import params_to_model
+    from flamino_core.weights.convert import params_to_model
 
     directory, hf = hf_checkpoints(config, "2022")
     weights = load_weights(str(directory))

@@ -7,9 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from flamino_core import Engine, load_weights, passes
-from flamino_core.analysis import amino_acid_probabilities, entropy
-from flamino_core.result_store import ResultStore
+from flamino_core import Engine, load_weights
+
+from flamino_core.store import passes
+from flamino_core.analysis.outputs import amino_acid_probabilities, entropy
+from flamino_core.store.result_store import ResultStore
 
 
 @pytest.fixture(scope="module")

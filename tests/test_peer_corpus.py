@@ -19,7 +19,7 @@ from Bio.Data.PDBData import protein_letters_3to1_extended
 from Bio.PDB import MMCIFParser, PDBParser
 from Bio.PDB.Polypeptide import is_aa
 
-from flamino_core.fasta import parse_fasta_bytes
+from flamino_core.inputs.fasta import parse_fasta_bytes
 from flamino_core.structure.reading import StructureError, chain_residues, read_structure
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "inputs.md"

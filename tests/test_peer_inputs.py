@@ -8,7 +8,7 @@ import warnings
 import pytest
 from Bio import BiopythonParserWarning, SeqIO
 
-from flamino_core.fasta import parse_fasta_text, read_fasta
+from flamino_core.inputs.fasta import parse_fasta_text, read_fasta
 
 
 def biopython_proteins(path, seqio_format: str) -> list[str]:

@@ -7,8 +7,8 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from flamino_core import memory, planner, windows
-from flamino_core.config import MAX_RESIDUES
+from flamino_core.runtime import memory, planner, windows
+from flamino_core.model.config import MAX_RESIDUES
 
 
 def _window_outputs(cut, width: int, contacts: bool, seed: int = 0) -> list[dict]:

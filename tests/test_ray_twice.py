@@ -3,7 +3,7 @@ local Ray again, all in one Python process: a notebook, or the test suite.
 
 Ray's ``ray.init()`` of a local cluster turns token authentication on for the whole process and
 ``ray.shutdown()`` left it on: a later join of a cluster without authentication had every actor
-cancelled before it ran (``ray_driver._restore_auth_mode``). The last local start runs with
+cancelled before it ran (``jobs.ray_pool._restore_auth_mode``). The last local start runs with
 RAY_ADDRESS naming the cluster, as a notebook set up for that cluster would have it. The cluster
 is the run's Ray head (``ray_fixtures.ray_head``).
 """
@@ -14,7 +14,7 @@ import os
 
 import pytest
 
-from flamino_core.batch.ray_driver import stream_on_ray
+from flamino_core.jobs.ray_pool import stream_on_ray
 
 ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.ray

@@ -10,12 +10,12 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from flamino_core import protspace, record_map
-from flamino_core.fasta import ProteinRecord, read_fasta
-from flamino_core.figure_style import MISSING_COLOUR, OTHER_COLOUR, SAFE_CATEGORY_COLOURS, _qualitative
-from flamino_core.record_metadata import (MAX_HEADER_COLUMNS, colour_values, header_fields, join_table,
+from flamino_core.records import protspace, embedding_map as record_map
+from flamino_core.inputs.fasta import ProteinRecord, read_fasta
+from flamino_core.figures.style import MISSING_COLOUR, OTHER_COLOUR, SAFE_CATEGORY_COLOURS, _qualitative
+from flamino_core.records.metadata import (MAX_HEADER_COLUMNS, colour_values, header_fields, join_table,
                                           metadata_rows)
-from flamino_core.record_summary import ENTROPY_COLUMN, PPPL_COLUMN, mean_entropy, summary_rows
+from flamino_core.records.summary import ENTROPY_COLUMN, PPPL_COLUMN, mean_entropy, summary_rows
 
 RNG = np.random.default_rng(7)
 

@@ -19,13 +19,13 @@ from test_contact_eval import reference_case
 
 from flamino_core import options
 from flamino_core.alphabet import AA_TO_IDX, STANDARD_AA_TOKEN_IDS
-from flamino_core.analysis import log_softmax
+from flamino_core.analysis.outputs import log_softmax
 from flamino_core.cli import main
-from flamino_core.engine import Engine
+from flamino_core.runtime.engine import Engine
 from flamino_core.options import Strategy
 from flamino_core.structure import tracks
 from flamino_core.structure.tracks import Track
-from flamino_core.weights import load_weights
+from flamino_core.weights.loading import load_weights
 
 TINY = "random:tiny"
 TOY_STRATEGY = "toy-greedy"
@@ -167,7 +167,7 @@ def test_the_app_reads_and_shares_a_toy_page_option(monkeypatch, app_environment
     (A page then shows it with one ``kept_*`` call, which takes its default and bounds from it.)"""
     from test_app import UBIQUITIN, assert_clean, start
 
-    from app_pages._ui import views
+    from app_pages._ui.frame import views
 
     monkeypatch.setitem(views.OPTIONS, "toyk", views.ViewOption("toyk", "predictions", views.Integer(1, 9), 2))
     at = start({"seq": UBIQUITIN, "page": "predictions", "toyk": "7"})

@@ -15,8 +15,8 @@ import textwrap
 
 import numpy as np
 
-from flamino_core import result_store
-from flamino_core.result_store import ResultStore
+from flamino_core.store import result_store
+from flamino_core.store.result_store import ResultStore
 
 MODEL = "fingerprint-a"
 SEQUENCE = "MVHLTPEEKSAVTALWGKVNVDEVGGEALGRLLVVYPWTQRFFESFGDLSTPDAVMGNPKVKAHGKKVLGAFSDGLAHLDNLKGTFATLSELHCDKLHVDPENFRLLGNVLVCVLAHHFGKEFTPPVQAAYQKVVAGVANALAHKYH"
@@ -143,8 +143,8 @@ def test_the_running_total_eviction_reads_equals_the_entries_sum(tmp_path, monke
 _WRITER = textwrap.dedent("""
     import sys
     import numpy as np
-    from flamino_core import result_store
-    from flamino_core.result_store import ResultStore
+    from flamino_core.store import result_store
+    from flamino_core.store.result_store import ResultStore
     # Say "inside" halfway through the third chunk's values (checksummed as they are inserted),
     # so a kill on reading it lands in the middle of a write.
     calls, checksum = [0], result_store.checksum

@@ -33,9 +33,9 @@ from hypothesis import strategies as st
 
 from flamino_core.alphabet import AA_TO_IDX
 from flamino_core.cli import main
-from flamino_core.config import PRESETS
-from flamino_core.fasta import parse_fasta_bytes, parse_fasta_text
-from flamino_core.weights import ModelNotAvailableError, cached_presets, load_weights, save_checkpoint
+from flamino_core.model.config import PRESETS
+from flamino_core.inputs.fasta import parse_fasta_bytes, parse_fasta_text
+from flamino_core.weights.loading import ModelNotAvailableError, cached_presets, load_weights, save_checkpoint
 from conftest import TINY
 from test_app import settle
 
@@ -331,7 +331,7 @@ def test_app_analyses_the_good_records_of_a_mixed_file():
     case = next(c for c in CASES if c.kind == "mixed good and bad records")
     at = app_with(gzip.compress(case.data))  # as an upload
     assert any("bad: position 3" in unescaped(e.value) for e in at.error)
-    at.switch_page("app_pages/predictions.py").run()
+    at.switch_page("app_pages/masked_predictions.py").run()
     assert not at.exception and not at.error
     assert len(at.get("plotly_chart")) == 3  # the first good record, analysed
     at.sidebar.selectbox(key="_w_record").set_value("good2").run()

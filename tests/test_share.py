@@ -10,7 +10,7 @@ import zlib
 
 import pytest
 
-from app_pages._ui.links import (
+from app_pages._ui.frame.links import (
     MAX_FASTA_CHARS,
     SharedView,
     decode_fasta,
@@ -18,7 +18,7 @@ from app_pages._ui.links import (
     encode_fasta,
     encode_view,
 )
-from app_pages._ui.views import OPTIONS, PAGES, Choice, Flag, Integer, Span, Text, Word, page_options
+from app_pages._ui.frame.views import OPTIONS, PAGES, Choice, Flag, Integer, Span, Text, Word, page_options
 
 HBB = (
     ">HBB_HUMAN Human beta hemoglobin.\n"

@@ -14,10 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from flamino_core import Engine, load_weights, scores
+from flamino_core import Engine, load_weights
+
+from flamino_core.variants import substitution_maps as scores
 from flamino_core.alphabet import AA_TO_IDX
 from flamino_core.cli import main
-from flamino_core.passes import Cancelled
+from flamino_core.store.passes import Cancelled
 from flamino_core.variants.notation import parse_mutations
 from flamino_core.variants.scoring import score_variants
 
@@ -155,7 +157,7 @@ def test_flamino_score_numbers_positions_like_the_other_commands(tmp_path, real_
 
 COUNTED_RUN = """
 import json, sys
-from flamino_core.engine import Engine
+from flamino_core.runtime.engine import Engine
 from flamino_core.cli import main
 sent = []
 inner = Engine.masked_log_probs

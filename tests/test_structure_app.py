@@ -18,9 +18,9 @@ from test_app import assert_clean, figures, open_page, paste, start, titles, une
 from test_cli_contacts import _OnePdbEntry, check_rows, entropy_bits
 from test_contact_eval import reference_case
 
-from flamino_core.engine import Engine
+from flamino_core.runtime.engine import Engine
 from flamino_core.structure import fetch
-from flamino_core.weights import load_weights
+from flamino_core.weights.loading import load_weights
 
 AppTest = pytest.importorskip("streamlit.testing.v1").AppTest
 pytestmark = pytest.mark.skipif(not STRUCTURES.is_dir(), reason=f"real structures not found at {STRUCTURES}")
@@ -319,7 +319,7 @@ def test_a_full_heavy_queue_leaves_the_rest_of_the_page(monkeypatch):
     """Hosted, a 446-residue record (1GBT's chain twice: over the 400 residues whose contacts are
     queued) while another session holds the only slot: the contact parts wait with a warning,
     the 3D view (entropy: no queue) is drawn; once the slot is free, everything is."""
-    from app_pages._ui import heavy_jobs
+    from app_pages._ui.server import heavy_jobs
 
     for name, value in {"FLAMINO_HOSTED": "1", "FLAMINO_MAX_RESIDUES": "1000", "FLAMINO_MAX_UPLOAD_BYTES": "1000000"}.items():
         monkeypatch.setenv(name, value)

@@ -225,7 +225,7 @@ def test_the_viewer_scene_holds_the_model_the_values_and_the_top_pairs(gbt):
 
 def test_the_viewer_script_is_the_pinned_npm_release():
     """3Dmol.js is served by the app from the repository: the file must be npm 3dmol 2.5.5 as pinned."""
-    from app_pages._ui import molecule_view
+    from app_pages._ui.structure import molecule_view
 
     assert molecule_view.available()
     assert molecule_view.vendor_digest() == molecule_view.VENDOR_SHA256

@@ -7,13 +7,13 @@ from __future__ import annotations
 import pytest
 from Bio.SeqUtils import seq3
 
-from flamino_core.fasta import parse_fasta_text
+from flamino_core.inputs.fasta import parse_fasta_text
 from conftest import SHARED_FASTA
 
 
 @pytest.fixture(scope="module")
 def hbb() -> str:
-    from flamino_core.fasta import read_fasta
+    from flamino_core.inputs.fasta import read_fasta
 
     return read_fasta(SHARED_FASTA / "HBB_HUMAN.fa").records[0].sequence
 

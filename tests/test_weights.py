@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from flamino_core import checkpoint_files
-from flamino_core import weights as weights_mod
-from flamino_core.config import PRESETS, ESM2Config
-from flamino_core.convert import CheckpointMismatchError, state_dict_to_params
-from flamino_core.model_cache import params_checksum
-from flamino_core.weights import (
+from flamino_core.weights import checkpoint_files
+from flamino_core.weights import loading as weights_mod
+from flamino_core.model.config import PRESETS, ESM2Config
+from flamino_core.weights.convert import CheckpointMismatchError, state_dict_to_params
+from flamino_core.weights.model_cache import params_checksum
+from flamino_core.weights.loading import (
     ModelError,
     ModelNotAvailableError,
     load_weights,
@@ -54,7 +54,7 @@ def write_orbax_checkpoint(directory: Path, weights) -> Path:
     """A checkpoint folder as flamino wrote them before params.safetensors: Orbax + SHA-256."""
     import orbax.checkpoint as ocp
 
-    from flamino_core.model_cache import _orbax_sha256
+    from flamino_core.weights.model_cache import _orbax_sha256
 
     directory.mkdir(parents=True)
     weights.config.save(directory / "flamino_config.json")
@@ -118,7 +118,7 @@ def test_corrupted_cache_entry_is_detected_and_rebuilt(hf_checkpoints, isolated_
 
 def test_cache_entry_of_another_model_structure_is_rebuilt(hf_checkpoints, isolated_cache):
     """An entry whose arrays do not fit the model (written by a flamino whose model differed)."""
-    from flamino_core.param_files import write_params
+    from flamino_core.weights.param_files import write_params
 
     directory, _ = hf_checkpoints(TINY, "2022")
     first = load_weights(str(directory))
@@ -248,7 +248,7 @@ def test_presets_match_hf_parameter_counts():
     from flax import nnx
     from transformers import EsmForMaskedLM
 
-    from flamino_core.model import ESM2
+    from flamino_core.model.esm2 import ESM2
     from reference_checkpoints import hf_config
 
     for name in PRESETS:
@@ -267,7 +267,7 @@ def test_flamino_model_environment_variable(monkeypatch):
 
 
 def test_untrained_flag_survives_a_checkpoint(tmp_path):
-    from flamino_core.weights import convert_to_checkpoint
+    from flamino_core.weights.loading import convert_to_checkpoint
 
     out = convert_to_checkpoint("random:tiny:2", tmp_path / "rand")
     assert load_weights(str(out)).is_random

@@ -23,11 +23,11 @@ how many actors there were does not change the numbers. ``run.run_batch`` runs a
 ``BatchError``, which it reports with exit status 2.
 """
 
-from .inputs import FileIssue, InputRecord, fasta_inputs, read_records, spool_shards
-from .job import FAILURES, MANIFEST, WORK_DIR, BatchError, Job, shard_path, spool_path
-from .results import output_schema, read_results, shard_info, to_numpy
-from .run import BatchSummary, JobProgress, run_batch
-from .shards import process_shard
+from flamino_core.batch.inputs import FileIssue, InputRecord, fasta_inputs, read_records, spool_shards
+from flamino_core.batch.job import FAILURES, MANIFEST, WORK_DIR, BatchError, Job, shard_path, spool_path
+from flamino_core.batch.results import output_schema, read_results, shard_info, to_numpy
+from flamino_core.batch.run import BatchSummary, JobProgress, run_batch
+from flamino_core.batch.shards import process_shard
 
 __all__ = [
     "FAILURES", "MANIFEST", "WORK_DIR", "BatchError", "BatchSummary", "FileIssue", "InputRecord", "Job",

@@ -2,6 +2,6 @@
 
 import sys
 
-from ..cli import main
+from flamino_core.cli import main
 
 sys.exit(main(["batch", *sys.argv[1:]]))

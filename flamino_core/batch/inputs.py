@@ -10,9 +10,9 @@ from typing import Callable, Iterator, Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..atomic import written_atomically
-from ..fasta import InputIssue, file_problem, iter_records
-from .job import WORK_DIR, BatchError, Job, spool_path
+from flamino_core.atomic import written_atomically
+from flamino_core.inputs.fasta import InputIssue, file_problem, iter_records
+from flamino_core.batch.job import WORK_DIR, BatchError, Job, spool_path
 
 FASTA_SUFFIXES = (".fa", ".fasta", ".faa", ".fas", ".fna", ".pep")
 

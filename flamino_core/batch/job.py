@@ -11,7 +11,7 @@ import shutil
 import time
 from pathlib import Path
 
-from ..atomic import open_own_file, written_atomically
+from flamino_core.atomic import open_own_file, written_atomically
 
 COMMANDS = ("embed", "score")
 MANIFEST = "manifest.json"

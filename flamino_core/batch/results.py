@@ -12,8 +12,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..options import STRATEGIES
-from .job import MANIFEST, BatchError, Job, shard_path
+from flamino_core.options import STRATEGIES
+from flamino_core.batch.job import MANIFEST, BatchError, Job, shard_path
 
 META_KEY = b"flamino_batch"  # the Parquet footer key of a shard's summary (rows, failures, ...)
 

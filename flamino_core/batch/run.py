@@ -16,19 +16,19 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable, NamedTuple, Sequence, TextIO
 
-from ..atomic import TEMPORARY_MARK, written_atomically
-from ..options import (
+from flamino_core.atomic import TEMPORARY_MARK, written_atomically
+from flamino_core.options import (
     BATCH_EMBED_PARTS, BATCH_SCORE_PARTS, DEFAULT_SHARD_SIZE, DEFAULT_STRATEGY, DEFAULT_TOKEN_BUDGET, LONG_POLICIES,
     STRATEGIES,
 )  # fmt: skip
-from ..progress import Progress, duration, say as say_on_stderr
-from .inputs import fasta_inputs, spool_shards
-from .job import (
+from flamino_core.progress import Progress, duration, say as say_on_stderr
+from flamino_core.batch.inputs import fasta_inputs, spool_shards
+from flamino_core.batch.job import (
     COMMANDS, FAILURES, MANIFEST, WORK_DIR, BatchError, DirectoryLock, Job, clear, file_fingerprint, identity,
     identity_differences, job_key, now, shard_path, spool_path, write_json,
 )  # fmt: skip
-from .ray_driver import run_on_ray
-from .results import shard_info
+from flamino_core.batch.ray_driver import run_on_ray
+from flamino_core.batch.results import shard_info
 
 
 @dataclasses.dataclass
@@ -177,7 +177,7 @@ def _checked_model(model: str | None, say: Callable[[str], None]) -> tuple[str, 
 
     The weights are loaded here, once: a bad name fails before the folder is touched, and the
     download cache is filled for the actors."""
-    from ..weights import ModelError, default_model, load_weights
+    from flamino_core.weights.loading import ModelError, default_model, load_weights
 
     try:
         weights = load_weights(model)

@@ -17,11 +17,11 @@ from typing import Iterator
 
 import pyarrow.parquet as pq
 
-from .. import scores
-from ..atomic import open_own_file, written_atomically
-from ..options import STRATEGIES
-from .job import WORK_DIR, Job, shard_path, spool_path
-from .results import META_KEY, chunk_table, output_schema, shard_info
+from flamino_core.variants import substitution_maps as scores
+from flamino_core.atomic import open_own_file, written_atomically
+from flamino_core.options import STRATEGIES
+from flamino_core.batch.job import WORK_DIR, Job, shard_path, spool_path
+from flamino_core.batch.results import META_KEY, chunk_table, output_schema, shard_info
 
 CHUNK_RESIDUES = 65536
 SYSTEMATIC_FAILURES = 8  # this many sequences of a chunk all failing alone stops the job
@@ -62,7 +62,7 @@ def _compute(engine, job: Job, sequences: list[str]) -> list[dict]:
 
 
 def _store(job: Job):
-    from ..result_store import NullStore, default_store
+    from flamino_core.store.result_store import NullStore, default_store
 
     return default_store() if job.store else NullStore()
 

@@ -17,9 +17,9 @@ import sys
 import traceback
 from typing import Sequence
 
-from ..progress import say
-from . import batch_jobs, contacts, embed, models, predict, score, suggest, variants
-from .common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UserError
+from flamino_core.progress import say
+from flamino_core.cli import batch_jobs, contacts, embed, models, predict, score, suggest, variants
+from flamino_core.cli.common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UserError
 
 __all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "UserError", "build_parser", "main", "run"]
 

@@ -1,5 +1,5 @@
 """``python -m flamino_core.cli``: the same as the ``flamino`` command."""
 
-from . import run
+from flamino_core.cli import run
 
 run()

@@ -9,14 +9,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..options import BATCH_EMBED_PARTS, DEFAULT_SHARD_SIZE, DEFAULT_STRATEGY, DEFAULT_TOKEN_BUDGET, LONG_POLICIES, STRATEGIES
-from ..progress import duration, say
-from .common import EXIT_OK, EXIT_USAGE, UserError
+from flamino_core.options import BATCH_EMBED_PARTS, DEFAULT_SHARD_SIZE, DEFAULT_STRATEGY, DEFAULT_TOKEN_BUDGET, LONG_POLICIES, STRATEGIES
+from flamino_core.progress import duration, say
+from flamino_core.cli.common import EXIT_OK, EXIT_USAGE, UserError
 
 
 def cmd_batch(args) -> int:
     """``flamino batch``: 0 when every record was computed, 2 if some failed (see failures.jsonl)."""
-    from ..batch import FAILURES, BatchError, run_batch
+    from flamino_core.batch import FAILURES, BatchError, run_batch
 
     include = [part.strip() for part in args.include.split(",") if part.strip() and part.strip() != "none"]
     try:

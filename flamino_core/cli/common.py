@@ -11,8 +11,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..progress import Progress
-from ..progress import say
+from flamino_core.progress import Progress
+from flamino_core.progress import say
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
@@ -32,8 +32,8 @@ class UserError(Exception):
 
 def load_engine(model: str | None, verbose: bool = False):
     """The engine for a model identifier, or a ``UserError`` saying why it cannot load."""
-    from ..engine import Engine, enable_compilation_cache
-    from ..weights import ModelError, default_model, load_weights
+    from flamino_core.runtime.engine import Engine, enable_compilation_cache
+    from flamino_core.weights.loading import ModelError, default_model, load_weights
 
     enable_compilation_cache()
     try:
@@ -69,10 +69,10 @@ def read_records(path: str, *, allow_dna: bool = False):
     Warnings and errors go to stderr; no usable record at all is a ``UserError``. Sequences
     that look like DNA/RNA are refused unless ``allow_dna``.
     """
-    from ..fasta import read_fasta
+    from flamino_core.inputs.fasta import read_fasta
 
     if path == "-":
-        from ..fasta import parse_fasta_bytes
+        from flamino_core.inputs.fasta import parse_fasta_bytes
 
         parsed = parse_fasta_bytes(sys.stdin.buffer.read(), allow_nucleotides=allow_dna)
     else:
@@ -94,7 +94,7 @@ def first_residue_number(record, offset: int | None) -> int:
     """The number of ``record``'s first residue: ``--offset`` when given, else what the id's
     ``/start-end`` suffix says (said on stderr), else 1. Every command that writes positions
     numbers them from it."""
-    from ..numbering import first_number
+    from flamino_core.inputs.numbering import first_number
 
     if offset is not None:
         return offset

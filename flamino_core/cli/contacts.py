@@ -13,10 +13,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..atomic import written_atomically
-from ..options import LONG_POLICIES
-from ..progress import Progress, say
-from .common import (
+from flamino_core.atomic import written_atomically
+from flamino_core.options import LONG_POLICIES
+from flamino_core.progress import Progress, say
+from flamino_core.cli.common import (
     EXIT_OK, EXIT_USAGE, MODEL_HELP, VERBOSE_HELP, UserError, add_fasta_argument, check_output, load_engine,
     read_fasta_argument,
 )  # fmt: skip
@@ -31,8 +31,8 @@ def open_structure(spec: str):
       UserError: the file is missing or not a structure, or the download failed (the message
         says why and what to do).
     """
-    from ..structure import fetch
-    from ..structure.reading import StructureError, read_structure
+    from flamino_core.structure import fetch
+    from flamino_core.structure.reading import StructureError, read_structure
 
     prefix, _, identifier = spec.partition(":")
     try:
@@ -64,7 +64,7 @@ def pdb_paths(pdb_out: Path, record_ids: list[str]) -> list[Path]:
 
 def _track_choices(args) -> dict:
     """The ``--track-*`` values the chosen track takes (``tracks.PARAMS``), as given."""
-    from ..structure.tracks import PARAMS, TRACKS
+    from flamino_core.structure.tracks import PARAMS, TRACKS
 
     return {key: getattr(args, f"track_{PARAMS[key].flag}") for key in TRACKS[args.track or "entropy"].params}
 
@@ -83,7 +83,7 @@ def _check_track_options(args) -> dict:
 def _checked_choices(track: str, choices: dict, **bounds) -> dict:
     """``tracks.check_choices`` with a refusal as the command's error (``bounds``: the sequence's
     length, the model's layers and heads, when known)."""
-    from ..structure.tracks import TrackChoiceError, check_choices
+    from flamino_core.structure.tracks import TrackChoiceError, check_choices
 
     try:
         return check_choices(track, choices, **bounds)
@@ -100,9 +100,9 @@ def _choice_message(track: str, err) -> str:
 
 def _align_records(parsed, records, args):
     """Each record's alignment (or the message why it cannot be compared), said on stderr."""
-    from ..config import MAX_RESIDUES
-    from ..structure.align import choose_chain
-    from ..structure.reading import StructureError
+    from flamino_core.model.config import MAX_RESIDUES
+    from flamino_core.structure.align import choose_chain
+    from flamino_core.structure.reading import StructureError
 
     aligned, refused, notes_said = [], [], set()
     for record in records:
@@ -126,7 +126,7 @@ def _align_records(parsed, records, args):
 def _track_values(engine, out, track: str, choices: dict, long: str):
     """The chosen track's (L,) values for one record and its label, from the run's outputs
     (``tracks.track_inputs``: the one resolver from a track's needs to engine outputs)."""
-    from ..structure.tracks import compute_choices, compute_track, track_inputs, track_label
+    from flamino_core.structure.tracks import compute_choices, compute_track, track_inputs, track_label
 
     layer, strategy = choices.get("layer"), choices.get("strategy")
     _, inputs = track_inputs(engine, out.sequence, track, out=out, layer=layer, strategy=strategy, long=long,
@@ -138,7 +138,7 @@ def _track_values(engine, out, track: str, choices: dict, long: str):
 
 def _open_described_structure(args):
     """The ``--structure`` opened, a ``--chain`` checked in it, and its chains described on stderr."""
-    from ..structure.reading import StructureError, chain_residues
+    from flamino_core.structure.reading import StructureError, chain_residues
 
     parsed = open_structure(args.structure)
     try:
@@ -166,9 +166,9 @@ def _predicted(engine, record, options: dict, long: str, progress_label: str):
 def _track_pdb(engine, parsed, alignment, out, record_id: str, track: str, choices: dict, args) -> str | None:
     """The aligned chain as PDB text with the record's track in the B-factor column; None
     (after saying why on stderr) when this record cannot have one."""
-    from ..structure.export import pdb_with_track
-    from ..structure.reading import StructureError
-    from ..structure.tracks import TRACKS, check_choices
+    from flamino_core.structure.export import pdb_with_track
+    from flamino_core.structure.reading import StructureError
+    from flamino_core.structure.tracks import TRACKS, check_choices
 
     try:
         checked = check_choices(track, choices, length=len(out.sequence))
@@ -184,8 +184,8 @@ def _write_precision_csv(out_path: Path, tables: list, n_records: int) -> None:
     """Every record's precision rows in one CSV, with exactly ``PRECISION_COLUMNS``."""
     import pandas as pd
 
-    from ..structure.contacts import PRECISION_COLUMNS
-    from ..structure.export import precision_csv
+    from flamino_core.structure.contacts import PRECISION_COLUMNS
+    from flamino_core.structure.export import precision_csv
 
     table = pd.concat(tables, ignore_index=True)[list(PRECISION_COLUMNS)]
     with written_atomically(out_path) as tmp:
@@ -194,8 +194,8 @@ def _write_precision_csv(out_path: Path, tables: list, n_records: int) -> None:
 
 
 def cmd_contacts(args) -> int:
-    from ..structure.contacts import precision_table
-    from ..structure.tracks import run_options
+    from flamino_core.structure.contacts import precision_table
+    from flamino_core.structure.tracks import run_options
 
     out_path = check_output(args.output, ".csv")
     pdb_out = check_output(args.pdb_out, ".pdb") if args.pdb_out else None
@@ -240,7 +240,7 @@ def cmd_contacts(args) -> int:
 def add_track_arguments(parser) -> None:
     """``--track`` and one ``--track-<flag>`` per ``tracks.PARAMS`` entry, each saying which
     tracks use it: generated, so a new track or param needs nothing here."""
-    from ..structure.tracks import PARAMS, TRACKS
+    from flamino_core.structure.tracks import PARAMS, TRACKS
 
     parser.add_argument("--track", choices=TRACKS, help="per-residue values for --pdb-out (default: entropy)")
     for param in PARAMS.values():

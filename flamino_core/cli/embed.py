@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..atomic import written_atomically
-from ..options import EMBED_PARTS, LONG_POLICIES
-from ..progress import Progress, say
-from .common import (
+from flamino_core.atomic import written_atomically
+from flamino_core.options import EMBED_PARTS, LONG_POLICIES
+from flamino_core.progress import Progress, say
+from flamino_core.cli.common import (
     EXIT_OK, EXIT_USAGE, MODEL_HELP, VERBOSE_HELP, UserError, add_fasta_argument, check_output, load_engine,
     read_fasta_argument,
 )  # fmt: skip
@@ -95,7 +95,7 @@ def _write_protspace(out_path: Path, records, results, layer: int, model: str) -
     """The .h5 of per-sequence means and its metadata table beside it (``protspace`` module)."""
     import numpy as np
 
-    from ..protspace import metadata_csv, metadata_path, model_label, write_h5
+    from flamino_core.records.protspace import metadata_csv, metadata_path, model_label, write_h5
 
     means = np.stack([res.representations[layer].mean(axis=0) for res in results])  # (N, D)
     table = metadata_path(out_path)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..progress import Progress, say
-from .common import EXIT_FAILURE, EXIT_OK, UserError
+from flamino_core.progress import Progress, say
+from flamino_core.cli.common import EXIT_FAILURE, EXIT_OK, UserError
 
 
 def cmd_fetch(args) -> int:
-    from ..config import PRESETS
-    from ..weights import ModelError, load_weights
+    from flamino_core.model.config import PRESETS
+    from flamino_core.weights.loading import ModelError, load_weights
 
     name = args.name.removeprefix("facebook/")
     if name not in PRESETS:
@@ -28,7 +28,7 @@ def cmd_fetch(args) -> int:
 
 
 def cmd_convert(args) -> int:
-    from ..weights import ModelError, convert_to_checkpoint
+    from flamino_core.weights.loading import ModelError, convert_to_checkpoint
 
     try:
         out = convert_to_checkpoint(args.source, Path(args.output) if args.output else None,

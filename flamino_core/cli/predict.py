@@ -12,10 +12,10 @@ import json
 import math
 from pathlib import Path
 
-from ..atomic import written_atomically
-from ..options import DEFAULT_VARIANT_STRATEGY, PREDICT_FEATURES, VARIANT_STRATEGIES
-from ..progress import Progress, say
-from .common import (
+from flamino_core.atomic import written_atomically
+from flamino_core.options import DEFAULT_VARIANT_STRATEGY, PREDICT_FEATURES, VARIANT_STRATEGIES
+from flamino_core.progress import Progress, say
+from flamino_core.cli.common import (
     EXIT_OK, MODEL_HELP, OFFSET_HELP, VERBOSE_HELP, UserError, add_fasta_argument, check_output, first_residue_number,
     load_engine, read_fasta_argument, read_records,
 )  # fmt: skip
@@ -56,11 +56,11 @@ def _interval(row: dict, key: str) -> str:
 
 
 def cmd_fit(args) -> int:
-    from ..predict import features
-    from ..predict.fit import feature_sets, fit_table, plan_line, planned_work
-    from ..predict.saved import save
-    from ..predict.table import LabelError, parse_labelled_table
-    from ..weights import default_model
+    from flamino_core.predict import features
+    from flamino_core.predict.fit import feature_sets, fit_table, plan_line, planned_work
+    from flamino_core.predict.saved import save
+    from flamino_core.predict.table import LabelError, parse_labelled_table
+    from flamino_core.weights.loading import default_model
 
     out_path = check_output(args.output, ".csv")
     metrics_path = check_output(args.metrics, ".json")
@@ -116,9 +116,9 @@ def _is_table(path: str) -> bool:
 def cmd_predict(args) -> int:
     import pandas as pd
 
-    from ..predict import apply, features
-    from ..predict.saved import PredictorError, load
-    from ..predict.table import LabelError
+    from flamino_core.predict import apply, features
+    from flamino_core.predict.saved import PredictorError, load
+    from flamino_core.predict.table import LabelError
 
     out_path = check_output(args.output, ".csv")
     try:

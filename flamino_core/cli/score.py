@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import csv
 
-from ..atomic import written_atomically
-from ..options import DEFAULT_STRATEGY, STRATEGIES
-from ..progress import Progress
-from .common import (
+from flamino_core.atomic import written_atomically
+from flamino_core.options import DEFAULT_STRATEGY, STRATEGIES
+from flamino_core.progress import Progress
+from flamino_core.cli.common import (
     EXIT_OK, EXIT_USAGE, MODEL_HELP, OFFSET_HELP, VERBOSE_HELP, add_fasta_argument, check_output,
     first_residue_number, load_engine, read_fasta_argument,
 )  # fmt: skip
 
 
 def cmd_score(args) -> int:
-    from .. import scores
+    from flamino_core.variants import substitution_maps as scores
 
     out_path = check_output(args.output, ".csv")
     records, had_errors = read_fasta_argument(args)

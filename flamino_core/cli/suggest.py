@@ -4,22 +4,22 @@ of ``flamino variants`` and combined into a few multi-mutants (docs/predict.md).
 
 from __future__ import annotations
 
-from ..atomic import written_atomically
-from ..options import VARIANT_STRATEGIES
-from ..progress import Progress, say
-from .common import (
+from flamino_core.atomic import written_atomically
+from flamino_core.options import VARIANT_STRATEGIES
+from flamino_core.progress import Progress, say
+from flamino_core.cli.common import (
     EXIT_OK, MODEL_HELP, OFFSET_HELP, VERBOSE_HELP, UserError, add_fasta_argument, check_output, first_residue_number,
     load_engine, read_fasta_argument,
 )  # fmt: skip
-from .variants import SCORE_FORMAT
+from flamino_core.cli.variants import SCORE_FORMAT
 
 
 def cmd_suggest(args) -> int:
     import pandas as pd
 
-    from ..predict.saved import PredictorError, load
-    from ..suggest import Constraints, SuggestError, parse_amino_acids, parse_positions, suggest
-    from ..weights import default_model
+    from flamino_core.predict.saved import PredictorError, load
+    from flamino_core.predict.suggest import Constraints, SuggestError, parse_amino_acids, parse_positions, suggest
+    from flamino_core.weights.loading import default_model
 
     out_path = check_output(args.output, ".csv")
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]

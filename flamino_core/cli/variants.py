@@ -12,10 +12,10 @@ import math
 import sys
 from pathlib import Path
 
-from ..atomic import written_atomically
-from ..options import DEFAULT_VARIANT_STRATEGY, SCORING_STRATEGIES, SEQUENCE_STRATEGIES
-from ..progress import Progress, say
-from .common import (
+from flamino_core.atomic import written_atomically
+from flamino_core.options import DEFAULT_VARIANT_STRATEGY, SCORING_STRATEGIES, SEQUENCE_STRATEGIES
+from flamino_core.progress import Progress, say
+from flamino_core.cli.common import (
     EXIT_OK, MODEL_HELP, OFFSET_HELP, VERBOSE_HELP, UserError, add_fasta_argument, check_output, first_residue_number,
     load_engine, read_fasta_argument, read_records,
 )  # fmt: skip
@@ -48,7 +48,7 @@ def read_mutations(value: str) -> bytes | str:
 
 
 def _notes(notes, shown: set[str]) -> None:
-    from ..variants.scoring import RANDOM_WEIGHTS_NOTE
+    from flamino_core.variants.scoring import RANDOM_WEIGHTS_NOTE
 
     for note in notes:
         if note not in shown and note != RANDOM_WEIGHTS_NOTE:  # load_engine said so already
@@ -59,9 +59,9 @@ def _notes(notes, shown: set[str]) -> None:
 def cmd_variants(args) -> int:
     import pandas as pd
 
-    from ..variants import indels, notation
-    from ..variants.scoring import OK, output_columns, score_variants
-    from ..variants.sequence_scores import pass_plan
+    from flamino_core.variants import indels, notation
+    from flamino_core.variants.scoring import OK, output_columns, score_variants
+    from flamino_core.variants.sequence_scores import pass_plan
 
     out_path = check_output(args.output, ".csv")
     mutations = read_mutations(args.mutations)
@@ -98,11 +98,11 @@ def cmd_variants(args) -> int:
 
 
 def cmd_dms(args) -> int:
-    from ..variants.dms import DmsError, numbering_problem, output_frame, read_dms, score_dms, table_variants
-    from ..variants.metrics import dms_metrics
-    from ..variants.scoring import OK
-    from ..variants.sequence_scores import pass_plan
-    from ..weights import default_model
+    from flamino_core.variants.dms import DmsError, numbering_problem, output_frame, read_dms, score_dms, table_variants
+    from flamino_core.variants.metrics import dms_metrics
+    from flamino_core.variants.scoring import OK
+    from flamino_core.variants.sequence_scores import pass_plan
+    from flamino_core.weights.loading import default_model
 
     out_path = check_output(args.output, ".csv")
     metrics_path = check_output(args.metrics, ".json")

@@ -9,12 +9,12 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from ..alphabet import STANDARD_AMINO_ACIDS
-from ..variants.notation import Substitution, Variant
-from . import features
-from .features import Inputs
-from .saved import Predictor, PredictorError
-from .table import read_rows, read_table_text, variant_of
+from flamino_core.alphabet import STANDARD_AMINO_ACIDS
+from flamino_core.variants.notation import Substitution, Variant
+from flamino_core.predict import features
+from flamino_core.predict.features import Inputs
+from flamino_core.predict.saved import Predictor, PredictorError
+from flamino_core.predict.table import read_rows, read_table_text, variant_of
 
 ProgressFn = Callable[[int, int], None]
 

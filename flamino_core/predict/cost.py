@@ -28,9 +28,9 @@ import dataclasses
 
 import numpy as np
 
-from . import fitting
-from .evaluation import BOOTSTRAP
-from .features import COMPOSITION
+from flamino_core.predict import fitting
+from flamino_core.predict.evaluation import BOOTSTRAP
+from flamino_core.predict.features import COMPOSITION
 
 DEFAULT_SECONDS_PER_OP = 1e-9
 FIT_OVERHEAD = 2e7  # ~20 ms of a fit's fixed cost, in operations

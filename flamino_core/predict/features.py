@@ -24,8 +24,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..alphabet import STANDARD_AMINO_ACIDS
-from ..options import DEFAULT_VARIANT_STRATEGY, PREDICT_FEATURES
+from flamino_core.alphabet import STANDARD_AMINO_ACIDS
+from flamino_core.options import DEFAULT_VARIANT_STRATEGY, PREDICT_FEATURES
 
 FEATURE_SETS = PREDICT_FEATURES  # what ``flamino fit --features`` offers
 DEFAULT_FEATURES = "embedding"
@@ -192,7 +192,7 @@ def composition(sequences: Sequence[str]) -> np.ndarray:
 def embeddings(engine, sequences: Sequence[str], layer: int, *, store=None, progress: ProgressFn | None = None,
                cancelled: Callable[[], bool] | None = None) -> np.ndarray:
     """(n, D) each sequence's mean embedding at ``layer``, from the result store or one pass each."""
-    from ..passes import record_outputs
+    from flamino_core.store.passes import record_outputs
 
     outputs = record_outputs(engine, list(sequences), store=store, progress=progress, cancelled=cancelled)
     return np.stack([out.means[layer] for out in outputs]).astype(np.float64)
@@ -202,7 +202,7 @@ def zero_shot_scores(engine, wild_type: str, variants: Sequence, strategy: str, 
                      progress: ProgressFn | None = None, cancelled: Callable[[], bool] | None = None) -> np.ndarray:
     """(n,) the model's score of each variant, as ``flamino variants`` computes it (its masked
     passes from the result store)."""
-    from ..variants.scoring import score_variants
+    from flamino_core.variants.scoring import score_variants
 
     numbered = [dataclasses.replace(v, order=n) for n, v in enumerate(variants)]  # one row each
     table = score_variants(engine, wild_type, numbered, strategy, progress=progress, cancelled=cancelled,
@@ -217,8 +217,8 @@ def missing_passes(spec: FeatureSpec, inputs: Inputs, engine, store=None) -> tup
     model's masked-marginal score one masked pass per distinct mutated position not yet stored
     (wt-marginals: one pass; the other strategies as ``flamino variants`` says).
     """
-    from ..passes import output_names, stored_positions
-    from ..result_store import default_store
+    from flamino_core.store.passes import output_names, stored_positions
+    from flamino_core.store.result_store import default_store
 
     store = default_store() if store is None else store
     if spec.kind == "embedding":

@@ -9,10 +9,10 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from ..alphabet import STANDARD_AMINO_ACIDS
-from ..analysis import residue_labels
-from ..figure_style import _layout, _qualitative, escape
-from .fit import FitResult
+from flamino_core.alphabet import STANDARD_AMINO_ACIDS
+from flamino_core.analysis.outputs import residue_labels
+from flamino_core.figures.style import _layout, _qualitative, escape
+from flamino_core.predict.fit import FitResult
 
 RANDOM_WEIGHTS_MARK = " · RANDOM WEIGHTS: not biology"
 MANY_POINTS = 5_000  # WebGL scatter above this many points

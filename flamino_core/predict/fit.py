@@ -16,12 +16,12 @@ from typing import Callable, ContextManager
 import numpy as np
 import pandas as pd
 
-from ..options import DEFAULT_VARIANT_STRATEGY
-from . import cost as costs
-from . import evaluation, features, fitting
-from .features import COMPOSITION, FeatureSpec, Inputs
-from .saved import Predictor
-from .table import RANDOM_FOLDS, SEED, LabelledTable, fold_ids
+from flamino_core.options import DEFAULT_VARIANT_STRATEGY
+from flamino_core.predict import cost as costs
+from flamino_core.predict import evaluation, features, fitting
+from flamino_core.predict.features import COMPOSITION, FeatureSpec, Inputs
+from flamino_core.predict.saved import Predictor
+from flamino_core.predict.table import RANDOM_FOLDS, SEED, LabelledTable, fold_ids
 
 RANDOM_WEIGHTS_NOTE = ("the model has random weights (a test model): its embeddings and scores carry no biology; "
                        "only the one-hot and composition baselines mean anything here")

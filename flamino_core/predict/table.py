@@ -22,9 +22,9 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from ..alphabet import STANDARD_AMINO_ACIDS
-from ..csv_tables import NO_LIMITS, TableError, TableLimits, check_protein, read_table
-from ..variants.notation import Substitution, Variant, parse_variant
+from flamino_core.alphabet import STANDARD_AMINO_ACIDS
+from flamino_core.inputs.tables import NO_LIMITS, TableError, TableLimits, check_protein, read_table
+from flamino_core.variants.notation import Substitution, Variant, parse_variant
 
 SEQUENCE_COLUMNS = ("sequence", "mutated_sequence")  # the first present is read
 MUTANT_COLUMN = "mutant"
@@ -207,7 +207,7 @@ def _target(column: pd.Series, task: str, name: str, issues: list[str]):
 
 def _derived_wild_type(frame: pd.DataFrame, first: int, issues: list[str]) -> str:
     """The wild type of a ProteinGym table, derived as ``flamino dms`` derives it."""
-    from ..variants.dms import DmsError, _derive_wild_type
+    from flamino_core.variants.dms import DmsError, _derive_wild_type
 
     try:
         return _derive_wild_type(frame.assign(mutant=frame[MUTANT_COLUMN].str.strip()), first, issues)

@@ -9,8 +9,8 @@ from collections import Counter
 
 from Bio.Data import IUPACData, PDBData
 
-from ..alphabet import AA_TO_IDX
-from .contact_atoms import BACKBONE, CA_ONLY, VIRTUAL_CB
+from flamino_core.alphabet import AA_TO_IDX
+from flamino_core.structure.contact_atoms import BACKBONE, CA_ONLY, VIRTUAL_CB
 
 # Three-letter code -> one letter. Biopython's PDB table knows ~1000 modified amino acids
 # (MSE -> M, SEP -> S, AIB -> A ...) but not selenocysteine / pyrrolysine / UNK, which the

@@ -32,8 +32,8 @@ import pandas as pd
 # Separation ranges (inclusive bounds, None: no upper bound) and cutoffs (label -> k in
 # floor(L / k)), in the order the table lists them: defined with the other choices the CLI and
 # the app offer, so the app's link registry reads them without importing this module.
-from ..options import CONTACT_CUTOFFS as CUTOFFS, SEPARATION_RANGES  # noqa: F401 (part of this module's API)
-from .align import ChainAlignment
+from flamino_core.options import CONTACT_CUTOFFS as CUTOFFS, SEPARATION_RANGES  # noqa: F401 (part of this module's API)
+from flamino_core.structure.align import ChainAlignment
 
 CONTACT_DISTANCE = 8.0  # Angstrom, C-beta to C-beta
 PRECISION_COLUMNS = ("record_id", "chain", "range", "cutoff", "precision", "n_pairs", "identity", "coverage")

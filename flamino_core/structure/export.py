@@ -15,8 +15,8 @@ import pandas as pd
 from Bio.PDB import PDBIO, Select
 from Bio.PDB.Model import Model
 
-from .reading import ParsedStructure, StructureError
-from .align import ChainAlignment
+from flamino_core.structure.reading import ParsedStructure, StructureError
+from flamino_core.structure.align import ChainAlignment
 
 UNALIGNED_BFACTOR = 0.0  # residues with no value (not aligned to the sequence, other chains, ligands, water)
 # The PDB B-factor field is 6 characters with two decimals (columns 61-66).

@@ -13,10 +13,10 @@ import warnings
 import numpy as np
 import plotly.graph_objects as go
 
-from ..figure_style import _layout, escape, top_colourbar
-from .align import ChainAlignment
-from .contacts import TopPairs
-from .scene import FALSE_POSITIVE, NO_VALUE, TRUE_POSITIVE, ColourScale, colour_scale  # one palette for both views
+from flamino_core.figures.style import _layout, escape, top_colourbar
+from flamino_core.structure.align import ChainAlignment
+from flamino_core.structure.contacts import TopPairs
+from flamino_core.structure.scene import FALSE_POSITIVE, NO_VALUE, TRUE_POSITIVE, ColourScale, colour_scale  # one palette for both views
 
 # Consecutive C-alpha atoms of a chain are 3.8 A apart (trans peptide; ~2.9 A cis). Farther
 # than this, residues are missing between them and the trace is broken rather than drawn across.

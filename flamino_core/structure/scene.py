@@ -1,6 +1,6 @@
 """What the molecular viewer draws: the model, each residue's colour and hover text, the chosen
 residue and the top predicted contacts. Pure data (no Streamlit, no JavaScript): the app's
-viewer component (``app_pages/_ui/molecule_view.py``, 3Dmol.js) draws it, and the Plotly
+viewer component (``app_pages/_ui/structure/molecule_view.py``, 3Dmol.js) draws it, and the Plotly
 fallback (``figures.structure_trace_3d``) takes its colours from the same scale.
 
 Residues are keyed as 3Dmol.js reads them from the model text: ``chain|number|insertion code``
@@ -20,10 +20,10 @@ import numpy as np
 from Bio.PDB import MMCIFIO
 from plotly.colors import sample_colorscale
 
-from .align import ChainAlignment
-from .contacts import TopPairs
-from .export import pdb_export_problem, pdb_with_track
-from .reading import ParsedStructure
+from flamino_core.structure.align import ChainAlignment
+from flamino_core.structure.contacts import TopPairs
+from flamino_core.structure.export import pdb_export_problem, pdb_with_track
+from flamino_core.structure.reading import ParsedStructure
 
 SEQUENTIAL, DIVERGING = "Viridis", "RdBu"  # RdBu around 0, as the substitution maps of the other pages
 NO_VALUE = "#bbbbbb"  # residues with no value: not aligned, or NaN

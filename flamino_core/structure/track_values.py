@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..alphabet import STANDARD_AMINO_ACIDS
-from ..analysis import amino_acid_probabilities, entropy, pca
-from .tracks import CONTACT_MIN_SEPARATION, CONTACT_PROBABILITY
+from flamino_core.alphabet import STANDARD_AMINO_ACIDS
+from flamino_core.analysis.outputs import amino_acid_probabilities, entropy, pca
+from flamino_core.structure.tracks import CONTACT_MIN_SEPARATION, CONTACT_PROBABILITY
 
 
 def entropy_track(logits: np.ndarray) -> np.ndarray:

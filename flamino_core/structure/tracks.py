@@ -21,7 +21,7 @@ import dataclasses
 import importlib
 from typing import Callable
 
-from ..options import map_strategies
+from flamino_core.options import map_strategies
 
 CONTACT_PROBABILITY = 0.5  # a predicted contact, for the contact-count track
 CONTACT_MIN_SEPARATION = 6  # as in the precision table: closer pairs are not counted
@@ -144,7 +144,7 @@ TRACKS: dict[str, Track] = {
 
 
 def _standard_amino_acids() -> str:
-    from ..alphabet import STANDARD_AMINO_ACIDS  # (NumPy comes with it: read when asked, not at import)
+    from flamino_core.alphabet import STANDARD_AMINO_ACIDS  # (NumPy comes with it: read when asked, not at import)
 
     return STANDARD_AMINO_ACIDS
 
@@ -266,7 +266,7 @@ def track_label(name: str, *, first: int = 1, **choices) -> str:
 def run_options(name: str, *, layer: int | None = None, strategy: str | None = None, have=()) -> dict:
     """``Engine.run`` keywords giving, in one unmasked pass, every output track ``name`` needs
     (``have``: needs the caller holds already, such as contacts)."""
-    from ..options import STRATEGIES
+    from flamino_core.options import STRATEGIES
 
     needs = set(_track(name).needs) - set(have)
     unmasked_scores = "scores" in needs and not STRATEGIES[strategy].masked
@@ -312,7 +312,7 @@ def track_inputs(engine, sequence: str, name: str, *, out=None, layer: int | Non
         elif need == "representations":
             inputs[need] = out.representations[layer]
         elif need == "scores":
-            from ..scores import substitution_map, uses_unmasked_logits
+            from flamino_core.variants.substitution_maps import substitution_map, uses_unmasked_logits
 
             unmasked = out if uses_unmasked_logits(strategy) else None
             inputs[need] = substitution_map(engine, analysed, strategy, long=long, unmasked=unmasked,

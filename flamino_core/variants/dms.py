@@ -23,13 +23,13 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from ..csv_tables import NO_LIMITS, TableError, TableLimits, check_protein, read_table
-from ..options import SEQUENCE_STRATEGIES
-from . import indels as indel_notation
-from .notation import (
+from flamino_core.inputs.tables import NO_LIMITS, TableError, TableLimits, check_protein, read_table
+from flamino_core.options import SEQUENCE_STRATEGIES
+from flamino_core.variants import indels as indel_notation
+from flamino_core.variants.notation import (
     OUT_OF_RANGE, WRONG_WILD_TYPE, Variant, VariantIssue, parse_variant, read_changes, suggest_offset,
 )  # fmt: skip
-from .scoring import DEFAULT_VARIANT_STRATEGY, OK, score_variants
+from flamino_core.variants.scoring import DEFAULT_VARIANT_STRATEGY, OK, score_variants
 
 REQUIRED_COLUMNS = ("mutant", "DMS_score")
 SCORE_COLUMNS = ("score", "non_additivity", "status")  # what scoring adds to the table

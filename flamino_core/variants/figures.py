@@ -13,12 +13,12 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..alphabet import STANDARD_AMINO_ACIDS
-from ..analysis import residue_labels
-from .dms import DmsScores
-from ..figure_style import _layout, _qualitative, escape
-from ..figures import substitution_heatmap
-from .notation import Variant
+from flamino_core.alphabet import STANDARD_AMINO_ACIDS
+from flamino_core.analysis.outputs import residue_labels
+from flamino_core.variants.dms import DmsScores
+from flamino_core.figures.style import _layout, _qualitative, escape
+from flamino_core.figures import substitution_heatmap
+from flamino_core.variants.notation import Variant
 
 # Colours for the labels people use most (ClinVar's classes); other labels get the palette.
 LABEL_COLOURS = {

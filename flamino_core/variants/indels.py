@@ -27,10 +27,10 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from ..alphabet import STANDARD_AMINO_ACIDS
-from ..three_letter import CODES
-from . import notation as n
-from .variant import (
+from flamino_core.alphabet import STANDARD_AMINO_ACIDS
+from flamino_core.inputs.three_letter import CODES
+from flamino_core.variants import notation as n
+from flamino_core.variants.variant import (
     DELETION, DELINS, DUPLICATION, FRAMESHIFT, INSERTION, STOP, SUBSTITUTION, Edit, Variant, apply_edits, overlapping,
 )  # fmt: skip
 

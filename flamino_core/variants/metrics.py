@@ -36,7 +36,7 @@ import math
 import numpy as np
 import scipy.stats
 
-from .dms import DmsScores
+from flamino_core.variants.dms import DmsScores
 
 _trapezoid = getattr(np, "trapezoid", None) or np.trapz  # numpy >= 2 / 1.x
 TOP_PERCENT = 10  # ProteinGym's top=10 (NDCG) and top_true=top_model=10 (recall)

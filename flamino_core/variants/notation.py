@@ -31,10 +31,10 @@ from typing import Callable
 
 import numpy as np
 
-from ..alphabet import STANDARD_AMINO_ACIDS
-from ..three_letter import CODES
-from .variant import Edit, Substitution, Variant, VariantIssue  # noqa: F401  (re-exported: callers import them here)
-from .pasted import is_table, list_entries, protein_part, table_entries
+from flamino_core.alphabet import STANDARD_AMINO_ACIDS
+from flamino_core.inputs.three_letter import CODES
+from flamino_core.variants.variant import Edit, Substitution, Variant, VariantIssue  # noqa: F401  (re-exported: callers import them here)
+from flamino_core.variants.pasted import is_table, list_entries, protein_part, table_entries
 
 # Kinds of VariantIssue, so callers can filter or count them without parsing messages.
 MALFORMED, INDEL, STOP, SYNONYMOUS, NON_STANDARD = "malformed", "indel", "stop", "synonymous", "non-standard"

@@ -30,13 +30,13 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from .. import scores
-from ..alphabet import STANDARD_AMINO_ACIDS
-from ..config import MAX_RESIDUES
-from ..options import DEFAULT_VARIANT_STRATEGY, PLL_HOSTED_MAX_PASSES, SCORING_STRATEGIES, SEQUENCE_STRATEGIES
-from ..passes import masked_log_probs
-from .notation import INDEL, Variant, VariantIssue
-from .sequence_scores import PassCounter, normalisation, pass_plan, score_sequences
+from flamino_core.variants import substitution_maps as scores
+from flamino_core.alphabet import STANDARD_AMINO_ACIDS
+from flamino_core.model.config import MAX_RESIDUES
+from flamino_core.options import DEFAULT_VARIANT_STRATEGY, PLL_HOSTED_MAX_PASSES, SCORING_STRATEGIES, SEQUENCE_STRATEGIES
+from flamino_core.store.passes import masked_log_probs
+from flamino_core.variants.notation import INDEL, Variant, VariantIssue
+from flamino_core.variants.sequence_scores import PassCounter, normalisation, pass_plan, score_sequences
 
 OK = "ok"
 # Said in ``VariantScores.notes`` for an untrained model (front ends that already say so skip it).
@@ -246,7 +246,7 @@ def _sum_scores(table: np.ndarray, row_of: dict[int, int], variant: Variant) -> 
 
 
 def _windows(length: int) -> int:
-    from ..windows import window_starts
+    from flamino_core.runtime.windows import window_starts
 
     return len(window_starts(length))
 

@@ -27,11 +27,11 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .. import scores
-from ..analysis import log_softmax
-from ..options import SEQUENCE_STRATEGIES
-from ..passes import masked_log_probs, record_outputs
-from .variant import Variant
+from flamino_core.variants import substitution_maps as scores
+from flamino_core.analysis.outputs import log_softmax
+from flamino_core.options import SEQUENCE_STRATEGIES
+from flamino_core.store.passes import masked_log_probs, record_outputs
+from flamino_core.variants.variant import Variant
 
 ProgressFn = Callable[[int, int], None]
 OK = "ok"

@@ -1,0 +1,178 @@
+"""The session's model: loading with visible progress, failures, the banner (the sidebar's
+picker is ``model_picker.py``).
+
+The model is loaded once per process (``st.cache_resource``) and shared by all sessions; the
+engine is thread-safe. ``flamino_core.runtime.engine`` and ``flamino_core.weights.loading`` import JAX and Flax,
+so they are imported inside the functions that load a model, never when a page is imported.
+What this server may load is decided in ``policy.py``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import TYPE_CHECKING
+
+import streamlit as st
+
+from app_pages._ui.server.policy import RANDOM_TEST_MODEL, current_limits, hosted_mode, public_model_name, weights_permissions, without_paths
+from app_pages._ui.frame.widgets import plain
+
+if TYPE_CHECKING:
+    from flamino_core.runtime.engine import Engine
+    from flamino_core.weights.loading import ModelWeights
+
+LOG = logging.getLogger("flamino")
+UNAVAILABLE = (  # hosted: what a visitor hears when a model fails to load (the log has the details)
+    "This model cannot be loaded on this server right now. Choose another model in the sidebar, "
+    "or try again later."
+)
+# Session-state keys (``model`` is also the link's query key; the picker's own are in model_picker).
+MODEL = "model"
+LOCAL_CHOICE = "local"  # model_picker's entry for a checkpoint on this machine (not a model)
+MODEL_FAILURES = "_model_failures"
+
+
+# --- loading ------------------------------------------------------------------------------------
+# Weights loaded with a visible progress bar, waiting for ``load_engine`` to wrap them. Loading
+# happens outside the cached function on purpose: Streamlit records the elements a cached
+# function draws and replays them on every later hit, which for a download's progress bar would
+# mean hundreds of stale updates per run, forever.
+_prepared: dict[str, ModelWeights] = {}
+_ready: set[str] = set()  # identifiers load_engine has built an engine for
+_prepare_lock = threading.Lock()
+
+
+def _load_weights(identifier: str, progress=None) -> ModelWeights:
+    """``load_weights`` under this server's policy (no server paths or pickles when hosted)."""
+    from flamino_core.weights import loading as weights
+
+    return weights.load_weights(identifier, progress=progress, **weights_permissions(identifier, current_limits()))
+
+
+@st.cache_resource(show_spinner="Loading the model…", max_entries=2)
+def load_engine(identifier: str) -> Engine:
+    """The engine for a model identifier: built once per process and shared by all sessions
+    (``st.cache_resource`` holds one instance per identifier; the engine is thread-safe and its
+    jitted functions compile once per shape for the whole process)."""
+    from flamino_core.runtime import engine
+
+    weights = _prepared.pop(identifier, None)
+    if weights is None:
+        with _prepare_lock:  # evicted and asked for again: one load at a time, as in _prepare
+            weights = _prepared.pop(identifier, None) or _load_weights(identifier)
+    engine.enable_compilation_cache()
+    built = engine.Engine(weights)
+    _ready.add(identifier)
+    return built
+
+
+def _prepare(identifier: str) -> None:
+    """First use in this process: download, convert or restore the weights, showing progress."""
+    if identifier in _ready:
+        return
+    slot = st.empty()
+    shown = {"fraction": -1.0, "message": ""}
+
+    def progress(fraction: float | None, message: str) -> None:
+        message = without_paths(message)  # "Cache entry /srv/... is damaged": no server path hosted
+        if fraction is None:
+            slot.info(plain(message), icon=":material/hourglass_top:")
+        elif fraction - shown["fraction"] >= 0.01 or message != shown["message"] or fraction >= 1:
+            slot.progress(min(max(fraction, 0.0), 1.0), text=plain(message))
+        else:
+            return
+        shown.update(fraction=fraction if fraction is not None else -1.0, message=message)
+
+    try:
+        slot.info("Waiting for another session that is loading this model…", icon=":material/hourglass_top:")
+        with _prepare_lock:  # one download per model, not one per session
+            if identifier not in _ready and identifier not in _prepared:
+                progress(None, f"Loading model {public_model_name(identifier, current_limits())}")
+                _prepared[identifier] = _load_weights(identifier, progress=progress)
+    finally:
+        slot.empty()
+
+
+def active_engine() -> tuple[Engine | None, str | None]:
+    """The engine for the chosen model, or the loader's message for the user.
+
+    A failure is remembered for the session (``st.cache_resource`` does not cache exceptions):
+    offline, the Hub client retries for ~25 s, which must not happen again on every click.
+    """
+    from flamino_core.weights.loading import ModelError
+
+    identifier = model_id()
+    failures = st.session_state.setdefault(MODEL_FAILURES, {})
+    if identifier in failures:
+        return None, failures[identifier]
+    refused = current_limits().check_model(identifier)
+    if refused:
+        failures[identifier] = refused[:1].upper() + refused[1:]
+        return None, failures[identifier]
+    try:
+        _prepare(identifier)
+        return load_engine(identifier), None
+    except ModelError as err:
+        failures[identifier] = str(err)
+    except ValueError as err:  # a config the engine cannot build: still the user's model file
+        failures[identifier] = f"Cannot use model {identifier!r}: {err}"
+    except Exception as err:  # a dropped download, a full disk: say so, keep the app usable
+        LOG.exception("loading model %s failed", identifier)
+        failures[identifier] = (
+            f"Loading {identifier} failed ({type(err).__name__}: {err}). "
+            "This is often a network hiccup: try again in a minute."
+        )
+    if hosted_mode():  # the message may name server paths and the operator's to-do: log only
+        LOG.warning("hosted mode: model %s could not be loaded: %s", identifier, failures[identifier])
+        failures[identifier] = UNAVAILABLE
+    return None, failures[identifier]
+
+
+def forget_failure(identifier: str) -> None:
+    st.session_state.get(MODEL_FAILURES, {}).pop(identifier, None)
+
+
+def model_id() -> str:
+    return st.session_state[MODEL]
+
+
+# --- what the pages see -------------------------------------------------------------------------
+def model_banner(engine: Engine | None, problem: str | None, engine_slot=None) -> None:
+    """Say clearly if the chosen model (``active_engine``'s answer, looked up once per rerun by
+    ``context.build``) is the untrained one or cannot be loaded.
+
+    ``engine_slot`` (a placeholder under the sidebar's model picker) is told how the model
+    runs: the attention path (fused C++ kernel or pure JAX, and why), precision, packing."""
+    if engine is not None and engine_slot is not None:
+        engine_slot.caption(plain(without_paths(f"Runs on {engine.backend.describe()}")))
+    if problem:
+        st.error("**The model could not be loaded.**\n\n" + plain(problem), icon=":material/error:")
+        row = st.container(horizontal=True)
+        row.button("Try again", on_click=forget_failure, args=(model_id(),), icon=":material/refresh:")
+        if model_id() != RANDOM_TEST_MODEL and RANDOM_TEST_MODEL in _offered():
+            row.button("Try the interface with the untrained test model", on_click=_use_test_model,
+                       icon=":material/science:")
+            st.caption("Meanwhile the untrained test model (random weights: its output is not biology) lets you "
+                       "try every page offline.")
+    elif engine.is_random:
+        trained = [m for m in _offered() if not m.startswith("random:") and m != LOCAL_CHOICE]
+        choose = ("Choose an ESM-2 model in the sidebar for real predictions." if trained else
+                  "This server offers no trained model right now, so the pages show the interface only.")
+        st.warning(
+            f"**Untrained test model — random weights, output is not biology.** "
+            f"Everything on these pages comes from a {engine.config.num_layers}-layer model "
+            f"with random parameters, for trying the interface offline. {choose}",
+            icon=":material/warning:",
+        )
+
+
+def _offered() -> list[str]:
+    from app_pages._ui.input.model_picker import model_choices  # the picker imports this module
+
+    return model_choices()
+
+
+def _use_test_model() -> None:
+    st.session_state[MODEL] = RANDOM_TEST_MODEL
+    forget_failure(RANDOM_TEST_MODEL)

@@ -1,0 +1,121 @@
+"""The sidebar's model picker: what this server offers (hosted: only what can load now), short
+labels that fit the sidebar with the details underneath, and a local checkpoint path.
+
+The loading itself, its failures and the banner are in ``models.py``; which models may be
+offered is decided in ``policy.py``.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from flamino_core.model.config import PRESETS
+
+from app_pages._ui.input.model_loading import LOCAL_CHOICE, MODEL, forget_failure
+from app_pages._ui.server.policy import RANDOM_TEST_MODEL, current_limits, hosted_mode, offered_now, public_model_name
+from app_pages._ui.frame.widgets import kept_selectbox, kept_text_input, widget_key
+
+RANDOM_LABEL = "untrained test model"  # the picker's label; the banner says the rest
+# Session-state keys.
+MODEL_CHOICE = "model_choice"
+LOCAL_PATH = "local_path"
+
+
+# --- the picker -------------------------------------------------------------------------------
+def model_choices() -> list[str]:
+    """What the model picker offers: everything locally, the server's models in hosted mode."""
+    allowed = current_limits().allowed_models
+    if allowed is None:
+        return [*PRESETS, LOCAL_CHOICE, RANDOM_TEST_MODEL]
+    listed = [p for p in PRESETS if p in allowed] + sorted(m for m in allowed if m not in PRESETS)
+    offered = offered_now(listed)  # an offline server offers only what it has
+    # One untrained model is enough to try the interface: two read as a choice that is none.
+    untrained = [m for m in offered if m.startswith("random:")]
+    return [m for m in offered if not m.startswith("random:") or m == untrained[0]]
+
+
+def model_label(identifier: str) -> str:
+    """The picker's short label (the sidebar cuts long ones off); ``model_details`` says more."""
+    if identifier in PRESETS:
+        size = PRESETS[identifier][3]
+        return f"{identifier} · {size}"
+    if identifier == LOCAL_CHOICE:
+        return "Local checkpoint…"
+    if identifier.startswith("random:"):
+        spec = identifier.removeprefix("random:")
+        return RANDOM_LABEL if spec == "tiny" else f"{RANDOM_LABEL} ({spec})"
+    if current_limits().allowed_models is not None:  # the operator's checkpoint: not its path
+        return f"this server's model ({public_model_name(identifier, current_limits())})"
+    return identifier
+
+
+def model_details(identifier: str) -> str | None:
+    """One line under the picker about the chosen model: its size, and whether it is here."""
+    if identifier in PRESETS:
+        from flamino_core.weights.loading import cached_presets
+
+        layers, _, _, size = PRESETS[identifier]
+        if hosted_mode():
+            where = "on this server"
+        else:
+            where = "cached" if identifier in cached_presets() else "download needed (once, from the Hugging Face Hub)"
+        return f"ESM-2, {size} parameters, {layers} layers · {where}"
+    if identifier.startswith("random:"):
+        return "Random weights, for trying the interface: its output is not biology."
+    if identifier == LOCAL_CHOICE:
+        return "A folder (Hugging Face or flamino checkpoint) or a fair-esm .pt file on this machine."
+    return None
+
+
+def model_picker() -> None:
+    """Sidebar controls choosing ``st.session_state[MODEL]``."""
+    from flamino_core.weights.loading import default_model
+
+    ss = st.session_state
+    choices = model_choices()
+    if LOCAL_CHOICE not in choices and ss[MODEL].removeprefix("facebook/") not in choices:
+        # Hosted: only the server's models that can load now, whatever came before.
+        ss[MODEL] = default_model() if default_model() in choices else (choices or [RANDOM_TEST_MODEL])[0]
+    active = ss[MODEL]
+    if active.startswith("random:") and active not in choices and LOCAL_CHOICE in choices:
+        choices.append(active)
+    is_path = active not in choices and active.removeprefix("facebook/") not in PRESETS
+    if active.removeprefix("facebook/") in PRESETS:
+        default_choice = active.removeprefix("facebook/")
+    else:
+        default_choice = LOCAL_CHOICE if is_path else active
+    if is_path:
+        ss.setdefault(LOCAL_PATH, active)
+
+    def choose() -> None:
+        choice = ss[widget_key(MODEL_CHOICE)]
+        if choice != LOCAL_CHOICE:
+            ss[MODEL] = choice
+            forget_failure(choice)  # choosing it again is asking to try again
+
+    def load_path() -> None:
+        path = ss[widget_key(LOCAL_PATH)].strip()
+        ss[MODEL] = path
+        forget_failure(path)
+
+    choice = kept_selectbox(
+        "Model",
+        MODEL_CHOICE,
+        choices,
+        default=default_choice,
+        format_func=model_label,
+        on_change=choose,
+        help="ESM-2 checkpoints from fair-esm / Hugging Face, converted once and cached. "
+        "Bigger models are slower and need more memory.",
+    )
+    details = model_details(choice)
+    if details:
+        st.caption(details)
+    if choice == LOCAL_CHOICE:
+        path = kept_text_input(
+            "Checkpoint path", LOCAL_PATH, placeholder="/data/esm2_t33_650M_UR50D.pt or an HF model folder"
+        )
+        st.button("Load checkpoint", disabled=not path.strip(), on_click=load_path)
+        if is_path:
+            st.caption("In use:")
+            st.text(active)

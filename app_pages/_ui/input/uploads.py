@@ -1,0 +1,148 @@
+"""Uploaded files, kept as sources of their own beside the pasted text.
+
+Streamlit's uploader forgets its files when its page is not shown, so it is used only to take
+files in: each file it receives is kept here (name, bytes) and the uploader is emptied (a new
+widget key). The Input page lists the kept files, each with its record count and a button that
+removes it, records and all. Uploading a file again replaces the one of the same name.
+
+``inputs.parse_input`` reads the pasted text and these files together (``fasta.parse_sources``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import threading
+
+import streamlit as st
+
+from app_pages._ui.server.policy import current_limits, hosted_mode
+
+FILES = "_uploaded_files"  # session state: the kept files, in upload order
+_GENERATION = "_uploader_generation"  # the uploader's key suffix; a new one empties it
+# Files kept per session (the oldest go first): their bytes live in the server's memory.
+MAX_FILES = 10 if hosted_mode() else 50
+
+
+@dataclasses.dataclass(frozen=True)
+class Upload:
+    """A kept file: its bytes, or the reason it was not kept (``problem``, the bytes dropped)."""
+
+    name: str
+    data: bytes
+    digest: str  # what the cached parse is keyed by
+    problem: str | None = None
+
+
+def files() -> tuple[Upload, ...]:
+    """The kept files, in upload order."""
+    return tuple(st.session_state.get(FILES, ()))
+
+
+def uploader(**kwargs) -> None:
+    """The file uploader; what it receives is kept and it is emptied for the next files."""
+    key = f"_uploads_{st.session_state.get(_GENERATION, 0)}"
+    st.file_uploader(accept_multiple_files=True, key=key, on_change=_take, args=(key,), **kwargs)
+
+
+def _take(key: str) -> None:
+    kept = {upload.name: upload for upload in files()}
+    limits = current_limits()
+    for file in st.session_state.get(key) or []:
+        problem = limits.check_upload(file.size, "the file")
+        data = b"" if problem else file.getvalue()
+        kept.pop(file.name, None)  # a new upload of a name replaces the old one, at the end
+        kept[file.name] = Upload(file.name, data, hashlib.sha256(data).hexdigest(), problem)
+    st.session_state[FILES] = tuple(kept.values())[-MAX_FILES:]
+    st.session_state[_GENERATION] = st.session_state.get(_GENERATION, 0) + 1
+
+
+def remove(name: str) -> None:
+    """Forget the kept file ``name`` (and so its records)."""
+    st.session_state[FILES] = tuple(upload for upload in files() if upload.name != name)
+
+
+def file_list(records_per_file: tuple[int, ...]) -> None:
+    """Each kept file with its record count (or why it was not read) and a remove button."""
+    for index, (upload, count) in enumerate(zip(files(), records_per_file, strict=True)):
+        row = st.container(horizontal=True, vertical_alignment="center")
+        with row:
+            status = upload.problem or f"{count:,} record{'s' if count != 1 else ''}"
+            st.text(f"{upload.name} · {status}")
+            st.button("Remove", key=f"_remove_upload_{index}", on_click=remove, args=(upload.name,),
+                      icon=":material/close:", help="Remove this file and its records")  # fmt: skip
+
+
+# --- Streamlit's own store of uploaded files ------------------------------------------------------------------
+# Streamlit keeps every file PUT to /_stcore/upload_file/<session>/<file id> in memory until its
+# session ends, whether a widget holds it or not: 150 PUTs of 2 MiB into one session kept +297 MiB
+# (issue #33). Every uploader of this app copies its file's bytes in its own callback, so
+# Streamlit's copy is needed only until that callback ran.
+# Files Streamlit may keep per session, the oldest going first: a whole drop of the Input page's
+# uploader (up to MAX_FILES at once, whose PUTs all arrive before its callback reads them) plus one
+# per other uploader of the app (DMS, labelled table, structure, metadata, predictor, ...).
+STORE_FILES = MAX_FILES + 6
+UNHELD_SECONDS = 5.0  # a file no widget holds is dropped at the next run this long after its PUT was seen
+_bounded = threading.Lock()
+_unheld_since: dict[tuple[str, str], float] = {}
+
+
+def bound_streamlit_uploads() -> None:
+    """Hold Streamlit's upload store to ``STORE_FILES`` per session, dropping the oldest at each
+    PUT (once per process; a no-op outside a server). What it cannot do is the proxy's: a limit on
+    PUT requests and on sessions per visitor (docs/deploy.md)."""
+    manager = _store()
+    if manager is None:
+        return
+    with _bounded:
+        if getattr(manager, "_flamino_bounded", False):
+            return
+        add_file = manager.add_file
+
+        def bounded_add_file(session_id, file, *args, **kwargs):
+            add_file(session_id, file, *args, **kwargs)
+            kept = list(getattr(manager, "file_storage", {}).get(session_id, {}))
+            for file_id in kept[:-STORE_FILES]:  # insertion order: the oldest first
+                manager.remove_file(session_id, file_id)
+
+        manager.add_file = bounded_add_file
+        manager._flamino_bounded = True
+
+
+def drop_unheld_uploads() -> None:
+    """Drop this session's files that no uploader widget holds (their bytes were taken in by the
+    uploaders' callbacks), ``UNHELD_SECONDS`` after a run first saw them unheld: a file whose PUT
+    has arrived but whose widget's message has not yet is kept."""
+    import time
+
+    from streamlit.runtime.uploaded_file_manager import UploadedFile
+
+    from app_pages._ui.server.background import session_id
+
+    manager, session = _store(), session_id()
+    stored = list(getattr(manager, "file_storage", {}).get(session, {})) if manager is not None else []
+    if not stored:
+        return
+    held = set()
+    for key in list(st.session_state.keys()):
+        value = st.session_state.get(key)
+        for item in value if isinstance(value, (list, tuple)) else (value,):
+            if isinstance(item, UploadedFile):
+                held.add(item.file_id)
+    now = time.monotonic()
+    for file_id in stored:
+        if file_id in held:
+            _unheld_since.pop((session, file_id), None)
+        elif now - _unheld_since.setdefault((session, file_id), now) >= UNHELD_SECONDS:
+            manager.remove_file(session, file_id)
+            _unheld_since.pop((session, file_id), None)
+
+
+def _store():
+    """Streamlit's uploaded-file manager of this server, or None outside one."""
+    try:
+        from streamlit.runtime import Runtime
+
+        return Runtime.instance().uploaded_file_mgr if Runtime.exists() else None
+    except Exception:  # noqa: BLE001 - the runtime is shutting down
+        return None

@@ -1,0 +1,179 @@
+"""The jobs of this server's sessions: long work (a set's per-record outputs, pseudo-perplexities,
+a masked scan, variant scores) started once, run in a background thread (``flamino_core.jobs.background``),
+found again from any page of the session that started it, and shown in the sidebar while it runs
+(``jobs_panel.py`` draws them).
+
+Each engine call of a job (a chunk of 64 masked positions, a few records' unmasked pass) holds
+one slot of the process-wide queue for heavy jobs (``heavy_jobs.py``), so other sessions' work
+runs between the chunks of a long job; the wait is the job's note ("2nd in line"); the job counts
+as its visitor's (the cap per visitor, ``heavy_jobs.visitor_key``, read when it starts). A cancelled
+job, or one whose browser tab was closed, stops at its next engine call; a full queue stops it
+(``jobs.Stopped``); either way what finished is in the result store and the next job asking for
+the same work resumes there.
+
+No drawing here; the session's id is Streamlit's (jobs belong to the session that started them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from typing import Callable, Hashable
+
+from flamino_core.jobs import background as jobs
+from flamino_core.jobs.background import Job, MeteredEngine
+
+from app_pages._ui.server.heavy_jobs import QueueFull, heavy_job_queue, ordinal, visitor_key
+from app_pages._ui.server.heavy_jobs import jobs as jobs_phrase
+
+LOG = logging.getLogger("flamino")
+
+KEEP_FINISHED = 8  # finished jobs a session keeps listed (the newest)
+_JOBS: dict[tuple, Job] = {}  # (session id, *work key) -> its latest job, oldest first
+_LOCK = threading.Lock()
+
+
+def session_id() -> str:
+    """This session's id (one per browser tab); "" outside a Streamlit script run."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    return ctx.session_id if ctx is not None else ""
+
+
+def find(key: tuple[Hashable, ...]) -> Job | None:
+    """This session's latest job for the work ``key`` (running or finished), or None."""
+    with _LOCK:
+        return _JOBS.get((session_id(), *key))
+
+
+def submit(key: tuple[Hashable, ...], title: str, unit: str, work: Callable[[Job], object],
+           total: int | None = None) -> Job:
+    """The running job for ``key`` in this session, or a new one running ``work(job)``."""
+    full = (session_id(), *key)
+    visitor = visitor_key()  # read here, in the session's thread: the job's own thread has no session
+    with _LOCK:
+        running = _JOBS.get(full)
+        if running is not None and not running.finished:
+            return running
+        job = jobs.start(work, title, unit, total, visitor=visitor)
+        job.session = full[0]
+        _JOBS.pop(full, None)
+        _JOBS[full] = job  # the newest last
+        _prune(full[0])
+        return job
+
+
+def forget(key: tuple[Hashable, ...]) -> None:
+    """Drop this session's finished job for ``key`` (a running one stays)."""
+    full = (session_id(), *key)
+    with _LOCK:
+        job = _JOBS.get(full)
+        if job is not None and job.finished:
+            del _JOBS[full]
+
+
+def session_jobs() -> list[Job]:
+    """This session's jobs, oldest first."""
+    mine = session_id()
+    with _LOCK:
+        return [job for key, job in _JOBS.items() if key[0] == mine]
+
+
+def every_job() -> list[Job]:
+    """Every session's jobs (tests wait for them; a server's shutdown could)."""
+    with _LOCK:
+        return list(_JOBS.values())
+
+
+def wait_all(timeout: float = 300.0) -> bool:
+    """Wait until every job has finished (True) or ``timeout`` seconds passed (False)."""
+    import time
+
+    end = time.monotonic() + timeout
+    return all(job.wait(max(0.0, end - time.monotonic())) for job in every_job())
+
+
+def forget_all(timeout: float = 300.0) -> None:
+    """Cancel every job, wait for them to stop and forget them all (tests: a fresh server)."""
+    for job in every_job():
+        job.cancel()
+    wait_all(timeout)
+    with _LOCK:
+        _JOBS.clear()
+
+
+def _prune(session: str) -> None:
+    finished = [key for key, job in _JOBS.items() if key[0] == session and job.finished]
+    for key in finished[:-KEEP_FINISHED] if len(finished) > KEEP_FINISHED else ():
+        del _JOBS[key]
+
+
+# --- the engine a job uses ------------------------------------------------------------------------
+def metered(engine, job: Job, stored: bool = False) -> MeteredEngine:
+    """``engine`` for ``job``: each call waits for a heavy-job slot, stops if the job was
+    cancelled, and is timed into this machine's pass rates. ``stored``: masked passes asked of
+    it go through the result store (for core functions that call the engine directly)."""
+    from flamino_core.store.result_store import default_store
+
+    return MeteredEngine(engine, jobs.default_rates(), slot=lambda: _slot(job),
+                         store=default_store() if stored else None)
+
+
+def slot(job: Job):
+    """A heavy-job slot for one step of ``job`` that is not an engine call (a scikit-learn fit of
+    the Predict page): it waits its turn like an engine call, and stops the job (``Cancelled``)
+    if it was cancelled or its tab was closed."""
+    return _slot(job)
+
+
+def _session_open(job: Job) -> bool:
+    """Whether the session that started ``job`` is still connected: a job goes on while its
+    visitor opens other pages, and stops (its finished chunks kept) once the tab is closed."""
+    session = getattr(job, "session", "")
+    try:
+        from streamlit.runtime import Runtime
+
+        if not session or not Runtime.exists():  # outside a server (tests): nobody to lose
+            return True
+        return Runtime.instance().is_active_session(session)
+    except Exception:  # the runtime is shutting down
+        return False
+
+
+def should_stop(job: Job) -> bool:
+    """Whether work that does not go through ``metered`` (a Ray job) should stop now."""
+    return job.cancelled() or not _session_open(job)
+
+
+def _give_up(job: Job) -> None:
+    """Cancel ``job``; the log says so when its visitor closed the tab (not a Cancel click), as
+    the in-page heavy jobs do (``results.py``): ``make loadtest`` counts these lines."""
+    if not job.cancelled():
+        LOG.warning("heavy job abandoned (%s): its session closed", job.title)
+    job.cancel()
+
+
+@contextlib.contextmanager
+def _slot(job: Job):
+    from flamino_core.store.passes import Cancelled
+
+    if job.cancelled() or not _session_open(job):
+        _give_up(job)
+        raise Cancelled(f"{job.title}: cancelled")
+
+    def waiting(seconds: float, place: int) -> None:
+        if job.cancelled() or not _session_open(job):  # give up the place in the queue
+            _give_up(job)
+            raise Cancelled(f"{job.title}: cancelled while waiting")
+        ahead = "next in line" if place == 1 else f"{ordinal(place)} in line"
+        job.waiting(f"waiting for a free slot: {ahead} ({jobs_phrase(heavy_job_queue().running)} running, "
+                    f"waited {seconds:.0f} s)")
+
+    try:
+        with heavy_job_queue().slot(timeout=None, on_wait=waiting, visitor=job.visitor):
+            job.waiting(None)
+            yield
+    except QueueFull as err:
+        raise jobs.Stopped(str(err)) from err  # "1 heavy job running, 4 waiting"

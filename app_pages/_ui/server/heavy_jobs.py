@@ -1,0 +1,251 @@
+"""The first-come-first-served queue for heavy jobs, shared by every session of one server process.
+
+Masked-marginal scans and the attention maps and contacts of long sequences cost seconds to
+minutes and gigabytes; bounding them keeps one busy user (or many) from exhausting the server.
+App policy like ``policy.py`` (the CLI and batch run one user's jobs and queue nothing). In hosted
+mode its size comes from ``FLAMINO_HEAVY_WORKERS`` and ``FLAMINO_HEAVY_WAITING``, and one visitor
+(several tabs, several pages) holds at most ``FLAMINO_HEAVY_PER_VISITOR`` (2) of its jobs,
+running or waiting, so one visitor cannot fill it. A long job holds the slot one chunk at a time
+(``Turn.give_way``), so other visitors' jobs run between its chunks. The Streamlit
+side (showing the wait and the place in the queue, the busy warning) is in ``results.py``; the
+background jobs hold a slot per engine call (``background.py``).
+
+Fairness: each waiting job holds a ticket in arrival order, and a free slot goes to the oldest
+ticket, never to whichever thread happens to wake first (a semaphore polled with time-outs, as
+before, let the first two of six queued scans finish 4th and 5th).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import itertools
+import os
+import threading
+import time
+from typing import Callable, Iterator
+
+from app_pages._ui.server.policy import env_int, hosted_mode
+
+# Attention maps and contacts of sequences longer than this go through the heavy-job queue:
+# their memory grows with the square of the length.
+HEAVY_RESIDUES = 400
+
+
+def jobs(n: int) -> str:
+    return f"{n} heavy job{'' if n == 1 else 's'}"
+
+
+def ordinal(n: int) -> str:
+    """``1st``, ``2nd``, ``11th``: a place in the queue."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+class QueueFull(RuntimeError):
+    """Too many heavy jobs are running or waiting; the user should retry later.
+
+    The message says only what is happening ("1 heavy job running, 4 waiting"); the page
+    adds that the server is busy and offers to retry.
+    """
+
+
+class VisitorBusy(QueueFull):
+    """This visitor already has ``per_visitor`` heavy jobs running or waiting (other tabs)."""
+
+
+CURRENT = "current visitor"  # ``slot``'s default: the visitor of the Streamlit session running it
+
+
+class Turn:
+    """A held slot, handed to the ``with`` block of ``HeavyJobQueue.slot``."""
+
+    def __init__(self, queue: "HeavyJobQueue", on_wait, poll: float):
+        self._queue, self._on_wait, self._poll = queue, on_wait, poll
+        self.holding = True  # False while (and if) giving way failed: no slot to free
+
+    def give_way(self) -> None:
+        """Between two chunks of a long job: if other jobs wait, let the oldest run and queue
+        again behind them (keeping this job's admission: a full queue does not refuse it); else
+        carry on at once. So a job of many chunks holds the slot one chunk at a time. What
+        ``on_wait`` raises meanwhile (a closed session) propagates, with no slot held."""
+        queue = self._queue
+        with queue._changed:
+            if not queue._queue:
+                return
+            queue.running -= 1
+            self.holding = False
+            ticket = next(queue._tickets)
+            queue._queue.append(ticket)
+            queue._changed.notify_all()
+        queue._wait_for_turn(ticket, time.monotonic(), None, self._on_wait, self._poll)
+        self.holding = True
+
+
+class HeavyJobQueue:
+    """At most ``workers`` heavy jobs run at once and at most ``max_waiting`` wait, served in
+    arrival order; one visitor holds at most ``per_visitor`` of them, running or waiting (None:
+    no such cap). Thread-safe: Streamlit runs each session in its own thread.
+    """
+
+    def __init__(self, workers: int = 1, max_waiting: int = 4, per_visitor: int | None = None):
+        self.workers, self.max_waiting, self.per_visitor = workers, max_waiting, per_visitor
+        self._changed = threading.Condition()
+        self._tickets = itertools.count()
+        self._queue: collections.deque[int] = collections.deque()  # waiting tickets, oldest first
+        self._visitors: collections.Counter[str] = collections.Counter()  # jobs running or waiting
+        self.running = 0
+
+    @property
+    def waiting(self) -> int:
+        return len(self._queue)
+
+    def place(self, ticket: int) -> int:
+        """1-based place of a waiting ticket in the queue (1: next to run); 0 once it runs."""
+        with self._changed:
+            return self._queue.index(ticket) + 1 if ticket in self._queue else 0
+
+    def jobs_of(self, visitor: str) -> int:
+        """Heavy jobs of ``visitor`` running or waiting now."""
+        with self._changed:
+            return self._visitors[visitor]
+
+    @contextlib.contextmanager
+    def slot(
+        self,
+        timeout: float | None = 300.0,
+        on_wait: Callable[[float, int], None] | None = None,
+        poll: float = 1.0,
+        visitor: str | None = CURRENT,
+    ) -> Iterator[Turn]:
+        """Hold one of the ``workers`` slots for the duration of the ``with`` block.
+
+        Args:
+          timeout: seconds to wait for a slot (None: forever).
+          on_wait: called as ``on_wait(seconds waited, place in the queue)`` as soon as the job
+            is queued (0 seconds) and then about every ``poll`` seconds while it waits, outside
+            the queue's lock. Whatever it raises stops the wait (and propagates, the ticket
+            given up): the app uses it to show the wait and to notice a closed session.
+          visitor: whose job this is, for the cap per visitor; by default the visitor of the
+            Streamlit session running it (``visitor_key``); None: not counted.
+
+        Yields:
+          A ``Turn``: a long job calls ``give_way()`` between chunks.
+
+        Raises:
+          VisitorBusy: this visitor already has ``per_visitor`` jobs running or waiting.
+          QueueFull: the queue is full now, or no slot came free within ``timeout``.
+        """
+        if visitor == CURRENT:
+            visitor = visitor_key()
+        started = time.monotonic()
+        with self._changed:
+            if visitor is not None and self.per_visitor is not None and self._visitors[visitor] >= self.per_visitor:
+                raise VisitorBusy(f"you already have {jobs(self._visitors[visitor])} running or waiting, "
+                                  f"the most one visitor may have at once")
+            if self.running < self.workers and not self._queue:
+                self.running += 1
+                ticket = None
+            elif len(self._queue) >= self.max_waiting:
+                raise QueueFull(f"{jobs(self.running)} running, {len(self._queue)} waiting")
+            else:
+                ticket = next(self._tickets)
+                self._queue.append(ticket)
+            if visitor is not None:
+                self._visitors[visitor] += 1
+        turn = Turn(self, on_wait, poll)
+        try:
+            if ticket is not None:
+                self._wait_for_turn(ticket, started, timeout, on_wait, poll)
+        except BaseException:
+            self._forget(visitor)
+            raise
+        try:
+            yield turn
+        finally:
+            with self._changed:
+                if turn.holding:
+                    self.running -= 1
+                self._changed.notify_all()
+            self._forget(visitor)
+
+    def _forget(self, visitor: str | None) -> None:
+        if visitor is None:
+            return
+        with self._changed:
+            self._visitors[visitor] -= 1
+            if self._visitors[visitor] <= 0:
+                del self._visitors[visitor]
+
+    def _wait_for_turn(self, ticket, started, timeout, on_wait, poll) -> None:
+        """Block until ``ticket`` is the oldest and a slot is free; then it runs."""
+        def turn() -> bool:
+            return self._queue[0] == ticket and self.running < self.workers
+
+        try:
+            place = self.place(ticket)
+            while True:
+                if on_wait is not None:
+                    on_wait(time.monotonic() - started, place)
+                with self._changed:
+                    left = None if timeout is None else timeout - (time.monotonic() - started)
+                    step = poll if on_wait is not None else left
+                    if left is not None and step is not None:
+                        step = min(step, left)
+                    if (left is None or left > 0) and self._changed.wait_for(turn, step):
+                        self._queue.popleft()
+                        self.running += 1
+                        self._changed.notify_all()  # the next in line may find a free slot too
+                        return
+                    if left is not None and time.monotonic() - started >= timeout:
+                        raise QueueFull("waited too long for a free slot")
+                    place = self._queue.index(ticket) + 1
+        except BaseException:
+            with self._changed:
+                if ticket in self._queue:
+                    self._queue.remove(ticket)
+                self._changed.notify_all()  # those behind it move up
+            raise
+
+
+def visitor_key() -> str | None:
+    """Who runs the current Streamlit session, for the cap per visitor: the header the operator
+    names in ``FLAMINO_VISITOR_HEADER`` (a reverse proxy's ``X-Forwarded-For``/``X-Real-IP``:
+    only the proxy's own value may be trusted, so the operator must make it overwrite the
+    header), else the connection's address, else (a local connection, tests) the session itself.
+    None outside a Streamlit session."""
+    try:
+        import streamlit as st
+        from streamlit.runtime.scriptrunner import get_script_run_ctx
+    except ImportError:  # pragma: no cover - the app always has Streamlit
+        return None
+    context = get_script_run_ctx(suppress_warning=True)
+    if context is None:
+        return None
+    header = os.environ.get("FLAMINO_VISITOR_HEADER", "").strip()
+    try:
+        if header:
+            value = st.context.headers.get(header)
+            if value:
+                return "header " + value.split(",")[0].strip()  # the first hop: the client
+        address = st.context.ip_address
+    except Exception:  # AppTest and odd clients have no request context
+        address = None
+    return f"address {address}" if address else f"session {context.session_id}"
+
+
+_QUEUE: HeavyJobQueue | None = None
+_QUEUE_LOCK = threading.Lock()
+
+
+def heavy_job_queue() -> HeavyJobQueue:
+    """The process-wide queue shared by every session."""
+    global _QUEUE
+    with _QUEUE_LOCK:
+        if _QUEUE is None:
+            if hosted_mode():
+                _QUEUE = HeavyJobQueue(env_int("FLAMINO_HEAVY_WORKERS", 1), env_int("FLAMINO_HEAVY_WAITING", 4),
+                                       env_int("FLAMINO_HEAVY_PER_VISITOR", 2))
+            else:
+                _QUEUE = HeavyJobQueue(workers=2, max_waiting=64)
+        return _QUEUE

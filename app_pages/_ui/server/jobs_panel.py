@@ -1,0 +1,225 @@
+"""Jobs on the page and in the sidebar: what a long job will cost before it starts, its progress
+with a time estimate and its own Cancel while it runs, what became of it when it stopped, and
+the session's jobs listed in the sidebar on every page.
+
+``follow`` is what a page calls for its work: it finds the session's job for that work
+(``background.py``), starts one when the work is quick or was asked for, or says first what it
+costs (passes, and their time at the rate this machine measured for this model) and offers the
+cheaper strategy where there is one. A job of unknown cost (this model never ran here) first runs
+one chunk, which measures the rate; the next run of the page knows the cost of the rest.
+
+While a job of the session runs, ``watch`` reruns the app whenever the job has news (at most
+every ``WATCH_SECONDS``), so tables fill in and maps gain points without a click.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+from typing import Callable, Hashable
+
+import streamlit as st
+
+from flamino_core.jobs.background import CANCELLED, DONE, FAILED, STOPPED, Job
+
+from app_pages._ui.server import background
+from app_pages._ui.frame.widgets import counted, plain
+
+QUICK_SECONDS = 30.0  # work estimated shorter starts at once; longer work is shown with its cost first
+MEASURE_SECONDS = 60.0  # how long a page waits for the first chunk that measures this machine's rate
+FOLLOW_SECONDS = 1.5  # how long a page waits for a job it started before drawing what it has
+WATCH_SECONDS = 1.5  # how often the browser asks whether the session's jobs have news
+RECENT_SECONDS = 60.0  # finished jobs stay in the sidebar this long
+APPROVED = "_jobs_approved"  # session state: work keys the user asked to run whatever their cost
+SEEN = "_jobs_seen"  # session state: the jobs' version the last full run drew
+
+
+@dataclasses.dataclass(frozen=True)
+class Cost:
+    """What work needs: ``passes`` model passes (``one``/``many``: their name, ``how``: which
+    ones) and ``seconds`` at this machine's measured rate (None: no rate measured yet)."""
+
+    passes: int
+    one: str
+    many: str
+    how: str
+    seconds: float | None
+
+    def describe(self) -> str:
+        return f"{counted(self.passes, self.one, self.many)} ({self.how})"
+
+
+def about(seconds: float) -> str:
+    """A duration for people: ``about 40 seconds``, ``about 24 minutes``, ``about 1 hour 10 minutes``."""
+    if seconds < 50:
+        return f"about {max(5, round(seconds / 5) * 5)} seconds"
+    minutes = round(seconds / 60)
+    if minutes < 60:
+        return f"about {max(minutes, 1)} minute{'' if max(minutes, 1) == 1 else 's'}"
+    hours, minutes = divmod(minutes, 60)
+    rest = f" {minutes} minute{'' if minutes == 1 else 's'}" if minutes else ""
+    return f"about {hours} hour{'' if hours == 1 else 's'}{rest}"
+
+
+# --- a page's work ------------------------------------------------------------------------------------------
+def follow(key: tuple[Hashable, ...], title: str, unit: str, work: Callable[..., object],
+           cost: Cost | Callable[[], Cost], *, what: str,
+           cheaper: tuple[str, Callable[[], None]] | None = None, keeps: bool = True) -> Job | None:
+    """The session's job for the work ``key``, drawn on the page; started when it is quick (or
+    of unknown cost: then one chunk first, to measure) or was asked for; else None after saying
+    what it costs, with a Start button and, when given, ``cheaper`` (label, callback).
+
+    Args:
+      key: what identifies the work (kind, model, inputs): one job per key and session.
+      title, unit: the job's name and the unit of its progress ("records", "positions").
+      work: ``work(job, first_only=False)``: the job's body (``first_only``: one chunk only).
+      cost: the work's cost, or a function giving it (only called when no job runs).
+      what: what the work is for, as the page names it ("the pseudo-perplexity column").
+      keeps: a cancelled job's finished units are kept (stored); False: a fit's fits are not.
+    """
+    job = background.find(key)
+    if job is not None and not job.finished:
+        running(job, where="page")
+        return job
+    if job is not None and job.state in (CANCELLED, FAILED):  # until the user says go on
+        stopped(job, key, what, keeps)
+        return job
+    # A job stopped by a busy server is tried again on the page's next run (as a Retry click would).
+    cost = cost() if callable(cost) else cost
+    asked = key in st.session_state.get(APPROVED, set())
+    if cost.seconds is not None and cost.seconds > QUICK_SECONDS and not asked:
+        ask(key, cost, what, cheaper)
+        return None
+    first_only = cost.seconds is None and not asked  # measure the rate on one chunk first
+    job = background.submit(key, title, unit, functools.partial(work, first_only=first_only))
+    if first_only:  # one chunk measures the rate: then the page says what the rest costs, or goes on
+        if job.wait(MEASURE_SECONDS) and job.state == DONE:
+            st.rerun()
+    job.wait(FOLLOW_SECONDS)
+    if not job.finished:
+        running(job, where="page")
+    elif job.state != DONE:
+        stopped(job, key, what, keeps)
+    return job
+
+
+def approve(key: tuple[Hashable, ...]) -> None:
+    """The user asked for this work: run it whatever it costs (a stopped job is resumed)."""
+    st.session_state.setdefault(APPROVED, set()).add(key)
+    background.forget(key)
+
+
+def ask(key, cost: Cost, what: str, cheaper) -> None:
+    """What the work costs, a Start button and the cheaper strategy's."""
+    per = cost.seconds / max(cost.passes, 1)
+    st.info(
+        f"{what[:1].upper()}{what[1:]} needs {plain(cost.describe())}: {about(cost.seconds)} at the rate this "
+        f"machine measured for this model ({per:.2g} s per pass). It runs in the background in chunks, can be "
+        "cancelled, and keeps what it finished.",
+        icon=":material/schedule:",
+    )
+    row = st.container(horizontal=True)
+    with row:
+        st.button(f"Start ({about(cost.seconds)})", key=f"start-{_widget(key)}", on_click=approve, args=(key,),
+                  icon=":material/play_arrow:")
+        if cheaper is not None:
+            st.button(cheaper[0], key=f"cheaper-{_widget(key)}", on_click=cheaper[1], icon=":material/bolt:")
+
+
+def running(job: Job, where: str) -> None:
+    """The job's progress bar (with the time left at its measured rate) and its Cancel."""
+    st.progress(job.fraction(), text=status_line(job))
+    if job.note:
+        st.caption(plain(job.note))
+    st.button("Cancel", key=f"{where}-cancel-{job.id}", on_click=job.cancel, icon=":material/stop_circle:",
+              help="Stops after the chunk in flight; everything finished is kept.")
+
+
+def status_line(job: Job) -> str:
+    if job.total is None:
+        return f"{job.title}: starting…"
+    left = job.seconds_left()
+    rest = f" · {about(left)} left" if left is not None and job.done < job.total else " · measuring the rate…"
+    return f"{job.title}: {job.done:,} of {job.total:,} {job.unit}{rest}"
+
+
+def stopped(job: Job, key, what: str, keeps: bool = True) -> None:
+    """What became of a job that did not finish, and the button that goes on from there."""
+    done = f"{job.done:,} of {job.total:,} {job.unit}" if job.total else "nothing"
+    if job.state == CANCELLED:
+        kept = "they are kept" if keeps else "its model passes are kept, its fits start again"
+        st.info(f"{plain(job.title)} was cancelled after {done}; {kept}.", icon=":material/pause_circle:")
+        label = "Resume"
+    elif job.state == STOPPED:
+        kept = f" ({done} are done and kept)" if job.done else ""
+        st.warning(f"**The server is busy** ({plain(job.error or '')}), so {what} was not computed this time{kept}. "
+                   "Everything else on the page works.", icon=":material/hourglass_top:")
+        label = "Retry"
+    else:
+        st.error(f"{plain(job.title)} failed after {done} (kept): {plain(job.error or '')}", icon=":material/error:")
+        label = "Retry"
+    st.button(label, key=f"resume-{_widget(key)}", on_click=approve, args=(key,), icon=":material/play_arrow:")
+
+
+# --- the sidebar --------------------------------------------------------------------------------------------
+def version() -> int:
+    """What the session's jobs have done so far, as one number: ``app.py`` reads it before the
+    page draws, so news that arrives while the page draws still reruns it."""
+    return _version()
+
+
+def sidebar_panel(seen: int | None = None) -> None:
+    """The session's running and recently finished jobs, on every page; and the watcher that
+    reruns the app when they have news.
+
+    ``seen``: ``version()`` before the page drew. A job that finished while the page was drawing
+    (a first chunk measuring the rate, a quick set) left the page showing it running: the
+    watcher then reruns at once, though no job runs any more."""
+    import time
+
+    now = time.monotonic()
+    shown = [job for job in background.session_jobs()
+             if not job.finished or now - (job.finished_at or now) < RECENT_SECONDS]
+    if shown:
+        active = sum(not job.finished for job in shown)
+        st.caption(f"Jobs ({active:,} running)" if active else "Jobs")
+        for job in shown:
+            if job.finished:
+                st.caption(plain(f"{job.title}: {_ended(job)}"))
+            else:
+                st.progress(job.fraction(), text=status_line(job))
+                st.button("Cancel", key=f"sidebar-cancel-{job.id}", on_click=job.cancel, type="tertiary",
+                          icon=":material/stop_circle:")
+    st.session_state[SEEN] = _version() if seen is None else seen
+    if any(not job.finished for job in background.session_jobs()) or _version() != st.session_state[SEEN]:
+        _watch()
+
+
+def _ended(job: Job) -> str:
+    if job.state == DONE:
+        return "done"
+    return {CANCELLED: "cancelled", STOPPED: "stopped (server busy)", FAILED: "failed"}[job.state] + (
+        f" after {job.done:,} of {job.total:,} {job.unit}" if job.total else "")
+
+
+def _version() -> int:
+    return sum(job.version for job in background.session_jobs()) + len(background.session_jobs())
+
+
+@st.fragment(run_every=WATCH_SECONDS)
+def _watch() -> None:
+    """Rerun the whole app when a job of this session has news (the page redraws what arrived)."""
+    if _version() != st.session_state.get(SEEN):
+        st.rerun(scope="app")
+
+
+def quick(seconds: float | None) -> bool:
+    """Whether work of this estimated length starts without asking."""
+    return seconds is None or seconds <= QUICK_SECONDS
+
+
+
+def _widget(key: tuple[Hashable, ...]) -> str:
+    """A widget key for the work ``key`` (the same in every run; not ``hash()``, which is salted)."""
+    return hashlib.sha256(repr(key).encode()).hexdigest()[:16]

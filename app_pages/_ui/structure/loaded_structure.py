@@ -1,0 +1,278 @@
+"""The Structure page's structure and what the page computes from it.
+
+Where a structure comes from (an upload, a file on this machine, a download by PDB id or UniProt
+accession), holding it for the session, the chain's alignment (cached), the contacts of every
+model run on the page this session (for the precision table by model), and the per-residue
+track values from the cached model results.
+
+The parsed structure lives in session state, so it survives page switches; flamino never
+modifies it (exports work on copies). Uploads are parsed once per content for every session
+(a cache keyed by the bytes' hash, bounded by the memory the parsed structures hold). A file that is not a structure, a refused path
+or a failed download is a message under the source widgets, never a traceback. Hosted mode
+(``policy.py``) offers no local paths; downloads are allowed, capped at the upload size.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import uuid
+from pathlib import Path
+
+import numpy as np
+import streamlit as st
+
+from flamino_core.variants import substitution_maps as scores
+from flamino_core.model.config import MAX_RESIDUES
+from flamino_core.options import STRATEGIES
+from flamino_core.structure import fetch
+from flamino_core.structure.align import ChainAlignment, choose_chain
+from flamino_core.structure.limits import BYTES_PER_ATOM
+from flamino_core.structure.reading import ParsedStructure, StructureError, parse_structure_bytes, read_structure
+from flamino_core.structure.tracks import TRACKS, check_choices, compute_choices, compute_track, track_inputs, track_label
+
+from app_pages._ui.results import one_record as results, scans
+from app_pages._ui.server.byte_cache import ByteBudgetCache
+from app_pages._ui.server.heavy_jobs import HEAVY_RESIDUES
+from app_pages._ui.input.reading import upload_limit_words, upload_size_mb
+from app_pages._ui.server.policy import current_limits, env_int, hosted_mode, visitor_model_name
+from app_pages._ui.frame.widgets import kept_text_input, plain
+
+# Session-state keys.
+STRUCTURE = "_structure"  # (ParsedStructure, cache key, where it came from)
+PROBLEM = "_structure_problem"  # why the last upload / path / download gave no structure
+UPLOAD = "_structure_upload"
+PATH = "structure_path"  # kept text inputs
+FETCH_ID = "structure_fetch_id"
+LINK_ID = "sid"  # the downloaded structure's id, which links carry (views.OPTIONS)
+LINK_ID_TRIED = "_sid_tried"  # the link's id was downloaded once (a failure is not retried on every run)
+LINK_FAILED = "_sid_failed"  # the problem shown is the link's download failing (a warning, not an error)
+SEEN_CONTACTS = "_structure_contacts"  # (model, sequence) -> (L, L) contacts, oldest first
+MAX_SEEN = 6  # contact maps kept per session: at 2,000 residues each is 16 MB
+
+
+# Parsed uploads shared by every session, bounded by the memory they hold (byte_cache.py).
+PARSED_BUDGET_BYTES = env_int("FLAMINO_STRUCTURE_CACHE_BYTES", 256_000_000 if hosted_mode() else 2_000_000_000)
+_PARSED: ByteBudgetCache[ParsedStructure] = ByteBudgetCache(PARSED_BUDGET_BYTES)
+
+
+# --- where the structure comes from ------------------------------------------------------------
+def _parse_upload(digest: str, name: str, data: bytes) -> ParsedStructure:
+    """One parse per file content, shared by every session (never modified: see the module doc),
+    within this server's limits on inflated size, atoms and models."""
+    def parse() -> ParsedStructure:
+        with st.spinner("Reading the structure…"):
+            return parse_structure_bytes(data, name, **current_limits().structure_limits())
+
+    return _PARSED.get_or_make((digest, name), parse, lambda parsed: _atoms(parsed) * BYTES_PER_ATOM)
+
+
+def _atoms(parsed: ParsedStructure) -> int:
+    return sum(1 for _ in parsed.structure.get_atoms())
+
+
+def _hold(parsed: ParsedStructure, key: str, origin: str, link_id: str | None = None) -> None:
+    """Hold a structure; ``link_id``: the id a link can download it by again (None: an upload or a
+    path, which no link can carry)."""
+    st.session_state[STRUCTURE] = (parsed, key, origin)
+    st.session_state[LINK_ID] = link_id
+    st.session_state.pop(PROBLEM, None)
+
+
+def _refuse(message: str) -> None:
+    """Say why; a structure read before stays (the caption says which one is shown)."""
+    st.session_state[PROBLEM] = message
+    st.session_state.pop(LINK_FAILED, None)
+
+
+def take_upload() -> None:
+    """The uploader's callback: parse the new file (removing it keeps the structure)."""
+    file = st.session_state.get(UPLOAD)
+    if file is None:
+        return
+    too_big = current_limits().check_upload(file.size, file.name)
+    if too_big:
+        _refuse(too_big)
+        return
+    data = file.getvalue()
+    digest = hashlib.sha256(data).hexdigest()
+    try:
+        _hold(_parse_upload(digest, file.name, data), digest, f"uploaded file {file.name}")
+    except StructureError as err:
+        _refuse(str(err))
+
+
+def open_path() -> None:
+    """The Open button's callback: a file on this machine (never offered in hosted mode)."""
+    if not current_limits().allow_local_paths:
+        _refuse("This server does not open files by path; upload the file instead.")
+        return
+    path = st.session_state.get(PATH, "").strip()
+    try:
+        parsed = read_structure(Path(path).expanduser(), **current_limits().structure_limits())
+        _hold(parsed, f"path:{uuid.uuid4().hex}", f"file {path}")
+    except StructureError as err:
+        _refuse(str(err))
+
+
+def download(identifier: str) -> None:
+    """Fetch a PDB entry (RCSB) or an AlphaFold DB model, with the core's timeout and size cap."""
+    identifier = identifier.strip()
+    st.session_state[LINK_ID_TRIED] = identifier
+    limit = current_limits().max_upload_bytes  # hosted: no larger than an upload may be
+    cap = fetch.MAX_DOWNLOAD_BYTES if limit is None else min(limit, fetch.MAX_DOWNLOAD_BYTES)
+    read_limits = current_limits().structure_limits()
+    try:
+        if fetch.PDB_ID.match(identifier):
+            parsed = fetch.fetch_pdb(identifier, base_url=fetch.RCSB_URL, max_bytes=cap, read_limits=read_limits)
+            origin = f"PDB entry {identifier.upper()} (RCSB)"
+            link_id = identifier.upper()
+        elif fetch.UNIPROT_ACCESSION.match(identifier.upper()):
+            parsed = fetch.fetch_alphafold(identifier, base_url=fetch.ALPHAFOLD_API, max_bytes=cap,
+                                           read_limits=read_limits)
+            origin = f"AlphaFold DB model of {identifier.upper()}"
+            link_id = identifier.upper()
+        else:
+            _refuse(f"{identifier!r} is neither a PDB id (like 1GBT) nor a UniProt accession (like P69905).")
+            return
+    except StructureError as err:  # FetchError: offline, not found, too large, not a structure
+        _refuse(str(err))
+        return
+    _hold(parsed, f"fetch:{uuid.uuid4().hex}", origin, link_id)
+
+
+def follow_link() -> None:
+    """A link made from a downloaded structure carries its id: download it again, once."""
+    ss = st.session_state
+    wanted = ss.get(LINK_ID)
+    if wanted and held() is None and ss.get(LINK_ID_TRIED) != wanted:
+        with st.spinner(f"Downloading {wanted}, the structure the link was made with…"):
+            download(wanted)
+        if PROBLEM in ss:  # the visitor did nothing wrong: a warning, and what to do
+            ss[PROBLEM] = (f"The link's structure {wanted} could not be downloaded here: {ss[PROBLEM]} "
+                           "Upload the file instead, or try the download again.")
+            ss[LINK_FAILED] = True
+        ss[LINK_ID] = wanted  # kept in the link while the download failed, so it can be tried again
+
+
+def link_note() -> str:
+    """What the share link does with the structure shown, for the share panel."""
+    found = held()
+    if found is None:
+        return ""
+    if st.session_state.get(LINK_ID):
+        return f"The link carries the structure's id ({st.session_state[LINK_ID]}): it is downloaded again when the link is opened."
+    return ("The link does not carry the structure file (an upload, or a file on this machine): whoever opens it "
+            "sees the page without the structure and uploads the file again (the chain, track and other choices "
+            "are kept).")
+
+
+def source_panel() -> None:
+    """Upload, a path (not in hosted mode) and a download, side by side, and the last problem."""
+    follow_link()
+    local = current_limits().allow_local_paths
+    columns = st.columns(3 if local else 2, vertical_alignment="bottom")
+    with columns[0]:
+        # Any file type on purpose: the reader then says what a FASTA file or a PDF is.
+        st.file_uploader(
+            f"PDB or mmCIF file (gzipped .gz accepted){upload_limit_words()}",
+            key=UPLOAD,
+            on_change=take_upload,
+            max_upload_size=upload_size_mb(),
+        )
+    if local:
+        with columns[1]:
+            path = kept_text_input("…or a file on this machine", PATH, placeholder="/data/1gbt.cif.gz")
+            st.button("Open", on_click=open_path, disabled=not path.strip(), icon=":material/folder_open:")
+    with columns[-1]:
+        identifier = kept_text_input(
+            "…or download by PDB id or UniProt accession (AlphaFold DB)", FETCH_ID, placeholder="1GBT or P69905"
+        )
+        if st.button("Download", disabled=not identifier.strip(), icon=":material/cloud_download:"):
+            with st.spinner(f"Downloading {identifier.strip()}…"):
+                download(identifier)
+    if PROBLEM in st.session_state:
+        show = st.warning if st.session_state.get(LINK_FAILED) else st.error
+        show(plain(st.session_state[PROBLEM]), icon=":material/error:")
+
+
+def held() -> tuple[ParsedStructure, str, str] | None:
+    """(structure, cache key, where it came from) of this session, or None."""
+    return st.session_state.get(STRUCTURE)
+
+
+# --- what the page computes ----------------------------------------------------------------------
+@st.cache_data(show_spinner=False, max_entries=32)
+def alignment(key: str, sequence: str, chain_id: str | None, model_index: int, _parsed: ParsedStructure) -> ChainAlignment:
+    """``choose_chain`` for the held structure (``key`` stands for it); a StructureError is not cached."""
+    return choose_chain(_parsed, sequence, chain_id, model_index)
+
+
+def remember_contacts(model: str, sequence: str, contacts: np.ndarray) -> None:
+    """Keep a model's contacts for the table by model (the oldest go past ``MAX_SEEN``)."""
+    seen = st.session_state.setdefault(SEEN_CONTACTS, {})
+    seen[(model, sequence)] = contacts  # an update keeps the model's place in the table
+    while len(seen) > MAX_SEEN:
+        seen.pop(next(iter(seen)))
+
+
+def contacts_by_model(sequence: str) -> dict[str, np.ndarray]:
+    """Model -> contacts of ``sequence``, for every model run on the page this session."""
+    seen = st.session_state.get(SEEN_CONTACTS, {}).items()
+    return {visitor_model_name(model): c for (model, seq), c in seen if seq == sequence}  # no server path
+
+
+def track_values(name: str, engine, sequence: str, contacts: np.ndarray | None, choice: dict,
+                 first: int = 1) -> tuple[np.ndarray | None, str]:
+    """(L,) values of a track and its label, from what its declaration says it needs
+    (``structure.tracks``: the choices checked, the model outputs from ``track_inputs``); None
+    while a queued result is unavailable (``results.heavy`` has said why).
+
+    Args:
+      choice: the track's choices as people count them (``tracks.check_choices``' terms: the
+        residue 1-based, no head for the mean of heads).
+      first: the number of the record's first residue, for the label.
+
+    Raises:
+      ValueError: a choice that does not fit (a residue beyond the attention maps).
+    """
+    spec = TRACKS[name]
+    if "contacts" in spec.needs and contacts is None:
+        return None, ""
+    config = engine.config
+    checked = check_choices(name, choice, layers=config.num_layers, heads=config.attention_heads)
+    layer, strategy = checked.get("layer"), checked.get("strategy")
+    have = {"contacts": contacts} if "contacts" in spec.needs else {}
+    if "scores" in spec.needs and STRATEGIES[strategy].masked:
+        # The page's own scan of the whole sequence, a background job through the result store:
+        # its cost said before a long one (never started by a link alone), cancellable (scans.py).
+        log_probs = scans.masked_scan(engine, sequence, range(len(sequence)), "the whole sequence",
+                                      f"the {name} track")
+        if log_probs is None:
+            return None, ""
+        have["scores"] = scores.from_log_probs(log_probs, sequence, strategy).substitutions
+    found = results.heavy(_track_inputs, engine.fingerprint, sequence, name, layer, strategy, tuple(have), engine,
+                          what=f"the {name} track")
+    if found is None:
+        return None, ""
+    shown, inputs = found
+    inputs = {**inputs, **have}
+    picked = compute_choices(name, check_choices(name, checked, length=len(shown)))
+    values = compute_track(name, shown, **inputs, **picked)
+    values = np.pad(values, (0, len(sequence) - len(shown)), constant_values=np.nan)  # no value past the maps
+    return values, track_label(name, first=first, layer=layer, strategy=strategy, **picked)
+
+
+@st.cache_data(show_spinner="Running the model for the track…", max_entries=8)
+def _track_inputs(model: str, sequence: str, name: str, layer: int | None, strategy: str | None,
+                  held: tuple[str, ...], _engine):
+    """(the residues covered, the track's model inputs but the ``held`` ones, which the page has):
+    ``tracks.track_inputs``, cached by the engine's fingerprint (``model``). Attention maps of a sequence over 1022 residues cover its first 1022
+    (maps cannot be stitched from windows); those of a long sequence wait in the heavy-job
+    queue, as the cached attention maps this replaced did."""
+    needs = TRACKS[name].needs
+    long = "truncate" if "attention" in needs and len(sequence) > MAX_RESIDUES else "window"
+    costly = "attention" in needs and len(sequence) > HEAVY_RESIDUES
+    with results.heavy_slot(f"the {name} track") if costly else contextlib.nullcontext():
+        return track_inputs(_engine, sequence, name, layer=layer, strategy=strategy, long=long,
+                            have=dict.fromkeys(held))

@@ -1,0 +1,178 @@
+"""The Variants page's results: a mutation list or a DMS table scored.
+
+Every strategy runs as a background job (``background.py``; one unmasked pass of a long
+sequence is heavy too), each engine call holding one slot of the heavy-job queue, so other
+visitors' work runs between its chunks. Every masked pass goes through the result store (a mutated position, or a pll mutant's positions, is masked once per
+model across pages and sessions; a cancelled job resumes where it stopped), one engine call per
+heavy-job slot. pll is scored ``CHUNK_ROWS`` rows at a time, so its rows fill in while it runs;
+its final table is then assembled from the store without running the model again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+
+import pandas as pd
+import streamlit as st
+
+from flamino_core.jobs import background as jobs
+from flamino_core.jobs.background import DONE
+from flamino_core.store.result_store import default_store
+from flamino_core.variants.dms import DmsError, DmsScores, DmsTable, parse_dms, score_dms, table_variants
+from flamino_core.variants.notation import Variant, parse_mutations
+from flamino_core.variants.scoring import VariantScores, score_variants
+
+from app_pages._ui.server import background, jobs_panel
+from app_pages._ui.server.policy import current_limits, hosted_mode
+
+HOSTED = hosted_mode()
+CHUNK_ROWS = 24  # pll rows scored per step: the step at which rows arrive
+CHEAPER = {"masked-marginals": "wt-marginals", "joint-masked": "masked-marginals", "pll": "masked-marginals"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Scoring:
+    """Scores when complete (``done``), else the rows scored so far (``partial``: pll only)."""
+
+    done: VariantScores | DmsScores | None
+    partial: pd.DataFrame | None = None
+
+
+def _digest(*parts) -> str:
+    sha = hashlib.sha256()
+    for part in parts:
+        sha.update(part if isinstance(part, bytes) else str(part).encode())
+        sha.update(b"\0")
+    return sha.hexdigest()[:24]
+
+
+def _use(strategy: str) -> None:
+    st.session_state["vstrategy"] = st.session_state["_w_vstrategy"] = strategy
+
+
+def _cheaper(strategy: str):
+    other = CHEAPER.get(strategy)
+    return None if other is None else (f"Use {other} instead", lambda: _use(other))
+
+
+# --- a mutation list ----------------------------------------------------------------------------------
+def list_scores(engine, sequence: str, text: str, offset: int, strategy: str, record_id: str) -> Scoring:
+    """The mutation list ``text`` checked against ``sequence`` and scored with ``strategy``."""
+    variants, issues = parse_mutations(text, sequence, offset, max_chars=current_limits().max_upload_bytes,
+                                       max_entries=current_limits().max_mutations,
+                                       reference=record_id)
+    key = ("variants", engine.fingerprint, _digest(sequence, text, offset, strategy, record_id))
+
+    def work(job, first_only: bool = False):
+        chunks = _pll_chunks(len(variants)) if strategy == "pll" else [(0, len(variants))]
+        metered = background.metered(engine, job, stored=True)
+        partial = []
+        job.value = {"partial": partial}
+        if len(chunks) > 1:
+            job.progress(0, len(variants))  # the start: the job's rate is measured from here
+        for start, stop in chunks if len(chunks) > 1 else ():  # pll: rows arrive chunk by chunk
+            partial.append(score_variants(metered, sequence, variants[start:stop], strategy,
+                                          record_id=record_id).table)
+            job.progress(stop, len(variants))
+            if first_only:  # this chunk measured the rate: the page now says what the rest costs
+                return job.value
+        progress = None if len(chunks) > 1 else job.progress
+        return score_variants(metered, sequence, variants, strategy, issues=issues, record_id=record_id,
+                              progress=progress)
+
+    unit = "variants" if strategy == "pll" and len(variants) > CHUNK_ROWS else "passes"
+    return _follow(key, engine, sequence, [v.apply(sequence) for v in variants], variants, strategy, work, unit,
+                   f"Scoring {len(variants):,} variants ({strategy})", "scoring the variants")
+
+
+# --- a DMS table --------------------------------------------------------------------------------------
+@st.cache_data(show_spinner="Reading the DMS table…", max_entries=8 if HOSTED else 32)
+def dms_table(data: bytes, wild_type: str | None, offset: int) -> DmsTable | str:
+    """The DMS table read with its wild type, or the message saying why it cannot be used (a
+    hosted server refuses a table over its bytes, columns or rows before reading it, and a wild
+    type longer than its limit per record before any work: ``Limits.table_limits``)."""
+    try:
+        return parse_dms(data, wild_type, offset, limits=current_limits().table_limits())
+    except DmsError as err:
+        return str(err)
+
+
+@st.cache_data(show_spinner=False, max_entries=8 if HOSTED else 32)
+def dms_variants(data: bytes, wild_type: str | None, offset: int) -> list[Variant]:
+    """The table's mutants read against its wild type (what the strategy check counts passes of);
+    ``dms_table`` must accept it."""
+    return table_variants(dms_table(data, wild_type, offset))[0]
+
+
+def dms_scores(engine, data: bytes, wild_type: str | None, offset: int, strategy: str, record_id: str) -> Scoring:
+    """Every row of the DMS table scored; ``dms_table`` must accept it."""
+    table = dms_table(data, wild_type, offset)
+    key = ("dms", engine.fingerprint, _digest(data, wild_type, offset, strategy, record_id))
+    rows = len(table.frame)
+
+    def work(job, first_only: bool = False):
+        metered = background.metered(engine, job, stored=True)
+        chunks = _pll_chunks(rows) if strategy == "pll" else [(0, rows)]
+        partial = []
+        job.value = {"partial": partial}
+        if len(chunks) > 1:
+            job.progress(0, rows)  # the start: the job's rate is measured from here
+        for start, stop in chunks if len(chunks) > 1 else ():
+            part = dataclasses.replace(table, frame=table.frame.iloc[start:stop].reset_index(drop=True),
+                                       as_written=None if table.as_written is None
+                                       else table.as_written.iloc[start:stop].reset_index(drop=True))
+            partial.append(score_dms(metered, part, strategy, record_id=record_id).frame)
+            job.progress(stop, rows)
+            if first_only:  # this chunk measured the rate: the page now says what the rest costs
+                return job.value
+        # Whole: from the store alone after the chunks (statistics and duplicates need every row).
+        return score_dms(metered, table, strategy, record_id=record_id,
+                         progress=None if len(chunks) > 1 else job.progress)
+
+    variants = dms_variants(data, wild_type, offset)
+    unit = "rows" if strategy == "pll" and rows > CHUNK_ROWS else "passes"
+    return _follow(key, engine, table.wild_type, [v.apply(table.wild_type) for v in variants], variants, strategy,
+                   work, unit, f"Scoring {rows:,} DMS rows ({strategy})", "scoring the DMS table")
+
+
+# --- shared -----------------------------------------------------------------------------------------
+def _pll_chunks(n: int) -> list[tuple[int, int]]:
+    return [(start, min(start + CHUNK_ROWS, n)) for start in range(0, n, CHUNK_ROWS)] or [(0, 0)]
+
+
+def _follow(key, engine, sequence: str, mutants: list[str], variants, strategy: str, work, unit: str,
+            title: str, what: str) -> Scoring:
+    done = background.find(key)
+    if done is not None and done.state == DONE and not isinstance(done.value, dict):
+        return Scoring(done.value)  # scored in this session already
+    job = jobs_panel.follow(key, title, unit, work, lambda: cost(engine, sequence, mutants, variants, strategy),
+                            what=what, cheaper=_cheaper(strategy))
+    if job is None:
+        return Scoring(None)
+    if job.state == DONE and not isinstance(job.value, dict):
+        return Scoring(job.value)
+    held = job.value.get("partial") if isinstance(job.value, dict) else None
+    return Scoring(None, pd.concat(held, ignore_index=True) if held else None)
+
+
+def cost(engine, sequence: str, mutants: list[str], variants, strategy: str) -> jobs_panel.Cost:
+    """The masked passes ``strategy`` still needs for these variants (the store's are free)."""
+    store, model = default_store(), engine.fingerprint
+    if strategy == "wt-marginals":
+        tokens = jobs.unmasked_tokens([len(sequence)])
+        return jobs_panel.Cost(1, "unmasked pass", "unmasked passes", "one for the whole sequence",
+                               jobs.default_rates().seconds(model, "unmasked", tokens))
+    if strategy == "pll":
+        need = {s: len(s) - len(store.held_positions(model, s)) for s in dict.fromkeys([sequence, *mutants])}
+        how = "every position of the wild type and of each distinct mutant"
+    else:
+        held = store.held_positions(model, sequence)
+        need = {sequence: len({i for v in variants for i in v.indices} - held)}
+        how = "one per mutated position"
+        if strategy == "joint-masked":
+            need[sequence] += len({tuple(sorted(v.indices)) for v in variants if len(v.indices) > 1})
+            how += ", and one per multi-mutant"
+    tokens = sum(jobs.masked_tokens(len(s), n) for s, n in need.items())
+    seconds = jobs.default_rates().seconds(model, "masked", tokens)
+    return jobs_panel.Cost(sum(need.values()), "masked pass", "masked passes", how, seconds)

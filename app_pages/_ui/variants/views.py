@@ -1,0 +1,168 @@
+"""The Variants page's inputs and tables: the mutation list (pasted, uploaded, or from a link),
+the DMS upload kept across page switches, the strategy choice with the hosted PLL limit, and
+the table of scores with its filters."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from flamino_core.variants.scoring import OK, filter_scored, output_columns, planned_passes
+
+from app_pages._ui.input.reading import upload_limit_words, upload_size_mb
+from app_pages._ui.server.policy import current_limits
+from app_pages._ui.frame.views import OPTIONS
+from app_pages._ui.frame.widgets import kept_number_input, kept_radio, kept_text_area, plain, widget_key
+
+LIST_TEXT = "mutation_text"  # the list the page scores (its text area's kept value)
+LINK_LIST, LINK_TOO_LONG = "muts", "mlong"  # what the link carries (views.OPTIONS)
+DMS_FILE = "_dms_file"  # (file name, bytes) of the uploaded DMS table, kept across pages
+UPLOAD_PROBLEM = "_variants_upload_problem"
+
+
+# --- the mutation list ------------------------------------------------------------------------------
+def _use_list_upload() -> None:
+    """Put the uploaded list or CSV into the text box (so a short one also travels in links)."""
+    ss = st.session_state
+    ss.pop(UPLOAD_PROBLEM, None)
+    file = ss.get("_mutation_upload")
+    if file is None:
+        return
+    problem = current_limits().check_upload(file.size, "the file")
+    try:
+        text = None if problem else file.getvalue().decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        problem = f"{file.name} is not UTF-8 text (byte {err.start:,}); save it as UTF-8 CSV or plain text"
+    if problem:
+        ss[UPLOAD_PROBLEM] = problem
+        return
+    ss[LIST_TEXT] = ss[widget_key(LIST_TEXT)] = text
+
+
+def mutation_list() -> str:
+    """The text box and upload for the list; keeps what the share link carries in step."""
+    ss = st.session_state
+    if LIST_TEXT not in ss and ss.get(LINK_LIST):  # a session opened from a link with the list
+        ss[LIST_TEXT] = ss[LINK_LIST]
+    text = kept_text_area(
+        "Variants: one per line, or separated by commas or spaces; or a CSV with a mutant column "
+        "(and an optional label column, e.g. benign / pathogenic)",
+        LIST_TEXT,
+        height=170,
+        placeholder="E6V\nK17E:E6V\np.(Lys8Ala)\np.[Glu6Val;Lys8Ala]",
+    )
+    st.file_uploader(
+        f"…or upload a list or CSV{upload_limit_words().replace(';', ',', 1)}",
+        key="_mutation_upload",
+        on_change=_use_list_upload,
+        max_upload_size=upload_size_mb(),
+        help="Its text is put in the box above.",
+    )
+    if ss.get(UPLOAD_PROBLEM):
+        st.error(plain(ss[UPLOAD_PROBLEM]))
+    if text.strip():  # the link carries a short list, or says that it was too long
+        fits = OPTIONS[LINK_LIST].kind.valid(text)
+        ss[LINK_LIST], ss[LINK_TOO_LONG] = (text, None) if fits else (None, True)
+    else:  # nothing pasted yet: a link's "too long" stays, so the page can say so
+        ss[LINK_LIST] = None
+    return text
+
+
+def list_missing() -> None:
+    """What to do when the box is empty: paste, or paste again after a link."""
+    if st.session_state.get(LINK_TOO_LONG):
+        st.warning(
+            "The mutation list was too long to travel in the link: paste it again (or upload its "
+            "file) to see the scores.",
+            icon=":material/link_off:",
+        )
+    else:
+        st.info("Paste your variants above (ProteinGym's A23V or A23V:G45D, or HGVS such as p.Ala23Val).")
+
+
+# --- the DMS table ---------------------------------------------------------------------------------
+def _keep_dms_upload() -> None:
+    ss = st.session_state
+    ss.pop(UPLOAD_PROBLEM, None)
+    file = ss.get("_dms_upload")
+    if file is None:
+        ss.pop(DMS_FILE, None)
+        return
+    problem = current_limits().check_upload(file.size, "the DMS table")
+    if problem:
+        ss[UPLOAD_PROBLEM] = problem
+        ss.pop(DMS_FILE, None)
+        return
+    ss[DMS_FILE] = (file.name, file.getvalue())
+
+
+def dms_upload() -> tuple[str, bytes] | None:
+    """The DMS table's file name and bytes (the last upload of this session), or None."""
+    st.file_uploader(
+        "DMS table (CSV or TSV in ProteinGym's format: mutant and DMS_score; mutated_sequence and "
+        f"DMS_score_bin optional; higher DMS_score = fitter{upload_limit_words()})",
+        key="_dms_upload",
+        on_change=_keep_dms_upload,
+        max_upload_size=upload_size_mb(),
+    )
+    ss = st.session_state
+    if ss.get(UPLOAD_PROBLEM):
+        st.error(plain(ss[UPLOAD_PROBLEM]))
+    stored = ss.get(DMS_FILE)
+    if stored is None:
+        st.info("Upload a deep mutational scanning table to compare the model with your experiment. "
+                "(DMS tables do not travel in share links: upload it again after opening one.)")
+    return stored
+
+
+# --- scoring choices and results ---------------------------------------------------------------------
+def strategy_picker(sequence: str, variants: list) -> str | None:
+    """The kept strategy, or None (after saying why) when this server refuses to score these
+    variants with it (more passes than one request may run: pll, or joint-masked on many
+    multi-mutants)."""
+    strategy = kept_radio("Score", "vstrategy")
+    problem = current_limits().check_passes(sequence, variants, strategy)
+    if problem:
+        st.error(plain(f"Not scored with {strategy}: {problem}."), icon=":material/block:")
+        return None
+    if strategy == "pll":
+        st.caption(f"pll runs {planned_passes(sequence, variants, strategy):,} masked passes here.")
+    return strategy
+
+
+def scores_table(table: pd.DataFrame, first: int, last: int, columns: list[str]) -> pd.DataFrame:
+    """The scored rows with the position and effect filters; returns the rows shown."""
+    left, middle, right = st.columns([1, 1, 3])
+    with left:
+        low = kept_number_input("From position", "vfrom", min_value=first, max_value=last, default=first)
+    with middle:
+        high = kept_number_input("To position", "vto", min_value=first, max_value=last, default=last)
+    with right:
+        effect = kept_radio("Predicted effect", "veffect", horizontal=True)
+    shown = filter_scored(table, low, high, effect)
+    view = shown[columns].copy()
+    if "positions" in view:
+        view["positions"] = [", ".join(map(str, p)) for p in view["positions"]]
+    st.dataframe(view, hide_index=True, width="stretch", height=min(420, 38 + 35 * max(len(view), 1)))
+    scored = int((table["status"] == OK).sum())
+    st.caption(f"{len(shown):,} of {scored:,} scored variants shown (click a column header to sort).")
+    return shown
+
+
+def download_frame(table: pd.DataFrame, strategy: str) -> pd.DataFrame:
+    """The scores CSV: the command's columns (``output_columns``) with, after ``mutant`` as typed
+    (``p.Ala14Glu``), the variant normalised (``A14E``; ``V1A:A2G`` for a multi-mutant) and its
+    position(s) in the record's numbering (``14``; ``1;2``), empty for entries not scored."""
+    frame = table[output_columns(strategy)].copy()
+    at = frame.columns.get_loc("mutant") + 1
+    frame.insert(at, "variant", table["variant"].to_numpy())
+    frame.insert(at + 1, "position", [";".join(map(str, p)) for p in table["positions"]])
+    return frame
+
+
+def skipped(table: pd.DataFrame, name: str = "mutant") -> None:
+    """The entries that were not scored, each with its reason."""
+    bad = table[table["status"] != OK]
+    if len(bad):
+        with st.expander(f"{len(bad):,} not scored", icon=":material/warning:"):
+            st.dataframe(bad[[name, "status"]], hide_index=True, width="stretch")

@@ -1,0 +1,336 @@
+"""The jitted inference backend: a loaded model and the compiled calls that run it.
+
+The model is split once into (graphdef, state); a pure function of the state is jitted with
+the graph definition and the attention implementation closed over and the output options as
+static arguments. The compiled functions are shared by every engine of equal graph definition
+and implementation (``compiled``): a second engine on the same architecture, the same weights
+loaded again or another checkpoint of the same shape, compiles nothing for shapes the first
+already ran. ``planner`` pads inputs to a few length buckets and batch sizes to powers of two,
+so a handful of compilations serve every input (and, with the fused kernel, packs several short
+sequences into one row); ``windows`` cuts long sequences and merges them back. Each row, and
+each sequence of a packed row, is computed independently of the others (padding is never a key
+and is zeroed in the embedding; a packed sequence attends only to itself), so results for a
+sequence never depend on what else is in its batch (up to float summation order).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import functools
+import hashlib
+import os
+from typing import Callable, Literal, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from flamino_core.runtime import hardware, memory, planner, windows
+from flamino_core.alphabet import encode
+from flamino_core.analysis.outputs import log_softmax
+from flamino_core.model.attention import AttentionImpl
+from flamino_core.model.config import MAX_RESIDUES, ESM2Config
+from flamino_core.weights.convert import params_to_model
+from flamino_core.options import LONG_POLICIES
+from flamino_core.weights.loading import ModelWeights, cache_root
+
+LongPolicy = Literal["window", "truncate", "full"]
+ProgressFn = Callable[[int, int], None]
+# How many times each jitted function has been traced (= compiled) in this process. Read by
+# the tests (tests/test_engine.py, tests/test_app.py) and `make bench` to show that new
+# lengths inside known buckets, and new engines on known shapes, compile nothing.
+TRACE_COUNTS: collections.Counter = collections.Counter()
+# Distinct (graph definition, attention implementation) pairs whose compiled functions are kept
+# after their last engine is gone: a process switching between a few models (the app keeps two
+# engines) finds them again; more would only hold memory.
+SHARED_COMPILATIONS = 8
+
+
+def enable_compilation_cache(directory: str | os.PathLike | None = None) -> None:
+    """Use JAX's persistent compilation cache so a new process skips recompiling."""
+    directory = directory or os.environ.get("FLAMINO_JAX_CACHE") or cache_root() / "jax"
+    jax.config.update("jax_compilation_cache_dir", str(directory))
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    if "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS" not in os.environ:  # JAX's own setting wins
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
+
+
+@dataclasses.dataclass
+class SequenceOutput:
+    """Model outputs for one sequence, special tokens removed except in ``attentions``."""
+
+    sequence: str  # as analysed (truncated under --long truncate)
+    representations: dict[int, np.ndarray]  # layer (fair-esm numbering) -> (L, D)
+    final_layer: int
+    logits: np.ndarray | None = None  # (L, vocab)
+    attentions: np.ndarray | None = None  # (len(attention_layers), H, L+2, L+2), with <cls>/<eos>
+    attention_layers: tuple[int, ...] = ()
+    contacts: np.ndarray | None = None  # (L, L); windowed: NaN for pairs no window held (not predicted)
+
+    @property
+    def final(self) -> np.ndarray:
+        return self.representations[self.final_layer]
+
+    @property
+    def mean(self) -> np.ndarray:
+        """Per-sequence embedding: the final representation averaged over residues."""
+        return self.final.mean(axis=0)
+
+
+def _forward(graphdef, attention: AttentionImpl, state, tokens, segments=None, *, repr_layers, attention_layers,
+             need_logits, need_contacts):
+    TRACE_COUNTS["forward"] += 1  # runs at trace time only
+    model = nnx.merge(graphdef, state)
+    return model(tokens, repr_layers=repr_layers, attention_layers=attention_layers, need_logits=need_logits,
+                 need_contacts=need_contacts, segments=segments, attention=attention)
+
+
+def _masked_log_probs(graphdef, attention: AttentionImpl, state, tokens, positions):
+    """Log-probabilities at one masked position per row: (B, vocab).
+
+    The last layer, the final LayerNorm and the LM head run only at the masked position of each
+    row (``ESM2.masked_logits``), not at all T positions.
+    """
+    TRACE_COUNTS["masked"] += 1  # runs at trace time only
+    model = nnx.merge(graphdef, state)
+    return jax.nn.log_softmax(model.masked_logits(tokens, positions, attention), axis=-1)
+
+
+@dataclasses.dataclass(frozen=True)
+class CompiledPasses:
+    """The jitted entry points of one graph definition and attention implementation."""
+
+    forward: Callable  # (state, tokens, segments=None, **output options) -> outputs
+    masked_log_probs: Callable  # (state, tokens, mask positions) -> (B, vocab)
+
+
+@functools.lru_cache(maxsize=SHARED_COMPILATIONS)
+def compiled(graphdef, attention: AttentionImpl) -> CompiledPasses:
+    """The jitted passes for this graph definition and attention implementation, one set per
+    process: engines with equal ones share them, and so share every compiled shape (the
+    weights are an argument, not a constant). The graph definition is closed over rather than
+    passed as a static argument: jit would otherwise hash and compare it on every call (about
+    0.2 ms each); here it is hashed once per engine."""
+    forward = jax.jit(functools.partial(_forward, graphdef, attention),
+                      static_argnames=("repr_layers", "attention_layers", "need_logits", "need_contacts"))
+    return CompiledPasses(forward, jax.jit(functools.partial(_masked_log_probs, graphdef, attention)))
+
+
+class Engine:
+    """A loaded model with cached, jitted passes. Thread-safe; share one per process."""
+
+    def __init__(self, weights: ModelWeights, token_budget: int | None = None, attention: str | None = None,
+                 precision: str | None = None, packing: str | None = None):
+        self.weights = weights
+        self.config: ESM2Config = weights.config
+        model = params_to_model(weights.params, weights.config)
+        # Attention implementation, matmul precision, token budget and sequence packing for this
+        # machine (hardware.choose: the fused CPU kernel when built, with packing;
+        # dot_product_attention on a GPU; fp32 unless asked).
+        self.backend = hardware.configure(model, attention, precision, token_budget, packing)
+        self.token_budget = self.backend.token_budget
+        self.graphdef, self.state = nnx.split(model)
+        self.state = jax.device_put(self.state)
+        passes = compiled(self.graphdef, self.backend.implementation)
+        self._forward = passes.forward
+        self._masked_log_probs = passes.masked_log_probs
+
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """What this engine computes, as a key: its weights (their checksum) and its precision mode.
+
+        Engines with equal fingerprints give the same numbers up to float summation order (the
+        attention path, batching and packing only reorder sums), so the result store
+        (``result_store``) serves one's results to the other; another precision mode changes the
+        numbers well beyond rounding, so it is part of the key.
+        """
+        from flamino_core.weights.model_cache import params_checksum
+
+        weights = self.weights.checksum or params_checksum(self.weights.params)
+        # The window scheme of masked passes over long sequences changes their numbers too.
+        key = f"{weights}\0{self.backend.precision}\0{windows.MASKED_WINDOWS}"
+        return hashlib.sha256(key.encode()).hexdigest()[:32]
+
+    @property
+    def is_random(self) -> bool:
+        return self.weights.is_random
+
+    @property
+    def attention_path(self) -> str:
+        """"fused", "xla" or "dot-product-attention" (see ``hardware``); ``backend.describe()`` says why."""
+        return self.backend.attention
+
+    def normalize_layers(self, layers: Sequence[int]) -> tuple[int, ...]:
+        """fair-esm layer numbering with negatives counted from the end (-1 = final)."""
+        n = self.config.num_layers
+        out = []
+        for layer in layers:
+            if not -(n + 1) <= layer <= n:
+                raise ValueError(f"layer {layer} does not exist: this model has layers 0..{n}")
+            out.append(layer % (n + 1))
+        return tuple(dict.fromkeys(out))
+
+    # --- plain forward passes ------------------------------------------------------------
+    def run(
+        self,
+        sequences: Sequence[str],
+        *,
+        repr_layers: Sequence[int] = (-1,),
+        logits: bool = True,
+        attention_layers: Sequence[int] = (),
+        contacts: bool = False,
+        long: LongPolicy = "window",
+        progress: ProgressFn | None = None,
+    ) -> list[SequenceOutput]:
+        """Run the model on validated protein sequences.
+
+        Args:
+          sequences: uppercase residue strings (see ``fasta``), any number, any lengths.
+          repr_layers: hidden states to return (0 = embeddings, -1 or N = final representation).
+          logits: return the LM logits at residue positions.
+          attention_layers: 1-based layers whose attention maps to return (negatives from the end).
+          contacts: return the contact head's (L, L) map.
+          long: sequences over 1022 residues: ``window`` (overlapping windows averaged where they
+            overlap), ``truncate`` (first 1022 residues) or ``full`` (one pass, beyond the
+            training length).
+          progress: called with (batches done, batches total).
+
+        Returns:
+          One ``SequenceOutput`` per input sequence, in input order.
+        """
+        used, repr_layers, attention_layers = self._checked(sequences, repr_layers, attention_layers, long)
+        windowed = long == "window"
+        memory.check_outputs_fit(self.config, [len(s) for s in used], windowed=windowed, repr_layers=repr_layers,
+                                 logits=logits, attention_layers=attention_layers, contacts=contacts)
+        options = dict(repr_layers=repr_layers, attention_layers=attention_layers, need_logits=logits,
+                       need_contacts=contacts)
+        cut = windows.windows(used, windowed)
+        merge = windows.WindowMerge(used, cut)
+        residues = [w.residues for w in cut]
+        lengths = [len(r) for r in residues]
+        heavy = bool(attention_layers or contacts)
+        batches = planner.plan(lengths, lambda width: self._max_rows(width, heavy),
+                               pack=self.backend.packing and not heavy)
+        for done, batch in enumerate(batches):
+            tokens, segments = planner.pack(batch, residues)
+            # Segment ids only when rows share; omitted otherwise, so the call is the unpacked one
+            # (same arguments, same compiled function).
+            extra = () if segments is None else (jnp.asarray(segments),)
+            out = jax.device_get(self._forward(self.state, jnp.asarray(tokens), *extra, **options))
+            for item, output in planner.unpack(out, batch, lengths):
+                merge.add(item, output)
+            if progress:
+                progress(done + 1, len(batches))
+        return [self._output(seq, merge.result(index), attention_layers) for index, seq in enumerate(used)]
+
+    def _checked(self, sequences, repr_layers, attention_layers, long):
+        """``run``'s arguments checked: (sequences as analysed, repr layers, attention layers)."""
+        if long not in LONG_POLICIES:
+            raise ValueError(f"long must be one of {LONG_POLICIES}, not {long!r}")
+        n = self.config.num_layers
+        repr_layers = tuple(sorted(set(self.normalize_layers(repr_layers)) | {n}))
+        if any(a == 0 or a < -n for a in attention_layers):
+            raise ValueError(f"attention layers are numbered 1..{n} (or -1 for the last); layer 0 is the embedding")
+        attention_layers = self.normalize_layers(attention_layers)
+        used = [s[:MAX_RESIDUES] if long == "truncate" else s for s in sequences]
+        if long == "window" and attention_layers and any(len(s) > MAX_RESIDUES for s in used):
+            raise ValueError(
+                "attention maps of sequences longer than 1022 residues cannot be stitched from "
+                "windows; choose long='truncate' or long='full' for them"
+            )
+        return used, repr_layers, attention_layers
+
+    def _output(self, sequence: str, merged: dict, attention_layers: tuple[int, ...]) -> SequenceOutput:
+        return SequenceOutput(
+            sequence=sequence,
+            representations=merged["representations"],
+            final_layer=self.config.num_layers,
+            logits=merged.get("logits"),
+            attentions=merged.get("attentions"),
+            attention_layers=attention_layers,
+            contacts=merged.get("contacts"),
+        )
+
+    def _max_rows(self, width: int, heavy: bool) -> int:
+        """The most rows of ``width`` tokens one forward pass may hold (the token budget)."""
+        rows = self.token_budget // width
+        if heavy:  # attention maps: keep (rows, layers, heads, T, T) floats under ~1 GB
+            per_row = self.config.num_layers * self.config.attention_heads * width * width * 4
+            rows = min(rows, (1 << 30) // per_row)
+        return max(1, rows)
+
+    # --- masked passes -------------------------------------------------------------------
+    def masked_pass_shape(self, length: int) -> tuple[int, int]:
+        """(rows, width) of each masked pass over a sequence of ``length`` residues: one masked
+        window per row (the sequence, or ``MAX_RESIDUES`` residues of a longer one), padded to
+        ``width`` tokens, at most ``rows`` rows a pass (fewer positions: the next power of two).
+        What a masked scan's speed depends on (the app keys its measured rates by it)."""
+        width = planner.masked_width(length)
+        return planner.pow2_at_most(self._max_rows(width, heavy=False)), width
+
+    def masked_log_probs(
+        self, sequence: str, positions: Sequence[int] | None = None, progress: ProgressFn | None = None
+    ) -> np.ndarray:
+        """log p(token | sequence with position i masked) for each position: (len(positions), vocab).
+
+        One forward pass per masked position (batched). ``positions`` are 0-based residue
+        indices (default: all). Sequences over 1022 residues use ProteinGym's 1,024-token
+        window for each position (``windows.masked_window``).
+        """
+        positions = list(range(len(sequence))) if positions is None else list(positions)
+        if not positions:
+            return np.zeros((0, self.config.vocab_size), np.float32)
+        for p in positions:
+            if not 0 <= p < len(sequence):
+                raise ValueError(f"position {p + 1} is outside the sequence (1..{len(sequence)})")
+        max_rows, width = self.masked_pass_shape(len(sequence))
+        sequence_tokens = encode(sequence)
+        out = np.zeros((len(positions), self.config.vocab_size), np.float32)
+        total = -(-len(positions) // max_rows)
+        for batch_index, first in enumerate(range(0, len(positions), max_rows)):
+            chunk = positions[first:first + max_rows]
+            spans = [windows.masked_window(p + 1, len(sequence_tokens)) for p in chunk]
+            tokens = planner.masked_rows(sequence_tokens, spans, [[p + 1] for p in chunk], width)
+            mask_at = np.ones(len(tokens), np.int32)  # filler rows: any token, their output is dropped
+            mask_at[:len(chunk)] = [p + 1 - start for p, (start, _) in zip(chunk, spans)]
+            log_probs = self._masked_log_probs(self.state, jnp.asarray(tokens), jnp.asarray(mask_at))
+            out[first:first + len(chunk)] = np.asarray(log_probs)[: len(chunk)]
+            if progress:
+                progress(batch_index + 1, total)
+        return out
+
+    def joint_masked_log_probs(
+        self, sequence: str, position_sets: Sequence[Sequence[int]], progress: ProgressFn | None = None
+    ) -> list[np.ndarray]:
+        """log p(token | sequence with every position of a set masked at once), one pass per set.
+
+        Args:
+          sequence: a validated residue string.
+          position_sets: 0-based residue indices; each set is masked together in its own row.
+          progress: called with (batches done, batches total).
+
+        Returns:
+          Per set, a (len(set), vocab) array of log-probabilities at its positions, in its order.
+          Sequences over 1022 residues: each row is ProteinGym's 1,024-token window of the middle
+          of its set's span, moved to hold the whole set (``windows.joint_window``); a set
+          spanning more than one window raises ValueError.
+        """
+        spans = [windows.joint_window(positions, len(sequence) + 2) for positions in position_sets]  # all checked first
+        max_rows, width = self.masked_pass_shape(len(sequence))
+        sequence_tokens = encode(sequence)
+        options = dict(repr_layers=(), attention_layers=(), need_logits=True, need_contacts=False)
+        out: list[np.ndarray] = []
+        total = -(-len(position_sets) // max_rows)
+        for batch_index, first in enumerate(range(0, len(position_sets), max_rows)):
+            chunk, chunk_spans = position_sets[first:first + max_rows], spans[first:first + max_rows]
+            masked = [np.asarray(positions) + 1 for positions in chunk]  # residue i is token i + 1
+            tokens = planner.masked_rows(sequence_tokens, chunk_spans, masked, width)
+            logits = np.asarray(jax.device_get(self._forward(self.state, jnp.asarray(tokens), **options)["logits"]))
+            for r, (at_tokens, (start, _)) in enumerate(zip(masked, chunk_spans)):
+                at = logits[r, at_tokens - start].astype(np.float64)  # (K, vocab)
+                out.append(log_softmax(at).astype(np.float32))
+            if progress:
+                progress(batch_index + 1, total)
+        return out

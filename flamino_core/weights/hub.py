@@ -1,0 +1,109 @@
+"""Published presets from the Hugging Face Hub (``facebook/<name>``): download with progress,
+the Hub's own cache (``HF_HOME``) when offline, and one message saying how to get the weights
+here when neither works. Conversion of the downloaded files is ``checkpoint_files``'s.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from flamino_core.weights.model_cache import ModelNotAvailableError, Progress, cache_root
+
+HUB_ORG = "facebook"
+
+
+def preset_files(name: str, progress: Progress) -> tuple[Path, Path]:
+    """``(config.json, weights file)`` of ``facebook/<name>``, downloaded or from the Hub's cache.
+
+    Honours HF_HOME and HF_HUB_OFFLINE. Offline, the Hub's cache is checked first (that works
+    without a network), then it fails in seconds rather than after huggingface_hub's retries.
+
+    Raises:
+      ModelNotAvailableError: not cached and not downloadable now (the message says what to do).
+    """
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
+
+    repo = f"{HUB_ORG}/{name}"
+    if not hub_reachable():
+        # Fail in seconds rather than after huggingface_hub's retries (~25 s): but only once
+        # its own cache (HF_HOME) has been checked, which works offline.
+        try:
+            return Path(hf_hub_download(repo, "config.json", local_files_only=True)), Path(cached_hub_weights(repo))
+        except (LocalEntryNotFoundError, EntryNotFoundError, FileNotFoundError):
+            raise ModelNotAvailableError(offline_message(name)) from None
+    progress(None, f"Fetching {repo} from the Hugging Face Hub")
+    bar = _forwarding_tqdm(progress)
+    try:
+        config_path = hf_hub_download(repo, "config.json")
+        try:
+            weights_path = hf_hub_download(repo, "model.safetensors", tqdm_class=bar)
+        except EntryNotFoundError:
+            weights_path = hf_hub_download(repo, "pytorch_model.bin", tqdm_class=bar)
+    except LocalEntryNotFoundError:
+        raise ModelNotAvailableError(offline_message(name)) from None
+    except Exception as err:  # connection drops surface as OSError or the HTTP client's errors
+        detail = str(err).splitlines()[0] if str(err) else ""
+        raise ModelNotAvailableError(
+            f"could not fetch {name} from the Hub (download error: {type(err).__name__}: {detail}). "
+            f"Try again: downloads resume where they stopped.\n" + offline_message(name)
+        ) from None
+    return Path(config_path), Path(weights_path)
+
+
+def cached_hub_weights(repo: str) -> str:
+    """The weights file of ``repo`` in the Hub's local cache (FileNotFoundError: not there)."""
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
+
+    for filename in ("model.safetensors", "pytorch_model.bin"):
+        try:
+            return hf_hub_download(repo, filename, local_files_only=True)
+        except (LocalEntryNotFoundError, EntryNotFoundError):
+            continue
+    raise FileNotFoundError(repo)
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether the Hugging Face Hub answers at all (False at once under ``HF_HUB_OFFLINE=1``)."""
+    import socket
+    from urllib.parse import urlparse
+
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}:
+        return False
+    endpoint = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    port = endpoint.port or (443 if endpoint.scheme == "https" else 80)
+    try:
+        with socket.create_connection((endpoint.hostname, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _forwarding_tqdm(progress: Progress):
+    """A tqdm class that also reports download progress to ``progress`` (the app's bar)."""
+    from tqdm.auto import tqdm
+
+    class ForwardingTqdm(tqdm):
+        def update(self, n=1):
+            shown = super().update(n)
+            if self.total:
+                progress(min(self.n / self.total, 1.0), f"Downloading {self.desc or 'weights'}")
+            return shown
+
+    return ForwardingTqdm
+
+
+def offline_message(name: str) -> str:
+    """What to do to get preset ``name`` onto a machine that cannot download it."""
+    return (
+        f"Model {name} is not on this machine and the Hugging Face Hub cannot be reached.\n"
+        f"To get it here, either:\n"
+        f"  1. on a machine with internet run `flamino fetch {name}` and copy its cache folder "
+        f"({cache_root()}) to the same place here (or point FLAMINO_CACHE at the copy); or\n"
+        f"  2. download config.json and model.safetensors from https://huggingface.co/{HUB_ORG}/{name} "
+        f"into a folder and run `flamino convert FOLDER` (or pass the folder as the model); or\n"
+        f"  3. copy a Hugging Face cache that has {HUB_ORG}/{name} and set HF_HOME to it; or\n"
+        f"  4. use fair-esm's {name}.pt (+ {name}-contact-regression.pt) and pass the .pt path."
+    )

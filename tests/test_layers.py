@@ -1,0 +1,132 @@
+"""Imports run downward only (docs/architecture.md draws the floors): over ``flamino_core``, the
+app's ``_ui`` folders, its pages and ``app.py``, every import statement counted, the lazy ones
+inside functions and under ``TYPE_CHECKING`` too. Read from the source files, no import.
+
+A package is one unit (``flamino_core/runtime/``, ``app_pages/_ui/input/``); a unit may import
+itself and any unit on a lower floor. Units on one floor are independent of each other unless
+the pair is listed in ``SIDEWAYS`` with its reason.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Bottom to top. Names are units: "core.X" for flamino_core/X(.py), "ui.X" for app_pages/_ui/X/.
+FLOORS = [
+    ["core.alphabet", "core.options", "core.progress", "core.atomic"],  # light, shared by all
+    ["core.inputs", "core.analysis"],  # text and bytes to records; NumPy over model outputs
+    ["core.model"],  # the only JAX/Flax network code
+    ["core.weights"],  # checkpoints to the model's parameters
+    ["core.runtime"],  # the engine and its plans
+    ["core.store"],  # the result store and the one masked-pass path through it
+    ["core.jobs", "core.figures"],  # long work in the background / Plotly builders
+    ["core.records", "core.variants"],  # sets of records / the user's mutations and maps
+    ["core.structure", "core.predict"],  # structures / predictors fitted on labels
+    ["core.design"],  # design rounds on the predictors
+    ["core.batch"],  # proteome-scale jobs on Ray
+    ["core.cli"],  # the command line (its `batch` command runs core.batch)
+    ["core.__init__"],  # the public face: re-exports from below
+    ["ui.frame"],  # the page registry, kept widgets, links, downloads
+    ["ui.server"],  # hosting policy, the heavy-job queue, background jobs and their panel
+    ["ui.input"],  # the input, its uploads and numbering; the model picker and loading
+    ["ui.rerun"],  # the rerun's page context, the session from a link, the residue range
+    ["ui.results"],  # one record's results and masked scans, through the store
+    ["ui.records", "ui.variants", "ui.predict_from_labels", "ui.structure"],  # one folder per page
+    ["pages"],
+    ["app"],
+]
+SIDEWAYS = {
+    # `python -m flamino_core.batch` is the CLI's `batch` command: a two-line entry point back up.
+    ("core.batch", "core.cli"): "flamino_core/batch/__main__.py runs flamino_core.cli.main",
+    # The Variant effects page's suggestions rank by the Predict page's fitted predictor when one
+    # is in the session.
+    ("ui.variants", "ui.predict_from_labels"): "suggestions read the session's predictor",
+}
+FLOOR = {unit: i for i, units in enumerate(FLOORS) for unit in units}
+
+
+def unit_of(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[0] == "flamino_core":
+        return "core." + (parts[1] if len(parts) > 1 else "__init__")
+    if parts[:2] == ["app_pages", "_ui"]:
+        return "ui." + parts[2] if len(parts) > 2 else None
+    if parts[0] == "app_pages":
+        return "pages"
+    return "app" if module == "app" else None
+
+
+def source_files() -> list[Path]:
+    files = [ROOT / "app.py"]
+    for package in ("flamino_core", "app_pages"):
+        files += sorted((ROOT / package).rglob("*.py"))
+    return files
+
+
+def imports(path: Path) -> list[tuple[str, int]]:
+    """Every module an import statement in ``path`` names, with its line (``from a import b``
+    names ``a`` and ``a.b``: b may be a module)."""
+    module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+    package = module.rsplit(".", 1)[0] if path.name != "__init__.py" else module.removesuffix(".__init__")
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: resolved against the file's package
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            found.append((base, node.lineno))
+            found += [(f"{base}.{alias.name}", node.lineno) for alias in node.names]
+    return found
+
+
+def arrows_against_the_floors(files: list[Path]) -> list[str]:
+    wrong = {}
+    for path in files:
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        source = unit_of(module) if path.name != "__init__.py" or module != "flamino_core" else "core.__init__"
+        if source is None:
+            continue
+        for target_module, line in imports(path):
+            target = unit_of(target_module)
+            if target is None or target == source or (target_module == "flamino_core" and source.startswith("core.")):
+                continue
+            if source not in FLOOR or target not in FLOOR:
+                wrong[path, line, target] = f"{path.relative_to(ROOT)}:{line}: {source} or {target} has no floor in FLOORS"
+            elif FLOOR[target] >= FLOOR[source] and (source, target) not in SIDEWAYS:
+                wrong.setdefault((path, line, target), f"{path.relative_to(ROOT)}:{line}: {source} imports "
+                                 f"{target_module} ({target}, floor {FLOOR[target]} >= {FLOOR[source]})")
+    return list(wrong.values())  # one line per statement and unit it reaches
+
+
+def test_every_unit_has_a_floor():
+    units = {unit_of(".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"))
+             for p in source_files()}
+    units.discard(None)
+    assert units - set(FLOOR) == set(), "place these in FLOORS (and docs/architecture.md)"
+
+
+def test_imports_run_downward_only():
+    assert arrows_against_the_floors(source_files()) == []
+
+
+@pytest.mark.parametrize("statement", ["from flamino_core.runtime.engine import Engine",
+                                       "import flamino_core.store.passes",
+                                       "from app_pages._ui.server import policy"])
+def test_an_upward_import_fails_even_inside_a_function(statement, tmp_path, monkeypatch):
+    """The check reads lazy imports too: a function in the model importing the engine (or the
+    app's registry importing the hosting policy) is refused."""
+    target = "model" if "flamino_core" in statement else "frame"
+    folder = tmp_path / ("flamino_core" if target == "model" else "app_pages/_ui") / target
+    folder.mkdir(parents=True)
+    upward = folder / "upward.py"
+    upward.write_text(f"def later():\n    {statement}\n")
+    monkeypatch.setitem(globals(), "ROOT", tmp_path)
+    assert len(arrows_against_the_floors([upward])) == 1
