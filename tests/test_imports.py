@@ -46,10 +46,10 @@ def test_help_loads_no_heavy_library(argv):
 
 @pytest.mark.parametrize(
     "module",
-    ["alphabet", "config", "options", "progress", "atomic", "input_formats", "fasta_records", "fasta",
-     "fasta_reader", "flat_files", "record_metadata", "protspace", "three_letter", "scores", "planner",
-     "windows", "memory",
-     "analysis", "figures", "cli", "batch"],
+    ["alphabet", "model.config", "options", "progress", "atomic", "inputs.formats", "inputs.fasta_records",
+     "inputs.fasta", "inputs.fasta_reader", "inputs.flat_files", "inputs.tables", "records.metadata",
+     "records.protspace", "inputs.three_letter", "variants.substitution_maps", "runtime.planner",
+     "runtime.windows", "runtime.memory", "analysis.outputs", "figures", "cli", "batch"],
 )
 def test_modules_the_light_paths_use_do_not_load_jax(module):
     assert heavy_modules_after(f"import flamino_core.{module}") == []

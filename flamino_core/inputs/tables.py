@@ -6,8 +6,11 @@ each: a megabyte of commas in the header took five minutes and 760 MiB), its row
 of the protein the rows are read against (every row of a mutant table becomes that whole
 sequence: 4,000 rows of ``A1C`` against a 50,000-residue wild type derived from one row were
 200 MB of strings). ``TableLimits`` holds a caller's bounds on them (a hosted server's; none
-locally) and ``read_table`` checks the first three from the bytes alone, before parsing; the
-wild type is checked by ``check_protein`` as soon as it is known, before any row is applied.
+locally) and ``read_table`` checks the first three before parsing; the wild type is checked by
+``check_protein`` as soon as it is known, before any row is applied.
+
+Bytes become text through ``formats.decode_bytes``, the FASTA reader's decoding: gzip, byte-order
+marks, UTF-16 with or without one (what Excel's "Unicode Text" writes), Latin-1 when not UTF-8.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import dataclasses
 import io
 
 import pandas as pd
+
+from flamino_core.inputs.formats import Unreadable, decode_bytes
 
 
 class TableError(ValueError):
@@ -36,8 +41,10 @@ NO_LIMITS = TableLimits()
 
 
 def separator(header: str) -> str:
-    """Tab when the header line has one, else comma (ProteinGym writes commas; people paste TSV)."""
-    return "\t" if "\t" in header else ","
+    """The header line decides: tab when it has one (people paste TSV; Excel's "Unicode Text" is
+    tab-separated), else semicolon when it has semicolons and no comma (a European Excel's CSV),
+    else comma (ProteinGym writes commas)."""
+    return "\t" if "\t" in header else ";" if ";" in header and "," not in header else ","
 
 
 def read_table(data: bytes | str, limits: TableLimits = NO_LIMITS, *, what: str = "the table",
@@ -56,10 +63,10 @@ def read_table(data: bytes | str, limits: TableLimits = NO_LIMITS, *, what: str 
     Raises:
       ``error``: over a limit, unreadable, or a header without rows.
     """
-    problem = size_problem(data, limits, what)
+    text = table_text(data, limits, what, error)
+    problem = _shape_problem(text, limits, what)
     if problem:
         raise error(problem)
-    text = data.decode("utf-8-sig", errors="replace") if isinstance(data, bytes) else data.lstrip("\ufeff")
     try:
         frame = pd.read_csv(io.StringIO(text), sep=separator(text.split("\n", 1)[0]), dtype=str,
                             keep_default_na=False, skip_blank_lines=True)
@@ -72,19 +79,42 @@ def read_table(data: bytes | str, limits: TableLimits = NO_LIMITS, *, what: str 
     return frame
 
 
+def table_text(data: bytes | str, limits: TableLimits = NO_LIMITS, what: str = "the table",
+               error: type[ValueError] = TableError) -> str:
+    """The table's text: bytes decoded as the FASTA reader decodes them (gzip inflated no further
+    than ``limits.max_bytes``), a byte-order mark dropped; over ``limits.max_bytes`` refused first."""
+    raw_size = len(data) if isinstance(data, bytes) else len(data.encode())
+    if limits.max_bytes is not None and raw_size > limits.max_bytes:
+        raise error(f"{what} is {raw_size:,} bytes; this server reads tables of up to {limits.max_bytes:,} bytes: "
+                    "run flamino locally for larger ones")
+    if isinstance(data, str):
+        return data.lstrip("\ufeff")
+    try:
+        text, _notes = decode_bytes(data, limits.max_bytes)
+    except Unreadable as exc:
+        head, _, hint = str(exc).partition("; ")
+        hint = hint if "decompress" in hint else "save it as CSV (comma- or tab-separated text)"
+        raise error(f"{what}: {head.replace('not FASTA text', 'not a CSV table')}; {hint}") from None
+    return text
+
+
 def size_problem(data: bytes | str, limits: TableLimits, what: str = "the table") -> str | None:
-    """Why ``data`` is over ``limits`` (bytes, the header's columns, lines), from the bytes alone; or None."""
-    raw = data.encode() if isinstance(data, str) else data
-    if limits.max_bytes is not None and len(raw) > limits.max_bytes:
-        return (f"{what} is {len(raw):,} bytes; this server reads tables of up to {limits.max_bytes:,} bytes: "
-                "run flamino locally for larger ones")
-    header = raw.split(b"\n", 1)[0]
+    """Why the table ``data`` is over ``limits`` or not text, before any parsing; or None."""
+    try:
+        return _shape_problem(table_text(data, limits, what), limits, what)
+    except TableError as exc:
+        return str(exc)
+
+
+def _shape_problem(text: str, limits: TableLimits, what: str) -> str | None:
+    """Why the table's text has too many columns (its header's) or lines, before any parsing; or None."""
+    header = text.split("\n", 1)[0]
     if limits.max_columns is not None:
-        columns = header.count(separator(header.decode("utf-8", errors="replace")).encode()) + 1
+        columns = header.count(separator(header)) + 1
         if columns > limits.max_columns:
             return f"{what} has {columns:,} columns; this server reads tables of up to {limits.max_columns:,} columns"
     if limits.max_rows is not None:
-        lines = raw.rstrip(b"\r\n").count(b"\n")  # lines under the header (blank ones too: a bound, not a count)
+        lines = text.rstrip("\r\n").count("\n")  # lines under the header (blank ones too: a bound, not a count)
         if lines > limits.max_rows:
             return _too_many_rows(what, lines, limits.max_rows)
     return None

@@ -23,7 +23,6 @@ a record without a field has None there.
 
 from __future__ import annotations
 
-import io
 import re
 from collections import Counter
 from typing import Sequence
@@ -194,15 +193,10 @@ def join_table(records: Sequence[ProteinRecord], data: bytes) -> tuple[dict[str,
       ``(columns, notes)``: each column's values in record order (None where no row matched).
       Raises ``ValueError`` with a message for the user if the table cannot be read.
     """
-    import pandas as pd
+    from flamino_core.inputs.tables import read_table
 
-    header = data.split(b"\n", 1)[0]
-    # The header line decides: tabs (TSV), else semicolons without commas (European CSV), else commas.
-    sep = "\t" if b"\t" in header else ";" if b";" in header and b"," not in header else ","
-    try:
-        table = pd.read_csv(io.BytesIO(data), sep=sep, dtype=str, keep_default_na=False)
-    except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as exc:
-        raise ValueError(f"the table could not be read as CSV or TSV ({exc})") from None
+    # The one table reader (encodings, separators); its errors are ValueErrors with the reason.
+    table = read_table(data, what="the table", error=ValueError, strip_names=False)
     if table.shape[1] < 2 or table.empty:
         raise ValueError("the table needs an id column and at least one more column, with a header row")
     lowered = {str(c).strip().lower(): c for c in table.columns}
