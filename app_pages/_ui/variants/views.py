@@ -7,6 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from flamino_core.inputs.tables import TableError, table_text
 from flamino_core.variants.scoring import OK, filter_scored, output_columns, planned_passes
 
 from app_pages._ui.input.reading import upload_limit_words, upload_size_mb
@@ -29,10 +30,10 @@ def _use_list_upload() -> None:
     if file is None:
         return
     problem = current_limits().check_upload(file.size, "the file")
-    try:
-        text = None if problem else file.getvalue().decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        problem = f"{file.name} is not UTF-8 text (byte {err.start:,}); save it as UTF-8 CSV or plain text"
+    try:  # decoded as every uploaded table is (UTF-16 from Excel, gzip, Latin-1 read too)
+        text = None if problem else table_text(file.getvalue(), what=file.name)
+    except TableError as err:
+        problem = str(err)
     if problem:
         ss[UPLOAD_PROBLEM] = problem
         return
