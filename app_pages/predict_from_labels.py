@@ -7,6 +7,7 @@ import streamlit as st
 
 from app_pages._ui.input import reading as inputs
 
+from app_pages._ui.predict_from_labels import design_rounds
 from app_pages._ui.predict_from_labels import fit_results as predict_results
 from app_pages._ui.rerun.context import PageContext, current, ready
 from app_pages._ui.frame.downloads import csv_button, file_button, json_button, safe_name, show_figure
@@ -256,11 +257,11 @@ def main(ctx: PageContext) -> None:
         "every number."
     )
     upload = table_upload()
-    if upload is None:
-        return
-    fitted = fit_section(ctx, *upload)
-    if fitted is not None:
-        results_section(ctx, upload[0], fitted)
+    if upload is not None:
+        fitted = fit_section(ctx, *upload)
+        if fitted is not None:
+            results_section(ctx, upload[0], fitted)
+    design_rounds.section(ctx)
 
 
 if __name__ == "__main__":  # run by app.py (context.serve), with this rerun's context

@@ -189,3 +189,26 @@ def test_a_campaign_folder_round_trip(assay, tmp_path):
         campaign.init(tmp_path / "c", wild_type, "DMS_score")
     with pytest.raises(DesignError, match="no campaign here"):
         campaign.load(tmp_path / "nothing")
+
+
+def test_a_campaign_zip_holds_only_campaign_files(assay, tmp_path):
+    import io
+    import zipfile
+
+    wild_type, variants, _, y, _ = assay
+    made = campaign.init(tmp_path / "c", wild_type, "DMS_score")
+    start = pd.DataFrame({"mutant": [v.mutant for v in variants[:12]], "DMS_score": y[:12]})
+    made.add_round(start.to_csv(index=False).encode(), "start.csv")
+    (tmp_path / "c" / "notes.txt").write_text("not part of a campaign")
+    data = campaign.to_zip(campaign.load(tmp_path / "c"))
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        assert sorted(archive.namelist()) == ["campaign.json", "round-1/measured.csv"]
+    copy = campaign.from_zip(data, tmp_path / "copy")
+    assert len(copy.measured()) == 12 and copy.next_round == 2
+    strange = io.BytesIO()
+    with zipfile.ZipFile(strange, "w") as archive:
+        archive.writestr("campaign.json", "{}")
+        archive.writestr("../escape.csv", "x")
+    with pytest.raises(DesignError, match="which a campaign does not"):
+        campaign.from_zip(strange.getvalue(), tmp_path / "third")
+    assert not (tmp_path / "escape.csv").exists() and not (tmp_path / "third" / "campaign.json").exists()

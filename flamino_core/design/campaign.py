@@ -21,7 +21,10 @@ measurements (the plate being made). Every file is written atomically; nothing i
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
+import re
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +39,9 @@ from flamino_core.predict.table import LabelError, parse_labelled_table, read_ta
 FORMAT, VERSION = "flamino-campaign", 1
 JSON_NAME, CANDIDATES_NAME = "campaign.json", "candidates.csv"
 MEASURED_NAME, PROPOSALS_NAME = "measured.csv", "proposals.csv"
+# The only names a campaign .zip may hold (the app's download and upload): nothing else is unpacked.
+ZIP_NAMES = re.compile(r"(campaign\.json|candidates\.csv|round-[1-9][0-9]{0,3}/(measured|proposals)\.csv)")
+MAX_ZIP_BYTES = 64 << 20
 
 
 @dataclasses.dataclass
@@ -206,6 +212,44 @@ def load(folder: str | Path) -> Campaign:
     if data.get("version") != VERSION:
         raise DesignError(f"campaign format version {data.get('version')!r}; this flamino reads version {VERSION}")
     return Campaign(folder, data)
+
+
+def to_zip(campaign: Campaign) -> bytes:
+    """The campaign folder as one ``.zip`` (the app's download; ``from_zip`` reads it back)."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(campaign.folder.rglob("*")):
+            name = path.relative_to(campaign.folder).as_posix()
+            if path.is_file() and ZIP_NAMES.fullmatch(name):
+                archive.write(path, name)
+    return out.getvalue()
+
+
+def from_zip(data: bytes, folder: str | Path) -> Campaign:
+    """A campaign unpacked from its ``.zip`` into ``folder`` (which must not hold one).
+
+    Raises:
+      DesignError: not a zip, over ``MAX_ZIP_BYTES`` unpacked, a name a campaign does not hold
+        (nothing is unpacked then), or a ``campaign.json`` that ``load`` refuses.
+    """
+    folder = Path(folder)
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            infos = [info for info in archive.infolist() if not info.is_dir()]
+            strange = [info.filename for info in infos if not ZIP_NAMES.fullmatch(info.filename)]
+            if strange:
+                raise DesignError(f"the archive holds {strange[0]!r}, which a campaign does not")
+            if sum(info.file_size for info in infos) > MAX_ZIP_BYTES:
+                raise DesignError(f"the archive unpacks to more than {MAX_ZIP_BYTES >> 20} MB")
+            if (folder / JSON_NAME).exists():
+                raise DesignError(f"{folder} already holds a campaign")
+            for info in infos:
+                target = folder / info.filename
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(archive.read(info))
+    except zipfile.BadZipFile as err:
+        raise DesignError(f"not a campaign archive: {err}") from None
+    return load(folder)
 
 
 def history(campaign: Campaign) -> pd.DataFrame:

@@ -1,0 +1,166 @@
+"""The Predict page's Design rounds section: a campaign (``flamino_core.design``) held in this
+session's own folder; upload each round's measurements, propose the next plate with its predicted
+values and 80% intervals, download the plate and the campaign (.zip, which ``flamino campaign``
+reads once unpacked and this section takes back). One-hot features, no model: the proposals
+mean the same on any server (docs/predict.md "Design rounds")."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import streamlit as st
+
+from app_pages._ui.frame.downloads import csv_button, file_button, safe_name
+from app_pages._ui.frame.widgets import plain
+from app_pages._ui.input import reading as inputs
+from app_pages._ui.server.policy import hosted_mode
+from flamino_core.design import campaign as campaigns
+from flamino_core.design.acquisition import ACQUISITIONS
+from flamino_core.design.gaussian_process import DesignError
+from flamino_core.design.proposals import DEFAULT_ACQUISITION, DEFAULT_BATCH, Settings, propose
+
+FOLDER = "_design_folder"  # this session's campaign folder (a temporary folder of its own)
+# A hosted server fits its process on at most this many measurements (its cost grows as n^3: 3,000
+# rows are seconds, 30,000 would be an hour of a shared server); locally there is no bound.
+HOSTED_MAX_MEASURED = 3_000
+SHOWN = ["rank", "mutant", "kind", "prediction", "low", "high", "additive", "why"]
+
+
+def _folder() -> Path | None:
+    path = st.session_state.get(FOLDER)
+    return Path(path) if path and (Path(path) / campaigns.JSON_NAME).exists() else None
+
+
+def _new_folder() -> Path:
+    old = st.session_state.get(FOLDER)
+    if old:
+        shutil.rmtree(old, ignore_errors=True)
+    path = tempfile.mkdtemp(prefix="flamino-campaign-")
+    st.session_state[FOLDER] = path
+    return Path(path)
+
+
+def _start(ctx) -> None:
+    """Start a campaign on the selected record, or resume one from its .zip."""
+    left, right = st.columns(2)
+    with left:
+        target = st.text_input("Measured column (the target of every round's table)", "DMS_score",
+                               key="_design_target")
+        seed = st.number_input("Seed (every random choice of every round)", 0, 2**31 - 1, 0, key="_design_seed")
+        if ctx.record is None:
+            st.info("Choose the wild type on the Input page to start a campaign on it.")
+        elif st.button("Start a campaign on the selected record", key="_design_start", icon=":material/science:"):
+            try:
+                campaigns.init(_new_folder(), ctx.sequence, target.strip(), first=ctx.first, seed=int(seed),
+                               record_id=ctx.record.id)
+            except DesignError as err:
+                st.error(plain(str(err)))
+    with right:
+        resumed = st.file_uploader("Or resume a campaign (.zip from this section)", type=["zip"],
+                                   key="_design_resume", max_upload_size=inputs.upload_size_mb())
+        if resumed is not None and st.button("Resume this campaign", key="_design_resume_go"):
+            try:
+                campaigns.from_zip(resumed.getvalue(), _new_folder())
+            except DesignError as err:
+                st.error(plain(f"{resumed.name}: {err}"))
+
+
+def _measurements(found) -> None:
+    number = found.next_round
+    upload = st.file_uploader(f"Round {number}'s measurements (CSV: a mutant column and {found.target})",
+                              key=f"_design_measured_{number}", max_upload_size=inputs.upload_size_mb())
+    if upload is not None and st.button(f"Add as round {number}", key=f"_design_add_{number}",
+                                        icon=":material/upload:"):
+        try:
+            stored, rows, issues = found.add_round(upload.getvalue(), upload.name)
+        except DesignError as err:
+            st.error(plain(str(err)))
+            return
+        st.success(plain(f"Round {stored}: {rows:,} measured values stored."))
+        for issue in issues:
+            st.caption(plain(issue))
+
+
+def _settings(found) -> Settings:
+    base = found.settings
+    cells = st.columns(4)
+    batch = cells[0].number_input("Proposals", 1, 384, base.batch or DEFAULT_BATCH, key="_design_batch")
+    acquisition = cells[1].selectbox("Acquisition", ACQUISITIONS, ACQUISITIONS.index(DEFAULT_ACQUISITION),
+                                     key="_design_acquisition")
+    per_position = cells[2].number_input("Proposals per position (0: any)", 0, 19, 1, key="_design_per_position")
+    most = cells[3].number_input("Mutations per variant at most", 1, 6, base.max_mutations, key="_design_max")
+    keep = st.text_input("Positions to keep (e.g. 1-20,45)", base.keep, key="_design_keep")
+    avoid = st.text_input("Amino acids to avoid (e.g. C,P)", base.avoid, key="_design_avoid")
+    return Settings(batch=int(batch), acquisition=acquisition, per_position=int(per_position) or None,
+                    max_mutations=int(most), keep=keep, avoid=avoid)
+
+
+def _proposals(found) -> None:
+    number = found.next_round
+    settings = _settings(found)
+    if st.button(f"Propose round {number}", type="primary", key=f"_design_propose_{number}",
+                 icon=":material/auto_awesome:"):
+        n = len(found.measured(before=number))
+        if hosted_mode() and n > HOSTED_MAX_MEASURED:
+            st.error(f"This server proposes from at most {HOSTED_MAX_MEASURED:,} measurements; the campaign has "
+                     f"{n:,}. Run flamino campaign locally.", icon=":material/block:")
+            return
+        try:
+            made = propose(found.wild_type, found.first, found.measured(before=number), settings, seed=found.seed,
+                           round_number=number, given=found.given())
+        except DesignError as err:
+            st.error(plain(str(err)))
+            return
+        found.save_proposals(made)
+    plate = found.stored_proposals(number)
+    if plate is None:
+        return
+    record = found.round(number)["proposal"]
+    calibration = record.get("calibration") or {}
+    if calibration.get("coverage") is not None:
+        verdict = "within" if calibration["within"] else "NOT within"
+        st.caption(plain(f"80% intervals on held-out folds: {calibration['coverage']:.0%} of {calibration['n']} "
+                         f"measured inside ({verdict} 10 points of 80%)."))
+    for note in record.get("notes") or []:
+        st.caption(plain(f"Note: {note}"))
+    st.markdown(f"**Round {number}: {len(plate)} proposals** by {plain(record['acquisition'])}")
+    st.dataframe(plate[[c for c in SHOWN if c in plate.columns]], hide_index=True, width="stretch")
+    csv_button(f"Plate of round {number} (CSV)", lambda: plate, f"{_stem(found)}_round{number}_plate.csv",
+               f"_design_plate_{number}")
+
+
+def _stem(found) -> str:
+    return safe_name(found.data.get("record_id") or "campaign")
+
+
+def section(ctx) -> None:
+    """The Design rounds section of the Predict page."""
+    st.subheader("Design rounds")
+    st.markdown("Measured a plate? Upload it as a round, and get the next one: variants chosen by a Gaussian "
+                "process on one-hot residues (predicted value with its 80% interval), at most one per position, "
+                "within your constraints, and multi-mutants of the singles that measured well. Every round is "
+                "kept in the campaign: download it to continue later or with `flamino campaign`.")
+    folder = _folder()
+    if folder is None:
+        _start(ctx)
+        folder = _folder()
+        if folder is None:
+            return
+    found = campaigns.load(folder)
+    st.caption(plain(f"Campaign on {found.data.get('record_id') or 'the wild type'} ({len(found.wild_type):,} "
+                     f"residues), target {found.target}, seed {found.seed}; next round {found.next_round}."))
+    _measurements(found)
+    found = campaigns.load(folder)  # a round just added
+    _proposals(found)
+    st.markdown("**Round history**")
+    st.dataframe(campaigns.history(found), hide_index=True, width="stretch")
+    row = st.container(horizontal=True)
+    with row:
+        file_button("Campaign (.zip)", lambda: campaigns.to_zip(found), f"{_stem(found)}_campaign.zip",
+                    "_design_zip", "application/zip")
+        if st.button("Close this campaign", key="_design_close"):
+            shutil.rmtree(folder, ignore_errors=True)
+            st.session_state.pop(FOLDER, None)
+            st.rerun()
