@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -114,3 +115,40 @@ def test_unusable_inputs_are_refused_in_one_line(three_rounds, tmp_path, capsys)
     assert "already holds a campaign" in capsys.readouterr().err
     assert main(["campaign", "propose", str(folder), "--features", "embedding", "--force", "--round", "2"]) == 2
     assert "need a model" in capsys.readouterr().err
+
+
+def test_a_model_ranks_round_one_and_is_the_prior_after(tmp_path, capsys):
+    """With -m (random:tiny here: the arithmetic, not biology): round 1 has no measurement, so the
+    zero-shot score ranks the plate; round 2 fits the augmented features (the score as the prior)."""
+    from flamino_core.runtime.engine import Engine
+    from flamino_core.variants.notation import parse_variant
+    from flamino_core.variants.scoring import score_variants
+    from flamino_core.weights.loading import load_weights
+
+    folder = tmp_path / "m"
+    assay = pd.read_csv(DMS).head(120)  # positions 1-7: a small pool, a few masked passes
+    assay[["mutant"]].to_csv(tmp_path / "library.csv", index=False)
+    assert main(["campaign", "init", str(folder), "--wild-type", str(WILD_TYPE), "--target", "DMS_score",
+                 "--candidates", str(tmp_path / "library.csv"), "--batch", "4", "--features", "augmented",
+                 "-m", "random:tiny"]) == 0
+    assert main(["campaign", "propose", str(folder)]) == 0
+    assert "random weights" in capsys.readouterr().err
+    first = pd.read_csv(folder / "round-1" / "proposals.csv")
+    assert (first["acquisition"] == "zero-shot").all() and first["prediction"].isna().all()
+    # the scores are flamino variants' masked-marginals, and the plate takes the best per position
+    wild_type = "".join(WILD_TYPE.read_text().splitlines()[1:])
+    variants = [parse_variant(m, wild_type, 1, n) for n, m in enumerate(assay["mutant"])]
+    scores = score_variants(Engine(load_weights("random:tiny")), wild_type, variants, "masked-marginals").table
+    by_mutant = dict(zip(assay["mutant"], scores["score"]))
+    np.testing.assert_allclose(first["zero_shot"], [by_mutant[m] for m in first["mutant"]], rtol=1e-6)
+    best = pd.Series(by_mutant).groupby(lambda m: m[1:-1]).max().sort_values(ascending=False)
+    assert list(first["zero_shot"]) == pytest.approx(list(best.iloc[:4]), rel=1e-6)
+    measure(folder / "round-1" / "proposals.csv", assay, tmp_path / "r1.csv")
+    start = assay.iloc[::10][["mutant", "DMS_score"]]  # and 12 more, so a process is fitted
+    pd.concat([pd.read_csv(tmp_path / "r1.csv"), start]).to_csv(tmp_path / "r1.csv", index=False)
+    assert main(["campaign", "add-round", str(folder), str(tmp_path / "r1.csv")]) == 0
+    assert main(["campaign", "propose", str(folder)]) == 0
+    second = pd.read_csv(folder / "round-2" / "proposals.csv")
+    record = json.loads((folder / "campaign.json").read_text())["rounds"][1]["proposal"]
+    assert (second["acquisition"] == "ucb").all() and second["prediction"].notna().all()
+    assert record["random_weights"] is True and record["settings"]["features"] == "augmented"

@@ -35,7 +35,8 @@ def test_the_public_names_still_load_on_first_use():
 
 @pytest.mark.parametrize("argv", [["--help"], ["embed", "--help"], ["score", "--help"], ["variants", "--help"],
                                   ["dms", "--help"], ["batch", "embed", "--help"],
-                                  ["fit", "--help"], ["predict", "--help"], ["suggest", "--help"]])
+                                  ["fit", "--help"], ["predict", "--help"], ["suggest", "--help"],
+                                  ["campaign", "propose", "--help"]])
 def test_help_loads_no_heavy_library(argv):
     code = (
         "import contextlib, io\nfrom flamino_core.cli import main\n"
