@@ -17,6 +17,14 @@ def use_example(label: str) -> None:
     inputs.set_input(inputs.example_text(label))
 
 
+def read_structure_upload(name: str, data: bytes):
+    """A PDB/mmCIF upload as its protein chains' records, held for the Structure page (imported
+    when a file arrives: the structure reader loads Biopython)."""
+    from app_pages._ui.structure.loaded_structure import take_input_structure
+
+    return take_input_structure(name, data)
+
+
 def pages_sentence() -> str:
     """The other pages, in the menu's order, as the Input page names them (``views.PAGES``)."""
     named = [f"**{page.title}**" + (f" ({page.blurb})" if page.blurb else "")
@@ -28,7 +36,8 @@ def main(ctx: PageContext) -> None:
     st.header("Your sequences")
     st.markdown(
         "Paste FASTA, a bare protein sequence (UniProt's numbered blocks and GenBank's ORIGIN lines are fine) "
-        "or a whole GenBank, GenPept or Swiss-Prot entry; upload files; or try an example. Then open "
+        "or a whole GenBank, GenPept or Swiss-Prot entry; upload files (a PDB or mmCIF structure gives one record "
+        "per protein chain, and the **Structure** page opens on it); or try an example. Then open "
         f"any page in the menu: {pages_sentence()}."
     )
 
@@ -45,7 +54,8 @@ def main(ctx: PageContext) -> None:
     # Any file type is accepted on purpose: the validator then says what a PDF or a picture is
     # and what to do, instead of the uploader refusing it without a reason.
     uploads.uploader(
-        label="…or upload files (FASTA, GenBank, GenPept, Swiss-Prot; gzipped .gz accepted"
+        read_structure_upload,
+        label="…or upload files (FASTA, GenBank, GenPept, Swiss-Prot, PDB, mmCIF; gzipped .gz accepted"
         f"{inputs.upload_limit_words()})",
         max_upload_size=inputs.upload_size_mb(),
         help="Each file is kept below with its records, beside the pasted text; remove a file to drop its records.",

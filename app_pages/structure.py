@@ -5,7 +5,8 @@ import streamlit as st
 from app_pages._ui.structure import molecule_view, loaded_structure as structures
 
 from app_pages._ui.results import one_record as results
-from app_pages._ui.rerun.context import PageContext, current
+from app_pages._ui.input.reading import record_caption
+from app_pages._ui.rerun.context import PageContext, current, ready
 from app_pages._ui.frame.downloads import safe_name, show_figure, text_button
 from app_pages._ui.rerun.session import LINK_NOTE
 from app_pages._ui.frame.views import BEST_CHAIN
@@ -24,8 +25,8 @@ INTRO = (
 )
 
 
-def chain_and_alignment(parsed, key, seq):
-    """Model and chain pickers, what the file holds, and the chosen chain's alignment (or None)."""
+def model_and_chains(parsed):
+    """The model picker (files with several) and what the file holds: (model index, protein chains)."""
     model_index = 0
     if parsed.n_models > 1:
         model_index = kept_selectbox(
@@ -36,20 +37,45 @@ def chain_and_alignment(parsed, key, seq):
         )
     summaries = parsed.chains(model_index)
     st.markdown("**What the file holds**\n\n" + "\n".join(f"- {plain(s.describe())}" for s in summaries))
-    protein = [s.chain_id for s in summaries if s.is_protein]
+    return model_index, [s.chain_id for s in summaries if s.is_protein]
+
+
+def use_chain_buttons(chains, model_index, ctx: PageContext, exclude=None) -> None:
+    """One "use this chain's sequence" button per chain (but ``exclude``, the record's own)."""
+    existing = {r.id: r.sequence for r in ctx.records_read or ()}
+    row = st.container(horizontal=True)
+    for chain in chains:
+        if chain != exclude:
+            row.button(f"Use chain {chain}'s sequence", key=f"_use_chain_{chain}", icon=":material/input:",
+                       on_click=structures.use_chain, args=(chain, model_index, existing),
+                       help="Add this chain's amino acids (as modelled, numbered from the file) to the input "
+                            "as a record, and analyse it on every page.")
+
+
+def chain_and_alignment(parsed, key, ctx: PageContext):
+    """Model and chain pickers, what the file holds, and the chosen chain's alignment (or None).
+    A record made of one of the structure's chains is aligned to that chain unless another is picked."""
+    seq = ctx.sequence
+    model_index, protein = model_and_chains(parsed)
+    own = structures.record_chain(ctx.record_read.id) if model_index == 0 else None
     chain = kept_selectbox(
         "Chain",
         "schain",
         [BEST_CHAIN, *protein],
-        format_func=lambda c: "best match to the sequence" if c == BEST_CHAIN else f"chain {c}",
+        format_func=lambda c: (f"the record's own chain ({own})" if own else "best match to the sequence")
+        if c == BEST_CHAIN else f"chain {c}",
         help="Chains without amino acids (DNA, ligands, water) cannot be compared and are not offered.",
     )
+    chain = own if chain == BEST_CHAIN and own in protein else chain
     try:
         alignment = structures.alignment(key, seq, None if chain == BEST_CHAIN else chain, model_index, parsed)
     except StructureError as err:
         st.error(plain(str(err)), icon=":material/error:")
+        use_chain_buttons(protein, model_index, ctx)
         return None
     st.success(plain(alignment.describe()), icon=":material/link:")
+    if alignment.identity < 1 or alignment.coverage < 1:  # the record is not this chain as modelled
+        use_chain_buttons([alignment.chain_id], model_index, ctx)
     for note in alignment.chain.notes:
         st.caption(plain(f"Chain {alignment.chain_id}: {note}"))
     with st.expander("Alignment (sequence above, structure below)"):
@@ -170,12 +196,22 @@ def view_3d(ctx: PageContext, parsed, alignment, contacts, top, file_stem):
 
 
 def main(ctx: PageContext) -> None:
+    # The page draws its own frame: without a record it still takes a structure, whose chains
+    # can become the records ("use this chain's sequence").
+    st.header("Structure")
+    if ctx.record is not None:
+        record_caption(ctx.record, ctx.record_read, ctx.first)
     record, model, seq, stem = ctx.record, ctx.model, ctx.sequence, ctx.stem
     st.markdown(INTRO)
     structures.source_panel()
     held = structures.held()
     if held is None:
-        if not st.session_state.get(structures.PROBLEM):  # after a refusal, its message says what to do
+        if st.session_state.get(structures.PROBLEM):  # after a refusal, its message says what to do
+            return
+        if record is None:
+            st.info("Upload a PDB or mmCIF file here or on the **Input** page (its protein chains become the "
+                    "records), or start on Input with a sequence.")
+        else:
             st.info("Upload a PDB or mmCIF file of this protein (or download one) to compare it with the predictions.")
         return
     parsed, key, origin = held
@@ -183,7 +219,14 @@ def main(ctx: PageContext) -> None:
     st.session_state[LINK_NOTE] = note  # the share panel says it too
     st.caption(plain(f"Shown: {parsed.name}, {origin} ({parsed.file_format}, {counted(parsed.n_models, 'model')}). "
                      f"{note}"))
-    alignment = chain_and_alignment(parsed, key, seq)
+    if record is None:  # a structure but no sequence yet: its chains can be the records
+        model_index, protein = model_and_chains(parsed)
+        st.info("Choose the chain to analyse: its sequence becomes the input's record.")
+        use_chain_buttons(protein, model_index, ctx)
+        return
+    if not ready(ctx):
+        return
+    alignment = chain_and_alignment(parsed, key, ctx)
     if alignment is None:
         return
     file_stem = f"{stem}_{safe_name(parsed.name.split('.')[0])}_{alignment.chain_id}"

@@ -203,3 +203,55 @@ def test_the_probability_maps_title_is_whole_at_1400_and_1440(server, browser):
             return [t.getBoundingClientRect().top, chart.getBoundingClientRect().top]; }""")
         assert top >= chart_top + 2, (size, top, chart_top)  # the first line's glyphs inside the chart
         page.context.close()
+
+
+def test_a_structure_uploaded_on_the_input_page_is_the_record_and_the_structure_page_opens_on_it(server, browser):
+    """Issue #37, item 4: 1GBT.cif uploaded on the Input page is one record (chain A, numbered from
+    the file's first residue, 16); the Structure page then opens on it, aligned to its own chain, the
+    contact map, the table and the viewer drawn, without pasting anything. A second structure uploaded
+    there (4ZHL: a homologous protease, chain U, and a peptide, chain P) is aligned to the record (chain
+    U, 40% identical) and offers "use this chain's sequence", which makes chain U the analysed record,
+    aligned to its own chain at 100%."""
+    structure, other = STRUCTURES / "1GBT.cif", STRUCTURES / "4ZHL.cif"
+    if not structure.exists() or not other.exists():
+        pytest.skip(f"real structures not found in {STRUCTURES}")
+    from flamino_core.structure.reading import chain_residues, read_structure
+    from test_browser import _nav
+
+    chain = chain_residues(read_structure(structure), "A")  # the reader's residues, independently of the page
+    page, outside = _offline_page(browser, server)
+    page.goto(f"{server.url}/?page=input")
+    page.get_by_role("heading", name="Your sequences").wait_for()
+    page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(structure))
+    page.get_by_text("1GBT.cif · structure, 1 protein chain").wait_for()
+    page.get_by_text("1 record ready for analysis").wait_for()
+    assert page.get_by_text("this looks like").count() == 0  # no longer refused as "not FASTA"
+    sidebar = page.locator('[data-testid="stSidebar"]')
+    sidebar.get_by_text(f"1GBT_A/16-245 ({len(chain):,} aa)").wait_for()
+    # The file numbers residues 16-245 with insertion codes and gaps (chymotrypsin numbering):
+    # the sidebar says the span and the length differ, and numbering starts at 16.
+    assert sidebar.get_by_text("numbering starts at 16 anyway").count() == 1
+
+    _nav(page, "Structure").click()
+    page.get_by_role("heading", name="Structure", exact=True).wait_for()
+    frame = _viewer_frame(page)
+    _check_page(page, "structure_from_input", 1)  # the contact map; no error, no traceback
+    aligned = f"chain A: {len(chain)} residues, {len(chain)} aligned, identity 100.0%"
+    assert page.get_by_text(aligned).count() == 1
+    assert page.locator("input[value=\"the record's own chain (A)\"]").count() == 1  # the chain picker
+    assert page.get_by_text("uploaded on the Input page as 1GBT.cif").count() == 1
+    assert page.locator('[data-testid="stDataFrame"]').count() == 1  # the precision table
+    assert int(frame.evaluate("document.body.dataset.drawn")) == len(chain)
+    assert frame.evaluate("document.getElementById('problem').textContent") == ""
+    assert page.get_by_role("button", name="Use chain A's sequence").count() == 0  # the record is chain A
+
+    page.locator('[data-testid="stFileUploader"] input[type="file"]').first.set_input_files(str(other))
+    page.get_by_text("4ZHL.cif, uploaded file 4ZHL.cif").wait_for()
+    page.get_by_text("chain U: 247 residues, 222 aligned, identity 40.5%").wait_for()
+    page.get_by_role("button", name="Use chain U's sequence").click()
+    page.get_by_text("chain U: 247 residues, 247 aligned, identity 100.0%").wait_for()
+    assert sidebar.locator('input[value="4ZHL_U/16-244 (247 aa)"]').count() == 1  # the record picker
+    assert page.locator("input[value=\"the record's own chain (U)\"]").count() == 1
+    _check_page(page, "structure_chain_used", 1)
+    assert outside == []
+    page.context.close()

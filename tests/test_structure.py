@@ -332,3 +332,43 @@ def test_damaged_real_files_never_raise_anything_else(name, cut, flips, zipped):
     for chain in protein_chains(parsed):
         assert len(chain.sequence) == len(chain.ca) == len(chain.contact_xyz)
         assert np.isfinite(chain.ca).all() and np.isfinite(chain.contact_xyz).all()
+
+
+# --- a structure as input: its protein chains as records (issue #37, item 4) ------------------------------
+def test_each_protein_chain_is_a_record_numbered_from_the_file_and_read_back_by_the_fasta_validator():
+    """1GBT (one protein chain, chymotrypsin numbering 16-245 with insertion codes) and 4ZHL (two):
+    each protein chain's record holds the amino acids the independent reader finds in the file's
+    ``_atom_site`` table (standard residues, in file order), its id carries the file's first and
+    last residue numbers, and the FASTA written for the Input page reads back to the same records."""
+    from flamino_core.inputs.fasta import parse_fasta_text
+    from flamino_core.structure.chain_records import chain_records, records_fasta
+
+    for name, chains in (("1GBT.cif", ("A",)), ("4ZHL.cif", ("U", "P"))):
+        path = STRUCTURES / name
+        if not path.exists():
+            pytest.skip(f"real structure not found at {path}")
+        records = chain_records(read_structure(path))
+        assert tuple(c.chain_id for c in records) == chains
+        for chain in records:
+            reference = [r for r in read_reference(path, chain.chain_id) if not r.hetero and r.name != "HOH"]
+            assert chain.record.sequence == "".join(STANDARD[r.name] for r in reference)
+            first, last = reference[0].label, reference[-1].label
+            assert chain.record.id == f"{name.split('.')[0]}_{chain.chain_id}/{first}-{last}"
+            assert f"chain={chain.chain_id}" in chain.record.description
+        parsed = parse_fasta_text(records_fasta(records))
+        assert not parsed.errors and not parsed.warnings
+        assert parsed.records == tuple(c.record for c in records)
+    # 1GBT's numbering skips numbers and carries insertion codes (184A ...): said, not hidden.
+    (trypsin,) = chain_records(read_structure(STRUCTURES / "1GBT.cif"))
+    assert not trypsin.contiguous and "insertion codes" in trypsin.describe()
+
+
+def test_a_structure_is_told_from_fasta_by_its_first_line_plain_or_gzipped():
+    from flamino_core.structure.chain_records import looks_like_structure
+
+    for name in ("1GBT.cif", "2BEG.pdb"):
+        data = (STRUCTURES / name).read_bytes()
+        assert looks_like_structure(data) and looks_like_structure(gzip.compress(data))
+    assert not looks_like_structure(b">ATOM of a protein\nMKV\n")  # a FASTA header is never a structure
+    assert not looks_like_structure(gzip.compress(b">x\nMKV\n"))
+    assert not looks_like_structure(b"\x1f\x8bnot gzip at all")

@@ -309,10 +309,22 @@ def test_every_widget_of_the_page_is_kept():
     assert at.selectbox(key="_w_strack").value == "pca" and len(figures(at)) == 1 and scene(at)
 
 
-def test_without_input_the_page_points_to_the_input_page():
+def test_without_input_the_page_takes_a_structure_whose_chain_becomes_the_record():
+    """No sequence yet: the page points to the Input page and still takes a structure (issue #37,
+    item 4); "Use chain A's sequence" makes 1GBT's chain A the record, numbered from the file
+    (16), and the page then aligns it to its own chain at 100%."""
     at = open_page(start(), "structure")
     assert_clean(at)
-    assert any("Input" in i.value for i in at.info) and not at.get("file_uploader")
+    assert any("Input" in i.value for i in at.info) and at.get("file_uploader")
+    upload(at, "1GBT.cif")
+    assert_clean(at)
+    assert [b.label for b in at.button if b.label.startswith("Use chain")] == ["Use chain A's sequence"]
+    next(b for b in at.button if b.label == "Use chain A's sequence").click().run()
+    assert_clean(at)
+    amino_acids = [r for r in read_reference(STRUCTURES / "1GBT.cif", "A") if not r.hetero and r.name != "HOH"]
+    assert at.session_state["record"] == f"1GBT_A/{amino_acids[0].label}-{amino_acids[-1].label}" == "1GBT_A/16-245"
+    assert any("223 aligned, identity 100.0%" in unescaped(s.value) for s in at.success)
+    assert not [b for b in at.button if b.label.startswith("Use chain")]  # the record is the chain
 
 
 def test_a_full_heavy_queue_leaves_the_rest_of_the_page(monkeypatch):

@@ -210,7 +210,7 @@ PAGES: dict[str, Page] = {
              "a predictor fitted on your own measurements"),
         Page("embeddings", "Embeddings", ":material/scatter_plot:", "app_pages/embeddings.py", "range"),
         Page("attention", "Attention", ":material/hub:", "app_pages/attention.py", "range"),
-        Page("structure", "Structure", ":material/deployed_code:", "app_pages/structure.py", "record",
+        Page("structure", "Structure", ":material/deployed_code:", "app_pages/structure.py", "own",
              "contacts against your PDB/mmCIF file"),
     )
 }

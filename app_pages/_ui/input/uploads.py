@@ -5,6 +5,11 @@ files in: each file it receives is kept here (name, bytes) and the uploader is e
 widget key). The Input page lists the kept files, each with its record count and a button that
 removes it, records and all. Uploading a file again replaces the one of the same name.
 
+A structure (PDB, mmCIF) is input too: the Input page gives the uploader a ``structure_reader``
+(the Structure page's, ``_ui/structure/loaded_structure.py``, which this layer cannot import) that
+turns the file into its protein chains' records as FASTA and holds the structure for the
+Structure page; the records then go through the one validator like any file's.
+
 ``inputs.parse_input`` reads the pasted text and these files together (``fasta.parse_sources``).
 """
 
@@ -13,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import threading
+from collections.abc import Callable
 
 import streamlit as st
 
@@ -32,6 +38,7 @@ class Upload:
     data: bytes
     digest: str  # what the cached parse is keyed by
     problem: str | None = None
+    note: str = ""  # what the file was read as, when not FASTA (``structure, 1 protein chain``)
 
 
 def files() -> tuple[Upload, ...]:
@@ -39,22 +46,45 @@ def files() -> tuple[Upload, ...]:
     return tuple(st.session_state.get(FILES, ()))
 
 
-def uploader(**kwargs) -> None:
-    """The file uploader; what it receives is kept and it is emptied for the next files."""
+# (name, bytes) -> (FASTA text, note) for a structure, None for another file (``uploader``).
+StructureReader = Callable[[str, bytes], "tuple[str, str] | None"]
+
+
+def uploader(structure_reader: StructureReader | None = None, **kwargs) -> None:
+    """The file uploader; what it receives is kept and it is emptied for the next files.
+
+    Args:
+      structure_reader: ``(name, bytes) -> (FASTA text, note)`` for a structure file, None for
+        any other file; raises ``ValueError`` with the reason a structure cannot be read.
+    """
     key = f"_uploads_{st.session_state.get(_GENERATION, 0)}"
-    st.file_uploader(accept_multiple_files=True, key=key, on_change=_take, args=(key,), **kwargs)
+    st.file_uploader(accept_multiple_files=True, key=key, on_change=_take, args=(key, structure_reader), **kwargs)
 
 
-def _take(key: str) -> None:
-    kept = {upload.name: upload for upload in files()}
+def _take(key: str, structure_reader: StructureReader | None = None) -> None:
     limits = current_limits()
     for file in st.session_state.get(key) or []:
         problem = limits.check_upload(file.size, "the file")
-        data = b"" if problem else file.getvalue()
-        kept.pop(file.name, None)  # a new upload of a name replaces the old one, at the end
-        kept[file.name] = Upload(file.name, data, hashlib.sha256(data).hexdigest(), problem)
-    st.session_state[FILES] = tuple(kept.values())[-MAX_FILES:]
+        data, note = (b"" if problem else file.getvalue()), ""
+        if structure_reader is not None and not problem:
+            try:
+                read = structure_reader(file.name, data)
+            except ValueError as err:  # a structure that cannot be read: the reader's words
+                data, problem = b"", str(err)
+            else:
+                if read is not None:
+                    data, note = read[0].encode(), read[1]
+        keep(file.name, data, note, problem)
     st.session_state[_GENERATION] = st.session_state.get(_GENERATION, 0) + 1
+
+
+def keep(name: str, data: bytes, note: str = "", problem: str | None = None) -> None:
+    """Keep a file (or records given as FASTA bytes) as a source; a kept file of the same name
+    is replaced, and the new one goes last."""
+    kept = {upload.name: upload for upload in files()}
+    kept.pop(name, None)
+    kept[name] = Upload(name, data, hashlib.sha256(data).hexdigest(), problem, note)
+    st.session_state[FILES] = tuple(kept.values())[-MAX_FILES:]
 
 
 def remove(name: str) -> None:
@@ -68,6 +98,7 @@ def file_list(records_per_file: tuple[int, ...]) -> None:
         row = st.container(horizontal=True, vertical_alignment="center")
         with row:
             status = upload.problem or f"{count:,} record{'s' if count != 1 else ''}"
+            status = status if upload.problem or not upload.note else f"{upload.note}: {status}"
             st.text(f"{upload.name} · {status}")
             st.button("Remove", key=f"_remove_upload_{index}", on_click=remove, args=(upload.name,),
                       icon=":material/close:", help="Remove this file and its records")  # fmt: skip

@@ -1,7 +1,9 @@
 """The Structure page's structure and what the page computes from it.
 
-Where a structure comes from (an upload, a file on this machine, a download by PDB id or UniProt
-accession), holding it for the session, the chain's alignment (cached), the contacts of every
+Where a structure comes from (an upload here or on the Input page, a file on this machine, a
+download by PDB id or UniProt accession), holding it for the session, its chains as records (a
+structure uploaded on the Input page gives one record per protein chain, and the page opens on
+the record's own chain; "use this chain's sequence" makes a chain the analysed record), the chain's alignment (cached), the contacts of every
 model run on the page this session (for the precision table by model), and the per-residue
 track values from the cached model results.
 
@@ -27,6 +29,7 @@ from flamino_core.model.config import MAX_RESIDUES
 from flamino_core.options import STRATEGIES
 from flamino_core.structure import fetch
 from flamino_core.structure.align import ChainAlignment, choose_chain
+from flamino_core.structure.chain_records import chain_records, looks_like_structure, records_fasta
 from flamino_core.structure.limits import BYTES_PER_ATOM
 from flamino_core.structure.reading import ParsedStructure, StructureError, parse_structure_bytes, read_structure
 from flamino_core.structure.tracks import TRACKS, check_choices, compute_choices, compute_track, track_inputs, track_label
@@ -34,9 +37,10 @@ from flamino_core.structure.tracks import TRACKS, check_choices, compute_choices
 from app_pages._ui.results import one_record as results, scans
 from app_pages._ui.server.byte_cache import ByteBudgetCache
 from app_pages._ui.server.heavy_jobs import HEAVY_RESIDUES
-from app_pages._ui.input.reading import upload_limit_words, upload_size_mb
+from app_pages._ui.input import uploads
+from app_pages._ui.input.reading import pick_record, upload_limit_words, upload_size_mb
 from app_pages._ui.server.policy import current_limits, env_int, hosted_mode, visitor_model_name
-from app_pages._ui.frame.widgets import kept_text_input, plain
+from app_pages._ui.frame.widgets import counted, kept_text_input, plain
 
 # Session-state keys.
 STRUCTURE = "_structure"  # (ParsedStructure, cache key, where it came from)
@@ -47,6 +51,8 @@ FETCH_ID = "structure_fetch_id"
 LINK_ID = "sid"  # the downloaded structure's id, which links carry (views.OPTIONS)
 LINK_ID_TRIED = "_sid_tried"  # the link's id was downloaded once (a failure is not retried on every run)
 LINK_FAILED = "_sid_failed"  # the problem shown is the link's download failing (a warning, not an error)
+INPUT_FILE = "_structure_input_file"  # the Input page's upload the structure came from, if it did
+CHAINS = "_structure_chains"  # (the structure's key, {record id: chain id}): the records made of its chains
 SEEN_CONTACTS = "_structure_contacts"  # (model, sequence) -> (L, L) contacts, oldest first
 MAX_SEEN = 6  # contact maps kept per session: at 2,000 residues each is 16 MB
 
@@ -57,11 +63,11 @@ _PARSED: ByteBudgetCache[ParsedStructure] = ByteBudgetCache(PARSED_BUDGET_BYTES)
 
 
 # --- where the structure comes from ------------------------------------------------------------
-def _parse_upload(digest: str, name: str, data: bytes) -> ParsedStructure:
+def _parse_upload(digest: str, name: str, data: bytes, spinner: bool = True) -> ParsedStructure:
     """One parse per file content, shared by every session (never modified: see the module doc),
     within this server's limits on inflated size, atoms and models."""
     def parse() -> ParsedStructure:
-        with st.spinner("Reading the structure…"):
+        with st.spinner("Reading the structure…") if spinner else contextlib.nullcontext():
             return parse_structure_bytes(data, name, **current_limits().structure_limits())
 
     return _PARSED.get_or_make((digest, name), parse, lambda parsed: _atoms(parsed) * BYTES_PER_ATOM)
@@ -71,12 +77,64 @@ def _atoms(parsed: ParsedStructure) -> int:
     return sum(1 for _ in parsed.structure.get_atoms())
 
 
-def _hold(parsed: ParsedStructure, key: str, origin: str, link_id: str | None = None) -> None:
+def _hold(parsed: ParsedStructure, key: str, origin: str, link_id: str | None = None,
+          input_file: str | None = None) -> None:
     """Hold a structure; ``link_id``: the id a link can download it by again (None: an upload or a
-    path, which no link can carry)."""
+    path, which no link can carry); ``input_file``: the Input page's upload it came from."""
     st.session_state[STRUCTURE] = (parsed, key, origin)
     st.session_state[LINK_ID] = link_id
+    st.session_state[INPUT_FILE] = input_file
     st.session_state.pop(PROBLEM, None)
+
+
+def take_input_structure(name: str, data: bytes) -> tuple[str, str] | None:
+    """The Input page's uploader's reader of structures (``uploads.StructureReader``): a PDB or
+    mmCIF file becomes its protein chains' records (FASTA, read by the one validator) and is held
+    for this page, which then opens on the record's chain; None for a file that is not one.
+
+    Raises:
+      ValueError: the structure cannot be read (the reader's words) or holds no protein chain.
+    """
+    if not looks_like_structure(data):
+        return None
+    digest = hashlib.sha256(data).hexdigest()
+    parsed = _parse_upload(digest, name, data, spinner=False)  # StructureError is a ValueError
+    chains = chain_records(parsed)
+    if not chains:
+        listing = "; ".join(summary.describe() for summary in parsed.chains())
+        raise ValueError(f"{name} holds no protein chain in its first model ({listing})")
+    _hold(parsed, digest, f"uploaded on the Input page as {name}", input_file=name)
+    st.session_state[CHAINS] = (digest, {chain.record.id: chain.chain_id for chain in chains})
+    note = f"structure, {counted(len(chains), 'protein chain')} ({'; '.join(c.describe() for c in chains)})"
+    return records_fasta(chains), note
+
+
+def record_chain(record_id: str) -> str | None:
+    """The chain of the held structure that the record ``record_id`` was made of, or None."""
+    found = held()
+    chains = st.session_state.get(CHAINS)
+    if found is None or chains is None or chains[0] != found[1]:
+        return None
+    return chains[1].get(record_id)
+
+
+def use_chain(chain_id: str, model_index: int, existing: dict[str, str]) -> None:
+    """"Use this chain's sequence" (a callback): the chain of the held structure as a record of
+    the input (kept like an uploaded file, removable on the Input page), chosen for every page.
+
+    Args:
+      existing: the input's records (id -> sequence): a record of the chain already there is chosen.
+    """
+    parsed, key, _ = held()
+    chain = next(c for c in chain_records(parsed, model_index) if c.chain_id == chain_id)
+    record = chain.record
+    if existing.get(record.id) != record.sequence:
+        uploads.keep(f"{parsed.name} chain {chain_id}", records_fasta((chain,)).encode(),
+                     f"chain {chain_id} of the structure on the Structure page")
+    mapping = st.session_state.get(CHAINS)
+    chains = dict(mapping[1]) if mapping is not None and mapping[0] == key else {}
+    st.session_state[CHAINS] = (key, {**chains, record.id: chain_id})
+    pick_record(record.id)
 
 
 def _refuse(message: str) -> None:
@@ -160,6 +218,9 @@ def link_note() -> str:
     found = held()
     if found is None:
         return ""
+    if st.session_state.get(INPUT_FILE):
+        return ("The link carries the chains' sequences as records, not the structure file: whoever opens it "
+                "uploads the file again (here or on the Input page) to see the structure.")
     if st.session_state.get(LINK_ID):
         return f"The link carries the structure's id ({st.session_state[LINK_ID]}): it is downloaded again when the link is opened."
     return ("The link does not carry the structure file (an upload, or a file on this machine): whoever opens it "
@@ -197,8 +258,14 @@ def source_panel() -> None:
 
 
 def held() -> tuple[ParsedStructure, str, str] | None:
-    """(structure, cache key, where it came from) of this session, or None."""
-    return st.session_state.get(STRUCTURE)
+    """(structure, cache key, where it came from) of this session, or None. A structure uploaded
+    on the Input page goes with its file: removed there, it is no longer shown here."""
+    ss = st.session_state
+    name = ss.get(INPUT_FILE)
+    if name is not None and all(upload.name != name for upload in uploads.files()):
+        for key in (STRUCTURE, INPUT_FILE, CHAINS):
+            ss.pop(key, None)
+    return ss.get(STRUCTURE)
 
 
 # --- what the page computes ----------------------------------------------------------------------
