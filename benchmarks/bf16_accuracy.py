@@ -73,9 +73,9 @@ def main() -> None:
                 start = time.perf_counter()
                 outs = engine.run(proteins)
                 forward_s = time.perf_counter() - start
-                engine.masked_log_probs(scan_seq, positions=range(1))  # compile
+                engine.compute_masked(scan_seq, positions=range(1))  # compile
                 start = time.perf_counter()
-                masked = engine.masked_log_probs(scan_seq)
+                masked = engine.compute_masked(scan_seq)
                 scan_s = time.perf_counter() - start
                 log_probs = np.concatenate([log_softmax(o.logits.astype(np.float64)) for o in outs])
                 results[name] = (log_probs, scores.substitution_scores(masked, scan_seq), forward_s, scan_s)

@@ -52,7 +52,7 @@ def main() -> None:
             calls[f"latency {length}"] = lambda e, seq=seq: e.run([seq])
     if "scan" in work:
         seq = common.fixed_protein(common.SCAN_LENGTH)
-        calls["scan batch 16x304"] = lambda e, seq=seq: e.masked_log_probs(seq, positions=range(16))
+        calls["scan batch 16x304"] = lambda e, seq=seq: e.compute_masked(seq, positions=range(16))
     if "varlen" in work:
         seqs = common.varlen_workload()
         calls["varlen 64 proteins"] = lambda e: e.run(seqs)

@@ -172,7 +172,7 @@ def flamino_scan() -> dict:
     start = time.perf_counter()
     with ShapeLog(engine) as log:
         try:
-            engine.masked_log_probs(seq, progress=first_batch_only)
+            engine.compute_masked(seq, progress=first_batch_only)
         except _Stop:
             pass
     warmup_s = time.perf_counter() - start
@@ -182,7 +182,7 @@ def flamino_scan() -> dict:
     out = {}
 
     def run():
-        out["lp"] = engine.masked_log_probs(seq, positions=range(timed_positions))
+        out["lp"] = engine.compute_masked(seq, positions=range(timed_positions))
 
     with ShapeLog(engine) as log:
         times = timed(run, ARGS.reps)

@@ -60,9 +60,9 @@ def assay() -> tuple[str, list[tuple[int, str, str]], np.ndarray]:
 
 
 def measure(engine: Engine, wild_type: str, mutants, measured: np.ndarray, proteins: list[str]) -> dict:
-    engine.masked_log_probs(wild_type, positions=[0])  # compile
+    engine.compute_masked(wild_type, positions=[0])  # compile
     start = time.perf_counter()
-    masked = engine.masked_log_probs(wild_type)
+    masked = engine.compute_masked(wild_type)
     scan_s = time.perf_counter() - start
     predicted = [masked[p, AA_TO_IDX[mt]] - masked[p, AA_TO_IDX[wt]] for p, wt, mt in mutants]
     engine.run(proteins)  # compile

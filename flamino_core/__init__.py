@@ -37,6 +37,8 @@ _EXPORTS = {
     "pseudo_perplexity": "variants.substitution_maps",
     "substitution_map": "variants.substitution_maps",
     "substitution_scores": "variants.substitution_maps",
+    "masked_log_probs": "store.passes",
+    "record_outputs": "store.passes",
     "ModelError": "weights.loading",
     "ModelNotAvailableError": "weights.loading",
     "ModelWeights": "weights.loading",
@@ -69,6 +71,7 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     from flamino_core.inputs.fasta import ParsedInput, ProteinRecord, iter_records, parse_fasta_bytes, parse_fasta_text, read_fasta
     from flamino_core.model.esm2 import ESM2
     from flamino_core.options import LONG_POLICIES, STRATEGIES
+    from flamino_core.store.passes import masked_log_probs, record_outputs
     from flamino_core.variants.substitution_maps import SequenceScores, pseudo_perplexity, substitution_map, substitution_scores
     from flamino_core.weights.loading import (
         ModelError,

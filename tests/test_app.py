@@ -276,7 +276,7 @@ def test_predictions_page_draws_every_figure_and_follows_its_selectors():
     assert pppl.label == "Pseudo-perplexity"
     # The same number straight from the engine: exp(-mean log p(wild type | its position masked)).
     engine = Engine(load_weights("random:tiny"))
-    log_probs = engine.masked_log_probs(UBIQUITIN)
+    log_probs = engine.compute_masked(UBIQUITIN)
     expected = np.exp(-np.mean([log_probs[i, AA_TO_IDX[aa]] for i, aa in enumerate(UBIQUITIN)]))
     assert float(pppl.value) == pytest.approx(expected, abs=0.006)
     downloads = {b.proto.label for b in at.get("download_button")}

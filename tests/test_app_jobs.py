@@ -44,7 +44,7 @@ class Gate:
 
     def __init__(self, monkeypatch, at: int):
         self.at, self.open, self.seen, self.masked = at, threading.Event(), [], []
-        real = Engine.masked_log_probs
+        real = Engine.compute_masked
 
         def held(engine, sequence, positions=None, progress=None):
             if sequence not in self.seen:
@@ -54,7 +54,7 @@ class Gate:
             self.masked.append((sequence, len(positions) if positions is not None else len(sequence)))
             return real(engine, sequence, positions, progress)
 
-        monkeypatch.setattr(Engine, "masked_log_probs", held)
+        monkeypatch.setattr(Engine, "compute_masked", held)
 
 
 def dms_page(at, data: bytes):
@@ -119,7 +119,7 @@ def test_pll_on_a_dms_table_fills_in_says_how_long_cancels_keeping_rows_and_resu
 
 def test_a_job_runs_on_while_the_user_is_on_another_page_and_shows_in_the_sidebar(monkeypatch):
     gate = threading.Event()
-    real = Engine.masked_log_probs
+    real = Engine.compute_masked
     calls = []
 
     def slow(engine, sequence, positions=None, progress=None):
@@ -129,7 +129,7 @@ def test_a_job_runs_on_while_the_user_is_on_another_page_and_shows_in_the_sideba
                 assert gate.wait(300)
         return real(engine, sequence, positions, progress)
 
-    monkeypatch.setattr(Engine, "masked_log_probs", slow)
+    monkeypatch.setattr(Engine, "compute_masked", slow)
     sequence = "MVHLTPEEKSAVTALWGKVNVDEVGGEALGRLLVVYPWTQRFFESFGDLSTPDAVMGNPKVKAHGKKVLGAFSDGLAHLDNLKGTFATLSEL" * 2
     engine = Engine(load_weights("random:tiny"))
     jobs.default_rates().record(engine.fingerprint, "masked", 1000, 0.001)  # quick: starts without asking

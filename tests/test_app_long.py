@@ -42,14 +42,14 @@ def fresh_scans(monkeypatch):
     """Every masked call of more than one position of MEDIUM recorded (each test has its own
     result store and pass rates: its own FLAMINO_CACHE)."""
     calls: list[list[int]] = []
-    real = Engine.masked_log_probs
+    real = Engine.compute_masked
 
     def recording(self, sequence, positions=None, progress=None):
         if sequence == MEDIUM and positions is not None and len(positions) > 1:  # not "mask one position"
             calls.append(list(positions))
         return real(self, sequence, positions, progress)
 
-    monkeypatch.setattr(Engine, "masked_log_probs", recording)
+    monkeypatch.setattr(Engine, "compute_masked", recording)
     return calls
 
 
@@ -118,7 +118,7 @@ def test_a_masked_scan_runs_only_the_range_and_resumes_after_an_interruption(fre
     at.number_input(key="_w_range_start").set_value(101).run()
     at.number_input(key="_w_range_end").set_value(250).run()
     failing = {"at": 1}  # the second chunk (calls holds the chunks that ran)
-    real = Engine.masked_log_probs
+    real = Engine.compute_masked
 
     def dropped(self, sequence, positions=None, progress=None):
         if len(calls) == failing["at"]:
@@ -126,7 +126,7 @@ def test_a_masked_scan_runs_only_the_range_and_resumes_after_an_interruption(fre
             raise ConnectionError("the connection dropped")  # as if the machine lost the job's chunk
         return real(self, sequence, positions, progress)
 
-    monkeypatch.setattr(Engine, "masked_log_probs", dropped)
+    monkeypatch.setattr(Engine, "compute_masked", dropped)
     settle(at.radio(key="_w_scan").set_value("masked-marginals").run())
     assert not at.metric  # interrupted in its second chunk
     # Position 101 (index 100) is masked already, by the "Mask one position" panel (in the range).
@@ -140,7 +140,7 @@ def test_a_masked_scan_runs_only_the_range_and_resumes_after_an_interruption(fre
     (metric,) = at.metric
     assert metric.label == "Pseudo-perplexity of residues 101–250"
     engine = Engine(load_weights("random:tiny"))
-    log_probs = engine.masked_log_probs(MEDIUM, range(100, 250))
+    log_probs = engine.compute_masked(MEDIUM, range(100, 250))
     expected = np.exp(-np.mean([log_probs[i, AA_TO_IDX[aa]] for i, aa in enumerate(MEDIUM[100:250])]))
     assert float(metric.value) == pytest.approx(expected, abs=0.006)  # shown with 2 decimals
     assert "masked-marginals" in titles(at)[2] and len(figures(at)[2]["data"][0]["x"]) == 150
@@ -163,14 +163,14 @@ def test_a_long_scan_says_how_long_it_takes_waits_for_a_click_and_can_be_cancell
     assert start_button.label == "Start (about 2 minutes)"
 
     gate = threading.Event()  # holds the job in its second chunk, as a slow machine would
-    real = Engine.masked_log_probs
+    real = Engine.compute_masked
 
     def held(self, sequence, positions=None, progress=None):
         if len(calls) == 1:
             assert gate.wait(120)
         return real(self, sequence, positions, progress)
 
-    monkeypatch.setattr(Engine, "masked_log_probs", held)
+    monkeypatch.setattr(Engine, "compute_masked", held)
     start_button.click().run()
     deadline = time.monotonic() + 120
     while not any(job.done == 65 and not job.finished for job in background.every_job()):

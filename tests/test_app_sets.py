@@ -159,7 +159,7 @@ def test_records_table_has_length_metadata_entropy_and_queued_pseudo_perplexity(
     assert_clean(at)
     table = at.dataframe[0].value
     for value, (_, _, sequence) in zip(table["pseudo-perplexity"], SET, strict=True):
-        log_probs = engine.masked_log_probs(sequence)
+        log_probs = engine.compute_masked(sequence)
         expected = np.exp(-np.mean([log_probs[i, AA_TO_IDX[aa]] for i, aa in enumerate(sequence)]))
         assert value == pytest.approx(expected, rel=1e-4)
     assert "Records table (CSV)" in {b.proto.label for b in at.get("download_button")}

@@ -284,7 +284,7 @@ def test_the_substitution_map_marks_wild_type_cells_and_is_clickable(engine):
     wt_map = scores.substitution_map(engine, HBB, "wt-marginals").substitutions  # (L, 20)
     expected = wt_map[5, "ACDEFGHIKLMNPQRSTVWY".index("V")]
     assert any(f"E6V: wt-marginals score {expected:.3f}" in i.value for i in at.info)
-    log_probs = engine.masked_log_probs(HBB, [5])[0]
+    log_probs = engine.compute_masked(HBB, [5])[0]
     masked = log_probs[AA_TO_IDX["V"]] - log_probs[AA_TO_IDX["E"]]
     assert any(f"E6V (clicked on the map): masked-marginal score {masked:.3f}" in c.value for c in at.caption)
 
@@ -293,14 +293,14 @@ def test_with_the_masked_map_on_each_position_is_masked_once(monkeypatch):
     """Issue 20: the variants' mutated positions and the masked map behind them share their
     passes (through the result store): each position of the record is masked exactly once."""
     masked: list[int] = []
-    real = Engine.masked_log_probs
+    real = Engine.compute_masked
 
     def counting(self, sequence, positions=None, progress=None):
         if sequence == HBB:
             masked.extend(range(len(sequence)) if positions is None else positions)
         return real(self, sequence, positions, progress)
 
-    monkeypatch.setattr(Engine, "masked_log_probs", counting)
+    monkeypatch.setattr(Engine, "compute_masked", counting)
     at = variants_page(example(start(), "Haemoglobin β (human)"))
     at = type_list(at, "E6V, K17E, E6V:K8A")  # masked-marginals: positions 6, 8 and 17 masked
     assert sorted(masked) == [5, 7, 16]

@@ -165,7 +165,7 @@ def test_score_shard_matches_score_functions(tmp_path, engine):
         table = pq.read_table(batch.shard_path(job.out_dir, 0))
         for row, seq in enumerate(["MKTAYIAKQR", "ACDEFGHIK", "WWYV"]):
             if strategy == "pppl":
-                expected = scores.pseudo_perplexity(engine.masked_log_probs(seq), seq)
+                expected = scores.pseudo_perplexity(engine.compute_masked(seq), seq)
                 assert table.column("pppl")[row].as_py() == pytest.approx(expected, rel=1e-6)
             else:
                 expected = (scores.substitution_map(engine, seq, "masked-marginals").substitutions if strategy == "masked-marginals"

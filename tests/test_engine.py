@@ -76,10 +76,10 @@ def test_compilations_bounded_by_buckets(engine):
 
 def test_masked_scan_compiles_once_per_shape(engine):
     rng = np.random.default_rng(2)
-    engine.masked_log_probs(random_protein(rng, 40))
+    engine.compute_masked(random_protein(rng, 40))
     before = TRACE_COUNTS["masked"]
-    engine.masked_log_probs(random_protein(rng, 41))
-    engine.masked_log_probs(random_protein(rng, 45))
+    engine.compute_masked(random_protein(rng, 41))
+    engine.compute_masked(random_protein(rng, 45))
     assert TRACE_COUNTS["masked"] == before
 
 
@@ -119,7 +119,7 @@ def test_masked_log_probs_are_one_pass_per_position(engine):
     from flamino_core.variants.substitution_maps import log_softmax
 
     seq = "MKTAYIAKQRQISFVKSHFSRQ"
-    ours = engine.masked_log_probs(seq, positions=[0, 5, 21])
+    ours = engine.compute_masked(seq, positions=[0, 5, 21])
     model = params_to_model(engine.weights.params, engine.config)
     for row, p in enumerate([0, 5, 21]):
         tokens = batch_encode([seq])
@@ -276,13 +276,13 @@ def test_engines_of_one_architecture_share_compiled_functions():
     first = Engine(load_weights("random:tiny:31"), attention="xla", packing="off")
     (ref,) = first.run(seqs[:1])
     first.run(seqs)
-    first.masked_log_probs(seqs[0])
+    first.compute_masked(seqs[0])
     before = dict(TRACE_COUNTS)
     other_weights = load_weights("random:tiny:32")
     second = Engine(other_weights, attention="xla", packing="off")
     (out,) = second.run(seqs[:1])
     second.run(seqs)
-    second.masked_log_probs(seqs[0])
+    second.compute_masked(seqs[0])
     assert dict(TRACE_COUNTS) == before, "a second engine of the same shape compiled again"
     assert second._forward is first._forward
     assert np.abs(out.logits - ref.logits).max() > 1e-2  # its own weights

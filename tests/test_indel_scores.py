@@ -162,13 +162,13 @@ def twenty_indels(w: str) -> tuple[list[str], list[str]]:
 def masked_counter(monkeypatch):
     """Counts the masked passes the engine runs (the store's misses), per masked position."""
     counted = {"passes": 0}
-    inner = Engine.masked_log_probs
+    inner = Engine.compute_masked
 
     def counting(self, sequence, positions=None, progress=None):
         counted["passes"] += len(sequence) if positions is None else len(positions)
         return inner(self, sequence, positions, progress)
 
-    monkeypatch.setattr(Engine, "masked_log_probs", counting)
+    monkeypatch.setattr(Engine, "compute_masked", counting)
     return counted
 
 

@@ -37,9 +37,9 @@ class Counting:
         self.engine, self.masked = engine, []
         self.config, self.fingerprint = engine.config, engine.fingerprint
 
-    def masked_log_probs(self, sequence, positions=None, progress=None):
+    def compute_masked(self, sequence, positions=None, progress=None):
         self.masked.extend(positions)
-        return self.engine.masked_log_probs(sequence, positions, progress=progress)
+        return self.engine.compute_masked(sequence, positions, progress=progress)
 
 
 def test_a_job_reports_progress_and_its_value_and_the_time_left_from_its_own_rate():
@@ -105,7 +105,7 @@ def test_cancel_keeps_the_finished_chunks_and_the_next_job_resumes_without_repea
     assert again.wait(120) and again.state == jobs.DONE
     assert counting.masked == list(range(len(sequence)))  # every position once, across both jobs
     # The numbers are the engine's own (no store), to float32 rounding of different batchings.
-    np.testing.assert_allclose(again.value, engine.masked_log_probs(sequence), atol=1e-5)
+    np.testing.assert_allclose(again.value, engine.compute_masked(sequence), atol=1e-5)
 
 
 def test_the_metered_engine_holds_a_slot_per_call_and_measures_the_rate(engine, tmp_path):
@@ -121,7 +121,7 @@ def test_the_metered_engine_holds_a_slot_per_call_and_measures_the_rate(engine, 
     metered = jobs.MeteredEngine(engine, rates, slot=slot)
     sequence = "MKTAYIAKQRQISFVKSHFSRQ"
     for _ in range(2):  # the first calls may compile these shapes: that time is no rate
-        metered.masked_log_probs(sequence, range(5))
+        metered.compute_masked(sequence, range(5))
         metered.run([sequence], repr_layers=(), logits=True)
     assert held == ["in", "out"] * 4
     assert metered.fingerprint == engine.fingerprint and metered.config is engine.config  # the rest is the engine's
@@ -144,23 +144,25 @@ def test_a_call_that_compiles_a_new_shape_sets_no_rate(engine, tmp_path):
     sequence = "MKTAYIAKQRQISFVKSHFSRQ"
     jax.clear_caches()  # as in a new process: this shape is not compiled yet (later tests recompile)
     traces = sum(TRACE_COUNTS.values())
-    metered.masked_log_probs(sequence, range(3))  # one batch
+    metered.compute_masked(sequence, range(3))  # one batch
     assert sum(TRACE_COUNTS.values()) > traces  # it compiled here (else this test checks nothing)
     assert rates.seconds(engine.fingerprint, "masked", 100) is None
     traces = sum(TRACE_COUNTS.values())
-    metered.masked_log_probs(sequence, range(3, 6))
+    metered.compute_masked(sequence, range(3, 6))
     assert sum(TRACE_COUNTS.values()) == traces
     assert rates.seconds(engine.fingerprint, "masked", 100) is not None
 
 
-def test_a_stored_metered_engine_masks_each_position_once_for_callers_that_use_it_directly(engine, store):
-    """Variant scoring calls ``engine.masked_log_probs`` itself: through a stored metered engine
-    those passes go through the store too."""
+def test_a_metered_engine_through_the_store_masks_each_position_once(engine, store):
+    """The one masked-pass path: ``passes.masked_log_probs`` over a metered engine reads the store
+    first and asks the engine (``compute_masked``, one queue slot per chunk) only for what is missing."""
+    from flamino_core.store import passes
+
     counting = Counting(engine)
-    stored = jobs.MeteredEngine(counting, store=store)
+    metered = jobs.MeteredEngine(counting)
     sequence = "MKTAYIAKQRQISFVKSHFSRQLEERLGLIEVQ"
-    first = stored.masked_log_probs(sequence, [3, 7])
-    second = stored.masked_log_probs(sequence, [7, 3, 9])
+    first = passes.masked_log_probs(metered, sequence, [3, 7], store=store)
+    second = passes.masked_log_probs(metered, sequence, [7, 3, 9], store=store)
     assert counting.masked == [3, 7, 9]
     np.testing.assert_array_equal(second[:2], first[::-1])
 

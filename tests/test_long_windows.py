@@ -85,7 +85,7 @@ def test_masked_log_probs_of_a_long_protein_are_proteingyms(hf_checkpoints, npc1
     # First window (<cls> + residues 1-1,023), interior (no special token), last (+ <eos>), and
     # the positions where one turns into the next (tokens 511/512 and 767/768 of 1,280).
     positions = [0, 300, 510, 511, 600, 700, 766, 767, 1000, 1277]
-    ours = engine.masked_log_probs(npc1, positions)
+    ours = engine.compute_masked(npc1, positions)
     theirs = proteingym_masked_log_probs(hf, npc1, positions)
     np.testing.assert_allclose(ours, theirs, atol=ATOL)
     # The old rule (a 1,022-residue window wrapped in <cls>/<eos>) gives other numbers: the

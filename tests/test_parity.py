@@ -134,7 +134,7 @@ def test_masked_marginals_match_hf(hf_checkpoints, real_sequences, config, atten
                     for i, wt in enumerate(seq)])
     close(ours, ref, "masked-marginal scores")
     ref_pppl = np.exp(-np.mean([at_mask[i, alphabet.get_idx(wt)] for i, wt in enumerate(seq)]))
-    ours_pppl = scores.pseudo_perplexity(engine.masked_log_probs(seq), seq)
+    ours_pppl = scores.pseudo_perplexity(engine.compute_masked(seq), seq)
     assert abs(ours_pppl - ref_pppl) / ref_pppl < 1e-4
 
 
@@ -187,7 +187,7 @@ def test_plain_forward_and_scan_match_hf_on_long_rows(hf_checkpoints, real_seque
         close(res.final, ref.hidden_states[-1][i, 1 : L + 1].numpy(), f"final representation of {i}")
     seq = max(seqs, key=len)
     positions = [0, 1, 100, len(seq) // 2, len(seq) - 1]
-    ours = engine.masked_log_probs(seq, positions=positions)
+    ours = engine.compute_masked(seq, positions=positions)
     tokens = np.repeat(batch_encode([seq]), len(positions), axis=0)
     tokens[np.arange(len(positions)), np.array(positions) + 1] = MASK_IDX
     log_probs = torch.log_softmax(hf_forward(hf, tokens).logits, -1).numpy()

@@ -26,9 +26,9 @@ class Counting:
         self.engine, self.masked, self.unmasked = engine, [], []
         self.config, self.fingerprint = engine.config, engine.fingerprint
 
-    def masked_log_probs(self, sequence, positions, progress=None):
+    def compute_masked(self, sequence, positions, progress=None):
         self.masked.extend(positions)
-        return self.engine.masked_log_probs(sequence, positions, progress=progress)
+        return self.engine.compute_masked(sequence, positions, progress=progress)
 
     def run(self, sequences, **options):
         self.unmasked.extend(sequences)
@@ -46,11 +46,11 @@ def test_masked_passes_equal_the_engine_and_run_each_position_once(engine, store
     some = [5, 0, 77, 5]  # a repeat comes back twice, computed once
     first = passes.masked_log_probs(counting, sequence, some, store=store)
     # The reference: the engine itself, no store. Same rows (batching differs: rounding only).
-    np.testing.assert_allclose(first, engine.masked_log_probs(sequence, some), atol=1e-5)
+    np.testing.assert_allclose(first, engine.compute_masked(sequence, some), atol=1e-5)
     assert sorted(counting.masked) == [0, 5, 77]
     whole = passes.masked_log_probs(counting, sequence, store=store)
     assert sorted(counting.masked) == sorted([0, 5, 77] + [p for p in range(len(sequence)) if p not in (0, 5, 77)])
-    np.testing.assert_allclose(whole, engine.masked_log_probs(sequence), atol=1e-5)
+    np.testing.assert_allclose(whole, engine.compute_masked(sequence), atol=1e-5)
     again = passes.masked_log_probs(counting, sequence, store=store)
     assert len(counting.masked) == len(sequence)  # nothing more ran
     np.testing.assert_array_equal(again, whole)
@@ -65,7 +65,7 @@ def test_another_model_is_not_served_this_models_passes(store, real_sequences):
     counting = Counting(other)
     got = passes.masked_log_probs(counting, sequence, store=store)
     assert len(counting.masked) == len(sequence)
-    np.testing.assert_allclose(got, other.masked_log_probs(sequence), atol=1e-5)
+    np.testing.assert_allclose(got, other.compute_masked(sequence), atol=1e-5)
 
 
 def test_a_cancelled_scan_keeps_finished_chunks_and_resumes_from_them(engine, store, real_sequences):

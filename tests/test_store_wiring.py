@@ -32,13 +32,13 @@ class MaskedRows:
 
     def __init__(self, monkeypatch):
         self.rows: list[int] = []
-        inner = Engine.masked_log_probs
+        inner = Engine.compute_masked
 
         def counted(engine, sequence, positions=None, progress=None):
             self.rows.extend(range(len(sequence)) if positions is None else positions)
             return inner(engine, sequence, positions, progress)
 
-        monkeypatch.setattr(Engine, "masked_log_probs", counted)
+        monkeypatch.setattr(Engine, "compute_masked", counted)
 
     def take(self) -> int:
         count, self.rows = len(self.rows), []
@@ -102,7 +102,7 @@ def test_pll_is_resumable_and_its_wild_type_is_the_scans(engine, rows, real_sequ
     # Reference: PLL written out from the engine's own masked passes (no store); the HF
     # reference for pll is tests/test_variant_scores.py's.
     def pll(s):
-        log_probs = engine.masked_log_probs(s)
+        log_probs = engine.compute_masked(s)
         return sum(float(log_probs[i, AA_TO_IDX[a]]) for i, a in enumerate(s))
 
     for v, score in zip(variants, result.table.score):
@@ -160,11 +160,11 @@ import json, sys
 from flamino_core.runtime.engine import Engine
 from flamino_core.cli import main
 sent = []
-inner = Engine.masked_log_probs
+inner = Engine.compute_masked
 def counted(engine, sequence, positions=None, progress=None):
     sent.extend(range(len(sequence)) if positions is None else positions)
     return inner(engine, sequence, positions, progress)
-Engine.masked_log_probs = counted
+Engine.compute_masked = counted
 status = main(sys.argv[1:])
 print(json.dumps({"status": status, "rows": len(sent)}))
 """

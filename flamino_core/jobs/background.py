@@ -269,36 +269,30 @@ class MeteredEngine:
       rates: where measured rates go (None: not measured).
       slot: a context manager factory held around each call (None: no queue). It may raise
         ``Stopped`` (or anything) to refuse the call.
-      store: a ``ResultStore``: masked passes asked of this engine go through it
-        (``passes.masked_log_probs``), so callers that use the engine directly (variant scoring)
-        mask each position once too, and resume after a cancel. None: the engine's own calls.
+
+    Masked passes go through the result store by handing this engine to
+    ``passes.masked_log_probs``, which calls ``compute_masked`` only for what is missing.
     """
 
-    def __init__(self, engine, rates: Rates | None = None, slot: Callable[[], ContextManager] | None = None,
-                 store=None):
-        self._engine, self._rates, self._slot, self._store = engine, rates, slot or contextlib.nullcontext, store
+    def __init__(self, engine, rates: Rates | None = None, slot: Callable[[], ContextManager] | None = None):
+        self._engine, self._rates, self._slot = engine, rates, slot or contextlib.nullcontext
 
     def __getattr__(self, name):
         return getattr(self._engine, name)
 
-    def masked_log_probs(self, sequence: str, positions=None, progress=None):
-        if self._store is not None:
-            from flamino_core.store.passes import masked_log_probs
-
-            unstored = MeteredEngine(self._engine, self._rates, self._slot)
-            return masked_log_probs(unstored, sequence, positions, store=self._store, progress=progress)
+    def compute_masked(self, sequence: str, positions=None, progress=None):
         positions = list(range(len(sequence))) if positions is None else list(positions)
         width = masked_width(len(sequence))
         with self._slot():
             return self._timed("masked", [width] * len(positions),
-                               lambda report: self._engine.masked_log_probs(sequence, positions, progress=report), progress)
+                               lambda report: self._engine.compute_masked(sequence, positions, progress=report), progress)
 
-    def joint_masked_log_probs(self, sequence: str, position_sets, progress=None):
+    def compute_joint_masked(self, sequence: str, position_sets, progress=None):
         position_sets = list(position_sets)
         width = masked_width(len(sequence))
         with self._slot():
             return self._timed("masked", [width] * len(position_sets),
-                               lambda report: self._engine.joint_masked_log_probs(sequence, position_sets,
+                               lambda report: self._engine.compute_joint_masked(sequence, position_sets,
                                                                                   progress=report), progress)
 
     def run(self, sequences, progress=None, **options):

@@ -77,7 +77,7 @@ class MaskedActor(ModelActor):
     def __call__(self, batch: dict) -> dict:
         sequence = str(batch["sequence"][0])
         positions = np.frombuffer(batch["positions"][0], dtype=np.int64).tolist()
-        log_probs = self.engine.masked_log_probs(sequence, positions)
+        log_probs = self.engine.compute_masked(sequence, positions)
         return {"sequence": np.array([sequence], dtype=object), "positions": batch["positions"],
                 "log_probs": np.array([np.asarray(log_probs, np.float32).tobytes()], dtype=object)}
 

@@ -270,10 +270,12 @@ class Engine:
         width = planner.masked_width(length)
         return planner.pow2_at_most(self._max_rows(width, heavy=False)), width
 
-    def masked_log_probs(
+    def compute_masked(
         self, sequence: str, positions: Sequence[int] | None = None, progress: ProgressFn | None = None
     ) -> np.ndarray:
-        """log p(token | sequence with position i masked) for each position: (len(positions), vocab).
+        """log p(token | sequence with position i masked) for each position: (len(positions), vocab),
+        computed now. Callers ask ``store.passes.masked_log_probs`` (``flamino_core.masked_log_probs``)
+        instead: it reads the result store first and runs only what is missing through this.
 
         One forward pass per masked position (batched). ``positions`` are 0-based residue
         indices (default: all). Sequences over 1022 residues use ProteinGym's 1,024-token
@@ -301,7 +303,7 @@ class Engine:
                 progress(batch_index + 1, total)
         return out
 
-    def joint_masked_log_probs(
+    def compute_joint_masked(
         self, sequence: str, position_sets: Sequence[Sequence[int]], progress: ProgressFn | None = None
     ) -> list[np.ndarray]:
         """log p(token | sequence with every position of a set masked at once), one pass per set.

@@ -73,7 +73,7 @@ def masked_log_probs(
         if cancelled is not None and cancelled():
             raise Cancelled(f"stopped after {done:,} of {asked:,} masked positions (kept)")
         part = missing[first:first + chunk]
-        log_probs = engine.masked_log_probs(sequence, part)
+        log_probs = engine.compute_masked(sequence, part)
         store.put_masked(model, sequence, part, log_probs)
         stored.update(zip(part, np.asarray(log_probs, np.float32)))
         done += len(part)

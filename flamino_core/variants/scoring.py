@@ -222,7 +222,7 @@ def _joint(engine, sequence: str, variants: list[Variant], sets: list[tuple], co
            results: dict) -> None:
     """The joint-masked scores of the multi-mutants (one pass per position set, its own engine
     call: a set masks several positions in one row, which no single-position pass holds)."""
-    passes = engine.joint_masked_log_probs(sequence, sets, progress=counter.stage_batches(len(sets)))
+    passes = engine.compute_joint_masked(sequence, sets, progress=counter.stage_batches(len(sets)))
     joint = {key: scores.from_log_probs(log_probs, sequence, positions=key).substitutions
              for key, log_probs in zip(sets, passes)}
     for v in variants:

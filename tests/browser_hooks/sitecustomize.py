@@ -20,7 +20,7 @@ if _LOG:
             handle.write(json.dumps(entry) + "\n")
 
     def _wrap(engine_class) -> None:
-        run, masked = engine_class.run, engine_class.masked_log_probs
+        run, masked = engine_class.run, engine_class.compute_masked
 
         def logged_run(self, sequences, *args, **kwargs):
             layers = kwargs.get("repr_layers", ())
@@ -33,7 +33,7 @@ if _LOG:
             _write({"call": "masked", "rows": len(sequence) if positions is None else len(positions)})
             return masked(self, sequence, positions, *args, **kwargs)
 
-        engine_class.run, engine_class.masked_log_probs = logged_run, logged_masked
+        engine_class.run, engine_class.compute_masked = logged_run, logged_masked
 
     class _Hook(importlib.abc.MetaPathFinder):
         """Wraps ``flamino_core.runtime.engine.Engine`` right after the module is imported."""

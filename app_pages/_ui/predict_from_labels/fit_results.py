@@ -177,7 +177,7 @@ def _fit_work(engine, choice: FitChoice, table: LabelledTable, planned: FitCost,
         return report
 
     try:
-        result = fit_table(table, choice.kind, engine=background.metered(engine, job, stored=True),
+        result = fit_table(table, choice.kind, engine=background.metered(engine, job),
                            model=visitor_model_name(choice.model), folds=choice.folds, layer=choice.layer,
                            progress=stage, cancelled=lambda: background.should_stop(job), each_fit=each_fit)
     except (FeatureError, LabelError, OverBudget) as err:

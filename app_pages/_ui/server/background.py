@@ -111,14 +111,11 @@ def _prune(session: str) -> None:
 
 
 # --- the engine a job uses ------------------------------------------------------------------------
-def metered(engine, job: Job, stored: bool = False) -> MeteredEngine:
+def metered(engine, job: Job) -> MeteredEngine:
     """``engine`` for ``job``: each call waits for a heavy-job slot, stops if the job was
-    cancelled, and is timed into this machine's pass rates. ``stored``: masked passes asked of
-    it go through the result store (for core functions that call the engine directly)."""
-    from flamino_core.store.result_store import default_store
-
-    return MeteredEngine(engine, jobs.default_rates(), slot=lambda: _slot(job),
-                         store=default_store() if stored else None)
+    cancelled, and is timed into this machine's pass rates (the core's functions take it where
+    they take an engine; their masked passes go through the result store)."""
+    return MeteredEngine(engine, jobs.default_rates(), slot=lambda: _slot(job))
 
 
 def slot(job: Job):

@@ -66,7 +66,7 @@ def list_scores(engine, sequence: str, text: str, offset: int, strategy: str, re
 
     def work(job, first_only: bool = False):
         chunks = _pll_chunks(len(variants)) if strategy == "pll" else [(0, len(variants))]
-        metered = background.metered(engine, job, stored=True)
+        metered = background.metered(engine, job)
         partial = []
         job.value = {"partial": partial}
         if len(chunks) > 1:
@@ -112,7 +112,7 @@ def dms_scores(engine, data: bytes, wild_type: str | None, offset: int, strategy
     rows = len(table.frame)
 
     def work(job, first_only: bool = False):
-        metered = background.metered(engine, job, stored=True)
+        metered = background.metered(engine, job)
         chunks = _pll_chunks(rows) if strategy == "pll" else [(0, rows)]
         partial = []
         job.value = {"partial": partial}
