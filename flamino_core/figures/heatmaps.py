@@ -126,6 +126,50 @@ def _probability_layout(fig: go.Figure, title: str, with_entropy: bool) -> go.Fi
     return fig
 
 
+def substitution_grid(values: np.ndarray, sequence: str, *, first: int = 1, centre: float = 0,
+                      what: str = "score") -> go.Figure:
+    """Every position x every mutant as one diverging heatmap centred on ``centre`` (red below,
+    blue above, symmetric limits): the substitution map and the Predict page's prediction map.
+
+    Args:
+      values: (L, 20), columns in ``STANDARD_AMINO_ACIDS`` order (NaN: no value).
+      centre: the value drawn white (0 for scores, the wild type's own prediction).
+      what: the colour bar's title and the hover's name of a value.
+    """
+    labels = residue_labels(sequence, first)
+    finite = np.abs(values[np.isfinite(values)] - centre)
+    limit = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
+    return go.Figure(
+        go.Heatmap(
+            z=np.asarray(values).T,
+            x=labels,
+            y=list(STANDARD_AMINO_ACIDS),
+            colorscale="RdBu",
+            zmid=centre,
+            zmin=centre - limit,
+            zmax=centre + limit,
+            colorbar={"title": {"text": what}},
+            hovertemplate="%{x} → %{y}<br>" + what + " %{z:.3f}<extra></extra>",
+        )
+    )
+
+
+def mark_wild_type(fig: go.Figure, sequence: str, first: int = 1, *, keep_when_selected: bool = False) -> go.Figure:
+    """The wild type's cell of each position marked on a ``substitution_grid``, whose cells then
+    fill the plot (autorange would pad the category axes for the markers' size).
+
+    ``keep_when_selected``: the marks stay visible while a cell of a clickable map is selected."""
+    labels = residue_labels(sequence, first)
+    wild = [(labels[i], aa) for i, aa in enumerate(sequence) if aa in STANDARD_AMINO_ACIDS]
+    fig.add_trace(go.Scatter(
+        x=[x for x, _ in wild], y=[y for _, y in wild], mode="markers", name="wild type",
+        marker={"symbol": "circle", "size": 4, "color": "#444444"}, hoverinfo="skip",
+        **({"unselected": {"marker": {"opacity": 1}}} if keep_when_selected else {}),
+    ))
+    fig.update_xaxes(range=[-0.5, len(sequence) - 0.5])
+    return fig.update_yaxes(autorange=False, range=[len(STANDARD_AMINO_ACIDS) - 0.5, -0.5])
+
+
 def substitution_heatmap(scores: np.ndarray, sequence: str, method: str, first: int = 1) -> go.Figure:
     """Single-substitution map: log p(mutant) - log p(wild type) for every position and mutant.
 
@@ -134,22 +178,7 @@ def substitution_heatmap(scores: np.ndarray, sequence: str, method: str, first: 
       method: ``masked-marginals`` or ``wt-marginals`` (shown in the title).
       first: the number of the first residue drawn.
     """
-    labels = residue_labels(sequence, first)
-    finite = np.abs(scores[np.isfinite(scores)])
-    limit = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
-    fig = go.Figure(
-        go.Heatmap(
-            z=np.asarray(scores).T,
-            x=labels,
-            y=list(STANDARD_AMINO_ACIDS),
-            colorscale="RdBu",
-            zmid=0,
-            zmin=-limit,
-            zmax=limit,
-            colorbar={"title": {"text": "score"}},
-            hovertemplate="%{x} → %{y}<br>score %{z:.3f}<extra></extra>",
-        )
-    )
+    fig = substitution_grid(scores, sequence, first=first)
     fig.update_xaxes(type="category", title="position (wild type)")
     fig.update_yaxes(type="category", title="mutant", autorange="reversed")
     title = (

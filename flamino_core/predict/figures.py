@@ -9,8 +9,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from flamino_core.alphabet import STANDARD_AMINO_ACIDS
-from flamino_core.analysis.outputs import residue_labels
+from flamino_core.figures.heatmaps import mark_wild_type, substitution_grid
 from flamino_core.figures.style import _layout, _qualitative, escape
 from flamino_core.predict.fit import FitResult
 
@@ -113,20 +112,11 @@ def prediction_map(grid: np.ndarray, wild_type: str, wild_value: float, *, targe
                    first: int = 1, random_weights: bool = False, classes: tuple[str, ...] = ()) -> go.Figure:
     """The predictor's output for every single substitution (wild-type cells: the wild type's own
     prediction), centred on the wild type's, laid out like the substitution map."""
-    labels = residue_labels(wild_type, first)
     what = f"p({escape(classes[-1])})" if task == "classification" and classes else f"predicted {escape(target)}"
-    finite = np.abs(grid[np.isfinite(grid)] - wild_value)
-    limit = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
-    fig = go.Figure(go.Heatmap(
-        z=np.asarray(grid).T, x=labels, y=list(STANDARD_AMINO_ACIDS), colorscale="RdBu", zmid=wild_value,
-        zmin=wild_value - limit, zmax=wild_value + limit, colorbar={"title": {"text": what}},
-        hovertemplate="%{x} → %{y}<br>" + what + " %{z:.3f}<extra></extra>",
-    ))
-    wild = [(labels[i], aa) for i, aa in enumerate(wild_type) if aa in STANDARD_AMINO_ACIDS]
-    fig.add_trace(go.Scatter(x=[x for x, _ in wild], y=[y for _, y in wild], mode="markers", name="wild type",
-                             marker={"symbol": "circle", "size": 4, "color": "#444444"}, hoverinfo="skip"))
-    fig.update_xaxes(type="category", title="position (wild type)", range=[-0.5, len(wild_type) - 0.5])
-    fig.update_yaxes(type="category", title="mutant", autorange=False, range=[19.5, -0.5])
+    fig = substitution_grid(grid, wild_type, first=first, centre=wild_value, what=what)
+    fig.update_xaxes(type="category", title="position (wild type)")
+    fig.update_yaxes(type="category", title="mutant")
+    mark_wild_type(fig, wild_type, first)
     title = (f"Predicted effect of every single substitution: {what}{_mark(random_weights)}"
              f"<br><sup>wild type {wild_value:.3f}; blue: above it, red: below</sup>")
     return _layout(fig, title, height=500, showlegend=True,

@@ -17,7 +17,7 @@ from flamino_core.alphabet import STANDARD_AMINO_ACIDS
 from flamino_core.analysis.outputs import residue_labels
 from flamino_core.variants.dms import DmsScores
 from flamino_core.figures.style import _layout, _qualitative, escape
-from flamino_core.figures import substitution_heatmap
+from flamino_core.figures.heatmaps import mark_wild_type, substitution_heatmap
 from flamino_core.variants.notation import Variant
 
 # Colours for the labels people use most (ClinVar's classes); other labels get the palette.
@@ -202,15 +202,7 @@ def substitution_map(
             selected={"marker": {"opacity": 1, "size": 12}}, unselected={"marker": {"opacity": 0}},
             hovertemplate="%{x} → %{y}<br>score %{customdata:.3f}<br>click: mask this position<extra></extra>",
         ))
-    wild = [(labels[i], aa) for i, aa in enumerate(sequence) if aa in aas]
-    fig.add_trace(go.Scatter(
-        x=[x for x, _ in wild], y=[y for _, y in wild], mode="markers", name="wild type",
-        marker={"symbol": "circle", "size": 4, "color": "#444444"}, hoverinfo="skip",
-        unselected={"marker": {"opacity": 1}},  # stays visible while a cell is selected
-    ))
-    # The cells fill the plot (autorange would pad the category axes for the markers' size).
-    fig.update_xaxes(range=[-0.5, len(sequence) - 0.5])
-    fig.update_yaxes(autorange=False, range=[len(aas) - 0.5, -0.5])
+    mark_wild_type(fig, sequence, first, keep_when_selected=True)
     legend = {"orientation": "h", "y": 1.0, "x": 1, "xanchor": "right", "yanchor": "bottom"}
     return fig.update_layout(showlegend=True, legend=legend)
 
