@@ -66,7 +66,8 @@ def test_two_rounds_on_the_page(assay, tmp_path):
     expected = propose(found.wild_type, found.first, found.measured(before=2), Settings(batch=24), seed=0,
                        round_number=2).table
     assert list(shown["mutant"]) == list(expected["mutant"])  # the core's proposals, same seed
-    np.testing.assert_allclose(shown["prediction"].astype(float), expected["prediction"], rtol=1e-9)
+    # shown to 3 significant digits (the plate's CSV holds every digit)
+    np.testing.assert_allclose(shown["prediction"].astype(float), expected["prediction"], rtol=5e-3)
     assert (shown["low"].astype(float) < shown["prediction"].astype(float)).all()
     assert (shown["prediction"].astype(float) < shown["high"].astype(float)).all()
     assert shown["mutant"].str[1:-1].is_unique  # one proposal per position

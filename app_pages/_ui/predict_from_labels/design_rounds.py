@@ -10,6 +10,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import pandas as pd
 import streamlit as st
 
 from app_pages._ui.frame.downloads import csv_button, file_button, safe_name
@@ -126,7 +127,10 @@ def _proposals(found) -> None:
     for note in record.get("notes") or []:
         st.caption(plain(f"Note: {note}"))
     st.markdown(f"**Round {number}: {len(plate)} proposals** by {plain(record['acquisition'])}")
-    st.dataframe(plate[[c for c in SHOWN if c in plate.columns]], hide_index=True, width="stretch")
+    shown = plate[[c for c in SHOWN if c in plate.columns]].copy()
+    for column in ("prediction", "low", "high", "additive"):  # 3 significant digits on screen; the CSV keeps all
+        shown[column] = pd.to_numeric(shown[column], errors="coerce").map(lambda v: float(f"{v:.3g}"))
+    st.dataframe(shown, hide_index=True, width="stretch")
     csv_button(f"Plate of round {number} (CSV)", lambda: plate, f"{_stem(found)}_round{number}_plate.csv",
                f"_design_plate_{number}")
 
@@ -148,11 +152,10 @@ def section(ctx) -> None:
         folder = _folder()
         if folder is None:
             return
-    found = campaigns.load(folder)
+    _measurements(campaigns.load(folder))
+    found = campaigns.load(folder)  # with a round just added
     st.caption(plain(f"Campaign on {found.data.get('record_id') or 'the wild type'} ({len(found.wild_type):,} "
                      f"residues), target {found.target}, seed {found.seed}; next round {found.next_round}."))
-    _measurements(found)
-    found = campaigns.load(folder)  # a round just added
     _proposals(found)
     st.markdown("**Round history**")
     st.dataframe(campaigns.history(found), hide_index=True, width="stretch")
