@@ -65,7 +65,10 @@ def _definitions() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
             names = modules.setdefault(stem, set())
             if path.name == "__init__.py":
                 names |= {p.stem for p in path.parent.glob("*.py")} | {p.name for p in path.parent.iterdir() if p.is_dir()}
-            for node in ast.parse(path.read_text()).body:
+            body = ast.parse(path.read_text()).body
+            # Names under a module-level `if` count (the lazy face's TYPE_CHECKING imports).
+            body = body + [inner for node in body if isinstance(node, ast.If) for inner in node.body]
+            for node in body:
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                     names.add(node.name)
                 elif isinstance(node, (ast.Assign, ast.AnnAssign)):

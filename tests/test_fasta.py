@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from flamino_core.inputs.fasta import (
     FastaError,
     InputIssue,
+    InputLimits,
     ParsedInput,
     ProteinRecord,
     parse_fasta_bytes,
@@ -229,10 +230,10 @@ def test_proteins_and_short_sequences_are_not_taken_for_dna(sequence):
 
 
 def test_the_dna_verdict_comes_before_the_length_limit():
-    parsed = parse_fasta_text(">chr\n" + "ACGT" * 82_500 + "\n", max_residues_per_record=2000)
+    parsed = parse_fasta_text(">chr\n" + "ACGT" * 82_500 + "\n", limits=InputLimits(max_residues_per_record=2000))
     (error,) = parsed.errors
     assert "nucleotide sequence" in error.message and "limit" not in error.message
-    allowed = parse_fasta_text(">chr\n" + "ACGT" * 82_500 + "\n", max_residues_per_record=2000, allow_nucleotides=True)
+    allowed = parse_fasta_text(">chr\n" + "ACGT" * 82_500 + "\n", limits=InputLimits(max_residues_per_record=2000), allow_nucleotides=True)
     assert "330,000 residues, more than the limit of 2,000" in allowed.errors[0].message
 
 
@@ -399,7 +400,7 @@ def test_corrupt_gzip_is_one_error():
 
 def test_gzip_bomb_is_capped():
     bomb = gzip.compress(b">x\n" + b"M" * 2_000_000)
-    parsed = parse_fasta_bytes(bomb, max_decompressed_bytes=100_000)
+    parsed = parse_fasta_bytes(bomb, limits=InputLimits(max_decompressed_bytes=100_000))
     assert parsed.records == () and "more than 100,000 bytes" in parsed.errors[0].message
     assert parse_fasta_bytes(bomb).ok  # within the default cap
 
@@ -427,30 +428,30 @@ def test_read_fasta_gzipped_file(tmp_path):
 
 def test_max_records_keeps_the_first_n():
     text = "".join(f">s{i}\nMKV\n" for i in range(10))
-    parsed = parse_fasta_text(text, max_records=3)
+    parsed = parse_fasta_text(text, limits=InputLimits(max_records=3))
     assert [r.id for r in parsed.records] == ["s0", "s1", "s2"]
     (error,) = parsed.errors
     assert "7 dropped" in error.message
 
 
 def test_max_residues_per_record():
-    parsed = parse_fasta_text(">short\nMKV\n>long\n" + "M" * 50 + "\n", max_residues_per_record=10)
+    parsed = parse_fasta_text(">short\nMKV\n>long\n" + "M" * 50 + "\n", limits=InputLimits(max_residues_per_record=10))
     assert [r.id for r in parsed.records] == ["short"]
     assert parsed.errors[0].record == "long" and "50 residues" in parsed.errors[0].message
 
 
 def test_max_total_residues_keeps_records_until_budget():
     text = "".join(f">s{i}\n{'M' * 10}\n" for i in range(5))
-    parsed = parse_fasta_text(text, max_total_residues=35)
+    parsed = parse_fasta_text(text, limits=InputLimits(max_total_residues=35))
     assert [r.id for r in parsed.records] == ["s0", "s1", "s2"]
     (error,) = parsed.errors
     assert "dropped 2" in error.message and "'s3'" in error.message
-    assert parse_fasta_text(text, max_total_residues=50).errors == ()
+    assert parse_fasta_text(text, limits=InputLimits(max_total_residues=50)).errors == ()
 
 
 def test_negative_limit_is_a_programming_error():
     with pytest.raises(ValueError):
-        parse_fasta_text(">x\nM", max_records=-1)
+        parse_fasta_text(">x\nM", limits=InputLimits(max_records=-1))
 
 
 def test_thousands_of_records_are_fast():
@@ -564,7 +565,7 @@ def test_to_fasta_writes_what_biopython_writes_and_reads_back(name):
 def test_both_record_limits_give_one_message_with_the_numbers():
     """Issue 24: 158 records over both limits gave two stacked messages; now one says both."""
     text = "".join(f">s{i}\n{'M' * 10}\n" for i in range(158))
-    parsed = parse_fasta_text(text, max_records=100, max_total_residues=550)
+    parsed = parse_fasta_text(text, limits=InputLimits(max_records=100, max_total_residues=550))
     assert [r.id for r in parsed.records] == [f"s{i}" for i in range(55)]
     (error,) = parsed.errors
     assert error.message == ("the input has 158 records; at most 100 records and 550 residues in total are "

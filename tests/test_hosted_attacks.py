@@ -252,7 +252,7 @@ def test_hosted_limits_cap_the_inflated_size_atoms_and_models(hosted):
     from app_pages._ui.server.policy import current_limits
 
     limits = current_limits()
-    assert limits.decompressed_limit() == {"max_decompressed_bytes": 5 * limits.max_upload_bytes}
+    assert limits.input_limits().max_decompressed_bytes == 5 * limits.max_upload_bytes
     assert limits.structure_limits() == {"max_bytes": 5_000_000, "max_atoms": 100_000, "max_models": 100}
 
 

@@ -28,7 +28,7 @@ def test_hosted_limits_apply_to_fasta(monkeypatch):
     monkeypatch.setenv("FLAMINO_MAX_RESIDUES", "50")
     limits = current_limits()
     text = "".join(f">r{i}\n{'MKV' * (5 if i != 1 else 30)}\n" for i in range(5))
-    parsed = parse_fasta_text(text, **limits.fasta_limits())
+    parsed = parse_fasta_text(text, limits=limits.input_limits())
     assert [r.id for r in parsed.records] == ["r0", "r2"]  # r1 too long, r3/r4 over the count
     messages = " ".join(str(e) for e in parsed.errors)
     assert "r1" in messages and "2" in messages

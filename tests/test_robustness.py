@@ -34,7 +34,7 @@ from hypothesis import strategies as st
 from flamino_core.alphabet import AA_TO_IDX
 from flamino_core.cli import main
 from flamino_core.model.config import PRESETS
-from flamino_core.inputs.fasta import parse_fasta_bytes, parse_fasta_text
+from flamino_core.inputs.fasta import InputLimits, parse_fasta_bytes, parse_fasta_text
 from flamino_core.weights.loading import ModelNotAvailableError, cached_presets, load_weights, save_checkpoint
 from conftest import TINY
 from test_app import settle
@@ -133,15 +133,14 @@ def test_superscript_digits_are_not_taken_for_block_numbers():
 @given(st.one_of(st.text(max_size=400), fasta_like()), limit, limit, limit)
 def test_validator_text_with_any_limits(text, max_records, max_residues, max_total):
     parsed = parse_fasta_text(
-        text, max_records=max_records, max_residues_per_record=max_residues, max_total_residues=max_total
-    )
+        text, limits=InputLimits(max_records=max_records, max_residues_per_record=max_residues, max_total_residues=max_total))
     assert_sound(parsed, max_records, max_residues, max_total)
 
 
 @settings(deadline=None, max_examples=150)
 @given(any_bytes, limit, limit)
 def test_validator_bytes_with_any_limits(data, max_records, max_total):
-    parsed = parse_fasta_bytes(data, max_records=max_records, max_total_residues=max_total)
+    parsed = parse_fasta_bytes(data, limits=InputLimits(max_records=max_records, max_total_residues=max_total))
     assert_sound(parsed, max_records, None, max_total)
 
 

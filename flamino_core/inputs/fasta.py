@@ -22,13 +22,13 @@ from typing import Iterable, Sequence
 from flamino_core.inputs.fasta_reader import iter_records
 from flamino_core.inputs.fasta_records import CheckedRecord, InputIssue, ProteinRecord
 from flamino_core.inputs.formats import Unreadable, decode_bytes
+from flamino_core.inputs.input_limits import MAX_GUNZIP_BYTES, NO_LIMITS, InputLimits
 
 __all__ = [
-    "FastaError", "InputIssue", "MAX_GUNZIP_BYTES", "ParsedInput", "ProteinRecord", "file_problem",
+    "FastaError", "InputIssue", "InputLimits", "MAX_GUNZIP_BYTES", "ParsedInput", "ProteinRecord", "file_problem",
     "iter_records", "parse_fasta_bytes", "parse_fasta_text", "parse_sources", "read_fasta", "to_fasta",
 ]  # fmt: skip
 
-MAX_GUNZIP_BYTES = 256 * 1024 * 1024  # guards against gzip bombs
 
 
 class FastaError(ValueError):
@@ -76,87 +76,43 @@ class ParsedInput:
 # ---------------------------------------------------------------- whole inputs
 
 
-def parse_fasta_text(
-    text: str,
-    *,
-    max_records: int | None = None,
-    max_residues_per_record: int | None = None,
-    max_total_residues: int | None = None,
-    allow_nucleotides: bool = False,
-) -> ParsedInput:
-    """Validate FASTA (or a bare pasted sequence, or a flat file); limits of None mean unlimited.
+def parse_fasta_text(text: str, *, limits: InputLimits = NO_LIMITS, allow_nucleotides: bool = False) -> ParsedInput:
+    """Validate FASTA (or a bare pasted sequence, or a flat file) within ``limits``.
 
     ``allow_nucleotides``: analyse sequences that look like DNA/RNA as protein (with a warning)
     instead of refusing them.
     """
     return ParsedInput.collect(
-        iter_records(
-            text.splitlines(),
-            max_records=max_records,
-            max_residues_per_record=max_residues_per_record,
-            max_total_residues=max_total_residues,
-            allow_nucleotides=allow_nucleotides,
-        )
+        iter_records(text.splitlines(), limits=limits, allow_nucleotides=allow_nucleotides)
     )
 
 
-def parse_fasta_bytes(
-    data: bytes,
-    *,
-    max_records: int | None = None,
-    max_residues_per_record: int | None = None,
-    max_total_residues: int | None = None,
-    max_decompressed_bytes: int = MAX_GUNZIP_BYTES,
-    allow_nucleotides: bool = False,
-) -> ParsedInput:
+def parse_fasta_bytes(data: bytes, *, limits: InputLimits = NO_LIMITS, allow_nucleotides: bool = False) -> ParsedInput:
     """Validate an uploaded file's bytes: gunzips, honours BOMs, refuses binary files."""
     try:
-        text, notes = decode_bytes(bytes(data), max_decompressed_bytes)
+        text, notes = decode_bytes(bytes(data), limits.max_decompressed_bytes)
     except Unreadable as exc:
         return ParsedInput((), (), (InputIssue(None, str(exc), "error"),))
-    parsed = parse_fasta_text(
-        text,
-        max_records=max_records,
-        max_residues_per_record=max_residues_per_record,
-        max_total_residues=max_total_residues,
-        allow_nucleotides=allow_nucleotides,
-    )
+    parsed = parse_fasta_text(text, limits=limits, allow_nucleotides=allow_nucleotides)
     notes_issues = tuple(InputIssue(None, note, "warning") for note in notes)
     return replace(parsed, warnings=notes_issues + parsed.warnings)
 
 
-def read_fasta(
-    path: str | PathLike[str],
-    *,
-    max_records: int | None = None,
-    max_residues_per_record: int | None = None,
-    max_total_residues: int | None = None,
-    max_decompressed_bytes: int = MAX_GUNZIP_BYTES,
-    allow_nucleotides: bool = False,
-) -> ParsedInput:
+def read_fasta(path: str | PathLike[str], *, limits: InputLimits = NO_LIMITS,
+               allow_nucleotides: bool = False) -> ParsedInput:
     """Validate a FASTA file (plain or gzipped); an unreadable file is an error issue."""
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
         return ParsedInput((), (), (InputIssue(None, file_problem(path, exc), "error"),))
-    return parse_fasta_bytes(
-        data,
-        max_records=max_records,
-        max_residues_per_record=max_residues_per_record,
-        max_total_residues=max_total_residues,
-        max_decompressed_bytes=max_decompressed_bytes,
-        allow_nucleotides=allow_nucleotides,
-    )
+    return parse_fasta_bytes(data, limits=limits, allow_nucleotides=allow_nucleotides)
 
 
 def parse_sources(
     sources: Sequence[tuple[str | None, str | bytes]],
     *,
-    max_records: int | None = None,
-    max_residues_per_record: int | None = None,
-    max_total_residues: int | None = None,
+    limits: InputLimits = NO_LIMITS,
     allow_nucleotides: bool = False,
-    max_decompressed_bytes: int = MAX_GUNZIP_BYTES,
 ) -> tuple[ParsedInput, tuple[int, ...]]:
     """Several inputs read as one (the app's pasted text and uploaded files).
 
@@ -174,32 +130,27 @@ def parse_sources(
     """
     used: set[str] = set()
     parts, kept = [], []
-    number, records_left, residues_left = 1, max_records, max_total_residues
+    number, left = 1, limits
     for name, data in sources:
         notes: list[str] = []
         if isinstance(data, bytes):
             try:
-                data, notes = decode_bytes(data, max_decompressed_bytes)
+                data, notes = decode_bytes(data, limits.max_decompressed_bytes)
             except Unreadable as exc:
                 parts.append(_refused_source(name, str(exc)))
                 kept.append(0)
                 continue
-        if records_left == 0 or residues_left == 0:
-            spent = "records" if records_left == 0 else "residues"
+        if left.max_records == 0 or left.max_total_residues == 0:
+            spent = "records" if left.max_records == 0 else "residues"
             parts.append(_refused_source(name, f"not read: the inputs before it already hold the limit of {spent}"))
             kept.append(0)
             continue
-        items = list(iter_records(
-            io.StringIO(data), used_ids=used, first_number=number, max_records=records_left,
-            max_residues_per_record=max_residues_per_record, max_total_residues=residues_left,
-            allow_nucleotides=allow_nucleotides,
-        ))  # fmt: skip
+        items = list(iter_records(io.StringIO(data), used_ids=used, first_number=number, limits=left,
+                                  allow_nucleotides=allow_nucleotides))
         parsed = _tagged(ParsedInput.collect(items), name, notes)
         read = sum(isinstance(item, CheckedRecord) for item in items)
         number += read
-        records_left = None if records_left is None else records_left - read
-        residues = sum(len(r.sequence) for r in parsed.records)
-        residues_left = None if residues_left is None else max(residues_left - residues, 0)
+        left = left.after(read, sum(len(r.sequence) for r in parsed.records))
         parts.append(parsed)
         kept.append(len(parsed.records))
     return _joined(parts), tuple(kept)

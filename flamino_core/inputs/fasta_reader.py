@@ -15,6 +15,7 @@ from typing import BinaryIO, Iterable, Iterator
 
 from flamino_core.alphabet import AA_TO_IDX
 from flamino_core.inputs.fasta_records import CheckedRecord, InputIssue, RawRecord, check_record
+from flamino_core.inputs.input_limits import NO_LIMITS, InputLimits
 from flamino_core.inputs.flat_files import read_flat_records, unframed
 from flamino_core.inputs.formats import (
     FOREIGN_HEAD_LINES,
@@ -39,9 +40,7 @@ def iter_records(
     bare_sequence: bool = True,
     used_ids: set[str] | None = None,
     first_number: int = 1,
-    max_records: int | None = None,
-    max_residues_per_record: int | None = None,
-    max_total_residues: int | None = None,
+    limits: InputLimits = NO_LIMITS,
     allow_nucleotides: bool = False,
 ) -> Iterator[CheckedRecord | InputIssue]:
     """Read FASTA record by record: each record checked, and problems with the whole input.
@@ -57,10 +56,8 @@ def iter_records(
       used_ids: ids taken by earlier inputs (updated), so ids stay unique over several files.
       first_number: the number of this input's first record (records are numbered from it,
         and unnamed ones called ``record_<number>``).
-      max_records: records past this many are counted, not read (one error says so).
-      max_residues_per_record: refuse longer sequences.
-      max_total_residues: keep records in order until their residues exceed this; the
-        valid records after are dropped (one error says so).
+      limits: records, residues per record and in all (``InputLimits``: what is past each
+        is counted and said in one error, not read).
       allow_nucleotides: analyse a sequence that looks like DNA/RNA as protein, with a
         warning; by default it is refused (``fasta_records.looks_like_nucleotides``).
 
@@ -74,8 +71,6 @@ def iter_records(
     ``/translation``) or off UniProt's web page (numbered blocks of 10) is read as a bare
     sequence. Each says what was read in a warning.
     """
-    _check_limits(max_records=max_records, max_residues_per_record=max_residues_per_record,
-                  max_total_residues=max_total_residues)
     if hasattr(source, "read") and not isinstance(source, io.TextIOBase):  # a binary stream
         source, issues = _decoded(source)
         yield from issues
@@ -83,7 +78,7 @@ def iter_records(
             return
     reader = _Reader(
         bare_sequence, set() if used_ids is None else used_ids, first_number,
-        max_records, max_residues_per_record, max_total_residues, allow_nucleotides,
+        limits.max_records, limits.max_residues_per_record, limits.max_total_residues, allow_nucleotides,
     )  # fmt: skip
     lines = _lines(source)
     try:
@@ -92,13 +87,6 @@ def iter_records(
         yield InputIssue(
             None, f"unreadable after {reader.read_count:,} record(s) ({exc}); those were read", "error"
         )
-
-
-def _check_limits(**limits: int | None) -> None:
-    """A ValueError for a negative limit (None: no limit), named as the caller's argument."""
-    for name, limit in limits.items():
-        if limit is not None and limit < 0:
-            raise ValueError(f"{name} must be >= 0, got {limit}")
 
 
 def _decoded(stream: BinaryIO) -> tuple[Iterable[str] | None, list[InputIssue]]:

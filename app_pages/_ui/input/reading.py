@@ -17,6 +17,7 @@ from pathlib import Path
 import streamlit as st
 
 from flamino_core.inputs.fasta import InputIssue, ParsedInput, ProteinRecord, parse_sources, to_fasta
+from flamino_core.inputs.input_limits import InputLimits
 from app_pages._ui.input import numbering, uploads
 from app_pages._ui.server.policy import _size, current_limits, hosted_mode  # _size: the words of the refusal message
 from app_pages._ui.frame.widgets import counted, kept_selectbox, plain, residues, widget_key
@@ -39,20 +40,19 @@ ALLOW_DNA = "dna"  # analyse nucleotide sequences as protein anyway (views.OPTIO
 LINK_RECORD = "_link_record"  # the record a link named, until it is found or given up
 
 
-def input_limits() -> dict[str, int]:
+def input_limits() -> InputLimits:
     """The validator's limits for this session: the app's own, tightened in hosted mode.
 
     A hosted server's per-record limit is not a reason to refuse a record (up to the app's
     own limit): a longer one is analysed in a window of that many residues (``numbering``).
     """
-    hosted = current_limits().fasta_limits()
-    hosted["max_residues_per_record"] = None
-    own = {
-        "max_records": MAX_RECORDS,
-        "max_residues_per_record": MAX_RESIDUES_PER_RECORD,
-        "max_total_residues": MAX_TOTAL_RESIDUES,
-    }
-    return {key: value if hosted[key] is None else min(value, hosted[key]) for key, value in own.items()}
+    hosted = current_limits().input_limits()
+
+    def tightest(own: int, server: int | None) -> int:
+        return own if server is None else min(own, server)
+
+    return InputLimits(tightest(MAX_RECORDS, hosted.max_records), MAX_RESIDUES_PER_RECORD,
+                       tightest(MAX_TOTAL_RESIDUES, hosted.max_total_residues), hosted.max_decompressed_bytes)
 
 
 def upload_size_mb() -> int | None:
@@ -76,15 +76,10 @@ def upload_limit_words() -> str:
 # Files are keyed by name and digest; their bytes (``_data``) are not hashed on every run.
 @st.cache_data(show_spinner=False, max_entries=16 if hosted_mode() else 64)
 def _parse(
-    text: str, files: tuple[tuple[str, str], ...], _data: tuple[bytes, ...], allow_dna: bool,
-    max_records: int, max_residues_per_record: int, max_total_residues: int, max_decompressed_bytes: int,
+    text: str, files: tuple[tuple[str, str], ...], _data: tuple[bytes, ...], allow_dna: bool, limits: InputLimits,
 ) -> tuple[ParsedInput, tuple[int, ...]]:  # fmt: skip
     sources = ([(None, text)] if text.strip() else []) + [(name, data) for (name, _), data in zip(files, _data)]
-    combined, kept = parse_sources(
-        sources, allow_nucleotides=allow_dna, max_records=max_records,
-        max_residues_per_record=max_residues_per_record, max_total_residues=max_total_residues,
-        max_decompressed_bytes=max_decompressed_bytes,
-    )  # fmt: skip
+    combined, kept = parse_sources(sources, allow_nucleotides=allow_dna, limits=limits)
     return combined, kept if text.strip() else (0, *kept)
 
 
@@ -103,7 +98,7 @@ def parse_input(text: str, files: tuple[uploads.Upload, ...] = (), allow_dna: bo
     readable = tuple(f for f in files if f.problem is None)
     combined, kept = _parse(
         text, tuple((f.name, f.digest) for f in readable), tuple(f.data for f in readable), allow_dna,
-        **input_limits(), **current_limits().decompressed_limit(),
+        input_limits(),
     )  # fmt: skip
     counts = iter(kept[1:])
     per_file = tuple(0 if f.problem else next(counts) for f in files)

@@ -31,6 +31,7 @@ import threading
 import time
 
 from flamino_core.model.config import PRESETS
+from flamino_core.inputs.input_limits import MAX_GUNZIP_BYTES, InputLimits
 from flamino_core.options import PLL_HOSTED_MAX_PASSES
 
 LOG = logging.getLogger("flamino")
@@ -74,19 +75,11 @@ class Limits:
     max_fit_cells: int | None = None  # rows x features of its widest feature set
     max_fit_seconds: int | None = None  # its scikit-learn fits, estimated at this machine's rate
 
-    def fasta_limits(self) -> dict[str, int | None]:
-        """Keyword arguments for ``fasta.parse_fasta_text`` / ``parse_fasta_bytes``."""
-        return {
-            "max_records": self.max_records,
-            "max_residues_per_record": self.max_residues_per_record,
-            "max_total_residues": self.max_total_residues,
-        }
-
-    def decompressed_limit(self) -> dict[str, int]:
-        """``max_decompressed_bytes`` for ``fasta.parse_sources`` (the core's default locally)."""
-        from flamino_core.inputs.fasta import MAX_GUNZIP_BYTES
-
-        return {"max_decompressed_bytes": self.max_inflated_bytes or MAX_GUNZIP_BYTES}
+    def input_limits(self) -> InputLimits:
+        """This server's bounds on one input, for ``fasta.parse_sources`` and the other readers
+        (the core's gzip bound locally)."""
+        return InputLimits(self.max_records, self.max_residues_per_record, self.max_total_residues,
+                           self.max_inflated_bytes or MAX_GUNZIP_BYTES)
 
     def structure_limits(self) -> dict[str, int | None]:
         """Keyword arguments for ``structure.reading.parse_structure_bytes`` / ``read_structure``."""
