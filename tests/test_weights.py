@@ -196,7 +196,9 @@ def test_preset_download_converts_and_caches(hf_checkpoints, monkeypatch):
         return str(directory / filename)
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
-    monkeypatch.setitem(PRESETS, "esm2_tiny_test", (2, 32, 4, "tiny"))
+    from flamino_core.model.families import Preset
+
+    monkeypatch.setitem(PRESETS, "esm2_tiny_test", Preset("esm2", 2, 32, 4, "tiny", "facebook/esm2_tiny_test"))
     loaded = load_weights("facebook/esm2_tiny_test")
     assert requested == [("facebook/esm2_tiny_test", "config.json"), ("facebook/esm2_tiny_test", "model.safetensors")]
     assert loaded.config.num_layers == 2
@@ -242,22 +244,32 @@ def test_pickles_are_loaded_weights_only(tmp_path):
 
 def test_presets_match_hf_parameter_counts():
     """Every preset's parameter shapes equal those of transformers' model of the same config
-    (built on the meta device, so even 15B costs no memory)."""
+    (built on the meta device, so even 15B costs no memory): EsmForMaskedLM for ESM-2, ESM-1b and
+    ESM-1v (whose untrained contact head flamino does not build), EsmcForMaskedLM for ESM C."""
     import jax
     import torch
     from flax import nnx
-    from transformers import EsmForMaskedLM
+    from transformers import EsmcConfig, EsmcForMaskedLM, EsmForMaskedLM
 
-    from flamino_core.model.esm2 import ESM2
+    from flamino_core.model.families import family_of
     from reference_checkpoints import hf_config
 
     for name in PRESETS:
         config = ESM2Config.preset(name)
-        abstract = nnx.eval_shape(lambda: ESM2(config, nnx.Rngs(0)))
+        family = family_of(config)
+        abstract = nnx.eval_shape(lambda: family.network_class()(config, nnx.Rngs(0)))
         ours = sum(x.size for x in jax.tree.leaves(nnx.state(abstract, nnx.Param)))
         with torch.device("meta"):
-            hf = EsmForMaskedLM(hf_config(config))
-        theirs = sum(p.numel() for n, p in hf.named_parameters() if "position_embeddings" not in n)
+            if family.id == "esmc":
+                hf = EsmcForMaskedLM(EsmcConfig(hidden_size=config.embed_dim, intermediate_size=config.ffn_dim,
+                                                num_hidden_layers=config.num_layers,
+                                                num_attention_heads=config.attention_heads))
+            else:
+                hf = EsmForMaskedLM(hf_config(config))
+        # HF builds a position table for rotary models too, unused; ESM-1v's contact head is unpublished.
+        skipped = ("position_embeddings",) if family.positions == "rotary" else ()
+        skipped += () if family.contact_head else ("contact_head",)
+        theirs = sum(p.numel() for n, p in hf.named_parameters() if not any(s in n for s in skipped))
         assert ours == theirs, (name, ours, theirs)
 
 

@@ -124,9 +124,12 @@ def top_k_rows(probabilities: np.ndarray, sequence: str, k: int = 3, first: int 
 
 
 def token_distribution(log_probs: np.ndarray) -> dict[str, float]:
-    """A (33,) log-probability vector as {token: probability} in alphabet order."""
+    """A log-probability vector as {token: probability} in alphabet order: the model's output
+    over the 33 tokens, or a wider head's (64 outputs) whose outputs past the tokens are none."""
     probs = np.exp(np.asarray(log_probs, dtype=np.float64))
-    return {token: float(p) for token, p in zip(TOKENS, probs, strict=True)}
+    if len(probs) < len(TOKENS):
+        raise ValueError(f"{len(probs)} log-probabilities for {len(TOKENS)} tokens")
+    return {token: float(p) for token, p in zip(TOKENS, probs[: len(TOKENS)])}
 
 
 # --- embeddings ---------------------------------------------------------------------------------

@@ -9,11 +9,11 @@ from flamino_core.cli.common import EXIT_FAILURE, EXIT_OK, UserError
 
 
 def cmd_fetch(args) -> int:
-    from flamino_core.model.config import PRESETS
+    from flamino_core.model.families import PRESETS, preset_name
     from flamino_core.weights.loading import ModelError, load_weights
 
-    name = args.name.removeprefix("facebook/")
-    if name not in PRESETS:
+    name = preset_name(args.name)
+    if name is None:
         raise UserError(f"unknown model {args.name!r}; presets: {', '.join(PRESETS)}")
     try:
         weights = load_weights(name, progress=Progress("fetch").message)
@@ -23,7 +23,7 @@ def cmd_fetch(args) -> int:
         say(f"could not fetch {name}: {type(err).__name__}: {err}; run the command again: "
             "the download resumes where it stopped")
         return EXIT_FAILURE
-    print(f"{name}: ready ({weights.config.num_layers} layers, from {weights.source})")
+    print(f"{name}: ready ({PRESETS[name].title}, {weights.config.num_layers} layers, from {weights.source})")
     return EXIT_OK
 
 

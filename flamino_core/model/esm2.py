@@ -1,4 +1,6 @@
-"""ESM-2 (Lin et al., Science 2023) in Flax NNX.
+"""ESM-2 (Lin et al., Science 2023) in Flax NNX, and ESM-1b / ESM-1v (Rives et al. 2021, Meier et
+al. 2021), the same pre-LayerNorm network with learned absolute positions added to the token
+embedding and a LayerNorm before the stack (``families``: ``positions="learned"``).
 
 Attribute names follow fair-esm's checkpoint keys (``embed_tokens``, ``layers.self_attn.q_proj``,
 ``fc1``, ``emb_layer_norm_after``, ``lm_head``, ``contact_head.regression``), so converting a
@@ -17,14 +19,15 @@ from flax import nnx
 from flamino_core.alphabet import EOS_IDX, MASK_IDX, PAD_IDX
 from flamino_core.model.attention import AttentionImpl, Positions, Spans, attend
 from flamino_core.analysis.attention_maps import apc, symmetrize
-from flamino_core.model.config import ESM2Config
+from flamino_core.model.config import ModelConfig
+from flamino_core.model.families import MAX_RESIDUES, family_of
 from flamino_core.model.rotary import RotaryEmbedding
-from flamino_core.model.segments import Layout, layout, segment_sum
+from flamino_core.model.segments import Layout, segment_sum
+from flamino_core.model.stack import PURE_JAX, LayerStack
 
 # Token dropout during training masks 15% of tokens, 80% of which become <mask>; the model
 # rescales embeddings by the expected unmasked fraction, at inference too.
 MASK_RATIO_TRAIN = 0.15 * 0.8
-PURE_JAX = AttentionImpl("xla")  # the default when a caller names no implementation
 
 
 def gelu(x: jax.Array) -> jax.Array:
@@ -32,7 +35,7 @@ def gelu(x: jax.Array) -> jax.Array:
     return jax.nn.gelu(x, approximate=False)
 
 
-def layer_norm(dim: int, config: ESM2Config, rngs: nnx.Rngs) -> nnx.LayerNorm:
+def layer_norm(dim: int, config: ModelConfig, rngs: nnx.Rngs) -> nnx.LayerNorm:
     return nnx.LayerNorm(dim, epsilon=config.layer_norm_eps, rngs=rngs)
 
 
@@ -44,7 +47,7 @@ def take_tokens(x: jax.Array, at: jax.Array | None) -> jax.Array:
 
 
 class MultiheadAttention(nnx.Module):
-    def __init__(self, config: ESM2Config, rngs: nnx.Rngs):
+    def __init__(self, config: ModelConfig, rngs: nnx.Rngs):
         dim = config.embed_dim
         self.num_heads = config.attention_heads
         self.head_dim = config.head_dim
@@ -53,7 +56,15 @@ class MultiheadAttention(nnx.Module):
         self.k_proj = nnx.Linear(dim, dim, rngs=rngs)
         self.v_proj = nnx.Linear(dim, dim, rngs=rngs)
         self.out_proj = nnx.Linear(dim, dim, rngs=rngs)
-        self.rot_emb = RotaryEmbedding(self.head_dim, config.rotary_base)
+        rotary = family_of(config).positions == "rotary"
+        self.rot_emb = RotaryEmbedding(self.head_dim, config.rotary_base) if rotary else None
+
+    def _table(self, length: int) -> tuple[jax.Array, jax.Array]:
+        """Rotary's (cos, sin); with learned positions the identity rotation (cos 1, sin 0:
+        x * 1 + rotate_half(x) * 0 is x exactly), so every attention path serves both."""
+        if self.rot_emb is not None:
+            return self.rot_emb.table(length)
+        return jnp.ones((length, self.head_dim // 2), jnp.float32), jnp.zeros((length, self.head_dim // 2), jnp.float32)
 
     def _tokens_major(self, x: jax.Array) -> jax.Array:
         batch, seq_len, _ = x.shape
@@ -68,7 +79,7 @@ class MultiheadAttention(nnx.Module):
         batch, seq_len, _ = x.shape
         q = self._tokens_major(self.q_proj(take_tokens(x, at)))  # (B, Tq, H, hd), unscaled
         k, v = self._tokens_major(self.k_proj(x)), self._tokens_major(self.v_proj(x))
-        out = attend(q, k, v, positions, spans, attention, table=self.rot_emb.table(seq_len),
+        out = attend(q, k, v, positions, spans, attention, table=self._table(seq_len),
                      scale=self.scaling, probabilities=capture)
         if capture:
             out, probs = out
@@ -79,7 +90,7 @@ class MultiheadAttention(nnx.Module):
 class TransformerLayer(nnx.Module):
     """Pre-LayerNorm block: x + attn(LN(x)), then x + fc2(gelu(fc1(LN(x))))."""
 
-    def __init__(self, config: ESM2Config, rngs: nnx.Rngs):
+    def __init__(self, config: ModelConfig, rngs: nnx.Rngs):
         self.self_attn_layer_norm = layer_norm(config.embed_dim, config, rngs)
         self.self_attn = MultiheadAttention(config, rngs)
         self.final_layer_norm = layer_norm(config.embed_dim, config, rngs)
@@ -98,7 +109,7 @@ class TransformerLayer(nnx.Module):
 class LMHead(nnx.Module):
     """dense -> gelu -> LayerNorm -> decoder tied to the token embedding, plus a bias."""
 
-    def __init__(self, config: ESM2Config, rngs: nnx.Rngs):
+    def __init__(self, config: ModelConfig, rngs: nnx.Rngs):
         self.dense = nnx.Linear(config.embed_dim, config.embed_dim, rngs=rngs)
         self.layer_norm = layer_norm(config.embed_dim, config, rngs)
         self.bias = nnx.Param(jnp.zeros((config.vocab_size,), jnp.float32))
@@ -111,7 +122,7 @@ class LMHead(nnx.Module):
 class ContactPredictionHead(nnx.Module):
     """Logistic regression over APC-corrected, symmetrised attention maps of all layers and heads."""
 
-    def __init__(self, config: ESM2Config, rngs: nnx.Rngs):
+    def __init__(self, config: ModelConfig, rngs: nnx.Rngs):
         self.regression = nnx.Linear(config.num_layers * config.attention_heads, 1, rngs=rngs)
 
     def __call__(self, tokens: jax.Array, attentions: jax.Array) -> jax.Array:
@@ -131,10 +142,10 @@ class ContactPredictionHead(nnx.Module):
         return jax.nn.sigmoid(self.regression(features)[..., 0])
 
 
-class ESM2(nnx.Module):
-    """The ESM-2 masked language model."""
+class ESM2(LayerStack):
+    """The ESM-2 masked language model (and ESM-1b / ESM-1v: ``family_of(config).positions``)."""
 
-    def __init__(self, config: ESM2Config, rngs: nnx.Rngs):
+    def __init__(self, config: ModelConfig, rngs: nnx.Rngs):
         self.config = config
         self.embed_tokens = nnx.Embed(config.vocab_size, config.embed_dim, rngs=rngs)
 
@@ -146,7 +157,12 @@ class ESM2(nnx.Module):
         self.layers = make_layers(rngs)  # one module whose arrays carry a leading layer axis
         self.emb_layer_norm_after = layer_norm(config.embed_dim, config, rngs)
         self.lm_head = LMHead(config, rngs)
-        self.contact_head = ContactPredictionHead(config, rngs)
+        self.contact_head = ContactPredictionHead(config, rngs) if family_of(config).contact_head else None
+        if family_of(config).positions == "learned":
+            # fair-esm's LearnedPositionalEmbedding: rows for 1,024 tokens after the padding
+            # index's rows (PAD_IDX + 1 = 2 of them): 1,026, HF's max_position_embeddings.
+            self.embed_positions = nnx.Embed(MAX_RESIDUES + 2 + PAD_IDX + 1, config.embed_dim, rngs=rngs)
+            self.emb_layer_norm_before = layer_norm(config.embed_dim, config, rngs)
 
     # --- pieces of the forward pass ------------------------------------------------------
     def embed(self, tokens: jax.Array, rows: Layout) -> jax.Array:
@@ -162,125 +178,16 @@ class ESM2(nnx.Module):
             masks = segment_sum(is_mask.astype(jnp.int32), rows)
             observed = masks.astype(x.dtype) / lengths
             x = x * ((1 - MASK_RATIO_TRAIN) / (1 - observed))[..., None]
+        if family_of(self.config).positions == "learned":
+            # Token t of a sequence reads row t + PAD_IDX + 1, as fair-esm's cumsum over non-pad
+            # tokens and HF's create_position_ids_from_input_ids; then the LayerNorm before the
+            # stack, then padding zeroed (both references, in this order).
+            x = x + self.embed_positions(rows.positions + PAD_IDX + 1)
+            x = self.emb_layer_norm_before(x)
         return jnp.where(is_pad[..., None], 0.0, x)
 
-    def _run_layers(self, start: int, stop: int, x: jax.Array, rows: Layout, attention: AttentionImpl,
-                    capture: bool):
-        """Apply layers [start, stop) with nnx.scan; returns (x, attention maps or None)."""
-        graphdef, state = nnx.split(self.layers)
-        segment = nnx.merge(graphdef, jax.tree.map(lambda a: a[start:stop], state))
-        positions, spans = rows.queries()
+    def final_norm(self, x: jax.Array) -> jax.Array:
+        return self.emb_layer_norm_after(x)
 
-        @nnx.scan(in_axes=(0, nnx.Carry, None, None), out_axes=nnx.Carry)
-        def scan_layers(layer: TransformerLayer, x: jax.Array, positions: Positions, spans: Spans) -> jax.Array:
-            return layer(x, positions, spans, attention, capture=capture)
-
-        if not capture:
-            return scan_layers(segment, x, positions, spans), None
-        x, sown = nnx.capture(scan_layers, nnx.Intermediate)(segment, x, positions, spans)
-        (maps,) = jax.tree.leaves(sown)  # (stop-start, B, H, T, T), stacked by the scan
-        return x, maps
-
-    def masked_logits(self, tokens: jax.Array, positions: jax.Array, attention: AttentionImpl = PURE_JAX) -> jax.Array:
-        """LM logits at one position per row, (B, vocab): equal to ``__call__``'s logits there.
-
-        For masked-marginal scans, where each row needs the prediction at its masked position
-        only. Layers 1..N-1 run in full (every position feeds the next layer's keys and values),
-        but the last layer's queries, feed-forward, final LayerNorm and LM head run at that one
-        position: for t6 about a sixth less arithmetic per pass, for t30 about 3% less.
-        """
-        n = self.config.num_layers
-        rows = layout(tokens)
-        x = self.embed(tokens, rows)
-        if n > 1:
-            x, _ = self._run_layers(0, n - 1, x, rows, attention, False)
-        graphdef, state = nnx.split(self.layers)
-        last = nnx.merge(graphdef, jax.tree.map(lambda a: a[n - 1], state))
-        at = positions[:, None]  # (B, 1)
-        x_at = self.emb_layer_norm_after(last(x, *rows.queries(at), attention, at=at)[:, 0])  # (B, D)
-        return self.lm_head(x_at, self.embed_tokens.embedding[...])
-
-    def __call__(
-        self,
-        tokens: jax.Array,
-        repr_layers: Sequence[int] = (),
-        attention_layers: Sequence[int] = (),
-        need_logits: bool = True,
-        need_contacts: bool = False,
-        segments: jax.Array | None = None,
-        attention: AttentionImpl = PURE_JAX,
-    ) -> dict[str, jax.Array | dict[int, jax.Array]]:
-        """Run the model.
-
-        Args:
-          tokens: (B, T) int token ids, each row ``<cls> ... <eos>`` right-padded with ``<pad>``,
-            or with ``segments`` several such sequences one after the other, then padding.
-          repr_layers: hidden states to return, fair-esm numbering: 0 is the embedding output,
-            ``num_layers`` the final representation (after ``emb_layer_norm_after``).
-          attention_layers: 1-based layers whose attention maps to return. Only these are
-            materialised (all of them when ``need_contacts``).
-          need_logits: compute the LM head.
-          need_contacts: run the contact head (needs the maps of every layer).
-          segments: (B, T) int segment ids of packed rows (``segments.layout``: non-decreasing,
-            padding in the last segment); each sequence then attends only to itself, with rotary
-            positions and token dropout of its own. No attention maps or contacts from packed rows.
-          attention: how attention is computed where no map is captured (``hardware.choose``).
-
-        Returns:
-          dict with ``representations`` {layer: (B, T, D)}, and as requested ``logits``
-          (B, T, vocab), ``attentions`` (B, len(attention_layers), H, T, T), ``contacts``
-          (B, T-2, T-2).
-        """
-        n = self.config.num_layers
-        repr_layers = sorted({layer % (n + 1) for layer in repr_layers})
-        attention_layers = [a % (n + 1) for a in attention_layers]  # -1 is the last layer
-        capture = set(range(1, n + 1)) if need_contacts else set(attention_layers)
-        if segments is not None and capture:
-            raise ValueError("attention maps and contacts come from rows of one sequence, not packed rows")
-        rows = layout(tokens, segments)
-        x = self.embed(tokens, rows)
-        hidden = {0: x} if 0 in repr_layers else {}
-        maps: dict[int, jax.Array] = {}
-        for start, stop in self._stack_segments(repr_layers, capture):
-            x, seg_maps = self._run_layers(start, stop, x, rows, attention, start + 1 in capture)
-            if seg_maps is not None:
-                for offset in range(stop - start):
-                    maps[start + offset + 1] = seg_maps[offset]
-            if stop in repr_layers and stop < n:
-                hidden[stop] = x
-        x = self.emb_layer_norm_after(x)
-        if n in repr_layers:
-            hidden[n] = x
-
-        out: dict = {"representations": hidden}
-        if need_logits:
-            out["logits"] = self.lm_head(x, self.embed_tokens.embedding[...])
-        if maps:
-            out.update(self._maps_and_contacts(tokens, maps, attention_layers, need_contacts))
-        return out
-
-    def _stack_segments(self, repr_layers: Sequence[int], capture: set[int]) -> list[tuple[int, int]]:
-        """Where to split the stack: at a hidden state to keep or where capturing maps switches
-        on or off, so maps are built only for the layers that need them. Segment [start, stop)
-        holds layers start+1 .. stop (1-based)."""
-        n = self.config.num_layers
-        boundaries = [0]
-        for layer in range(1, n):
-            if layer in repr_layers or ((layer in capture) != (layer + 1 in capture)):
-                boundaries.append(layer)
-        boundaries.append(n)
-        return list(zip(boundaries[:-1], boundaries[1:]))
-
-    def _maps_and_contacts(self, tokens: jax.Array, maps: dict[int, jax.Array], attention_layers: Sequence[int],
-                           need_contacts: bool) -> dict[str, jax.Array]:
-        not_pad = (tokens != PAD_IDX).astype(jnp.float32)
-        pair_mask = (not_pad[:, None, :] * not_pad[:, :, None])[:, None]  # (B, 1, T, T)
-        # Padding rows/cols zeroed, as fair-esm does before returning or using the maps.
-        maps = {layer: m * pair_mask for layer, m in maps.items()}
-        out = {}
-        if attention_layers:
-            out["attentions"] = jnp.stack([maps[a] for a in attention_layers], axis=1)
-        if need_contacts:
-            stacked = jnp.stack([maps[a] for a in range(1, self.config.num_layers + 1)], axis=1)
-            out["contacts"] = self.contact_head(tokens, stacked)
-        return out
+    def lm_logits(self, x: jax.Array) -> jax.Array:
+        return self.lm_head(x, self.embed_tokens.embedding[...])

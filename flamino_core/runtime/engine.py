@@ -31,7 +31,8 @@ from flamino_core.runtime import hardware, memory, planner, windows
 from flamino_core.alphabet import encode
 from flamino_core.analysis.outputs import log_softmax
 from flamino_core.model.attention import AttentionImpl
-from flamino_core.model.config import MAX_RESIDUES, ESM2Config
+from flamino_core.model.config import MAX_RESIDUES, ModelConfig
+from flamino_core.model.families import FAMILIES, family_of
 from flamino_core.weights.convert import params_to_model
 from flamino_core.options import LONG_POLICIES
 from flamino_core.weights.loading import ModelWeights, cache_root
@@ -91,7 +92,7 @@ def _masked_log_probs(graphdef, attention: AttentionImpl, state, tokens, positio
     """Log-probabilities at one masked position per row: (B, vocab).
 
     The last layer, the final LayerNorm and the LM head run only at the masked position of each
-    row (``ESM2.masked_logits``), not at all T positions.
+    row (``stack.LayerStack.masked_logits``), not at all T positions.
     """
     TRACE_COUNTS["masked"] += 1  # runs at trace time only
     model = nnx.merge(graphdef, state)
@@ -124,7 +125,7 @@ class Engine:
     def __init__(self, weights: ModelWeights, token_budget: int | None = None, attention: str | None = None,
                  precision: str | None = None, packing: str | None = None):
         self.weights = weights
-        self.config: ESM2Config = weights.config
+        self.config: ModelConfig = weights.config
         model = params_to_model(weights.params, weights.config)
         # Attention implementation, matmul precision, token budget and sequence packing for this
         # machine (hardware.choose: the fused CPU kernel when built, with packing;
@@ -200,7 +201,7 @@ class Engine:
         Returns:
           One ``SequenceOutput`` per input sequence, in input order.
         """
-        used, repr_layers, attention_layers = self._checked(sequences, repr_layers, attention_layers, long)
+        used, repr_layers, attention_layers = self._checked(sequences, repr_layers, attention_layers, long, contacts)
         windowed = long == "window"
         memory.check_outputs_fit(self.config, [len(s) for s in used], windowed=windowed, repr_layers=repr_layers,
                                  logits=logits, attention_layers=attention_layers, contacts=contacts)
@@ -225,7 +226,24 @@ class Engine:
                 progress(done + 1, len(batches))
         return [self._output(seq, merge.result(index), attention_layers) for index, seq in enumerate(used)]
 
-    def _checked(self, sequences, repr_layers, attention_layers, long):
+    @property
+    def family(self):
+        """The model's ``families.Family``: what the pages and scores read about it."""
+        return family_of(self.config)
+
+    def _check_family(self, used: Sequence[str], contacts: bool, long: str) -> None:
+        """What this family cannot do, refused in one sentence: contacts without a contact head,
+        one pass beyond the positions a learned table holds."""
+        if contacts and not self.family.contact_head:
+            with_head = " and ".join(f.title for f in FAMILIES.values() if f.contact_head)
+            raise ValueError(f"{self.family.title} has no contact head (contacts come from {with_head}); "
+                             "its attention maps are available")
+        limit = self.family.position_limit
+        if long == "full" and limit is not None and any(len(s) > limit for s in used):
+            raise ValueError(f"{self.family.title} has learned positions for {limit:,} residues: a longer "
+                             "sequence runs in windows (long='window') or truncated, not in one pass")
+
+    def _checked(self, sequences, repr_layers, attention_layers, long, contacts=False):
         """``run``'s arguments checked: (sequences as analysed, repr layers, attention layers)."""
         if long not in LONG_POLICIES:
             raise ValueError(f"long must be one of {LONG_POLICIES}, not {long!r}")
@@ -235,6 +253,7 @@ class Engine:
             raise ValueError(f"attention layers are numbered 1..{n} (or -1 for the last); layer 0 is the embedding")
         attention_layers = self.normalize_layers(attention_layers)
         used = [s[:MAX_RESIDUES] if long == "truncate" else s for s in sequences]
+        self._check_family(used, contacts, long)
         if long == "window" and attention_layers and any(len(s) > MAX_RESIDUES for s in used):
             raise ValueError(
                 "attention maps of sequences longer than 1022 residues cannot be stitched from "

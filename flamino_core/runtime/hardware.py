@@ -185,7 +185,7 @@ def choose(head_dim: int, attention: str | None = None, precision: str | None = 
 
 def configure(model, attention: str | None = None, precision: str | None = None,
               token_budget: int | None = None, packing: str | None = None) -> Backend:
-    """Choose the backend for ``model`` (an ``ESM2``) on this machine and set its matmul
+    """Choose the backend for ``model`` (a family's network) on this machine and set its matmul
     precision. The attention implementation is not stored on the model: the engine passes
     ``Backend.implementation`` to every call.
 

@@ -78,7 +78,7 @@ def check_outputs_fit(config, lengths: Sequence[int], *, windowed: bool, repr_la
     failing it means the run would run out of memory after all its work. Only (L, L) outputs
     (contacts, attention maps) of long sequences come near the limit.
 
-    Args: the model's ``ESM2Config``, residues per sequence as analysed, and ``Engine.run``'s
+    Args: the model's ``ModelConfig``, residues per sequence as analysed, and ``Engine.run``'s
     output options. Raises: ValueError saying what would fit instead.
     """
     per_residue = len(repr_layers) * config.embed_dim + (config.vocab_size if logits else 0)

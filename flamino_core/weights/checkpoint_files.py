@@ -1,6 +1,7 @@
 """Reading published checkpoint files into flamino's parameters: Hugging Face model folders
-(``config.json`` + ``model.safetensors`` or ``pytorch_model.bin``), fair-esm ``.pt`` files (with
-their ``-contact-regression.pt``), and flamino checkpoint folders. Pickles (``.bin``, ``.pt``) are
+(``config.json`` + ``model.safetensors`` or ``pytorch_model.bin``: ESM-2, ESM-1b, ESM-1v, ESM C),
+fair-esm ``.pt`` files (ESM-2, ESM-1b, ESM-1v; with their ``-contact-regression.pt``),
+EvolutionaryScale's ESM C ``.pth`` files, and flamino checkpoint folders. Pickles (``.bin``, ``.pt``) are
 opened with ``torch.load(weights_only=True)`` only, and not at all where ``allow_pickle`` is off.
 """
 
@@ -13,8 +14,11 @@ from typing import Mapping
 
 import numpy as np
 
-from flamino_core.model.config import ESM2Config
+from flamino_core.alphabet import MASK_IDX
+from flamino_core.model.config import ModelConfig
+from flamino_core.model.families import families_sentence, family, family_from_name
 from flamino_core.weights.convert import state_dict_to_params
+from flamino_core.weights.key_maps import evolutionaryscale_shape, is_evolutionaryscale
 from flamino_core.weights.model_cache import CONFIG_FILE, PARAMS_FILE, ModelError, ModelWeights, Progress, cached_or_convert, restore
 
 
@@ -22,6 +26,8 @@ def load_local(path: Path, identifier: str, progress: Progress, allow_pickle: bo
     """Weights from a local folder or ``.pt`` file, converted once into the cache."""
     if path.is_dir() and (path / CONFIG_FILE).exists():
         return restore(path, identifier)
+    if path.is_dir() and not (path / "config.json").exists() and len(list(path.glob("data/weights/*.pth"))) == 1:
+        path = next(path.glob("data/weights/*.pth"))  # an EvolutionaryScale snapshot folder
     if path.is_dir():
         config_path = path / "config.json"
         candidates = [path / "model.safetensors", path / "pytorch_model.bin"]
@@ -39,10 +45,15 @@ def load_local(path: Path, identifier: str, progress: Progress, allow_pickle: bo
         regression = path.with_name(path.stem + "-contact-regression.pt")
         files = [path] + ([regression] if regression.exists() else [])
         convert = lambda: _convert_fair_esm(path)  # noqa: E731
+    elif path.suffix == ".pth":
+        if not allow_pickle:
+            raise ModelError("EvolutionaryScale .pth files are disabled on this server")
+        files = [path]
+        convert = lambda: convert_evolutionaryscale(path)  # noqa: E731
     else:
         raise ModelError(
-            f"{path}: not a model directory or fair-esm .pt file (for a safetensors file, pass the "
-            "directory holding it and its config.json)"
+            f"{path}: not a model directory, fair-esm .pt or EvolutionaryScale .pth file (for a "
+            "safetensors file, pass the directory holding it and its config.json)"
         )
     return cached_or_convert(_local_key(files), identifier, convert, progress)
 
@@ -93,15 +104,23 @@ def convert_hf_files(config_path: Path, weights_path: Path, name: str, allow_pic
     """``(config, params, source)`` of a Hugging Face ``config.json`` and its weights file."""
     try:
         hf_config = json.loads(config_path.read_text())
-        config = ESM2Config.from_hf_config(hf_config, name=name)
-    except (ValueError, KeyError) as err:
-        raise ModelError(f"{config_path}: not an ESM-2 config ({err})") from None
+    except ValueError as err:
+        raise ModelError(f"{config_path}: not a JSON config ({err})") from None
+    try:
+        config = ModelConfig.from_hf_config(hf_config, name=name)
+    except KeyError as err:
+        raise ModelError(f"{config_path}: an incomplete config (no {err})") from None
+    except ValueError as err:  # a family flamino does not read: the sentence names those it does
+        raise ModelError(f"{config_path}: {err}") from None
     state_dict = _read_state_dict(weights_path, allow_pickle)
     params = state_dict_to_params(state_dict, config, source=str(weights_path))
     return config, params, str(weights_path)
 
 
 def _convert_fair_esm(path: Path):
+    """A fair-esm ``.pt``: ESM-2 (its config under ``cfg['model']``) or ESM-1b / ESM-1v (an
+    ``args`` Namespace with ``arch='roberta_large'``), as fair-esm's ``load_model_and_alphabet``
+    tells them apart."""
     data = _torch_load(path)
     if not isinstance(data, dict) or "model" not in data:
         raise ModelError(f"{path}: not a fair-esm checkpoint (no 'model' entry)")
@@ -110,26 +129,51 @@ def _convert_fair_esm(path: Path):
     if cfg is None:
         raise ModelError(f"{path}: no model configuration ('cfg' or 'args') in the checkpoint")
     get = (lambda k: cfg[k]) if isinstance(cfg, Mapping) else (lambda k: getattr(cfg, k))
+    arch = cfg.get("arch") if isinstance(cfg, Mapping) else getattr(cfg, "arch", None)
+    family_id = family_from_name(path.stem, "esm1b") if arch == "roberta_large" else "esm2"
+    if arch not in (None, "esm2", "ESM2", "roberta_large"):
+        raise ModelError(f"{path}: a fair-esm {arch!r} model is not one flamino reads; it reads {families_sentence()}")
     try:
         dim = int(get("encoder_embed_dim"))
-        config = ESM2Config(
+        token_dropout = bool(get("token_dropout")) if family_id == "esm2" else bool(getattr(cfg, "token_dropout", False))
+        config = ModelConfig(
             num_layers=int(get("encoder_layers")),
             embed_dim=dim,
             attention_heads=int(get("encoder_attention_heads")),
-            ffn_dim=4 * dim,  # fair-esm's ESM2 hard-codes 4 x embed dim
-            token_dropout=bool(get("token_dropout")),
+            ffn_dim=4 * dim if family_id == "esm2" else int(get("encoder_ffn_embed_dim")),  # ESM2 hard-codes 4 x dim
+            token_dropout=token_dropout,
             name=path.stem,
+            family=family_id,
         )
     except (KeyError, AttributeError, TypeError) as err:
-        raise ModelError(f"{path}: incomplete ESM-2 configuration ({err})") from None
+        raise ModelError(f"{path}: incomplete {family(family_id).title} configuration ({err})") from None
     state_dict = {k: _to_numpy(v) for k, v in data["model"].items()}
+    if family_id != "esm2":
+        # fair-esm's loader zeroes ESM-1b's <mask> embedding row on load ("for token drop"); the
+        # tied LM head then gives <mask> its bias alone. HF's converted folders hold the zero row.
+        # The stored LM decoder shares that tensor's storage in fair-esm's files: zeroed with it.
+        for key in ("encoder.sentence_encoder.embed_tokens.weight", "encoder.lm_head.weight"):
+            if key in state_dict:
+                state_dict[key] = state_dict[key].copy()
+                state_dict[key][MASK_IDX] = 0.0
     regression = path.with_name(path.stem + "-contact-regression.pt")
-    if regression.exists():
+    if regression.exists() and family(family_id).contact_head:
         state_dict.update({k: _to_numpy(v) for k, v in _torch_load(regression)["model"].items()})
-    else:
+    elif family(family_id).contact_head:
         raise ModelError(
             f"{path}: the contact regression file {regression.name} is missing; fair-esm ships it "
             "beside the model as <name>-contact-regression.pt"
         )
+    params = state_dict_to_params(state_dict, config, source=str(path))
+    return config, params, str(path)
+
+
+def convert_evolutionaryscale(path: Path):
+    """An EvolutionaryScale ESM C ``.pth`` (a bare state dict: its shape read from the tensors)."""
+    data = _torch_load(path)
+    if not isinstance(data, dict) or not is_evolutionaryscale(data) or "embed.weight" not in data:
+        raise ModelError(f"{path}: not an ESM C state dict; flamino reads {families_sentence()}")
+    state_dict = {k: _to_numpy(v) for k, v in data.items()}
+    config = ModelConfig.esmc(*evolutionaryscale_shape(state_dict), name=path.stem)
     params = state_dict_to_params(state_dict, config, source=str(path))
     return config, params, str(path)

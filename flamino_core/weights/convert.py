@@ -1,7 +1,9 @@
-"""Map PyTorch ESM-2 state dicts (HF Hub 2022, transformers 5.x, fair-esm) onto our NNX state.
+"""Map PyTorch state dicts onto our NNX state: ESM-2, ESM-1b and ESM-1v (HF Hub 2022,
+transformers 5.x, fair-esm) and ESM C (transformers' ``EsmcForMaskedLM``; EvolutionaryScale's
+``.pth`` through ``key_maps.esmc_from_evolutionaryscale``).
 
-Every external key is first renamed to fair-esm's stripped name (which our attribute names
-follow), then placed into the model's nested state: per-layer tensors are stacked on the
+Every external key is first renamed to the model's attribute path (fair-esm's stripped names
+for the ESM family, transformers' for ESM C), then placed into the model's nested state: per-layer tensors are stacked on the
 leading layer axis that ``nnx.vmap`` gave ``ESM2.layers``, and PyTorch ``Linear`` weights
 (out, in) are transposed into Flax kernels (in, out).
 """
@@ -15,15 +17,17 @@ from typing import Mapping
 import numpy as np
 from flax import nnx
 
-from flamino_core.model.config import ESM2Config
+from flamino_core.model.config import ModelConfig
+from flamino_core.model.families import family_of
+from flamino_core.weights.key_maps import esmc_from_evolutionaryscale, is_evolutionaryscale
 
 
 class CheckpointMismatchError(ValueError):
     """A checkpoint does not fit the model: lists every missing, unexpected and misshapen key."""
 
-    def __init__(self, source: str, missing=(), unexpected=(), mismatched=()):
+    def __init__(self, source: str, missing=(), unexpected=(), mismatched=(), title: str = "ESM-2"):
         self.missing, self.unexpected, self.mismatched = list(missing), list(unexpected), list(mismatched)
-        parts = [f"checkpoint {source} does not match the ESM-2 architecture:"]
+        parts = [f"checkpoint {source} does not match the {title} architecture:"]
         if self.missing:
             parts.append(f"  missing keys ({len(self.missing)}): " + ", ".join(self.missing))
         if self.unexpected:
@@ -48,6 +52,9 @@ _HF_RULES: list[tuple[str, str]] = [
     (r"encoder\.layer\.(\d+)\.output\.dense\.(weight|bias)", r"layers.\1.fc2.\2"),
     (r"encoder\.layer\.(\d+)\.LayerNorm\.(weight|bias)", r"layers.\1.final_layer_norm.\2"),
     (r"encoder\.emb_layer_norm_after\.(weight|bias)", r"emb_layer_norm_after.\1"),
+    # ESM-1b / ESM-1v: learned positions and the LayerNorm before the stack.
+    (r"embeddings\.position_embeddings\.weight", "embed_positions.weight"),
+    (r"embeddings\.layer_norm\.(weight|bias)", r"emb_layer_norm_before.\1"),
     (r"contact_head\.regression\.(weight|bias)", r"contact_head.regression.\1"),
     (r"lm_head\.decoder\.weight", "lm_head.weight"),
     (r"lm_head\.decoder\.bias", "lm_head.decoder_bias"),
@@ -79,7 +86,7 @@ def canonical_name(key: str) -> str | None:
 
 
 _LAYER_KEY = re.compile(r"layers\.(\d+|\*)\.(.+)")
-_LINEAR_WEIGHT = re.compile(r".*(proj|fc1|fc2|dense|regression)\.weight")
+_LINEAR_WEIGHT = re.compile(r".*(proj|fc1|fc2|dense|regression|decoder)\.weight")
 
 
 def _target_path(name: str) -> tuple[tuple[str, ...], bool]:
@@ -88,8 +95,8 @@ def _target_path(name: str) -> tuple[tuple[str, ...], bool]:
     parts = name.split(".")
     leaf = parts[-1]
     is_linear = bool(_LINEAR_WEIGHT.fullmatch(name))
-    if name == "embed_tokens.weight":
-        return ("embed_tokens", "embedding"), False
+    if name in ("embed_tokens.weight", "embed_positions.weight"):
+        return (parts[0], "embedding"), False
     if leaf == "weight":
         parent = parts[-2]
         leaf = "scale" if "norm" in parent else "kernel"
@@ -97,7 +104,7 @@ def _target_path(name: str) -> tuple[tuple[str, ...], bool]:
 
 
 def state_dict_to_params(
-    state_dict: Mapping[str, np.ndarray], config: ESM2Config, source: str = "checkpoint"
+    state_dict: Mapping[str, np.ndarray], config: ModelConfig, source: str = "checkpoint"
 ) -> dict:
     """Convert a PyTorch-style state dict into a pure nested dict for ``ESM2``'s state.
 
@@ -114,8 +121,14 @@ def state_dict_to_params(
     """
     expected = expected_params(config)
     n = config.num_layers
-    canonical, original = _canonical_arrays(state_dict)
-    unexpected = _untie_lm_head(canonical)
+    family = family_of(config)
+    if is_evolutionaryscale(state_dict):
+        state_dict = esmc_from_evolutionaryscale(state_dict)
+    canonical, original = _canonical_arrays(state_dict, family.id == "esmc")
+    unexpected = _untie_lm_head(canonical) if family.tied_lm_head else []
+    if not family.contact_head:  # HF's ESM-1v folders carry an untrained one; nothing reads it
+        for name in [k for k in canonical if k.startswith("contact_head.")]:
+            del canonical[name]
     flat, origin, per_layer = _place_by_path(canonical, original, n)
     expected_shapes = {path: tuple(leaf.shape) for path, leaf in _leaves(expected)}
     missing, mismatched, extra_layers = _stack_layers(per_layer, expected_shapes, n, flat)
@@ -125,17 +138,18 @@ def state_dict_to_params(
     unexpected += extra_layers
     unexpected += [origin.get(p, _describe(p)) for p in flat if p not in expected_shapes]
     if missing or unexpected or mismatched:
-        raise CheckpointMismatchError(source, sorted(set(missing)), sorted(unexpected), mismatched)
+        raise CheckpointMismatchError(source, sorted(set(missing)), sorted(unexpected), mismatched, family.title)
     return params
 
 
-def _canonical_arrays(state_dict: Mapping[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+def _canonical_arrays(state_dict: Mapping[str, np.ndarray], hf_names: bool = False):
     """(canonical name -> float32 array, canonical name -> the key as the checkpoint spells it),
-    ignorable buffers dropped."""
+    ignorable buffers dropped. ``hf_names``: the model's attributes are transformers' names
+    (ESM C): only the ``esmc.`` prefix goes."""
     canonical: dict[str, np.ndarray] = {}
     original: dict[str, str] = {}
     for key, value in state_dict.items():
-        name = canonical_name(key)
+        name = key.removeprefix("esmc.") if hf_names else canonical_name(key)
         if name is not None:
             canonical[name] = np.asarray(value, dtype=np.float32)
             original[name] = key
@@ -213,7 +227,7 @@ def _stack_layers(per_layer, expected_shapes, n: int, flat: dict):
     return missing, mismatched, unexpected
 
 
-def _fill_expected(expected: dict, flat, per_layer, config: ESM2Config):
+def _fill_expected(expected: dict, flat, per_layer, config: ModelConfig):
     """(params, missing, mismatched): the nested params dict holding every leaf the model
     expects, taken from ``flat``, and what is absent or misshapen there."""
     params: dict = {}
@@ -246,7 +260,7 @@ def _leaves(tree: dict, prefix: tuple[str, ...] = ()):
             yield prefix + (str(key),), value
 
 
-def _default_inv_freq(config: ESM2Config) -> np.ndarray:
+def _default_inv_freq(config: ModelConfig) -> np.ndarray:
     head_dim = config.head_dim
     exponents = np.arange(0, head_dim, 2, dtype=np.float32) / np.float32(head_dim)
     inv = (1.0 / (np.float32(config.rotary_base) ** exponents)).astype(np.float32)
@@ -260,21 +274,20 @@ def _describe(path: tuple[str, ...]) -> str:
 
 
 @functools.lru_cache(maxsize=8)
-def _abstract_model(config: ESM2Config):
-    """(graphdef, state of shapes) of an ``ESM2(config)``, built once per config and process:
-    tracing the constructor (``nnx.eval_shape``) is a tenth of a second or more of a start."""
-    from flamino_core.model.esm2 import ESM2  # local import: model imports jax, this module's helpers do not
+def _abstract_model(config: ModelConfig):
+    """(graphdef, state of shapes) of the config's family network, built once per config and
+    process: tracing the constructor (``nnx.eval_shape``) is a tenth of a second or more of a start."""
+    network = family_of(config).network_class()  # imports jax: this module's helpers do not
+    return nnx.split(nnx.eval_shape(lambda: network(config, nnx.Rngs(0))))
 
-    return nnx.split(nnx.eval_shape(lambda: ESM2(config, nnx.Rngs(0))))
 
-
-def expected_params(config: ESM2Config) -> dict:
+def expected_params(config: ModelConfig) -> dict:
     """The model's parameters as a pure nested dict of ``jax.ShapeDtypeStruct`` (no arrays)."""
     return nnx.to_pure_dict(_abstract_model(config)[1])
 
 
-def params_to_model(params: dict, config: ESM2Config):
-    """Build an ``ESM2`` holding ``params`` (a pure nested dict as returned above)."""
+def params_to_model(params: dict, config: ModelConfig):
+    """Build the config's network holding ``params`` (a pure nested dict as returned above)."""
     import jax
 
     graphdef, abstract = _abstract_model(config)

@@ -1,4 +1,5 @@
-"""Published presets from the Hugging Face Hub (``facebook/<name>``): download with progress,
+"""Published presets from the Hugging Face Hub (``families.PRESETS``: ``facebook/<name>`` folders,
+EvolutionaryScale's ESM C repositories with one ``.pth``): download with progress,
 the Hub's own cache (``HF_HOME``) when offline, and one message saying how to get the weights
 here when neither works. Conversion of the downloaded files is ``checkpoint_files``'s.
 """
@@ -8,13 +9,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from flamino_core.model.families import PRESETS
 from flamino_core.weights.model_cache import ModelNotAvailableError, Progress, cache_root
 
-HUB_ORG = "facebook"
+HUB_ORG = "facebook"  # ESM-2, ESM-1b and ESM-1v
 
 
-def preset_files(name: str, progress: Progress) -> tuple[Path, Path]:
-    """``(config.json, weights file)`` of ``facebook/<name>``, downloaded or from the Hub's cache.
+def preset_files(name: str, progress: Progress) -> tuple[Path | None, Path]:
+    """``(config.json, weights file)`` of preset ``name``, downloaded or from the Hub's cache;
+    ``(None, .pth)`` for a preset published as one file (ESM C).
 
     Honours HF_HOME and HF_HUB_OFFLINE. Offline, the Hub's cache is checked first (that works
     without a network), then it fails in seconds rather than after huggingface_hub's retries.
@@ -25,17 +28,20 @@ def preset_files(name: str, progress: Progress) -> tuple[Path, Path]:
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
 
-    repo = f"{HUB_ORG}/{name}"
+    repo, single = PRESETS[name].repo, PRESETS[name].file
     if not hub_reachable():
         # Fail in seconds rather than after huggingface_hub's retries (~25 s): but only once
         # its own cache (HF_HOME) has been checked, which works offline.
         try:
-            return Path(hf_hub_download(repo, "config.json", local_files_only=True)), Path(cached_hub_weights(repo))
+            config = None if single else Path(hf_hub_download(repo, "config.json", local_files_only=True))
+            return config, Path(cached_hub_weights(repo, name))
         except (LocalEntryNotFoundError, EntryNotFoundError, FileNotFoundError):
             raise ModelNotAvailableError(offline_message(name)) from None
     progress(None, f"Fetching {repo} from the Hugging Face Hub")
     bar = _forwarding_tqdm(progress)
     try:
+        if single:
+            return None, Path(hf_hub_download(repo, single, tqdm_class=bar))
         config_path = hf_hub_download(repo, "config.json")
         try:
             weights_path = hf_hub_download(repo, "model.safetensors", tqdm_class=bar)
@@ -52,12 +58,14 @@ def preset_files(name: str, progress: Progress) -> tuple[Path, Path]:
     return Path(config_path), Path(weights_path)
 
 
-def cached_hub_weights(repo: str) -> str:
-    """The weights file of ``repo`` in the Hub's local cache (FileNotFoundError: not there)."""
+def cached_hub_weights(repo: str, name: str | None = None) -> str:
+    """The weights file of ``repo`` (preset ``name``'s) in the Hub's local cache
+    (FileNotFoundError: not there)."""
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
 
-    for filename in ("model.safetensors", "pytorch_model.bin"):
+    single = PRESETS[name].file if name in PRESETS else None
+    for filename in (single,) if single else ("model.safetensors", "pytorch_model.bin"):
         try:
             return hf_hub_download(repo, filename, local_files_only=True)
         except (LocalEntryNotFoundError, EntryNotFoundError):
@@ -97,13 +105,21 @@ def _forwarding_tqdm(progress: Progress):
 
 def offline_message(name: str) -> str:
     """What to do to get preset ``name`` onto a machine that cannot download it."""
+    repo = PRESETS[name].repo if name in PRESETS else f"{HUB_ORG}/{name}"
+    if name in PRESETS and PRESETS[name].file:
+        return (
+            f"Model {name} is not on this machine and the Hugging Face Hub cannot be reached.\n"
+            f"To get it here, download {PRESETS[name].file} from https://huggingface.co/{repo} and pass "
+            f"the .pth path as the model (or run `flamino convert` on it), or copy a Hugging Face cache "
+            f"that has {repo} and set HF_HOME to it."
+        )
     return (
         f"Model {name} is not on this machine and the Hugging Face Hub cannot be reached.\n"
         f"To get it here, either:\n"
         f"  1. on a machine with internet run `flamino fetch {name}` and copy its cache folder "
         f"({cache_root()}) to the same place here (or point FLAMINO_CACHE at the copy); or\n"
-        f"  2. download config.json and model.safetensors from https://huggingface.co/{HUB_ORG}/{name} "
+        f"  2. download config.json and model.safetensors from https://huggingface.co/{repo} "
         f"into a folder and run `flamino convert FOLDER` (or pass the folder as the model); or\n"
-        f"  3. copy a Hugging Face cache that has {HUB_ORG}/{name} and set HF_HOME to it; or\n"
+        f"  3. copy a Hugging Face cache that has {repo} and set HF_HOME to it; or\n"
         f"  4. use fair-esm's {name}.pt (+ {name}-contact-regression.pt) and pass the .pt path."
     )

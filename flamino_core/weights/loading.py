@@ -16,9 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
-from flamino_core.weights.checkpoint_files import convert_hf_files, load_local
-from flamino_core.model.config import PRESETS, ESM2Config
-from flamino_core.weights.hub import HUB_ORG, cached_hub_weights, hub_reachable, preset_files
+from flamino_core.weights.checkpoint_files import convert_evolutionaryscale, convert_hf_files, load_local
+from flamino_core.model.config import PRESETS, ModelConfig
+from flamino_core.model.families import FAMILIES, ensemble_members, preset_name
+from flamino_core.weights.hub import cached_hub_weights, hub_reachable, preset_files
 from flamino_core.weights.hub import offline_message  # noqa: F401  (re-exported, like the names below)
 from flamino_core.weights.model_cache import (  # noqa: F401  (re-exported: the rest of flamino imports them from here)
     ModelError, ModelNotAvailableError, ModelWeights, Progress, cache_root, cached_or_convert, cached_presets,
@@ -50,7 +51,7 @@ def load_weights(
     Args:
       identifier: a preset name (``esm2_t33_650M_UR50D``, optionally ``facebook/``-prefixed), a
         local HF model directory, a fair-esm ``.pt`` file, a flamino checkpoint directory, or
-        ``random:<preset|tiny>[:seed]`` for an untrained test model. None: ``FLAMINO_MODEL`` or
+        ``random:<preset|tiny|tiny-<family>>[:seed]`` for an untrained test model. None: ``FLAMINO_MODEL`` or
         the default.
       progress: called with (fraction or None, message) during long steps.
       allow_local_paths: False on the hosted demo: server paths cannot be named.
@@ -64,8 +65,15 @@ def load_weights(
     identifier = (identifier or default_model()).strip()
     if identifier.startswith(RANDOM_PREFIX):
         return random_weights(identifier)
-    hub_name = identifier.removeprefix(f"{HUB_ORG}/")
-    if hub_name in PRESETS:
+    try:
+        members = ensemble_members(identifier)
+    except ValueError as err:
+        raise ModelError(str(err)) from None
+    if members:
+        raise ModelError(f"{identifier} is an ensemble of {len(members)} models: it scores variants (flamino dms); "
+                         f"for anything else choose one of its members ({', '.join(members)})")
+    hub_name = preset_name(identifier)
+    if hub_name is not None:
         return cached_or_convert(
             preset_key(hub_name), identifier, lambda: _download_preset(hub_name, progress, allow_pickle), progress
         )
@@ -80,32 +88,44 @@ def load_weights(
     known = ", ".join(PRESETS)
     raise ModelError(
         f"unknown model {identifier!r}: use one of {known}, a local directory with config.json and "
-        f"model.safetensors, a fair-esm .pt file, or 'random:tiny' for an untrained test model"
+        f"model.safetensors, a fair-esm .pt or EvolutionaryScale .pth file, or 'random:tiny' for an "
+        f"untrained test model"
     )
 
 
 def random_weights(identifier: str) -> ModelWeights:
-    """``random:<preset|tiny>[:seed]``: untrained weights, deterministic per seed."""
+    """``random:<preset|tiny|tiny-<family>>[:seed]``: untrained weights, deterministic per seed
+    (``tiny-esm1b``, ``tiny-esmc``: the two-layer model of that family)."""
     spec = identifier[len(RANDOM_PREFIX):] or "tiny"
     name, _, seed_text = spec.partition(":")
     try:
         seed = int(seed_text or 0)
-        config = ESM2Config.tiny() if name == "tiny" else ESM2Config.preset(name)
+        tiny_family = name.removeprefix("tiny-") if name.startswith("tiny-") else ("esm2" if name == "tiny" else None)
+        if tiny_family is not None and tiny_family not in FAMILIES:
+            raise ValueError(f"no family {tiny_family!r} (tiny-{', tiny-'.join(FAMILIES)})")
+        config = ModelConfig.tiny(tiny_family) if tiny_family else ModelConfig.preset(name)
     except ValueError as err:
         raise ModelError(f"bad test model {identifier!r}: {err}") from None
     import jax
     from flax import nnx
 
-    from flamino_core.model.esm2 import ESM2
-
-    model = ESM2(config, nnx.Rngs(seed))
+    model = config_network(config)(config, nnx.Rngs(seed))
     params = jax.tree.map(np.asarray, nnx.to_pure_dict(nnx.state(model)))
     return ModelWeights(f"untrained test model ({spec})", config, params, identifier, is_random=True)
 
 
-def _download_preset(name: str, progress: Progress, allow_pickle: bool) -> tuple[ESM2Config, dict, str]:
+def config_network(config: ModelConfig):
+    """The Flax module class of the config's family."""
+    return FAMILIES[config.family].network_class()
+
+
+def _download_preset(name: str, progress: Progress, allow_pickle: bool) -> tuple[ModelConfig, dict, str]:
     config_path, weights_path = preset_files(name, progress)
     progress(None, f"Converting {name}")
+    if config_path is None:  # EvolutionaryScale's one .pth (a pickle, read with weights_only)
+        if not allow_pickle:
+            raise ModelError(f"{name} is published as a pickle (.pth); pickles are not opened on this server")
+        return convert_evolutionaryscale(weights_path)
     return convert_hf_files(config_path, weights_path, name, allow_pickle=allow_pickle)
 
 
@@ -128,12 +148,12 @@ def available_now(identifier: str, reachable: bool | None = None) -> bool:
     identifier = identifier.strip()
     if identifier.startswith(RANDOM_PREFIX):
         return True
-    name = identifier.removeprefix(f"{HUB_ORG}/")
-    if name in PRESETS:
+    name = preset_name(identifier)
+    if name is not None:
         if name in cached_presets():
             return True
         try:
-            cached_hub_weights(f"{HUB_ORG}/{name}")
+            cached_hub_weights(PRESETS[name].repo, name)
             return True
         except FileNotFoundError:
             pass

@@ -23,7 +23,7 @@ from typing import Callable
 
 import numpy as np
 
-from flamino_core.model.config import PRESETS, ESM2Config
+from flamino_core.model.config import PRESETS, ModelConfig
 from flamino_core.weights.param_files import ParamFileError, checksums, flatten, flatten_shapes, read_params, write_params
 
 # Files of a flamino checkpoint directory (also the layout of each cache entry).
@@ -48,7 +48,7 @@ class ModelWeights:
     """Weights ready to build a model from."""
 
     name: str  # what the user asked for, for display
-    config: ESM2Config
+    config: ModelConfig
     params: dict  # pure nested dict of NumPy arrays, see convert.state_dict_to_params
     source: str  # where they came from
     is_random: bool = False  # untrained test model: never present its output as biology
@@ -82,7 +82,7 @@ def cached_or_convert(key: str, identifier: str, convert, progress: Progress) ->
 
 
 def save_checkpoint(
-    directory: Path, config: ESM2Config, params: dict, source: str, is_random: bool = False
+    directory: Path, config: ModelConfig, params: dict, source: str, is_random: bool = False
 ) -> Path:
     """Write a flamino checkpoint: the config as JSON, the parameters as float32 safetensors and
     each tensor's CRC-32 (``param_files``).
@@ -112,7 +112,7 @@ def restore(directory: Path, identifier: str) -> ModelWeights:
         hold this model's parameters.
     """
     directory = Path(directory).absolute()
-    config = ESM2Config.load(directory / CONFIG_FILE)
+    config = ModelConfig.load(directory / CONFIG_FILE)
     meta = json.loads((directory / SOURCE_FILE).read_text()) if (directory / SOURCE_FILE).exists() else {}
     if (directory / PARAMS_FILE).exists():
         crcs = meta.get("crc32") or {}
@@ -133,7 +133,7 @@ def restore(directory: Path, identifier: str) -> ModelWeights:
     )
 
 
-def _restore_orbax(directory: Path, config: ESM2Config, meta: dict) -> dict:
+def _restore_orbax(directory: Path, config: ModelConfig, meta: dict) -> dict:
     """The parameters of a folder written before ``PARAMS_FILE`` (Orbax, SHA-256 checksum)."""
     import jax
     import orbax.checkpoint as ocp
@@ -147,7 +147,7 @@ def _restore_orbax(directory: Path, config: ESM2Config, meta: dict) -> dict:
     return params
 
 
-def _check_structure(params: dict, config: ESM2Config, directory: Path) -> None:
+def _check_structure(params: dict, config: ModelConfig, directory: Path) -> None:
     """Refuse parameters that are not this model's (a folder from a flamino whose model differs).
     The model's shapes come from the abstract model that ``params_to_model`` reuses."""
     from flamino_core.weights.convert import expected_params

@@ -1,0 +1,191 @@
+"""The model families flamino runs, each declared once: its network, positions, vocabulary,
+heads, reference, licence and published checkpoints.
+
+Everything outside ``model/`` and ``weights/`` reads these declarations (through a model's
+``ModelConfig.family``) and never names a family: the engine asks ``family_of(config)`` whether
+the contact head exists and how far positions reach, the picker and the docs read titles, sizes
+and licences from ``PRESETS``. Adding a family is one ``Family`` here, its network in ``model/``
+and its key map in ``weights/`` (``tests/test_families.py`` checks that nothing else names one).
+Light: no JAX at import, so the picker and the command line read it for free.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from typing import Literal
+
+# The 1,022-residue window every family runs in (ESM-2, ESM-1b and ESM-1v were trained on crops
+# of 1,024 tokens: 1,022 residues plus <cls> and <eos>; see ``Family.trained_tokens`` for ESM C).
+MAX_RESIDUES = 1022
+
+
+@dataclasses.dataclass(frozen=True)
+class Family:
+    """One network design and what flamino offers for it."""
+
+    id: str  # the value of ModelConfig.family
+    title: str  # what people call it: "ESM-2"
+    network: str  # "module:Class" of its Flax NNX module, imported on first use
+    positions: Literal["rotary", "learned"]  # learned: a table of 1,026 rows, so 1,022 residues at most
+    contact_head: bool  # a published contact regression exists (attention maps always do)
+    tied_lm_head: bool  # the LM decoder is the token embedding (ESM-2, ESM-1b) or a Linear of its own
+    output_width: int  # logits per token; the tokens are alphabet.TOKENS (33) in every family
+    chain_break: str | None  # the token between chains of a complex, if the vocabulary has one
+    trained_tokens: int  # the longest crop it was trained on, <cls> and <eos> included
+    reference: str  # the implementation its numbers are checked against
+    paper: str
+    licence: str  # of the weights, as published
+
+    def network_class(self):
+        module, name = self.network.split(":")
+        return getattr(importlib.import_module(module), name)
+
+    @property
+    def position_limit(self) -> int | None:
+        """Residues one pass may hold (learned positions end there), None for rotary."""
+        return MAX_RESIDUES if self.positions == "learned" else None
+
+
+_ESM_NETWORK = "flamino_core.model.esm2:ESM2"
+_FAIR_ESM = "fair-esm 2.0 and transformers' EsmForMaskedLM"
+FAMILIES: dict[str, Family] = {f.id: f for f in (
+    Family("esm2", "ESM-2", _ESM_NETWORK, "rotary", contact_head=True, tied_lm_head=True, output_width=33,
+           chain_break=None, trained_tokens=1024, reference=_FAIR_ESM,
+           paper="Lin et al., Science 2023", licence="MIT"),
+    Family("esm1b", "ESM-1b", _ESM_NETWORK, "learned", contact_head=True, tied_lm_head=True, output_width=33,
+           chain_break=None, trained_tokens=1024, reference=_FAIR_ESM,
+           paper="Rives et al., PNAS 2021", licence="MIT"),
+    # ESM-1v is ESM-1b's network trained on UniRef90; fair-esm ships no contact regression for it.
+    Family("esm1v", "ESM-1v", _ESM_NETWORK, "learned", contact_head=False, tied_lm_head=True, output_width=33,
+           chain_break=None, trained_tokens=1024, reference=_FAIR_ESM,
+           paper="Meier et al., NeurIPS 2021", licence="MIT"),
+    Family("esmc", "ESM C", "flamino_core.model.esmc:ESMC", "rotary", contact_head=False, tied_lm_head=False,
+           output_width=64, chain_break="|", trained_tokens=2048,
+           reference="transformers' EsmcForMaskedLM (EvolutionaryScale's esm 3.x .pth key names)",
+           paper="ESM Team, EvolutionaryScale 2024", licence="EvolutionaryScale Cambrian Open License (300M); "
+           "Cambrian Non-Commercial License (600M)"),
+)}
+
+
+def family(family_id: str) -> Family:
+    try:
+        return FAMILIES[family_id]
+    except KeyError:
+        raise ValueError(f"unknown model family {family_id!r}; flamino reads {families_sentence()}") from None
+
+
+def family_of(config) -> Family:
+    """The family of a ``ModelConfig`` (what the engine and the pages read)."""
+    return family(config.family)
+
+
+def families_sentence() -> str:
+    """The families flamino reads, in words, for messages: "ESM-2, ESM-1b, ESM-1v and ESM C"."""
+    titles = [f.title for f in FAMILIES.values()]
+    return ", ".join(titles[:-1]) + " and " + titles[-1]
+
+
+@dataclasses.dataclass(frozen=True)
+class Preset:
+    """A published checkpoint: its family, shape and where it is downloaded from."""
+
+    family: str
+    layers: int
+    dim: int
+    heads: int
+    size: str  # parameter count in words
+    repo: str  # Hugging Face Hub repository
+    file: str | None = None  # a single weights file in it (EvolutionaryScale's .pth); None: an HF folder
+    licence: str = "MIT"
+
+    @property
+    def title(self) -> str:
+        return FAMILIES[self.family].title
+
+    @property
+    def context(self) -> int:
+        """Residues per pass (longer sequences run in windows of this many)."""
+        return MAX_RESIDUES
+
+
+def _esm(family_id: str, layers: int, dim: int, heads: int, size: str, name: str) -> tuple[str, Preset]:
+    return name, Preset(family_id, layers, dim, heads, size, f"facebook/{name}")
+
+
+def _esmc(size: str, layers: int, dim: int, heads: int, licence: str) -> tuple[str, Preset]:
+    name = f"esmc_{size.lower()}_2024_12_v0"
+    repo = f"EvolutionaryScale/esmc-{size.lower()}-2024-12"
+    return name, Preset("esmc", layers, dim, heads, size, repo, f"data/weights/{name}.pth", licence)
+
+
+# name -> published checkpoint. ESM C's shapes are EvolutionaryScale's (esm 3.1 esm/pretrained.py).
+PRESETS: dict[str, Preset] = dict([
+    _esm("esm2", 6, 320, 20, "8M", "esm2_t6_8M_UR50D"),
+    _esm("esm2", 12, 480, 20, "35M", "esm2_t12_35M_UR50D"),
+    _esm("esm2", 30, 640, 20, "150M", "esm2_t30_150M_UR50D"),
+    _esm("esm2", 33, 1280, 20, "650M", "esm2_t33_650M_UR50D"),
+    _esm("esm2", 36, 2560, 40, "3B", "esm2_t36_3B_UR50D"),
+    _esm("esm2", 48, 5120, 40, "15B", "esm2_t48_15B_UR50D"),
+    _esm("esm1b", 33, 1280, 20, "650M", "esm1b_t33_650M_UR50S"),
+    *(_esm("esm1v", 33, 1280, 20, "650M", f"esm1v_t33_650M_UR90S_{i}") for i in range(1, 6)),
+    _esmc("300M", 30, 960, 15, "EvolutionaryScale Cambrian Open License"),
+    _esmc("600M", 36, 1152, 18, "EvolutionaryScale Cambrian Non-Commercial License"),
+])
+
+
+def family_from_name(name: str, default: str) -> str:
+    """A checkpoint's family from its name where its files cannot tell (ESM-1v and ESM-1b share
+    their network and config.json): a published name's family, else ``default``."""
+    stem = name.rstrip("/").rsplit("/", 1)[-1].lower()
+    if stem in PRESETS:
+        return PRESETS[stem].family
+    return "esm1v" if "esm1v" in stem and default == "esm1b" else default
+
+
+def preset_name(identifier: str) -> str | None:
+    """The preset an identifier names: its name (``esm2_t6_8M_UR50D``), the name with its Hub
+    organisation (``facebook/esm2_t6_8M_UR50D``) or its repository; None for anything else."""
+    identifier = identifier.strip()
+    if identifier in PRESETS:
+        return identifier
+    for name, preset in PRESETS.items():
+        if identifier in (preset.repo, f"{preset.repo.split('/')[0]}/{name}"):
+            return name
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Ensemble:
+    """Several checkpoints offered as one model choice: variant scores are the mean of the
+    members' scores (each member's masked-marginals, then the mean: Meier et al. 2021, and
+    ProteinGym's ESM-1v figure), each member's score kept beside it."""
+
+    title: str
+    members: tuple[str, ...]  # model identifiers, in the order their columns are written
+    paper: str
+
+    @property
+    def family(self) -> str:
+        return PRESETS[self.members[0]].family
+
+
+ENSEMBLE_PREFIX = "ensemble:"  # ensemble:<model>,<model>,...: an ensemble of the caller's own checkpoints
+ENSEMBLES: dict[str, Ensemble] = {
+    "esm1v_ensemble": Ensemble("ESM-1v ensemble (5 models)", tuple(f"esm1v_t33_650M_UR90S_{i}" for i in range(1, 6)),
+                               "Meier et al., NeurIPS 2021"),
+}
+
+
+def ensemble_members(identifier: str) -> tuple[str, ...] | None:
+    """The member identifiers of an ensemble choice (``esm1v_ensemble``, or ``ensemble:`` and a
+    comma-separated list), None for a single model."""
+    identifier = identifier.strip()
+    if identifier in ENSEMBLES:
+        return ENSEMBLES[identifier].members
+    if identifier.startswith(ENSEMBLE_PREFIX):
+        members = tuple(m.strip() for m in identifier[len(ENSEMBLE_PREFIX):].split(",") if m.strip())
+        if len(members) < 2:
+            raise ValueError(f"{identifier!r}: an ensemble names two models or more, separated by commas")
+        return members
+    return None
