@@ -212,3 +212,15 @@ def test_a_campaign_zip_holds_only_campaign_files(assay, tmp_path):
     with pytest.raises(DesignError, match="which a campaign does not"):
         campaign.from_zip(strange.getvalue(), tmp_path / "third")
     assert not (tmp_path / "escape.csv").exists() and not (tmp_path / "third" / "campaign.json").exists()
+
+
+def test_a_round_over_a_servers_table_limits_is_refused(assay, tmp_path):
+    from flamino_core.inputs.tables import TableLimits
+
+    wild_type, variants, _, y, _ = assay
+    made = campaign.init(tmp_path / "c", wild_type, "DMS_score")
+    table = pd.DataFrame({"mutant": [v.mutant for v in variants[:50]], "DMS_score": y[:50]}).to_csv(index=False)
+    with pytest.raises(DesignError, match="rows"):
+        made.add_round(table.encode(), "big.csv", TableLimits(max_rows=20))
+    assert campaign.load(tmp_path / "c").rounds == []  # nothing stored
+    assert made.add_round(table.encode(), "ok.csv", TableLimits(max_rows=100))[:2] == (1, 50)

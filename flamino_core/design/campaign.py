@@ -34,6 +34,7 @@ from flamino_core.atomic import written_atomically
 from flamino_core.design.candidates import Measured, read_given
 from flamino_core.design.gaussian_process import DesignError
 from flamino_core.design.proposals import Proposals, Settings
+from flamino_core.inputs.tables import NO_LIMITS, TableLimits
 from flamino_core.predict.table import LabelError, parse_labelled_table, read_table_text
 
 FORMAT, VERSION = "flamino-campaign", 1
@@ -97,10 +98,11 @@ class Campaign:
             rounds += [record["round"]] * len(rows)
         return Measured(variants, sequences, np.array(values, np.float64), np.array(rounds, np.int64))
 
-    def _read_measured(self, path: Path, data: bytes | None = None):
+    def _read_measured(self, path: Path, data: bytes | None = None, limits: TableLimits = NO_LIMITS):
         try:
             return parse_labelled_table(path.read_bytes() if data is None else data, self.target,
-                                        wild_type=self.wild_type, first=self.first, task="regression")
+                                        wild_type=self.wild_type, first=self.first, task="regression",
+                                        limits=limits)
         except LabelError as err:
             raise DesignError(f"{path.name}: {err}") from None
 
@@ -113,8 +115,9 @@ class Campaign:
         variants, _ = read_given(list(frame["mutant"]), self.wild_type, self.first)
         return variants
 
-    def add_round(self, data: bytes, source: str = "") -> tuple[int, int, list[str]]:
-        """Store a round's measurements as the next round's (``next_round``).
+    def add_round(self, data: bytes, source: str = "", limits: TableLimits = NO_LIMITS) -> tuple[int, int, list[str]]:
+        """Store a round's measurements as the next round's (``next_round``); ``limits``: a
+        server's bounds on a table's bytes, columns and rows (``inputs.tables``), checked first.
 
         Returns:
           (the round's number, its rows with a value, the problems of the rows left out).
@@ -123,7 +126,7 @@ class Campaign:
           DesignError: no target column, or no usable row.
         """
         number = self.next_round
-        table = self._read_measured(Path(source or MEASURED_NAME), data)
+        table = self._read_measured(Path(source or MEASURED_NAME), data, limits)
         relative = f"round-{number}/{MEASURED_NAME}"
         path = self.folder / relative
         path.parent.mkdir(parents=True, exist_ok=True)

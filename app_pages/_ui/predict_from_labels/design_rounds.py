@@ -16,7 +16,7 @@ import streamlit as st
 from app_pages._ui.frame.downloads import csv_button, file_button, safe_name
 from app_pages._ui.frame.widgets import plain
 from app_pages._ui.input import reading as inputs
-from app_pages._ui.server.policy import hosted_mode
+from app_pages._ui.server.policy import current_limits, hosted_mode
 from flamino_core.design import campaign as campaigns
 from flamino_core.design.acquisition import ACQUISITIONS
 from flamino_core.design.gaussian_process import DesignError
@@ -74,8 +74,13 @@ def _measurements(found) -> None:
                               key=f"_design_measured_{number}", max_upload_size=inputs.upload_size_mb())
     if upload is not None and st.button(f"Add as round {number}", key=f"_design_add_{number}",
                                         icon=":material/upload:"):
+        limits = current_limits()
+        problem = limits.check_upload(upload.size, upload.name)
+        if problem:
+            st.error(plain(problem))
+            return
         try:
-            stored, rows, issues = found.add_round(upload.getvalue(), upload.name)
+            stored, rows, issues = found.add_round(upload.getvalue(), upload.name, limits.table_limits())
         except DesignError as err:
             st.error(plain(str(err)))
             return
