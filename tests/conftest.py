@@ -59,7 +59,7 @@ FILE_KINDS = {
                      "test_store_wiring.py", "test_suggest.py", "test_weights.py", "test_jobs.py",
                      "test_dms_indels.py", "test_design_cli.py"], "integration"),
     **dict.fromkeys(["test_cli.py", "test_fused_attention.py", "test_long_windows.py", "test_parity.py", "test_family_parity.py",
-                     "test_variant_scores.py", "test_indel_scores.py"], "parity"),
+                     "test_variant_scores.py", "test_indel_scores.py", "test_indel_windows.py"], "parity"),
     **dict.fromkeys(["test_app.py", "test_app_context.py", "test_app_links.py", "test_app_long.py",
                      "test_app_predict.py", "test_app_sets.py", "test_app_variants.py", "test_hosted_attacks_pages.py",
                      "test_app_jobs.py", "test_structure_app.py", "test_app_design.py"], "app"),
@@ -101,6 +101,8 @@ TEST_KINDS = {  # "file::test name prefix" -> kind, where a test is not its file
     "test_indel_scores.py::test_pll_announces": "integration",
     "test_indel_scores.py::test_substitution_strategies_refuse": "integration",
     "test_dms_indels.py::test_the_indel_layout_needs": "unit",
+    "test_indel_windows.py::test_the_window_holds": "unit",
+    "test_indel_windows.py::test_windows_are_the_unmasked": "unit",
 }
 
 

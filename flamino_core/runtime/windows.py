@@ -3,7 +3,8 @@
 ESM-2 was trained on at most ``MAX_RESIDUES`` residues. Longer sequences run as windows of that
 length overlapping by half (``windows``) and their outputs are averaged where they overlap
 (``WindowMerge``); a masked pass uses ProteinGym's token window of its position
-(``masked_window``), a jointly masked set the window of its span's middle (``joint_window``).
+(``masked_window``), a jointly masked set the window of its span's middle (``joint_window``), an
+indel scored as a whole sequence the window of the wild type that holds it (``edit_window``).
 """
 
 from __future__ import annotations
@@ -90,6 +91,38 @@ def joint_window(positions: Sequence[int], n_tokens: int, width: int = MASKED_WI
     start, _ = masked_window((low + high) // 2, n_tokens, width)
     start = min(max(start, high - width + 1), low)
     return start, start + width
+
+
+# --- the window of an edit (indels and other changes scored as whole sequences) ----------------------
+def edit_window(length: int, low: int, high: int, growth: int = 0, width: int = MAX_RESIDUES) -> tuple[int, int]:
+    """Wild-type residues ``[start, end)`` of the window that scores an edit touching residues
+    ``low..high`` (0-based, inclusive) of a sequence of ``length`` residues, when the wild type or
+    its mutant is longer than ``width``. The mutant's window is the same flanks with the edit
+    applied, ``growth`` residues longer (an insertion's net gain; 0 otherwise), so the wild
+    type's window holds ``size = width - growth`` residues and both fit the model.
+
+    Of the overlapping windows of ``size`` residues that ``window_starts`` lays over the wild type
+    (step ``size // 2``: with ``growth`` 0, the windows of every unmasked pass), the one holding
+    the edit with the most residues on its shorter side; the earlier one on a tie. Variants in one
+    region so share their wild-type window and its passes. An edit no such window holds (wider
+    than half a window) gets a window centred on it, clamped to the ends.
+
+    Raises:
+      ValueError: the edit (with its growth) is wider than one window.
+    """
+    size = min(length, width - growth)
+    low, high = max(low, 0), min(high, length - 1)
+    if high - low + 1 > size:
+        raise ValueError(f"the edit spans {high - low + 1 + growth:,} residues, more than one {width:,}-residue "
+                         "window holds")
+    starts = window_starts(length, size, max(size // 2, 1))
+    holding = [(min(low - s, s + size - 1 - high), -s) for s in starts if s <= low and high < s + size]
+    if holding:
+        start = -max(holding)[1]
+    else:
+        start = min(max((low + high) // 2 - size // 2, 0), length - size)
+        start = min(max(start, high - size + 1), low)
+    return start, start + size
 
 
 def residue_window_start(positions: Sequence[int], length: int, window: int) -> int:

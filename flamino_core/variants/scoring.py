@@ -114,7 +114,7 @@ def _joint_sets(variants: Sequence[Variant]) -> list[tuple[int, ...]]:
 
 def passes_problem(sequence: str, variants: Sequence[Variant], strategy: str, max_passes: int) -> str | None:
     """Why a hosted server refuses this scoring (more than ``max_passes`` passes), or None."""
-    if strategy == "pll" and not any(v.edits for v in variants):
+    if strategy == "pll" and not any(v.edits for v in variants) and len(sequence) <= MAX_RESIDUES:  # no windows
         return pll_size_problem(len(sequence), len(set(v.apply(sequence) for v in variants)), max_passes)
     needed = planned_passes(sequence, variants, strategy)
     if needed <= max_passes:
@@ -162,7 +162,8 @@ def score_variants(
     if strategy not in SCORING_STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}: choose one of {', '.join(SCORING_STRATEGIES)}")
     variants, issues = _substitutions_only(variants, issues, strategy)
-    notes = _notes(engine, sequence, strategy, record_id)
+    longest = max([len(sequence)] + [len(v.apply(sequence)) for v in variants if v.edits])  # an insertion may pass
+    notes = _notes(engine, longest, strategy, record_id)
     masked = dict(store=store, cancelled=cancelled)
     if not variants:
         passes, results = 0, {}
@@ -251,11 +252,13 @@ def _windows(length: int) -> int:
     return len(window_starts(length))
 
 
-def _notes(engine, sequence: str, strategy: str, record_id: str) -> list[str]:
+def _notes(engine, length: int, strategy: str, record_id: str) -> list[str]:
+    """The random-weights note; for a sequence (or, under a sequence strategy, a mutant) longer
+    than the model's window, how its scores were windowed."""
     notes = []
     if getattr(engine, "is_random", False):
         notes.append(RANDOM_WEIGHTS_NOTE)
-    if len(sequence) > MAX_RESIDUES:
+    if length > MAX_RESIDUES:
         name = f"{record_id}: " if record_id else ""
         how = {
             "masked-marginals": "each mutated position was masked in ProteinGym's 1,024-token window of it (its "
@@ -266,14 +269,18 @@ def _notes(engine, sequence: str, strategy: str, record_id: str) -> list[str]:
             "joint-masked": "each position was masked in ProteinGym's 1,024-token window of it, each multi-mutant "
                             "in that window of the middle of its span; multi-mutants spanning more are not scored",
         }.get(strategy) or _SEQUENCE_WINDOWS[SEQUENCE_STRATEGIES[strategy].masked]
-        notes.append(f"{name}{len(sequence):,} residues is longer than ESM-2's training length (1,022): {how}")
+        notes.append(f"{name}{length:,} residues is longer than ESM-2's training length (1,022): {how}")
     return notes
 
 
 _SEQUENCE_WINDOWS = {
-    True: "each position's log-likelihood comes from ProteinGym's 1,024-token window of it",
-    False: "each sequence's unmasked log-probabilities come from overlapping 1,022-residue windows (step 511), "
-           "averaged where they overlap (not ESM Variants' crop around the indel)",
+    masked: "each variant's PLL ratio compares one window of the wild type holding the edit (of the overlapping "
+            "1,022-residue windows, step 511, the one with the most residues around it; shortened by an insertion's "
+            "gain) with the same window of the mutant, each window scored whole ("
+            + ("a masked pass per residue" if masked else "one unmasked pass") + "); stops read the whole wild "
+            "type's " + ("masked passes in ProteinGym's window of each lost residue" if masked else
+                         "overlapping windows, averaged") + " (docs/variants.md)"
+    for masked in (True, False)
 }
 
 

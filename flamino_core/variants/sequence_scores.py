@@ -18,6 +18,12 @@ Stops and frameshifts (``Variant.truncation``) are scored as ESM Variants scores
 under ``pll``, the unmasked pass under ``wt-pll-approx``), so a truncation costs no pass of its
 own; the lost region starts at the stop's own residue (the paper's definition; see
 docs/variants.md). That score is not divided by a length under ``-per-residue``.
+
+Long sequences (``scored_pair``): when the wild type or the mutant is longer than the model's
+``MAX_RESIDUES``, both are cut to one window that holds the edit, the same flanks in each
+(``windows.edit_window``, chosen on the wild type), and each window is scored as a sequence of
+its own; a wild-type window is shared by every variant it holds. A truncation reads the whole
+wild type's passes at the residues it loses (ProteinGym's window of each masked one).
 """
 
 from __future__ import annotations
@@ -29,7 +35,9 @@ import numpy as np
 
 from flamino_core.variants import substitution_maps as scores
 from flamino_core.analysis.outputs import log_softmax
+from flamino_core.model.config import MAX_RESIDUES
 from flamino_core.options import SEQUENCE_STRATEGIES
+from flamino_core.runtime.windows import edit_window
 from flamino_core.store.passes import masked_log_probs, record_outputs
 from flamino_core.variants.variant import Variant
 
@@ -40,41 +48,93 @@ TRUNCATION_SCORE = "min-llr"  # a stop's score: the normalisation column says so
 
 
 @dataclasses.dataclass(frozen=True)
+class Pair:
+    """The two sequences whose PLLs a variant's score subtracts: the whole wild type and mutant,
+    or (``window``: the wild type's residues ``[start, end)``) one window of each holding the
+    edit, with the same flanks."""
+
+    wild: str
+    mutant: str
+    window: tuple[int, int] | None = None
+
+
+def scored_pair(sequence: str, variant: Variant, width: int = MAX_RESIDUES) -> Pair | str:
+    """What ``variant`` (not a truncation) of ``sequence`` is scored on: the whole sequences when
+    both fit the model, else the wild type's ``windows.edit_window`` of the edit and the mutant's
+    same flanks (``mutant[start:end + growth]``: every edit lies inside the window, so the residues
+    before it and after it are the wild type's). A string: why it cannot be scored."""
+    mutant = variant.apply(sequence)
+    if max(len(sequence), len(mutant)) <= width:
+        return Pair(sequence, mutant)
+    change = len(mutant) - len(sequence)
+    try:
+        start, end = edit_window(len(sequence), min(variant.indices), max(variant.indices), max(change, 0), width)
+    except ValueError as err:
+        return f"{variant.text}: {err}; its sequences cannot be scored in one window"
+    return Pair(sequence[start:end], mutant[start:end + change], (start, end))
+
+
+@dataclasses.dataclass(frozen=True)
 class PassPlan:
     """The passes a sequence strategy runs for one wild type and its variants, known before
-    anything runs: the wild type's (shared by every variant) and the distinct mutants'."""
+    anything runs: the wild type's (its whole, or the windows of it the variants are scored in,
+    each shared by every variant it holds) and the distinct mutants'."""
 
     strategy: str
     masked: bool
-    wild_type: int  # passes of the wild type: its length (masked), or 1 (unmasked)
-    mutants: tuple[str, ...]  # distinct mutated sequences that need passes of their own
+    wild_type: int  # passes of the wild type (or its windows, or its residues stops lose)
+    mutants: tuple[str, ...]  # distinct mutated sequences (or windows of them) with passes of their own
     mutant_passes: int
+    wild_types: tuple[str, ...] = ()  # the wild type, or its windows, whose PLLs are subtracted
+    lost_from: int | None = None  # the first residue a truncation loses, read from the whole wild type
+    whole: str = ""  # the wild type
 
     @property
     def total(self) -> int:
         return self.wild_type + self.mutant_passes
+
+    @property
+    def runs(self) -> tuple[tuple[str, int], ...]:
+        """(sequence, first position) of every sequence that runs: each of its positions from
+        the first (all, unmasked); the whole wild type from ``lost_from`` when only stops read it."""
+        extra = self.lost_from is not None and self.whole not in self.wild_types
+        return (tuple((w, 0) for w in self.wild_types) + (((self.whole, self.lost_from),) if extra else ())
+                + tuple((m, 0) for m in self.mutants))
 
     def describe(self, n_variants: int) -> str:
         """One line for the user before the work starts."""
         unit = "masked passes" if self.masked else "unmasked passes"
         if not self.total:
             return f"{self.strategy}: nothing to run"
-        return (f"{self.strategy}: {self.total:,} {unit}: {self.wild_type:,} of the wild type (run once, shared by "
-                f"all {n_variants:,} variants) + {self.mutant_passes:,} for {len(self.mutants):,} distinct mutated "
-                "sequences (stops and frameshifts read the wild type's)")
+        windows = [w for w in self.wild_types if w != self.whole]
+        lost = "the residues stops and frameshifts lose" if self.masked else "the whole, for stops and frameshifts"
+        if not windows and self.wild_types:
+            shared = f"run once, shared by all {n_variants:,} variants"
+        elif windows:
+            shared = (f"{len(windows):,} window{'s' if len(windows) > 1 else ''} of at most {MAX_RESIDUES:,} residues "
+                      "holding the edits, each run once and shared by the variants it holds")
+            shared += f"; and {lost}" if self.lost_from is not None and self.whole not in self.wild_types else ""
+        else:
+            shared = lost
+        return (f"{self.strategy}: {self.total:,} {unit}: {self.wild_type:,} of the wild type ({shared}) + "
+                f"{self.mutant_passes:,} for {len(self.mutants):,} distinct mutated sequences (stops and frameshifts "
+                "read the wild type's)")
 
 
 def pass_plan(sequence: str, variants: Sequence[Variant], strategy: str) -> PassPlan:
     """What ``score_sequences`` will run for ``variants`` of ``sequence`` under ``strategy``
     (stored passes included: the store may hold some of them already)."""
     declared = SEQUENCE_STRATEGIES[strategy]
-    mutants = tuple(dict.fromkeys(v.apply(sequence) for v in variants if v.truncation is None))
-    mutants = tuple(m for m in mutants if m != sequence)
+    pairs = [p for p in (scored_pair(sequence, v) for v in variants if v.truncation is None) if isinstance(p, Pair)]
+    wild_types = tuple(dict.fromkeys(p.wild for p in pairs))
+    mutants = tuple(m for m in dict.fromkeys(p.mutant for p in pairs) if m not in wild_types)
+    cuts = [v.truncation.start for v in variants if v.truncation is not None]
+    plan = PassPlan(strategy, declared.masked, 0, mutants, 0, wild_types, min(cuts) if cuts else None, sequence)
+    runs = plan.runs
     if declared.masked:
-        wild_type, mutant_passes = (len(sequence) if variants else 0), sum(len(m) for m in mutants)
-    else:
-        wild_type, mutant_passes = (1 if variants else 0), len(mutants)
-    return PassPlan(strategy, declared.masked, wild_type, mutants, mutant_passes)
+        wild = sum(len(s) - first for s, first in runs[:len(runs) - len(mutants)])
+        return dataclasses.replace(plan, wild_type=wild, mutant_passes=sum(len(m) for m in mutants))
+    return dataclasses.replace(plan, wild_type=len(runs) - len(mutants), mutant_passes=len(mutants))
 
 
 def score_sequences(engine, sequence: str, variants: Sequence[Variant], strategy: str,
@@ -96,17 +156,22 @@ def score_sequences(engine, sequence: str, variants: Sequence[Variant], strategy
     plan = pass_plan(sequence, variants, strategy)
     counter = PassCounter(plan.total, progress)
     run = _masked_log_probs if declared.masked else _unmasked_log_probs
-    log_probs = run(engine, [sequence, *plan.mutants], counter, masked or {})
-    plls = {s: scores.pseudo_log_likelihood(lp, s) / (len(s) if declared.per_residue else 1)
-            for s, lp in log_probs.items()}
-    llr = scores.substitution_scores(log_probs[sequence], sequence)  # (L, 20), 0 at the wild type's own
+    log_probs = run(engine, plan.runs, counter, masked or {})
+    plls = {s: scores.pseudo_log_likelihood(log_probs[s][1], s) / (len(s) if declared.per_residue else 1)
+            for s in plan.wild_types + plan.mutants}
     results = {}
     for v in variants:
         cut = v.truncation
         if cut is not None:
-            results[v.order] = (float(llr[cut.start:].min()), np.nan, OK)
+            first, rows = log_probs[sequence]
+            llr = scores.substitution_scores(rows[cut.start - first:], sequence[cut.start:])  # 0 at the wt's own
+            results[v.order] = (float(llr.min()), np.nan, OK)
+            continue
+        pair = scored_pair(sequence, v)
+        if isinstance(pair, str):
+            results[v.order] = (np.nan, np.nan, pair)
         else:
-            results[v.order] = (plls[v.apply(sequence)] - plls[sequence], np.nan, OK)
+            results[v.order] = (plls[pair.mutant] - plls[pair.wild], np.nan, OK)
     return plan.total, results
 
 
@@ -118,17 +183,21 @@ def normalisation(strategy: str, variant: Variant) -> str:
     return NORMALISATIONS[SEQUENCE_STRATEGIES[strategy].per_residue]
 
 
-def _masked_log_probs(engine, sequences: list[str], counter: "PassCounter", masked: dict) -> dict[str, np.ndarray]:
-    """(L, vocab) log p(. | x with i masked) of every residue of each sequence, from the store."""
-    return {s: masked_log_probs(engine, s, progress=counter.stage(len(s)), **masked) for s in sequences}
+def _masked_log_probs(engine, runs, counter: "PassCounter", masked: dict) -> dict[str, tuple[int, np.ndarray]]:
+    """{sequence: (first, (L - first, vocab) log p(. | x with i masked) of its residues from the
+    first)}, from the store."""
+    return {s: (first, masked_log_probs(engine, s, range(first, len(s)), progress=counter.stage(len(s) - first),
+                                        **masked))
+            for s, first in runs}
 
 
-def _unmasked_log_probs(engine, sequences: list[str], counter: "PassCounter", masked: dict) -> dict[str, np.ndarray]:
-    """(L, vocab) log-softmax of one unmasked pass of each sequence (its windows when long),
-    from the store's record outputs, in float64 over the full vocabulary."""
+def _unmasked_log_probs(engine, runs, counter: "PassCounter", masked: dict) -> dict[str, tuple[int, np.ndarray]]:
+    """{sequence: (0, (L, vocab) log-softmax of one unmasked pass)} (its windows when long), from
+    the store's record outputs, in float64 over the full vocabulary."""
     kept = {key: masked[key] for key in ("store", "cancelled") if key in masked}
+    sequences = [s for s, _ in runs]
     outputs = record_outputs(engine, sequences, logits=True, progress=counter.stage(len(sequences)), **kept)
-    return {s: log_softmax(out.logits.astype(np.float64)) for s, out in zip(sequences, outputs)}
+    return {s: (0, log_softmax(out.logits.astype(np.float64))) for s, out in zip(sequences, outputs)}
 
 
 class PassCounter:
