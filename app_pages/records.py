@@ -16,7 +16,7 @@ from app_pages._ui.records import set_results
 from app_pages._ui.rerun.context import PageContext, current
 from app_pages._ui.frame.downloads import csv_button
 from app_pages._ui.input.reading import pick_record
-from app_pages._ui.records.search import matching, search_box
+from app_pages._ui.records.search import matching, search_box, search_caption
 from flamino_core.records.metadata import FIELDS
 from flamino_core.records.summary import ENTROPY_COLUMN, PPPL_COLUMN, SHOWN_FIELDS, summary_rows
 
@@ -76,15 +76,20 @@ def main(ctx: PageContext) -> None:
         found, {r.id: entropies.values.get(r.sequence) for r in found},
         {r.id: pppl.values.get(r.sequence) for r in found},
     )))  # fmt: skip
-    hits = matching(found, search_box(len(found)))
-    shown = frame.style.apply(lambda row: ["background-color: #fff3b0" if row.name in hits else ""] * len(row),
-                              axis=1) if hits else frame
+    text = search_box(len(found))
+    hits = matching(found, text)
+    rows = frame
+    if text.strip():  # the table shows the matches only, and says how many
+        rows = frame.iloc[sorted(hits)]
+        st.caption(search_caption(text, len(hits), len(found)))
+    # Cells not computed yet read "…" (Streamlit's own word for a missing value is "None").
     st.dataframe(
-        shown,
+        rows,
+        placeholder="…",
         hide_index=True,
         width="stretch",
         key=TABLE,
-        on_select=lambda: _pick(found),
+        on_select=lambda: _pick(found, list(rows.index)),
         selection_mode="single-row",
         column_config={
             **{field: FIELDS[field] for field in SHOWN_FIELDS},  # the header's own key shown: OS=, GN= ...
@@ -93,16 +98,27 @@ def main(ctx: PageContext) -> None:
         },
     )
     if entropies.missing or (asked and pppl.missing):  # pseudo-perplexity fills in only once asked for
-        st.caption(f"Empty cells fill in as the records are computed ({len(found) - entropies.missing:,} of "
-                   f"{len(found):,} mean entropies so far).")
+        st.caption(filling_caption(found, entropies, pppl if asked else None))
     csv_button("Records table (CSV)", lambda: frame, "records.csv", "records_csv")
 
 
-def _pick(found) -> None:
-    """A click on a row: that record is the one the other pages analyse."""
+def filling_caption(found, entropies, pppl) -> str:
+    """``"…" cells fill in as the records are computed: mean entropy 45 of 45; pseudo-perplexity 3 of
+    45 records``: each column's count from its own values, never another's (the jobs' own state is
+    their panel's)."""
+    unique = len({r.sequence for r in found})
+    parts = [f"mean entropy {unique - entropies.missing:,} of {unique:,}"]
+    if pppl is not None:
+        parts.append(f"pseudo-perplexity {unique - pppl.missing:,} of {unique:,}")
+    return f"“…” cells fill in as the records are computed: {'; '.join(parts)} records."
+
+
+def _pick(found, rows_shown) -> None:
+    """A click on a row (of the rows shown: the search's matches): that record is the one the other
+    pages analyse."""
     rows = st.session_state[TABLE]["selection"]["rows"]
     if rows:
-        pick_record(found[rows[0]].id)
+        pick_record(found[rows_shown[rows[0]]].id)
 
 
 if __name__ == "__main__":  # run by app.py (context.serve), with this rerun's context

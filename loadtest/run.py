@@ -59,7 +59,7 @@ BUSY = "server is busy"
 START = re.compile(r"Start \(")
 # The progress of a scan that runs (on the page or in the sidebar), or its place in the queue; not
 # the sidebar's "Masked scan of ...: done" of a finished one.
-SCAN_RUNNING = re.compile(r"Masked scan of .+: (starting…|[\d,]+ of [\d,]+ positions)|Waiting for a free slot")
+SCAN_RUNNING = re.compile(r"Masked scan of .+: (queued|[\d,]+ of [\d,]+ positions)|Waiting for a free slot")
 MARKER_BEGIN, MARKER_END = "<!-- loadtest:begin -->", "<!-- loadtest:end -->"
 ATTACKER_BEGIN, ATTACKER_END = "<!-- loadtest-attacker:begin -->", "<!-- loadtest-attacker:end -->"
 

@@ -17,7 +17,7 @@ from app_pages._ui.variants import scoring as variant_results
 from flamino_core.jobs import background as jobs
 from flamino_core.runtime.engine import Engine
 from flamino_core.weights.loading import load_weights
-from test_app import assert_clean, environment, open_page, settle, start, unescaped  # noqa: F401
+from test_app import assert_clean, environment, open_page, paste, settle, start, unescaped  # noqa: F401
 
 DMS_DIR = Path(__file__).resolve().parents[2] / "shared" / "dms"
 ASSAY = DMS_DIR / "A0A1I9GEU1_NEIME_Kennouche_2019.csv"
@@ -150,3 +150,57 @@ def test_a_job_runs_on_while_the_user_is_on_another_page_and_shows_in_the_sideba
     open_page(at, "predictions")
     assert_clean(at)
     assert at.metric[0].label == "Pseudo-perplexity" and calls == [64, 64, n - 1 - 128]  # no position twice
+
+
+def test_the_sidebar_never_says_done_while_passes_remain(monkeypatch):
+    """Issue #37, item 2, watched through a job: the Records page's mean entropies of 3 records (one
+    record per engine call here) first run one chunk to measure this machine's rate; the sidebar then
+    says the rate was measured and the rest waits for Start (it said "done" before, while the page
+    asked to start the other records), and through the whole job after Start it says "done" only
+    once every record is in. Each engine call is slowed (1 s) so the watch sees the job running;
+    every job here asks first (QUICK_SECONDS = 0)."""
+    from app_pages._ui.records import set_results
+
+    background.forget_all()  # AppTest's sessions share one id: an earlier test's jobs would be listed here
+    monkeypatch.setattr(jobs_panel, "QUICK_SECONDS", 0.0)
+    monkeypatch.setattr(set_results, "CHUNK_RESIDUES", 50)  # one record per engine call
+    real = Engine.run
+
+    def slow(engine, *args, **kwargs):
+        time.sleep(1.0)
+        return real(engine, *args, **kwargs)
+
+    monkeypatch.setattr(Engine, "run", slow)
+    hbb = "MVHLTPEEKSAVTALWGKVNVDEVGGEALGRLLVVYPWTQRFFESFGDLSTPDAVMGNPKVKAHGKKVLGAFSDGLAHLDNLKGTFATLSEL"
+    fasta = "".join(f">r{i}\n{s}\n" for i, s in enumerate([hbb, hbb[::-1], hbb[10:] + hbb[:10]]))
+    at = open_page(paste(start(), fasta), "records")
+    assert background.wait_all(300)
+    at.run()
+    assert_clean(at)
+
+    def sidebar() -> list[str]:
+        texts = [p.proto.text for p in at.sidebar.get("progress")] + [unescaped(c.value) for c in at.sidebar.caption]
+        return [t for t in texts if t.startswith("Unmasked passes of 3 records")]
+
+    (measured,) = sidebar()
+    done = job_done = next(j for j in background.every_job() if j.title.startswith("Unmasked passes")).done
+    assert 0 < done < 3  # the selected record may have been computed before the set's job (its own page run)
+    assert measured == (f"Unmasked passes of 3 records: rate measured on {done} of 3 records; the other {3 - done} "
+                        f"wait{'s' if 3 - done == 1 else ''} for Start on its page")
+    assert any(f"mean entropy {job_done} of 3 records" in unescaped(c.value) for c in at.caption)  # the page agrees
+    next(b for b in at.button if b.label.startswith("Start (")).click().run()
+    job = max((j for j in background.every_job() if j.title.startswith("Unmasked passes")), key=lambda j: j.id)
+    seen = []
+    while True:
+        finished = job.finished  # read before the run: a "done" drawn then must be true
+        at.run()
+        assert_clean(at)
+        for text in sidebar():
+            seen.append(text)
+            assert ": done" not in text or finished and job.done == job.total, text
+        if finished:
+            break
+        time.sleep(0.1)
+    assert any(" of 3 records" in text and "rate measured" not in text for text in seen), seen  # seen running
+    assert seen[-1] == "Unmasked passes of 3 records: done (3 records)"
+    assert at.dataframe[0].value["mean entropy (bits)"].notna().all()

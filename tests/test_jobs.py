@@ -176,3 +176,65 @@ def test_token_counts_follow_the_row_widths_the_engine_runs(engine):
     # An unmasked pass of 2,000 residues: windows of 1022 every 511 residues, 3 of them.
     assert jobs.unmasked_tokens([2000]) == 3 * bucket_length(1024)
     assert jobs.unmasked_tokens([100, 100]) == 2 * bucket_length(102)
+
+
+def test_a_jobs_status_names_each_phase_in_one_place_and_is_never_done_while_units_remain():
+    """``Job.status()`` (issue #37, item 2): queued before its first report, measuring until its own
+    rate is known, n of N with the time left, cancelling from the click until the chunk in flight
+    ends; a measuring chunk that ends with units left is "measured", never "done"; a cancelled job
+    says how much it kept."""
+    from flamino_core.store.passes import Cancelled
+
+    gates = [threading.Event() for _ in range(4)]
+    reached = [threading.Event() for _ in range(3)]
+
+    def work(job, first_only=False):
+        if first_only:
+            job.measure_only()
+        assert gates[0].wait(30)
+        job.progress(2, 10)  # stored before: the baseline, no rate yet
+        reached[0].set()
+        assert gates[1].wait(30)
+        job.progress(4, 10)
+        reached[1].set()
+        assert gates[2].wait(30)
+        if job.cancelled():
+            raise Cancelled("cancelled")
+        return "first chunk"
+
+    measured = jobs.start(lambda job: work(job, first_only=True), "Pseudo-perplexity of 3 records", "positions")
+    assert measured.status().phase == "queued" and measured.status().words().startswith("queued")
+    gates[0].set()
+    assert reached[0].wait(30)
+    assert measured.status().phase == "measuring"
+    assert measured.status().words() == "2 of 10 positions · measuring this machine's rate…"
+    gates[1].set()
+    assert reached[1].wait(30)
+    status = measured.status()
+    assert status.phase == "running" and status.seconds_left is not None
+    assert status.words().startswith("4 of 10 positions · about") and status.words().endswith("left")
+    gates[2].set()
+    assert measured.wait(30)
+    status = measured.status()
+    assert measured.state == jobs.MEASURED and measured.finished and status.ended and status.fraction < 1
+    assert status.line() == ("Pseudo-perplexity of 3 records: rate measured on 4 of 10 positions; "
+                             "the other 6 wait for Start on its page")
+    assert "done" not in status.line()
+
+    for gate in gates:
+        gate.clear()
+    for mark in reached:
+        mark.clear()
+    cancelled = jobs.start(work, "Unmasked passes of 10 records", "records")
+    gates[0].set()
+    gates[1].set()
+    assert reached[1].wait(30)
+    cancelled.cancel()
+    assert cancelled.status().phase == "cancelling" and "cancelling" in cancelled.status().line()
+    gates[2].set()
+    assert cancelled.wait(30)
+    assert cancelled.status().line() == "Unmasked passes of 10 records: cancelled after 4 of 10 records, kept"
+
+    whole = jobs.start(lambda job: (job.measure_only(), job.progress(10, 10)), "all at once", "records")
+    assert whole.wait(30) and whole.state == jobs.DONE  # a first chunk that did everything is done
+    assert whole.status().line() == "all at once: done (10 records)" and whole.status().fraction == 1.0

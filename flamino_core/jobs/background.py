@@ -28,10 +28,12 @@ from typing import Callable, ContextManager, Iterable
 from flamino_core.model.config import MAX_RESIDUES
 from flamino_core.runtime.planner import bucket_length, masked_width
 from flamino_core.runtime.windows import window_starts
+from flamino_core.jobs.status import Status
 
 LOG = logging.getLogger("flamino")
 WAITING, RUNNING, DONE, CANCELLED, STOPPED, FAILED = "waiting", "running", "done", "cancelled", "stopped", "failed"
-FINISHED = (DONE, CANCELLED, STOPPED, FAILED)
+MEASURED = "measured"  # a first chunk that measured the rate ended with units left (never "done")
+FINISHED = (DONE, CANCELLED, STOPPED, FAILED, MEASURED)
 _ids = itertools.count(1)
 
 
@@ -64,6 +66,7 @@ class Job:
         self._cancel = threading.Event()
         self._baseline: tuple[float, int] | None = None  # (time, done) of the first report
         self.version = 0  # counts changes, for watchers that redraw only on news
+        self.measuring_only = False  # one chunk to measure the rate: ending with units left is MEASURED
 
     # --- what the work calls ------------------------------------------------------------------
     def progress(self, done: int, total: int) -> None:
@@ -91,6 +94,13 @@ class Job:
 
     def cancelled(self) -> bool:
         return self._cancel.is_set()
+
+    def measure_only(self) -> None:
+        """This run is one chunk that measures the rate: if it ends with units left, it ends as
+        ``MEASURED`` (the rest waits for the user), never as done."""
+        with self._changed:
+            self.measuring_only = True
+            self._bump()
 
     # --- what watchers call ------------------------------------------------------------------
     def cancel(self) -> None:
@@ -127,7 +137,22 @@ class Job:
             return self._changed.wait_for(lambda: self.finished, timeout)
 
     def fraction(self) -> float:
-        return min(self.done / self.total, 1.0) if self.total else (1.0 if self.state == DONE else 0.0)
+        return self.status().fraction
+
+    def status(self) -> Status:
+        """The job's state as every caption, panel and table says it (``jobs/status.py``)."""
+        with self._changed:
+            finished = {DONE: "done", MEASURED: "measured", CANCELLED: "cancelled", STOPPED: "stopped",
+                        FAILED: "failed"}.get(self.state)
+            waiting = self.state == WAITING or self.total is None
+            fields = dict(title=self.title, unit=self.unit, done=self.done, total=self.total, note=self.note,
+                          error=self.error)
+        if finished is None and self.cancelled():
+            return Status("cancelling", **fields)
+        if finished is not None or waiting:
+            return Status(finished or "queued", **fields)
+        left = self.seconds_left()
+        return Status("measuring" if left is None else "running", seconds_left=left, **fields)
 
     # --- plumbing ---------------------------------------------------------------------------
     def _bump(self) -> None:
@@ -137,8 +162,10 @@ class Job:
     def _finish(self, state: str, value=None, error: str | None = None) -> None:
         """End the job; a job that did not finish keeps the partial value its work set."""
         with self._changed:
+            if state == DONE and self.measuring_only and self.total is not None and self.done < self.total:
+                state = MEASURED  # the value is the first chunk's, the rest is not computed
             self.state, self.error = state, error
-            if state == DONE:
+            if state in (DONE, MEASURED):
                 self.value = value
             self.note = None
             self.finished_at = time.monotonic()

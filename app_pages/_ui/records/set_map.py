@@ -17,7 +17,7 @@ from flamino_core.records.metadata import FIELDS, column_label, colour_values, j
 
 from app_pages._ui.records import set_results
 from app_pages._ui.rerun.context import PageContext
-from app_pages._ui.records.search import matching, search_box
+from app_pages._ui.records.search import matching, search_box, search_caption
 from app_pages._ui.frame.downloads import csv_button, file_button, npz_button, safe_name, show_figure
 from app_pages._ui.input.reading import upload_size_mb
 from app_pages._ui.server.policy import current_limits, visitor_model_name
@@ -115,8 +115,9 @@ def records_section(ctx: PageContext, layer: int, layer_name: str) -> None:
                                          f"mean/{layer}", "the records' map")
     found = tuple(r for r in everything if r.sequence in arrived.values)
     if len(found) < len(everything):
+        state = f" ({arrived.job.status().line()})" if arrived.job is not None else ""
         st.caption(f"{len(found):,} of {len(everything):,} records on the map so far; the others appear as they "
-                   "are computed.")
+                   f"are computed{state}.")
     if len(found) < 2:
         return
     model, ids = ctx.model, [r.id for r in found]
@@ -133,7 +134,10 @@ def records_section(ctx: PageContext, layer: int, layer_name: str) -> None:
                                     format_func=choices.get)  # fmt: skip
     with controls[2]:
         labels = labels_toggle(len(everything))
-    hits = matching(found, search_box(len(everything)))
+    text = search_box(len(everything))
+    hits = matching(found, text)
+    if text.strip():
+        st.caption(search_caption(text, len(hits), len(found), "ringed and labelled on the map"))
     with st.expander("Colour by your own table (CSV/TSV joined on the record id)", icon=":material/table:"):
         st.file_uploader("Metadata table", type=["csv", "tsv", "txt"], key="_record_table_upload",
                          on_change=_take_table, label_visibility="collapsed",

@@ -21,7 +21,8 @@ from typing import Callable, Hashable
 
 import streamlit as st
 
-from flamino_core.jobs.background import CANCELLED, DONE, FAILED, STOPPED, Job
+from flamino_core.jobs.background import CANCELLED, DONE, FAILED, MEASURED, STOPPED, Job
+from flamino_core.jobs.status import about
 
 from app_pages._ui.server import background
 from app_pages._ui.frame.widgets import counted, plain
@@ -48,18 +49,6 @@ class Cost:
 
     def describe(self) -> str:
         return f"{counted(self.passes, self.one, self.many)} ({self.how})"
-
-
-def about(seconds: float) -> str:
-    """A duration for people: ``about 40 seconds``, ``about 24 minutes``, ``about 1 hour 10 minutes``."""
-    if seconds < 50:
-        return f"about {max(5, round(seconds / 5) * 5)} seconds"
-    minutes = round(seconds / 60)
-    if minutes < 60:
-        return f"about {max(minutes, 1)} minute{'' if max(minutes, 1) == 1 else 's'}"
-    hours, minutes = divmod(minutes, 60)
-    rest = f" {minutes} minute{'' if minutes == 1 else 's'}" if minutes else ""
-    return f"about {hours} hour{'' if hours == 1 else 's'}{rest}"
 
 
 # --- a page's work ------------------------------------------------------------------------------------------
@@ -92,9 +81,9 @@ def follow(key: tuple[Hashable, ...], title: str, unit: str, work: Callable[...,
         ask(key, cost, what, cheaper)
         return None
     first_only = cost.seconds is None and not asked  # measure the rate on one chunk first
-    job = background.submit(key, title, unit, functools.partial(work, first_only=first_only))
+    job = background.submit(key, title, unit, _measuring(work) if first_only else functools.partial(work, first_only=False))
     if first_only:  # one chunk measures the rate: then the page says what the rest costs, or goes on
-        if job.wait(MEASURE_SECONDS) and job.state == DONE:
+        if job.wait(MEASURE_SECONDS) and job.state in (DONE, MEASURED):
             st.rerun()
     job.wait(FOLLOW_SECONDS)
     if not job.finished:
@@ -102,6 +91,16 @@ def follow(key: tuple[Hashable, ...], title: str, unit: str, work: Callable[...,
     elif job.state != DONE:
         stopped(job, key, what, keeps)
     return job
+
+
+def _measuring(work):
+    """``work`` for one chunk that measures this machine's rate: the job knows it (``measure_only``),
+    so it ends as measured, not done, when units are left."""
+    def first_chunk(job: Job):
+        job.measure_only()
+        return work(job, first_only=True)
+
+    return first_chunk
 
 
 def approve(key: tuple[Hashable, ...]) -> None:
@@ -129,24 +128,20 @@ def ask(key, cost: Cost, what: str, cheaper) -> None:
 
 def running(job: Job, where: str) -> None:
     """The job's progress bar (with the time left at its measured rate) and its Cancel."""
-    st.progress(job.fraction(), text=status_line(job))
-    if job.note:
-        st.caption(plain(job.note))
+    status = job.status()
+    st.progress(status.fraction, text=status.line())
     st.button("Cancel", key=f"{where}-cancel-{job.id}", on_click=job.cancel, icon=":material/stop_circle:",
-              help="Stops after the chunk in flight; everything finished is kept.")
+              help="Stops after the chunk in flight; everything finished is kept.", disabled=status.phase == "cancelling")
 
 
 def status_line(job: Job) -> str:
-    if job.total is None:
-        return f"{job.title}: starting…"
-    left = job.seconds_left()
-    rest = f" · {about(left)} left" if left is not None and job.done < job.total else " · measuring the rate…"
-    return f"{job.title}: {job.done:,} of {job.total:,} {job.unit}{rest}"
+    """The job's state in words (``Job.status``: the one source of every panel's caption)."""
+    return job.status().line()
 
 
 def stopped(job: Job, key, what: str, keeps: bool = True) -> None:
     """What became of a job that did not finish, and the button that goes on from there."""
-    done = f"{job.done:,} of {job.total:,} {job.unit}" if job.total else "nothing"
+    done = job.status().count() if job.total else "nothing"
     if job.state == CANCELLED:
         kept = "they are kept" if keeps else "its model passes are kept, its fits start again"
         st.info(f"{plain(job.title)} was cancelled after {done}; {kept}.", icon=":material/pause_circle:")
@@ -185,22 +180,16 @@ def sidebar_panel(seen: int | None = None) -> None:
         active = sum(not job.finished for job in shown)
         st.caption(f"Jobs ({active:,} running)" if active else "Jobs")
         for job in shown:
-            if job.finished:
-                st.caption(plain(f"{job.title}: {_ended(job)}"))
+            status = job.status()
+            if status.ended:
+                st.caption(plain(status.line()))
             else:
-                st.progress(job.fraction(), text=status_line(job))
+                st.progress(status.fraction, text=status.line())
                 st.button("Cancel", key=f"sidebar-cancel-{job.id}", on_click=job.cancel, type="tertiary",
-                          icon=":material/stop_circle:")
+                          icon=":material/stop_circle:", disabled=status.phase == "cancelling")
     st.session_state[SEEN] = _version() if seen is None else seen
     if any(not job.finished for job in background.session_jobs()) or _version() != st.session_state[SEEN]:
         _watch()
-
-
-def _ended(job: Job) -> str:
-    if job.state == DONE:
-        return "done"
-    return {CANCELLED: "cancelled", STOPPED: "stopped (server busy)", FAILED: "failed"}[job.state] + (
-        f" after {job.done:,} of {job.total:,} {job.unit}" if job.total else "")
 
 
 def _version() -> int:
