@@ -26,7 +26,8 @@ from flamino_core.variants import substitution_maps as scores
 from flamino_core.variants.dms import numbering_problem, output_frame
 from flamino_core.variants.figures import dms_heatmaps, dms_scatter, variant_map
 from flamino_core.variants.metrics import dms_metrics
-from flamino_core.variants.notation import parse_mutations
+from flamino_core.options import SEQUENCE_STRATEGIES
+from flamino_core.variants.indels import parse_mutations
 from flamino_core.variants.scoring import RANDOM_WEIGHTS_NOTE
 
 STATISTICS = [("spearman", "Spearman ρ"), ("auc", "AUC"), ("mcc", "MCC"), ("ndcg", "NDCG"),
@@ -106,6 +107,7 @@ def list_section(ctx: PageContext) -> None:
     table = scored.table
     columns = ["mutant", "variant", "positions", "score"]
     columns += ["non_additivity"] if strategy == "joint-masked" else []
+    columns += ["kind", "normalisation"] if strategy in SEQUENCE_STRATEGIES else []
     columns += ["label"] if (table["label"] != "").any() else []
     scores_table(table, offset, offset + len(seq) - 1, columns)
     skipped(table)
@@ -113,6 +115,9 @@ def list_section(ctx: PageContext) -> None:
                "variants_csv")
 
     st.subheader("Your variants on the substitution map")
+    if any(v.edits for v in variants):
+        st.caption("Indels, stops and frameshifts change more than one cell: the map marks substitutions only "
+                   "(the table above has every score).")
     substitution, method = substitution_scores(engine, seq)
     fig = variant_map(substitution, seq, variants, first=offset, method=method, table=table)
     show_figure(fig, "variant_map", f"{stem}_variants_map")
@@ -135,7 +140,9 @@ def dms_section(ctx: PageContext) -> None:
         wild_type, offset, record_id = None, 1, Path(name).stem
     table = variant_results.dms_table(data, wild_type, offset)
     if isinstance(table, str):
-        st.error(plain(f"{name}: {table}"))
+        hint = (" Choose **the selected record** as the wild type above, with the assay's wild type "
+                "(ProteinGym's target_seq) as the record." if wild_type is None and "target_seq" in table else "")
+        st.error(plain(f"{name}: {table}") + hint)
         return
     st.caption(plain(f"{name}: {len(table.frame):,} rows; wild type of {len(table.wild_type):,} residues, "
                      f"{table.wild_type_source}."))
@@ -146,6 +153,10 @@ def dms_section(ctx: PageContext) -> None:
             return
     strategy = strategy_picker(table.wild_type, variant_results.dms_variants(data, wild_type, offset))
     if strategy is None:
+        return
+    if table.by_sequence and strategy not in SEQUENCE_STRATEGIES:
+        st.error(f"{plain(name)}: its rows are whole mutated sequences (ProteinGym's indel layout): score them with "
+                 f"{' or '.join(SEQUENCE_STRATEGIES)}.", icon=":material/block:")
         return
     scoring = variant_results.dms_scores(ctx.engine, data, wild_type, offset, strategy, record_id)
     scored = scoring.done
@@ -172,6 +183,10 @@ def dms_section(ctx: PageContext) -> None:
     with maps_tab:
         show_figure(dms_heatmaps(scored), "dms_maps", f"{stem}_dms_maps")
     frame = scored.frame.drop(columns=["mutated_sequence"], errors="ignore")
+    if table.by_sequence:  # the row's edit of the wild type names it (indels.from_sequence)
+        named = scored.variants["variant"].where(scored.variants["variant"] != "", scored.variants["mutant"])
+        frame.insert(0, "mutant", named.to_numpy())
+        frame.insert(1, "kind", scored.variants["kind"].to_numpy())
     frame["positions"] = scored.variants["positions"].to_numpy()
     columns = [c for c in frame.columns if c not in ("status", "positions")] + ["positions"]
     first = table.first

@@ -97,7 +97,7 @@ SEQUENCE_STRATEGIES = {
     )
 }
 # What ``flamino variants`` and ``flamino dms`` take: the substitution strategies, then the
-# sequence strategies not among them. (The app still offers VARIANT_STRATEGIES.)
+# sequence strategies not among them (the Variant effects page offers the same).
 SCORING_STRATEGIES = VARIANT_STRATEGIES + tuple(name for name in SEQUENCE_STRATEGIES if name not in VARIANT_STRATEGIES)
 # What a predictor fitted on the user's labels reads (``predict.features``): the model's mean
 # embedding, one-hot + the model's zero-shot score (Hsu et al. 2022), or one-hot alone.

@@ -60,10 +60,10 @@ def upload_dms(at, name: str, data: bytes):
 
 
 def test_the_page_offers_exactly_the_core_strategies():
-    from flamino_core.options import VARIANT_STRATEGIES
+    from flamino_core.options import SCORING_STRATEGIES
     from flamino_core.variants.scoring import EFFECTS
 
-    assert tuple(VARIANT_STRATEGY_LABELS) == VARIANT_STRATEGIES
+    assert tuple(VARIANT_STRATEGY_LABELS) == SCORING_STRATEGIES  # the command line's choices
     assert tuple(OPTIONS["veffect"].kind.labels) == EFFECTS
 
 
@@ -262,6 +262,87 @@ def test_a_dms_table_that_cannot_be_used_says_why():
     at = upload_dms(at, "bad.csv", b"mutant,fitness\nF1A,1\n")
     assert not at.exception
     assert "needs the columns mutant and DMS\\_score" in at.error[0].value
+
+
+# --- indels, stops and frameshifts (issue 38) ------------------------------------------------------------
+INDELS = "E6V, p.Lys8del, p.Thr12_Ala13insGlyVal, p.Val18_Asn19delinsTrp, p.Ala27_Gly29dup, p.Trp37Ter, p.Trp15fs"
+
+
+def test_indels_are_scored_by_the_sequence_strategies_with_the_plan_said_first(engine):
+    from app_pages._ui.variants.views import download_frame
+    from flamino_core.variants import indels
+    from flamino_core.variants.sequence_scores import pass_plan
+
+    at = variants_page(example(start(), "Haemoglobin β (human)"))
+    at = type_list(at, INDELS)  # masked-marginals: the substitution scored, the rest listed with the way to score them
+    assert_clean(at)
+    assert any("5 entries are indels, stops or frameshifts" in i.value and "wt-pll-approx" in i.value for i in at.info)
+    assert list(at.dataframe[0].value["mutant"]) == ["E6V"]
+    assert "a deletion; masked-marginals scores substitutions only" in list(at.dataframe[1].value["status"])[0]
+
+    variants, issues = indels.parse_mutations(INDELS, HBB)
+    for strategy, kept in (("wt-pll-approx", INDELS), ("pll", "p.Lys8del, p.Trp37Ter, E6V")):
+        if kept != INDELS:
+            at = type_list(at, kept)
+            variants, issues = indels.parse_mutations(kept, HBB)
+        settle(at.radio(key="_w_vstrategy").set_value(strategy).run(), start=True)
+        assert_clean(at)
+        plan = pass_plan(HBB, variants, strategy)
+        assert any(f"Pass plan: {plan.describe(len(variants))}." == unescaped(c.value) for c in at.caption), strategy
+        reference = score_variants(engine, HBB, variants, strategy, issues=issues).table
+        ok = reference[reference.status == "ok"]
+        table = at.dataframe[0].value
+        assert list(table["mutant"]) == list(ok.mutant)
+        np.testing.assert_allclose(table["score"], ok.score, atol=1e-6)
+        assert metric_values(at)["Model passes"] == f"{plan.total:,}"
+    assert list(table["kind"]) == ["deletion", "stop", "substitution"]
+    assert list(table["normalisation"]) == ["sum", "min-llr", "sum"]
+
+    settle(at.radio(key="_w_vstrategy").set_value("wt-pll-approx").run(), start=True)
+    at = type_list(at, INDELS)
+    table = at.dataframe[0].value
+    assert list(table["kind"]) == ["substitution", "deletion", "insertion", "delins", "duplication", "stop"]
+    skipped = at.dataframe[1].value  # the frameshift without its new stop, with the reason
+    assert list(skipped["mutant"]) == ["p.Trp15fs"] and "without its new stop" in list(skipped["status"])[0]
+    variants, issues = indels.parse_mutations(INDELS, HBB)
+    csv = download_frame(score_variants(engine, HBB, variants, "wt-pll-approx", issues=issues).table, "wt-pll-approx")
+    assert list(csv.columns) == ["record_id", "mutant", "variant", "position", "score", "status", "normalisation"]
+    assert list(csv["normalisation"]) == ["sum"] * 5 + ["min-llr", ""]
+    assert any("the map marks substitutions only" in c.value for c in at.caption)
+
+
+def test_an_indel_dms_table_gives_the_cores_metrics(engine, real_sequences):
+    """ProteinGym's indel layout (mutated_sequence, no mutant) uploaded on the page, against the
+    selected record: refused with the way out until it can be scored, then ProteinGym's statistics
+    (its functions, written again in tests/test_dms_proteingym.py) of the same rows and scores.
+    The table is built from a real protein (CBX4_HUMAN) in tests/test_dms_indels.py: no ProteinGym
+    indel assay can be had on this machine."""
+    from test_dms_indels import distinct_usable, indel_table
+    from test_dms_proteingym import proteingym_metrics
+
+    wild = real_sequences["CBX4_HUMAN"]
+    data = indel_table(wild).to_csv(index=False).encode()
+    at = start({"seq": wild, "page": "variants", "vinput": "dms"})
+    at = upload_dms(at, "CBX4_indels.csv", data)
+    assert not at.exception and "Choose **the selected record** as the wild type" in at.error[0].value
+    settle(at.radio(key="_w_dmswt").set_value("record").run(), start=True)
+    assert any("its rows are whole mutated sequences" in e.value for e in at.error)  # masked-marginals
+    settle(at.radio(key="_w_vstrategy").set_value("wt-pll-approx").run(), start=True)
+    assert_clean(at)
+    scored = score_dms(engine, parse_dms(data, wild_type=wild), "wt-pll-approx")
+    used = distinct_usable(indel_table(wild))  # the rows ProteinGym's statistics read, chosen with pandas
+    assert list(scored.frame[scored.rows_used()].index) == list(used.index)
+    theirs = proteingym_metrics(scored.frame.loc[used.index].astype({"score": float}), "score")
+    shown = metric_values(at)
+    assert shown["Rows used"] == f"{len(used):,}"
+    for key, label in (("spearman", "Spearman ρ"), ("auc", "AUC"), ("mcc", "MCC"), ("ndcg", "NDCG"),
+                       ("top10_recall", "Top-10% recall")):
+        assert shown[label] == f"{float(theirs[key]):.3f}", label
+    table = at.dataframe[0].value
+    assert {"deletion", "insertion", "substitution", "delins"} <= set(table["kind"])
+    assert list(table["mutant"][:2]) == [f"{wild[0]}1del", f"{wild[1]}2del"]
+    names = {trace.get("name") for trace in figures(at)[0]["data"]}
+    assert any("indel" in str(name) for name in names), names
 
 
 # --- the substitution map on the Masked predictions page ---------------------------------------------------

@@ -16,7 +16,7 @@ import dataclasses
 import re
 from collections.abc import Mapping
 
-from flamino_core.options import CONTACT_CUTOFFS, SEPARATION_RANGES, STRATEGIES, VARIANT_STRATEGIES, map_strategies
+from flamino_core.options import CONTACT_CUTOFFS, SCORING_STRATEGIES, SEPARATION_RANGES, STRATEGIES, map_strategies
 from flamino_core.structure.tracks import PARAMS, TRACKS, Param
 
 MAX_INT = 10_000_000  # bounds any number a link carries; 8 digits at most
@@ -229,7 +229,7 @@ def _track_option(param: Param) -> ViewOption:
 
 
 # Every strategy the app offers is named as flamino_core.options names it (STRATEGIES for maps of a
-# whole sequence, VARIANT_STRATEGIES for the user's variants), in widgets and links alike; the
+# whole sequence, SCORING_STRATEGIES for the user's variants), in widgets and links alike; the
 # short values older links wrote ("wt", "masked") are read as the strategies they meant.
 STRATEGY_LABELS = {
     "wt-marginals": "wt-marginals — fast: one unmasked pass",
@@ -260,13 +260,16 @@ STRUCTURE_OPTIONS = (
     ViewOption("sid", "structure", Word(r"[A-Za-z0-9_]{4,12}")),
 )
 MAX_LINK_MUTATIONS = 1_500  # characters of a mutation list a link carries
-VARIANT_STRATEGY_LABELS = {  # one per flamino_core.options.VARIANT_STRATEGIES
+VARIANT_STRATEGY_LABELS = {  # one per flamino_core.options.SCORING_STRATEGIES
     "masked-marginals": "masked-marginals — one masked pass per mutated position (ProteinGym's ESM score)",
     "wt-marginals": "wt-marginals — one unmasked pass (fast, approximate)",
     "joint-masked": "joint-masked — a multi-mutant's positions masked together (shows non-additivity)",
-    "pll": "pll — pseudo-log-likelihood of mutant minus wild type (slow: L passes per variant)",
+    "pll": "pll — pseudo-log-likelihood of mutant minus wild type; also indels and stops (slow: L passes per variant)",
+    "pll-per-residue": "pll-per-residue — pll with each PLL divided by its sequence's length",
+    "wt-pll-approx": "wt-pll-approx — pll's one-pass approximation (ESM Variants' PLLR): indels and stops, cheap",
+    "wt-pll-approx-per-residue": "wt-pll-approx-per-residue — wt-pll-approx per residue (ESM Variants' weighted PLLR)",
 }
-VARIANT_CHOICE = Choice({name: VARIANT_STRATEGY_LABELS.get(name, name) for name in VARIANT_STRATEGIES})
+VARIANT_CHOICE = Choice({name: VARIANT_STRATEGY_LABELS.get(name, name) for name in SCORING_STRATEGIES})
 
 OPTIONS: dict[str, ViewOption] = {
     option.key: option

@@ -4,8 +4,11 @@ Every strategy runs as a background job (``background.py``; one unmasked pass of
 sequence is heavy too), each engine call holding one slot of the heavy-job queue, so other
 visitors' work runs between its chunks. Every masked pass goes through the result store (a mutated position, or a pll mutant's positions, is masked once per
 model across pages and sessions; a cancelled job resumes where it stopped), one engine call per
-heavy-job slot. pll is scored ``CHUNK_ROWS`` rows at a time, so its rows fill in while it runs;
-its final table is then assembled from the store without running the model again.
+heavy-job slot. The masked sequence strategies (``pll``, ``pll-per-residue``: every residue of
+every mutant masked) are scored ``CHUNK_ROWS`` rows at a time, so their rows fill in while they
+run; the final table is then assembled from the store without running the model again. Lists
+are read with indels, stops and frameshifts (``indels.parse_mutations``): the sequence strategies
+score them, the substitution strategies list them as not scored, with the reason.
 """
 
 from __future__ import annotations
@@ -20,8 +23,11 @@ from flamino_core.jobs import background as jobs
 from flamino_core.jobs.background import DONE
 from flamino_core.store.result_store import default_store
 from flamino_core.variants.dms import DmsError, DmsScores, DmsTable, parse_dms, score_dms, table_variants
-from flamino_core.variants.notation import Variant, parse_mutations
+from flamino_core.options import SEQUENCE_STRATEGIES
+from flamino_core.variants.indels import parse_mutations
+from flamino_core.variants.notation import Variant
 from flamino_core.variants.scoring import VariantScores, score_variants
+from flamino_core.variants.sequence_scores import pass_plan
 
 from app_pages._ui.server import background, jobs_panel
 from app_pages._ui.server.policy import current_limits, hosted_mode
@@ -29,6 +35,9 @@ from app_pages._ui.server.policy import current_limits, hosted_mode
 HOSTED = hosted_mode()
 CHUNK_ROWS = 24  # pll rows scored per step: the step at which rows arrive
 CHEAPER = {"masked-marginals": "wt-marginals", "joint-masked": "masked-marginals", "pll": "masked-marginals"}
+# With indels, stops or frameshifts in the list only a sequence strategy scores them: the cheaper
+# one is the unmasked approximation of the same score (ESM Variants' PLLR).
+CHEAPER_WITH_INDELS = {"pll": "wt-pll-approx", "pll-per-residue": "wt-pll-approx-per-residue"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,8 +60,8 @@ def _use(strategy: str) -> None:
     st.session_state["vstrategy"] = st.session_state["_w_vstrategy"] = strategy
 
 
-def _cheaper(strategy: str):
-    other = CHEAPER.get(strategy)
+def _cheaper(strategy: str, indels: bool = False):
+    other = (CHEAPER_WITH_INDELS if indels else CHEAPER).get(strategy)
     return None if other is None else (f"Use {other} instead", lambda: _use(other))
 
 
@@ -65,7 +74,7 @@ def list_scores(engine, sequence: str, text: str, offset: int, strategy: str, re
     key = ("variants", engine.fingerprint, _digest(sequence, text, offset, strategy, record_id))
 
     def work(job, first_only: bool = False):
-        chunks = _pll_chunks(len(variants)) if strategy == "pll" else [(0, len(variants))]
+        chunks = _pll_chunks(len(variants)) if chunked(strategy) else [(0, len(variants))]
         metered = background.metered(engine, job)
         partial = []
         job.value = {"partial": partial}
@@ -81,7 +90,7 @@ def list_scores(engine, sequence: str, text: str, offset: int, strategy: str, re
         return score_variants(metered, sequence, variants, strategy, issues=issues, record_id=record_id,
                               progress=progress)
 
-    unit = "variants" if strategy == "pll" and len(variants) > CHUNK_ROWS else "passes"
+    unit = "variants" if chunked(strategy) and len(variants) > CHUNK_ROWS else "passes"
     return _follow(key, engine, sequence, [v.apply(sequence) for v in variants], variants, strategy, work, unit,
                    f"Scoring {len(variants):,} variants ({strategy})", "scoring the variants")
 
@@ -99,10 +108,10 @@ def dms_table(data: bytes, wild_type: str | None, offset: int) -> DmsTable | str
 
 
 @st.cache_data(show_spinner=False, max_entries=8 if HOSTED else 32)
-def dms_variants(data: bytes, wild_type: str | None, offset: int) -> list[Variant]:
-    """The table's mutants read against its wild type (what the strategy check counts passes of);
-    ``dms_table`` must accept it."""
-    return table_variants(dms_table(data, wild_type, offset))[0]
+def dms_variants(data: bytes, wild_type: str | None, offset: int, indels: bool = True) -> list[Variant]:
+    """The table's mutants read against its wild type (what the strategy check counts passes of),
+    indels and stops included unless ``indels`` is False; ``dms_table`` must accept it."""
+    return table_variants(dms_table(data, wild_type, offset), indels=indels)[0]
 
 
 def dms_scores(engine, data: bytes, wild_type: str | None, offset: int, strategy: str, record_id: str) -> Scoring:
@@ -113,7 +122,7 @@ def dms_scores(engine, data: bytes, wild_type: str | None, offset: int, strategy
 
     def work(job, first_only: bool = False):
         metered = background.metered(engine, job)
-        chunks = _pll_chunks(rows) if strategy == "pll" else [(0, rows)]
+        chunks = _pll_chunks(rows) if chunked(strategy) else [(0, rows)]
         partial = []
         job.value = {"partial": partial}
         if len(chunks) > 1:
@@ -130,13 +139,19 @@ def dms_scores(engine, data: bytes, wild_type: str | None, offset: int, strategy
         return score_dms(metered, table, strategy, record_id=record_id,
                          progress=None if len(chunks) > 1 else job.progress)
 
-    variants = dms_variants(data, wild_type, offset)
-    unit = "rows" if strategy == "pll" and rows > CHUNK_ROWS else "passes"
+    variants = dms_variants(data, wild_type, offset, strategy in SEQUENCE_STRATEGIES)
+    unit = "rows" if chunked(strategy) and rows > CHUNK_ROWS else "passes"
     return _follow(key, engine, table.wild_type, [v.apply(table.wild_type) for v in variants], variants, strategy,
                    work, unit, f"Scoring {rows:,} DMS rows ({strategy})", "scoring the DMS table")
 
 
 # --- shared -----------------------------------------------------------------------------------------
+def chunked(strategy: str) -> bool:
+    """Whether ``strategy`` is scored a chunk of rows at a time (every residue of every mutant
+    masked: the rows arrive as they are scored)."""
+    return strategy in SEQUENCE_STRATEGIES and SEQUENCE_STRATEGIES[strategy].masked
+
+
 def _pll_chunks(n: int) -> list[tuple[int, int]]:
     return [(start, min(start + CHUNK_ROWS, n)) for start in range(0, n, CHUNK_ROWS)] or [(0, 0)]
 
@@ -147,7 +162,7 @@ def _follow(key, engine, sequence: str, mutants: list[str], variants, strategy: 
     if done is not None and done.state == DONE and not isinstance(done.value, dict):
         return Scoring(done.value)  # scored in this session already
     job = jobs_panel.follow(key, title, unit, work, lambda: cost(engine, sequence, mutants, variants, strategy),
-                            what=what, cheaper=_cheaper(strategy))
+                            what=what, cheaper=_cheaper(strategy, any(v.edits for v in variants)))
     if job is None:
         return Scoring(None)
     if job.state == DONE and not isinstance(job.value, dict):
@@ -157,22 +172,40 @@ def _follow(key, engine, sequence: str, mutants: list[str], variants, strategy: 
 
 
 def cost(engine, sequence: str, mutants: list[str], variants, strategy: str) -> jobs_panel.Cost:
-    """The masked passes ``strategy`` still needs for these variants (the store's are free)."""
+    """The masked passes ``strategy`` still needs for these variants (the store's are free; a
+    substitution strategy scores no indel)."""
     store, model = default_store(), engine.fingerprint
+    variants = variants if strategy in SEQUENCE_STRATEGIES else [v for v in variants if not v.edits]
     if strategy == "wt-marginals":
         tokens = jobs.unmasked_tokens([len(sequence)])
         return jobs_panel.Cost(1, "unmasked pass", "unmasked passes", "one for the whole sequence",
                                jobs.default_rates().seconds(model, "unmasked", tokens))
-    if strategy == "pll":
-        need = {s: len(s) - len(store.held_positions(model, s)) for s in dict.fromkeys([sequence, *mutants])}
-        how = "every position of the wild type and of each distinct mutant"
-    else:
-        held = store.held_positions(model, sequence)
-        need = {sequence: len({i for v in variants for i in v.indices} - held)}
-        how = "one per mutated position"
-        if strategy == "joint-masked":
-            need[sequence] += len({tuple(sorted(v.indices)) for v in variants if len(v.indices) > 1})
-            how += ", and one per multi-mutant"
+    if strategy in SEQUENCE_STRATEGIES:
+        return _sequence_cost(engine, sequence, variants, strategy)
+    held = store.held_positions(model, sequence)
+    need = {sequence: len({i for v in variants for i in v.indices} - held)}
+    how = "one per mutated position"
+    if strategy == "joint-masked":
+        need[sequence] += len({tuple(sorted(v.indices)) for v in variants if len(v.indices) > 1})
+        how += ", and one per multi-mutant"
     tokens = sum(jobs.masked_tokens(len(s), n) for s, n in need.items())
     seconds = jobs.default_rates().seconds(model, "masked", tokens)
     return jobs_panel.Cost(sum(need.values()), "masked pass", "masked passes", how, seconds)
+
+
+def _sequence_cost(engine, sequence: str, variants, strategy: str) -> jobs_panel.Cost:
+    """What a sequence strategy still runs (``sequence_scores.pass_plan``): the masked passes the
+    store does not hold, or one unmasked pass per sequence (window) of the plan."""
+    plan = pass_plan(sequence, variants, strategy)
+    model, rates = engine.fingerprint, jobs.default_rates()
+    if not plan.masked:
+        lengths = [len(s) for s, _ in plan.runs]
+        return jobs_panel.Cost(len(lengths), "unmasked pass", "unmasked passes",
+                               "one per distinct sequence: the wild type (or its windows) and each mutant",
+                               rates.seconds(model, "unmasked", jobs.unmasked_tokens(lengths)))
+    store = default_store()
+    need = {(s, first): len(set(range(first, len(s))) - store.held_positions(model, s)) for s, first in plan.runs}
+    tokens = sum(jobs.masked_tokens(len(s), n) for (s, _), n in need.items())
+    return jobs_panel.Cost(sum(need.values()), "masked pass", "masked passes",
+                           "every residue of the wild type (or its windows) and of each distinct mutant, once",
+                           rates.seconds(model, "masked", tokens))

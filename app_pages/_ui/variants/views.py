@@ -8,12 +8,14 @@ import pandas as pd
 import streamlit as st
 
 from flamino_core.inputs.tables import TableError, table_text
-from flamino_core.variants.scoring import OK, filter_scored, output_columns, planned_passes
+from flamino_core.options import SEQUENCE_STRATEGIES
+from flamino_core.variants.scoring import OK, filter_scored, output_columns
+from flamino_core.variants.sequence_scores import pass_plan
 
 from app_pages._ui.input.reading import upload_limit_words, upload_size_mb
 from app_pages._ui.server.policy import current_limits
 from app_pages._ui.frame.views import OPTIONS
-from app_pages._ui.frame.widgets import kept_number_input, kept_radio, kept_text_area, plain, widget_key
+from app_pages._ui.frame.widgets import counted, kept_number_input, kept_radio, kept_text_area, plain, widget_key
 
 LIST_TEXT = "mutation_text"  # the list the page scores (its text area's kept value)
 LINK_LIST, LINK_TOO_LONG = "muts", "mlong"  # what the link carries (views.OPTIONS)
@@ -50,7 +52,7 @@ def mutation_list() -> str:
         "(and an optional label column, e.g. benign / pathogenic)",
         LIST_TEXT,
         height=170,
-        placeholder="E6V\nK17E:E6V\np.(Lys8Ala)\np.[Glu6Val;Lys8Ala]",
+        placeholder="E6V\nK17E:E6V\np.(Lys8Ala)\np.[Glu6Val;Lys8Ala]\np.Lys8del\np.Thr12_Ala13insGlyVal\np.Trp37Ter",
     )
     st.file_uploader(
         f"…or upload a list or CSV{upload_limit_words().replace(';', ',', 1)}",
@@ -78,7 +80,9 @@ def list_missing() -> None:
             icon=":material/link_off:",
         )
     else:
-        st.info("Paste your variants above (ProteinGym's A23V or A23V:G45D, or HGVS such as p.Ala23Val).")
+        st.info("Paste your variants above (ProteinGym's A23V or A23V:G45D, or HGVS such as p.Ala23Val; "
+                "deletions, insertions, delins, duplications, stops and frameshifts such as p.Lys8del, "
+                "p.Thr12_Ala13insGlyVal, p.Val18_Asn19delinsTrp, p.Ala27_Gly29dup, p.Trp37Ter, p.Trp15ProfsTer2).")
 
 
 # --- the DMS table ---------------------------------------------------------------------------------
@@ -101,7 +105,8 @@ def dms_upload() -> tuple[str, bytes] | None:
     """The DMS table's file name and bytes (the last upload of this session), or None."""
     st.file_uploader(
         "DMS table (CSV or TSV in ProteinGym's format: mutant and DMS_score; mutated_sequence and "
-        f"DMS_score_bin optional; higher DMS_score = fitter{upload_limit_words()})",
+        "DMS_score_bin optional; higher DMS_score = fitter; or ProteinGym's indel layout, mutated_sequence "
+        f"and DMS_score without mutant, against the selected record as wild type{upload_limit_words()})",
         key="_dms_upload",
         on_change=_keep_dms_upload,
         max_upload_size=upload_size_mb(),
@@ -120,14 +125,24 @@ def dms_upload() -> tuple[str, bytes] | None:
 def strategy_picker(sequence: str, variants: list) -> str | None:
     """The kept strategy, or None (after saying why) when this server refuses to score these
     variants with it (more passes than one request may run: pll, or joint-masked on many
-    multi-mutants)."""
+    multi-mutants). Under a sequence strategy the pass plan is said before any work (the wild
+    type's passes counted once); under a substitution strategy, that the list's indels, stops
+    and frameshifts need a sequence strategy."""
     strategy = kept_radio("Score", "vstrategy")
-    problem = current_limits().check_passes(sequence, variants, strategy)
+    whole = strategy in SEQUENCE_STRATEGIES
+    edits = [v for v in variants if v.edits]
+    scored = variants if whole else [v for v in variants if not v.edits]
+    problem = current_limits().check_passes(sequence, scored, strategy)
     if problem:
         st.error(plain(f"Not scored with {strategy}: {problem}."), icon=":material/block:")
         return None
-    if strategy == "pll":
-        st.caption(f"pll runs {planned_passes(sequence, variants, strategy):,} masked passes here.")
+    if edits and not whole:
+        which = counted(len(edits), "entry is an indel, stop or frameshift", "entries are indels, stops or frameshifts")
+        st.info(f"{which}: {strategy} scores substitutions only, so they are listed as not scored. "
+                f"{', '.join(SEQUENCE_STRATEGIES)} score them (wt-pll-approx is the cheap one).",
+                icon=":material/info:")
+    if whole:
+        st.caption(plain(f"Pass plan: {pass_plan(sequence, scored, strategy).describe(len(scored))}."))
     return strategy
 
 
