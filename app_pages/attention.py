@@ -36,6 +36,13 @@ def contact_note(contacts: np.ndarray, length: int) -> str | None:
     )
 
 
+def contact_families() -> str:
+    """The families with a contact head, in words (from their declarations)."""
+    from flamino_core.model.families import FAMILIES
+
+    return " and ".join(f.title for f in FAMILIES.values() if f.contact_head)
+
+
 def main(ctx: PageContext) -> None:
     engine, seq, stem, shown = ctx.engine, ctx.sequence, ctx.stem, ctx.shown
     n, heads = ctx.engine.config.num_layers, ctx.engine.config.attention_heads
@@ -48,7 +55,7 @@ def main(ctx: PageContext) -> None:
     if len(seq) > MAX_RESIDUES:
         cut = "" if maps_stop == shown.stop else f" the first {MAX_RESIDUES:,} residues of the range,"
         st.info(
-            f"Attention maps cover at most {MAX_RESIDUES:,} residues (ESM-2's training length): these show"
+            f"Attention maps cover at most {MAX_RESIDUES:,} residues (the models' training length): these show"
             f"{cut} from the {MAX_RESIDUES:,}-residue window of the sequence that holds them."
         )
 
@@ -77,7 +84,9 @@ def main(ctx: PageContext) -> None:
     # Long sequences go through the server's heavy-job queue; when it is full the page says so
     # and shows what it has.
     maps = results.heavy(results.attention, engine, window_seq, layer, what="the attention maps")  # (H, T, T)
-    contact_probs = results.heavy(results.contacts, engine, seq, what="the contact map")  # (L, L)
+    # A family without a contact head (ESM-1v, ESM C) shows its maps and says where contacts come from.
+    has_contacts = engine.family.contact_head
+    contact_probs = results.heavy(results.contacts, engine, seq, what="the contact map") if has_contacts else None
     what = "APC-corrected, symmetrised attention" if use_apc else "Attention"
     crop = (shown.start - window, maps_stop - window)  # the maps' residues within the window
 
@@ -104,6 +113,10 @@ def main(ctx: PageContext) -> None:
                 f"{stem}_layer{layer}_head{head or 'avg'}{'_apc' if use_apc else ''}.csv",
                 "attention_csv",
             )
+    if not has_contacts:
+        with right:
+            st.info(f"{engine.family.title} has no contact head (none was published), so this page shows its "
+                    f"attention maps only: contacts come from {contact_families()}.")
     if contact_probs is not None:
         shown_contacts = contact_probs[shown.span, shown.span]
         with right:

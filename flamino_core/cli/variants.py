@@ -98,7 +98,7 @@ def cmd_variants(args) -> int:
 
 
 def cmd_dms(args) -> int:
-    from flamino_core.variants.dms import DmsError, numbering_problem, output_frame, read_dms, score_dms, table_variants
+    from flamino_core.variants.dms import DmsError, numbering_problem, output_frame, read_dms, table_variants
     from flamino_core.variants.metrics import dms_metrics
     from flamino_core.variants.scoring import OK
     from flamino_core.variants.sequence_scores import pass_plan
@@ -127,11 +127,10 @@ def cmd_dms(args) -> int:
         raise UserError(f"{args.dms}: {problem} (--force-offset scores the rows that fit anyway)")
     if problem:
         say(f"warning: {problem}; scoring the rows that fit, as --force-offset asks")
-    engine = load_engine(args.model, args.verbose)
     if args.strategy in SEQUENCE_STRATEGIES:  # the cost before the work: the wild type's passes counted once
         variants = table_variants(dms, indels=True)[0]
         say(f"{record_id}: {pass_plan(dms.wild_type, variants, args.strategy).describe(len(variants))}")
-    scores = score_dms(engine, dms, args.strategy, record_id=record_id, progress=Progress(record_id))
+    scores = _score_dms(args, dms, record_id)
     for issue in scores.dms.issues:
         say(f"warning: {issue}")
     _notes(scores.notes, set())
@@ -152,6 +151,25 @@ def cmd_dms(args) -> int:
         raise UserError(f"nothing could be scored: none of the {len(scores.frame):,} rows fits the wild type "
                         "(their status says why)")
     return EXIT_OK
+
+
+def _score_dms(args, dms, record_id: str):
+    """One model's scores, or an ensemble's (``-m esm1v_ensemble``, ``-m ensemble:A,B,...``):
+    each member's in a column, their mean as ``score``."""
+    from flamino_core.model.families import ensemble_members
+    from flamino_core.variants.dms import score_dms
+    from flamino_core.variants.ensemble import score_dms_ensemble
+
+    try:
+        members = ensemble_members(args.model or "")
+    except ValueError as err:
+        raise UserError(str(err)) from None
+    if not members:
+        engine = load_engine(args.model, args.verbose)
+        return score_dms(engine, dms, args.strategy, record_id=record_id, progress=Progress(record_id))
+    say(f"{record_id}: an ensemble of {len(members)} models, scored one after the other")
+    return score_dms_ensemble(lambda member: load_engine(member, args.verbose), members, dms, args.strategy,
+                              record_id=record_id, progress=Progress(record_id))
 
 
 def _shown(value) -> str:

@@ -1,5 +1,7 @@
-"""The sidebar's model picker: what this server offers (hosted: only what can load now), short
-labels that fit the sidebar with the details underneath, and a local checkpoint path.
+"""The sidebar's model picker: what this server offers (hosted: only what can load now), grouped
+by family (``families.PRESETS`` is in family order; each label starts with its family's title),
+short labels that fit the sidebar with the details underneath (family, size, context length,
+licence), and a local checkpoint path.
 
 The loading itself, its failures and the banner are in ``models.py``; which models may be
 offered is decided in ``policy.py``.
@@ -9,7 +11,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from flamino_core.model.config import PRESETS
+from flamino_core.model.families import FAMILIES, PRESETS, preset_name
 
 from app_pages._ui.input.model_loading import LOCAL_CHOICE, MODEL, forget_failure
 from app_pages._ui.server.policy import RANDOM_TEST_MODEL, current_limits, hosted_mode, offered_now, public_model_name
@@ -37,8 +39,11 @@ def model_choices() -> list[str]:
 def model_label(identifier: str) -> str:
     """The picker's short label (the sidebar cuts long ones off); ``model_details`` says more."""
     if identifier in PRESETS:
-        size = PRESETS[identifier][3]
-        return f"{identifier} · {size}"
+        preset = PRESETS[identifier]
+        label = f"{preset.title} {preset.size}"
+        twins = [name for name, p in PRESETS.items() if (p.title, p.size) == (preset.title, preset.size)]
+        # ESM-1v's five 650M members: numbered as published (_1 .. _5); the details name each.
+        return f"{label} · {identifier.rsplit('_', 1)[-1]}" if len(twins) > 1 else label
     if identifier == LOCAL_CHOICE:
         return "Local checkpoint…"
     if identifier.startswith("random:"):
@@ -50,20 +55,26 @@ def model_label(identifier: str) -> str:
 
 
 def model_details(identifier: str) -> str | None:
-    """One line under the picker about the chosen model: its size, and whether it is here."""
+    """One line under the picker about the chosen model: its family, size, context length and
+    licence, and whether it is here."""
     if identifier in PRESETS:
         from flamino_core.weights.loading import cached_presets
 
-        layers, _, _, size = PRESETS[identifier]
+        preset = PRESETS[identifier]
+        family = FAMILIES[preset.family]
         if hosted_mode():
             where = "on this server"
         else:
             where = "cached" if identifier in cached_presets() else "download needed (once, from the Hugging Face Hub)"
-        return f"ESM-2, {size} parameters, {layers} layers · {where}"
+        contacts = "" if family.contact_head else "; attention maps, no contact head"
+        return (f"{identifier}: {family.title} ({family.paper}), {preset.size} parameters, {preset.layers} layers, "
+                f"{preset.context:,} residues per pass (longer: windows){contacts} · weights licence: "
+                f"{preset.licence} · {where}")
     if identifier.startswith("random:"):
         return "Random weights, for trying the interface: its output is not biology."
     if identifier == LOCAL_CHOICE:
-        return "A folder (Hugging Face or flamino checkpoint) or a fair-esm .pt file on this machine."
+        return ("A folder (Hugging Face or flamino checkpoint), a fair-esm .pt or an EvolutionaryScale ESM C .pth "
+                "file on this machine.")
     return None
 
 
@@ -73,15 +84,15 @@ def model_picker() -> None:
 
     ss = st.session_state
     choices = model_choices()
-    if LOCAL_CHOICE not in choices and ss[MODEL].removeprefix("facebook/") not in choices:
+    if LOCAL_CHOICE not in choices and (preset_name(ss[MODEL]) or ss[MODEL]) not in choices:
         # Hosted: only the server's models that can load now, whatever came before.
         ss[MODEL] = default_model() if default_model() in choices else (choices or [RANDOM_TEST_MODEL])[0]
     active = ss[MODEL]
     if active.startswith("random:") and active not in choices and LOCAL_CHOICE in choices:
         choices.append(active)
-    is_path = active not in choices and active.removeprefix("facebook/") not in PRESETS
-    if active.removeprefix("facebook/") in PRESETS:
-        default_choice = active.removeprefix("facebook/")
+    is_path = active not in choices and preset_name(active) is None
+    if preset_name(active) is not None:
+        default_choice = preset_name(active)
     else:
         default_choice = LOCAL_CHOICE if is_path else active
     if is_path:
@@ -105,8 +116,9 @@ def model_picker() -> None:
         default=default_choice,
         format_func=model_label,
         on_change=choose,
-        help="ESM-2 checkpoints from fair-esm / Hugging Face, converted once and cached. "
-        "Bigger models are slower and need more memory.",
+        help="Published checkpoints by family (ESM-2, ESM-1b, ESM-1v, ESM C) from the Hugging Face Hub, "
+        "converted once and cached; docs/models.md says what each offers. Bigger models are slower "
+        "and need more memory.",
     )
     details = model_details(choice)
     if details:

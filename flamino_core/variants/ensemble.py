@@ -1,0 +1,68 @@
+"""An ensemble of models scored as one choice (``families.ENSEMBLES``: the ESM-1v five; or
+``ensemble:<model>,<model>,...``): each member scores the table on its own, every masked pass
+through the result store under that member's fingerprint, and the ensemble's score is the mean
+of the members' scores, as Meier et al. 2021 and ProteinGym score the ESM-1v ensemble
+(masked-marginals per model, then the mean). Each member's score is kept in a column of its own.
+
+Members are loaded one at a time (``load(identifier)``) and let go before the next, so five
+650M models need the memory of one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from flamino_core.variants.dms import DmsScores, DmsTable, score_dms
+
+MEMBER_PREFIX = "score_"  # one column per member: score_<member's short name>
+
+
+def member_columns(members: Sequence[str]) -> list[str]:
+    """``score_<name>`` per member: a preset's name, a path's last part; numbered if two agree."""
+    names = [Path(m.rstrip("/")).name.removesuffix(".pt").removesuffix(".pth") or m for m in members]
+    return [f"{MEMBER_PREFIX}{name}" if names.count(name) == 1 else f"{MEMBER_PREFIX}{i + 1}_{name}"
+            for i, name in enumerate(names)]
+
+
+def score_dms_ensemble(
+    load: Callable[[str], object],
+    members: Sequence[str],
+    dms: DmsTable,
+    strategy: str,
+    *,
+    record_id: str = "",
+    progress: Callable[[int, int], None] | None = None,
+    cancelled: Callable[[], bool] | None = None,
+    store=None,
+) -> DmsScores:
+    """``dms.score_dms`` for each member, then their mean as ``score``.
+
+    Returns:
+      The first member's ``DmsScores`` (statuses and metrics' rows are the table's, the same
+      for every member) with one ``score_<member>`` column per member before ``score``, which
+      holds their mean; ``passes`` counts every member's.
+    """
+    columns = member_columns(members)
+    scored: list[DmsScores] = []
+    for index, member in enumerate(members):
+        step = None if progress is None else (lambda done, total, i=index: progress(i * total + done, len(members) * total))
+        engine = load(member)
+        scored.append(score_dms(engine, dms, strategy, record_id=record_id, progress=step, cancelled=cancelled,
+                                store=store))
+        del engine  # the next member loads into the memory this one held
+    first = scored[0]
+    model_columns = [c for c in ("score", "non_additivity", "status") if c in first.frame.columns]
+    frame = first.frame.drop(columns=model_columns)
+    per_member = np.stack([s.frame["score"].to_numpy(dtype=float) for s in scored])
+    for column, values in zip(columns, per_member):
+        frame[column] = values
+    frame["score"] = per_member.mean(axis=0)  # after the members' columns, as written out
+    if "non_additivity" in model_columns:  # joint strategies: the members' non-additivity, averaged too
+        frame["non_additivity"] = np.mean([s.frame["non_additivity"].to_numpy(dtype=float) for s in scored], axis=0)
+    frame["status"] = first.frame["status"].to_numpy()
+    note = f"score: the mean of {len(members)} models' scores ({', '.join(columns)})"
+    return dataclasses.replace(first, frame=frame, passes=sum(s.passes for s in scored), notes=[note, *first.notes])
