@@ -15,7 +15,8 @@ from flamino_core.inputs.fasta import ProteinRecord, read_fasta
 from flamino_core.figures.style import MISSING_COLOUR, OTHER_COLOUR, SAFE_CATEGORY_COLOURS, _qualitative
 from flamino_core.records.metadata import (MAX_HEADER_COLUMNS, colour_values, header_fields, join_table,
                                           metadata_rows)
-from flamino_core.records.summary import ENTROPY_COLUMN, PPPL_COLUMN, mean_entropy, summary_rows
+from flamino_core.analysis.outputs import residue_entropy
+from flamino_core.records.summary import ENTROPY_COLUMN, PPPL_COLUMN, summary_rows
 
 RNG = np.random.default_rng(7)
 
@@ -157,7 +158,7 @@ def test_the_map_colours_numbers_by_scale_and_categories_by_legend():
 
 def test_summary_rows_and_mean_entropy():
     uniform = np.zeros((4, 33))
-    assert mean_entropy(uniform) == pytest.approx(np.log2(20))  # every amino acid equally likely
+    assert residue_entropy(uniform) == pytest.approx([np.log2(20)] * 4)  # every amino acid equally likely
     records = [ProteinRecord("sp|P1|A_HUMAN", "x OS=Homo sapiens GN=A", "MKVL"), ProteinRecord("b", "", "MK")]
     rows = summary_rows(records, {"b": 1.5}, {"sp|P1|A_HUMAN": 3.0})
     assert rows == [

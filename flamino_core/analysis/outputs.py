@@ -85,6 +85,13 @@ def entropy(probabilities: np.ndarray, axis: int = 0, base: float = 2.0) -> np.n
     return -terms.sum(axis=axis) / np.log(base)
 
 
+def residue_entropy(logits: np.ndarray) -> np.ndarray:
+    """(L,) entropy in bits of the predicted amino acids at each position, from (L, vocab) logits:
+    0 where the model is sure, log2(20) ~ 4.32 where it has no idea. The one per-residue entropy
+    (the record outputs the Records table averages, the Structure page's track)."""
+    return entropy(amino_acid_probabilities(logits), axis=0)
+
+
 def top_k_rows(probabilities: np.ndarray, sequence: str, k: int = 3, first: int = 1) -> list[dict]:
     """One table row per position: the residue, its probability and rank, and the top k.
 

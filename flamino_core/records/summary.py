@@ -5,27 +5,12 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-import numpy as np
-
-from flamino_core.analysis.outputs import amino_acid_probabilities, entropy
 from flamino_core.inputs.fasta_records import ProteinRecord
 from flamino_core.records.metadata import FIELDS, metadata_rows
 
 ENTROPY_COLUMN = "mean entropy (bits)"
 PPPL_COLUMN = "pseudo-perplexity"
 SHOWN_FIELDS = ("organism", "gene_name", "protein_name", "accession", "start", "end")  # of record_metadata.FIELDS
-
-
-def mean_entropy(logits: np.ndarray) -> float:
-    """The mean over positions of the entropy (bits) of the predicted amino acids, unmasked pass.
-
-    Args:
-      logits: (L, 33) LM logits of one unmasked pass.
-
-    Returns:
-      0 when the model is sure of every position, log2(20) ~ 4.32 when it has no idea.
-    """
-    return float(entropy(amino_acid_probabilities(logits)).mean())
 
 
 def summary_rows(
@@ -39,7 +24,7 @@ def summary_rows(
 
     Args:
       records: the records, in input order.
-      mean_entropies, pseudo_perplexities: by record id (``mean_entropy``, ``scores.pseudo_perplexity``).
+      mean_entropies, pseudo_perplexities: by record id (``passes.RecordOutputs.mean_entropy``, ``substitution_maps.pseudo_perplexity``).
     """
     rows = []
     for record, fields in zip(records, metadata_rows(records), strict=True):

@@ -20,7 +20,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from flamino_core.analysis.outputs import amino_acid_probabilities, entropy
+from flamino_core.analysis.outputs import residue_entropy
 from flamino_core.model.config import MAX_RESIDUES
 from flamino_core.store.result_store import ResultStore, default_store
 
@@ -213,7 +213,7 @@ def _record_from_run(out, logits: bool) -> RecordOutputs:
     return RecordOutputs(
         sequence=out.sequence,
         means={layer: rep.mean(axis=0).astype(np.float32) for layer, rep in out.representations.items()},
-        entropy=entropy(amino_acid_probabilities(out.logits)).astype(np.float32),
+        entropy=residue_entropy(out.logits).astype(np.float32),
         logits=out.logits.astype(np.float32) if logits else None,
     )
 

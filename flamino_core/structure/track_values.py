@@ -9,13 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from flamino_core.alphabet import STANDARD_AMINO_ACIDS
-from flamino_core.analysis.outputs import amino_acid_probabilities, entropy, pca
+from flamino_core.analysis.outputs import pca, residue_entropy
 from flamino_core.structure.tracks import CONTACT_MIN_SEPARATION, CONTACT_PROBABILITY
-
-
-def entropy_track(logits: np.ndarray) -> np.ndarray:
-    """(L,) entropy in bits of the predicted amino-acid distribution, from (L, vocab) logits."""
-    return entropy(amino_acid_probabilities(logits), axis=0)
 
 
 def mean_score_track(scores: np.ndarray, sequence: str) -> np.ndarray:
@@ -81,7 +76,7 @@ def pca_track(representations: np.ndarray, component: int = 1) -> np.ndarray:
 
 # --- the signature ``tracks.compute_track`` calls: (sequence, the declared inputs and choices) ----
 def entropy_values(sequence: str, *, logits, **_) -> np.ndarray:
-    return entropy_track(logits)
+    return residue_entropy(logits)
 
 
 def mean_score_values(sequence: str, *, scores, **_) -> np.ndarray:
