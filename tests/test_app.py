@@ -127,7 +127,7 @@ def test_start_page_labels_the_untrained_model_and_waits_for_input():
     model = at.sidebar.selectbox(key="_w_model_choice")
     assert model.value == "random:tiny"
     assert "untrained test model" in model.format_func(model.value)
-    assert "esm2_t33_650M_UR50D · 650M" in model.options
+    assert "ESM-2 650M" in model.options and "ESM-1v 650M · 3" in model.options  # grouped by family, in order
     # Labels short enough for the sidebar (a longer one was cut off); the details sit below it.
     assert all(len(option) <= 30 for option in model.options), model.options
     assert any("Random weights" in c.value for c in at.sidebar.caption)
