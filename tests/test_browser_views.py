@@ -60,7 +60,8 @@ def _overlap(a: dict, b: dict) -> bool:
 
 
 def test_an_800_px_window_fits_titles_legends_labels_and_shows_no_developer_menu(server, browser):
-    from app_pages._ui.input.model_picker import model_choices, model_label
+    from app_pages._ui.input.model_loading import model_choices
+    from app_pages._ui.input.model_picker import model_label
 
     page = _open(browser, server, f">ubq\n{UBIQUITIN}\n", width=800)
     _nav(page, "Masked predictions").click()

@@ -68,13 +68,20 @@ def source_files() -> list[Path]:
     return files
 
 
-def imports(path: Path) -> list[tuple[str, int]]:
+def imports(path: Path, run_time_only: bool = False) -> list[tuple[str, int]]:
     """Every module an import statement in ``path`` names, with its line (``from a import b``
-    names ``a`` and ``a.b``: b may be a module)."""
+    names ``a`` and ``a.b``: b may be a module). ``run_time_only``: leave out the imports under
+    ``if TYPE_CHECKING:``, which never run (annotations only)."""
     module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
     package = module.rsplit(".", 1)[0] if path.name != "__init__.py" else module.removesuffix(".__init__")
+    tree = ast.parse(path.read_text(), str(path))
+    typing_only = {id(inner) for node in ast.walk(tree) if isinstance(node, ast.If)
+                   and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+                   for statement in node.body for inner in ast.walk(statement)} if run_time_only else set()
     found = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
         if isinstance(node, ast.Import):
             found += [(alias.name, node.lineno) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -130,3 +137,21 @@ def test_an_upward_import_fails_even_inside_a_function(statement, tmp_path, monk
     upward.write_text(f"def later():\n    {statement}\n")
     monkeypatch.setitem(globals(), "ROOT", tmp_path)
     assert len(arrows_against_the_floors([upward])) == 1
+
+
+def test_no_import_cycle_in_the_app_not_even_a_lazy_one():
+    """Module by module over ``app_pages/`` and ``app.py`` (the core has its own check in
+    test_imports): no module reaches itself, through a lazy import either (the model picker and
+    the model loading imported each other until round 3)."""
+    import graphlib
+
+    modules = {".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p
+               for p in source_files() if p.parts[len(ROOT.parts)] != "flamino_core"}
+    graph = {}
+    for module, path in modules.items():
+        named = {name for name, _ in imports(path, run_time_only=True)}
+        graph[module] = {m for m in named if m in modules and m != module}
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError as err:
+        pytest.fail(f"import cycle: {' -> '.join(err.args[1])}")

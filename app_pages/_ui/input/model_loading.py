@@ -15,7 +15,10 @@ from typing import TYPE_CHECKING
 
 import streamlit as st
 
-from app_pages._ui.server.policy import RANDOM_TEST_MODEL, current_limits, hosted_mode, public_model_name, weights_permissions, without_paths
+from flamino_core.model.families import PRESETS
+
+from app_pages._ui.server.policy import (RANDOM_TEST_MODEL, current_limits, hosted_mode, offered_now, public_model_name,
+                                         weights_permissions, without_paths)
 from app_pages._ui.frame.widgets import plain
 
 if TYPE_CHECKING:
@@ -150,13 +153,13 @@ def model_banner(engine: Engine | None, problem: str | None, engine_slot=None) -
         st.error("**The model could not be loaded.**\n\n" + plain(problem), icon=":material/error:")
         row = st.container(horizontal=True)
         row.button("Try again", on_click=forget_failure, args=(model_id(),), icon=":material/refresh:")
-        if model_id() != RANDOM_TEST_MODEL and RANDOM_TEST_MODEL in _offered():
+        if model_id() != RANDOM_TEST_MODEL and RANDOM_TEST_MODEL in model_choices():
             row.button("Try the interface with the untrained test model", on_click=_use_test_model,
                        icon=":material/science:")
             st.caption("Meanwhile the untrained test model (random weights: its output is not biology) lets you "
                        "try every page offline.")
     elif engine.is_random:
-        trained = [m for m in _offered() if not m.startswith("random:") and m != LOCAL_CHOICE]
+        trained = [m for m in model_choices() if not m.startswith("random:") and m != LOCAL_CHOICE]
         choose = ("Choose an ESM-2 model in the sidebar for real predictions." if trained else
                   "This server offers no trained model right now, so the pages show the interface only.")
         st.warning(
@@ -167,10 +170,16 @@ def model_banner(engine: Engine | None, problem: str | None, engine_slot=None) -
         )
 
 
-def _offered() -> list[str]:
-    from app_pages._ui.input.model_picker import model_choices  # the picker imports this module
-
-    return model_choices()
+def model_choices() -> list[str]:
+    """What the model picker offers: everything locally, the server's models in hosted mode."""
+    allowed = current_limits().allowed_models
+    if allowed is None:
+        return [*PRESETS, LOCAL_CHOICE, RANDOM_TEST_MODEL]
+    listed = [p for p in PRESETS if p in allowed] + sorted(m for m in allowed if m not in PRESETS)
+    offered = offered_now(listed)  # an offline server offers only what it has
+    # One untrained model is enough to try the interface: two read as a choice that is none.
+    untrained = [m for m in offered if m.startswith("random:")]
+    return [m for m in offered if not m.startswith("random:") or m == untrained[0]]
 
 
 def _use_test_model() -> None:

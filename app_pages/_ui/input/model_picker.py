@@ -3,8 +3,8 @@ by family (``families.PRESETS`` is in family order; each label starts with its f
 short labels that fit the sidebar with the details underneath (family, size, context length,
 licence), and a local checkpoint path.
 
-The loading itself, its failures and the banner are in ``models.py``; which models may be
-offered is decided in ``policy.py``.
+The loading itself, its failures, the banner and the list offered (``model_choices``) are in
+``model_loading.py``; which models may be offered is decided in ``policy.py``.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import streamlit as st
 
 from flamino_core.model.families import FAMILIES, PRESETS, preset_name
 
-from app_pages._ui.input.model_loading import LOCAL_CHOICE, MODEL, forget_failure
-from app_pages._ui.server.policy import RANDOM_TEST_MODEL, current_limits, hosted_mode, offered_now, public_model_name
+from app_pages._ui.input.model_loading import LOCAL_CHOICE, MODEL, forget_failure, model_choices
+from app_pages._ui.server.policy import RANDOM_TEST_MODEL, current_limits, hosted_mode, public_model_name
 from app_pages._ui.frame.widgets import kept_selectbox, kept_text_input, widget_key
 
 RANDOM_LABEL = "untrained test model"  # the picker's label; the banner says the rest
@@ -24,18 +24,6 @@ LOCAL_PATH = "local_path"
 
 
 # --- the picker -------------------------------------------------------------------------------
-def model_choices() -> list[str]:
-    """What the model picker offers: everything locally, the server's models in hosted mode."""
-    allowed = current_limits().allowed_models
-    if allowed is None:
-        return [*PRESETS, LOCAL_CHOICE, RANDOM_TEST_MODEL]
-    listed = [p for p in PRESETS if p in allowed] + sorted(m for m in allowed if m not in PRESETS)
-    offered = offered_now(listed)  # an offline server offers only what it has
-    # One untrained model is enough to try the interface: two read as a choice that is none.
-    untrained = [m for m in offered if m.startswith("random:")]
-    return [m for m in offered if not m.startswith("random:") or m == untrained[0]]
-
-
 def model_label(identifier: str) -> str:
     """The picker's short label (the sidebar cuts long ones off); ``model_details`` says more."""
     if identifier in PRESETS:
