@@ -36,7 +36,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from flamino_core.design.acquisition import ZERO_SHOT, Diversity  # noqa: E402
+from flamino_core.design.acquisition import UCB_BETA, ZERO_SHOT, Diversity  # noqa: E402
 from flamino_core.design.proposals import design_matrix, fit_posterior, pick  # noqa: E402
 from flamino_core.predict.table import parse_labelled_table  # noqa: E402
 
@@ -54,7 +54,7 @@ def load_assay(path: Path):
 
 
 def run(strategy: str, X, y: np.ndarray, subs: list, scores, seed: int, batch: int, rounds: int,
-        diversity: Diversity) -> dict:
+        diversity: Diversity, beta: float = UCB_BETA) -> dict:
     """One campaign on the assay: found top-1% fraction and best value after the start and each round."""
     n = len(y)
     top = set(np.argsort(-y, kind="stable")[:math.ceil(TOP * n)].tolist())
@@ -80,7 +80,7 @@ def run(strategy: str, X, y: np.ndarray, subs: list, scores, seed: int, batch: i
         elif strategy == ZERO_SHOT:
             prior = scores[left]
         choices = pick(strategy, [subs[j] for j in left], batch, round_rng, posterior=posterior, prior=prior,
-                       diversity=diversity)
+                       diversity=diversity, beta=beta)
         measured += [int(left[c.index]) for c in choices]
         record()
     return {"found": found, "best": best}
@@ -107,7 +107,8 @@ def summarise(results: dict, rounds: int) -> pd.DataFrame:
         found = np.array([r["found"] for r in runs])  # (seeds, rounds + 1)
         best = np.array([r["best"] for r in runs])
         rows.append({"strategy": strategy, "features": kind,
-                     **{f"top1%_r{r}": f"{found[:, r].mean():.2f} ± {found[:, r].std():.2f}" for r in range(rounds + 1)},
+                     **{f"top1%_r{r}": f"{found[:, r].mean():.2f} ± {found[:, r].std():.2f}"
+                        for r in range(rounds + 1)},
                      "best_final": f"{best[:, -1].mean():.2f} ± {best[:, -1].std():.2f}",
                      "found_mean": float(found[:, -1].mean())})
     return pd.DataFrame(rows)
@@ -141,6 +142,7 @@ def main(argv=None) -> int:
     parser.add_argument("--strategies", default=",".join(STRATEGIES))
     parser.add_argument("--features", default="onehot", help="onehot,augmented,embedding")
     parser.add_argument("--per-position", type=int, default=1, help="0: no limit")
+    parser.add_argument("--beta", type=float, default=UCB_BETA, help="ucb: mean + beta x sd")
     parser.add_argument("-m", "--model", help="the model of zero-shot, augmented and embedding (random:tiny here)")
     parser.add_argument("--json", type=Path, help="write every run's curves here")
     parser.add_argument("--figure", type=Path, help="write the curves as a Plotly HTML file")
@@ -157,8 +159,8 @@ def main(argv=None) -> int:
     strategies = [s for s in args.strategies.split(",") if s]
 
     def campaigns(strategy, label, X, scores):
-        results[(strategy, label)] = [run(strategy, X, y, subs, scores, seed, args.batch, args.rounds, diversity)
-                                      for seed in range(args.seeds)]
+        results[(strategy, label)] = [run(strategy, X, y, subs, scores, seed, args.batch, args.rounds, diversity,
+                                          args.beta) for seed in range(args.seeds)]
         print(f"{strategy} ({label}): {time.time() - started:.0f} s", file=sys.stderr)
 
     if "random" in strategies:  # reads no features: once
@@ -173,7 +175,8 @@ def main(argv=None) -> int:
     name = args.assay.stem
     weights = f"; model {args.model} (RANDOM WEIGHTS: its scores and embeddings are not biology)" if args.model else ""
     print(f"{name}: {len(y)} variants, top 1% = {math.ceil(TOP * len(y))}, start {args.batch} at random, "
-          f"{args.rounds} rounds of {args.batch}, {args.seeds} seeds, per position {args.per_position or 'any'}{weights}",
+          f"{args.rounds} rounds of {args.batch}, {args.seeds} seeds, per position {args.per_position or 'any'}, "
+          f"beta {args.beta:g}{weights}",
           flush=True)
     print(markdown(table.drop(columns="found_mean")))
     if args.json:

@@ -62,7 +62,8 @@ def test_three_rounds_of_proposals_from_the_command_line(three_rounds):
         assert proposals["mutant"].str[1:-1].is_unique  # one proposal per position
         assert set(proposals["mutant"]) <= set(assay["mutant"])  # the campaign's candidates only
         assert (proposals["acquisition"] == "ucb").all()
-        assert (proposals["low"] < proposals["prediction"]).all() and (proposals["prediction"] < proposals["high"]).all()
+        assert (proposals["low"] < proposals["prediction"]).all()
+        assert (proposals["prediction"] < proposals["high"]).all()
         record = data["rounds"][number - 1]["proposal"]
         assert record["n_measured"] == len(seen) and record["seed"] == 7
         assert record["calibration"]["coverage"] is not None

@@ -141,7 +141,7 @@ def reason(acquisition: str, value: float, *, mean: float | None = None, sd: flo
     if acquisition == "greedy":
         text = f"greedy: predicted {mean:.3g} (80% interval {low:.3g} to {high:.3g}), the highest left"
     elif acquisition == "ucb":
-        text = f"ucb: predicted {mean:.3g} + {beta:g} x sd {sd:.3g} = {mean + beta * sd:.3g}, the highest left"
+        text = f"ucb: predicted {mean:.3g} + {beta:g} x latent sd {sd:.3g} = {mean + beta * sd:.3g}, the highest left"
     elif acquisition == "thompson":
         text = f"thompson: the best of posterior draw {k + 1} ({value + penalty:.3g})"
     elif acquisition == ZERO_SHOT:
