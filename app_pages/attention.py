@@ -18,6 +18,7 @@ from flamino_core.analysis import outputs as analysis
 from flamino_core import figures
 from flamino_core.analysis.contact_pairs import contacts_frame, top_contacts_frame
 from flamino_core.model.config import MAX_RESIDUES
+from flamino_core.model.families import contact_families
 from flamino_core.runtime.windows import WINDOW_STEP, residue_window_start
 
 
@@ -34,13 +35,6 @@ def contact_note(contacts: np.ndarray, length: int) -> str | None:
         f"apart only when one window holds both (never {MAX_RESIDUES:,} or more apart). {share} not "
         "predicted: drawn in orange, NaN in the downloads."
     )
-
-
-def contact_families() -> str:
-    """The families with a contact head, in words (from their declarations)."""
-    from flamino_core.model.families import FAMILIES
-
-    return " and ".join(f.title for f in FAMILIES.values() if f.contact_head)
 
 
 def main(ctx: PageContext) -> None:

@@ -11,6 +11,7 @@ from app_pages._ui.frame.downloads import safe_name, show_figure, text_button
 from app_pages._ui.rerun.session import LINK_NOTE
 from app_pages._ui.frame.views import BEST_CHAIN
 from app_pages._ui.frame.widgets import counted, kept_number_input, kept_radio, kept_selectbox, layer_names, plain
+from flamino_core.model.families import contact_families
 from flamino_core.structure.contacts import CUTOFFS, precision_by_model, top_predictions, true_contacts
 from flamino_core.structure.export import pdb_export_problem, pdb_with_track, precision_csv
 from flamino_core.structure.figures import contact_comparison_map, structure_trace_3d
@@ -231,7 +232,14 @@ def main(ctx: PageContext) -> None:
         return
     file_stem = f"{stem}_{safe_name(parsed.name.split('.')[0])}_{alignment.chain_id}"
     # Long sequences go through the server's heavy-job queue; a full queue is a warning here.
-    contacts = results.heavy(results.contacts, ctx.engine, seq, what="the contact map")  # (L, L)
+    family = ctx.engine.family  # a family without a contact head (ESM-1v, ESM C): no comparison, tracks still
+    if family.contact_head:
+        contacts = results.heavy(results.contacts, ctx.engine, seq, what="the contact map")  # (L, L)
+    else:
+        contacts = None
+        st.info(f"{family.title} has no contact head (none was published), so there are no predicted contacts to "
+                f"compare with the structure; choose {contact_families()} for them. The 3D view colours every "
+                "other track.")
     top = None
     if contacts is not None:
         structures.remember_contacts(model, seq, contacts)

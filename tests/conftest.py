@@ -62,7 +62,7 @@ FILE_KINDS = {
                      "test_variant_scores.py", "test_indel_scores.py", "test_indel_windows.py"], "parity"),
     **dict.fromkeys(["test_app.py", "test_app_context.py", "test_app_links.py", "test_app_long.py",
                      "test_app_predict.py", "test_app_sets.py", "test_app_variants.py", "test_hosted_attacks_pages.py",
-                     "test_app_jobs.py", "test_structure_app.py", "test_app_design.py"], "app"),
+                     "test_app_jobs.py", "test_structure_app.py", "test_app_design.py", "test_app_families.py"], "app"),
     **dict.fromkeys(["test_browser.py", "test_browser_design.py", "test_browser_predict.py", "test_browser_structure.py", "test_browser_views.py",
                      "test_hosted_server_attacks.py", "test_browser_sets.py", "test_browser_variants.py"], "browser"),
     **dict.fromkeys(["test_batch_cluster.py", "test_jobs_ray.py", "test_ray_twice.py"], "ray"),

@@ -10,8 +10,6 @@ PyTorch references is commented at the line that makes it.
 
 from __future__ import annotations
 
-from typing import Sequence
-
 import jax
 import jax.numpy as jnp
 from flax import nnx
@@ -23,7 +21,7 @@ from flamino_core.model.config import ModelConfig
 from flamino_core.model.families import MAX_RESIDUES, family_of
 from flamino_core.model.rotary import RotaryEmbedding
 from flamino_core.model.segments import Layout, segment_sum
-from flamino_core.model.stack import PURE_JAX, LayerStack
+from flamino_core.model.stack import LayerStack
 
 # Token dropout during training masks 15% of tokens, 80% of which become <mask>; the model
 # rescales embeddings by the expected unmasked fraction, at inference too.

@@ -189,3 +189,8 @@ def ensemble_members(identifier: str) -> tuple[str, ...] | None:
             raise ValueError(f"{identifier!r}: an ensemble names two models or more, separated by commas")
         return members
     return None
+
+
+def contact_families() -> str:
+    """The families with a contact head, in words: "ESM-2 and ESM-1b"."""
+    return " and ".join(f.title for f in FAMILIES.values() if f.contact_head)
