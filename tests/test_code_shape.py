@@ -115,6 +115,35 @@ def test_the_name_check_finds_a_name_that_is_gone():
         "Engine.gone", "inputs.parsed()"]
 
 
+def unused_public_names() -> list[str]:
+    """Functions, classes and module-level names of ``flamino_core`` named nowhere but where they
+    are defined (the core, the app, tests, benchmarks and the load test all count as users)."""
+    files = [p for base in ("flamino_core", "app_pages", "tests", "benchmarks", "loadtest")
+             for p in (ROOT / base).rglob("*.py")] + [ROOT / "app.py"]
+    counts: dict[str, int] = {}
+    for path in files:
+        for word in re.findall(r"\w+", path.read_text()):
+            counts[word] = counts.get(word, 0) + 1
+    unused = []
+    for path in sorted((ROOT / "flamino_core").rglob("*.py")):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                names = [node.name]
+            elif isinstance(node, ast.Assign):
+                names = [n.id for target in node.targets for n in ast.walk(target) if isinstance(n, ast.Name)]
+            else:
+                continue
+            unused += [f"{path.relative_to(ROOT)}:{name}" for name in names
+                       if not name.startswith("__") and counts.get(name, 0) <= 1]
+    return unused
+
+
+def test_no_dead_code_in_the_core():
+    """A name written once is defined and never used (round 3 found a viewer colour and a
+    hardware field nobody read): remove it, or use it."""
+    assert unused_public_names() == []
+
+
 def test_no_module_is_over_400_lines():
     long = {str(p.relative_to(ROOT)): n for package in PACKAGES for p in _modules(package)
             if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
@@ -144,3 +173,11 @@ def test_the_checks_can_fail(limit_check, monkeypatch, tmp_path):
     monkeypatch.setattr(sys.modules[__name__], "PAGE", stems)
     with pytest.raises(AssertionError):
         limit_check()
+
+
+def test_the_dead_code_check_finds_a_name_nobody_uses(tmp_path, monkeypatch):
+    (tmp_path / "flamino_core").mkdir()
+    (tmp_path / "flamino_core" / "colours.py").write_text('USED = "#000"\nCHOSEN = "#FF00FF"\n')
+    (tmp_path / "app.py").write_text("from flamino_core.colours import USED\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    assert unused_public_names() == ["flamino_core/colours.py:CHOSEN"]

@@ -289,7 +289,7 @@ def test_choice_follows_the_hardware_and_requests(monkeypatch):
 def test_on_a_gpu_the_engine_uses_dot_product_attention_and_a_larger_budget(monkeypatch):
     """No GPU here: the decision is checked with the hardware description a GPU machine gives;
     the dot-product-attention path itself runs on CPU in test_parity (XLA's implementation)."""
-    gpu = hardware.Hardware("gpu", "NVIDIA H100", "some CPU", ("avx2", "fma"), True, "GPU multiplies bf16")
+    gpu = hardware.Hardware("gpu", "NVIDIA H100", ("avx2", "fma"), True, "GPU multiplies bf16")
     monkeypatch.setattr(hardware, "detect", lambda: gpu)
     monkeypatch.delenv(hardware.ATTENTION_ENV, raising=False)
     fp32 = hardware.choose(head_dim=64)

@@ -159,13 +159,3 @@ def read_given(mutants: list[str], wild_type: str, first: int) -> tuple[list[Var
         else:
             problems.append(f"line {row + 2}: {getattr(parsed, 'message', 'not a substitution')}")
     return variants, problems
-
-
-def positions_of(pool: Pool) -> list[tuple[int, ...]]:
-    """Each candidate's mutated 0-based positions (what the diversity rules read)."""
-    return [v.indices for v in pool.variants]
-
-
-def substitutions_of(pool: Pool) -> list[frozenset]:
-    """Each candidate's substitutions as (index, new letter) pairs."""
-    return [frozenset((s.index, s.mt) for s in v.substitutions) for v in pool.variants]

@@ -44,7 +44,6 @@ class Hardware:
 
     platform: str  # JAX's default backend: "cpu", "gpu" or "tpu"
     device: str  # the accelerator's name, or the CPU model
-    cpu_model: str
     cpu_features: tuple[str, ...]  # of CPU_FEATURES, the ones present
     native_bf16: bool  # the default device multiplies bf16 natively
     native_bf16_why: str
@@ -82,7 +81,7 @@ def detect() -> Hardware:
     else:
         device = getattr(jax.devices()[0], "device_kind", backend)
         native, why = True, f"{backend.upper()} ({device}) multiplies bf16 natively"
-    return Hardware(backend, device, model, features, native, why)
+    return Hardware(backend, device, features, native, why)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -28,7 +28,6 @@ from flamino_core.structure.reading import ParsedStructure
 SEQUENTIAL, DIVERGING = "Viridis", "RdBu"  # RdBu around 0, as the substitution maps of the other pages
 NO_VALUE = "#bbbbbb"  # residues with no value: not aligned, or NaN
 TRUE_POSITIVE, FALSE_POSITIVE = "#009E73", "#D55E00"  # Okabe-Ito green / vermillion: never blue on blue
-CHOSEN = "#FF00FF"  # the chosen residue's sticks
 MAX_CONTACTS_DRAWN = 500  # cylinders; the map's cutoff picker decides how many are asked for
 # The model text travels to the browser with every rerun of the page: a whole model larger than
 # this (~50,000 atoms at 81 characters a line) sends only the aligned chain.
