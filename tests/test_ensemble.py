@@ -48,26 +48,26 @@ def hf_masked_marginals(hf, wild_type: str, mutants: pd.Series) -> np.ndarray:
                          for s in m.split(":")) for m in mutants])
 
 
-def test_the_ensemble_score_is_the_mean_of_its_members_each_equal_to_transformers(members, tmp_path, monkeypatch,
-                                                                                   shared_fasta):
+def test_the_ensemble_score_is_the_mean_of_its_members_each_equal_to_transformers(members, tmp_path, shared_fasta):
+    from flamino_core import Engine, load_weights
     from flamino_core.cli import main
-    from flamino_core.store import passes
+    from flamino_core.store.result_store import default_store
 
     dms = shared_fasta.parent / "dms" / f"{ASSAY}.csv"
     out = tmp_path / "scores.csv"
     identifier = "ensemble:" + ",".join(str(path) for path, _ in members)
-    seen = []  # every member's passes go through the result store, under its own fingerprint
-    original = passes.masked_log_probs
-    monkeypatch.setattr(passes, "masked_log_probs",
-                        lambda engine, *a, **k: seen.append(engine.fingerprint) or original(engine, *a, **k))
     assert main(["dms", str(dms), "-m", identifier, "-o", str(out), "--metrics", str(tmp_path / "m.json")]) == 0
-    assert len(set(seen)) == 5
     frame = pd.read_csv(out)
     columns = [f"score_esm1v_tiny_{i}" for i in range(1, 6)]
     assert list(frame.columns[-7:]) == [*columns, "score", "status"]
     scored = frame["status"] == "ok"
     assert scored.sum() == len(frame) == 922
     wild_type = (shared_fasta.parent / "dms" / f"{ASSAY}.wt.fa").read_text().split("\n", 1)[1].replace("\n", "")
+    # Every member's masked passes are in the result store, each under that member's fingerprint.
+    fingerprints = {Engine(load_weights(str(path))).fingerprint for path, _ in members}
+    assert len(fingerprints) == 5
+    for fingerprint in fingerprints:
+        assert default_store().held_positions(fingerprint, wild_type) == set(range(len(wild_type)))
     for (path, hf), column in zip(members, columns):
         reference = hf_masked_marginals(hf, wild_type, frame["mutant"])
         # 1e-4: test_parity.py's bound; a sum of two log-probabilities per substitution.

@@ -106,6 +106,8 @@ def cmd_dms(args) -> int:
 
     out_path = check_output(args.output, ".csv")
     metrics_path = check_output(args.metrics, ".json")
+    if args.compare and not args.comparison:
+        raise UserError("--compare needs --comparison COMPARISON.json (where the models' agreement is written)")
     wild_type, record_id, first = None, Path(args.dms).stem, args.offset
     if args.sequence:
         records, _ = read_records(args.sequence)
@@ -130,14 +132,16 @@ def cmd_dms(args) -> int:
     if args.strategy in SEQUENCE_STRATEGIES:  # the cost before the work: the wild type's passes counted once
         variants = table_variants(dms, indels=True)[0]
         say(f"{record_id}: {pass_plan(dms.wild_type, variants, args.strategy).describe(len(variants))}")
-    scores = _score_dms(args, dms, record_id)
+    model = args.model or default_model()
+    scores = _score_dms(args, dms, record_id, model)
+    comparison_path = _compare(args, dms, record_id, model, scores) if args.compare else None
     for issue in scores.dms.issues:
         say(f"warning: {issue}")
     _notes(scores.notes, set())
     for row, status in enumerate(scores.frame["status"]):
         if status != OK:
             say(f"line {row + 2}: skipped: {status}")  # line 1 is the header
-    metrics = dms_metrics(scores, model=args.model or default_model(), singles_only=args.singles_only)
+    metrics = dms_metrics(scores, model=model, singles_only=args.singles_only)
     metrics = {key: None if isinstance(value, float) and not math.isfinite(value) else value
                for key, value in metrics.items()}
     with written_atomically(out_path) as tmp:
@@ -146,14 +150,34 @@ def cmd_dms(args) -> int:
         tmp.write_text(json.dumps(metrics, indent=2) + "\n")
     scored = int((scores.frame["status"] == OK).sum())
     print(f"wrote {out_path} ({scored:,} of {len(scores.frame):,} rows scored, {args.strategy}) and {metrics_path} "
-          f"(spearman {_shown(metrics['spearman'])} on {metrics['n_scored']:,} rows)")
+          f"(spearman {_shown(metrics['spearman'])} on {metrics['n_scored']:,} rows)"
+          + (f" and {comparison_path}" if comparison_path else ""))
     if not scored:
         raise UserError(f"nothing could be scored: none of the {len(scores.frame):,} rows fits the wild type "
                         "(their status says why)")
     return EXIT_OK
 
 
-def _score_dms(args, dms, record_id: str):
+def _compare(args, dms, record_id: str, model: str, scores):
+    """``--compare``: the other models score the table too; a column each in the output (the
+    ``-m`` model's ``scores.frame`` gains them, in place) and the comparison JSON written."""
+    from flamino_core.variants.compare import compare_models
+
+    comparison_path = check_output(args.comparison, ".json")
+    try:
+        comparison = compare_models(lambda m: scores if m == model else _score_dms(args, dms, record_id, m),
+                                    [model, *args.compare], singles_only=args.singles_only)
+    except ValueError as err:
+        raise UserError(str(err)) from None
+    scores.frame = comparison.frame
+    with written_atomically(comparison_path) as tmp:
+        tmp.write_text(json.dumps(comparison.as_json(), indent=2) + "\n")
+    for name, values in comparison.metrics.items():
+        say(f"{name}: spearman {_shown(values['spearman'])}")
+    return comparison_path
+
+
+def _score_dms(args, dms, record_id: str, model: str):
     """One model's scores, or an ensemble's (``-m esm1v_ensemble``, ``-m ensemble:A,B,...``):
     each member's in a column, their mean as ``score``."""
     from flamino_core.model.families import ensemble_members
@@ -161,11 +185,11 @@ def _score_dms(args, dms, record_id: str):
     from flamino_core.variants.ensemble import score_dms_ensemble
 
     try:
-        members = ensemble_members(args.model or "")
+        members = ensemble_members(model)
     except ValueError as err:
         raise UserError(str(err)) from None
     if not members:
-        engine = load_engine(args.model, args.verbose)
+        engine = load_engine(model, args.verbose)
         return score_dms(engine, dms, args.strategy, record_id=record_id, progress=Progress(record_id))
     say(f"{record_id}: an ensemble of {len(members)} models, scored one after the other")
     return score_dms_ensemble(lambda member: load_engine(member, args.verbose), members, dms, args.strategy,
@@ -211,5 +235,11 @@ def add_parsers(sub) -> None:
     dms.add_argument("--metrics", required=True, metavar="METRICS.json",
                      help="output .json: spearman, auc, mcc, ndcg, top10_recall, n_scored, n_skipped, n_excluded, model, "
                           "strategy")
+    dms.add_argument("--compare", action="append", metavar="MODEL", default=[],
+                     help="another model (up to 3, an ensemble counts as one) scoring the same table: a score_<model> "
+                          "column each, and their agreement in --comparison")
+    dms.add_argument("--comparison", metavar="COMPARISON.json",
+                     help="output .json with --compare: each model's metrics, Spearman between the models, the share "
+                          "of one model's top 10%% in another's")
     dms.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
     dms.set_defaults(call=cmd_dms)

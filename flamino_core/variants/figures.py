@@ -265,3 +265,26 @@ def variant_map(
             hovertemplate="%{text}<extra></extra>",
         ))
     return fig
+
+
+def model_scatter(comparison, x_model: str, y_model: str) -> go.Figure:
+    """One model's scores (x) against another's (y) on the rows compared (``compare.Comparison``),
+    coloured by the experiment's DMS_score; their Spearman and top-10% overlap in the title."""
+    x_col = comparison.columns[comparison.models.index(x_model)]
+    y_col = comparison.columns[comparison.models.index(y_model)]
+    frame = comparison.frame[comparison.used]
+    kind = go.Scattergl if len(frame) > MANY_POINTS else go.Scatter
+    fig = go.Figure(kind(
+        x=frame[x_col], y=frame[y_col], mode="markers", text=frame["mutant"] if "mutant" in frame else None,
+        marker={"color": frame["DMS_score"], "colorscale": "Viridis", "size": 6, "opacity": 0.8,
+                "colorbar": {"title": "DMS_score"}},
+        hovertemplate="%{text}<br>x %{x:.3f}<br>y %{y:.3f}<extra></extra>",
+    ))
+    rho = comparison.spearman_between.loc[x_model, y_model]
+    shared = comparison.top_shared.loc[x_model, y_model]
+    numbers = " · ".join(part for part in (
+        None if rho is None else f"Spearman ρ {rho:.3f}",
+        None if shared is None else f"top 10% shared {shared:.0%}") if part)
+    fig.update_xaxes(title=escape(f"{x_model} score"))
+    fig.update_yaxes(title=escape(f"{y_model} score"))
+    return _layout(fig, f"{escape(y_model)} against {escape(x_model)}<br><sup>{numbers} · n = {len(frame):,}</sup>")
