@@ -226,3 +226,21 @@ def test_a_round_over_a_servers_table_limits_is_refused(assay, tmp_path):
         made.add_round(table.encode(), "big.csv", TableLimits(max_rows=20))
     assert campaign.load(tmp_path / "c").rounds == []  # nothing stored
     assert made.add_round(table.encode(), "ok.csv", TableLimits(max_rows=100))[:2] == (1, 50)
+
+
+def test_a_fit_that_finds_little_signal_says_so(assay):
+    """400 measured variants: with their real values the process gives the features 30% of a
+    candidate's variance (no note); with the same values shuffled over the variants, 10% (the note).
+    (At a few dozen measurements the fitted split is unstable, 0% or 100%; the note reports the fit.)"""
+    from flamino_core.design.proposals import _notes, fit_posterior, signal_fraction
+
+    *_, y, X = assay
+    rows = np.random.default_rng(0).permutation(len(y))
+    train, pool = rows[:400], rows[400:]
+    shuffled = np.random.default_rng(1).permutation(y)
+    real = signal_fraction(fit_posterior(X[train], y[train], X[pool], 0))
+    noise = signal_fraction(fit_posterior(X[train], shuffled[train], X[pool], 0))
+    assert real > 0.2 > noise
+    say = lambda fraction: " ".join(_notes([None] * 24, Settings(), 400, "ucb", None,  # noqa: E731
+                                           {"signal_fraction": fraction}))
+    assert "little the features explain" in say(noise) and "little the features explain" not in say(real)

@@ -41,6 +41,7 @@ DESIGN_FEATURES = PREDICT_FEATURES  # the feature sets of ``flamino fit``, built
 DEFAULT_FEATURES = "onehot"
 DEFAULT_ACQUISITION = "ucb"  # docs/predict.md "Design rounds": the benchmark it was chosen by
 DEFAULT_BATCH = 24
+LITTLE_SIGNAL = 0.2  # a signal fraction below this is said in the round's notes
 COLUMNS = ("round", "rank", "mutant", "n_mutations", "kind", "acquisition", "prediction", "sd", "low", "high",
            "additive", "zero_shot", "parents", "why")
 
@@ -221,7 +222,7 @@ def propose(wild_type: str, first: int, measured: Measured, settings: Settings, 
     prior_pool = scores[n:] if scores is not None else None
     choices = pick(acquisition, subs, settings.batch, rng, posterior=posterior, prior=prior_pool,
                    diversity=diversity, beta=settings.beta)
-    info["notes"] = _notes(choices, settings, n, acquisition, engine)
+    info["notes"] = _notes(choices, settings, n, acquisition, engine, info)
     return Proposals(_table(round_number, pool, choices, acquisition, posterior, prior_pool), info)
 
 
@@ -239,10 +240,20 @@ def _fitted(settings: Settings, wild_type: str, measured: Measured, pool: Pool, 
         residual = measured.values - (a + b * prior[:n])
     info["calibration"] = calibration(X[:n], residual, info["seed"])
     info["kernel"] = posterior.gp.describe()
+    info["signal_fraction"] = signal_fraction(posterior)
     return posterior
 
 
-def _notes(choices: list[Choice], settings: Settings, n: int, acquisition: str, engine) -> list[str]:
+def signal_fraction(posterior: Posterior) -> float:
+    """Of a candidate's prior variance (the median candidate's), the part the features explain:
+    signal / (signal + the fitted assay noise). Near 0 the marginal likelihood found little the
+    features explain in what was measured, and the posterior barely moves from its mean."""
+    gp = posterior.gp
+    signal = float(np.median(gp._prior_variance(posterior.X_pool))) if posterior.X_pool.shape[0] else 0.0
+    return signal / (signal + gp.noise) if signal + gp.noise > 0 else 0.0
+
+
+def _notes(choices: list[Choice], settings: Settings, n: int, acquisition: str, engine, info: dict) -> list[str]:
     notes = []
     if len(choices) < settings.batch:
         notes.append(f"{len(choices)} of {settings.batch} proposals: the pool ran out of candidates at positions not "
@@ -250,6 +261,10 @@ def _notes(choices: list[Choice], settings: Settings, n: int, acquisition: str, 
     if n < MIN_LABELS and acquisition != settings.acquisition:
         notes.append(f"{n} measured value(s), fewer than {MIN_LABELS}: proposals by {acquisition}, not "
                      f"{settings.acquisition}")
+    if (info.get("signal_fraction") or 1.0) < LITTLE_SIGNAL:
+        notes.append(f"the fit finds little the features explain: {info['signal_fraction']:.0%} of a candidate's "
+                     "variance is signal, the rest assay noise; the predictions barely differ, and the plate is "
+                     "close to an even spread over the pool (more measurements, or a model's prior, would help)")
     if getattr(engine, "is_random", False):
         notes.append("the model has random weights (a test model): its zero-shot scores and embeddings are not "
                      "biology")
