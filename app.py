@@ -64,7 +64,7 @@ def main() -> None:
     parsed, counts = inputs.read_input()  # the one reading of the input in this rerun
     with st.sidebar:
         st.title(":material/genetics: flamino")
-        st.caption("ESM-2 protein language model explorer")
+        st.caption("Protein language model explorer (ESM-2, ESM-1b, ESM-1v, ESM C)")
         model_picker.model_picker()
         engine_slot = st.empty()  # filled once the model is loaded (below): how it runs
         record = inputs.record_picker(parsed.records if parsed else ())
