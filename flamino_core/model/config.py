@@ -8,7 +8,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from flamino_core.model.families import MAX_RESIDUES, PRESETS, families_sentence, family, family_from_name
+from flamino_core.model.families import (
+    MAX_RESIDUES, PRESETS, families_sentence, family, family_from_name, rotary_esm_family,
+)
 
 __all__ = ["MAX_RESIDUES", "PRESETS", "ModelConfig", "ModelConfig"]
 
@@ -54,7 +56,7 @@ class ModelConfig:
         if p.family == "esmc":
             return cls.esmc(p.layers, p.dim, p.heads, name=name)
         return cls(num_layers=p.layers, embed_dim=p.dim, attention_heads=p.heads, ffn_dim=4 * p.dim, name=name,
-                   family=p.family)
+                   family=p.family, vocab_size=family(p.family).output_width)
 
     @classmethod
     def esmc(cls, layers: int, dim: int, heads: int, name: str = "custom") -> "ModelConfig":
@@ -69,7 +71,8 @@ class ModelConfig:
         """A two-layer model for fast tests and the offline "untrained test model"."""
         if family_id == "esmc":
             return cls.esmc(2, 32, 4, name="tiny-esmc")
-        return cls(num_layers=2, embed_dim=32, attention_heads=4, ffn_dim=64, name="tiny", family=family_id)
+        return cls(num_layers=2, embed_dim=32, attention_heads=4, ffn_dim=64, name="tiny", family=family_id,
+                   vocab_size=family(family_id).output_width)
 
     # --- serialisation -------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -110,7 +113,7 @@ class ModelConfig:
         if positions == "absolute" and hf.get("emb_layer_norm_before"):
             family_id = family_from_name(name, "esm1b")  # ESM-1b and ESM-1v share config.json
         elif positions == "rotary" and not hf.get("emb_layer_norm_before"):
-            family_id = "esm2"
+            family_id = rotary_esm_family(int(hf.get("vocab_size", 33)))  # ESM-2, or SaProt's 446 tokens
         else:
             raise ValueError(f"an ESM model with {positions!r} positions and emb_layer_norm_before="
                              f"{hf.get('emb_layer_norm_before')} is none of those flamino reads; it reads {families_sentence()}")
@@ -129,7 +132,7 @@ class ModelConfig:
     def to_hf_config(self) -> dict[str, Any]:
         """The ``config.json`` transformers writes for an ESM-2, ESM-1b or ESM-1v model of this shape."""
         learned = family(self.family).positions == "learned"
-        if self.family not in ("esm2", "esm1b", "esm1v"):
+        if family(self.family).network != family("esm2").network:
             raise ValueError(f"{family(self.family).title} has no EsmConfig")
         return {
             "architectures": ["EsmForMaskedLM"],
@@ -147,7 +150,7 @@ class ModelConfig:
             "position_embedding_type": "absolute" if learned else "rotary",
             "token_dropout": self.token_dropout,
             "vocab_size": self.vocab_size,
-            "mask_token_id": 32,
+            "mask_token_id": family(self.family).mask_token,
             "pad_token_id": 1,
             "cls_token_id": 0,
             "eos_token_id": 2,

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from flamino_core.alphabet import EOS_IDX, MASK_IDX, PAD_IDX
+from flamino_core.alphabet import EOS_IDX, PAD_IDX
 from flamino_core.model.attention import AttentionImpl, Positions, Spans, attend
 from flamino_core.analysis.attention_maps import apc, symmetrize
 from flamino_core.model.config import ModelConfig
@@ -168,7 +168,7 @@ class ESM2(LayerStack):
         x = self.embed_tokens(tokens)  # (B, T, D)
         is_pad = tokens == PAD_IDX
         if self.config.token_dropout:
-            is_mask = tokens == MASK_IDX
+            is_mask = tokens == family_of(self.config).mask_token  # <mask>: 32, SaProt's 4
             x = jnp.where(is_mask[..., None], 0.0, x)
             # Observed mask fraction per sequence, over its non-pad tokens (<cls>/<eos> included):
             # integer counts over the sequence's span, then one division, as the references.

@@ -36,10 +36,58 @@ class Family:
     reference: str  # the implementation its numbers are checked against
     paper: str
     licence: str  # of the weights, as published
+    mask_token: int = 32  # <mask>'s id, which token dropout counts (alphabet.MASK_IDX; SaProt's is 4)
+    # The module of a vocabulary other than alphabet's (SaProt's residue + 3Di tokens): its TOKENS,
+    # encode(sequence, structure), masked_residue_ids(structure), amino_acid_log_probs(log_probs, letters)
+    vocabulary: str | None = None
+    structure_aware: bool = False  # its tokens carry a structure letter per residue (SaProt)
 
     def network_class(self):
         module, name = self.network.split(":")
         return getattr(importlib.import_module(module), name)
+
+    def tokens(self) -> tuple[str, ...]:
+        """Its vocabulary: ``alphabet.TOKENS`` (ESM C's 64 outputs start with them) or its own."""
+        return importlib.import_module(self.vocabulary or "flamino_core.alphabet").TOKENS
+
+    def encode(self, sequence: str, structure: str | None = None):
+        """Token ids of ``sequence`` (``<cls>`` ... ``<eos>``); ``structure`` (one 3Di letter per
+        residue) only for a structure-aware family, whose residues are all ``#`` without one."""
+        if not self.structure_aware:
+            if structure is not None:
+                raise ValueError(f"{self.title} reads sequences only; structure letters are for "
+                                 f"{' and '.join(f.title for f in FAMILIES.values() if f.structure_aware)}")
+            return importlib.import_module("flamino_core.alphabet").encode(sequence)
+        return importlib.import_module(self.vocabulary).encode(sequence, structure)
+
+    def mask_ids(self, length: int, structure: str | None = None):
+        """Per residue, the token a masked pass puts there: ``<mask>``, or in a structure-aware
+        family ``#`` + the residue's 3Di letter (its amino acid masked, its structure kept)."""
+        import numpy as np
+
+        if not self.structure_aware:
+            return np.full(length, self.mask_token, np.int32)
+        return importlib.import_module(self.vocabulary).masked_residue_ids(structure or "#" * length)
+
+    def amino_acid_view(self, log_probs):
+        """A masked pass's log-probabilities in alphabet's columns (the scores read those): as
+        they are, or for a structure-aware family each amino acid's log of its tokens' summed
+        probabilities over every 3Di letter (ProteinGym's SaProt marginal), -inf elsewhere."""
+        if not self.structure_aware:
+            return log_probs
+        import numpy as np
+
+        alphabet = importlib.import_module("flamino_core.alphabet")
+        letters = alphabet.STANDARD_AMINO_ACIDS
+        out = np.full(np.shape(log_probs)[:-1] + (len(alphabet.TOKENS),), -np.inf, np.float32)
+        out[..., [alphabet.AA_TO_IDX[a] for a in letters]] = importlib.import_module(
+            self.vocabulary).amino_acid_log_probs(log_probs, letters)
+        return out
+
+    @property
+    def masked_width(self) -> int:
+        """Columns of a masked pass as the scores read it (``amino_acid_view``)."""
+        return 33 if self.structure_aware else self.output_width
 
     @property
     def position_limit(self) -> int | None:
@@ -65,6 +113,13 @@ FAMILIES: dict[str, Family] = {f.id: f for f in (
            reference="transformers' EsmcForMaskedLM (EvolutionaryScale's esm 3.x .pth key names)",
            paper="ESM Team, EvolutionaryScale 2024", licence="EvolutionaryScale Cambrian Open License (300M); "
            "Cambrian Non-Commercial License (600M)"),
+    # SaProt: ESM-2's network over 446 tokens pairing each residue with a Foldseek 3Di letter
+    # (model/saprot.py); its published folders are transformers' EsmForMaskedLM with that vocab.txt.
+    Family("saprot", "SaProt", _ESM_NETWORK, "rotary", contact_head=False, tied_lm_head=True, output_width=446,
+           chain_break=None, trained_tokens=1024,
+           reference="transformers' EsmForMaskedLM with SaProt's vocab.txt (westlake-repl/SaProt)",
+           paper="Su et al., ICLR 2024", licence="MIT", mask_token=4,
+           vocabulary="flamino_core.model.saprot", structure_aware=True),
 )}
 
 
@@ -73,6 +128,14 @@ def family(family_id: str) -> Family:
         return FAMILIES[family_id]
     except KeyError:
         raise ValueError(f"unknown model family {family_id!r}; flamino reads {families_sentence()}") from None
+
+
+def rotary_esm_family(vocab_size: int) -> str:
+    """The family of a rotary ``EsmConfig`` (ESM-2's network), told by its vocabulary's size:
+    446 is SaProt's, anything else ESM-2's (whose size a mismatch then reports)."""
+    own = [f.id for f in FAMILIES.values() if f.vocabulary and f.network == _ESM_NETWORK
+           and f.positions == "rotary" and f.output_width == vocab_size]
+    return own[0] if own else "esm2"
 
 
 def family_of(config) -> Family:
@@ -98,6 +161,8 @@ class Preset:
     repo: str  # Hugging Face Hub repository
     file: str | None = None  # a single weights file in it (EvolutionaryScale's .pth); None: an HF folder
     licence: str = "MIT"
+    # shown in the picker where one family has several training sets (SaProt: AF2 or PDB structures)
+    variant: str = ""
 
     @property
     def title(self) -> str:
@@ -119,6 +184,11 @@ def _esmc(size: str, layers: int, dim: int, heads: int, licence: str) -> tuple[s
     return name, Preset("esmc", layers, dim, heads, size, repo, f"data/weights/{name}.pth", licence)
 
 
+def _saprot(size: str, layers: int, dim: int, structures: str) -> tuple[str, Preset]:
+    name = f"SaProt_{size}_{structures}"  # westlake-repl's Hub folders (an HF EsmForMaskedLM each)
+    return name, Preset("saprot", layers, dim, 20, size, f"westlake-repl/{name}", variant=structures)
+
+
 # name -> published checkpoint. ESM C's shapes are EvolutionaryScale's (esm 3.1 esm/pretrained.py).
 PRESETS: dict[str, Preset] = dict([
     _esm("esm2", 6, 320, 20, "8M", "esm2_t6_8M_UR50D"),
@@ -131,6 +201,11 @@ PRESETS: dict[str, Preset] = dict([
     *(_esm("esm1v", 33, 1280, 20, "650M", f"esm1v_t33_650M_UR90S_{i}") for i in range(1, 6)),
     _esmc("300M", 30, 960, 15, "EvolutionaryScale Cambrian Open License"),
     _esmc("600M", 36, 1152, 18, "EvolutionaryScale Cambrian Non-Commercial License"),
+    # SaProt's shapes are ESM-2 35M's and 650M's (their config.json); AF2: trained on AlphaFold
+    # DB structures, PDB: on experimental ones.
+    _saprot("35M", 12, 480, "AF2"),
+    _saprot("650M", 33, 1280, "AF2"),
+    _saprot("650M", 33, 1280, "PDB"),
 ])
 
 

@@ -290,7 +290,8 @@ class Engine:
         return planner.pow2_at_most(self._max_rows(width, heavy=False)), width
 
     def compute_masked(
-        self, sequence: str, positions: Sequence[int] | None = None, progress: ProgressFn | None = None
+        self, sequence: str, positions: Sequence[int] | None = None, progress: ProgressFn | None = None,
+        structure: str | None = None,
     ) -> np.ndarray:
         """log p(token | sequence with position i masked) for each position: (len(positions), vocab),
         computed now. Callers ask ``store.passes.masked_log_probs`` (``flamino_core.masked_log_probs``)
@@ -299,28 +300,46 @@ class Engine:
         One forward pass per masked position (batched). ``positions`` are 0-based residue
         indices (default: all). Sequences over 1022 residues use ProteinGym's 1,024-token
         window for each position (``windows.masked_window``).
+
+        A structure-aware family (``Family.structure_aware``) reads ``structure``, one 3Di letter
+        per residue (None: all ``#``), masks a position's amino acid keeping its letter, and
+        returns each amino acid's probability summed over the letters (``Family.amino_acid_view``).
         """
         positions = list(range(len(sequence))) if positions is None else list(positions)
+        width_out = self.family.masked_width
         if not positions:
-            return np.zeros((0, self.config.vocab_size), np.float32)
+            return np.zeros((0, width_out), np.float32)
         for p in positions:
             if not 0 <= p < len(sequence):
                 raise ValueError(f"position {p + 1} is outside the sequence (1..{len(sequence)})")
         max_rows, width = self.masked_pass_shape(len(sequence))
-        sequence_tokens = encode(sequence)
-        out = np.zeros((len(positions), self.config.vocab_size), np.float32)
+        sequence_tokens = self.family.encode(sequence, structure)
+        mask_ids = np.concatenate([[0], self.family.mask_ids(len(sequence), structure), [0]])  # by token index
+        out = np.zeros((len(positions), width_out), np.float32)
         total = -(-len(positions) // max_rows)
         for batch_index, first in enumerate(range(0, len(positions), max_rows)):
             chunk = positions[first:first + max_rows]
             spans = [windows.masked_window(p + 1, len(sequence_tokens)) for p in chunk]
-            tokens = planner.masked_rows(sequence_tokens, spans, [[p + 1] for p in chunk], width)
+            tokens = planner.masked_rows(sequence_tokens, spans, [[p + 1] for p in chunk], width, mask_ids)
             mask_at = np.ones(len(tokens), np.int32)  # filler rows: any token, their output is dropped
             mask_at[:len(chunk)] = [p + 1 - start for p, (start, _) in zip(chunk, spans)]
             log_probs = self._masked_log_probs(self.state, jnp.asarray(tokens), jnp.asarray(mask_at))
-            out[first:first + len(chunk)] = np.asarray(log_probs)[: len(chunk)]
+            out[first:first + len(chunk)] = self.family.amino_acid_view(np.asarray(log_probs)[: len(chunk)])
             if progress:
                 progress(batch_index + 1, total)
         return out
+
+    def forward_tokens(self, tokens: np.ndarray, repr_layers: Sequence[int] = (-1,),
+                       attention_layers: Sequence[int] = ()) -> dict:
+        """One forward pass of token rows as they are (``Family.encode`` of each sequence, padded
+        with ``<pad>``; at most 1,022 residues a row): the model's outputs as NumPy. For a
+        family whose tokens carry more than residues (SaProt's 3Di letters), where ``run``'s
+        residue strings cannot say them."""
+        n = self.config.num_layers
+        options = dict(repr_layers=self.normalize_layers(tuple(repr_layers) + (n,)),
+                       attention_layers=self.normalize_layers(attention_layers), need_logits=True,
+                       need_contacts=False)
+        return jax.device_get(self._forward(self.state, jnp.asarray(tokens, jnp.int32), **options))
 
     def compute_joint_masked(
         self, sequence: str, position_sets: Sequence[Sequence[int]], progress: ProgressFn | None = None

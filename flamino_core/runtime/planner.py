@@ -204,7 +204,7 @@ def _filler_rows(rows: int, width: int) -> np.ndarray:
 
 
 def masked_rows(sequence_tokens: np.ndarray, spans: Sequence[tuple[int, int]], masked: Sequence[Sequence[int]],
-                width: int) -> np.ndarray:
+                width: int, mask_ids: np.ndarray | None = None) -> np.ndarray:
     """Rows for masked passes: row r is the tokens ``spans[r]`` of the tokenized sequence, with
     the tokens ``masked[r]`` (indices in the whole tokenized sequence) masked.
 
@@ -213,6 +213,8 @@ def masked_rows(sequence_tokens: np.ndarray, spans: Sequence[tuple[int, int]], m
       spans: each row's token span [start, end) (``windows.masked_window``, ``windows.joint_window``).
       masked: each row's masked tokens (residue i is token i + 1).
       width: padded token width (at least every span's length).
+      mask_ids: per token of the whole sequence, what masks it (``Family.mask_ids``, SaProt's
+        ``#`` + 3Di letter); None: ``<mask>``.
 
     Returns:
       tokens (power of two >= len(spans), width), filler rows after the real ones.
@@ -220,5 +222,6 @@ def masked_rows(sequence_tokens: np.ndarray, spans: Sequence[tuple[int, int]], m
     tokens = _filler_rows(pow2_at_least(len(spans)), width)
     for r, ((start, end), at) in enumerate(zip(spans, masked)):
         tokens[r, :end - start] = sequence_tokens[start:end]
-        tokens[r, np.asarray(at) - start] = MASK_IDX
+        at = np.asarray(at)
+        tokens[r, at - start] = MASK_IDX if mask_ids is None else mask_ids[at]
     return tokens

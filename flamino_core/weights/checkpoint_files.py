@@ -112,9 +112,25 @@ def convert_hf_files(config_path: Path, weights_path: Path, name: str, allow_pic
         raise ModelError(f"{config_path}: an incomplete config (no {err})") from None
     except ValueError as err:  # a family flamino does not read: the sentence names those it does
         raise ModelError(f"{config_path}: {err}") from None
+    _check_vocabulary(config_path.parent / "vocab.txt", config)
     state_dict = _read_state_dict(weights_path, allow_pickle)
     params = state_dict_to_params(state_dict, config, source=str(weights_path))
     return config, params, str(weights_path)
+
+
+def _check_vocabulary(vocab_path: Path, config: ModelConfig) -> None:
+    """A folder's ``vocab.txt`` (SaProt's: 446 residue + 3Di tokens), where its family has a
+    vocabulary of its own, must be that vocabulary token for token: the embedding rows are read
+    in its order."""
+    model_family = family(config.family)
+    if model_family.vocabulary is None or not vocab_path.exists():
+        return
+    tokens = tuple(vocab_path.read_text().split())
+    if tokens != model_family.tokens():
+        first = next((i for i, (a, b) in enumerate(zip(tokens, model_family.tokens())) if a != b), None)
+        where = f"token {first} is {tokens[first]!r}, not {model_family.tokens()[first]!r}" if first is not None else (
+            f"{len(tokens)} tokens, not {len(model_family.tokens())}")
+        raise ModelError(f"{vocab_path}: not {model_family.title}'s published vocabulary ({where})")
 
 
 def _convert_fair_esm(path: Path):
