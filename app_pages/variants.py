@@ -8,7 +8,7 @@ from app_pages._ui.input import reading as inputs
 
 from app_pages._ui.results import one_record as results, scans
 
-from app_pages._ui.variants import suggestions, scoring as variant_results
+from app_pages._ui.variants import compare, suggestions, scoring as variant_results
 from app_pages._ui.rerun.context import PageContext, current, ready
 from app_pages._ui.frame.downloads import csv_button, json_button, safe_name, show_figure
 from app_pages._ui.server.policy import current_limits, visitor_model_name
@@ -196,6 +196,7 @@ def dms_section(ctx: PageContext) -> None:
     with row:
         csv_button("Scored table (CSV)", lambda: output_frame(scored), f"{stem}_dms_{strategy}.csv", "dms_csv")
         json_button("Metrics (JSON)", lambda: metrics, f"{stem}_dms_{strategy}_metrics.json", "dms_json")
+    compare.section(ctx, scored, data, wild_type, offset, strategy, record_id, singles)
 
 
 def main(ctx: PageContext) -> None:

@@ -49,7 +49,6 @@ def score_dms_ensemble(
       for every member) with one ``score_<member>`` column per member before ``score``, which
       holds their mean; ``passes`` counts every member's.
     """
-    columns = member_columns(members)
     scored: list[DmsScores] = []
     for index, member in enumerate(members):
         step = None if progress is None else (lambda done, total, i=index: progress(i * total + done, len(members) * total))
@@ -57,6 +56,13 @@ def score_dms_ensemble(
         scored.append(score_dms(engine, dms, strategy, record_id=record_id, progress=step, cancelled=cancelled,
                                 store=store))
         del engine  # the next member loads into the memory this one held
+    return mean_of_members(members, scored)
+
+
+def mean_of_members(members: Sequence[str], scored: Sequence[DmsScores]) -> DmsScores:
+    """The ensemble's ``DmsScores`` from its members' (each from ``score_dms`` on the same table):
+    the first member's statuses, a ``score_<member>`` column each, then ``score``, their mean."""
+    columns = member_columns(members)
     first = scored[0]
     model_columns = [c for c in ("score", "non_additivity", "status") if c in first.frame.columns]
     frame = first.frame.drop(columns=model_columns)

@@ -1,0 +1,127 @@
+"""The Variant effects page's "Compare models" on a DMS table (#35 item 5).
+
+Up to three more models (an ensemble such as the ESM-1v five counts as one) score the same
+table with the same strategy, each model (each ensemble member) as its own background job
+through the result store (``scoring.dms_scores``, keyed by its weights), one after the other, so
+at most one more engine is loaded per rerun. What is done is kept for the session, so a finished
+model never loads again to be shown. Then ``flamino_core.variants.compare`` computes what the
+page shows: each model's agreement with the experiment, Spearman between the models, the share
+of one model's top 10% in another's, a scatter of one model against another, and the table with
+a column per model (as ``flamino dms --compare`` writes it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import pandas as pd
+import streamlit as st
+
+from app_pages._ui.frame.downloads import csv_button, json_button, show_figure
+from app_pages._ui.input.model_loading import LOCAL_CHOICE, _prepare, load_engine
+from app_pages._ui.input.model_picker import model_choices, model_label
+from app_pages._ui.frame.widgets import plain
+from app_pages._ui.server.policy import current_limits
+from app_pages._ui.variants import scoring as variant_results
+from flamino_core.model.families import ENSEMBLES, ensemble_members
+from flamino_core.variants.compare import MAX_MODELS, compare_models
+from flamino_core.variants.ensemble import mean_of_members
+from flamino_core.variants.figures import model_scatter
+
+CHOICE = "dms_compare"  # the multiselect's key
+DONE = "_dms_compare_done"  # session: (model, table key) -> DmsScores of a finished model
+STATISTICS = (("spearman", "Spearman ρ"), ("auc", "AUC"), ("mcc", "MCC"), ("ndcg", "NDCG"),
+              ("top10_recall", "top-10% recall"))
+
+
+def comparison_choices(current: str) -> list[str]:
+    """What can be compared with the page's model: the picker's models (no local path field)
+    and the ensembles, where this server may load them."""
+    allowed = current_limits().allowed_models
+    ensembles = [e for e in ENSEMBLES if allowed is None or all(m in allowed for m in ENSEMBLES[e].members)]
+    return [m for m in model_choices() if m not in (LOCAL_CHOICE, current)] + ensembles
+
+
+def _label(identifier: str) -> str:
+    return ENSEMBLES[identifier].title if identifier in ENSEMBLES else model_label(identifier)
+
+
+def section(ctx, scored, data: bytes, wild_type, offset: int, strategy: str, record_id: str, singles: bool) -> None:
+    """The comparison, under the page's own DMS results (``scored``: the page's model's)."""
+    with st.expander("Compare models", icon=":material/compare_arrows:", expanded=bool(st.session_state.get(CHOICE))):
+        others = st.multiselect(f"Compare with (up to {MAX_MODELS - 1} models; an ensemble counts as one)",
+                                comparison_choices(ctx.model), max_selections=MAX_MODELS - 1, key=CHOICE,
+                                format_func=_label, help="Each model scores the same table with the same strategy, "
+                                "through the result store; then their agreement is shown here.")
+        if not others:
+            st.caption("Choose models to score this table beside the one in the sidebar.")
+            return
+        table_key = hashlib.sha256(data + repr((wild_type, offset, strategy, record_id)).encode()).hexdigest()
+        found = {ctx.model: scored}
+        for model in others:
+            result = _scored(model, table_key, data, wild_type, offset, strategy, record_id)
+            if result is None:
+                return  # a job is running (its panel shows progress) or a model cannot load (said)
+            found[model] = result
+        comparison = compare_models(found.__getitem__, [ctx.model, *others], singles_only=singles)
+        _show(comparison, record_id, strategy)
+
+
+def _scored(model: str, table_key: str, data, wild_type, offset, strategy, record_id):
+    """The model's (or ensemble's) scores of the table when done, else None (after starting or
+    following the next member's job)."""
+    done = st.session_state.setdefault(DONE, {})
+    if (model, table_key) in done:
+        return done[(model, table_key)]
+    members = ensemble_members(model) or (model,)
+    results = []
+    for member in members:
+        if (member, table_key) not in done:
+            engine = _engine(member)
+            if engine is None:
+                return None
+            scoring = variant_results.dms_scores(engine, data, wild_type, offset, strategy, record_id)
+            if scoring.done is None:
+                return None
+            done[(member, table_key)] = scoring.done
+        results.append(done[(member, table_key)])
+    done[(model, table_key)] = mean_of_members(members, results) if len(members) > 1 else results[0]
+    return done[(model, table_key)]
+
+
+def _engine(identifier: str):
+    refused = current_limits().check_model(identifier)
+    if refused:
+        st.warning(plain(refused[:1].upper() + refused[1:]))
+        return None
+    try:
+        _prepare(identifier)
+        return load_engine(identifier)
+    except ValueError as err:  # ModelError included: the loader's own sentence
+        st.warning(plain(f"{identifier}: {err}"))
+        return None
+
+
+def _show(comparison, record_id: str, strategy: str) -> None:
+    metrics = pd.DataFrame({label: {_label(m): comparison.metrics[m][key] for m in comparison.models}
+                            for key, label in STATISTICS})
+    st.markdown(f"**Agreement with the experiment** ({comparison.used.sum():,} rows every model scored)")
+    st.dataframe(metrics, column_config={c: st.column_config.NumberColumn(format="%.3f") for c in metrics.columns})
+    left, right = st.columns(2)
+    named = {m: _label(m) for m in comparison.models}
+    with left:
+        st.markdown("**Spearman between the models**")
+        st.dataframe(comparison.spearman_between.rename(index=named, columns=named))
+    with right:
+        st.markdown("**Share of the row model's top 10% in the column model's**")
+        st.dataframe(comparison.top_shared.rename(index=named, columns=named))
+    pick = st.columns(2)
+    x_model = pick[0].selectbox("x", comparison.models, format_func=_label, key="dms_compare_x")
+    y_model = pick[1].selectbox("y", comparison.models, index=1, format_func=_label, key="dms_compare_y")
+    stem = f"{record_id}_dms_{strategy}_models"
+    show_figure(model_scatter(comparison, x_model, y_model), "dms_compare_scatter", f"{stem}_scatter")
+    row = st.container(horizontal=True)
+    with row:
+        csv_button("Scores by model (CSV)", lambda: comparison.frame, f"{stem}.csv", "dms_compare_csv")
+        json_button("Comparison (JSON)", comparison.as_json, f"{stem}.json", "dms_compare_json")
+
