@@ -77,7 +77,9 @@ def test_pll_on_a_dms_table_fills_in_says_how_long_cancels_keeping_rows_and_resu
     rates.weight = 1.0  # this measurement replaces the one the masked-marginals job made
     rates.record(engine.fingerprint, "masked", jobs.masked_tokens(len(wild_type), 1000), 10.0)
     rates.weight = jobs.Rates().weight
-    gate = Gate(monkeypatch, at=12)  # the wild type, then mutants: hold the 11th mutant (2nd chunk)
+    # Rows arrive in chunks of 1 (the first alone: a row within seconds), then 10: the wild type, then
+    # mutants; hold the 12th mutant (the third chunk's first), with 11 rows in.
+    gate = Gate(monkeypatch, at=13)
     at.radio(key="_w_vstrategy").set_value("pll").run()
     assert_clean(at)
     (ask,) = [unescaped(i.value) for i in at.info if "masked passes" in i.value]
@@ -90,17 +92,17 @@ def test_pll_on_a_dms_table_fills_in_says_how_long_cancels_keeping_rows_and_resu
     at.run()  # as the browser's watcher reruns the page when the job has news
     assert_clean(at)
     (rows,) = at.dataframe
-    assert len(rows.value) == 10 and rows.value["score"].notna().all()  # the first 10 rows are in
-    assert any("10 rows scored so far" in c.value for c in at.caption)
+    assert len(rows.value) == 11 and rows.value["score"].notna().all()  # the first 11 rows are in
+    assert any("11 rows scored so far" in c.value for c in at.caption)
     (bar,) = [p for p in at.main.get("progress") if "DMS rows" in p.proto.text]
-    assert "10 of 30 rows · about" in bar.proto.text and "left" in bar.proto.text  # from the job's own rate
+    assert "11 of 30 rows · about" in bar.proto.text and "left" in bar.proto.text  # from the job's own rate
 
     next(b for b in at.button if b.label == "Cancel").click().run()
     gate.open.set()  # the chunk of positions in flight finishes (kept), then the job stops
     settle(at)
     (cancelled,) = [i.value for i in at.info if "cancelled" in i.value]
-    assert "cancelled after 10 of 30 rows; they are kept" in cancelled
-    first_ten = set(gate.seen[:11])  # the wild type and the first 10 mutants
+    assert "cancelled after 11 of 30 rows; they are kept" in cancelled
+    first_ten = set(gate.seen[:12])  # the wild type and the first 11 mutants
 
     # Reopening (a new session on the same server): only what is missing runs. (AppTest gives
     # every test session the same id: the second one is told apart here.)

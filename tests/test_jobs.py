@@ -238,3 +238,45 @@ def test_a_jobs_status_names_each_phase_in_one_place_and_is_never_done_while_uni
     whole = jobs.start(lambda job: (job.measure_only(), job.progress(10, 10)), "all at once", "records")
     assert whole.wait(30) and whole.state == jobs.DONE  # a first chunk that did everything is done
     assert whole.status().line() == "all at once: done (10 records)" and whole.status().fraction == 1.0
+
+
+def test_the_time_left_leans_on_the_cost_model_until_the_job_measures_its_own_and_the_outcome_is_kept(
+        tmp_path, monkeypatch):
+    """Issue #37, item 1: a job given the cost model's time (``expect``) says a time left before its
+    first chunk, does not jump at the first (slow) unit, moves to its own rate as it measures more,
+    and when it ends its predicted, at-10% and actual times go into the pass-rate file, beside the
+    rates, which still read. A pass kind never measured borrows the other's time per token. The
+    clock is a fake one, so every figure is exact (no tolerance needed)."""
+    path = tmp_path / "pass_rates.json"
+    rates = jobs.Rates(path)
+    rates.record("m", "unmasked", 1000, 2.0)
+    assert rates.seconds("m", "masked", 500) == 1.0  # borrowed: 2 ms per token
+    assert rates.seconds("other", "masked", 500) is None
+
+    now = [0.0]
+    monkeypatch.setattr(jobs.time, "monotonic", lambda: now[0])
+    job = jobs.Job("Scoring 110 DMS rows (pll)", "rows")
+    job.expect(100.0, log=rates.record_job)  # 100 s for the 100 rows not stored
+    assert job.seconds_left() == 100.0  # before any report: the prediction
+
+    def work(job):
+        job.progress(10, 110)  # 10 rows stored before the job: not its speed
+        assert job.seconds_left() == 100.0
+        now[0] = 5.0
+        job.progress(11, 110)  # the first row took 5 s, not 1 s: weight 5 rows at 1 s + 5 s over 6 rows
+        assert job.seconds_left() == pytest.approx(99 * (5 * 1.0 + 5.0) / (5 + 1))  # 165 s, not 495
+        now[0] = 50.0
+        job.progress(20, 110)  # a tenth of the work: (5 + 50) / (5 + 10) s per row, 90 rows left
+        assert job.seconds_left() == pytest.approx(90 * 55 / 15)
+        now[0] = 320.0
+        job.progress(110, 110)
+        return "scores"
+
+    job._run(work)
+    assert job.state == jobs.DONE and job.seconds_left() is None
+    (entry,) = jobs.Rates(path).history()  # read back from the file
+    assert entry["title"] == "Scoring 110 DMS rows (pll)" and entry["state"] == "done"
+    assert (entry["units"], entry["units_asked"], entry["predicted_s"]) == (100, 100, 100.0)
+    assert entry["predicted_s_at_tenth"] == pytest.approx(50 + 90 * 55 / 15, abs=0.01)  # 380 s
+    assert entry["actual_s"] == 320.0 and entry["machine"] == jobs.machine()
+    assert jobs.Rates(path).seconds("m", "unmasked", 1000) == 2.0  # the rates still read

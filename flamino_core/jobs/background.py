@@ -9,32 +9,34 @@ partial results from the store.
 
 No Streamlit here: the app's pages start jobs and draw them (``app_pages/_ui/server/jobs_panel.py``);
 this module is tested on its own. Rates measured by ``MeteredEngine`` (seconds per token of a
-masked or unmasked pass, for this machine and model) are kept in ``Rates`` and give the cost of
-work before it starts.
+masked or unmasked pass, for this machine and model) are kept in ``Rates`` (``jobs/rates.py``) and
+give the cost of work before it starts; a job given that cost (``Job.expect``) says its time left
+from it and from its own rate, smoothed, and logs predicted against actual when it ends. What a
+job says of itself is ``Job.status()`` (``jobs/status.py``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
-import json
 import logging
-import os
 import threading
 import time
-from pathlib import Path
-from typing import Callable, ContextManager, Iterable
+from typing import Callable, ContextManager
 
-from flamino_core.model.config import MAX_RESIDUES
-from flamino_core.runtime.planner import bucket_length, masked_width
-from flamino_core.runtime.windows import window_starts
+from flamino_core.runtime.planner import masked_width
 from flamino_core.jobs.status import Status
+# How fast this machine runs a model (``jobs/rates.py``), re-exported: callers find these names here.
+from flamino_core.jobs.rates import Rates, default_rates, machine, masked_tokens, unmasked_tokens  # noqa: F401
 
 LOG = logging.getLogger("flamino")
 WAITING, RUNNING, DONE, CANCELLED, STOPPED, FAILED = "waiting", "running", "done", "cancelled", "stopped", "failed"
 MEASURED = "measured"  # a first chunk that measured the rate ended with units left (never "done")
 FINISHED = (DONE, CANCELLED, STOPPED, FAILED, MEASURED)
 _ids = itertools.count(1)
+# The cost model's prediction counts as this share of a job's units measured: at 10% of the work
+# the time left is a third the prediction's and two thirds the job's own rate.
+PRIOR_SHARE = 0.05
 
 
 class Stopped(Exception):
@@ -67,6 +69,9 @@ class Job:
         self._baseline: tuple[float, int] | None = None  # (time, done) of the first report
         self.version = 0  # counts changes, for watchers that redraw only on news
         self.measuring_only = False  # one chunk to measure the rate: ending with units left is MEASURED
+        self._expected: float | None = None  # seconds the cost model gave the work left at the start
+        self._log: Callable[[dict], None] | None = None  # gets the prediction and the outcome at the end
+        self._at_tenth: float | None = None  # the predicted duration when a tenth of the work was done
 
     # --- what the work calls ------------------------------------------------------------------
     def progress(self, done: int, total: int) -> None:
@@ -77,6 +82,19 @@ class Job:
                 self._baseline = (now, done)
             self.done, self.total = done, total
             self.note = None
+            first = self._baseline[1]
+            if self._at_tenth is None and total > first and done - first >= 0.1 * (total - first):
+                left = self._left(now)  # what the job said at 10% of its work: the figure to judge it by
+                self._at_tenth = None if left is None else now - self.created + left
+            self._bump()
+
+    def expect(self, seconds: float, log: Callable[[dict], None] | None = None) -> None:
+        """The cost model's time for the work left when the job starts: the time left leans on it
+        until the job has measured its own rate on enough units (``PRIOR_SHARE``), so it neither
+        waits for a first chunk nor jumps at the first one. ``log`` gets the prediction and what
+        happened when the job ends (``Rates.record_job``: predicted vs actual)."""
+        with self._changed:
+            self._expected, self._log = seconds, log
             self._bump()
 
     def stage(self, unit: str, total: int) -> None:
@@ -125,11 +143,31 @@ class Job:
             return (self.done - first_done) / (end - started)
 
     def seconds_left(self) -> float | None:
-        """Seconds to finish at the measured rate (None: not measured yet or nothing to do)."""
-        rate = self.rate()
-        if rate is None or self.total is None:
+        """Seconds to finish: the job's own time per unit, smoothed with the cost model's
+        (``expect``) while few units are measured (None: neither known yet)."""
+        with self._changed:
+            if self.finished:
+                return None
+            return self._left(time.monotonic())
+
+    def _left(self, now: float) -> float | None:
+        """``seconds_left`` under the lock. Seconds per unit = (w * predicted + elapsed) / (w +
+        measured units), the prediction worth ``w`` units (``PRIOR_SHARE`` of the work): no jump
+        at the first chunk, and a chunk slower than predicted raises the estimate while it runs."""
+        if self.total is None:
+            return self._expected
+        if self._baseline is None:
+            return self._expected
+        started, first = self._baseline
+        measured, elapsed, remaining = self.done - first, max(now - started, 0.0), max(self.total - self.done, 0)
+        if self._expected is not None and self.total > first:
+            weight = max(1.0, PRIOR_SHARE * (self.total - first))
+            per_unit = (weight * self._expected / (self.total - first) + elapsed) / (weight + measured)
+        elif measured > 0 and elapsed > 0:
+            per_unit = elapsed / measured
+        else:
             return None
-        return max(self.total - self.done, 0) / rate
+        return remaining * per_unit
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the job finishes (True) or ``timeout`` passes (False)."""
@@ -170,6 +208,25 @@ class Job:
             self.note = None
             self.finished_at = time.monotonic()
             self._bump()
+            outcome = self._outcome()
+        if outcome is not None:
+            try:
+                self._log(outcome)
+            except Exception:  # noqa: BLE001 - a record that cannot be written never fails the job
+                LOG.exception("the job's prediction was not recorded")
+
+    def _outcome(self) -> dict | None:
+        """What the cost model predicted and what happened, for ``expect``'s log (under the lock)."""
+        if self._log is None or self._expected is None or self._baseline is None or self.total is None:
+            return None
+        first = self._baseline[1]
+        work = max(self.total - first, 0)
+        done = self.done - first
+        return {"title": self.title, "unit": self.unit, "state": self.state, "units": done, "units_asked": work,
+                "predicted_s": round(self._expected, 2),
+                "predicted_s_for_done": round(self._expected * done / work, 2) if work else 0.0,
+                "predicted_s_at_tenth": None if self._at_tenth is None else round(self._at_tenth, 2),
+                "actual_s": round(self.finished_at - self.created, 2)}
 
     def _run(self, work: Callable[[Job], object]) -> None:
         from flamino_core.store.passes import Cancelled
@@ -197,90 +254,6 @@ def start(work: Callable[[Job], object], title: str, unit: str, total: int | Non
     job = Job(title, unit, total, visitor)
     threading.Thread(target=job._run, args=(work,), name=f"flamino-job-{job.id}", daemon=True).start()
     return job
-
-
-# --- how fast this machine runs a model ---------------------------------------------------------------
-def masked_tokens(length: int, positions: int) -> int:
-    """Tokens the masked passes of ``positions`` positions of a ``length``-residue sequence run
-    through the model: one padded row (one masked window of a long sequence) per position, the
-    width the engine runs them at (``planner.masked_width``, as ``Engine.masked_pass_shape``)."""
-    return positions * masked_width(length)
-
-
-def unmasked_tokens(lengths: Iterable[int]) -> int:
-    """Tokens one unmasked pass over sequences of these lengths runs: each window (overlapping
-    ones for a long sequence, ``windows.window_starts``) a padded row."""
-    return sum(len(window_starts(length)) * bucket_length(min(length, MAX_RESIDUES) + 2) for length in lengths)
-
-
-class Rates:
-    """Seconds per token of masked and unmasked passes, measured on this machine per model
-    (its fingerprint), as a running average; kept in ``FLAMINO_CACHE/pass_rates.json`` so a
-    restarted server still knows them. Thread-safe."""
-
-    KINDS = ("masked", "unmasked", "fit")  # fit: seconds per operation of a scikit-learn fit (predict/cost.py)
-
-    def __init__(self, path: str | os.PathLike | None = None, weight: float = 0.3):
-        self.path = Path(path) if path is not None else _default_rates_path()
-        self.weight = weight  # of each new measurement in the running average
-        self._lock = threading.Lock()
-        self._rates: dict[str, float] | None = None  # "model kind" -> seconds per token
-
-    def record(self, model: str, kind: str, tokens: int, seconds: float) -> None:
-        if tokens <= 0 or seconds <= 0 or kind not in self.KINDS:
-            return
-        rate = seconds / tokens
-        with self._lock:
-            rates = self._load()
-            key = f"{model} {kind}"
-            old = rates.get(key)
-            rates[key] = rate if old is None else (1 - self.weight) * old + self.weight * rate
-            self._save(rates)
-
-    def seconds(self, model: str, kind: str, tokens: int) -> float | None:
-        """Estimated seconds for ``tokens`` more tokens of ``kind`` passes (None: never measured)."""
-        with self._lock:
-            rate = self._load().get(f"{model} {kind}")
-        return None if rate is None else rate * tokens
-
-    def _load(self) -> dict[str, float]:
-        if self._rates is None:
-            try:
-                found = json.loads(self.path.read_text())
-                self._rates = {k: float(v) for k, v in found.items() if isinstance(v, (int, float)) and v > 0}
-            except (OSError, ValueError, AttributeError):
-                self._rates = {}
-        return self._rates
-
-    def _save(self, rates: dict[str, float]) -> None:
-        from flamino_core.atomic import written_atomically
-
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with written_atomically(self.path) as tmp:
-                tmp.write_text(json.dumps(rates, indent=0, sort_keys=True))
-        except OSError as err:  # a read-only cache: the rates live in memory only
-            LOG.debug("pass rates not saved (%s)", err)
-
-
-def _default_rates_path() -> Path:
-    from flamino_core.weights.model_cache import cache_root
-
-    return cache_root() / "pass_rates.json"
-
-
-_RATES: Rates | None = None
-_RATES_LOCK = threading.Lock()
-
-
-def default_rates() -> Rates:
-    """The process's rates, kept under ``FLAMINO_CACHE`` (one per cache folder)."""
-    global _RATES
-    with _RATES_LOCK:
-        path = _default_rates_path()
-        if _RATES is None or _RATES.path != path:
-            _RATES = Rates(path)
-        return _RATES
 
 
 class MeteredEngine:

@@ -33,6 +33,7 @@ from flamino_core.variants.substitution_maps import pseudo_perplexity
 from app_pages._ui.server import background, jobs_panel
 
 CHUNK_RESIDUES = 2_000  # residues per engine call of a set's unmasked passes: the step of arrival
+MEASURE_POSITIONS = 16  # masked passes that measure this machine's rate: seconds, even on a large model
 LONG = "window"  # records over 1022 residues: overlapping windows, as every page analyses them
 _pppl_memo: dict[tuple[str, str], float] = {}  # (model, sequence) -> pseudo-perplexity, once complete
 _memo_lock = threading.Lock()
@@ -116,7 +117,7 @@ def _outputs_work(engine, model: str, sequences: tuple[str, ...]):
             jobs_ray.record_outputs_on_ray(model, engine.fingerprint, engine.config.num_layers, missing, store=store,
                                            on_record=arrived, cancelled=lambda: background.should_stop(job))
             return held
-        for chunk in _chunks(missing, CHUNK_RESIDUES):
+        for chunk in _chunks(missing, CHUNK_RESIDUES, first=1):  # one record first: a row within seconds
             for sequence, outputs in zip(chunk, passes.record_outputs(metered, chunk, long=LONG, store=store)):
                 held[sequence] = outputs
             done += len(chunk)
@@ -128,9 +129,10 @@ def _outputs_work(engine, model: str, sequences: tuple[str, ...]):
     return work
 
 
-def _chunks(sequences: list[str], residues: int) -> list[list[str]]:
-    chunks, current, size = [], [], 0
-    for sequence in sequences:
+def _chunks(sequences: list[str], residues: int, first: int = 0) -> list[list[str]]:
+    """Records in chunks of about ``residues`` residues, the first ``first`` records a chunk of their own."""
+    chunks, current, size = ([sequences[:first]] if first and sequences else []), [], 0
+    for sequence in sequences[first:] if first else sequences:
         if current and size + min(len(sequence), MAX_RESIDUES) > residues:
             chunks.append(current)
             current, size = [], 0
@@ -215,7 +217,7 @@ def _pppl_work(engine, model: str, sequences: tuple[str, ...]):
             if len(held[sequence]) == len(sequence):
                 continue  # the page reads it from the store
             if first_only:  # one chunk: enough to measure this machine's rate
-                part = [p for p in range(len(sequence)) if p not in held[sequence]][:passes.CHUNK]
+                part = [p for p in range(len(sequence)) if p not in held[sequence]][:MEASURE_POSITIONS]
                 passes.masked_log_probs(metered, sequence, part, store=store)
                 job.progress(done + len(part), total)
                 return values

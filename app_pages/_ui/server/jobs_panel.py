@@ -6,7 +6,9 @@ the session's jobs listed in the sidebar on every page.
 (``background.py``), starts one when the work is quick or was asked for, or says first what it
 costs (passes, and their time at the rate this machine measured for this model) and offers the
 cheaper strategy where there is one. A job of unknown cost (this model never ran here) first runs
-one chunk, which measures the rate; the next run of the page knows the cost of the rest.
+one chunk, which measures the rate; the next run of the page knows the cost of the rest. A job of
+known cost is given it (``Job.expect``): its time left leans on it until the job has measured its
+own rate, and its predicted and actual times go into the pass-rate file when it ends.
 
 While a job of the session runs, ``watch`` reruns the app whenever the job has news (at most
 every ``WATCH_SECONDS``), so tables fill in and maps gain points without a click.
@@ -22,6 +24,7 @@ from typing import Callable, Hashable
 import streamlit as st
 
 from flamino_core.jobs.background import CANCELLED, DONE, FAILED, MEASURED, STOPPED, Job
+from flamino_core.jobs import rates
 from flamino_core.jobs.status import about
 
 from app_pages._ui.server import background
@@ -82,6 +85,8 @@ def follow(key: tuple[Hashable, ...], title: str, unit: str, work: Callable[...,
         return None
     first_only = cost.seconds is None and not asked  # measure the rate on one chunk first
     job = background.submit(key, title, unit, _measuring(work) if first_only else functools.partial(work, first_only=False))
+    if cost.seconds is not None:  # the time left leans on the cost model until the job measured its own rate
+        job.expect(cost.seconds, log=rates.default_rates().record_job)
     if first_only:  # one chunk measures the rate: then the page says what the rest costs, or goes on
         if job.wait(MEASURE_SECONDS) and job.state in (DONE, MEASURED):
             st.rerun()

@@ -153,7 +153,10 @@ def chunked(strategy: str) -> bool:
 
 
 def _pll_chunks(n: int) -> list[tuple[int, int]]:
-    return [(start, min(start + CHUNK_ROWS, n)) for start in range(0, n, CHUNK_ROWS)] or [(0, 0)]
+    """Row chunks: the first row alone (it appears within seconds, and measures the rate), then
+    ``CHUNK_ROWS`` at a time."""
+    bounds = [0, *range(1, n, CHUNK_ROWS), n] if n else [0, 0]
+    return list(zip(bounds[:-1], bounds[1:]))
 
 
 def _follow(key, engine, sequence: str, mutants: list[str], variants, strategy: str, work, unit: str,

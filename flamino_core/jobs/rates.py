@@ -1,0 +1,148 @@
+"""How fast this machine runs a model, and how right the estimates were: seconds per token of
+masked and unmasked passes (and per operation of a fit), measured per model as a running average
+(``Rates``), the tokens a piece of work runs (``masked_tokens``, ``unmasked_tokens``), and each
+job's predicted and actual times (``Rates.record_job``), all in ``FLAMINO_CACHE/pass_rates.json``
+so a restarted server still knows them. ``jobs/background.py`` re-exports these names.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Iterable
+
+from flamino_core.model.config import MAX_RESIDUES
+from flamino_core.runtime.planner import bucket_length, masked_width
+from flamino_core.runtime.windows import window_starts
+
+LOG = logging.getLogger("flamino")
+
+
+# --- how fast this machine runs a model ---------------------------------------------------------------
+def masked_tokens(length: int, positions: int) -> int:
+    """Tokens the masked passes of ``positions`` positions of a ``length``-residue sequence run
+    through the model: one padded row (one masked window of a long sequence) per position, the
+    width the engine runs them at (``planner.masked_width``, as ``Engine.masked_pass_shape``)."""
+    return positions * masked_width(length)
+
+
+def unmasked_tokens(lengths: Iterable[int]) -> int:
+    """Tokens one unmasked pass over sequences of these lengths runs: each window (overlapping
+    ones for a long sequence, ``windows.window_starts``) a padded row."""
+    return sum(len(window_starts(length)) * bucket_length(min(length, MAX_RESIDUES) + 2) for length in lengths)
+
+
+class Rates:
+    """Seconds per token of masked and unmasked passes, measured on this machine per model
+    (its fingerprint), as a running average; kept in ``FLAMINO_CACHE/pass_rates.json`` so a
+    restarted server still knows them. Thread-safe."""
+
+    KINDS = ("masked", "unmasked", "fit")  # fit: seconds per operation of a scikit-learn fit (predict/cost.py)
+
+    def __init__(self, path: str | os.PathLike | None = None, weight: float = 0.3):
+        self.path = Path(path) if path is not None else _default_rates_path()
+        self.weight = weight  # of each new measurement in the running average
+        self._lock = threading.Lock()
+        self._rates: dict[str, float] | None = None  # "model kind" -> seconds per token
+        self._history: list[dict] = []  # jobs' predicted and actual times (``record_job``)
+
+    def record(self, model: str, kind: str, tokens: int, seconds: float) -> None:
+        if tokens <= 0 or seconds <= 0 or kind not in self.KINDS:
+            return
+        rate = seconds / tokens
+        with self._lock:
+            rates = self._load()
+            key = f"{model} {kind}"
+            old = rates.get(key)
+            rates[key] = rate if old is None else (1 - self.weight) * old + self.weight * rate
+            self._save(rates)
+
+    def seconds(self, model: str, kind: str, tokens: int) -> float | None:
+        """Estimated seconds for ``tokens`` more tokens of ``kind`` passes (None: never measured).
+        A pass kind never measured for this model borrows the other kind's time per token (a
+        masked pass is an unmasked pass of a row with one token masked: the same work per token;
+        the job's own rate corrects it as it runs)."""
+        with self._lock:
+            rates = self._load()
+        rate = rates.get(f"{model} {kind}")
+        if rate is None and kind in PASS_KINDS:
+            rate = rates.get(f"{model} {PASS_KINDS[1 - PASS_KINDS.index(kind)]}")
+        return None if rate is None else rate * tokens
+
+    def record_job(self, outcome: dict) -> None:
+        """Keep a job's predicted and actual times (``Job.expect``'s log) in the same file, the
+        newest ``MAX_HISTORY``, with the machine they ran on."""
+        entry = {**outcome, "machine": machine(), "at": time.strftime("%Y-%m-%dT%H:%M:%S")}
+        with self._lock:
+            self._load()
+            self._history = (self._history + [entry])[-MAX_HISTORY:]
+            self._save(self._rates)
+
+    def history(self) -> list[dict]:
+        """The jobs' predicted and actual times, oldest first."""
+        with self._lock:
+            self._load()
+            return list(self._history)
+
+    def _load(self) -> dict[str, float]:
+        if self._rates is None:
+            try:
+                found = json.loads(self.path.read_text())
+                self._rates = {k: float(v) for k, v in found.items() if isinstance(v, (int, float)) and v > 0}
+                jobs = found.get(HISTORY)
+                self._history = [e for e in jobs if isinstance(e, dict)] if isinstance(jobs, list) else []
+            except (OSError, ValueError, AttributeError):
+                self._rates = {}
+        return self._rates
+
+    def _save(self, rates: dict[str, float]) -> None:
+        from flamino_core.atomic import written_atomically
+
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with written_atomically(self.path) as tmp:
+                tmp.write_text(json.dumps({**rates, HISTORY: self._history}, indent=0, sort_keys=True))
+        except OSError as err:  # a read-only cache: the rates live in memory only
+            LOG.debug("pass rates not saved (%s)", err)
+
+
+PASS_KINDS = ("masked", "unmasked")
+HISTORY = "jobs"  # the pass-rate file's list of jobs' predicted and actual times
+MAX_HISTORY = 500
+
+
+def machine() -> str:
+    """This machine in a few words: ``AMD EPYC 9R14, 2 cores``."""
+    name = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{name or 'unknown CPU'}, {len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()} cores"
+
+
+def _default_rates_path() -> Path:
+    from flamino_core.weights.model_cache import cache_root
+
+    return cache_root() / "pass_rates.json"
+
+
+_RATES: Rates | None = None
+_RATES_LOCK = threading.Lock()
+
+
+def default_rates() -> Rates:
+    """The process's rates, kept under ``FLAMINO_CACHE`` (one per cache folder)."""
+    global _RATES
+    with _RATES_LOCK:
+        path = _default_rates_path()
+        if _RATES is None or _RATES.path != path:
+            _RATES = Rates(path)
+        return _RATES
