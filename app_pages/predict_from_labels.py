@@ -192,9 +192,13 @@ def results_section(ctx: PageContext, name: str, fitted) -> None:
     boxes = st.columns(3)
     value, spread = interval(head, statistic)
     boxes[0].metric(f"Out-of-fold {STATISTICS[statistic]}", value, help=spread)
+    if spread:  # the headline's uncertainty on the tile itself, not only in its tooltip (issue #37)
+        boxes[0].caption(spread)
     if statistic == "auc":
         value, spread = interval(head, "mcc")
         boxes[1].metric("Out-of-fold MCC", value, help=spread)
+        if spread:
+            boxes[1].caption(spread)
     else:
         boxes[1].metric("Rows evaluated", f"{head['n']:,}")
     regularisation = ", ".join(f"{k} {v:g}" for k, v in result.predictor.model.regularisation.items())

@@ -72,6 +72,9 @@ def test_fit_shows_out_of_fold_statistics_figures_and_the_prediction_map(engine,
                           model="random:tiny")
     shown = {m.label: m.value for m in at.metric}
     assert shown["Out-of-fold Spearman ρ"] == f"{reference.headline['spearman']:.3f}"
+    head = reference.headline  # the tile shows its interval (issue #37), not only its tooltip
+    assert any(f"95% bootstrap interval {head['spearman_low']:.3f} – {head['spearman_high']:.3f}" in unescaped(c.value)
+               for c in at.caption)
     comparison = at.dataframe[0].value
     assert list(comparison["features"]) == [row["label"] for row in reference.comparison]
     np.testing.assert_allclose(comparison["Spearman ρ"], [row["spearman"] for row in reference.comparison])

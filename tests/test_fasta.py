@@ -570,3 +570,23 @@ def test_both_record_limits_give_one_message_with_the_numbers():
     (error,) = parsed.errors
     assert error.message == ("the input has 158 records; at most 100 records and 550 residues in total are "
                              "analysed at a time: the first 55 were analysed, 103 dropped (from 's55' on)")
+
+
+def test_a_source_after_the_limits_names_the_limit_that_was_reached():
+    """Issue #37: a hosted server's second upload was refused as over "the limit of records" when
+    the first had reached the limit of residues in total (its records past that limit were counted
+    as read). Each refusal names the limit that was reached, with its number."""
+    from flamino_core.inputs.fasta import parse_sources
+    from flamino_core.inputs.input_limits import InputLimits
+
+    ten = "".join(f">r{i}\n{'MKTAYIAKQR' * 10}\n" for i in range(10))  # 10 records of 100 residues
+    residues = InputLimits(max_records=8, max_total_residues=350)
+    parsed, kept = parse_sources([("a.fa", ten), ("b.fa", ">x\nMKV\n")], limits=residues)
+    assert kept == (3, 0)
+    refusal = [e for e in parsed.errors if e.source == "b.fa"]
+    assert [e.message for e in refusal] == ["not read: the inputs before it already hold the limit of 350 residues in total"]
+    records = InputLimits(max_records=4, max_total_residues=10_000)
+    parsed, kept = parse_sources([("a.fa", ten), ("b.fa", ">x\nMKV\n")], limits=records)
+    assert kept == (4, 0)
+    assert [e.message for e in parsed.errors if e.source == "b.fa"] == [
+        "not read: the inputs before it already hold the limit of 4 records"]

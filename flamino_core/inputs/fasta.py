@@ -130,7 +130,7 @@ def parse_sources(
     """
     used: set[str] = set()
     parts, kept = [], []
-    number, left = 1, limits
+    number, left, residues_full = 1, limits, False
     for name, data in sources:
         notes: list[str] = []
         if isinstance(data, bytes):
@@ -140,13 +140,14 @@ def parse_sources(
                 parts.append(_refused_source(name, str(exc)))
                 kept.append(0)
                 continue
-        if left.max_records == 0 or left.max_total_residues == 0:
-            spent = "records" if left.max_records == 0 else "residues"
-            parts.append(_refused_source(name, f"not read: the inputs before it already hold the limit of {spent}"))
+        if left.max_records == 0 or left.max_total_residues == 0 or residues_full:
+            parts.append(_refused_source(name, _limit_reached(limits, residues_full or left.max_total_residues == 0)))
             kept.append(0)
             continue
         items = list(iter_records(io.StringIO(data), used_ids=used, first_number=number, limits=left,
                                   allow_nucleotides=allow_nucleotides))
+        # A valid record dropped by the total: the residues, not the records, are what is spent.
+        residues_full = residues_full or any(isinstance(i, CheckedRecord) and i.record is None and not i.errors for i in items)
         parsed = _tagged(ParsedInput.collect(items), name, notes)
         read = sum(isinstance(item, CheckedRecord) for item in items)
         number += read
@@ -154,6 +155,13 @@ def parse_sources(
         parts.append(parsed)
         kept.append(len(parsed.records))
     return _joined(parts), tuple(kept)
+
+
+def _limit_reached(limits: InputLimits, residues: bool) -> str:
+    """Why a source is not read: the limit the sources before it reached, named with its number."""
+    spent = (f"{limits.max_total_residues:,} residues in total" if residues
+             else f"{limits.max_records:,} records")
+    return f"not read: the inputs before it already hold the limit of {spent}"
 
 
 def _refused_source(name: str | None, problem: str) -> ParsedInput:
