@@ -207,3 +207,23 @@ def test_esmc_masked_marginals_match_transformers(esmc_checkpoints, proteins):
     ref = np.array([[log_probs[i, TOKEN_TO_IDX[mt]] - log_probs[i, TOKEN_TO_IDX[wt]] for mt in aas]
                     for i, wt in enumerate(seq)])
     close(ours, ref, "ESM C masked-marginal scores")
+
+
+@pytest.mark.parametrize("family", ["esm1b", "esmc"])
+def test_every_attention_path_and_packed_rows_match_the_reference(esm1b_folders, esmc_checkpoints, proteins, family):
+    """The passes that capture no maps, on each attention path (the fused C++ kernel when built,
+    pure JAX, jax.nn.dot_product_attention), with short proteins packed into shared rows where
+    the path packs: learned positions (ESM-1b, through the identity rotary table) and ESM C's
+    rotary restart with each sequence, as each reference computes it alone."""
+    from flamino_core.model import fused_attention
+
+    hf, paths = esm1b_folders if family == "esm1b" else esmc_checkpoints
+    folder = paths["5x"]
+    seqs = short(proteins) + ["MKV", "ACDEFGHIKLMNPQRSTVWY", "GSHMW"]
+    reference = hf_forward(hf, batch_encode(seqs)).logits.numpy()
+    attention_paths = ["xla", "dot-product-attention"] + (["fused"] if fused_attention.status().available else [])
+    for path in attention_paths:
+        engine = Engine(load_weights(str(folder)), attention=path)
+        assert engine.attention_path == path
+        for i, (seq, res) in enumerate(zip(seqs, engine.run(seqs))):
+            close(res.logits, reference[i, 1:len(seq) + 1], f"{family} {path}: logits of {i}")
