@@ -129,3 +129,14 @@ def test_a_fair_esm_file_of_another_architecture_is_refused(tmp_path):
     torch.save({"model": {}, "args": argparse.Namespace(arch="msa_transformer")}, path)
     with pytest.raises(ModelError, match=f"'msa_transformer' model is not one flamino reads; it reads {families_sentence()}"):
         load_weights(str(path))
+
+
+def test_fetch_of_an_ensemble_fetches_its_members(monkeypatch, capsys):
+    """``flamino fetch esm1v_ensemble`` asks for each member; offline the first one says how to
+    get it here (the download path itself is ESM-2's, tested in test_weights.py)."""
+    from flamino_core.cli import main
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert main(["fetch", "esm1v_ensemble"]) == 2
+    err = capsys.readouterr().err
+    assert "esm1v_t33_650M_UR90S_1" in err and "flamino fetch esm1v_t33_650M_UR90S_1" in err
