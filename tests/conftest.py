@@ -232,7 +232,7 @@ def no_jobs_of_other_tests():
     test starts and ends with none (their results stay in that test's own store). Declared before
     ``isolated_cache``: its teardown runs after every monkeypatch is undone."""
     yield
-    background = sys.modules.get("app_pages._ui.background")
+    background = sys.modules.get("app_pages._ui.server.background")
     if background is not None and background.every_job():
         background.forget_all()
 

@@ -536,7 +536,8 @@ def heavy_packages_after(statements: list[str]) -> set[str]:
 
 def page_imports() -> list[str]:
     """Every import statement of app.py and the pages (nested ones too), and every _ui module."""
-    statements = [f"import app_pages._ui.{path.stem}" for path in sorted((PAGES / "_ui").glob("*.py"))]
+    statements = [f"import {'.'.join(path.relative_to(PAGES.parent).with_suffix('').parts).removesuffix('.__init__')}"
+                  for path in sorted((PAGES / "_ui").rglob("*.py"))]
     for path in [APP, *sorted(PAGES.glob("*.py"))]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
