@@ -8,6 +8,7 @@ import streamlit as st
 from app_pages._ui.results import one_record as results
 from app_pages._ui.rerun.context import PageContext, current
 from app_pages._ui.frame.downloads import csv_button, npz_button, show_figure
+from app_pages._ui.records import compare_maps
 from app_pages._ui.records.set_map import records_section
 from app_pages._ui.frame.widgets import kept_radio, kept_selectbox, layer_names
 from flamino_core.analysis import outputs as analysis
@@ -72,6 +73,7 @@ def main(ctx: PageContext) -> None:
         )
 
     records_section(ctx, layer, names[layer])
+    compare_maps.section(ctx)
 
 
 if __name__ == "__main__":  # run by app.py (context.serve), with this rerun's context

@@ -185,3 +185,18 @@ def model_choices() -> list[str]:
 def _use_test_model() -> None:
     st.session_state[MODEL] = RANDOM_TEST_MODEL
     forget_failure(RANDOM_TEST_MODEL)
+
+
+def other_engine(identifier: str) -> tuple[Engine | None, str | None]:
+    """An engine for a model beside the sidebar's (the pages' "Compare models"), or the reason it
+    cannot load: the same policy, progress and cache as the sidebar's model."""
+    from flamino_core.weights.loading import ModelError
+
+    refused = current_limits().check_model(identifier)
+    if refused:
+        return None, refused[:1].upper() + refused[1:]
+    try:
+        _prepare(identifier)
+        return load_engine(identifier), None
+    except (ModelError, ValueError) as err:
+        return None, UNAVAILABLE if hosted_mode() else f"{identifier}: {err}"

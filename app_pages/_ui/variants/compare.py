@@ -18,7 +18,7 @@ import pandas as pd
 import streamlit as st
 
 from app_pages._ui.frame.downloads import csv_button, json_button, show_figure
-from app_pages._ui.input.model_loading import LOCAL_CHOICE, _prepare, load_engine
+from app_pages._ui.input.model_loading import LOCAL_CHOICE, other_engine
 from app_pages._ui.input.model_picker import model_choices, model_label
 from app_pages._ui.frame.widgets import plain
 from app_pages._ui.server.policy import current_limits
@@ -90,16 +90,10 @@ def _scored(model: str, table_key: str, data, wild_type, offset, strategy, recor
 
 
 def _engine(identifier: str):
-    refused = current_limits().check_model(identifier)
-    if refused:
-        st.warning(plain(refused[:1].upper() + refused[1:]))
-        return None
-    try:
-        _prepare(identifier)
-        return load_engine(identifier)
-    except ValueError as err:  # ModelError included: the loader's own sentence
-        st.warning(plain(f"{identifier}: {err}"))
-        return None
+    engine, problem = other_engine(identifier)
+    if problem:
+        st.warning(plain(problem))
+    return engine
 
 
 def _show(comparison, record_id: str, strategy: str) -> None:
