@@ -138,6 +138,10 @@ def test_suggestions_on_the_variant_effects_page(engine):
     np.testing.assert_allclose(table["wt-marginals"], found.table["wt-marginals"])
     assert (table[table["kind"] == "single"]["wt-marginals"] > 0).all()
     assert not any("C" == m[-1] or "P" == m[-1] for m in table["mutant"])
+    # "consensus" is said for one model (issue #37): the page's one model's own wt-marginal score.
+    assert any(unescaped(c.value).startswith("consensus: the mean wt-marginal") for c in at.caption)
+    singles = table[table["kind"] == "single"]
+    np.testing.assert_allclose(singles["consensus"], singles["wt-marginals"])
 
 
 def test_a_hosted_fit_names_the_operators_model_by_its_public_name(hosted, monkeypatch, tmp_path, table_bytes):

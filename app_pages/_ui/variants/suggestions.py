@@ -28,6 +28,11 @@ STRATEGIES = ("wt-marginals", "masked-marginals", "joint-masked")
 PROPOSED = "_suggest_for"  # the choices the Propose button was last pressed for
 
 
+# The page proposes with one model: its "consensus" is that model's own score (issue #37 found it unexplained).
+CONSENSUS = ("consensus: the mean wt-marginal log-ratio (nats) over the models a proposal must pass; here one "
+             "model, so it is that model's own score. `flamino suggest --model A --model B` asks several to agree.")
+
+
 @st.cache_data(show_spinner=False, max_entries=8 if HOSTED else 32)
 def proposals(model: str, sequence: str, first: int, record_id: str, keep: str, avoid: str, threshold: float,
               top: int, predictor_zip: bytes | None):
@@ -105,5 +110,7 @@ def section(ctx: PageContext) -> None:
         st.caption(plain(note))
     st.caption(f"{found.n_passing:,} of {found.n_candidates:,} allowed substitutions score above {threshold:g}; "
                f"the best {min(found.n_passing, int(top)):,} are shown.")
-    st.dataframe(found.table.drop(columns=["record_id"]), hide_index=True, width="stretch")
+    st.caption(CONSENSUS)
+    st.dataframe(found.table.drop(columns=["record_id"]), hide_index=True, width="stretch",
+                 column_config={"consensus": st.column_config.NumberColumn(help=CONSENSUS)})
     csv_button("Proposals (CSV)", lambda: found.table, f"{safe_name(record.id)}_suggestions.csv", "suggest_csv")
