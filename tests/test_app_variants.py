@@ -230,6 +230,16 @@ def test_a_dms_upload_gives_the_metrics_the_figures_and_the_downloads(engine, as
     assert {"Scored table (CSV)", "Metrics (JSON)"} <= downloads
     assert len(at.dataframe[0].value) == 922 and "DMS_score" in at.dataframe[0].value.columns
 
+    # Another page and back (issue #37): Streamlit's uploader forgets its file, the page says which
+    # table it kept and still scores it; Remove forgets it.
+    at = variants_page(open_page(at, "input"))
+    assert_clean(at)
+    assert any(unescaped(c.value).startswith(f"Using assay.csv ({len(data):,} bytes), kept from your upload")
+               for c in at.caption)
+    assert metric_values(at)["Spearman ρ"] == f"{rho:.3f}"
+    next(b for b in at.button if b.label == "Remove" and b.key == "_dms_forget").click().run()
+    assert any("Upload a deep mutational scanning table" in i.value for i in at.info)
+
 
 def test_a_dms_table_with_multi_mutants_against_the_selected_record(engine, assay):
     _, wild_type = assay

@@ -118,6 +118,12 @@ def dms_upload() -> tuple[str, bytes] | None:
     if stored is None:
         st.info("Upload a deep mutational scanning table to compare the model with your experiment. "
                 "(DMS tables do not travel in share links: upload it again after opening one.)")
+    elif ss.get("_dms_upload") is None:  # Streamlit's uploader forgets its file on a page switch; the table is kept
+        row = st.container(horizontal=True, vertical_alignment="center")
+        row.caption(plain(f"Using {stored[0]} ({len(stored[1]):,} bytes), kept from your upload; upload "
+                          "another file above to replace it."))
+        row.button("Remove", key="_dms_forget", on_click=lambda: ss.pop(DMS_FILE, None), icon=":material/close:",
+                   help="Forget the kept DMS table")
     return stored
 
 
