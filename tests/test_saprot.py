@@ -159,3 +159,77 @@ def test_a_folder_with_another_vocabulary_is_refused(saprot_folder, tmp_path):
     (copy / "vocab.txt").write_text("\n".join(lines) + "\n")
     with pytest.raises(ModelError, match="not SaProt's published vocabulary \\(token 5 is 'Ay', not 'Ap'\\)"):
         load_weights(str(copy))
+
+
+def proteingym_score(hf, sequence: str, letters: str, mutant: str) -> float:
+    """ProteinGym's SaProt ``predict_mut`` of one variant (A12V or A12V:G40D), written from its
+    code: every mutated residue masked to ``#`` + its 3Di letter in one pass, each position's
+    log(P(mt) / P(wt)) with P summed over the 21 tokens of the amino acid, summed over positions."""
+    tokens = [a + s for a, s in zip(sequence, letters)]
+    changes = [(m[0], int(m[1:-1]), m[-1]) for m in mutant.split(":")]
+    for _, pos, _ in changes:
+        tokens[pos - 1] = "#" + tokens[pos - 1][-1]
+    ids = np.array([[0] + [saprot.TOKEN_TO_IDX.get(t, 3) for t in tokens] + [2]])
+    probs = torch.softmax(hf_forward(hf, ids).logits[0].double(), -1).numpy()
+    total = 0.0
+    for wt, pos, mt in changes:
+        p = lambda aa: probs[pos, saprot.TOKEN_TO_IDX[aa + "p"]:saprot.TOKEN_TO_IDX[aa + "p"] + 21].sum()  # noqa: E731
+        total += np.log(p(mt) / p(wt))
+    return float(total)
+
+
+def test_flamino_variants_with_a_structure_scores_as_proteingym(saprot_folder, proteins, tmp_path, capsys):
+    """`flamino variants --structure 1A7G.cif --chain E -m <SaProt folder>`: singles under
+    masked-marginals and a double under joint-masked (ProteinGym masks a multi-mutant's
+    positions together) equal ProteinGym's predict_mut on transformers; the chain and the
+    structure-aware residues are said."""
+    from flamino_core.cli import main
+
+    hf, _, folder = saprot_folder
+    sequence, letters = proteins["1A7G.cif:E"]
+    fasta = tmp_path / "1a7g_e.fa"
+    fasta.write_text(f">1A7G_E\n{sequence}\n")
+    swap = lambda i, to: f"{sequence[i]}{i + 1}{to if sequence[i] != to else 'Y'}"  # noqa: E731  (never synonymous)
+    mutants = [swap(2, "A"), swap(40, "W"), f"{swap(9, 'G')}:{swap(60, 'K')}"]
+    for strategy in ("masked-marginals", "joint-masked"):
+        out = tmp_path / f"{strategy}.csv"
+        assert main(["variants", str(fasta), "--mutations", ", ".join(mutants), "--strategy", strategy,
+                     "--structure", str(STRUCTURES / "1A7G.cif"), "--chain", "E", "-m", str(folder),
+                     "-o", str(out)]) == 0
+        rows = out.read_text().splitlines()[1:]
+        scores = [float(line.split(",")[2]) for line in rows]
+        for mutant, score in zip(mutants[:2], scores):  # singles: both strategies are predict_mut
+            assert abs(score - proteingym_score(hf, sequence, letters, mutant)) < 1e-4, (strategy, mutant)
+    assert abs(scores[2] - proteingym_score(hf, sequence, letters, mutants[2])) < 1e-4  # joint-masked double
+    err = capsys.readouterr().err
+    assert f"structure: 1A7G.cif chain E: {len(sequence)} of {len(sequence)} residues structure-aware" in err
+
+
+def test_the_store_keys_masked_passes_by_the_structure_too(saprot_folder, proteins, tmp_path):
+    """The same sequence with its structure and without is two entries: each computed once, each
+    read back as computed; a model that reads sequences only refuses a structure."""
+    from flamino_core.store.passes import masked_log_probs, model_key
+    from flamino_core.store.result_store import ResultStore
+    from flamino_core.variants.scoring import score_variants
+    from flamino_core.variants.notation import parse_mutations
+
+    _, _, folder = saprot_folder
+    engine = Engine(load_weights(str(folder)))
+    store = ResultStore(tmp_path / "results.sqlite")
+    sequence, letters = proteins["1A7G.cif:E"]
+    with_structure = masked_log_probs(engine, sequence, [5, 6], store=store, structure=letters)
+    without = masked_log_probs(engine, sequence, [5, 6], store=store)
+    columns = [AA_TO_IDX[a] for a in STANDARD_AMINO_ACIDS]  # the other columns are -inf (no such amino acid)
+    assert np.isneginf(np.delete(with_structure, columns, axis=1)).all()
+    assert np.abs(with_structure[:, columns] - without[:, columns]).max() > 1e-3  # the letters change the passes
+    assert model_key(engine, letters) != model_key(engine) == engine.fingerprint == model_key(engine, "#" * len(letters))
+    stored = store.masked(model_key(engine, letters), sequence, [5, 6])
+    np.testing.assert_array_equal(np.stack([stored[5], stored[6]]), with_structure)
+    np.testing.assert_array_equal(masked_log_probs(engine, sequence, [5, 6], store=store, structure=letters),
+                                  with_structure)
+    variants, _ = parse_mutations(f"{sequence[5]}6A", sequence)
+    with pytest.raises(ValueError, match="wt-marginals does not read the structure"):
+        score_variants(engine, sequence, variants, "wt-marginals", structure=letters, store=store)
+    esm2 = Engine(load_weights("random:tiny"))
+    with pytest.raises(ValueError, match="ESM-2 reads sequences only"):
+        score_variants(esm2, sequence, variants, "masked-marginals", structure=letters, store=store)

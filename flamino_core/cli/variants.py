@@ -56,6 +56,28 @@ def _notes(notes, shown: set[str]) -> None:
             shown.add(note)
 
 
+STRUCTURE_HELP = ("a PDB or mmCIF file (.gz too) of the protein, for a structure-aware model (SaProt): each "
+                  "residue's Foldseek 3Di letter read from it, '#' where the chain lacks the residue or, in a "
+                  "predicted structure (AlphaFold, ESMFold), where pLDDT < 70; without it every residue is '#'")
+
+
+def structure_letters(args, sequence: str, engine) -> str | None:
+    """The 3Di letters ``--structure`` (and ``--chain``) give ``sequence``, said on stderr; None without."""
+    if not getattr(args, "structure", None):
+        return None
+    if not engine.family.structure_aware:
+        raise UserError(f"--structure is read by structure-aware models ({engine.family.title} reads sequences only)")
+    from flamino_core.structure.reading import StructureError
+    from flamino_core.structure.three_di import read_structure_tokens
+
+    try:
+        tokens = read_structure_tokens(sequence, args.structure, args.chain)
+    except StructureError as err:
+        raise UserError(f"--structure {args.structure}: {err}") from None
+    say(f"structure: {tokens.describe()}")
+    return tokens.letters
+
+
 def cmd_variants(args) -> int:
     import pandas as pd
 
@@ -80,7 +102,8 @@ def cmd_variants(args) -> int:
             say(f"{record.id}: {pass_plan(record.sequence, variants, args.strategy).describe(len(variants))}")
         label = record.id if len(records) == 1 else f"{record.id} ({n + 1}/{len(records)})"
         result = score_variants(engine, record.sequence, variants, args.strategy, issues=issues,
-                                record_id=record.id, progress=Progress(label))
+                                record_id=record.id, progress=Progress(label),
+                                structure=structure_letters(args, record.sequence, engine))
         _notes(result.notes, shown)
         for status in result.table["status"]:
             if status != OK:
@@ -183,6 +206,7 @@ def _score_dms(args, dms, record_id: str, model: str):
     from flamino_core.model.families import ensemble_members
     from flamino_core.variants.dms import score_dms
     from flamino_core.variants.ensemble import score_dms_ensemble
+    from flamino_core.weights.loading import default_model
 
     try:
         members = ensemble_members(model)
@@ -190,7 +214,13 @@ def _score_dms(args, dms, record_id: str, model: str):
         raise UserError(str(err)) from None
     if not members:
         engine = load_engine(model, args.verbose)
-        return score_dms(engine, dms, args.strategy, record_id=record_id, progress=Progress(record_id))
+        # --structure is the -m model's: a compared model that reads sequences only scores without it.
+        main = model == (args.model or default_model())
+        structure = structure_letters(args, dms.wild_type, engine) if engine.family.structure_aware or main else None
+        return score_dms(engine, dms, args.strategy, record_id=record_id, progress=Progress(record_id),
+                         structure=structure)
+    if args.structure and model == (args.model or default_model()):
+        raise UserError(f"--structure is read by structure-aware models; {model} is an ensemble of sequence models")
     say(f"{record_id}: an ensemble of {len(members)} models, scored one after the other")
     return score_dms_ensemble(lambda member: load_engine(member, args.verbose), members, dms, args.strategy,
                               record_id=record_id, progress=Progress(record_id))
@@ -214,6 +244,7 @@ def add_parsers(sub) -> None:
                           help="output .csv: record_id,mutant,score[,non_additivity],status[,normalisation (pll "
                                "strategies)] in input order")
     variants.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
+    _structure_arguments(variants)
     variants.set_defaults(call=cmd_variants)
 
     dms = sub.add_parser("dms", help="score a deep mutational scan (ProteinGym format) and measure the agreement")
@@ -242,4 +273,11 @@ def add_parsers(sub) -> None:
                      help="output .json with --compare: each model's metrics, Spearman between the models, the share "
                           "of one model's top 10%% in another's")
     dms.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
+    _structure_arguments(dms)
     dms.set_defaults(call=cmd_dms)
+
+
+def _structure_arguments(parser) -> None:
+    parser.add_argument("--structure", metavar="FILE", help=STRUCTURE_HELP)
+    parser.add_argument("--chain", metavar="C", help="the chain of --structure to read (default: the chain most like "
+                                                     "the sequence)")

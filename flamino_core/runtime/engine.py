@@ -28,7 +28,6 @@ import numpy as np
 from flax import nnx
 
 from flamino_core.runtime import hardware, memory, planner, windows
-from flamino_core.alphabet import encode
 from flamino_core.analysis.outputs import log_softmax
 from flamino_core.model.attention import AttentionImpl
 from flamino_core.model.config import MAX_RESIDUES, ModelConfig
@@ -215,7 +214,7 @@ class Engine:
         batches = planner.plan(lengths, lambda width: self._max_rows(width, heavy),
                                pack=self.backend.packing and not heavy)
         for done, batch in enumerate(batches):
-            tokens, segments = planner.pack(batch, residues)
+            tokens, segments = planner.pack(batch, residues, self.family.encode)
             # Segment ids only when rows share; omitted otherwise, so the call is the unpacked one
             # (same arguments, same compiled function).
             extra = () if segments is None else (jnp.asarray(segments),)
@@ -266,11 +265,19 @@ class Engine:
             sequence=sequence,
             representations=merged["representations"],
             final_layer=self.config.num_layers,
-            logits=merged.get("logits"),
+            logits=self._logits_view(merged.get("logits")),
             attentions=merged.get("attentions"),
             attention_layers=attention_layers,
             contacts=merged.get("contacts"),
         )
+
+    def _logits_view(self, logits: np.ndarray | None) -> np.ndarray | None:
+        """Logits as the analyses read them (alphabet's columns): a structure-aware family's are
+        each amino acid's log-probability summed over its 3Di letters (``Family.amino_acid_view``
+        of the log-softmax), so the entropy, wt-marginals and maps read amino acids."""
+        if logits is None or not self.family.structure_aware:
+            return logits
+        return self.family.amino_acid_view(log_softmax(np.asarray(logits, np.float64)))
 
     def _max_rows(self, width: int, heavy: bool) -> int:
         """The most rows of ``width`` tokens one forward pass may hold (the token budget)."""
@@ -342,7 +349,8 @@ class Engine:
         return jax.device_get(self._forward(self.state, jnp.asarray(tokens, jnp.int32), **options))
 
     def compute_joint_masked(
-        self, sequence: str, position_sets: Sequence[Sequence[int]], progress: ProgressFn | None = None
+        self, sequence: str, position_sets: Sequence[Sequence[int]], progress: ProgressFn | None = None,
+        structure: str | None = None,
     ) -> list[np.ndarray]:
         """log p(token | sequence with every position of a set masked at once), one pass per set.
 
@@ -350,6 +358,7 @@ class Engine:
           sequence: a validated residue string.
           position_sets: 0-based residue indices; each set is masked together in its own row.
           progress: called with (batches done, batches total).
+          structure: a structure-aware family's 3Di letters, as ``compute_masked`` reads them.
 
         Returns:
           Per set, a (len(set), vocab) array of log-probabilities at its positions, in its order.
@@ -359,18 +368,19 @@ class Engine:
         """
         spans = [windows.joint_window(positions, len(sequence) + 2) for positions in position_sets]  # all checked first
         max_rows, width = self.masked_pass_shape(len(sequence))
-        sequence_tokens = encode(sequence)
+        sequence_tokens = self.family.encode(sequence, structure)
+        mask_ids = np.concatenate([[0], self.family.mask_ids(len(sequence), structure), [0]])  # by token index
         options = dict(repr_layers=(), attention_layers=(), need_logits=True, need_contacts=False)
         out: list[np.ndarray] = []
         total = -(-len(position_sets) // max_rows)
         for batch_index, first in enumerate(range(0, len(position_sets), max_rows)):
             chunk, chunk_spans = position_sets[first:first + max_rows], spans[first:first + max_rows]
             masked = [np.asarray(positions) + 1 for positions in chunk]  # residue i is token i + 1
-            tokens = planner.masked_rows(sequence_tokens, chunk_spans, masked, width)
+            tokens = planner.masked_rows(sequence_tokens, chunk_spans, masked, width, mask_ids)
             logits = np.asarray(jax.device_get(self._forward(self.state, jnp.asarray(tokens), **options)["logits"]))
             for r, (at_tokens, (start, _)) in enumerate(zip(masked, chunk_spans)):
                 at = logits[r, at_tokens - start].astype(np.float64)  # (K, vocab)
-                out.append(log_softmax(at).astype(np.float32))
+                out.append(self.family.amino_acid_view(log_softmax(at)).astype(np.float32))
             if progress:
                 progress(batch_index + 1, total)
         return out

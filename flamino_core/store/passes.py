@@ -16,6 +16,7 @@ finished.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from typing import Callable, Sequence
 
 import numpy as np
@@ -45,6 +46,7 @@ def masked_log_probs(
     progress: ProgressFn | None = None,
     cancelled: Callable[[], bool] | None = None,
     chunk: int = CHUNK,
+    structure: str | None = None,
 ) -> np.ndarray:
     """log p(token | sequence with position i masked) for each of ``positions``: (n, vocab).
 
@@ -56,13 +58,15 @@ def masked_log_probs(
       progress: called with (positions done, positions asked), stored ones counted as done.
       cancelled: polled between chunks; True stops with ``Cancelled``.
       chunk: positions per engine call.
+      structure: a structure-aware model's 3Di letters, one per residue (``Engine.compute_masked``);
+        part of the store's key (``model_key``): another structure is another entry.
 
     Returns:
       float32 (len(positions), vocab), rows in the order asked (repeats allowed).
     """
     store = default_store() if store is None else store
     positions = list(range(len(sequence))) if positions is None else [int(p) for p in positions]
-    model = engine.fingerprint
+    model = model_key(engine, structure)
     stored = store.masked(model, sequence, positions)
     missing = [p for p in dict.fromkeys(positions) if p not in stored]
     asked = len(set(positions))
@@ -73,23 +77,32 @@ def masked_log_probs(
         if cancelled is not None and cancelled():
             raise Cancelled(f"stopped after {done:,} of {asked:,} masked positions (kept)")
         part = missing[first:first + chunk]
-        log_probs = engine.compute_masked(sequence, part)
+        log_probs = engine.compute_masked(sequence, part, **({"structure": structure} if structure else {}))
         store.put_masked(model, sequence, part, log_probs)
         stored.update(zip(part, np.asarray(log_probs, np.float32)))
         done += len(part)
         if progress:
             progress(done, asked)
     if not positions:
-        return np.zeros((0, engine.config.vocab_size), np.float32)
+        return np.zeros((0, engine.family.masked_width), np.float32)
     return np.stack([stored[p] for p in positions]).astype(np.float32, copy=False)
 
 
+def model_key(engine, structure: str | None = None) -> str:
+    """The store's model key of masked passes: the engine's fingerprint, and for a structure-aware
+    model the structure letters' SHA-256 beside it (all ``#``, no structure, keys as none)."""
+    if not structure or set(structure) == {"#"}:
+        return engine.fingerprint
+    return f"{engine.fingerprint}+3di:{hashlib.sha256(structure.encode()).hexdigest()[:32]}"
+
+
 def stored_positions(engine, sequence: str, positions: Sequence[int] | None = None,
-                     store: ResultStore | None = None) -> list[int]:
-    """The positions among ``positions`` (default: all) whose masked pass is stored for ``engine``."""
+                     store: ResultStore | None = None, structure: str | None = None) -> list[int]:
+    """The positions among ``positions`` (default: all) whose masked pass is stored for ``engine``
+    (and ``structure``, for a structure-aware model)."""
     store = default_store() if store is None else store
     positions = list(range(len(sequence))) if positions is None else list(positions)
-    found = store.masked(engine.fingerprint, sequence, positions)
+    found = store.masked(model_key(engine, structure), sequence, positions)
     return [p for p in positions if p in found]
 
 

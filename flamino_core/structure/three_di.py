@@ -17,11 +17,14 @@ taken as predicted where ProteinGym takes it so: its text names AlphaFold (SaPro
 from __future__ import annotations
 
 import dataclasses
+import gzip
+import os
+from pathlib import Path
 
 import numpy as np
 
-from flamino_core.structure.align import align_chain
-from flamino_core.structure.reading import ParsedStructure, chain_residues
+from flamino_core.structure.align import choose_chain
+from flamino_core.structure.reading import MAX_STRUCTURE_BYTES, ParsedStructure, chain_residues, read_structure
 
 PLDDT_THRESHOLD = 70.0  # SaProt's and ProteinGym's
 UNKNOWN = "#"
@@ -88,25 +91,35 @@ def is_predicted(text: str) -> bool:
     return "alphafold" in lowered or "esmfold" in lowered
 
 
-def structure_tokens(sequence: str, parsed: ParsedStructure, chain_id: str, predicted: bool = False,
+def structure_tokens(sequence: str, parsed: ParsedStructure, chain_id: str | None = None, predicted: bool = False,
                      model_index: int = 0) -> StructureTokens:
     """The record's 3Di letters from one chain of a structure.
 
     Args:
       sequence: the record's residues.
       parsed: the structure (``reading.read_structure`` or ``parse_structure_bytes``).
-      chain_id: the chain to read.
+      chain_id: the chain to read; None: the chain most like the record (``align.choose_chain``).
       predicted: the B-factors are pLDDT (``is_predicted`` of the file's text): mask < 70.
+
+    Raises:
+      StructureError: no such chain, or none like the record (``align.choose_chain`` says why).
     """
-    letters, bfactors = chain_letters(parsed, chain_id, model_index)
+    alignment = choose_chain(parsed, sequence, chain_id, model_index)
+    letters, bfactors = chain_letters(parsed, alignment.chain_id, model_index)
     keep = np.array([c.lower() for c in letters])
-    low = np.zeros(len(letters), bool)
-    if predicted:
-        low = bfactors < PLDDT_THRESHOLD
-        keep[low] = UNKNOWN
-    alignment = align_chain(sequence, chain_residues(parsed, chain_id, model_index))
+    low = bfactors < PLDDT_THRESHOLD if predicted else np.zeros(len(letters), bool)
+    keep[low] = UNKNOWN
     out = np.full(len(sequence), UNKNOWN)
     aligned = alignment.residue_at >= 0
     out[aligned] = keep[alignment.residue_at[aligned]]
     low_aligned = int(low[alignment.residue_at[aligned]].sum())
-    return StructureTokens("".join(out), parsed.name, chain_id, predicted, low_aligned)
+    return StructureTokens("".join(out), parsed.name, alignment.chain_id, predicted, low_aligned)
+
+
+def read_structure_tokens(sequence: str, path: str | os.PathLike, chain_id: str | None = None) -> StructureTokens:
+    """``structure_tokens`` of a PDB or mmCIF file (gzipped or not), predicted or not as its
+    text says (``is_predicted``): what ``flamino variants --structure`` reads."""
+    parsed = read_structure(path)
+    data = Path(path).read_bytes()[:MAX_STRUCTURE_BYTES]
+    text = (gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data).decode("latin-1")
+    return structure_tokens(sequence, parsed, chain_id, predicted=is_predicted(text))

@@ -304,6 +304,7 @@ def score_dms(
     progress: Callable[[int, int], None] | None = None,
     cancelled: Callable[[], bool] | None = None,
     store=None,
+    structure: str | None = None,
 ) -> DmsScores:
     """Score every row of a DMS table (multi-mutants too: additively under masked-marginals).
 
@@ -314,7 +315,7 @@ def score_dms(
         needs one of ``SEQUENCE_STRATEGIES``: the others refuse those rows).
       record_id: the wild type's record id, for messages.
       progress: called with (passes done, passes total).
-      cancelled, store: as ``scoring.score_variants`` (masked passes stop between chunks, what
+      cancelled, store, structure: as ``scoring.score_variants`` (masked passes stop between chunks, what
         finished is kept in the result store).
 
     Returns:
@@ -332,7 +333,8 @@ def score_dms(
         if hint:
             issues.append(hint)
     result = score_variants(engine, dms.wild_type, variants, strategy, issues=problems,
-                            record_id=record_id, progress=progress, cancelled=cancelled, store=store)
+                            record_id=record_id, progress=progress, cancelled=cancelled, store=store,
+                            structure=structure)
     frame = dms.frame.copy()
     clashes = [c for c in SCORE_COLUMNS if c in frame.columns]
     if clashes:

@@ -134,6 +134,7 @@ def score_variants(
     progress: ProgressFn | None = None,
     cancelled: Callable[[], bool] | None = None,
     store=None,
+    structure: str | None = None,
 ) -> VariantScores:
     """Score ``variants`` of ``sequence`` and merge them with the skipped entries in input order.
 
@@ -155,6 +156,9 @@ def score_variants(
       cancelled: polled between chunks of masked passes; True stops with ``passes.Cancelled``
         (what finished is stored).
       store: the ``result_store.ResultStore`` (default: the process's).
+      structure: a structure-aware model's 3Di letters, one per residue (``three_di``): its
+        masked passes mask a residue's amino acid and keep its letter, and are stored under the
+        letters too. Read by the masked strategies only (masked-marginals, joint-masked).
 
     Returns:
       ``VariantScores``.
@@ -164,7 +168,7 @@ def score_variants(
     variants, issues = _substitutions_only(variants, issues, strategy)
     longest = max([len(sequence)] + [len(v.apply(sequence)) for v in variants if v.edits])  # an insertion may pass
     notes = _notes(engine, longest, strategy, record_id)
-    masked = dict(store=store, cancelled=cancelled)
+    masked = dict(store=store, cancelled=cancelled, **_structure_of(engine, sequence, structure, strategy))
     if not variants:
         passes, results = 0, {}
     elif strategy in SEQUENCE_STRATEGIES:
@@ -175,6 +179,21 @@ def score_variants(
         passes, results = _masked_scores(engine, sequence, variants, strategy, progress, masked)
     table = _table(variants, issues, results, strategy, record_id)
     return VariantScores(table, strategy, passes, notes)
+
+
+def _structure_of(engine, sequence: str, structure: str | None, strategy: str) -> dict:
+    """``{"structure": letters}`` for the masked passes, or {} without; a structure the model or
+    the strategy cannot read is refused in one sentence."""
+    if structure is None:
+        return {}
+    if not engine.family.structure_aware:
+        raise ValueError(f"{engine.family.title} reads sequences only: a structure is read by structure-aware "
+                         "models (SaProt)")
+    if strategy not in ("masked-marginals", "joint-masked"):
+        raise ValueError(f"{strategy} does not read the structure; with one, score masked-marginals or joint-masked")
+    if len(structure) != len(sequence):
+        raise ValueError(f"{len(structure)} structure letters for a sequence of {len(sequence)} residues")
+    return {"structure": structure}
 
 
 # variant order -> (score, non_additivity, status); each strategy's function returns (passes, this).
@@ -215,15 +234,16 @@ def _masked_scores(engine, sequence: str, variants: list[Variant], strategy: str
     for v in variants:
         results[v.order] = (_sum_scores(table, row_of, v), 0.0 if strategy == "joint-masked" else np.nan, OK)
     if strategy == "joint-masked":
-        _joint(engine, sequence, variants, sets, counter, results)
+        _joint(engine, sequence, variants, sets, counter, results, masked.get("structure"))
     return passes, results
 
 
 def _joint(engine, sequence: str, variants: list[Variant], sets: list[tuple], counter: PassCounter,
-           results: dict) -> None:
+           results: dict, structure: str | None = None) -> None:
     """The joint-masked scores of the multi-mutants (one pass per position set, its own engine
     call: a set masks several positions in one row, which no single-position pass holds)."""
-    passes = engine.compute_joint_masked(sequence, sets, progress=counter.stage_batches(len(sets)))
+    passes = engine.compute_joint_masked(sequence, sets, progress=counter.stage_batches(len(sets)),
+                                         **({"structure": structure} if structure else {}))
     joint = {key: scores.from_log_probs(log_probs, sequence, positions=key).substitutions
              for key, log_probs in zip(sets, passes)}
     for v in variants:
