@@ -121,7 +121,10 @@ def _history(path: Path) -> list[dict]:
 def _table(rows) -> str:
     lines = ["| job (model) | units | predicted at start | estimate at 10% | actual | actual / predicted | actual / at 10% |",
              "|---|---|---|---|---|---|---|"]
+    small = [r for r in rows if max(r[2]["actual_s"], r[2]["predicted_s"]) < 1.0]
     for name, model, e, _ in rows:
+        if max(e["actual_s"], e["predicted_s"]) < 1.0:
+            continue  # a job of under a second (the stored records of the scenario before): listed by count
         at_tenth, actual, predicted = e.get("predicted_s_at_tenth"), e["actual_s"], e["predicted_s"]
         tenth = "—" if at_tenth is None else f"{at_tenth:.0f} s"
         tenth_ratio = "—" if not at_tenth else f"{actual / at_tenth:.2f}"
@@ -129,7 +132,8 @@ def _table(rows) -> str:
             f"| {name}: {e['title']} ({model}) | {e['units']:,} {e['unit']} | {predicted:.0f} s | {tenth} | "
             f"{actual:.0f} s | {actual / predicted:.2f} | {tenth_ratio} |")
     machine = rows[0][2]["machine"] if rows else ""
-    return "\n".join(lines) + f"\n\nMachine: {machine}.\n"
+    note = f"\n\n{len(small)} jobs of under a second are left out of the table." if small else ""
+    return "\n".join(lines) + f"{note}\n\nMachine: {machine}.\n"
 
 
 if __name__ == "__main__":

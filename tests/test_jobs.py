@@ -280,3 +280,28 @@ def test_the_time_left_leans_on_the_cost_model_until_the_job_measures_its_own_an
     assert entry["predicted_s_at_tenth"] == pytest.approx(50 + 90 * 55 / 15, abs=0.01)  # 380 s
     assert entry["actual_s"] == 320.0 and entry["machine"] == jobs.machine()
     assert jobs.Rates(path).seconds("m", "unmasked", 1000) == 2.0  # the rates still read
+
+
+def test_a_new_stage_is_predicted_what_the_cost_model_leaves_of_the_whole_job(monkeypatch):
+    """A fit's model passes, then its scikit-learn fits (``stage``): the prediction was for the whole
+    job, so the fits' stage is predicted what is left of it, not the whole again (the estimate at 10%
+    of a fit read 3 s for 126 s before, issue #37); once the earlier stages overran, its own rate."""
+    now = [0.0]
+    monkeypatch.setattr(jobs.time, "monotonic", lambda: now[0])
+    job = jobs.Job("Fitting the predictor", "model passes")
+    job.expect(100.0)
+    job.progress(0, 10)
+    now[0] = 60.0
+    job.progress(10, 10)
+    job.stage("scikit-learn fits", 4)
+    assert job.seconds_left() == 40.0  # 100 s predicted, 60 s spent
+    job.progress(0, 4)
+    now[0] = 70.0
+    job.progress(1, 4)  # 10 s per fit against 10 predicted: w = 1 fit at 10 s + 10 s over 2 fits
+    assert job.seconds_left() == pytest.approx(3 * (10.0 + 10.0) / 2)
+    late = jobs.Job("Fitting the predictor", "model passes")
+    late.expect(50.0)
+    now[0] = 130.0  # created at 70: 60 s into a job predicted at 50
+    late.stage("scikit-learn fits", 4)
+    late.progress(0, 4)
+    assert late.seconds_left() is None  # no prediction left to lean on: measuring

@@ -69,7 +69,8 @@ class Job:
         self._baseline: tuple[float, int] | None = None  # (time, done) of the first report
         self.version = 0  # counts changes, for watchers that redraw only on news
         self.measuring_only = False  # one chunk to measure the rate: ending with units left is MEASURED
-        self._expected: float | None = None  # seconds the cost model gave the work left at the start
+        self._expected: float | None = None  # seconds the cost model gives the work of this stage
+        self._predicted: float | None = None  # seconds it gave the whole job at its start
         self._log: Callable[[dict], None] | None = None  # gets the prediction and the outcome at the end
         self._at_tenth: float | None = None  # the predicted duration when a tenth of the work was done
 
@@ -94,14 +95,19 @@ class Job:
         waits for a first chunk nor jumps at the first one. ``log`` gets the prediction and what
         happened when the job ends (``Rates.record_job``: predicted vs actual)."""
         with self._changed:
-            self._expected, self._log = seconds, log
+            self._expected = self._predicted = seconds
+            self._log = log
             self._bump()
 
     def stage(self, unit: str, total: int) -> None:
         """A new stage of the work in another unit (a fit's model passes, then its fits): its
-        progress and its rate start again from 0 of ``total``."""
+        progress and its rate start again from 0 of ``total``; the cost model's time for the
+        whole job, less the time spent so far, is this stage's prediction (none once overrun)."""
         with self._changed:
-            self.unit, self.done, self.total, self._baseline = unit, 0, total, None
+            self.unit, self.done, self.total, self._baseline, self._at_tenth = unit, 0, total, None, None
+            if self._predicted is not None:
+                left = self._predicted - (time.monotonic() - self.created)
+                self._expected = left if left > 0 else None
             self._bump()
 
     def waiting(self, note: str | None) -> None:
@@ -217,14 +223,13 @@ class Job:
 
     def _outcome(self) -> dict | None:
         """What the cost model predicted and what happened, for ``expect``'s log (under the lock)."""
-        if self._log is None or self._expected is None or self._baseline is None or self.total is None:
+        if self._log is None or self._predicted is None or self._baseline is None or self.total is None:
             return None
         first = self._baseline[1]
         work = max(self.total - first, 0)
         done = self.done - first
         return {"title": self.title, "unit": self.unit, "state": self.state, "units": done, "units_asked": work,
-                "predicted_s": round(self._expected, 2),
-                "predicted_s_for_done": round(self._expected * done / work, 2) if work else 0.0,
+                "predicted_s": round(self._predicted, 2),  # the whole job's, at its start
                 "predicted_s_at_tenth": None if self._at_tenth is None else round(self._at_tenth, 2),
                 "actual_s": round(self.finished_at - self.created, 2)}
 
@@ -280,20 +285,22 @@ class MeteredEngine:
     def __getattr__(self, name):
         return getattr(self._engine, name)
 
-    def compute_masked(self, sequence: str, positions=None, progress=None):
+    def compute_masked(self, sequence: str, positions=None, progress=None, **options):
+        """``Engine.compute_masked``, timed in a slot; ``options``: its own (a structure's letters)."""
         positions = list(range(len(sequence))) if positions is None else list(positions)
         width = masked_width(len(sequence))
         with self._slot():
             return self._timed("masked", [width] * len(positions),
-                               lambda report: self._engine.compute_masked(sequence, positions, progress=report), progress)
+                               lambda report: self._engine.compute_masked(sequence, positions, progress=report,
+                                                                          **options), progress)
 
-    def compute_joint_masked(self, sequence: str, position_sets, progress=None):
+    def compute_joint_masked(self, sequence: str, position_sets, progress=None, **options):
         position_sets = list(position_sets)
         width = masked_width(len(sequence))
         with self._slot():
             return self._timed("masked", [width] * len(position_sets),
                                lambda report: self._engine.compute_joint_masked(sequence, position_sets,
-                                                                                  progress=report), progress)
+                                                                                  progress=report, **options), progress)
 
     def run(self, sequences, progress=None, **options):
         widths = [unmasked_tokens([len(s)]) for s in sequences]
