@@ -9,6 +9,7 @@ from app_pages._ui.input import reading as inputs
 from app_pages._ui.results import one_record as results, scans
 
 from app_pages._ui.variants import compare, suggestions, scoring as variant_results
+from app_pages._ui.structure import structure_aware
 from app_pages._ui.rerun.context import PageContext, current, ready
 from app_pages._ui.frame.downloads import csv_button, json_button, safe_name, show_figure
 from app_pages._ui.server.policy import current_limits, visitor_model_name
@@ -94,12 +95,19 @@ def list_section(ctx: PageContext) -> None:
     strategy = strategy_picker(seq, variants)
     if strategy is None:
         return
-    scoring = variant_results.list_scores(engine, seq, text, offset, strategy, record.id)
+    tokens = structure_aware.structure_choice(engine, record)
+    if tokens is not None and strategy not in ("masked-marginals", "joint-masked"):
+        st.info(f"{strategy} reads the sequence only: choose masked-marginals or joint-masked to score "
+                "structure-aware.")
+        tokens = None
+    scoring = variant_results.list_scores(engine, seq, text, offset, strategy, record.id,
+                                          tokens.letters if tokens is not None else None)
     scored = scoring.done
     if scored is None:
         partial_rows(scoring.partial, ["mutant", "variant", "score", "status"])
         return
     notes(scored.notes)
+    structure_aware.describe(tokens)
     counts = st.columns(3)
     counts[0].metric("Scored", f"{scored.n_scored:,}")
     counts[1].metric("Not scored", f"{scored.n_skipped:,}")

@@ -63,7 +63,7 @@ FILE_KINDS = {
     **dict.fromkeys(["test_app.py", "test_app_context.py", "test_app_links.py", "test_app_long.py",
                      "test_app_predict.py", "test_app_sets.py", "test_app_variants.py", "test_hosted_attacks_pages.py",
                      "test_app_jobs.py", "test_structure_app.py", "test_app_design.py", "test_app_families.py",
-                     "test_app_compare.py", "test_app_compare_maps.py"], "app"),
+                     "test_app_compare.py", "test_app_compare_maps.py", "test_app_saprot.py"], "app"),
     **dict.fromkeys(["test_browser.py", "test_browser_design.py", "test_browser_predict.py", "test_browser_structure.py", "test_browser_views.py",
                      "test_hosted_server_attacks.py", "test_browser_sets.py", "test_browser_families.py", "test_browser_variants.py"], "browser"),
     **dict.fromkeys(["test_batch_cluster.py", "test_jobs_ray.py", "test_ray_twice.py"], "ray"),

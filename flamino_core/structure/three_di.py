@@ -91,6 +91,12 @@ def is_predicted(text: str) -> bool:
     return "alphafold" in lowered or "esmfold" in lowered
 
 
+def is_predicted_structure(parsed: ParsedStructure) -> bool:
+    """``is_predicted`` of what the parser kept of the file's header (an AlphaFold DB PDB file's
+    TITLE, an mmCIF's ``_struct.title``): for a structure held without its text (the app)."""
+    return is_predicted(str(parsed.structure.header))
+
+
 def structure_tokens(sequence: str, parsed: ParsedStructure, chain_id: str | None = None, predicted: bool = False,
                      model_index: int = 0) -> StructureTokens:
     """The record's 3Di letters from one chain of a structure.

@@ -66,12 +66,15 @@ def _cheaper(strategy: str, indels: bool = False):
 
 
 # --- a mutation list ----------------------------------------------------------------------------------
-def list_scores(engine, sequence: str, text: str, offset: int, strategy: str, record_id: str) -> Scoring:
-    """The mutation list ``text`` checked against ``sequence`` and scored with ``strategy``."""
+def list_scores(engine, sequence: str, text: str, offset: int, strategy: str, record_id: str,
+                structure: str | None = None) -> Scoring:
+    """The mutation list ``text`` checked against ``sequence`` and scored with ``strategy``;
+    ``structure``: a structure-aware model's 3Di letters (``structure_aware.structure_choice``)."""
     variants, issues = parse_mutations(text, sequence, offset, max_chars=current_limits().max_upload_bytes,
                                        max_entries=current_limits().max_mutations,
                                        reference=record_id)
-    key = ("variants", engine.fingerprint, _digest(sequence, text, offset, strategy, record_id))
+    key = ("variants", engine.fingerprint, _digest(sequence, text, offset, strategy, record_id, structure or ""))
+    with_structure = {"structure": structure} if structure else {}
 
     def work(job, first_only: bool = False):
         chunks = _pll_chunks(len(variants)) if chunked(strategy) else [(0, len(variants))]
@@ -82,13 +85,13 @@ def list_scores(engine, sequence: str, text: str, offset: int, strategy: str, re
             job.progress(0, len(variants))  # the start: the job's rate is measured from here
         for start, stop in chunks if len(chunks) > 1 else ():  # pll: rows arrive chunk by chunk
             partial.append(score_variants(metered, sequence, variants[start:stop], strategy,
-                                          record_id=record_id).table)
+                                          record_id=record_id, **with_structure).table)
             job.progress(stop, len(variants))
             if first_only:  # this chunk measured the rate: the page now says what the rest costs
                 return job.value
         progress = None if len(chunks) > 1 else job.progress
         return score_variants(metered, sequence, variants, strategy, issues=issues, record_id=record_id,
-                              progress=progress)
+                              progress=progress, **with_structure)
 
     unit = "variants" if chunked(strategy) and len(variants) > CHUNK_ROWS else "passes"
     return _follow(key, engine, sequence, [v.apply(sequence) for v in variants], variants, strategy, work, unit,

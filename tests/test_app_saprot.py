@@ -1,0 +1,60 @@
+"""The Variant effects page with a structure-aware model (SaProt's network on random weights,
+``random:tiny-saprot``): with a structure held (uploaded on the Structure page) the mutation list
+is scored on the record's 3Di letters, and the page says which structure and chain it used and
+how many residues were structure-aware; the scores equal the core's (``score_variants`` with
+``three_di.structure_tokens``), which tests/test_saprot.py checks against ProteinGym's SaProt
+code on transformers. Without a structure the page says what the model reads instead."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from flamino_core import Engine, load_weights
+from flamino_core.structure import three_di
+from flamino_core.structure.reading import chain_residues, read_structure
+from flamino_core.variants.notation import parse_mutations
+from flamino_core.variants.scoring import score_variants
+from test_app import assert_clean, open_page, paste, start, unescaped
+from test_app_variants import type_list
+from test_structure_app import STRUCTURES, upload
+
+MODEL = "random:tiny-saprot"
+pytestmark = pytest.mark.skipif(not STRUCTURES.is_dir(), reason=f"real structures not found at {STRUCTURES}")
+
+
+@pytest.fixture(autouse=True)
+def saprot_model(monkeypatch, tmp_path):
+    monkeypatch.setenv("FLAMINO_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("FLAMINO_MODEL", MODEL)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+def chain_e() -> str:
+    return chain_residues(read_structure(STRUCTURES / "1A7G.cif"), "E").sequence
+
+
+def test_a_list_scored_structure_aware_says_the_structure_and_chain():
+    sequence = chain_e()
+    mutations = f"{sequence[4]}5A, {sequence[30]}31W"
+    at = paste(start(), f">query\n{sequence}\n")
+    at = open_page(at, "variants")
+    at = type_list(at, mutations)
+    assert_clean(at)
+    assert any("reads every residue as '#'" in unescaped(c.value) for c in at.caption)  # no structure yet
+    open_page(at, "structure")
+    upload(at, "1A7G.cif")
+    at = type_list(open_page(at, "variants"), mutations)
+    assert_clean(at)
+    assert at.toggle(key="_w_vstructure").value
+    said = [unescaped(c.value) for c in at.caption if unescaped(c.value).startswith("Structure-aware:")]
+    assert said == ["Structure-aware: 1A7G.cif chain E: 82 of 82 residues structure-aware."]
+    shown = at.dataframe[0].value
+    engine = Engine(load_weights(MODEL))
+    letters = three_di.structure_tokens(sequence, read_structure(STRUCTURES / "1A7G.cif"), "E").letters
+    variants, _ = parse_mutations(mutations, sequence)
+    core = score_variants(engine, sequence, variants, "masked-marginals", structure=letters).table
+    np.testing.assert_allclose(shown["score"].to_numpy(float), core["score"].to_numpy(float), atol=1e-6)
+    plain = score_variants(engine, sequence, variants, "masked-marginals").table
+    assert np.abs(core["score"].to_numpy(float) - plain["score"].to_numpy(float)).max() > 1e-4  # it did read them
+
