@@ -21,7 +21,7 @@ from app_pages._ui.frame.downloads import csv_button, json_button, show_figure
 from app_pages._ui.input.model_loading import LOCAL_CHOICE, other_engine
 from app_pages._ui.input.model_picker import model_choices, model_label
 from app_pages._ui.frame.widgets import plain
-from app_pages._ui.server.policy import current_limits
+from app_pages._ui.server.policy import current_limits, visitor_model_name
 from app_pages._ui.variants import scoring as variant_results
 from flamino_core.model.families import ENSEMBLES, ensemble_members
 from flamino_core.variants.compare import MAX_MODELS, compare_models
@@ -43,7 +43,11 @@ def comparison_choices(current: str) -> list[str]:
 
 
 def _label(identifier: str) -> str:
-    return ENSEMBLES[identifier].title if identifier in ENSEMBLES else model_label(identifier)
+    """The picker's label of a model, an ensemble's title; a name ``_show`` gets (a visitor's
+    name of a model) is shown as it is."""
+    if identifier in ENSEMBLES:
+        return ENSEMBLES[identifier].title
+    return model_label(identifier)
 
 
 def section(ctx, scored, data: bytes, wild_type, offset: int, strategy: str, record_id: str, singles: bool) -> None:
@@ -63,7 +67,9 @@ def section(ctx, scored, data: bytes, wild_type, offset: int, strategy: str, rec
             if result is None:
                 return  # a job is running (its panel shows progress) or a model cannot load (said)
             found[model] = result
-        comparison = compare_models(found.__getitem__, [ctx.model, *others], singles_only=singles)
+        # Titles, columns and downloads name models as visitors may see them (hosted: no paths).
+        shown = {visitor_model_name(m): result for m, result in found.items()}
+        comparison = compare_models(shown.__getitem__, list(shown), singles_only=singles)
         _show(comparison, record_id, strategy)
 
 
