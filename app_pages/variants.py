@@ -95,11 +95,7 @@ def list_section(ctx: PageContext) -> None:
     strategy = strategy_picker(seq, variants)
     if strategy is None:
         return
-    tokens = structure_aware.structure_choice(engine, record)
-    if tokens is not None and strategy not in ("masked-marginals", "joint-masked"):
-        st.info(f"{strategy} reads the sequence only: choose masked-marginals or joint-masked to score "
-                "structure-aware.")
-        tokens = None
+    tokens = structure_aware.for_strategy(structure_aware.structure_choice(engine, seq, record.id), strategy)
     scoring = variant_results.list_scores(engine, seq, text, offset, strategy, record.id,
                                           tokens.letters if tokens is not None else None)
     scored = scoring.done
@@ -166,12 +162,16 @@ def dms_section(ctx: PageContext) -> None:
         st.error(f"{plain(name)}: its rows are whole mutated sequences (ProteinGym's indel layout): score them with "
                  f"{' or '.join(SEQUENCE_STRATEGIES)}.", icon=":material/block:")
         return
-    scoring = variant_results.dms_scores(ctx.engine, data, wild_type, offset, strategy, record_id)
+    tokens = structure_aware.for_strategy(
+        structure_aware.structure_choice(ctx.engine, table.wild_type, record_id if wild_type else None), strategy)
+    scoring = variant_results.dms_scores(ctx.engine, data, wild_type, offset, strategy, record_id,
+                                         tokens.letters if tokens is not None else None)
     scored = scoring.done
     if scored is None:
         partial_rows(scoring.partial, ["mutant", "DMS_score", "score", "status"])
         return
     notes(scored.notes)
+    structure_aware.describe(tokens)
     if scored.dms.issues:
         with st.expander(f"{counted(len(scored.dms.issues), 'note')} about the table", icon=":material/info:"):
             st.markdown("\n".join(f"- {plain(issue)}" for issue in scored.dms.issues))

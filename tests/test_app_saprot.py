@@ -58,3 +58,29 @@ def test_a_list_scored_structure_aware_says_the_structure_and_chain():
     plain = score_variants(engine, sequence, variants, "masked-marginals").table
     assert np.abs(core["score"].to_numpy(float) - plain["score"].to_numpy(float)).max() > 1e-4  # it did read them
 
+
+
+def test_a_dms_table_scored_structure_aware_on_the_record():
+    """The DMS section with the selected record as wild type: the same choice, the same line, the
+    core's scores (``score_dms`` with the structure letters)."""
+    from flamino_core.variants.dms import parse_dms, score_dms
+    from test_app_variants import upload_dms
+    from test_app import settle
+
+    sequence = chain_e()
+    rows = [f"{sequence[i]}{i + 1}{'A' if sequence[i] != 'A' else 'G'}" for i in (3, 10, 20, 50)]
+    data = ("mutant,DMS_score\n" + "".join(f"{m},{0.1 * k}\n" for k, m in enumerate(rows))).encode()
+    at = paste(start(), f">query\n{sequence}\n")
+    open_page(at, "structure")
+    upload(at, "1A7G.cif")
+    at = open_page(at, "variants")
+    at.radio(key="_w_vinput").set_value("dms").run()
+    at = upload_dms(at, "assay.csv", data)
+    at = settle(at.radio(key="_w_dmswt").set_value("record").run(), start=True)
+    assert_clean(at)
+    said = [unescaped(c.value) for c in at.caption if unescaped(c.value).startswith("Structure-aware:")]
+    assert said == ["Structure-aware: 1A7G.cif chain E: 82 of 82 residues structure-aware."]
+    letters = three_di.structure_tokens(sequence, read_structure(STRUCTURES / "1A7G.cif"), "E").letters
+    core = score_dms(Engine(load_weights(MODEL)), parse_dms(data, sequence), "masked-marginals", structure=letters)
+    shown = next(d.value for d in at.dataframe if "DMS_score" in d.value.columns and "score" in d.value.columns)
+    np.testing.assert_allclose(shown["score"].to_numpy(float), core.frame["score"].to_numpy(float), atol=1e-6)

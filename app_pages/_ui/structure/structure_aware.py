@@ -18,12 +18,14 @@ from app_pages._ui.frame.widgets import kept_toggle, plain
 from app_pages._ui.structure import loaded_structure
 
 TOGGLE = "vstructure"
+READ_BY = ("masked-marginals", "joint-masked")  # the strategies that read structure letters (scoring.py)
 _TOKENS = "_structure_tokens"  # (structure key, sequence, chain) -> StructureTokens, the last one
 
 
-def structure_choice(engine, record) -> StructureTokens | None:
-    """The 3Di letters to score ``record`` with, or None (a sequence model, no structure held,
-    the choice switched off, or a structure with no chain like the record: said on the page)."""
+def structure_choice(engine, sequence: str, record_id: str | None = None) -> StructureTokens | None:
+    """The 3Di letters to score ``sequence`` (the record ``record_id``'s, if it is one) with, or
+    None (a sequence model, no structure held, the choice switched off, or a structure with no
+    chain like the sequence: said on the page)."""
     if engine is None or not engine.family.structure_aware:
         return None
     found = loaded_structure.held()
@@ -36,18 +38,26 @@ def structure_choice(engine, record) -> StructureTokens | None:
     if not kept_toggle("structure-aware (SaProt)", TOGGLE, default=True,
                        help=f"Pair each residue with its Foldseek 3Di letter from {parsed.name}"):
         return None
-    chain = loaded_structure.record_chain(record.id)
-    wanted = (key, record.sequence, chain)
+    chain = loaded_structure.record_chain(record_id) if record_id else None
+    wanted = (key, sequence, chain)
     held = st.session_state.get(_TOKENS)
     if held is None or held[0] != wanted:
         try:
             with st.spinner("Reading the structure's 3Di letters…"):
-                tokens = structure_tokens(record.sequence, parsed, chain, predicted=is_predicted_structure(parsed))
+                tokens = structure_tokens(sequence, parsed, chain, predicted=is_predicted_structure(parsed))
         except StructureError as err:
             st.warning(plain(f"Not structure-aware: {err}"))
             return None
         st.session_state[_TOKENS] = held = (wanted, tokens)
     return held[1]
+
+
+def for_strategy(tokens: StructureTokens | None, strategy: str) -> StructureTokens | None:
+    """``tokens`` where ``strategy`` reads them (the masked ones); otherwise None, said."""
+    if tokens is not None and strategy not in READ_BY:
+        st.info(f"{strategy} reads the sequence only: choose {' or '.join(READ_BY)} to score structure-aware.")
+        return None
+    return tokens
 
 
 def describe(tokens: StructureTokens | None) -> None:

@@ -117,10 +117,13 @@ def dms_variants(data: bytes, wild_type: str | None, offset: int, indels: bool =
     return table_variants(dms_table(data, wild_type, offset), indels=indels)[0]
 
 
-def dms_scores(engine, data: bytes, wild_type: str | None, offset: int, strategy: str, record_id: str) -> Scoring:
-    """Every row of the DMS table scored; ``dms_table`` must accept it."""
+def dms_scores(engine, data: bytes, wild_type: str | None, offset: int, strategy: str, record_id: str,
+               structure: str | None = None) -> Scoring:
+    """Every row of the DMS table scored; ``dms_table`` must accept it. ``structure``: as
+    ``list_scores``."""
     table = dms_table(data, wild_type, offset)
-    key = ("dms", engine.fingerprint, _digest(data, wild_type, offset, strategy, record_id))
+    key = ("dms", engine.fingerprint, _digest(data, wild_type, offset, strategy, record_id, structure or ""))
+    with_structure = {"structure": structure} if structure else {}
     rows = len(table.frame)
 
     def work(job, first_only: bool = False):
@@ -134,13 +137,13 @@ def dms_scores(engine, data: bytes, wild_type: str | None, offset: int, strategy
             part = dataclasses.replace(table, frame=table.frame.iloc[start:stop].reset_index(drop=True),
                                        as_written=None if table.as_written is None
                                        else table.as_written.iloc[start:stop].reset_index(drop=True))
-            partial.append(score_dms(metered, part, strategy, record_id=record_id).frame)
+            partial.append(score_dms(metered, part, strategy, record_id=record_id, **with_structure).frame)
             job.progress(stop, rows)
             if first_only:  # this chunk measured the rate: the page now says what the rest costs
                 return job.value
         # Whole: from the store alone after the chunks (statistics and duplicates need every row).
         return score_dms(metered, table, strategy, record_id=record_id,
-                         progress=None if len(chunks) > 1 else job.progress)
+                         progress=None if len(chunks) > 1 else job.progress, **with_structure)
 
     variants = dms_variants(data, wild_type, offset, strategy in SEQUENCE_STRATEGIES)
     unit = "rows" if chunked(strategy) and rows > CHUNK_ROWS else "passes"
