@@ -126,11 +126,12 @@ def _table(rows) -> str:
         if max(e["actual_s"], e["predicted_s"]) < 1.0:
             continue  # a job of under a second (the stored records of the scenario before): listed by count
         at_tenth, actual, predicted = e.get("predicted_s_at_tenth"), e["actual_s"], e["predicted_s"]
-        tenth = "—" if at_tenth is None else f"{at_tenth:.0f} s"
+        tenth = "—" if at_tenth is None else f"{at_tenth:.1f} s"
         tenth_ratio = "—" if not at_tenth else f"{actual / at_tenth:.2f}"
+        ratio = f"{actual / predicted:.2f}" if predicted else "—"
         lines.append(
-            f"| {name}: {e['title']} ({model}) | {e['units']:,} {e['unit']} | {predicted:.0f} s | {tenth} | "
-            f"{actual:.0f} s | {actual / predicted:.2f} | {tenth_ratio} |")
+            f"| {name}: {e['title']} ({model}) | {e['units']:,} {e['unit']} | {predicted:.1f} s | {tenth} | "
+            f"{actual:.1f} s | {ratio} | {tenth_ratio} |")
     machine = rows[0][2]["machine"] if rows else ""
     note = f"\n\n{len(small)} jobs of under a second are left out of the table." if small else ""
     return "\n".join(lines) + f"{note}\n\nMachine: {machine}.\n"
