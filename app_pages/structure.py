@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from app_pages._ui.structure import molecule_view, loaded_structure as structures
+from app_pages._ui.structure import molecule_view, loaded_structure as structures, structure_aware
 
 from app_pages._ui.results import one_record as results
 from app_pages._ui.input.reading import record_caption
@@ -17,6 +17,7 @@ from flamino_core.structure.export import pdb_export_problem, pdb_with_track, pr
 from flamino_core.structure.figures import contact_comparison_map, structure_trace_3d
 from flamino_core.structure.reading import StructureError
 from flamino_core.structure.scene import molecular_scene
+from flamino_core.options import STRATEGIES
 from flamino_core.structure.tracks import NEEDS, PARAMS, TRACKS
 
 INTRO = (
@@ -153,13 +154,20 @@ def view_3d(ctx: PageContext, parsed, alignment, contacts, top, file_stem):
     st.subheader("The structure in 3D")
     seq, engine, first = ctx.sequence, ctx.engine, ctx.first
     track, choice = track_choices(engine.config.num_layers, engine.config.attention_heads, seq, first)
+    tokens = structure_aware.structure_choice(engine, seq, chain=alignment.chain_id)
+    if tokens is not None and not ("scores" in TRACKS[track].needs and STRATEGIES[choice["strategy"]].masked):
+        st.caption(f"This track reads the sequence only; the score tracks of a masked strategy read the "
+                   "structure's 3Di letters.")
+        tokens = None
     try:
-        values, label = structures.track_values(track, engine, seq, contacts, choice, first)
+        values, label = structures.track_values(track, engine, seq, contacts, choice, first,
+                                                tokens.letters if tokens is not None else None)
     except ValueError as err:
         st.warning(plain(str(err)))
         return
     if values is None:
         return
+    structure_aware.describe(tokens)
     title = f"Chain {alignment.chain_id} of {parsed.name}: {label}"
     spec = TRACKS[track]
     if molecule_view.available():

@@ -84,3 +84,28 @@ def test_a_dms_table_scored_structure_aware_on_the_record():
     core = score_dms(Engine(load_weights(MODEL)), parse_dms(data, sequence), "masked-marginals", structure=letters)
     shown = next(d.value for d in at.dataframe if "DMS_score" in d.value.columns and "score" in d.value.columns)
     np.testing.assert_allclose(shown["score"].to_numpy(float), core.frame["score"].to_numpy(float), atol=1e-6)
+
+
+def test_the_structure_page_colours_a_score_track_structure_aware():
+    """The Structure page with a masked score track: the scan reads the structure's letters (the
+    viewer's values are the mean substitution score from passes with the letters, not without),
+    and the page says so."""
+    from flamino_core.structure.track_values import mean_score_track
+    from flamino_core.variants import substitution_maps
+    from test_app import settle
+    from test_structure_app import viewer_values
+
+    sequence = chain_e()
+    at = paste(start(), f">query\n{sequence}\n")
+    open_page(at, "structure")
+    upload(at, "1A7G.cif")
+    at.selectbox(key="_w_strack").set_value("mean-score").run()
+    at = settle(at.radio(key="_w_sscore").set_value("masked-marginals").run(), start=True)
+    assert_clean(at)
+    said = [unescaped(c.value) for c in at.caption if unescaped(c.value).startswith("Structure-aware:")]
+    assert said == ["Structure-aware: 1A7G.cif chain E: 82 of 82 residues structure-aware."]
+    engine = Engine(load_weights(MODEL))
+    letters = three_di.structure_tokens(sequence, read_structure(STRUCTURES / "1A7G.cif"), "E").letters
+    log_probs = engine.compute_masked(sequence, structure=letters)
+    expected = mean_score_track(substitution_maps.from_log_probs(log_probs, sequence).substitutions, sequence)
+    np.testing.assert_allclose(viewer_values(at), expected, atol=1e-5)

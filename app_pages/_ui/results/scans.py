@@ -27,13 +27,14 @@ from app_pages._ui.server.policy import hosted_mode
 HOSTED = hosted_mode()
 
 
-def scan_key(engine, sequence: str, positions: range) -> tuple:
+def scan_key(engine, sequence: str, positions: range, structure: str | None = None) -> tuple:
     digest = hashlib.sha256(sequence.encode()).hexdigest()[:24]
-    return "scan", engine.fingerprint, digest, positions.start, positions.stop
+    return "scan", passes.model_key(engine, structure), digest, positions.start, positions.stop
 
 
 def masked_scan(engine, sequence: str, positions: range, label: str, what: str,
-                cheaper: tuple[str, Callable[[], None]] | None = None) -> np.ndarray | None:
+                cheaper: tuple[str, Callable[[], None]] | None = None,
+                structure: str | None = None) -> np.ndarray | None:
     """(len(positions), vocab) masked log-probabilities once every position is stored, else None
     (the page then shows the job's progress, or its cost and a Start button, or why it stopped).
 
@@ -43,13 +44,15 @@ def masked_scan(engine, sequence: str, positions: range, label: str, what: str,
       label: the positions as the page names them ("residues 101–250").
       what: what the scan is for ("the masked-marginal map").
       cheaper: (button label, callback) switching the page to wt-marginals.
+      structure: a structure-aware model's 3Di letters (the passes are stored under them too).
     """
-    store, model = default_store(), engine.fingerprint
+    store, model = default_store(), passes.model_key(engine, structure)
+    with_structure = {"structure": structure} if structure else {}
     wanted = list(positions)
     held = store.held_positions(model, sequence)
-    if all(p in held for p in wanted):
-        return passes.masked_log_probs(engine, sequence, wanted, store=store)  # read back (a damaged value re-runs)
-    key = scan_key(engine, sequence, positions)
+    if all(p in held for p in wanted):  # read back (a damaged value re-runs)
+        return passes.masked_log_probs(engine, sequence, wanted, store=store, **with_structure)
+    key = scan_key(engine, sequence, positions, structure)
     done = background.find(key)
     if done is not None and done.state == DONE and done.value is not None:
         return done.value  # this session's finished scan (all of it, even with a store that keeps nothing)
@@ -58,28 +61,30 @@ def masked_scan(engine, sequence: str, positions: range, label: str, what: str,
         # A hosted server counts every position: "236 masked passes" for a 300-residue range told
         # a visitor that someone else had analysed this sequence (issue #26, item 11).
         missing = len(wanted) if HOSTED else sum(p not in held for p in wanted)
-        seconds = jobs.default_rates().seconds(model, "masked", jobs.masked_tokens(len(sequence), missing))
+        tokens = jobs.masked_tokens(len(sequence), missing)
+        seconds = jobs.default_rates().seconds(engine.fingerprint, "masked", tokens)
         return jobs_panel.Cost(missing, "masked pass", "masked passes", "one per position", seconds)
 
-    job = jobs_panel.follow(key, f"Masked scan of {label}", "positions", _work(engine, sequence, wanted), cost,
+    job = jobs_panel.follow(key, f"Masked scan of {label}", "positions", _work(engine, sequence, wanted, with_structure), cost,
                             what=what, cheaper=cheaper)
     if job is not None and job.state == DONE and job.value is not None:
         return job.value  # complete (kept on the job too: a store that keeps nothing still shows it)
     return None
 
 
-def _work(engine, sequence: str, positions: list[int]):
+def _work(engine, sequence: str, positions: list[int], with_structure: dict):
     def work(job: jobs.Job, first_only: bool = False):
         metered, store = background.metered(engine, job), default_store()
         if first_only:  # one chunk measures this machine's rate; the page then knows the rest's cost
-            held = store.held_positions(engine.fingerprint, sequence)
+            held = store.held_positions(passes.model_key(engine, with_structure.get("structure")), sequence)
             missing = [p for p in positions if p not in held]
             if len(missing) > passes.CHUNK:
                 before = len(positions) - len(missing)
                 passes.masked_log_probs(metered, sequence, missing[:passes.CHUNK], store=store,
-                                        progress=lambda done, _: job.progress(before + done, len(positions)))
+                                        progress=lambda done, _: job.progress(before + done, len(positions)),
+                                        **with_structure)
                 return None
         return passes.masked_log_probs(metered, sequence, positions, store=store, progress=job.progress,
-                                       cancelled=job.cancelled)
+                                       cancelled=job.cancelled, **with_structure)
 
     return work

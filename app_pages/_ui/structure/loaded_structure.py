@@ -290,7 +290,7 @@ def contacts_by_model(sequence: str) -> dict[str, np.ndarray]:
 
 
 def track_values(name: str, engine, sequence: str, contacts: np.ndarray | None, choice: dict,
-                 first: int = 1) -> tuple[np.ndarray | None, str]:
+                 first: int = 1, structure: str | None = None) -> tuple[np.ndarray | None, str]:
     """(L,) values of a track and its label, from what its declaration says it needs
     (``structure.tracks``: the choices checked, the model outputs from ``track_inputs``); None
     while a queued result is unavailable (``results.heavy`` has said why).
@@ -299,6 +299,7 @@ def track_values(name: str, engine, sequence: str, contacts: np.ndarray | None, 
       choice: the track's choices as people count them (``tracks.check_choices``' terms: the
         residue 1-based, no head for the mean of heads).
       first: the number of the record's first residue, for the label.
+      structure: a structure-aware model's 3Di letters for the masked scan (score tracks).
 
     Raises:
       ValueError: a choice that does not fit (a residue beyond the attention maps).
@@ -314,7 +315,7 @@ def track_values(name: str, engine, sequence: str, contacts: np.ndarray | None, 
         # The page's own scan of the whole sequence, a background job through the result store:
         # its cost said before a long one (never started by a link alone), cancellable (scans.py).
         log_probs = scans.masked_scan(engine, sequence, range(len(sequence)), "the whole sequence",
-                                      f"the {name} track")
+                                      f"the {name} track", structure=structure)
         if log_probs is None:
             return None, ""
         have["scores"] = scores.from_log_probs(log_probs, sequence, strategy).substitutions

@@ -22,9 +22,10 @@ READ_BY = ("masked-marginals", "joint-masked")  # the strategies that read struc
 _TOKENS = "_structure_tokens"  # (structure key, sequence, chain) -> StructureTokens, the last one
 
 
-def structure_choice(engine, sequence: str, record_id: str | None = None) -> StructureTokens | None:
-    """The 3Di letters to score ``sequence`` (the record ``record_id``'s, if it is one) with, or
-    None (a sequence model, no structure held, the choice switched off, or a structure with no
+def structure_choice(engine, sequence: str, record_id: str | None = None,
+                     chain: str | None = None) -> StructureTokens | None:
+    """The 3Di letters to score ``sequence`` (the record ``record_id``'s, if it is one; from
+    ``chain``, else the record's own chain, else the chain most like it) with, or None (a sequence model, no structure held, the choice switched off, or a structure with no
     chain like the sequence: said on the page)."""
     if engine is None or not engine.family.structure_aware:
         return None
@@ -38,7 +39,7 @@ def structure_choice(engine, sequence: str, record_id: str | None = None) -> Str
     if not kept_toggle("structure-aware (SaProt)", TOGGLE, default=True,
                        help=f"Pair each residue with its Foldseek 3Di letter from {parsed.name}"):
         return None
-    chain = loaded_structure.record_chain(record_id) if record_id else None
+    chain = chain or (loaded_structure.record_chain(record_id) if record_id else None)
     wanted = (key, sequence, chain)
     held = st.session_state.get(_TOKENS)
     if held is None or held[0] != wanted:
