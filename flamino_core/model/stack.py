@@ -7,21 +7,75 @@ blocks as ``self.layers`` (one module whose arrays carry a leading layer axis, m
 ``nnx.vmap``; each called as ``layer(x, positions, spans, attention, at=None, capture=False)``)
 and four pieces: ``embed``, ``final_norm``, ``lm_logits`` and ``contacts`` (``None`` where the
 family has no contact head).
+
+What a forward pass keeps is one declaration, ``Capture`` (as Flax's Gemma takes a
+``SowConfig``): a frozen, hashable value, so the engine's jitted forward takes it as its one
+static argument and compiles once per combination actually used. What comes back is typed,
+``ModelOutput`` (a pytree: ``jax.device_get`` returns it with NumPy leaves), its shapes in its
+docstring.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Sequence
 
 import jax
 import jax.numpy as jnp
-from flax import nnx
+from flax import nnx, struct
 
 from flamino_core.alphabet import PAD_IDX
 from flamino_core.model.attention import AttentionImpl, Positions, Spans
 from flamino_core.model.segments import Layout, layout
 
 PURE_JAX = AttentionImpl("xla")  # the default when a caller names no implementation
+
+
+@dataclasses.dataclass(frozen=True)
+class Capture:
+    """What one forward pass keeps.
+
+    hidden: hidden states, fair-esm numbering: 0 is the embedding output, ``num_layers`` the final
+      representation (after the final LayerNorm); negatives count from the end.
+    attention: 1-based layers whose (B, H, T, T) attention maps to keep (-1: the last). Only these
+      are materialised (every layer's when ``contacts``).
+    logits: run the LM head.
+    contacts: run the contact head (a family without one refuses).
+    """
+
+    hidden: tuple[int, ...] = ()
+    attention: tuple[int, ...] = ()
+    logits: bool = True
+    contacts: bool = False
+
+
+@struct.dataclass
+class ModelOutput:
+    """A forward pass's outputs for B rows of T tokens.
+
+    hidden: {layer: (B, T, D)} for each of ``Capture.hidden`` (normalised to 0..N).
+    logits: (B, T, output width) or None.
+    attentions: (B, len(Capture.attention), H, T, T), padding rows and columns zeroed, or None.
+    contacts: (B, T-2, T-2) contact probabilities or None.
+
+    ``output["logits"]`` (and ``"representations"`` for ``hidden``) reads a field as the dict of
+    earlier versions did.
+    """
+
+    hidden: dict
+    logits: jax.Array | None = None
+    attentions: jax.Array | None = None
+    contacts: jax.Array | None = None
+
+    def __getitem__(self, key: str):
+        value = self.get(key)
+        if value is None:
+            raise KeyError(key)
+        return value
+
+    def get(self, key: str, default=None):
+        value = self.hidden if key == "representations" else getattr(self, key, None)
+        return default if value is None else value
 
 
 class LayerStack(nnx.Module):
@@ -75,49 +129,31 @@ class LayerStack(nnx.Module):
         x_at = self.final_norm(last(x, *rows.queries(at), attention, at=at)[:, 0])  # (B, D)
         return self.lm_logits(x_at)
 
-    def __call__(
-        self,
-        tokens: jax.Array,
-        repr_layers: Sequence[int] = (),
-        attention_layers: Sequence[int] = (),
-        need_logits: bool = True,
-        need_contacts: bool = False,
-        segments: jax.Array | None = None,
-        attention: AttentionImpl = PURE_JAX,
-    ) -> dict[str, jax.Array | dict[int, jax.Array]]:
-        """Run the model.
+    def __call__(self, tokens: jax.Array, capture: Capture = Capture(), segments: jax.Array | None = None,
+                 attention: AttentionImpl = PURE_JAX) -> ModelOutput:
+        """Run the model on (B, T) tokens, keeping what ``capture`` declares.
 
         Args:
           tokens: (B, T) int token ids, each row ``<cls> ... <eos>`` right-padded with ``<pad>``,
             or with ``segments`` several such sequences one after the other, then padding.
-          repr_layers: hidden states to return, fair-esm numbering: 0 is the embedding output,
-            ``num_layers`` the final representation (after the final LayerNorm).
-          attention_layers: 1-based layers whose attention maps to return. Only these are
-            materialised (all of them when ``need_contacts``).
-          need_logits: compute the LM head.
-          need_contacts: run the contact head (needs the maps of every layer).
+          capture: what to keep (``Capture``).
           segments: (B, T) int segment ids of packed rows (``segments.layout``: non-decreasing,
             padding in the last segment); each sequence then attends only to itself, with rotary
             positions and token dropout of its own. No attention maps or contacts from packed rows.
           attention: how attention is computed where no map is captured (``hardware.choose``).
-
-        Returns:
-          dict with ``representations`` {layer: (B, T, D)}, and as requested ``logits``
-          (B, T, vocab), ``attentions`` (B, len(attention_layers), H, T, T), ``contacts``
-          (B, T-2, T-2).
         """
         n = self.config.num_layers
-        repr_layers = sorted({layer % (n + 1) for layer in repr_layers})
-        attention_layers = [a % (n + 1) for a in attention_layers]  # -1 is the last layer
-        capture = set(range(1, n + 1)) if need_contacts else set(attention_layers)
-        if segments is not None and capture:
+        repr_layers = sorted({layer % (n + 1) for layer in capture.hidden})
+        attention_layers = [a % (n + 1) for a in capture.attention]  # -1 is the last layer
+        maps_of = set(range(1, n + 1)) if capture.contacts else set(attention_layers)
+        if segments is not None and maps_of:
             raise ValueError("attention maps and contacts come from rows of one sequence, not packed rows")
         rows = layout(tokens, segments)
         x = self.embed(tokens, rows)
         hidden = {0: x} if 0 in repr_layers else {}
         maps: dict[int, jax.Array] = {}
-        for start, stop in self._stack_segments(repr_layers, capture):
-            x, seg_maps = self._run_layers(start, stop, x, rows, attention, start + 1 in capture)
+        for start, stop in self._stack_segments(repr_layers, maps_of):
+            x, seg_maps = self._run_layers(start, stop, x, rows, attention, start + 1 in maps_of)
             if seg_maps is not None:
                 for offset in range(stop - start):
                     maps[start + offset + 1] = seg_maps[offset]
@@ -126,13 +162,8 @@ class LayerStack(nnx.Module):
         x = self.final_norm(x)
         if n in repr_layers:
             hidden[n] = x
-
-        out: dict = {"representations": hidden}
-        if need_logits:
-            out["logits"] = self.lm_logits(x)
-        if maps:
-            out.update(self._maps_and_contacts(tokens, maps, attention_layers, need_contacts))
-        return out
+        heads = self._maps_and_contacts(tokens, maps, attention_layers, capture.contacts) if maps else {}
+        return ModelOutput(hidden, self.lm_logits(x) if capture.logits else None, **heads)
 
     def _stack_segments(self, repr_layers: Sequence[int], capture: set[int]) -> list[tuple[int, int]]:
         """Where to split the stack: at a hidden state to keep or where capturing maps switches

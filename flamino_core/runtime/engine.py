@@ -1,8 +1,9 @@
 """The jitted inference backend: a loaded model and the compiled calls that run it.
 
 The model is split once into (graphdef, state); a pure function of the state is jitted with
-the graph definition and the attention implementation closed over and the output options as
-static arguments. The compiled functions are shared by every engine of equal graph definition
+the graph definition and the attention implementation closed over and what the pass keeps
+(``stack.Capture``, one frozen declaration) as its static argument: one compilation per
+combination used, per shape. The compiled functions are shared by every engine of equal graph definition
 and implementation (``compiled``): a second engine on the same architecture, the same weights
 loaded again or another checkpoint of the same shape, compiles nothing for shapes the first
 already ran. ``planner`` pads inputs to a few length buckets and batch sizes to powers of two,
@@ -32,6 +33,7 @@ from flamino_core.analysis.outputs import log_softmax
 from flamino_core.model.attention import AttentionImpl
 from flamino_core.model.config import MAX_RESIDUES, ModelConfig
 from flamino_core.model.families import FAMILIES, family_of
+from flamino_core.model.stack import Capture, ModelOutput
 from flamino_core.weights.convert import params_to_model
 from flamino_core.options import LONG_POLICIES
 from flamino_core.weights.loading import ModelWeights, cache_root
@@ -79,12 +81,12 @@ class SequenceOutput:
         return self.final.mean(axis=0)
 
 
-def _forward(graphdef, attention: AttentionImpl, state, tokens, segments=None, *, repr_layers, attention_layers,
-             need_logits, need_contacts):
+def _forward(graphdef, attention: AttentionImpl, state, tokens, segments=None, *, capture: Capture) -> ModelOutput:
+    """The model's forward pass keeping what ``capture`` declares (static: one compilation per
+    combination used, per shape)."""
     TRACE_COUNTS["forward"] += 1  # runs at trace time only
     model = nnx.merge(graphdef, state)
-    return model(tokens, repr_layers=repr_layers, attention_layers=attention_layers, need_logits=need_logits,
-                 need_contacts=need_contacts, segments=segments, attention=attention)
+    return model(tokens, capture, segments=segments, attention=attention)
 
 
 def _masked_log_probs(graphdef, attention: AttentionImpl, state, tokens, positions):
@@ -102,7 +104,7 @@ def _masked_log_probs(graphdef, attention: AttentionImpl, state, tokens, positio
 class CompiledPasses:
     """The jitted entry points of one graph definition and attention implementation."""
 
-    forward: Callable  # (state, tokens, segments=None, **output options) -> outputs
+    forward: Callable  # (state, tokens, segments=None, *, capture) -> ModelOutput
     masked_log_probs: Callable  # (state, tokens, mask positions) -> (B, vocab)
 
 
@@ -113,8 +115,7 @@ def compiled(graphdef, attention: AttentionImpl) -> CompiledPasses:
     weights are an argument, not a constant). The graph definition is closed over rather than
     passed as a static argument: jit would otherwise hash and compare it on every call (about
     0.2 ms each); here it is hashed once per engine."""
-    forward = jax.jit(functools.partial(_forward, graphdef, attention),
-                      static_argnames=("repr_layers", "attention_layers", "need_logits", "need_contacts"))
+    forward = jax.jit(functools.partial(_forward, graphdef, attention), static_argnames=("capture",))
     return CompiledPasses(forward, jax.jit(functools.partial(_masked_log_probs, graphdef, attention)))
 
 
@@ -204,8 +205,7 @@ class Engine:
         windowed = long == "window"
         memory.check_outputs_fit(self.config, [len(s) for s in used], windowed=windowed, repr_layers=repr_layers,
                                  logits=logits, attention_layers=attention_layers, contacts=contacts)
-        options = dict(repr_layers=repr_layers, attention_layers=attention_layers, need_logits=logits,
-                       need_contacts=contacts)
+        capture = Capture(hidden=repr_layers, attention=attention_layers, logits=logits, contacts=contacts)
         cut = windows.windows(used, windowed)
         merge = windows.WindowMerge(used, cut)
         residues = [w.residues for w in cut]
@@ -218,7 +218,7 @@ class Engine:
             # Segment ids only when rows share; omitted otherwise, so the call is the unpacked one
             # (same arguments, same compiled function).
             extra = () if segments is None else (jnp.asarray(segments),)
-            out = jax.device_get(self._forward(self.state, jnp.asarray(tokens), *extra, **options))
+            out = jax.device_get(self._forward(self.state, jnp.asarray(tokens), *extra, capture=capture))
             for item, output in planner.unpack(out, batch, lengths):
                 merge.add(item, output)
             if progress:
@@ -337,16 +337,15 @@ class Engine:
         return out
 
     def forward_tokens(self, tokens: np.ndarray, repr_layers: Sequence[int] = (-1,),
-                       attention_layers: Sequence[int] = ()) -> dict:
+                       attention_layers: Sequence[int] = ()) -> ModelOutput:
         """One forward pass of token rows as they are (``Family.encode`` of each sequence, padded
         with ``<pad>``; at most 1,022 residues a row): the model's outputs as NumPy. For a
         family whose tokens carry more than residues (SaProt's 3Di letters), where ``run``'s
         residue strings cannot say them."""
         n = self.config.num_layers
-        options = dict(repr_layers=self.normalize_layers(tuple(repr_layers) + (n,)),
-                       attention_layers=self.normalize_layers(attention_layers), need_logits=True,
-                       need_contacts=False)
-        return jax.device_get(self._forward(self.state, jnp.asarray(tokens, jnp.int32), **options))
+        capture = Capture(hidden=self.normalize_layers(tuple(repr_layers) + (n,)),
+                          attention=self.normalize_layers(attention_layers))
+        return jax.device_get(self._forward(self.state, jnp.asarray(tokens, jnp.int32), capture=capture))
 
     def compute_joint_masked(
         self, sequence: str, position_sets: Sequence[Sequence[int]], progress: ProgressFn | None = None,
@@ -370,14 +369,13 @@ class Engine:
         max_rows, width = self.masked_pass_shape(len(sequence))
         sequence_tokens = self.family.encode(sequence, structure)
         mask_ids = np.concatenate([[0], self.family.mask_ids(len(sequence), structure), [0]])  # by token index
-        options = dict(repr_layers=(), attention_layers=(), need_logits=True, need_contacts=False)
         out: list[np.ndarray] = []
         total = -(-len(position_sets) // max_rows)
         for batch_index, first in enumerate(range(0, len(position_sets), max_rows)):
             chunk, chunk_spans = position_sets[first:first + max_rows], spans[first:first + max_rows]
             masked = [np.asarray(positions) + 1 for positions in chunk]  # residue i is token i + 1
             tokens = planner.masked_rows(sequence_tokens, chunk_spans, masked, width, mask_ids)
-            logits = np.asarray(jax.device_get(self._forward(self.state, jnp.asarray(tokens), **options)["logits"]))
+            logits = np.asarray(jax.device_get(self._forward(self.state, jnp.asarray(tokens), capture=Capture()).logits))
             for r, (at_tokens, (start, _)) in enumerate(zip(masked, chunk_spans)):
                 at = logits[r, at_tokens - start].astype(np.float64)  # (K, vocab)
                 out.append(self.family.amino_acid_view(log_softmax(at)).astype(np.float32))

@@ -171,23 +171,25 @@ def pack(batch: Batch, residues: Sequence[str], encode: Callable[[str], np.ndarr
     return tokens, (segments if batch.shared else None)
 
 
-def unpack(out: dict, batch: Batch, lengths: Sequence[int]) -> Iterator[tuple[int, dict]]:
+def unpack(out, batch: Batch, lengths: Sequence[int]) -> Iterator[tuple[int, dict]]:
     """(item, outputs) for every sequence of a batch, padding and special tokens cut away.
 
-    ``out`` holds the model's batch outputs as NumPy arrays (attention maps and contacts come
-    only from rows of one sequence); ``lengths`` are residues per item. Views, no copies.
+    ``out`` holds the model's batch outputs as NumPy arrays (``stack.ModelOutput`` after
+    ``jax.device_get``, or a dict of the same names; attention maps and contacts come only from
+    rows of one sequence); ``lengths`` are residues per item. Views, no copies.
     """
+    logits, attentions, contacts = out.get("logits"), out.get("attentions"), out.get("contacts")
     for r, row in enumerate(batch.rows):
         for item, offset in zip(row.items, row.offsets):
             length = lengths[item]
             span = slice(offset + 1, offset + 1 + length)
-            outputs = {"representations": {k: v[r, span] for k, v in out["representations"].items()}}
-            if "logits" in out:
-                outputs["logits"] = out["logits"][r, span]
-            if "attentions" in out:  # with <cls> and <eos>
-                outputs["attentions"] = out["attentions"][r, :, :, offset:offset + length + 2, offset:offset + length + 2]
-            if "contacts" in out:  # the contact head drops <cls>: residue i at i
-                outputs["contacts"] = out["contacts"][r, offset:offset + length, offset:offset + length]
+            outputs = {"representations": {k: v[r, span] for k, v in out.get("representations").items()}}
+            if logits is not None:
+                outputs["logits"] = logits[r, span]
+            if attentions is not None:  # with <cls> and <eos>
+                outputs["attentions"] = attentions[r, :, :, offset:offset + length + 2, offset:offset + length + 2]
+            if contacts is not None:  # the contact head drops <cls>: residue i at i
+                outputs["contacts"] = contacts[r, offset:offset + length, offset:offset + length]
             yield item, outputs
 
 
