@@ -161,8 +161,6 @@ class Preset:
     repo: str  # Hugging Face Hub repository
     file: str | None = None  # a single weights file in it (EvolutionaryScale's .pth); None: an HF folder
     licence: str = "MIT"
-    # shown in the picker where one family has several training sets (SaProt: AF2 or PDB structures)
-    variant: str = ""
 
     @property
     def title(self) -> str:
@@ -186,7 +184,8 @@ def _esmc(size: str, layers: int, dim: int, heads: int, licence: str) -> tuple[s
 
 def _saprot(size: str, layers: int, dim: int, structures: str) -> tuple[str, Preset]:
     name = f"SaProt_{size}_{structures}"  # westlake-repl's Hub folders (an HF EsmForMaskedLM each)
-    return name, Preset("saprot", layers, dim, 20, size, f"westlake-repl/{name}", variant=structures)
+    # The picker tells the 650M twins apart by the name's last part (model_picker.model_label).
+    return name, Preset("saprot", layers, dim, 20, size, f"westlake-repl/{name}")
 
 
 # name -> published checkpoint. ESM C's shapes are EvolutionaryScale's (esm 3.1 esm/pretrained.py).
