@@ -45,14 +45,15 @@ def use_wt_map() -> None:
     st.session_state["vmap"] = st.session_state[widget_key("vmap")] = "wt-marginals"
 
 
-def substitution_scores(engine, seq: str):
+def substitution_scores(engine, seq: str, structure: str | None = None):
     """The record's full substitution map, as the page's map choice asks, and its method. The
     masked map is a scan of the whole sequence (``scans.py``): its cost said first when it is
     long, a chunk per queue slot, every position through the result store (the variants' own
-    masked positions run no second pass)."""
+    masked positions run no second pass). ``structure``: the 3Di letters the list was scored on."""
     if kept_radio("Map behind your variants", "vmap", horizontal=True) == "masked-marginals":
         log_probs = scans.masked_scan(engine, seq, range(len(seq)), "the whole sequence", "the masked-marginal map",
-                                      cheaper=("Show the wt-marginals map", use_wt_map))  # (L, 33) or None
+                                      cheaper=("Show the wt-marginals map", use_wt_map),
+                                      structure=structure)  # (L, 33) or None
         if log_probs is not None:
             return scores.from_log_probs(log_probs, seq).substitutions, "masked-marginals"
         st.caption("Showing the fast wt-marginals map meanwhile.")
@@ -122,7 +123,7 @@ def list_section(ctx: PageContext) -> None:
     if any(v.edits for v in variants):
         st.caption("Indels, stops and frameshifts change more than one cell: the map marks substitutions only "
                    "(the table above has every score).")
-    substitution, method = substitution_scores(engine, seq)
+    substitution, method = substitution_scores(engine, seq, tokens.letters if tokens is not None else None)
     fig = variant_map(substitution, seq, variants, first=offset, method=method, table=table)
     show_figure(fig, "variant_map", f"{stem}_variants_map")
 

@@ -57,6 +57,15 @@ def test_a_list_scored_structure_aware_says_the_structure_and_chain():
     np.testing.assert_allclose(shown["score"].to_numpy(float), core["score"].to_numpy(float), atol=1e-6)
     plain = score_variants(engine, sequence, variants, "masked-marginals").table
     assert np.abs(core["score"].to_numpy(float) - plain["score"].to_numpy(float)).max() > 1e-4  # it did read them
+    # The masked map behind the variants is scanned on the same letters: every position stored under them.
+    from flamino_core.store.passes import model_key
+    from flamino_core.store.result_store import default_store
+    from test_app import settle
+
+    settle(at.radio(key="_w_vmap").set_value("masked-marginals").run(), start=True)
+    assert_clean(at)
+    held = default_store().held_positions(model_key(engine, letters), sequence)
+    assert set(range(len(sequence))) <= set(held)
 
 
 
