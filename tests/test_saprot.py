@@ -233,3 +233,24 @@ def test_the_store_keys_masked_passes_by_the_structure_too(saprot_folder, protei
     esm2 = Engine(load_weights("random:tiny"))
     with pytest.raises(ValueError, match="ESM-2 reads sequences only"):
         score_variants(esm2, sequence, variants, "masked-marginals", structure=letters, store=store)
+
+
+def test_flamino_dms_with_a_structure_scores_as_proteingym(saprot_folder, proteins, tmp_path, capsys):
+    """`flamino dms --structure`: each row's score is ProteinGym's predict_mut; a sequence model
+    given --structure is refused in one sentence."""
+    from flamino_core.cli import main
+
+    hf, _, folder = saprot_folder
+    sequence, letters = proteins["1A7G.cif:E"]
+    (tmp_path / "wt.fa").write_text(f">1A7G_E\n{sequence}\n")
+    mutants = [f"{sequence[i]}{i + 1}{'A' if sequence[i] != 'A' else 'G'}" for i in (1, 17, 44)]
+    (tmp_path / "assay.csv").write_text("mutant,DMS_score\n" + "".join(f"{m},{k}\n" for k, m in enumerate(mutants)))
+    args = ["dms", str(tmp_path / "assay.csv"), "--sequence", str(tmp_path / "wt.fa"), "--structure",
+            str(STRUCTURES / "1A7G.cif"), "-o", str(tmp_path / "out.csv"), "--metrics", str(tmp_path / "m.json")]
+    assert main(args + ["-m", str(folder)]) == 0
+    scores = [float(line.split(",")[2]) for line in (tmp_path / "out.csv").read_text().splitlines()[1:]]
+    for mutant, score in zip(mutants, scores):
+        assert abs(score - proteingym_score(hf, sequence, letters, mutant)) < 1e-4, mutant
+    assert "structure: 1A7G.cif chain E: 82 of 82 residues structure-aware" in capsys.readouterr().err
+    assert main(args + ["-m", "random:tiny"]) == 2
+    assert "--structure is read by structure-aware models (ESM-2 reads sequences only)" in capsys.readouterr().err
