@@ -85,6 +85,10 @@ def test_pll_on_a_dms_table_fills_in_says_how_long_cancels_keeping_rows_and_resu
     (ask,) = [unescaped(i.value) for i in at.info if "masked passes" in i.value]
     passes = (ROWS + 1) * len(wild_type) - held  # the wild type's and 30 distinct mutants', less the stored
     assert f"needs {passes:,} masked passes" in ask
+    # One count per choice (issue #37): the pass plan above counts every pass; the cost says which are stored.
+    plan = (ROWS + 1) * len(wild_type)
+    assert any(f"pll: {plan:,} masked passes" in unescaped(c.value) for c in at.caption)
+    assert f"the other {held:,} of the plan's {plan:,} are stored" in ask
     assert f"{jobs_panel.about(passes * 0.01)} at the rate this machine measured" in ask
     assert any(b.label == "Use masked-marginals instead" for b in at.button)  # the cheaper strategy
     next(b for b in at.button if b.label.startswith("Start")).click().run()

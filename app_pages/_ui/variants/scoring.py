@@ -215,6 +215,9 @@ def _sequence_cost(engine, sequence: str, variants, strategy: str) -> jobs_panel
     store = default_store()
     need = {(s, first): len(set(range(first, len(s))) - store.held_positions(model, s)) for s, first in plan.runs}
     tokens = sum(jobs.masked_tokens(len(s), n) for (s, _), n in need.items())
-    return jobs_panel.Cost(sum(need.values()), "masked pass", "masked passes",
-                           "every residue of the wild type (or its windows) and of each distinct mutant, once",
+    run = sum(need.values())
+    # The pass plan above counts every pass; what is stored is said here, so the two counts agree.
+    stored = f"; the other {plan.total - run:,} of the plan's {plan.total:,} are stored" if plan.total > run else ""
+    return jobs_panel.Cost(run, "masked pass", "masked passes",
+                           f"every residue of the wild type (or its windows) and of each distinct mutant, once{stored}",
                            rates.seconds(model, "masked", tokens))
