@@ -254,3 +254,22 @@ def test_flamino_dms_with_a_structure_scores_as_proteingym(saprot_folder, protei
     assert "structure: 1A7G.cif chain E: 82 of 82 residues structure-aware" in capsys.readouterr().err
     assert main(args + ["-m", "random:tiny"]) == 2
     assert "--structure is read by structure-aware models (ESM-2 reads sequences only)" in capsys.readouterr().err
+
+
+def test_sequence_only_passes_read_every_residue_as_hash(saprot_folder, proteins):
+    """Engine.run (embeddings, the pages' unmasked passes) on a SaProt model: each residue's token
+    is its amino acid with '#' (not ESM-2's ids), the hidden states transformers' on those tokens,
+    the logits each amino acid's log-probability summed over its 21 tokens."""
+    hf, _, folder = saprot_folder
+    engine = Engine(load_weights(str(folder)))
+    sequence, _ = proteins["HBB_HUMAN"]
+    (res,) = engine.run([sequence], repr_layers=(-1,))
+    tokens = saprot.encode(sequence)[None]
+    ref = hf_forward(hf, tokens, output_hidden_states=True)
+    close(res.final, ref.hidden_states[-1][0, 1:-1].numpy(), "final hidden state")
+    log_probs = torch.log_softmax(ref.logits[0, 1:-1].double(), -1).numpy()
+    columns = [AA_TO_IDX[a] for a in STANDARD_AMINO_ACIDS]
+    probs = np.exp(log_probs)  # ProteinGym's sum of an amino acid's 21 tokens, written out
+    ref_aa = np.stack([np.log(probs[:, saprot.TOKEN_TO_IDX[a + "p"]:saprot.TOKEN_TO_IDX[a + "p"] + 21].sum(1))
+                       for a in STANDARD_AMINO_ACIDS], axis=1)
+    close(res.logits[:, columns], ref_aa, "amino-acid logits")
