@@ -83,3 +83,31 @@ def test_the_published_ensemble_is_five_members():
     assert ENSEMBLES["esm1v_ensemble"].family == "esm1v"
     with pytest.raises(ValueError, match="two models or more"):
         ensemble_members("ensemble:only_one")
+
+
+def test_flamino_variants_with_an_ensemble_writes_each_member_and_their_mean(members, tmp_path, shared_fasta):
+    """A mutation list under two of the members: each member's column is what ``flamino variants
+    -m <member>`` writes alone, ``score`` their mean, the columns in order."""
+    from flamino_core.cli import main
+
+    from flamino_core.inputs.fasta import read_fasta
+
+    fasta = shared_fasta / "HBB_HUMAN.fa"
+    sequence = read_fasta(fasta).records[0].sequence
+    mutations = ", ".join(f"{sequence[i]}{i + 1}{'A' if sequence[i] != 'A' else 'G'}" for i in (1, 6, 20))
+    two = [str(path) for path, _ in members[:2]]
+    alone = []
+    for i, member in enumerate(two):
+        out = tmp_path / f"alone{i}.csv"
+        assert main(["variants", str(fasta), "--mutations", mutations, "-m", member, "-o", str(out)]) == 0
+        alone.append(pd.read_csv(out))
+    out = tmp_path / "ensemble.csv"
+    assert main(["variants", str(fasta), "--mutations", mutations, "-m", "ensemble:" + ",".join(two),
+                 "-o", str(out)]) == 0
+    frame = pd.read_csv(out)
+    assert list(frame.columns) == ["record_id", "mutant", "score_esm1v_tiny_1", "score_esm1v_tiny_2", "score", "status"]
+    assert (frame["status"] == "ok").all()
+    np.testing.assert_array_equal(frame["score_esm1v_tiny_1"], alone[0]["score"])
+    np.testing.assert_array_equal(frame["score_esm1v_tiny_2"], alone[1]["score"])
+    rounding = 5e-6 * (frame[["score_esm1v_tiny_1", "score_esm1v_tiny_2"]].abs().max(axis=1) + frame["score"].abs())
+    assert (np.abs(frame["score"] - (alone[0]["score"] + alone[1]["score"]) / 2) <= rounding).all()

@@ -79,16 +79,42 @@ def structure_letters(args, sequence: str, engine) -> str | None:
 
 
 def cmd_variants(args) -> int:
+    out_path = check_output(args.output, ".csv")
+    mutations = read_mutations(args.mutations)
+    records, _ = read_fasta_argument(args)
+    table, scored = _variants_of_every_model(args, records, mutations)
+    with written_atomically(out_path) as tmp:
+        table.to_csv(tmp, index=False, float_format=SCORE_FORMAT)
+    print(f"wrote {out_path} ({scored:,} of {len(table):,} variants scored, {args.strategy})")
+    if not scored:
+        raise UserError(f"nothing could be scored ({len(table):,} entries, all skipped; their status says why)"
+                        if len(table) else "nothing could be scored: no variants in --mutations")
+    return EXIT_OK
+
+
+def _variants_of_every_model(args, records, mutations):
+    """(table, variants scored): one model's, or an ensemble's (``-m esm1v_ensemble``): each
+    member scores every record in turn, a ``score_<member>`` column each, their mean as ``score``."""
+    from flamino_core.model.families import ensemble_members
+    from flamino_core.variants.ensemble import mean_frame
+
+    try:
+        members = ensemble_members(args.model or "")
+    except ValueError as err:
+        raise UserError(str(err)) from None
+    if not members:
+        return _variants(args, records, mutations, load_engine(args.model, args.verbose))
+    results = [_variants(args, records, mutations, load_engine(member, args.verbose)) for member in members]
+    return mean_frame(members, [table for table, _ in results]), results[0][1]
+
+
+def _variants(args, records, mutations, engine):
     import pandas as pd
 
     from flamino_core.variants import indels, notation
     from flamino_core.variants.scoring import OK, output_columns, score_variants
     from flamino_core.variants.sequence_scores import pass_plan
 
-    out_path = check_output(args.output, ".csv")
-    mutations = read_mutations(args.mutations)
-    records, _ = read_fasta_argument(args)
-    engine = load_engine(args.model, args.verbose)
     tables, scored, shown = [], 0, set()
     for n, record in enumerate(records):
         first = first_residue_number(record, args.offset)
@@ -110,14 +136,7 @@ def cmd_variants(args) -> int:
                 say(f"{record.id}: skipped: {status}")
         tables.append(result.table[output_columns(args.strategy)])
         scored += result.n_scored
-    table = pd.concat(tables, ignore_index=True)
-    with written_atomically(out_path) as tmp:
-        table.to_csv(tmp, index=False, float_format=SCORE_FORMAT)
-    print(f"wrote {out_path} ({scored:,} of {len(table):,} variants scored, {args.strategy})")
-    if not scored:
-        raise UserError(f"nothing could be scored ({len(table):,} entries, all skipped; their status says why)"
-                        if len(table) else "nothing could be scored: no variants in --mutations")
-    return EXIT_OK
+    return pd.concat(tables, ignore_index=True), scored
 
 
 def cmd_dms(args) -> int:

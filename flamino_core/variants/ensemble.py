@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
+import pandas as pd
 
 from flamino_core.model.families import ENSEMBLE_PREFIX
 from flamino_core.variants.dms import DmsScores, DmsTable, score_dms
@@ -62,16 +63,29 @@ def score_dms_ensemble(
 def mean_of_members(members: Sequence[str], scored: Sequence[DmsScores]) -> DmsScores:
     """The ensemble's ``DmsScores`` from its members' (each from ``score_dms`` on the same table):
     the first member's statuses, a ``score_<member>`` column each, then ``score``, their mean."""
-    columns = member_columns(members)
+    frame = mean_frame(members, [s.frame for s in scored])
+    note = f"score: the mean of {len(members)} models' scores ({', '.join(member_columns(members))})"
     first = scored[0]
-    model_columns = [c for c in ("score", "non_additivity", "status") if c in first.frame.columns]
-    frame = first.frame.drop(columns=model_columns)
-    per_member = np.stack([s.frame["score"].to_numpy(dtype=float) for s in scored])
-    for column, values in zip(columns, per_member):
+    return dataclasses.replace(first, frame=frame, passes=sum(s.passes for s in scored), notes=[note, *first.notes])
+
+
+def mean_frame(members: Sequence[str], frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """The members' scored tables of the same rows as one: the first's columns, a
+    ``score_<member>`` column each, then ``score`` (their mean), ``non_additivity`` (their mean,
+    where the strategy gives one) and the first's ``status``; columns the first had after those
+    (``normalisation``) still after them."""
+    first = frames[0]
+    model_columns = [c for c in ("score", "non_additivity", "status") if c in first.columns]
+    last = max(list(first.columns).index(c) for c in model_columns)
+    trailing = list(first.columns[last + 1:])  # e.g. normalisation, written after status
+    frame = first.drop(columns=model_columns + trailing)
+    per_member = np.stack([f["score"].to_numpy(dtype=float) for f in frames])
+    for column, values in zip(member_columns(members), per_member):
         frame[column] = values
     frame["score"] = per_member.mean(axis=0)  # after the members' columns, as written out
     if "non_additivity" in model_columns:  # joint strategies: the members' non-additivity, averaged too
-        frame["non_additivity"] = np.mean([s.frame["non_additivity"].to_numpy(dtype=float) for s in scored], axis=0)
-    frame["status"] = first.frame["status"].to_numpy()
-    note = f"score: the mean of {len(members)} models' scores ({', '.join(columns)})"
-    return dataclasses.replace(first, frame=frame, passes=sum(s.passes for s in scored), notes=[note, *first.notes])
+        frame["non_additivity"] = np.mean([f["non_additivity"].to_numpy(dtype=float) for f in frames], axis=0)
+    frame["status"] = first["status"].to_numpy()
+    for column in trailing:
+        frame[column] = first[column].to_numpy()
+    return frame

@@ -70,7 +70,8 @@ def load_weights(
     except ValueError as err:
         raise ModelError(str(err)) from None
     if members:
-        raise ModelError(f"{identifier} is an ensemble of {len(members)} models: it scores variants (flamino dms); "
+        raise ModelError(f"{identifier} is an ensemble of {len(members)} models: it scores variants (flamino dms, flamino "
+                         "variants, the Variant effects page's Compare models); "
                          f"for anything else choose one of its members ({', '.join(members)})")
     hub_name = preset_name(identifier)
     if hub_name is not None:
