@@ -273,3 +273,44 @@ def test_sequence_only_passes_read_every_residue_as_hash(saprot_folder, proteins
     ref_aa = np.stack([np.log(probs[:, saprot.TOKEN_TO_IDX[a + "p"]:saprot.TOKEN_TO_IDX[a + "p"] + 21].sum(1))
                        for a in STANDARD_AMINO_ACIDS], axis=1)
     close(res.logits[:, columns], ref_aa, "amino-acid logits")
+
+
+def test_sapRots_esm_version_pt_matches_fair_esm(tmp_path, proteins):
+    """SaProt's "esm version" (its README's second way): fair-esm's ESM2 over SaProt's alphabet,
+    saved as {"model": state dict, "config": {...}}, the alphabet built as SaProt's
+    utils/esm_loader.py builds it (written out here). flamino reads the .pt as SaProt and matches
+    fair-esm's logits and hidden states on the chains with their 3Di letters."""
+    import itertools
+
+    import esm
+    from esm.model.esm2 import ESM2
+
+    tokens = ["<cls>", "<pad>", "<eos>", "<unk>", "<mask>"] + [
+        a + s for a, s in itertools.product("ACDEFGHIKLMNPQRSTVWY#", "pynwrqhgdlvtmfsaeikc#")]
+    alphabet = esm.data.Alphabet(standard_toks=tokens, prepend_toks=[], append_toks=[], prepend_bos=True,
+                                 append_eos=True, use_msa=False)
+    alphabet.all_toks = alphabet.all_toks[:-2]
+    alphabet.unique_no_split_tokens = alphabet.all_toks
+    alphabet.tok_to_idx = {tok: i for i, tok in enumerate(alphabet.all_toks)}
+    assert alphabet.tok_to_idx == saprot.TOKEN_TO_IDX and alphabet.mask_idx == saprot.MASK_IDX
+    model = ESM2(num_layers=SAPROT.num_layers, embed_dim=SAPROT.embed_dim, attention_heads=SAPROT.attention_heads,
+                 alphabet=alphabet, token_dropout=True).eval()
+    randomize_(model, checkpoint_seed("saprot", "esm-pt"))
+    path = tmp_path / "SaProt_t3_custom.pt"
+    config = {"num_layers": SAPROT.num_layers, "embed_dim": SAPROT.embed_dim,
+              "attention_heads": SAPROT.attention_heads, "token_dropout": True}
+    torch.save({"model": model.state_dict(), "config": config}, path)
+    weights = load_weights(str(path))
+    assert weights.config.family == "saprot"
+    engine = Engine(weights)
+    n = SAPROT.num_layers
+    rows = padded([saprot.encode(s, letters) for s, letters in proteins.values()])
+    ours = engine.forward_tokens(rows, repr_layers=range(n + 1))
+    with torch.no_grad():
+        ref = model(torch.as_tensor(rows, dtype=torch.long), repr_layers=list(range(n + 1)))
+    for i, (name, (sequence, _)) in enumerate(proteins.items()):
+        span = slice(0, len(sequence) + 2)
+        close(ours["logits"][i, span], ref["logits"][i, span].numpy(), f"{name}: logits")
+        for layer in range(n + 1):
+            close(ours["representations"][layer][i, span], ref["representations"][layer][i, span].numpy(),
+                  f"{name}: layer {layer}")

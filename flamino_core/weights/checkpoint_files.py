@@ -16,7 +16,7 @@ import numpy as np
 
 from flamino_core.alphabet import MASK_IDX
 from flamino_core.model.config import ModelConfig
-from flamino_core.model.families import families_sentence, family, family_from_name
+from flamino_core.model.families import families_sentence, family, family_from_name, rotary_esm_family
 from flamino_core.weights.convert import state_dict_to_params
 from flamino_core.weights.key_maps import evolutionaryscale_shape, is_evolutionaryscale
 from flamino_core.weights.model_cache import CONFIG_FILE, PARAMS_FILE, ModelError, ModelWeights, Progress, cached_or_convert, restore
@@ -140,6 +140,8 @@ def _convert_fair_esm(path: Path):
     data = _torch_load(path)
     if not isinstance(data, dict) or "model" not in data:
         raise ModelError(f"{path}: not a fair-esm checkpoint (no 'model' entry)")
+    if isinstance(data.get("config"), Mapping) and "cfg" not in data and "args" not in data:
+        return _convert_esm_style_config(path, data)
     cfg = (data.get("cfg") or {}).get("model") if isinstance(data.get("cfg"), dict) else None
     cfg = cfg if cfg is not None else data.get("args")
     if cfg is None:
@@ -180,6 +182,25 @@ def _convert_fair_esm(path: Path):
             f"{path}: the contact regression file {regression.name} is missing; fair-esm ships it "
             "beside the model as <name>-contact-regression.pt"
         )
+    params = state_dict_to_params(state_dict, config, source=str(path))
+    return config, params, str(path)
+
+
+def _convert_esm_style_config(path: Path, data: dict):
+    """A ``.pt`` of fair-esm's ``ESM2`` saved with a plain ``config`` dict (num_layers, embed_dim,
+    attention_heads, token_dropout), as SaProt publishes its "esm version" (SaProt's
+    ``utils/esm_loader.py``: ``{"model": ESM2 state dict, "config": ...}``); the family told by
+    its vocabulary's size (446 rows: SaProt's tokens)."""
+    state_dict = {k: _to_numpy(v) for k, v in data["model"].items()}
+    cfg = data["config"]
+    try:
+        vocab = int(np.shape(state_dict["embed_tokens.weight"])[0])
+        dim = int(cfg["embed_dim"])
+        config = ModelConfig(num_layers=int(cfg["num_layers"]), embed_dim=dim, attention_heads=int(cfg["attention_heads"]),
+                             ffn_dim=4 * dim, vocab_size=vocab, token_dropout=bool(cfg.get("token_dropout", True)),
+                             name=path.stem, family=rotary_esm_family(vocab))
+    except (KeyError, TypeError, ValueError) as err:
+        raise ModelError(f"{path}: an incomplete ESM-2-style checkpoint ({err})") from None
     params = state_dict_to_params(state_dict, config, source=str(path))
     return config, params, str(path)
 
