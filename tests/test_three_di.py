@@ -75,3 +75,20 @@ def test_without_a_structure_every_residue_is_hash():
     tokens = three_di.no_structure("MKV")
     assert tokens.letters == "###" and tokens.structure_aware == 0
     assert tokens.describe() == "no structure: all 3 residues '#' (sequence only)"
+
+
+def test_a_file_is_read_as_predicted_from_its_text_gzipped_or_not(tmp_path):
+    """``read_structure_tokens`` (what ``--structure`` reads): the AlphaFold DB file is told
+    predicted by its text and masked; gzipped the same; an experimental file is not masked; the
+    header alone (the app's structures) tells the same for this PDB file."""
+    import gzip
+
+    sequence = chain_residues(read_structure(AF_MODEL), "A").sequence
+    plain = three_di.read_structure_tokens(sequence, AF_MODEL)
+    assert plain.predicted and plain.low_confidence == 189 and plain.chain_id == "A"
+    packed = tmp_path / "AF-Q96HM7-F1-model_v4.pdb.gz"
+    packed.write_bytes(gzip.compress(AF_MODEL.read_bytes()))
+    assert three_di.read_structure_tokens(sequence, packed).letters == plain.letters
+    assert three_di.is_predicted_structure(read_structure(AF_MODEL))
+    lysozyme = chain_residues(read_structure(DATA / "1aki.cif"), "A").sequence
+    assert not three_di.read_structure_tokens(lysozyme, DATA / "1aki.cif").predicted
