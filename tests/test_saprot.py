@@ -314,3 +314,23 @@ def test_sapRots_esm_version_pt_matches_fair_esm(tmp_path, proteins):
         for layer in range(n + 1):
             close(ours["representations"][layer][i, span], ref["representations"][layer][i, span].numpy(),
                   f"{name}: layer {layer}")
+
+
+def test_engine_run_with_structures_matches_transformers(saprot_folder, proteins):
+    """Engine.run(structures=...) (embeddings and attention maps of structure-aware tokens): each
+    chain with its 3Di letters, one run, against EsmForMaskedLM on the same tokens; a sequence
+    model refuses structure letters."""
+    hf, _, folder = saprot_folder
+    engine = Engine(load_weights(str(folder)))
+    n = SAPROT.num_layers
+    named = [(name, s, letters) for name, (s, letters) in proteins.items() if name != "HBB_HUMAN"]
+    results = engine.run([s for _, s, _ in named], structures=[letters for _, _, letters in named],
+                         repr_layers=range(n + 1), attention_layers=range(1, n + 1))
+    for (name, sequence, letters), res in zip(named, results):
+        ref = hf_forward(hf, saprot.encode(sequence, letters)[None], output_hidden_states=True,
+                         output_attentions=True)
+        for layer in range(n + 1):
+            close(res.representations[layer], ref.hidden_states[layer][0, 1:-1].numpy(), f"{name}: layer {layer}")
+        close(res.attentions, torch.stack(ref.attentions, 1)[0].numpy(), f"{name}: attentions")
+    with pytest.raises(ValueError, match="ESM-2 reads sequences only"):
+        Engine(load_weights("random:tiny")).run([named[0][1]], structures=[named[0][2]])

@@ -184,6 +184,7 @@ class Engine:
         contacts: bool = False,
         long: LongPolicy = "window",
         progress: ProgressFn | None = None,
+        structures: Sequence[str | None] | None = None,
     ) -> list[SequenceOutput]:
         """Run the model on validated protein sequences.
 
@@ -197,6 +198,8 @@ class Engine:
             overlap), ``truncate`` (first 1022 residues) or ``full`` (one pass, beyond the
             training length).
           progress: called with (batches done, batches total).
+          structures: a structure-aware family's 3Di letters, one string (or None: all ``#``) per
+            sequence, cut into the same windows.
 
         Returns:
           One ``SequenceOutput`` per input sequence, in input order.
@@ -210,11 +213,12 @@ class Engine:
         merge = windows.WindowMerge(used, cut)
         residues = [w.residues for w in cut]
         lengths = [len(r) for r in residues]
+        encoded = self._window_tokens(cut, sequences, structures)
         heavy = bool(attention_layers or contacts)
         batches = planner.plan(lengths, lambda width: self._max_rows(width, heavy),
                                pack=self.backend.packing and not heavy)
         for done, batch in enumerate(batches):
-            tokens, segments = planner.pack(batch, residues, self.family.encode)
+            tokens, segments = planner.pack(batch, encoded, lambda ids: ids)  # each window encoded once
             # Segment ids only when rows share; omitted otherwise, so the call is the unpacked one
             # (same arguments, same compiled function).
             extra = () if segments is None else (jnp.asarray(segments),)
@@ -224,6 +228,15 @@ class Engine:
             if progress:
                 progress(done + 1, len(batches))
         return [self._output(seq, merge.result(index), attention_layers) for index, seq in enumerate(used)]
+
+    def _window_tokens(self, cut, sequences: Sequence[str], structures) -> list[np.ndarray]:
+        """Each window's token ids (``Family.encode``: a sequence family refuses letters), with its
+        slice of its sequence's 3Di letters (each string as long as its sequence, or None: all #)."""
+        lengths = list(map(len, sequences))
+        if structures is not None and [len(s or q) for s, q in zip(structures, sequences)] != lengths:
+            raise ValueError("structures: one string of 3Di letters (or None) per sequence, as long as it")
+        return [self.family.encode(w.residues, None if structures is None or structures[w.sequence] is None
+                                   else structures[w.sequence][w.start:w.start + len(w.residues)]) for w in cut]
 
     @property
     def family(self):

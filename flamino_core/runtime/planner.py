@@ -153,7 +153,8 @@ def _best_fit_rows(lengths: Sequence[int], capacity: int) -> list[Row]:
 def pack(batch: Batch, residues: Sequence[str], encode: Callable[[str], np.ndarray] = encode,
          ) -> tuple[np.ndarray, np.ndarray | None]:
     """(rows, width) token ids of a batch, and its segment ids (None when no row holds two).
-    ``encode``: a sequence's token ids (the model family's, ``Family.encode``).
+    ``encode``: a sequence's token ids (the model family's, ``Family.encode``); the engine hands
+    its windows already encoded (``residues`` their token ids) with the identity.
 
     Segment ids are 0, 1, ... for the sequences of a row in order; padding belongs to the last
     one, so ids never decrease (``segments.layout``). Token arrays are small: int32, at most the
