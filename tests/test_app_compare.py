@@ -14,6 +14,7 @@ from flamino_core.variants.dms import parse_dms, score_dms
 from flamino_core.weights.loading import load_weights
 from test_app import assert_clean, environment, figures, settle, start  # noqa: F401  (autouse: random:tiny)
 from test_app_variants import ASSAY, upload_dms, variants_page
+from app_pages._ui.frame.widgets import widget_key
 
 OTHERS = ["random:tiny-esm1b", "ensemble:random:tiny-esm1v:1,random:tiny-esm1v:2"]
 
@@ -30,7 +31,7 @@ def test_three_models_side_by_side_on_a_real_assay(monkeypatch):
     at.radio(key="_w_vinput").set_value("dms").run()
     at = upload_dms(at, "assay.csv", data)
     assert_clean(at)
-    at.multiselect(key=compare.CHOICE).set_value(OTHERS)
+    at.multiselect(key=widget_key(compare.CHOICE)).set_value(OTHERS)
     at = settle(at.run(), start=True)
     assert_clean(at)
 

@@ -11,6 +11,7 @@ from flamino_core.runtime.engine import Engine
 from flamino_core.weights.loading import load_weights
 from test_app import UBIQUITIN, assert_clean, environment, figures, open_page, paste, settle, start  # noqa: F401
 from test_app import values
+from app_pages._ui.frame.widgets import widget_key
 
 OTHERS = ["random:tiny-esmc", "random:tiny-esm1b"]
 RECORDS = {"ubq": UBIQUITIN, "half": UBIQUITIN[:40], "other": "MKTAYIAKQRQISFVKSHFSRQLEERLGLIEVQAPILSRVGDGTQDNLSGAEKAVQVKVKALPDAQFEVV"}
@@ -22,7 +23,7 @@ def test_one_map_per_model(monkeypatch):
     monkeypatch.setattr(compare_maps, "comparison_choices", lambda current: OTHERS)
     at = paste(start(), "".join(f">{name}\n{seq}\n" for name, seq in RECORDS.items()))
     at = settle(open_page(at, "embeddings"), start=True)
-    at.multiselect(key=compare_maps.CHOICE).set_value(OTHERS)
+    at.multiselect(key=widget_key(compare_maps.CHOICE)).set_value(OTHERS)
     at = settle(at.run(), start=True)
     assert_clean(at)
     maps = {f["layout"]["title"]["text"].split(",")[0]: f for f in figures(at) if "(PCA)" in f["layout"]["title"]["text"]

@@ -109,6 +109,18 @@ def kept_radio(label: str, key: str, options: Iterable | None = None, *, default
     return _choices(st.radio, label, key, options, default, format_func, **kwargs)
 
 
+def kept_multiselect(label: str, key: str, options: Iterable, *, format_func=None, **kwargs) -> list:
+    """A kept ``st.multiselect``: the values chosen (a list), kept across page switches; those no
+    longer offered (another model in the sidebar) are dropped. Its default is the kept list."""
+    choices = list(options)
+    ss = st.session_state
+    held = widget_key(key)
+    kept = [value for value in ss.get(held, ss.get(key, [])) if value in choices]
+    ss[held] = kept
+    ss[key] = list(st.multiselect(label, choices, default=kept, key=held, format_func=format_func or str, **kwargs))
+    return ss[key]
+
+
 def kept_number_input(
     label: str,
     key: str,

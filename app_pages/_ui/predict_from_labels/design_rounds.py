@@ -14,7 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from app_pages._ui.frame.downloads import csv_button, file_button, safe_name
-from app_pages._ui.frame.widgets import plain
+from app_pages._ui.frame.widgets import kept_number_input, kept_selectbox, kept_text_input, plain
 from app_pages._ui.input import reading as inputs
 from app_pages._ui.server.policy import current_limits, hosted_mode
 from flamino_core.design import campaign as campaigns
@@ -47,9 +47,10 @@ def _start(ctx) -> None:
     """Start a campaign on the selected record, or resume one from its .zip."""
     left, right = st.columns(2)
     with left:
-        target = st.text_input("Measured column (the target of every round's table)", "DMS_score",
-                               key="_design_target")
-        seed = st.number_input("Seed (every random choice of every round)", 0, 2**31 - 1, 0, key="_design_seed")
+        target = kept_text_input("Measured column (the target of every round's table)", "design_target",
+                                 default="DMS_score")
+        seed = kept_number_input("Seed (every random choice of every round)", "design_seed", min_value=0,
+                                 max_value=2**31 - 1, default=0)
         if ctx.record is None:
             st.info("Choose the wild type on the Input page to start a campaign on it.")
         elif st.button("Start a campaign on the selected record", key="_design_start", icon=":material/science:"):
@@ -92,13 +93,19 @@ def _measurements(found) -> None:
 def _settings(found) -> Settings:
     base = found.settings
     cells = st.columns(4)
-    batch = cells[0].number_input("Proposals", 1, 384, base.batch or DEFAULT_BATCH, key="_design_batch")
-    acquisition = cells[1].selectbox("Acquisition", ACQUISITIONS, ACQUISITIONS.index(DEFAULT_ACQUISITION),
-                                     key="_design_acquisition")
-    per_position = cells[2].number_input("Proposals per position (0: any)", 0, 19, 1, key="_design_per_position")
-    most = cells[3].number_input("Mutations per variant at most", 1, 6, base.max_mutations, key="_design_max")
-    keep = st.text_input("Positions to keep (e.g. 1-20,45)", base.keep, key="_design_keep")
-    avoid = st.text_input("Amino acids to avoid (e.g. C,P)", base.avoid, key="_design_avoid")
+    with cells[0]:
+        batch = kept_number_input("Proposals", "design_batch", min_value=1, max_value=384,
+                                  default=base.batch or DEFAULT_BATCH)
+    with cells[1]:
+        acquisition = kept_selectbox("Acquisition", "design_acquisition", ACQUISITIONS, default=DEFAULT_ACQUISITION)
+    with cells[2]:
+        per_position = kept_number_input("Proposals per position (0: any)", "design_per_position", min_value=0,
+                                         max_value=19, default=1)
+    with cells[3]:
+        most = kept_number_input("Mutations per variant at most", "design_max", min_value=1, max_value=6,
+                                 default=base.max_mutations)
+    keep = kept_text_input("Positions to keep (e.g. 1-20,45)", "design_keep", default=base.keep)
+    avoid = kept_text_input("Amino acids to avoid (e.g. C,P)", "design_avoid", default=base.avoid)
     return Settings(batch=int(batch), acquisition=acquisition, per_position=int(per_position) or None,
                     max_mutations=int(most), keep=keep, avoid=avoid)
 

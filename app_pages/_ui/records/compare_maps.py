@@ -14,7 +14,7 @@ import numpy as np
 import streamlit as st
 
 from app_pages._ui.frame.downloads import safe_name, show_figure
-from app_pages._ui.frame.widgets import plain
+from app_pages._ui.frame.widgets import kept_multiselect, plain
 from app_pages._ui.input.model_loading import LOCAL_CHOICE, other_engine
 from app_pages._ui.input.model_picker import model_choices, model_label
 from app_pages._ui.records import set_results
@@ -34,9 +34,9 @@ def section(ctx) -> None:
         return
     with st.expander("Compare models: the records' map per model", icon=":material/compare_arrows:",
                      expanded=bool(st.session_state.get(CHOICE))):
-        others = st.multiselect(f"Models (up to {MAX_MODELS - 1} beside the sidebar's)", comparison_choices(ctx.model),
-                                max_selections=MAX_MODELS - 1, key=CHOICE, format_func=model_label,
-                                help="Each model's final-layer mean embedding of every record, on a map of its own.")
+        others = kept_multiselect(f"Models (up to {MAX_MODELS - 1} beside the sidebar's)", CHOICE,
+                                  comparison_choices(ctx.model), max_selections=MAX_MODELS - 1, format_func=model_label,
+                                  help="Each model's final-layer mean embedding of every record, on a map of its own.")
         if not others:
             st.caption("Choose models to see how each places the records.")
             return

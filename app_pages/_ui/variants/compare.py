@@ -20,7 +20,7 @@ import streamlit as st
 from app_pages._ui.frame.downloads import csv_button, json_button, show_figure
 from app_pages._ui.input.model_loading import LOCAL_CHOICE, other_engine
 from app_pages._ui.input.model_picker import model_choices, model_label
-from app_pages._ui.frame.widgets import plain
+from app_pages._ui.frame.widgets import kept_multiselect, plain
 from app_pages._ui.server.policy import current_limits, visitor_model_name
 from app_pages._ui.variants import scoring as variant_results
 from flamino_core.model.families import ENSEMBLES, ensemble_members
@@ -53,10 +53,10 @@ def _label(identifier: str) -> str:
 def section(ctx, scored, data: bytes, wild_type, offset: int, strategy: str, record_id: str, singles: bool) -> None:
     """The comparison, under the page's own DMS results (``scored``: the page's model's)."""
     with st.expander("Compare models", icon=":material/compare_arrows:", expanded=bool(st.session_state.get(CHOICE))):
-        others = st.multiselect(f"Compare with (up to {MAX_MODELS - 1} models; an ensemble counts as one)",
-                                comparison_choices(ctx.model), max_selections=MAX_MODELS - 1, key=CHOICE,
-                                format_func=_label, help="Each model scores the same table with the same strategy, "
-                                "through the result store; then their agreement is shown here.")
+        others = kept_multiselect(f"Compare with (up to {MAX_MODELS - 1} models; an ensemble counts as one)", CHOICE,
+                                  comparison_choices(ctx.model), max_selections=MAX_MODELS - 1,
+                                  format_func=_label, help="Each model scores the same table with the same strategy, "
+                                  "through the result store; then their agreement is shown here.")
         if not others:
             st.caption("Choose models to score this table beside the one in the sidebar.")
             return
