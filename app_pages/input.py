@@ -37,7 +37,7 @@ def main(ctx: PageContext) -> None:
     st.markdown(
         "Paste FASTA, a bare protein sequence (UniProt's numbered blocks and GenBank's ORIGIN lines are fine) "
         "or a whole GenBank, GenPept or Swiss-Prot entry; upload files (a PDB or mmCIF structure gives one record "
-        "per protein chain, and the **Structure** page opens on it); or try an example. Then open "
+        "per protein chain, and the Structure page opens on it); or try an example. Then open "
         f"any page in the menu: {pages_sentence()}."
     )
 

@@ -21,6 +21,13 @@ ASSAY = DMS_DIR / "A0A1I9GEU1_NEIME_Kennouche_2019.csv"
 ROWS = 150
 
 
+
+def _labelled_table_uploader(page):
+    """The labelled table's file input (the page has a second uploader: Design rounds' .zip)."""
+    uploader = page.locator('[data-testid="stFileUploader"]').filter(has_text="Labelled table")
+    return uploader.locator('[data-testid="stFileUploaderDropzoneInput"]')
+
+
 def test_predict_page_upload_fit_map_download_and_reload(server, browser, tmp_path, monkeypatch):
     if not ASSAY.is_file():
         pytest.skip(f"the ProteinGym assay is not at {ASSAY}")
@@ -41,7 +48,7 @@ def test_predict_page_upload_fit_map_download_and_reload(server, browser, tmp_pa
     page.route("**/*", route)
     page.goto(f"{server.url}/predict")
     page.get_by_text("Predict from your labels").first.wait_for()
-    page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(table))
+    _labelled_table_uploader(page).set_input_files(str(table))
     page.get_by_text("Model passes: embedding", exact=False).first.wait_for()
     _settle(page)
     page.get_by_role("button", name="Fit the predictor").click()
@@ -113,7 +120,7 @@ def test_a_fit_of_the_shared_assay_shows_progress_an_estimate_cancels_and_stops_
         page.set_default_timeout(TIMEOUT_MS * 5)  # 922 embeddings and 161 masked passes first, on a busy CPU
         page.goto(f"{server.url}/predict")
         page.get_by_text("Predict from your labels").first.wait_for()
-        page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(table))
+        _labelled_table_uploader(page).set_input_files(str(table))
         estimate = page.get_by_text("Fitting: 63 scikit-learn fits", exact=False).first
         estimate.wait_for()
         assert re.search(r"of up to 922 rows x 3,221 features; about \d+ (seconds|minutes?)", estimate.inner_text())

@@ -34,6 +34,7 @@ from hypothesis import strategies as st
 from flamino_core.alphabet import AA_TO_IDX
 from flamino_core.cli import main
 from flamino_core.model.config import PRESETS
+from flamino_core.model.families import Preset
 from flamino_core.inputs.fasta import InputLimits, parse_fasta_bytes, parse_fasta_text
 from flamino_core.weights.loading import ModelNotAvailableError, cached_presets, load_weights, save_checkpoint
 from conftest import TINY
@@ -446,7 +447,7 @@ def hub(hf_checkpoints, monkeypatch):
     listener.listen(8)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{listener.getsockname()[1]}")
-    monkeypatch.setitem(PRESETS, "esm2_tiny_test", (2, 32, 4, "tiny"))
+    monkeypatch.setitem(PRESETS, "esm2_tiny_test", Preset("esm2", 2, 32, 4, "tiny", "facebook/esm2_tiny_test"))
 
     class Hub:
         source = directory
