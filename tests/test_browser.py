@@ -114,6 +114,37 @@ DRAWN_CHARTS = (
 )
 
 
+def refuse_outside_requests(page, server_url: str) -> list[str]:
+    """Every request of ``page`` to anywhere but the app's server refused; the returned list fills
+    with their addresses (a CDN would show up there): a test asserts it stays empty."""
+    outside: list[str] = []
+
+    def route(request_route):
+        if request_route.request.url.startswith(server_url):
+            request_route.continue_()
+        else:
+            outside.append(request_route.request.url)
+            request_route.abort()
+
+    page.route("**/*", route)
+    return outside
+
+
+def load_local_checkpoint(page, folder) -> None:
+    """Pick "Local checkpoint…" in the sidebar, type ``folder`` and load it, as a user does."""
+    sidebar = page.get_by_test_id("stSidebar")
+    sidebar.get_by_test_id("stSelectbox").first.click()
+    page.get_by_role("option", name="Local checkpoint…").click()
+    _settle(page)
+    path_box = sidebar.get_by_label("Checkpoint path")
+    path_box.fill(str(folder))
+    path_box.press("Enter")
+    _settle(page)
+    sidebar.get_by_role("button", name="Load checkpoint").click()
+    _settle(page)
+    sidebar.get_by_text(str(folder)).wait_for()  # "In use:" the folder
+
+
 def _wait_for_charts(page, charts: int) -> None:
     """Wait until the script run is over and at least ``charts`` plotly charts are drawn."""
     page.wait_for_function(f"{DRAWN_CHARTS} >= {charts}", timeout=TIMEOUT_MS)

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 # The server, the browser and the waits of tests/test_browser.py (same markers and skips).
-from test_browser import SCREENSHOTS, TIMEOUT_MS, VIEWPORT, _download, _settle, pytestmark  # noqa: F401
+from test_browser import SCREENSHOTS, TIMEOUT_MS, VIEWPORT, _download, _settle, pytestmark, refuse_outside_requests  # noqa: F401
 
 DMS = Path(__file__).resolve().parents[2] / "shared" / "dms" / "A0A1I9GEU1_NEIME_Kennouche_2019.csv"
 
@@ -36,16 +36,7 @@ def test_two_design_rounds_in_the_browser(server, browser, tmp_path):
     context = browser.new_context(viewport=VIEWPORT, accept_downloads=True)
     page = context.new_page()
     page.set_default_timeout(TIMEOUT_MS * 3)
-    outside = []
-
-    def route(request_route):
-        if request_route.request.url.startswith(server.url):
-            request_route.continue_()
-        else:
-            outside.append(request_route.request.url)
-            request_route.abort()
-
-    page.route("**/*", route)
+    outside = refuse_outside_requests(page, server.url)  # a CDN would show up here
     page.goto(f"{server.url}/?seq={wild_type}&page=predict")
     page.get_by_text("Design rounds").first.wait_for()
     _settle(page)

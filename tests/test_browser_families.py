@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from test_browser import CHROMIUM, SCREENSHOTS, TIMEOUT_MS, UBIQUITIN, _nav, _settle, _wait_for_charts
+from test_browser import CHROMIUM, SCREENSHOTS, TIMEOUT_MS, UBIQUITIN, _nav, _settle, _wait_for_charts, load_local_checkpoint
 
 pytestmark = [
     pytest.mark.browser,
@@ -27,17 +27,7 @@ def test_pick_esmc_then_see_embeddings_and_attention_of_a_pasted_protein(server,
     page.set_default_timeout(TIMEOUT_MS)
     page.goto(server.url)
     page.get_by_text("Your sequences").wait_for()
-    sidebar = page.get_by_test_id("stSidebar")
-    sidebar.get_by_test_id("stSelectbox").first.click()
-    page.get_by_role("option", name="Local checkpoint…").click()
-    _settle(page)
-    path_box = sidebar.get_by_label("Checkpoint path")
-    path_box.fill(str(folder))
-    path_box.press("Enter")
-    _settle(page)
-    sidebar.get_by_role("button", name="Load checkpoint").click()
-    _settle(page)
-    sidebar.get_by_text(str(folder)).wait_for()  # "In use:" the ESM C folder
+    load_local_checkpoint(page, folder)
 
     box = page.get_by_label("FASTA or sequence")
     box.fill(f">ubq\n{UBIQUITIN}\n")

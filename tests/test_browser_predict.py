@@ -13,7 +13,7 @@ import pytest
 # The server, the browser and the waits of tests/test_browser.py (same markers and skips).
 from test_browser import (  # noqa: F401
     DRAWN_CHARTS, SCREENSHOTS, TIMEOUT_MS, VIEWPORT, _download, _nav, _settle, _wait_for_charts, pytestmark,
-    wait_for_work,
+    refuse_outside_requests, wait_for_work,
 )
 
 DMS_DIR = Path(__file__).resolve().parents[2] / "shared" / "dms"
@@ -36,16 +36,7 @@ def test_predict_page_upload_fit_map_download_and_reload(server, browser, tmp_pa
     context = browser.new_context(viewport=VIEWPORT, accept_downloads=True)
     page = context.new_page()
     page.set_default_timeout(TIMEOUT_MS * 3)  # a fit embeds 150 mutants on a shared, busy CPU
-    outside = []  # requests to anywhere but the app's server: a CDN would show up here
-
-    def route(request_route):
-        if request_route.request.url.startswith(server.url):
-            request_route.continue_()
-        else:
-            outside.append(request_route.request.url)
-            request_route.abort()
-
-    page.route("**/*", route)
+    outside = refuse_outside_requests(page, server.url)  # a CDN would show up here
     page.goto(f"{server.url}/predict")
     page.get_by_text("Predict from your labels").first.wait_for()
     _labelled_table_uploader(page).set_input_files(str(table))

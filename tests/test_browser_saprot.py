@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from test_browser import CHROMIUM, SCREENSHOTS, TIMEOUT_MS, _nav, _settle
+from test_browser import CHROMIUM, SCREENSHOTS, TIMEOUT_MS, _nav, _settle, load_local_checkpoint
 
 pytestmark = [
     pytest.mark.browser,
@@ -36,17 +36,7 @@ def test_upload_a_structure_and_score_a_list_with_saprot(server, browser, tmp_pa
     page.set_default_timeout(TIMEOUT_MS)
     page.goto(server.url)
     page.get_by_text("Your sequences").wait_for()
-    sidebar = page.get_by_test_id("stSidebar")
-    sidebar.get_by_test_id("stSelectbox").first.click()
-    page.get_by_role("option", name="Local checkpoint…").click()
-    _settle(page)
-    path_box = sidebar.get_by_label("Checkpoint path")
-    path_box.fill(str(folder))
-    path_box.press("Enter")
-    _settle(page)
-    sidebar.get_by_role("button", name="Load checkpoint").click()
-    _settle(page)
-    sidebar.get_by_text(str(folder)).wait_for()
+    load_local_checkpoint(page, folder)
 
     box = page.get_by_label("FASTA or sequence")
     box.fill(f">query\n{sequence}\n")
