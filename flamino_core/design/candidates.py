@@ -18,6 +18,7 @@ import dataclasses
 
 import numpy as np
 
+from flamino_core.inputs.numbering import Numbering
 from flamino_core.predict.suggest import Constraints, candidates, combinations
 from flamino_core.variants.notation import Variant, parse_variant
 
@@ -142,7 +143,7 @@ def _multi_mutants(wild_type: str, first: int, measured: Measured, constraints: 
     for variant in combinations(singles, wild_type, first, len(singles)):
         if len(variant.substitutions) > max_mutations:
             continue
-        names = [f"{s.wt}{s.index + first}{s.mt}" for s in variant.substitutions]
+        names = [f"{s.wt}{Numbering(first).number(s.index)}{s.mt}" for s in variant.substitutions]
         gain = sum(means[name] - reference for name in names)
         out.append((variant, " + ".join(names), reference + gain))
     return out

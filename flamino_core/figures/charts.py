@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 
 from flamino_core.alphabet import STANDARD_AMINO_ACIDS
 from flamino_core.analysis.outputs import CLASS_ORDER, PCAResult, residue_class
+from flamino_core.inputs.numbering import Numbering
 from flamino_core.figures.style import CLASS_COLOURS, _layout, category_colours, principal_component_title
 
 
@@ -76,7 +77,7 @@ def residue_pca_scatter(
         raise ValueError(f"dims must be 2 or 3, not {dims}")
     if colour_by not in ("position", "residue", "class"):
         raise ValueError(f"colour_by must be position, residue or class, not {colour_by!r}")
-    positions = np.arange(first, first + len(sequence))
+    positions = np.asarray(Numbering(first).numbers(len(sequence)))
     hover = [f"{aa}{i} ({residue_class(aa)})" for i, aa in zip(positions, sequence, strict=True)]
     fig = go.Figure()
     for mask, name, marker, showlegend in _residue_groups(sequence, positions, colour_by, size=4 if dims == 3 else 8):

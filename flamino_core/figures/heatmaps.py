@@ -17,6 +17,7 @@ from plotly.subplots import make_subplots
 
 from flamino_core.alphabet import STANDARD_AMINO_ACIDS
 from flamino_core.analysis.outputs import block_mean, residue_labels
+from flamino_core.inputs.numbering import Numbering
 from flamino_core.figures.style import _layout, escape, top_colourbar
 
 
@@ -238,7 +239,7 @@ def attention_grid(
     )
     step = max(-(-maps.shape[-1] // max_size), 1)
     small = block_mean(maps, max_size)
-    ticks = np.arange(small.shape[-1]) * step + first  # number of each block's first residue
+    ticks = Numbering(first).number(np.arange(small.shape[-1]) * step)  # number of each block's first residue
     for h in range(heads):
         fig.add_trace(
             go.Heatmap(

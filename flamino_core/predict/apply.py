@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from flamino_core.alphabet import STANDARD_AMINO_ACIDS
+from flamino_core.inputs.numbering import Numbering
 from flamino_core.variants.notation import Substitution, Variant
 from flamino_core.predict import features
 from flamino_core.predict.features import Inputs
@@ -97,11 +98,11 @@ def single_substitutions(wild_type: str, first: int = 1) -> Inputs:
     ``STANDARD_AMINO_ACIDS`` order, the wild-type letter skipped): 1 + 19 L rows."""
     variants = [Variant(0, "", "", (), first)]
     sequences = [wild_type]
-    for index, wt in enumerate(wild_type):
+    for (index, wt), number in zip(enumerate(wild_type), Numbering(first).numbers(len(wild_type))):
         for mt in STANDARD_AMINO_ACIDS:
             if mt == wt:
                 continue
-            name = f"{wt}{index + first}{mt}"
+            name = f"{wt}{number}{mt}"
             variants.append(Variant(len(variants), name, name, (Substitution(index, wt, mt),), first))
             sequences.append(wild_type[:index] + mt + wild_type[index + 1:])
     return Inputs(sequences, variants, wild_type)
@@ -133,7 +134,7 @@ def prediction_map(predictor: Predictor, wild_type: str, engine=None, *, first: 
 def map_rows(record_id: str, wild_type: str, grid: np.ndarray, first: int = 1) -> pd.DataFrame:
     """The map as a table: ``record_id, position, wt, mt, prediction`` (as ``flamino score`` lays
     out scores), the wild-type letter's row holding the wild type's own prediction."""
-    positions = np.repeat(np.arange(len(wild_type)) + first, 20)
+    positions = np.repeat(Numbering(first).number(np.arange(len(wild_type))), 20)
     return pd.DataFrame({
         "record_id": record_id, "position": positions, "wt": np.repeat(list(wild_type), 20),
         "mt": list(STANDARD_AMINO_ACIDS) * len(wild_type), "prediction": grid.reshape(-1),

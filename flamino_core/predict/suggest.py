@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from flamino_core.alphabet import STANDARD_AMINO_ACIDS
+from flamino_core.inputs.numbering import Numbering
 from flamino_core.options import VARIANT_STRATEGIES
 from flamino_core.variants.notation import Variant, parse_variant
 
@@ -64,7 +65,8 @@ def parse_positions(text: str, length: int, first: int = 1) -> frozenset[int]:
       SuggestError: unreadable, or a position outside the sequence.
     """
     indices: set[int] = set()
-    last = first + length - 1
+    numbering = Numbering(first)
+    last = numbering.last(length)
     for part in filter(None, (p.strip() for p in re.split(r"[,\s]+", text or ""))):
         match = re.fullmatch(r"(-?\d{1,9})(?:\s*[-–]\s*(-?\d{1,9}))?", part)
         if not match:
@@ -75,7 +77,7 @@ def parse_positions(text: str, length: int, first: int = 1) -> frozenset[int]:
             raise SuggestError(f"{part!r}: the range runs backwards")
         if low < first or high > last:
             raise SuggestError(f"{part!r} is outside the sequence ({first}-{last})")
-        indices.update(range(low - first, high - first + 1))
+        indices.update(range(numbering.index(low), numbering.index(high) + 1))
     return frozenset(indices)
 
 
@@ -94,11 +96,11 @@ def parse_amino_acids(text: str) -> frozenset[str]:
 
 def candidates(sequence: str, first: int = 1, constraints: Constraints = Constraints()) -> list[Variant]:
     """Every single substitution the constraints allow, position by position."""
-    found = []
+    found, numbering = [], Numbering(first)
     for index, wt in enumerate(sequence):
         for mt in STANDARD_AMINO_ACIDS:
             if mt != wt and wt in STANDARD_AMINO_ACIDS and constraints.allows(index, mt):
-                found.append(parse_variant(f"{wt}{index + first}{mt}", sequence, first, len(found)))
+                found.append(parse_variant(f"{wt}{numbering.number(index)}{mt}", sequence, first, len(found)))
     return found
 
 

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from flamino_core.alphabet import STANDARD_AMINO_ACIDS
+from flamino_core.inputs.numbering import Numbering
 from flamino_core.inputs.tables import NO_LIMITS, TableError, TableLimits, check_protein, read_table
 from flamino_core.variants.notation import Substitution, Variant, parse_variant
 
@@ -254,7 +255,7 @@ def variant_of(wild_type: str, sequence: str, first: int, order: int) -> Variant
     if len(sequence) != len(wild_type):
         return None
     substitutions = tuple(Substitution(i, w, m) for i, (w, m) in enumerate(zip(wild_type, sequence)) if w != m)
-    mutant = ":".join(f"{s.wt}{s.index + first}{s.mt}" for s in substitutions)
+    mutant = ":".join(f"{s.wt}{Numbering(first).number(s.index)}{s.mt}" for s in substitutions)
     return Variant(order, mutant, mutant, substitutions, first)
 
 

@@ -14,6 +14,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from flamino_core.figures.style import _layout, escape, top_colourbar
+from flamino_core.inputs.numbering import Numbering
 from flamino_core.structure.align import ChainAlignment
 from flamino_core.structure.contacts import TopPairs
 from flamino_core.structure.scene import FALSE_POSITIVE, NO_VALUE, TRUE_POSITIVE, ColourScale, colour_scale  # one palette for both views
@@ -48,10 +49,11 @@ def contact_comparison_map(
       first: the number of the sequence's first residue: axes, hover and marks use the record's
         own numbering (``SECY_CHLTR/73-433`` starts at 73), as on every other page.
     """
-    length = len(predicted)
+    length, numbering = len(predicted), Numbering(first)
     upper, lower, block = _comparison_triangles(predicted, contacts, max_cells)
-    # Cell centres in 1-based positions: position p for single cells, a block's middle otherwise.
-    centres = np.arange(len(upper)) * block + (block + 1) / 2 + (first - 1)
+    # Cell centres as residue numbers: position p for single cells, a block's middle otherwise
+    # (half-integers: exact in floating point, so the order of the sums does not matter).
+    centres = numbering.number(np.arange(len(upper)) * block + (block - 1) / 2)
     where = "positions %{y} – %{x}" if block == 1 else f"{block}×{block} block around %{{y:.0f}} – %{{x:.0f}}"
     fig = go.Figure()
     fig.add_trace(_predicted_triangle_trace(upper, centres, where))
@@ -59,7 +61,7 @@ def contact_comparison_map(
     if top is not None and len(top):
         for trace in _top_pair_traces(top, first):
             fig.add_trace(trace)
-    low, high = first - 0.5, first + length - 0.5
+    low, high = first - 0.5, numbering.last(length) + 0.5
     fig.update_xaxes(title="position (predicted above the diagonal)", range=[low, high], constrain="domain")
     fig.update_yaxes(title="position (structure below the diagonal)", range=[high, low], scaleanchor="x")
     note = f" ({block}×{block} blocks, maximum shown)" if block > 1 else ""
@@ -106,14 +108,14 @@ def _structure_triangle_trace(lower: np.ndarray, centres: np.ndarray, where: str
 
 def _top_pair_traces(top: TopPairs, first: int) -> list[go.Scatter]:
     """The top predictions at their exact positions: true contacts, then false positives."""
-    traces = []
+    traces, numbering = [], Numbering(first)
     for is_contact, name, colour, symbol in (
         (True, "top predictions: contact", TRUE_POSITIVE, "circle-open"),
         (False, "top predictions: no contact", FALSE_POSITIVE, "x-thin-open"),
     ):
         pick = top.is_contact == is_contact
         traces.append(go.Scatter(
-            x=top.j[pick] + first, y=top.i[pick] + first, mode="markers", name=f"{name} ({int(pick.sum())})",
+            x=numbering.number(top.j[pick]), y=numbering.number(top.i[pick]), mode="markers", name=f"{name} ({int(pick.sum())})",
             marker={"color": colour, "symbol": symbol, "size": 8, "line": {"width": 2, "color": colour}},
             cliponaxis=False,  # a mark on the first or last position stays whole
             customdata=top.probability[pick],
@@ -185,13 +187,13 @@ def structure_trace_3d(
 def _residue_hover(alignment: ChainAlignment, per_residue: np.ndarray, label_text: str, first: int) -> list[str]:
     """Per chain residue: its chain, number and name as the file has them, the sequence position
     it is aligned to, and its value."""
-    chain = alignment.chain
+    chain, numbering = alignment.chain, Numbering(first)
     position_of = np.full(len(chain), -1)
     aligned = np.flatnonzero(alignment.residue_at >= 0)
     position_of[alignment.residue_at[aligned]] = aligned
     return [
         f"{escape(chain.chain_id)} {escape(number)} {escape(name)}<br>"
-        + (f"position {p + first} ({escape(alignment.sequence[p])})" if p >= 0 else "not aligned to the sequence")
+        + (f"position {numbering.number(p)} ({escape(alignment.sequence[p])})" if p >= 0 else "not aligned to the sequence")
         + (f"<br>{label_text} = {value:.3g}" if np.isfinite(value) else "")
         for number, name, p, value in zip(chain.labels, chain.names, position_of, per_residue)
     ]

@@ -20,6 +20,7 @@ import numpy as np
 from Bio.PDB import MMCIFIO
 from plotly.colors import sample_colorscale
 
+from flamino_core.inputs.numbering import Numbering
 from flamino_core.structure.align import ChainAlignment
 from flamino_core.structure.contacts import TopPairs
 from flamino_core.structure.export import pdb_export_problem, pdb_with_track
@@ -146,15 +147,15 @@ def molecular_scene(
     position_of = np.full(len(chain), -1)
     aligned = np.flatnonzero(alignment.residue_at >= 0)
     position_of[alignment.residue_at[aligned]] = aligned
-    residues = []
+    residues, numbering = [], Numbering(first)
     for rid, name, p, value, colour in zip(chain.residue_ids, chain.names, position_of, per_residue, colours):
-        where = f"position {p + first:,} ({alignment.sequence[p]})" if p >= 0 else "not aligned to the sequence"
+        where = f"position {numbering.number(p):,} ({alignment.sequence[p]})" if p >= 0 else "not aligned to the sequence"
         shown = f"{label} = {value:.3g}" if np.isfinite(value) else "no value"
         residues.append({
             "key": residue_key(chain.chain_id, rid, with_icode),
             "colour": colour or NO_VALUE,
             "text": f"{chain.chain_id} {rid[1]}{rid[2].strip()} {name} · {where} · {shown}",
-            "position": int(p + first) if p >= 0 else None,
+            "position": int(numbering.number(p)) if p >= 0 else None,
             "value": float(value) if np.isfinite(value) else None,
         })
     picked = None
@@ -171,7 +172,7 @@ def molecular_scene(
 def _contacts(alignment: ChainAlignment, top: TopPairs | None, first: int) -> list[dict]:
     if top is None or not len(top):
         return []
-    xyz = alignment.chain.contact_xyz
+    xyz, numbering = alignment.chain.contact_xyz, Numbering(first)
     out = []
     for i, j, probability, is_contact in list(zip(top.i, top.j, top.probability, top.is_contact))[:MAX_CONTACTS_DRAWN]:
         a, b = alignment.residue_at[i], alignment.residue_at[j]
@@ -184,7 +185,7 @@ def _contacts(alignment: ChainAlignment, top: TopPairs | None, first: int) -> li
             "end": [round(float(v), 3) for v in xyz[b]],
             "colour": TRUE_POSITIVE if is_contact else FALSE_POSITIVE,
             "contact": bool(is_contact),
-            "text": f"positions {i + first:,}–{j + first:,}: predicted p = {probability:.3f}, {truth} "
+            "text": f"positions {numbering.number(i):,}–{numbering.number(j):,}: predicted p = {probability:.3f}, {truth} "
                     f"({distance:.1f} Å)",
         })
     return out

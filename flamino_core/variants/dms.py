@@ -23,6 +23,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from flamino_core.inputs.numbering import Numbering
 from flamino_core.inputs.tables import NO_LIMITS, TableError, TableLimits, check_protein, read_table
 from flamino_core.options import SEQUENCE_STRATEGIES
 from flamino_core.variants import indels as indel_notation
@@ -196,15 +197,15 @@ def _derive_wild_type(frame: pd.DataFrame, first: int, issues: list[str]) -> str
         raise DmsError("the DMS table has no mutated_sequence column to derive the wild type from; "
                        "give the wild-type sequence as FASTA")
     votes: collections.Counter = collections.Counter()
-    row_wild = np.full(len(frame), None, dtype=object)
+    row_wild, numbering = np.full(len(frame), None, dtype=object), Numbering(first)
     for row, (mutant, mutated) in enumerate(zip(frame["mutant"], frame["mutated_sequence"].str.strip().str.upper())):
         changes, problem = read_changes(mutant)
         residues = list(mutated)
         if problem or not residues:
             continue
         for wt, number, mt in changes:
-            index = number - first
-            if not 0 <= index < len(residues) or residues[index] != mt:
+            index = numbering.index_within(number, len(residues))
+            if index is None or residues[index] != mt:
                 break
             residues[index] = wt
         else:

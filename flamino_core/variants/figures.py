@@ -15,6 +15,7 @@ from plotly.subplots import make_subplots
 
 from flamino_core.alphabet import STANDARD_AMINO_ACIDS
 from flamino_core.analysis.outputs import residue_labels
+from flamino_core.inputs.numbering import Numbering
 from flamino_core.variants.dms import DmsScores
 from flamino_core.figures.style import _layout, _qualitative, escape
 from flamino_core.figures.heatmaps import mark_wild_type, substitution_heatmap
@@ -136,7 +137,8 @@ def dms_heatmaps(scores: DmsScores) -> go.Figure:
         return _layout(go.Figure(), "No single substitutions to map", height=300)
     positions = [p for (p,) in scores.variants["positions"][used]]
     low, high = min(positions), max(positions)
-    labels = residue_labels(dms.wild_type[low - dms.first:high - dms.first + 1], low)
+    numbering = Numbering(dms.first)
+    labels = residue_labels(dms.wild_type[numbering.index(low):numbering.index(high) + 1], low)
     aas = list(STANDARD_AMINO_ACIDS)
     neutral, how = experiment_neutral(scores)
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.1, subplot_titles=(
@@ -151,7 +153,7 @@ def dms_heatmaps(scores: DmsScores) -> go.Figure:
             colorbar={"title": {"text": name}, "y": bar_y, "len": 0.42},
             hovertemplate=f"%{{x}} → %{{y}}<br>{name} %{{z:.3f}}<extra></extra>",
         ), row=row, col=1)
-        wild = [(label, aa) for label, aa in zip(labels, dms.wild_type[low - dms.first:]) if aa in aas]
+        wild = [(label, aa) for label, aa in zip(labels, dms.wild_type[numbering.index(low):]) if aa in aas]
         fig.add_trace(go.Scatter(
             x=[label for label, _ in wild], y=[aa for _, aa in wild], mode="markers", name="wild type",
             marker={"symbol": "circle", "size": 4, "color": "#444444"}, hoverinfo="skip", showlegend=row == 1,

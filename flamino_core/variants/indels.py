@@ -28,6 +28,7 @@ import dataclasses
 import re
 
 from flamino_core.alphabet import STANDARD_AMINO_ACIDS
+from flamino_core.inputs.numbering import Numbering
 from flamino_core.inputs.three_letter import CODES
 from flamino_core.variants import notation as n
 from flamino_core.variants.variant import (
@@ -213,13 +214,12 @@ def _read_frameshift(part: str) -> _Written | n.VariantIssue | None:
 def _place(written: _Written, sequence: str, first: int) -> tuple[Edit, str] | n.VariantIssue:
     """The ``Edit`` a written change makes of ``sequence`` and its one-letter name, or the issue
     (a residue outside the sequence or not the one named, a change that changes nothing)."""
-    indices = []
+    indices, numbering = [], Numbering(first)
     for wt, number in written.sites:
-        index = number - first
-        if not 0 <= index < len(sequence):
-            start = f", numbering starts at {first}" if first != 1 else ""
+        index = numbering.index_within(number, len(sequence))
+        if index is None:
             return _issue(n.OUT_OF_RANGE, f"{{}}: position {number:,} is outside the sequence "
-                                          f"({first:,}-{first + len(sequence) - 1:,}{start})")
+                                          f"({numbering.span_note(len(sequence))})")
         if sequence[index] != wt:
             return _issue(n.WRONG_WILD_TYPE,
                           f"{{}}: the sequence has {sequence[index]} at position {number:,}, not {wt}")
@@ -252,7 +252,7 @@ def _allele_problem(edits: list[Edit], sequence: str, first: int) -> tuple[str, 
         return n.INDEL, "a stop or frameshift together with other changes; give it as an entry of its own"
     clash = overlapping(edits)
     if clash:
-        return n.REPEATED, f"two changes touch position {clash[1].start + first:,}; give them as one (delins)"
+        return n.REPEATED, f"two changes touch position {Numbering(first).number(clash[1].start):,}; give them as one (delins)"
     if not apply_edits(sequence, edits):
         return n.INDEL, "deletes the whole protein: nothing is left to score"
     return None
@@ -293,7 +293,7 @@ def _span(wild: str, start: int, end: int, first: int) -> str:
     """The residues an edit of ``start:end`` names, HGVS-like: ``K2``, ``K2_L4``, an insertion's
     two neighbours ``G6_H7`` (its one neighbour at either end of the protein)."""
     def site(i: int) -> str:
-        return f"{wild[i]}{i + first}"
+        return f"{wild[i]}{Numbering(first).number(i)}"
 
     if end > start:
         return site(start) + (f"_{site(end - 1)}" if end - start > 1 else "")

@@ -32,6 +32,7 @@ from typing import Callable
 import numpy as np
 
 from flamino_core.alphabet import STANDARD_AMINO_ACIDS
+from flamino_core.inputs.numbering import Numbering
 from flamino_core.inputs.three_letter import CODES
 from flamino_core.variants.variant import Edit, Substitution, Variant, VariantIssue  # noqa: F401  (re-exported: callers import them here)
 from flamino_core.variants.pasted import is_table, list_entries, protein_part, table_entries
@@ -206,13 +207,12 @@ def parse_variant(
     if problem is not None:
         return dataclasses.replace(problem, order=order, label=label)
     substitutions, problems, kinds, seen = [], [], [], set()
-    numbered = f"{first:,}-{first + len(sequence) - 1:,}"
+    numbering = Numbering(first)
     for wt, number, mt in changes:
-        index = number - first
+        index = numbering.index_within(number, len(sequence))
         name = f"{wt}{number}{mt}"
-        if not 0 <= index < len(sequence):
-            start = f", numbering starts at {first}" if first != 1 else ""
-            problems.append(f"{name}: position {number:,} is outside the sequence ({numbered}{start})")
+        if index is None:
+            problems.append(f"{name}: position {number:,} is outside the sequence ({numbering.span_note(len(sequence))})")
             kinds.append(OUT_OF_RANGE)
         elif sequence[index] != wt:
             problems.append(f"{name}: the sequence has {sequence[index]} at position {number:,}, not {wt}")
@@ -227,7 +227,7 @@ def parse_variant(
         plain = len(changes) == 1 and entry == "".join(map(str, changes[0]))
         where = "" if plain else f"{_quote(entry)}: "
         return VariantIssue(order, entry, kinds[0], where + "; ".join(problems), label)
-    mutant = ":".join(f"{s.wt}{s.index + first}{s.mt}" for s in substitutions)
+    mutant = ":".join(f"{s.wt}{numbering.number(s.index)}{s.mt}" for s in substitutions)
     return Variant(order, entry, mutant, tuple(substitutions), first, label)
 
 
@@ -235,7 +235,8 @@ def substitution_names(sequence: str, first: int = 1) -> list[str]:
     """``V1A``-style names of every cell of a substitution map, position by position and in
     ``STANDARD_AMINO_ACIDS`` order within one (the rows of ``scores.score_rows``), numbered from
     ``first``. The wild type's own letter gives names such as ``V1V`` (score 0)."""
-    return [f"{wt}{index + first}{mt}" for index, wt in enumerate(sequence) for mt in STANDARD_AMINO_ACIDS]
+    return [f"{wt}{number}{mt}" for number, wt in zip(Numbering(first).numbers(len(sequence)), sequence)
+            for mt in STANDARD_AMINO_ACIDS]
 
 
 # --- a whole list -------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ import numpy as np
 
 from flamino_core.alphabet import AA_TO_IDX, STANDARD_AA_TOKEN_IDS, STANDARD_AMINO_ACIDS
 from flamino_core.analysis.outputs import log_softmax
+from flamino_core.inputs.numbering import Numbering
 from flamino_core.options import STRATEGIES, Strategy
 
 
@@ -162,6 +163,6 @@ def pseudo_perplexity(masked_log_probs: np.ndarray, sequence: str) -> float:
 def score_rows(record_id: str, sequence: str, scores: np.ndarray, first: int = 1) -> Iterator[tuple]:
     """CSV rows ``record_id, position, wt, mt, score`` for every position and mt; positions are
     numbered from ``first`` (the number of the sequence's first residue, 1 by default)."""
-    for i, wt in enumerate(sequence):
+    for i, (number, wt) in enumerate(zip(Numbering(first).numbers(len(sequence)), sequence)):
         for j, mt in enumerate(STANDARD_AMINO_ACIDS):
-            yield record_id, i + first, wt, mt, float(scores[i, j])
+            yield record_id, number, wt, mt, float(scores[i, j])
