@@ -45,7 +45,7 @@ def main(ctx: PageContext) -> None:
     maps_stop = min(shown.stop, shown.start + MAX_RESIDUES)
     window = residue_window_start([shown.start, maps_stop - 1], len(seq), min(len(seq), MAX_RESIDUES))
     window_seq = seq[window:window + MAX_RESIDUES]
-    maps_first = ctx.first + shown.start
+    maps_first = ctx.numbering.number(shown.start)
     if len(seq) > MAX_RESIDUES:
         cut = "" if maps_stop == shown.stop else f" the first {MAX_RESIDUES:,} residues of the range,"
         st.info(
@@ -161,7 +161,7 @@ def main(ctx: PageContext) -> None:
             "All maps of this layer (NPZ, with start/end tokens)",
             lambda: {
                 "sequence": np.array(window_seq),
-                "first_number": np.array(ctx.first + window),
+                "first_number": np.array(ctx.numbering.number(window)),
                 "layer": np.array(layer),
                 "attentions": maps,
             },

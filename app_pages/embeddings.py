@@ -11,6 +11,7 @@ from app_pages._ui.frame.downloads import csv_button, npz_button, show_figure
 from app_pages._ui.records import compare_maps
 from app_pages._ui.records.set_map import records_section
 from app_pages._ui.frame.widgets import kept_radio, kept_selectbox, layer_names
+from flamino_core.inputs.numbering import Numbering
 from flamino_core.analysis import outputs as analysis
 from flamino_core import figures
 
@@ -57,7 +58,7 @@ def main(ctx: PageContext) -> None:
             "PCA coordinates (CSV)",
             lambda: pd.DataFrame(
                 {
-                    "position": np.arange(first, first + len(part)),
+                    "position": np.asarray(Numbering(first).numbers(len(part))),
                     "residue": list(part),
                     "class": [analysis.residue_class(aa) for aa in part],
                     **{f"PC{i + 1}": result.coords[:, i] for i in range(result.coords.shape[1])},

@@ -13,6 +13,7 @@ from app_pages._ui.results import one_record as results, scans
 from app_pages._ui.rerun.context import PageContext, current
 from app_pages._ui.frame.downloads import csv_button, show_figure
 from app_pages._ui.frame.widgets import kept_number_input, kept_radio, widget_key
+from flamino_core.inputs.numbering import Numbering
 from flamino_core.analysis import outputs as analysis
 from flamino_core import figures
 from flamino_core.variants import substitution_maps as scores
@@ -35,7 +36,7 @@ def probabilities_frame(probabilities: np.ndarray, sequence: str, entropies: np.
     frame = pd.DataFrame(probabilities.T, columns=list(STANDARD_AMINO_ACIDS))
     frame.insert(0, "entropy_bits", entropies)
     frame.insert(0, "residue", list(sequence))
-    frame.insert(0, "position", np.arange(first, first + len(sequence)))
+    frame.insert(0, "position", np.asarray(Numbering(first).numbers(len(sequence))))
     return frame
 
 
@@ -180,7 +181,7 @@ def main(ctx: PageContext) -> None:
     if cell and shown.start <= cell[0] < shown.start + len(part):
         index, mutant = cell
         value = substitution[index - shown.start, STANDARD_AMINO_ACIDS.index(mutant)]
-        st.info(f"{seq[index]}{index - shown.start + first}{mutant}: {method} score {value:.3f} (its position is "
+        st.info(f"{seq[index]}{Numbering(first).number(index - shown.start)}{mutant}: {method} score {value:.3f} (its position is "
                 "masked in the panel above).", icon=":material/ads_click:")
 
 

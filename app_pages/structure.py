@@ -11,6 +11,7 @@ from app_pages._ui.frame.downloads import safe_name, show_figure, text_button
 from app_pages._ui.rerun.session import LINK_NOTE
 from app_pages._ui.frame.views import BEST_CHAIN
 from app_pages._ui.frame.widgets import counted, kept_number_input, kept_radio, kept_selectbox, layer_names, plain
+from flamino_core.inputs.numbering import Numbering
 from flamino_core.model.families import contact_families
 from flamino_core.structure.contacts import CUTOFFS, precision_by_model, top_predictions, true_contacts
 from flamino_core.structure.export import pdb_export_problem, pdb_with_track, precision_csv
@@ -135,8 +136,9 @@ def track_widget(param, spec, n_layers, n_heads, seq, first, label=None):
     label than the param's); returns the value as people count it (``tracks.check_choices``' terms)."""
     label = label or param.label
     if param.limit == "length":  # asked in the record's own numbering; the link keeps the 1-based position
-        return kept_number_input(f"{label} ({first:,}–{first + len(seq) - 1:,})", param.link,
-                                 max_value=len(seq), shift=first - 1)
+        numbering = Numbering(first)
+        return kept_number_input(f"{label} ({first:,}–{numbering.last(len(seq)):,})", param.link,
+                                 max_value=len(seq), shift=numbering.shift)
     if param.limit == "layers":  # attention comes from layers 1 and up
         names = layer_names(n_layers, first=max(NEEDS[need].first_layer for need in spec.needs))
         return kept_selectbox(label, param.link, names, default=n_layers, format_func=names.get)

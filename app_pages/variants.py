@@ -23,6 +23,7 @@ from app_pages._ui.variants.views import (
     strategy_picker,
 )
 from app_pages._ui.frame.widgets import counted, kept_radio, kept_toggle, plain, widget_key
+from flamino_core.inputs.numbering import Numbering
 from flamino_core.variants import substitution_maps as scores
 from flamino_core.variants.dms import numbering_problem, output_frame
 from flamino_core.variants.figures import dms_heatmaps, dms_scatter, variant_map
@@ -199,7 +200,7 @@ def dms_section(ctx: PageContext) -> None:
     frame["positions"] = scored.variants["positions"].to_numpy()
     columns = [c for c in frame.columns if c not in ("status", "positions")] + ["positions"]
     first = table.first
-    scores_table(frame, first, first + len(table.wild_type) - 1, columns)
+    scores_table(frame, first, Numbering(first).last(len(table.wild_type)), columns)
     skipped(frame)
     row = st.container(horizontal=True)
     with row:

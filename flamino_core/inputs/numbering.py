@@ -63,6 +63,12 @@ class Numbering:
         """The 0-based index of residue ``number`` (an int or an array; may fall outside the sequence)."""
         return number - self.first
 
+    @property
+    def shift(self) -> int:
+        """What turns a 1-based position into its number (``first - 1``): the app's widgets and
+        links keep 1-based positions and show them shifted by it."""
+        return self.first - 1
+
     def last(self, length: int) -> int:
         """The number of the last residue of a ``length``-residue sequence."""
         return self.first + length - 1

@@ -20,7 +20,7 @@ import zlib
 import streamlit as st
 
 from flamino_core.inputs.fasta import ProteinRecord
-from flamino_core.inputs.numbering import first_number
+from flamino_core.inputs.numbering import Numbering, first_number
 
 from app_pages._ui.server.policy import current_limits
 from app_pages._ui.frame.views import MAX_INT, OPTIONS
@@ -88,7 +88,7 @@ def window_note(record: ProteinRecord, full_length: int, first: int) -> str | No
         return None
     return (
         f"This server analyses at most {window_size():,} residues of a sequence at a time: these pages "
-        f"show residues {first:,}–{first + len(record.sequence) - 1:,} of the {full_length:,}. "
+        f"show residues {first:,}–{Numbering(first).last(len(record.sequence)):,} of the {full_length:,}. "
         "Choose the window in the sidebar."
     )
 
@@ -142,9 +142,11 @@ def numbering_controls(record: ProteinRecord) -> int:
         WINDOW,
         min_value=1,
         max_value=last_start,
-        shift=first - 1,
+        shift=Numbering(first).shift,
         help=f"The record has {len(record.sequence):,} residues; this server analyses at most {size:,} of "
         "a sequence at a time. Every page shows the window starting here.",
     )
-    st.caption(f"Window: residues {start + first - 1:,}–{start + first + size - 2:,} of {len(record.sequence):,}.")
+    window = Numbering(first)  # start is 1-based: residue start - 1 is the window's first
+    st.caption(f"Window: residues {window.number(start - 1):,}–{window.number(start + size - 2):,} "
+               f"of {len(record.sequence):,}.")
     return first

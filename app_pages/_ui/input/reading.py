@@ -16,6 +16,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from flamino_core.inputs.numbering import Numbering
 from flamino_core.inputs.fasta import InputIssue, ParsedInput, ProteinRecord, parse_sources, to_fasta
 from flamino_core.inputs.input_limits import InputLimits
 from app_pages._ui.input import numbering, uploads
@@ -232,6 +233,6 @@ def record_caption(record: ProteinRecord, read: ProteinRecord | None = None, fir
     length = residues(len(record.sequence))
     if read is not None and read.id == record.id and len(read.sequence) > len(record.sequence):
         length = (f"{residues(len(read.sequence))}; analysed here: residues {first:,}–"
-                  f"{first + len(record.sequence) - 1:,} (this server's {len(record.sequence):,}-residue window)")
+                  f"{Numbering(first).last(len(record.sequence)):,} (this server's {len(record.sequence):,}-residue window)")
     parts = [record.id, length, record.description]
     st.text("  ·  ".join(part for part in parts if part))

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import streamlit as st
 
+from flamino_core.inputs.numbering import Numbering
 from flamino_core.inputs.fasta import ParsedInput, ProteinRecord
 
 from app_pages._ui.frame.downloads import safe_name
@@ -65,9 +66,14 @@ class PageContext:
         return safe_name(self.record.id) if self.record is not None else "records"
 
     @property
+    def numbering(self) -> Numbering:
+        """``record``'s residue numbering (index ``i`` is residue ``first + i``)."""
+        return Numbering(self.first)
+
+    @property
     def last(self) -> int:
         """The number of the last residue of ``record``."""
-        return self.first + len(self.sequence) - 1
+        return self.numbering.last(len(self.sequence))
 
 
 def build(page: str, parsed: ParsedInput | None, counts: tuple[int, ...], first_read: int | None) -> PageContext:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import streamlit as st
 
+from flamino_core.inputs.numbering import Numbering
 from flamino_core.model.config import MAX_RESIDUES
 
 from app_pages._ui.input import numbering
@@ -39,7 +40,12 @@ class Shown:
     @property
     def number(self) -> int:
         """The number of the first residue shown (what figure axes start at)."""
-        return self.first + self.start
+        return Numbering(self.first).number(self.start)
+
+    @property
+    def last(self) -> int:
+        """The number of the last residue shown."""
+        return Numbering(self.first).number(self.stop - 1)
 
     @property
     def size(self) -> int:
@@ -55,12 +61,11 @@ class Shown:
 
     def label(self) -> str:
         """``residues 73–572`` in the sequence's numbering."""
-        last = self.number + self.size - 1
-        return f"residue {self.number:,}" if self.size == 1 else f"residues {self.number:,}–{last:,}"
+        return f"residue {self.number:,}" if self.size == 1 else f"residues {self.number:,}–{self.last:,}"
 
     def stem(self) -> str:
         """A file-name part for downloads of a part of the sequence ("" for the whole)."""
-        return "" if self.whole else f"_{self.number}-{self.number + self.size - 1}"
+        return "" if self.whole else f"_{self.number}-{self.last}"
 
 
 def default_range(length: int) -> tuple[int, int]:
@@ -83,7 +88,7 @@ def range_picker(length: int, first: int, windowed: bool = False) -> Shown:
     with columns[0]:
         # "Show residues … to …": "First residue" read like the sidebar's "First residue number" (now
         # "Numbering: the first residue is number"), which does something else (issue 24).
-        start, end = kept_span(("Show residues", "to"), RANGE, length, default=default, shift=first - 1,
+        start, end = kept_span(("Show residues", "to"), RANGE, length, default=default, shift=Numbering(first).shift,
                                help="The stretch of the sequence this page shows, in its numbering.")
     shown = Shown(start - 1, end, length, first)
     with columns[1]:

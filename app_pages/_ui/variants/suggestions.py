@@ -8,6 +8,7 @@ import hashlib
 
 import streamlit as st
 
+from flamino_core.inputs.numbering import Numbering
 from flamino_core.predict.saved import Predictor, PredictorError, from_zip, zip_bytes
 from flamino_core.predict.suggest import (
     DEFAULT_COMBINE, DEFAULT_TOP, Constraints, SuggestError, parse_amino_acids, parse_positions, suggest,
@@ -83,7 +84,7 @@ def section(ctx: PageContext) -> None:
     left, middle, right, last = st.columns([2, 1, 1, 1])
     with left:
         keep = kept_text_input("Keep these positions", "_suggest_keep", placeholder="1-20, 45",
-                               help=f"in the record's numbering ({first}-{first + len(record.sequence) - 1})")
+                               help=f"in the record's numbering ({first}-{Numbering(first).last(len(record.sequence))})")
     with middle:
         avoid = kept_text_input("Never introduce", "_suggest_avoid", placeholder="C, P")
     with right:
