@@ -8,11 +8,16 @@ model never loads again to be shown. Then ``flamino_core.variants.compare`` comp
 page shows: each model's agreement with the experiment, Spearman between the models, the share
 of one model's top 10% in another's, a scatter of one model against another, and the table with
 a column per model (as ``flamino dms --compare`` writes it).
+
+Checkpoints on this machine can be added by path (not on a hosted server): one path is a model,
+two or more are one ensemble (``ensemble:<path>,<path>,...``, the mean of their scores), e.g. the
+five ESM-1v folders a user downloaded, which the picker's published ensemble cannot reach offline.
 """
 
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
 import pandas as pd
 import streamlit as st
@@ -20,16 +25,18 @@ import streamlit as st
 from app_pages._ui.frame.downloads import csv_button, json_button, show_figure
 from app_pages._ui.input.model_loading import LOCAL_CHOICE, other_engine
 from app_pages._ui.input.model_picker import model_choices, model_label
-from app_pages._ui.frame.widgets import kept_multiselect, plain
+from app_pages._ui.frame.widgets import kept_multiselect, kept_text_area, plain, widget_key
 from app_pages._ui.server.policy import current_limits, visitor_model_name
 from app_pages._ui.variants import scoring as variant_results
-from flamino_core.model.families import ENSEMBLES, ensemble_members
+from flamino_core.model.families import ENSEMBLE_PREFIX, ENSEMBLES, ensemble_members
 from flamino_core.variants.compare import MAX_MODELS, compare_models
 from flamino_core.variants.ensemble import mean_of_members
 from flamino_core.variants.figures import model_scatter
 
 CHOICE = "dms_compare"  # the multiselect's key
 DONE = "_dms_compare_done"  # session: (model, table key) -> DmsScores of a finished model
+LOCAL = "_dms_compare_local"  # session: the local checkpoints (and local ensembles) added to the choices
+LOCAL_PATHS = "dms_compare_paths"  # the paths box's key
 STATISTICS = (("spearman", "Spearman ρ"), ("auc", "AUC"), ("mcc", "MCC"), ("ndcg", "NDCG"),
               ("top10_recall", "top-10% recall"))
 
@@ -39,7 +46,18 @@ def comparison_choices(current: str) -> list[str]:
     and the ensembles, where this server may load them."""
     allowed = current_limits().allowed_models
     ensembles = [e for e in ENSEMBLES if allowed is None or all(m in allowed for m in ENSEMBLES[e].members)]
-    return [m for m in model_choices() if m not in (LOCAL_CHOICE, current)] + ensembles
+    local = [m for m in st.session_state.get(LOCAL, []) if m != current] if LOCAL_CHOICE in model_choices() else []
+    return [m for m in model_choices() if m not in (LOCAL_CHOICE, current)] + ensembles + local
+
+
+def _short(identifier: str) -> str:
+    """A model as titles and columns name it: a path by its last part (a visitor's name of it
+    first: hosted, never a path); an ``ensemble:`` list by its members' short names."""
+    members = ensemble_members(identifier) if identifier.startswith(ENSEMBLE_PREFIX) else None
+    if members:
+        return ENSEMBLE_PREFIX + ",".join(_short(m) for m in members)
+    name = visitor_model_name(identifier)
+    return Path(name.rstrip("/")).name or name if "/" in name else name
 
 
 def _label(identifier: str) -> str:
@@ -47,7 +65,39 @@ def _label(identifier: str) -> str:
     name of a model) is shown as it is."""
     if identifier in ENSEMBLES:
         return ENSEMBLES[identifier].title
+    if identifier.startswith(ENSEMBLE_PREFIX):  # the members' short names; of many, the first and last
+        members = _short(identifier).removeprefix(ENSEMBLE_PREFIX).split(",")
+        named = ", ".join(members) if len(members) < 3 else f"{members[0]} … {members[-1]}"
+        return f"Ensemble of {len(members)}: {named}"
     return model_label(identifier)
+
+
+def _local_paths() -> None:
+    """Checkpoints on this machine by path: one a model, two or more one ensemble, added to the
+    choices and chosen (not on a hosted server, which offers only its own models)."""
+    if LOCAL_CHOICE not in model_choices():
+        return
+    paths = kept_text_area("Or checkpoints on this machine, one path per line (two or more: one ensemble, the "
+                           "mean of their scores)", LOCAL_PATHS, height=100,
+                           placeholder="/data/esm1v_t33_650M_UR90S_1\n/data/esm1v_t33_650M_UR90S_2\n...",
+                           help="Folders (Hugging Face or flamino), fair-esm .pt or ESM C .pth files, as the "
+                           "sidebar's Local checkpoint reads them; e.g. the five ESM-1v folders as the ESM-1v ensemble.")
+    if any("," in line for line in paths.splitlines()):
+        st.error("A path with a comma cannot be part of an ensemble (commas separate its members).")
+        return
+    st.button("Add to the comparison", disabled=not paths.strip(), on_click=_add_local, key="dms_compare_add")
+
+
+def _add_local() -> None:
+    ss = st.session_state
+    paths = [line.strip() for line in ss[widget_key(LOCAL_PATHS)].splitlines() if line.strip()]
+    identifier = paths[0] if len(paths) == 1 else ENSEMBLE_PREFIX + ",".join(paths)
+    added = ss.setdefault(LOCAL, [])
+    if identifier not in added:
+        added.append(identifier)
+    chosen = list(ss.get(widget_key(CHOICE), []))
+    if identifier not in chosen and len(chosen) < MAX_MODELS - 1:
+        ss[widget_key(CHOICE)] = chosen + [identifier]
 
 
 def section(ctx, scored, data: bytes, wild_type, offset: int, strategy: str, record_id: str, singles: bool) -> None:
@@ -57,6 +107,7 @@ def section(ctx, scored, data: bytes, wild_type, offset: int, strategy: str, rec
                                   comparison_choices(ctx.model), max_selections=MAX_MODELS - 1,
                                   format_func=_label, help="Each model scores the same table with the same strategy, "
                                   "through the result store; then their agreement is shown here.")
+        _local_paths()
         if not others:
             st.caption("Choose models to score this table beside the one in the sidebar.")
             return
@@ -68,7 +119,7 @@ def section(ctx, scored, data: bytes, wild_type, offset: int, strategy: str, rec
                 return  # a job is running (its panel shows progress) or a model cannot load (said)
             found[model] = result
         # Titles, columns and downloads name models as visitors may see them (hosted: no paths).
-        shown = {visitor_model_name(m): result for m, result in found.items()}
+        shown = {_short(m): result for m, result in found.items()}
         comparison = compare_models(shown.__getitem__, list(shown), singles_only=singles)
         _show(comparison, record_id, strategy)
 
