@@ -14,7 +14,9 @@ import pytest
 from app_pages._ui.server import background, jobs_panel
 
 from app_pages._ui.variants import scoring as variant_results
-from flamino_core.jobs import background as jobs
+from flamino_core.jobs import background as jobs, pass_cost
+from flamino_core.runtime.planner import masked_batch_rows
+from flamino_core.store.passes import CHUNK
 from flamino_core.runtime.engine import Engine
 from flamino_core.weights.loading import load_weights
 from test_app import assert_clean, environment, open_page, paste, settle, start, unescaped  # noqa: F401
@@ -75,7 +77,8 @@ def test_pll_on_a_dms_table_fills_in_says_how_long_cancels_keeping_rows_and_resu
     # A rate this machine measured (0.01 s per masked pass here): the job's cost is known, over 30 s.
     rates = jobs.default_rates()
     rates.weight = 1.0  # this measurement replaces the one the masked-marginals job made
-    rates.record(engine.fingerprint, "masked", jobs.masked_tokens(len(wild_type), 1000), 10.0)
+    rates.record(engine.fingerprint, "masked", 1000 * engine.masked_pass_shape(len(wild_type))[1], 10.0)  # per row
+    monkeypatch.setattr(pass_cost, "compile_seconds", lambda *_: 0.0)  # compilations: tests/test_jobs.py
     rates.weight = jobs.Rates().weight
     # Rows arrive in chunks of 1 (the first alone: a row within seconds), then 10: the wild type, then
     # mutants; hold the 12th mutant (the third chunk's first), with 11 rows in.
@@ -89,7 +92,11 @@ def test_pll_on_a_dms_table_fills_in_says_how_long_cancels_keeping_rows_and_resu
     plan = (ROWS + 1) * len(wild_type)
     assert any(f"pll: {plan:,} masked passes" in unescaped(c.value) for c in at.caption)
     assert f"the other {held:,} of the plan's {plan:,} are stored" in ask
-    assert f"{jobs_panel.about(passes * 0.01)} at the rate this machine measured" in ask
+    # 0.01 s a row: each record's passes go 64 positions a call, a call's last pass padded to a power of two.
+    max_rows = engine.masked_pass_shape(len(wild_type))[0]
+    rows = sum(sum(masked_batch_rows(min(CHUNK, n - first), max_rows)) for n in [len(wild_type) - held] + [len(wild_type)] * ROWS
+               for first in range(0, n, CHUNK))
+    assert f"{jobs_panel.about(rows * 0.01)} at the rate this machine measured" in ask
     assert any(b.label == "Use masked-marginals instead" for b in at.button)  # the cheaper strategy
     next(b for b in at.button if b.label.startswith("Start")).click().run()
     wait_for(lambda: len(gate.seen) >= gate.at, "the second chunk of rows did not start")

@@ -13,7 +13,7 @@ import pytest
 
 from flamino_core import Engine, load_weights
 
-from flamino_core.jobs import background as jobs
+from flamino_core.jobs import background as jobs, pass_cost
 
 from flamino_core.store import passes
 from flamino_core.runtime.engine import TRACE_COUNTS
@@ -125,8 +125,8 @@ def test_the_metered_engine_holds_a_slot_per_call_and_measures_the_rate(engine, 
         metered.run([sequence], repr_layers=(), logits=True)
     assert held == ["in", "out"] * 4
     assert metered.fingerprint == engine.fingerprint and metered.config is engine.config  # the rest is the engine's
-    masked = rates.seconds(engine.fingerprint, "masked", jobs.masked_tokens(len(sequence), 5))
-    unmasked = rates.seconds(engine.fingerprint, "unmasked", jobs.unmasked_tokens([len(sequence)]))
+    masked = pass_cost.masked_seconds(engine, [(len(sequence), 5)], rates)
+    unmasked = pass_cost.unmasked_seconds(engine, [len(sequence)], rates)
     assert masked is not None and masked > 0 and unmasked is not None and unmasked > 0
     # Kept on disk: a restarted server (a new Rates on the same file) knows them.
     again = jobs.Rates(tmp_path / "rates.json")
@@ -167,15 +167,59 @@ def test_a_metered_engine_through_the_store_masks_each_position_once(engine, sto
     np.testing.assert_array_equal(second[:2], first[::-1])
 
 
-def test_token_counts_follow_the_row_widths_the_engine_runs(engine):
+def test_token_counts_are_the_batches_the_engine_runs(engine, store):
+    """The cost's plan is the engine's: the (rows, width) of every pass it reports compiling, and
+    tokens counted from them, filler rows included (a pass of 3 masked positions runs 4 rows)."""
     from flamino_core.runtime.planner import bucket_length
 
-    # A masked pass runs one row at the engine's own width for that length (its pass shape).
-    for length in (22, 300, 1022, 5000):
-        assert jobs.masked_tokens(length, 10) == 10 * engine.masked_pass_shape(length)[1]
-    # An unmasked pass of 2,000 residues: windows of 1022 every 511 residues, 3 of them.
-    assert jobs.unmasked_tokens([2000]) == 3 * bucket_length(1024)
-    assert jobs.unmasked_tokens([100, 100]) == 2 * bucket_length(102)
+    for length, positions in ((22, 3), (300, 70), (1030, 20)):
+        sequence = ("MKTAYIAKQRQISFVKSHFSRQ" * 60)[:length]
+        engine.compiled_shapes.clear()
+        engine.compute_masked(sequence, range(positions))
+        planned = pass_cost.masked_batches(engine, [(length, positions)], chunk=None)
+        assert {key for key, _ in planned} == engine.compiled_shapes
+        rows, width = engine.masked_pass_shape(length)
+        assert sum(t for _, t in planned) == width * (rows * (positions // rows) + (
+            0 if positions % rows == 0 else 1 << (positions % rows - 1).bit_length()))
+    # An unmasked pass of 2,000 residues: windows of 1022 every 511 residues, 3 of them, one batch
+    # (packed rows are each 1,024 wide: a window alone fills one).
+    engine.compiled_shapes.clear()
+    passes.record_outputs(engine, ["A" * 2000, "M" * 100, "K" * 100], store=store)
+    planned = pass_cost.unmasked_batches(engine, [2000, 100, 100])
+    assert {key for key, _ in planned} == engine.compiled_shapes
+    # 3 rows: a batch of 2 and one of 1 (power-of-two pieces, no filler rows).
+    assert sum(t for _, t in pass_cost.unmasked_batches(engine, [2000])) == 3 * bucket_length(1024)
+
+
+def test_a_cost_counts_the_shapes_not_compiled_in_this_process(engine, store, tmp_path):
+    """A fresh process compiles each new shape once (seconds, against milliseconds per pass of a
+    small model): the cost adds the compilations the plan needs and this process has not run,
+    at the seconds per compilation measured here (none measured: the default), and fewer once
+    the persistent compilation cache holds them."""
+    rates = jobs.Rates(tmp_path / "rates.json")
+    sequence = "MKTAYIAKQRQISFVKSHFSRQLEERLGLIEVQAPILSRVGDGTQ"  # 45 residues
+    rates.record(engine.fingerprint, "masked", 100_000, 1.0)  # 10 us per token: the pass's share is small
+    need = [(len(sequence), 40)]
+    tokens = sum(t for _, t in pass_cost.masked_batches(engine, need))
+    engine.compiled_shapes.clear()
+    cold = pass_cost.masked_seconds(engine, need, rates)
+    shapes = len({key for key, _ in pass_cost.masked_batches(engine, need)})
+    assert cold == pytest.approx(tokens / 100_000 + shapes * pass_cost.DEFAULT_COMPILE_S["compile"])
+    metered = jobs.MeteredEngine(engine, rates)
+    jax.clear_caches()  # the shapes really compile in this call (its time measures a compilation)
+    passes.masked_log_probs(metered, sequence, range(40), store=store)
+    assert pass_cost.masked_seconds(engine, need, rates) == pytest.approx(tokens / 100_000)  # compiled now
+    measured = pass_cost.compile_seconds(engine, "compile", rates)
+    assert measured != pass_cost.DEFAULT_COMPILE_S["compile"] and 0 < measured < 120
+    # Another process on this machine, with the persistent cache on: the same shapes are cheap.
+    engine.compiled_shapes.clear()
+    rates.add_compiled(pass_cost.architecture(engine), [key for key, _ in pass_cost.masked_batches(engine, need)])
+    jax.config.update("jax_compilation_cache_dir", str(tmp_path / "jax"))
+    try:
+        warm = pass_cost.masked_seconds(engine, need, rates)
+    finally:
+        jax.config.update("jax_compilation_cache_dir", None)
+    assert warm == pytest.approx(tokens / 100_000 + shapes * pass_cost.DEFAULT_COMPILE_S["cached compile"])
 
 
 def test_a_jobs_status_names_each_phase_in_one_place_and_is_never_done_while_units_remain():

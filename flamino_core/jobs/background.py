@@ -24,10 +24,10 @@ import threading
 import time
 from typing import Callable, ContextManager
 
-from flamino_core.runtime.planner import masked_width
+from flamino_core.jobs import pass_cost
 from flamino_core.jobs.status import Status
 # How fast this machine runs a model (``jobs/rates.py``), re-exported: callers find these names here.
-from flamino_core.jobs.rates import Rates, default_rates, machine, masked_tokens, unmasked_tokens  # noqa: F401
+from flamino_core.jobs.rates import Rates, default_rates, machine  # noqa: F401
 
 LOG = logging.getLogger("flamino")
 WAITING, RUNNING, DONE, CANCELLED, STOPPED, FAILED = "waiting", "running", "done", "cancelled", "stopped", "failed"
@@ -288,35 +288,37 @@ class MeteredEngine:
     def compute_masked(self, sequence: str, positions=None, progress=None, **options):
         """``Engine.compute_masked``, timed in a slot; ``options``: its own (a structure's letters)."""
         positions = list(range(len(sequence))) if positions is None else list(positions)
-        width = masked_width(len(sequence))
+        batches = self._planned(pass_cost.masked_batches, [(len(sequence), len(positions))], chunk=None)
         with self._slot():
-            return self._timed("masked", [width] * len(positions),
+            return self._timed("masked", batches,
                                lambda report: self._engine.compute_masked(sequence, positions, progress=report,
                                                                           **options), progress)
 
     def compute_joint_masked(self, sequence: str, position_sets, progress=None, **options):
         position_sets = list(position_sets)
-        width = masked_width(len(sequence))
+        batches = self._planned(pass_cost.masked_batches, [(len(sequence), len(position_sets))], chunk=None)
         with self._slot():
-            return self._timed("masked", [width] * len(position_sets),
+            return self._timed("masked", batches,
                                lambda report: self._engine.compute_joint_masked(sequence, position_sets,
                                                                                   progress=report, **options), progress)
 
     def run(self, sequences, progress=None, **options):
-        widths = [unmasked_tokens([len(s)]) for s in sequences]
+        batches = self._planned(pass_cost.unmasked_batches, [len(s) for s in sequences], grouped=False)
         with self._slot():
-            return self._timed("unmasked", widths, lambda report: self._engine.run(sequences, progress=report, **options),
+            return self._timed("unmasked", batches, lambda report: self._engine.run(sequences, progress=report, **options),
                                progress)
 
-    def _timed(self, kind: str, tokens: list[int], call, progress):
-        """Run ``call(report)``, recording the rate. A call that traced (compiled) a new shape
-        spent seconds on that, once per process, against milliseconds per batch: with three or
-        more batches the first one is left out of the timing; with fewer the call says nothing
-        of the rate and is not recorded (a first one-batch scan of a short record measured 5.4 s
-        against 0.26 s after, and set estimates 20-700x too high, so the page asked to confirm
-        a scan of seconds as "about 8 minutes")."""
-        from flamino_core.runtime.engine import TRACE_COUNTS  # the engine is loaded: it is what this wraps
+    def _planned(self, plan, *args, **options) -> list[tuple[str, int]]:
+        """The call's batches (``pass_cost``), planned only when rates are measured."""
+        return [] if self._rates is None else plan(self._engine, *args, **options)
 
+    def _timed(self, kind: str, batches: list[tuple[str, int]], call, progress):
+        """Run ``call(report)``, recording the rate (``batches``: the call's plan, ``pass_cost``).
+        A call that compiled a new shape spent seconds on that, once per process, against
+        milliseconds per batch: with three or more batches the first one is left out of the
+        rate; with fewer the call says nothing of the rate (a first one-batch scan of a short
+        record measured 5.4 s against 0.26 s after). What it spent beyond its tokens at the
+        measured rate is the compilations' time (``_record_compilations``)."""
         finished: list[float] = []
 
         def report(done: int, total: int) -> None:
@@ -324,15 +326,33 @@ class MeteredEngine:
             if progress is not None:
                 progress(done, total)
 
-        traces = sum(TRACE_COUNTS.values())
-        started = time.monotonic()
+        from flamino_core.runtime.engine import TRACE_COUNTS  # the engine is loaded: it is what this wraps
+
+        fresh, cached = pass_cost.new_shapes(self._engine, batches, self._rates) if self._rates else (0, 0)
+        traces, started = sum(TRACE_COUNTS.values()), time.monotonic()
         result = call(report)
-        compiled = sum(TRACE_COUNTS.values()) != traces
-        if self._rates is not None and tokens:
-            total = sum(tokens)
+        spent = time.monotonic() - started
+        compiled = fresh or cached or sum(TRACE_COUNTS.values()) != traces  # (jax.clear_caches: traced again)
+        if self._rates is not None and batches:
+            total = sum(t for _, t in batches)
+            if fresh or cached:
+                self._record_compilations(kind, total, spent, fresh, cached, [key for key, _ in batches])
             if len(finished) >= 3:
-                share = total * (len(finished) - 1) / len(finished)
+                share = (sum(t for _, t in batches[1:]) if len(batches) == len(finished)
+                         else total * (len(finished) - 1) / len(finished))
                 self._rates.record(self.fingerprint, kind, round(share), finished[-1] - finished[0])
             elif not compiled:
-                self._rates.record(self.fingerprint, kind, total, time.monotonic() - started)
+                self._rates.record(self.fingerprint, kind, total, spent)
         return result
+
+    def _record_compilations(self, kind: str, tokens: int, spent: float, fresh: int, cached: int, keys) -> None:
+        """The seconds per compilation this call measured: its time beyond its tokens at the rate
+        measured so far (none measured: nothing to subtract, not recorded), shared by its new
+        shapes when they were all new or all from the persistent cache; those shapes are then
+        in the persistent cache for a later process."""
+        running = self._rates.seconds(self.fingerprint, kind, tokens)
+        architecture = pass_cost.architecture(self._engine)
+        if running is not None and not (fresh and cached):
+            self._rates.record(architecture, "compile" if fresh else "cached compile", fresh or cached, spent - running)
+        if pass_cost.persistent_cache_on():
+            self._rates.add_compiled(architecture, keys)

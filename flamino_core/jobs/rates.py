@@ -1,8 +1,8 @@
 """How fast this machine runs a model, and how right the estimates were: seconds per token of
-masked and unmasked passes (and per operation of a fit), measured per model as a running average
-(``Rates``), the tokens a piece of work runs (``masked_tokens``, ``unmasked_tokens``), and each
-job's predicted and actual times (``Rates.record_job``), all in ``FLAMINO_CACHE/pass_rates.json``
-so a restarted server still knows them. ``jobs/background.py`` re-exports these names.
+masked and unmasked passes (and per operation of a fit, per compilation), measured per model as a
+running average (``Rates``; the tokens a piece of work runs are its plan's, ``jobs/pass_cost.py``),
+the shapes compiled into the persistent cache, and each job's predicted and actual times
+(``Rates.record_job``), all in ``FLAMINO_CACHE/pass_rates.json`` so a restarted server knows them. ``jobs/background.py`` re-exports these names.
 """
 
 from __future__ import annotations
@@ -15,33 +15,20 @@ import time
 from pathlib import Path
 from typing import Iterable
 
-from flamino_core.model.config import MAX_RESIDUES
-from flamino_core.runtime.planner import bucket_length, masked_width
-from flamino_core.runtime.windows import window_starts
 
 LOG = logging.getLogger("flamino")
 
 
 # --- how fast this machine runs a model ---------------------------------------------------------------
-def masked_tokens(length: int, positions: int) -> int:
-    """Tokens the masked passes of ``positions`` positions of a ``length``-residue sequence run
-    through the model: one padded row (one masked window of a long sequence) per position, the
-    width the engine runs them at (``planner.masked_width``, as ``Engine.masked_pass_shape``)."""
-    return positions * masked_width(length)
-
-
-def unmasked_tokens(lengths: Iterable[int]) -> int:
-    """Tokens one unmasked pass over sequences of these lengths runs: each window (overlapping
-    ones for a long sequence, ``windows.window_starts``) a padded row."""
-    return sum(len(window_starts(length)) * bucket_length(min(length, MAX_RESIDUES) + 2) for length in lengths)
-
-
 class Rates:
     """Seconds per token of masked and unmasked passes, measured on this machine per model
     (its fingerprint), as a running average; kept in ``FLAMINO_CACHE/pass_rates.json`` so a
     restarted server still knows them. Thread-safe."""
 
-    KINDS = ("masked", "unmasked", "fit")  # fit: seconds per operation of a scikit-learn fit (predict/cost.py)
+    # fit: seconds per operation of a scikit-learn fit (predict/cost.py); compile, cached compile:
+    # seconds per compilation of a new shape, or of one in the persistent cache (jobs/pass_cost.py),
+    # keyed by architecture
+    KINDS = ("masked", "unmasked", "fit", "compile", "cached compile")
 
     def __init__(self, path: str | os.PathLike | None = None, weight: float = 0.3):
         self.path = Path(path) if path is not None else _default_rates_path()
@@ -49,6 +36,7 @@ class Rates:
         self._lock = threading.Lock()
         self._rates: dict[str, float] | None = None  # "model kind" -> seconds per token
         self._history: list[dict] = []  # jobs' predicted and actual times (``record_job``)
+        self._shapes: dict[str, list[str]] = {}  # architecture -> shapes compiled into the persistent cache
 
     def record(self, model: str, kind: str, tokens: int, seconds: float) -> None:
         if tokens <= 0 or seconds <= 0 or kind not in self.KINDS:
@@ -82,6 +70,22 @@ class Rates:
             self._history = (self._history + [entry])[-MAX_HISTORY:]
             self._save(self._rates)
 
+    def compiled(self, architecture: str) -> set[str]:
+        """Shapes (``planner.shape_key``) compiled on this machine for ``architecture``, so held
+        by JAX's persistent compilation cache when it is on (``jobs/pass_cost.py``)."""
+        with self._lock:
+            self._load()
+            return set(self._shapes.get(architecture, ()))
+
+    def add_compiled(self, architecture: str, keys: Iterable[str]) -> None:
+        with self._lock:
+            self._load()
+            known = self._shapes.setdefault(architecture, [])
+            new = [k for k in keys if k not in known]
+            if new:
+                known.extend(new)
+                self._save(self._rates)
+
     def history(self) -> list[dict]:
         """The jobs' predicted and actual times, oldest first."""
         with self._lock:
@@ -95,6 +99,9 @@ class Rates:
                 self._rates = {k: float(v) for k, v in found.items() if isinstance(v, (int, float)) and v > 0}
                 jobs = found.get(HISTORY)
                 self._history = [e for e in jobs if isinstance(e, dict)] if isinstance(jobs, list) else []
+                shapes = found.get(SHAPES)
+                self._shapes = {k: [x for x in v if isinstance(x, str)] for k, v in shapes.items()
+                                if isinstance(v, list)} if isinstance(shapes, dict) else {}
             except (OSError, ValueError, AttributeError):
                 self._rates = {}
         return self._rates
@@ -105,7 +112,8 @@ class Rates:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with written_atomically(self.path) as tmp:
-                tmp.write_text(json.dumps({**rates, HISTORY: self._history}, indent=0, sort_keys=True))
+                tmp.write_text(json.dumps({**rates, HISTORY: self._history, SHAPES: self._shapes}, indent=0,
+                                          sort_keys=True))
         except OSError as err:  # a read-only cache: the rates live in memory only
             LOG.debug("pass rates not saved (%s)", err)
 
@@ -113,6 +121,7 @@ class Rates:
 PASS_KINDS = ("masked", "unmasked")
 HISTORY = "jobs"  # the pass-rate file's list of jobs' predicted and actual times
 MAX_HISTORY = 500
+SHAPES = "shapes"  # the pass-rate file's shapes compiled into the persistent cache, per architecture
 
 
 def machine() -> str:

@@ -40,9 +40,8 @@ from flamino_core.weights.loading import ModelWeights, cache_root
 
 LongPolicy = Literal["window", "truncate", "full"]
 ProgressFn = Callable[[int, int], None]
-# How many times each jitted function has been traced (= compiled) in this process. Read by
-# the tests (tests/test_engine.py, tests/test_app.py) and `make bench` to show that new
-# lengths inside known buckets, and new engines on known shapes, compile nothing.
+# How many times each jitted function has been traced (= compiled) in this process (tests and
+# `make bench`: new lengths inside known buckets, new engines on known shapes, compile nothing).
 TRACE_COUNTS: collections.Counter = collections.Counter()
 # Distinct (graph definition, attention implementation) pairs whose compiled functions are kept
 # after their last engine is gone: a process switching between a few models (the app keeps two
@@ -106,6 +105,9 @@ class CompiledPasses:
 
     forward: Callable  # (state, tokens, segments=None, *, capture) -> ModelOutput
     masked_log_probs: Callable  # (state, tokens, mask positions) -> (B, vocab)
+    # The shapes these functions compiled in this process (``planner.shape_key``): what a job's
+    # cost counts as compiled already (``jobs/pass_cost.py``).
+    seen: set = dataclasses.field(default_factory=set, compare=False)
 
 
 @functools.lru_cache(maxsize=SHARED_COMPILATIONS)
@@ -135,8 +137,7 @@ class Engine:
         self.graphdef, self.state = nnx.split(model)
         self.state = jax.device_put(self.state)
         passes = compiled(self.graphdef, self.backend.implementation)
-        self._forward = passes.forward
-        self._masked_log_probs = passes.masked_log_probs
+        self._forward, self._masked_log_probs, self.compiled_shapes = passes.forward, passes.masked_log_probs, passes.seen
 
     @functools.cached_property
     def fingerprint(self) -> str:
@@ -215,7 +216,7 @@ class Engine:
         lengths = [len(r) for r in residues]
         encoded = self._window_tokens(cut, sequences, structures)
         heavy = bool(attention_layers or contacts)
-        batches = planner.plan(lengths, lambda width: self._max_rows(width, heavy),
+        batches = planner.plan(lengths, lambda width: self.max_rows(width, heavy),
                                pack=self.backend.packing and not heavy)
         for done, batch in enumerate(batches):
             tokens, segments = planner.pack(batch, encoded, lambda ids: ids)  # each window encoded once
@@ -223,6 +224,7 @@ class Engine:
             # (same arguments, same compiled function).
             extra = () if segments is None else (jnp.asarray(segments),)
             out = jax.device_get(self._forward(self.state, jnp.asarray(tokens), *extra, capture=capture))
+            self.compiled_shapes.add(planner.shape_key("forward", tokens.shape, bool(extra), capture))
             for item, output in planner.unpack(out, batch, lengths):
                 merge.add(item, output)
             if progress:
@@ -292,7 +294,7 @@ class Engine:
             return logits
         return self.family.amino_acid_view(log_softmax(np.asarray(logits, np.float64)))
 
-    def _max_rows(self, width: int, heavy: bool) -> int:
+    def max_rows(self, width: int, heavy: bool = False) -> int:
         """The most rows of ``width`` tokens one forward pass may hold (the token budget)."""
         rows = self.token_budget // width
         if heavy:  # attention maps: keep (rows, layers, heads, T, T) floats under ~1 GB
@@ -304,10 +306,9 @@ class Engine:
     def masked_pass_shape(self, length: int) -> tuple[int, int]:
         """(rows, width) of each masked pass over a sequence of ``length`` residues: one masked
         window per row (the sequence, or ``MAX_RESIDUES`` residues of a longer one), padded to
-        ``width`` tokens, at most ``rows`` rows a pass (fewer positions: the next power of two).
-        What a masked scan's speed depends on (the app keys its measured rates by it)."""
+        ``width`` tokens, at most ``rows`` rows a pass (fewer positions: the next power of two)."""
         width = planner.masked_width(length)
-        return planner.pow2_at_most(self._max_rows(width, heavy=False)), width
+        return planner.pow2_at_most(self.max_rows(width)), width
 
     def compute_masked(
         self, sequence: str, positions: Sequence[int] | None = None, progress: ProgressFn | None = None,
@@ -344,6 +345,7 @@ class Engine:
             mask_at = np.ones(len(tokens), np.int32)  # filler rows: any token, their output is dropped
             mask_at[:len(chunk)] = [p + 1 - start for p, (start, _) in zip(chunk, spans)]
             log_probs = self._masked_log_probs(self.state, jnp.asarray(tokens), jnp.asarray(mask_at))
+            self.compiled_shapes.add(planner.shape_key("masked", tokens.shape))
             out[first:first + len(chunk)] = self.family.amino_acid_view(np.asarray(log_probs)[: len(chunk)])
             if progress:
                 progress(batch_index + 1, total)

@@ -230,3 +230,20 @@ def masked_rows(sequence_tokens: np.ndarray, spans: Sequence[tuple[int, int]], m
         at = np.asarray(at)
         tokens[r, at - start] = MASK_IDX if mask_ids is None else mask_ids[at]
     return tokens
+
+
+# --- what a plan compiles --------------------------------------------------------------------------
+def masked_batch_rows(positions: int, max_rows: int) -> list[int]:
+    """Rows of each masked pass of one ``Engine.compute_masked`` call over ``positions``
+    positions: full passes of ``max_rows``, the last one's the next power of two (``masked_rows``'
+    filler rows after the real ones)."""
+    full, rest = divmod(positions, max_rows)
+    return [max_rows] * full + ([pow2_at_least(rest)] if rest else [])
+
+
+def shape_key(kind: str, shape: tuple[int, int], shared: bool = False, capture=None) -> str:
+    """What one compiled call is, as a key: the pass (``forward``, ``masked``), its (rows, width),
+    whether rows share (segment ids) and what a forward keeps (``stack.Capture``). The engine
+    notes each key it ran (``Engine.compiled_shapes``); a job's cost counts the keys it lacks."""
+    rows, width = shape
+    return f"{kind} {rows}x{width}{' shared' if shared else ''}{'' if capture is None else f' {capture}'}"

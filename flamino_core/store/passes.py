@@ -174,7 +174,7 @@ def record_outputs(
     if progress and total:
         progress(done, total)
     missing = [s for s in dict.fromkeys(sequences) if s not in results]
-    for group in _groups(missing, _group_residues(engine)):
+    for group in record_groups(engine, missing):
         if cancelled is not None and cancelled():
             raise Cancelled(f"stopped after {done:,} of {total:,} records (kept)")
         outs = engine.run(group, repr_layers=tuple(range(n + 1)), logits=True, long=long)
@@ -242,6 +242,12 @@ def _group_residues(engine) -> int:
     """Residues per group, so that every layer's (L, D) float32 states stay under GROUP_BYTES."""
     config = engine.config
     return max(MAX_RESIDUES, GROUP_BYTES // ((config.num_layers + 1) * config.embed_dim * 4))
+
+
+def record_groups(engine, sequences: list[str]) -> list[list[str]]:
+    """The groups ``record_outputs`` runs ``sequences`` in, one ``Engine.run`` call each (what a
+    job's cost plans too, ``jobs/pass_cost.py``)."""
+    return _groups(sequences, _group_residues(engine))
 
 
 def _groups(sequences: list[str], residues: int) -> list[list[str]]:

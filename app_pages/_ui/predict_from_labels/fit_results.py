@@ -18,6 +18,7 @@ import time
 import streamlit as st
 
 from flamino_core.jobs import background as jobs
+from flamino_core.jobs import pass_cost
 
 from flamino_core.store import passes
 from flamino_core.inputs.tables import TableLimits
@@ -124,9 +125,9 @@ def fit_seconds(engine, table: LabelledTable, planned: FitCost, plan: list) -> t
     passes = 0.0
     for _, missing, _, unit in plan:
         kind = "unmasked" if unit.startswith("unmasked") else "masked"
-        tokens = (jobs.unmasked_tokens([length] * missing) if kind == "unmasked"
-                  else jobs.masked_tokens(len(table.wild_type or ""), missing))
-        seconds = rates.seconds(engine.fingerprint, kind, tokens) if missing else 0.0
+        seconds = ((pass_cost.unmasked_seconds(engine, [length] * missing, rates) if kind == "unmasked"
+                    else pass_cost.masked_seconds(engine, [(len(table.wild_type or ""), missing)], rates))
+                   if missing else 0.0)
         if seconds is None:
             return fits, None
         passes += seconds

@@ -24,6 +24,7 @@ import threading
 import numpy as np
 
 from flamino_core.jobs import background as jobs, on_ray as jobs_ray
+from flamino_core.jobs import pass_cost
 
 from flamino_core.store import passes
 from flamino_core.model.config import MAX_RESIDUES
@@ -89,9 +90,8 @@ def record_outputs(engine, model: str, sequences: tuple[str, ...], which: str, w
     missing = [s for s in dict.fromkeys(sequences) if s not in values]
     if missing or (job is not None and not job.finished):
         def cost() -> jobs_panel.Cost:
-            tokens = jobs.unmasked_tokens(len(s) for s in missing)
             return jobs_panel.Cost(len(missing), "unmasked pass", "unmasked passes", "one per record",
-                                   jobs.default_rates().seconds(engine.fingerprint, "unmasked", tokens))
+                                   pass_cost.unmasked_seconds(engine, [len(s) for s in missing]))
 
         job = jobs_panel.follow(key, f"Unmasked passes of {len(set(sequences)):,} records", "records",
                                 _outputs_work(engine, model, sequences), cost, what=what)
@@ -187,9 +187,8 @@ def masked_cost(engine, sequences, what: str = "one per position of each record"
     """The masked passes every position of ``sequences`` still needs, and their time here."""
     store, model = default_store(), engine.fingerprint
     left = {s: len(s) - len(store.held_positions(model, s)) for s in dict.fromkeys(sequences)}
-    tokens = sum(jobs.masked_tokens(len(s), n) for s, n in left.items())
     return jobs_panel.Cost(sum(left.values()), "masked pass", "masked passes", what,
-                           jobs.default_rates().seconds(model, "masked", tokens))
+                           pass_cost.masked_seconds(engine, [(len(s), n) for s, n in left.items()]))
 
 
 def _pppl_work(engine, model: str, sequences: tuple[str, ...]):

@@ -19,6 +19,7 @@ from flamino_core.jobs import background as jobs
 
 from flamino_core.store import passes
 from flamino_core.jobs.background import DONE
+from flamino_core.jobs import pass_cost
 from flamino_core.store.result_store import default_store
 
 from app_pages._ui.server import background, jobs_panel
@@ -61,8 +62,7 @@ def masked_scan(engine, sequence: str, positions: range, label: str, what: str,
         # A hosted server counts every position: "236 masked passes" for a 300-residue range told
         # a visitor that someone else had analysed this sequence (issue #26, item 11).
         missing = len(wanted) if HOSTED else sum(p not in held for p in wanted)
-        tokens = jobs.masked_tokens(len(sequence), missing)
-        seconds = jobs.default_rates().seconds(engine.fingerprint, "masked", tokens)
+        seconds = pass_cost.masked_seconds(engine, [(len(sequence), missing)])
         return jobs_panel.Cost(missing, "masked pass", "masked passes", "one per position", seconds)
 
     job = jobs_panel.follow(key, f"Masked scan of {label}", "positions", _work(engine, sequence, wanted, with_structure), cost,

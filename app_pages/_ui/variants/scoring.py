@@ -21,6 +21,7 @@ import streamlit as st
 
 from flamino_core.jobs import background as jobs
 from flamino_core.jobs.background import DONE
+from flamino_core.jobs import pass_cost
 from flamino_core.store.result_store import default_store
 from flamino_core.variants.dms import DmsError, DmsScores, DmsTable, parse_dms, score_dms, table_variants
 from flamino_core.options import SEQUENCE_STRATEGIES
@@ -186,9 +187,8 @@ def cost(engine, sequence: str, mutants: list[str], variants, strategy: str) -> 
     store, model = default_store(), engine.fingerprint
     variants = variants if strategy in SEQUENCE_STRATEGIES else [v for v in variants if not v.edits]
     if strategy == "wt-marginals":
-        tokens = jobs.unmasked_tokens([len(sequence)])
         return jobs_panel.Cost(1, "unmasked pass", "unmasked passes", "one for the whole sequence",
-                               jobs.default_rates().seconds(model, "unmasked", tokens))
+                               pass_cost.unmasked_seconds(engine, [len(sequence)]))
     if strategy in SEQUENCE_STRATEGIES:
         return _sequence_cost(engine, sequence, variants, strategy)
     held = store.held_positions(model, sequence)
@@ -197,8 +197,7 @@ def cost(engine, sequence: str, mutants: list[str], variants, strategy: str) -> 
     if strategy == "joint-masked":
         need[sequence] += len({tuple(sorted(v.indices)) for v in variants if len(v.indices) > 1})
         how += ", and one per multi-mutant"
-    tokens = sum(jobs.masked_tokens(len(s), n) for s, n in need.items())
-    seconds = jobs.default_rates().seconds(model, "masked", tokens)
+    seconds = pass_cost.masked_seconds(engine, [(len(s), n) for s, n in need.items()])
     return jobs_panel.Cost(sum(need.values()), "masked pass", "masked passes", how, seconds)
 
 
@@ -211,13 +210,12 @@ def _sequence_cost(engine, sequence: str, variants, strategy: str) -> jobs_panel
         lengths = [len(s) for s, _ in plan.runs]
         return jobs_panel.Cost(len(lengths), "unmasked pass", "unmasked passes",
                                "one per distinct sequence: the wild type (or its windows) and each mutant",
-                               rates.seconds(model, "unmasked", jobs.unmasked_tokens(lengths)))
+                               pass_cost.unmasked_seconds(engine, lengths, rates))
     store = default_store()
     need = {(s, first): len(set(range(first, len(s))) - store.held_positions(model, s)) for s, first in plan.runs}
-    tokens = sum(jobs.masked_tokens(len(s), n) for (s, _), n in need.items())
     run = sum(need.values())
     # The pass plan above counts every pass; what is stored is said here, so the two counts agree.
     stored = f"; the other {plan.total - run:,} of the plan's {plan.total:,} are stored" if plan.total > run else ""
     return jobs_panel.Cost(run, "masked pass", "masked passes",
                            f"every residue of the wild type (or its windows) and of each distinct mutant, once{stored}",
-                           rates.seconds(model, "masked", tokens))
+                           pass_cost.masked_seconds(engine, [(len(s), n) for (s, _), n in need.items()], rates))

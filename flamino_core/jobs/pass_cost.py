@@ -1,0 +1,118 @@
+"""What model passes cost on this machine before they run: the engine's own plan (the batches
+``Engine.run`` and ``Engine.compute_masked`` will run, as ``planner`` cuts them, grouped and
+chunked as ``store/passes.py`` calls the engine), its tokens times the measured seconds per token
+(``Rates``), plus the compilations the plan needs.
+
+Compilations: each batch shape (``planner.shape_key``) the process has not run yet is compiled
+once by XLA, seconds each against milliseconds per batch of a small model: on a fresh server
+process they were most of a short job (a set's unmasked passes predicted 14-52x short without
+them, docs/reliability.md). The engine notes the shapes it ran (``Engine.compiled_shapes``); a
+shape this machine compiled in an earlier process (the shapes index kept beside the rates, read
+only when JAX's persistent compilation cache is on) loads from that cache instead, about five
+times cheaper. Seconds per compilation are measured per architecture (``architecture``) by
+``MeteredEngine`` as the seconds a compiling call took beyond its tokens at the measured rate;
+before any measurement, ``DEFAULT_COMPILE_S``.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+from flamino_core.model.stack import Capture
+from flamino_core.runtime import planner, windows
+from flamino_core.store.passes import CHUNK, record_groups
+
+# Seconds per compilation before this machine measured any, for a new shape and for one found in
+# the persistent cache. Measured on the 2-core AMD EPYC (Zen 4) at load 1.4-10 (/tmp probe of
+# the first call of 3 bucket widths x 2 kinds, less the same call's second run): random:tiny
+# 3.4-6.5 s new, 0.6-1.3 s cached; random:esm2_t6_8M_UR50D 3.9-6.7 s new, 0.6-1.2 s cached. The
+# layers are one nnx.scan, so the model's depth barely changes it; wider models are measured.
+DEFAULT_COMPILE_S = {"compile": 5.0, "cached compile": 1.0}
+
+
+def architecture(engine) -> str:
+    """The key compilations are measured and indexed by: what decides the compiled code (sizes,
+    family, attention path, precision), not the weights' values."""
+    c, backend = engine.config, engine.backend
+    return (f"{c.family} {c.num_layers}x{c.embed_dim}x{c.attention_heads}x{c.ffn_dim}x{c.vocab_size} "
+            f"{backend.attention} {backend.precision}")
+
+
+def record_outputs_capture(engine) -> Capture:
+    """What ``passes.record_outputs``' passes keep: every layer and the logits."""
+    return Capture(hidden=tuple(range(engine.config.num_layers + 1)), logits=True)
+
+
+def unmasked_batches(engine, lengths: Sequence[int], grouped: bool = True) -> list[tuple[str, int]]:
+    """(shape key, tokens) of each batch the unmasked passes over sequences of ``lengths`` run:
+    in ``passes.record_outputs``' groups (``grouped``; else one ``Engine.run`` call), each cut
+    into windows and planned as ``Engine.run`` plans them (packed rows where the engine packs)."""
+    capture = record_outputs_capture(engine)
+    placeholders = ["A" * n for n in lengths]
+    groups = record_groups(engine, placeholders) if grouped else [placeholders]
+    out = []
+    for group in groups:
+        cut = [len(w.residues) for w in windows.windows(group, True)]
+        for batch in planner.plan(cut, engine.max_rows, pack=engine.backend.packing):
+            shape = (len(batch.rows), batch.width)
+            out.append((planner.shape_key("forward", shape, batch.shared, capture), shape[0] * shape[1]))
+    return out
+
+
+def masked_batches(engine, need: Iterable[tuple[int, int]], chunk: int | None = CHUNK) -> list[tuple[str, int]]:
+    """(shape key, tokens) of each pass the masked passes run for ``need``, (sequence length,
+    positions) pairs: ``passes.masked_log_probs`` hands the engine ``chunk`` positions a call
+    (None: all in one call), each call cut into passes of ``Engine.masked_pass_shape``."""
+    out = []
+    for length, positions in need:
+        max_rows, width = engine.masked_pass_shape(length)
+        step = chunk or max(positions, 1)
+        for first in range(0, positions, step):
+            for rows in planner.masked_batch_rows(min(step, positions - first), max_rows):
+                out.append((planner.shape_key("masked", (rows, width)), rows * width))
+    return out
+
+
+def new_shapes(engine, batches: Iterable[tuple[str, int]], rates) -> tuple[int, int]:
+    """(shapes never compiled on this machine, shapes in the persistent cache) among ``batches``
+    not yet compiled in this process."""
+    missing = {key for key, _ in batches} - engine.compiled_shapes
+    cached = rates.compiled(architecture(engine)) & missing if persistent_cache_on() else set()
+    return len(missing) - len(cached), len(cached)
+
+
+def seconds(engine, kind: str, batches: list[tuple[str, int]], rates) -> float | None:
+    """Seconds for ``batches`` of ``kind`` passes (``masked``/``unmasked``) here: their tokens at
+    the measured rate, plus their new shapes' compilations (None: the rate never measured)."""
+    tokens = rates.seconds(engine.fingerprint, kind, sum(t for _, t in batches))
+    if tokens is None:
+        return None
+    fresh, cached = new_shapes(engine, batches, rates)
+    return tokens + fresh * compile_seconds(engine, "compile", rates) + cached * compile_seconds(
+        engine, "cached compile", rates)
+
+
+def compile_seconds(engine, kind: str, rates) -> float:
+    """Seconds one compilation of ``kind`` (``compile``, ``cached compile``) takes here."""
+    measured = rates.seconds(architecture(engine), kind, 1)
+    return DEFAULT_COMPILE_S[kind] if measured is None else measured
+
+
+def persistent_cache_on() -> bool:
+    import jax
+
+    return bool(jax.config.jax_compilation_cache_dir)
+
+
+def masked_seconds(engine, need: Iterable[tuple[int, int]], rates=None) -> float | None:
+    """Seconds for the masked passes of ``need``, (sequence length, positions) pairs, here."""
+    from flamino_core.jobs.rates import default_rates
+
+    return seconds(engine, "masked", masked_batches(engine, need), rates or default_rates())
+
+
+def unmasked_seconds(engine, lengths: Sequence[int], rates=None) -> float | None:
+    """Seconds for the unmasked passes (``passes.record_outputs``) over sequences of ``lengths`` here."""
+    from flamino_core.jobs.rates import default_rates
+
+    return seconds(engine, "unmasked", unmasked_batches(engine, lengths), rates or default_rates())
