@@ -47,7 +47,7 @@ from suite_timing import KINDS  # noqa: E402  (one list for the markers and the 
 FILE_KINDS = {
     **dict.fromkeys(["test_alphabet.py", "test_analysis.py", "test_contact_eval.py", "test_fasta.py",
                      "test_contact_pairs.py", "test_figures.py", "test_flat_files.py", "test_hosting.py", "test_mutations.py",
-                     "test_notation_pasted.py", "test_numbering.py", "test_planning.py", "test_record_sets.py", "test_result_store.py", "test_share.py",
+                     "test_notation_pasted.py", "test_numbering.py", "test_model_id.py", "test_planning.py", "test_record_sets.py", "test_result_store.py", "test_share.py",
                      "test_structure.py", "test_structure_export.py", "test_structure_fetch.py",
                      "test_structure_figures.py", "test_structure_tracks.py", "test_three_letter.py",
                      "test_dms_proteingym.py", "test_code_shape.py", "test_table_encodings.py", "test_design_rounds.py", "test_indels.py", "test_layers.py",

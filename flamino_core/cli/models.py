@@ -9,12 +9,13 @@ from flamino_core.cli.common import EXIT_FAILURE, EXIT_OK, UserError
 
 
 def cmd_fetch(args) -> int:
-    from flamino_core.model.families import ENSEMBLES, PRESETS, preset_name
+    from flamino_core.model.families import ENSEMBLES, PRESETS
+    from flamino_core.model.model_id import ModelId
 
     if args.name in ENSEMBLES:  # every member, one after the other
         codes = [_fetch(member) for member in ENSEMBLES[args.name].members]
         return EXIT_FAILURE if EXIT_FAILURE in codes else EXIT_OK
-    name = preset_name(args.name)
+    name = ModelId.parse(args.name).preset
     if name is None:
         raise UserError(f"unknown model {args.name!r}; presets: {', '.join([*PRESETS, *ENSEMBLES])}")
     return _fetch(name)

@@ -95,11 +95,11 @@ def cmd_variants(args) -> int:
 def _variants_of_every_model(args, records, mutations):
     """(table, variants scored): one model's, or an ensemble's (``-m esm1v_ensemble``): each
     member scores every record in turn, a ``score_<member>`` column each, their mean as ``score``."""
-    from flamino_core.model.families import ensemble_members
+    from flamino_core.model.model_id import ModelId
     from flamino_core.variants.ensemble import mean_frame
 
     try:
-        members = ensemble_members(args.model or "")
+        members = ModelId.parse(args.model or "").members
     except ValueError as err:
         raise UserError(str(err)) from None
     if not members:
@@ -222,13 +222,13 @@ def _compare(args, dms, record_id: str, model: str, scores):
 def _score_dms(args, dms, record_id: str, model: str):
     """One model's scores, or an ensemble's (``-m esm1v_ensemble``, ``-m ensemble:A,B,...``):
     each member's in a column, their mean as ``score``."""
-    from flamino_core.model.families import ensemble_members
+    from flamino_core.model.model_id import ModelId
     from flamino_core.variants.dms import score_dms
     from flamino_core.variants.ensemble import score_dms_ensemble
     from flamino_core.weights.loading import default_model
 
     try:
-        members = ensemble_members(model)
+        members = ModelId.parse(model).members
     except ValueError as err:
         raise UserError(str(err)) from None
     if not members:

@@ -11,13 +11,12 @@ Members are loaded one at a time (``load(identifier)``) and let go before the ne
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
 
-from flamino_core.model.families import ENSEMBLE_PREFIX
+from flamino_core.model.model_id import ModelId
 from flamino_core.variants.dms import DmsScores, DmsTable, score_dms
 
 MEMBER_PREFIX = "score_"  # one column per member: score_<member's short name>
@@ -26,8 +25,7 @@ MEMBER_PREFIX = "score_"  # one column per member: score_<member's short name>
 def member_columns(members: Sequence[str]) -> list[str]:
     """``score_<name>`` per member: a preset's name, a path's last part, ``ensemble`` for an
     ``ensemble:`` list; numbered if two agree."""
-    names = ["ensemble" if m.startswith(ENSEMBLE_PREFIX) else Path(m.rstrip("/")).name.removesuffix(".pt").removesuffix(".pth")
-             or m for m in members]
+    names = [ModelId.parse(m).short_name for m in members]
     return [f"{MEMBER_PREFIX}{name}" if names.count(name) == 1 else f"{MEMBER_PREFIX}{i + 1}_{name}"
             for i, name in enumerate(names)]
 

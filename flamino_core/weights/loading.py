@@ -18,7 +18,8 @@ import numpy as np
 
 from flamino_core.weights.checkpoint_files import convert_evolutionaryscale, convert_hf_files, load_local
 from flamino_core.model.config import PRESETS, ModelConfig
-from flamino_core.model.families import FAMILIES, ensemble_members, preset_name
+from flamino_core.model.families import FAMILIES
+from flamino_core.model.model_id import ModelId
 from flamino_core.weights.hub import cached_hub_weights, hub_reachable, preset_files
 from flamino_core.weights.hub import offline_message  # noqa: F401  (re-exported, like the names below)
 from flamino_core.weights.model_cache import (  # noqa: F401  (re-exported: the rest of flamino imports them from here)
@@ -27,7 +28,6 @@ from flamino_core.weights.model_cache import (  # noqa: F401  (re-exported: the 
 )  # fmt: skip
 
 DEFAULT_MODEL = "esm2_t12_35M_UR50D"
-RANDOM_PREFIX = "random:"
 
 
 def default_model() -> str:
@@ -62,18 +62,19 @@ def load_weights(
       ModelNotAvailableError: offline and not cached (message says how to get the weights).
     """
     progress = progress or _noop
-    identifier = (identifier or default_model()).strip()
-    if identifier.startswith(RANDOM_PREFIX):
+    model_id = ModelId.parse(identifier or default_model())
+    identifier = model_id.text
+    if model_id.is_random:
         return random_weights(identifier)
     try:
-        members = ensemble_members(identifier)
+        members = model_id.members
     except ValueError as err:
         raise ModelError(str(err)) from None
     if members:
         raise ModelError(f"{identifier} is an ensemble of {len(members)} models: it scores variants (flamino dms, flamino "
                          "variants, the Variant effects page's Compare models); "
                          f"for anything else choose one of its members ({', '.join(members)})")
-    hub_name = preset_name(identifier)
+    hub_name = model_id.preset
     if hub_name is not None:
         return cached_or_convert(
             preset_key(hub_name), identifier, lambda: _download_preset(hub_name, progress, allow_pickle), progress
@@ -97,7 +98,7 @@ def load_weights(
 def random_weights(identifier: str) -> ModelWeights:
     """``random:<preset|tiny|tiny-<family>>[:seed]``: untrained weights, deterministic per seed
     (``tiny-esm1b``, ``tiny-esmc``: the two-layer model of that family)."""
-    spec = identifier[len(RANDOM_PREFIX):] or "tiny"
+    spec = ModelId.parse(identifier).random_spec or "tiny"
     name, _, seed_text = spec.partition(":")
     try:
         seed = int(seed_text or 0)
@@ -146,10 +147,10 @@ def available_now(identifier: str, reachable: bool | None = None) -> bool:
     Args:
       reachable: whether the Hub answers, if the caller knows (it takes up to 3 s to ask).
     """
-    identifier = identifier.strip()
-    if identifier.startswith(RANDOM_PREFIX):
+    model_id = ModelId.parse(identifier)
+    if model_id.is_random:
         return True
-    name = preset_name(identifier)
+    name = model_id.preset
     if name is not None:
         if name in cached_presets():
             return True
@@ -159,4 +160,4 @@ def available_now(identifier: str, reachable: bool | None = None) -> bool:
         except FileNotFoundError:
             pass
         return hub_reachable() if reachable is None else reachable
-    return Path(identifier).expanduser().exists()
+    return Path(model_id.text).expanduser().exists()

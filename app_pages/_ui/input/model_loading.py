@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import streamlit as st
 
 from flamino_core.model.families import PRESETS
+from flamino_core.model.model_id import ModelId
 
 from app_pages._ui.server.policy import (RANDOM_TEST_MODEL, current_limits, hosted_mode, offered_now, public_model_name,
                                          weights_permissions, without_paths)
@@ -159,7 +160,7 @@ def model_banner(engine: Engine | None, problem: str | None, engine_slot=None) -
             st.caption("Meanwhile the untrained test model (random weights: its output is not biology) lets you "
                        "try every page offline.")
     elif engine.is_random:
-        trained = [m for m in model_choices() if not m.startswith("random:") and m != LOCAL_CHOICE]
+        trained = [m for m in model_choices() if not ModelId.parse(m).is_random and m != LOCAL_CHOICE]
         choose = ("Choose an ESM-2 model in the sidebar for real predictions." if trained else
                   "This server offers no trained model right now, so the pages show the interface only.")
         st.warning(
@@ -178,8 +179,8 @@ def model_choices() -> list[str]:
     listed = [p for p in PRESETS if p in allowed] + sorted(m for m in allowed if m not in PRESETS)
     offered = offered_now(listed)  # an offline server offers only what it has
     # One untrained model is enough to try the interface: two read as a choice that is none.
-    untrained = [m for m in offered if m.startswith("random:")]
-    return [m for m in offered if not m.startswith("random:") or m == untrained[0]]
+    untrained = [m for m in offered if ModelId.parse(m).is_random]
+    return [m for m in offered if m not in untrained or m == untrained[0]]
 
 
 def _use_test_model() -> None:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from flamino_core.model.families import FAMILIES, PRESETS, preset_name
+from flamino_core.model.families import FAMILIES, PRESETS
+from flamino_core.model.model_id import ModelId
 
 from app_pages._ui.input.model_loading import LOCAL_CHOICE, MODEL, forget_failure, model_choices
 from app_pages._ui.server.policy import RANDOM_TEST_MODEL, current_limits, hosted_mode, public_model_name
@@ -34,8 +35,9 @@ def model_label(identifier: str) -> str:
         return f"{label} · {identifier.rsplit('_', 1)[-1]}" if len(twins) > 1 else label
     if identifier == LOCAL_CHOICE:
         return "Local checkpoint…"
-    if identifier.startswith("random:"):
-        spec = identifier.removeprefix("random:")
+    model_id = ModelId.parse(identifier)
+    if model_id.is_random:
+        spec = model_id.random_spec
         return RANDOM_LABEL if spec == "tiny" else f"{RANDOM_LABEL} ({spec})"
     if current_limits().allowed_models is not None:  # the operator's checkpoint: not its path
         return f"this server's model ({public_model_name(identifier, current_limits())})"
@@ -58,7 +60,7 @@ def model_details(identifier: str) -> str | None:
         return (f"{identifier}: {family.title} ({family.paper}), {preset.size} parameters, {preset.layers} layers, "
                 f"{preset.context:,} residues per pass (longer: windows){contacts} · weights licence: "
                 f"{preset.licence} · {where}")
-    if identifier.startswith("random:"):
+    if ModelId.parse(identifier).is_random:
         return "Random weights, for trying the interface: its output is not biology."
     if identifier == LOCAL_CHOICE:
         return ("A folder (Hugging Face or flamino checkpoint), a fair-esm .pt or an EvolutionaryScale ESM C .pth "
@@ -72,15 +74,16 @@ def model_picker() -> None:
 
     ss = st.session_state
     choices = model_choices()
-    if LOCAL_CHOICE not in choices and (preset_name(ss[MODEL]) or ss[MODEL]) not in choices:
+    if LOCAL_CHOICE not in choices and (ModelId.parse(ss[MODEL]).preset or ss[MODEL]) not in choices:
         # Hosted: only the server's models that can load now, whatever came before.
         ss[MODEL] = default_model() if default_model() in choices else (choices or [RANDOM_TEST_MODEL])[0]
     active = ss[MODEL]
-    if active.startswith("random:") and active not in choices and LOCAL_CHOICE in choices:
+    active_id = ModelId.parse(active)
+    if active_id.is_random and active not in choices and LOCAL_CHOICE in choices:
         choices.append(active)
-    is_path = active not in choices and preset_name(active) is None
-    if preset_name(active) is not None:
-        default_choice = preset_name(active)
+    is_path = active not in choices and active_id.preset is None
+    if active_id.preset is not None:
+        default_choice = active_id.preset
     else:
         default_choice = LOCAL_CHOICE if is_path else active
     if is_path:

@@ -30,7 +30,7 @@ import re
 import threading
 import time
 
-from flamino_core.model.families import preset_name
+from flamino_core.model.model_id import RANDOM_TEST_MODEL, ModelId
 from flamino_core.inputs.input_limits import MAX_GUNZIP_BYTES, InputLimits
 from flamino_core.options import PLL_HOSTED_MAX_PASSES
 
@@ -39,7 +39,6 @@ LOG = logging.getLogger("flamino")
 # Models a hosted server offers by default besides FLAMINO_MODEL: small enough for a modest
 # machine (the 650M model needs ~3 GB per copy, the 3B and 15B ones far more).
 DEFAULT_HOSTED_MODELS = ("esm2_t6_8M_UR50D", "esm2_t12_35M_UR50D", "esm2_t30_150M_UR50D")
-RANDOM_TEST_MODEL = "random:tiny"
 
 
 def hosted_mode() -> bool:
@@ -135,7 +134,7 @@ class Limits:
         """A message if this server does not offer the model ``identifier``, else None."""
         if self.allowed_models is None:
             return None
-        if (preset_name(identifier) or identifier.strip()) in self.allowed_models:
+        if ModelId.parse(identifier).key in self.allowed_models:
             return None
         offered = ", ".join(sorted(public_model_name(m, self) for m in self.allowed_models))
         name = shown_model_name(identifier, self)
@@ -157,7 +156,7 @@ def hosted_models() -> frozenset[str]:
     listed = os.environ.get("FLAMINO_HOSTED_MODELS")
     names = listed.split(",") if listed is not None else list(DEFAULT_HOSTED_MODELS)
     names += [default_model(), RANDOM_TEST_MODEL]
-    return frozenset(preset_name(n) or n.strip() for n in names if n.strip())
+    return frozenset(ModelId.parse(n).key for n in names if n.strip())
 
 
 def current_limits() -> Limits:
@@ -210,7 +209,7 @@ SERVER_MODEL_NAME = "server-model"
 def operator_model() -> str | None:
     """The operator's own checkpoint (``FLAMINO_MODEL`` when it is not a preset or test model)."""
     model = os.environ.get("FLAMINO_MODEL", "").strip()
-    if not model or model.startswith("random:") or preset_name(model) is not None:
+    if not model or ModelId.parse(model).kind in ("random", "preset"):
         return None
     return model
 
@@ -255,7 +254,7 @@ def shown_model_name(identifier: str, limits: Limits) -> str | None:
     """The name a message to a visitor may give a model: presets and test models as they are,
     the server's checkpoint by its public name, anything else (hosted: a path from a link) None."""
     name = identifier.strip()
-    if preset_name(name) is not None or name.startswith("random:") or limits.allowed_models is None:
+    if ModelId.parse(name).kind in ("random", "preset") or limits.allowed_models is None:
         return name
     if name == operator_model():
         return public_model_name(name, limits)
@@ -292,14 +291,14 @@ def offered_now(identifiers: list[str]) -> list[str]:
         reachable: bool | None = None
         offered = []
         for identifier in identifiers:
-            is_preset = preset_name(identifier) is not None
-            if is_preset and reachable is None:
+            preset = ModelId.parse(identifier).preset
+            if preset is not None and reachable is None:
                 reachable = _hub_reachable_now()
             if available_now(identifier, reachable=reachable):
                 offered.append(identifier)
             elif identifier not in _reported:
                 _reported.add(identifier)
-                why = offline_message(preset_name(identifier)) if is_preset else "its path does not exist"
+                why = offline_message(preset) if preset is not None else "its path does not exist"
                 LOG.warning("hosted mode: model %s is not offered to visitors: it cannot be loaded now. %s",
                             identifier, why)
         return offered
@@ -345,8 +344,9 @@ def model_from_link(identifier: str, limits: Limits) -> LinkModel:
             return LinkModel(refused=f"The link was made with the model {name}, which this server does not offer"
                              if name else "The link was made with a model this server does not offer")
         return LinkModel(use=wanted)
-    if identifier in (RANDOM_TEST_MODEL, default_model()) or preset_name(identifier) is not None:
+    model_id = ModelId.parse(identifier)
+    if identifier in (RANDOM_TEST_MODEL, default_model()) or model_id.is_preset:
         return LinkModel(use=identifier)
-    if identifier.startswith("random:"):
+    if model_id.is_random:
         return LinkModel(refused=f"The link asks for {identifier}, an untrained test model of a large size")
     return LinkModel(local_path=identifier)
