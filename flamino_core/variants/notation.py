@@ -314,7 +314,7 @@ def suggest_offset(variants: list[Variant], issues: list[VariantIssue], sequence
     if len(wrong) < MIN_WRONG_FOR_HINT or not sequence:
         return ""
     changes = [(wt, number) for entry in wrong for wt, number, _ in read_changes(entry.text)[0]]
-    changes += [(s.wt, s.index + v.first) for v in variants for s in v.substitutions]
+    changes += [(s.wt, Numbering(v.first).number(s.index)) for v in variants for s in v.substitutions]
     if len(changes) < MIN_CHANGES_FOR_HINT:
         return ""
     numbers = [number for _, number in changes]

@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Iterable
 
+from flamino_core.inputs.numbering import Numbering
+
 SUBSTITUTION, DELETION, INSERTION = "substitution", "deletion", "insertion"
 DELINS, DUPLICATION = "delins", "duplication"
 STOP, FRAMESHIFT = "stop", "frameshift"
@@ -117,7 +119,7 @@ class Variant:
     @property
     def positions(self) -> tuple[int, ...]:
         """Mutated positions in the user's numbering."""
-        return tuple(i + self.first for i in self.indices)
+        return tuple(Numbering(self.first).number(i) for i in self.indices)
 
     def apply(self, sequence: str) -> str:
         """The mutated sequence."""
