@@ -146,6 +146,25 @@ def test_the_sidebar_says_which_attention_path_the_model_runs_on(monkeypatch):
     expected = "attention: fused (C++ kernel" if fused_attention.status().available else "attention: xla (pure JAX"
     assert expected in unescaped(line), line
     assert "fp32" in line
+    assert not any("not reference numbers" in w.value for w in at.warning)
+
+
+def test_an_opt_in_precision_is_labelled_on_every_page(monkeypatch):
+    """Issue 40: a server started with FLAMINO_PRECISION=int8 says on each page that its numbers
+    are not the reference's (the engine is cached per process: cleared before and after)."""
+    from app_pages._ui.input.model_loading import load_engine
+
+    monkeypatch.setenv("FLAMINO_PRECISION", "int8")
+    load_engine.clear()
+    try:
+        at = start()
+        assert_clean(at)
+        assert any("Opt-in int8 mode: not reference numbers" in w.value for w in at.warning)
+        (line,) = [c.value for c in at.sidebar.caption if c.value.startswith("Runs on")]
+        assert "int8 weights and activations" in unescaped(line), line
+    finally:
+        monkeypatch.delenv("FLAMINO_PRECISION")
+        load_engine.clear()
 
 
 @pytest.mark.parametrize(

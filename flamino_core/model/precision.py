@@ -32,3 +32,66 @@ def use_bf16_matmuls(model: nnx.Module) -> None:
     for _, module in nnx.iter_modules(model):
         if isinstance(module, nnx.Linear):
             module.dot_general = bf16_dot_general
+
+
+# int8 (opt-in, any x86-64): W8A8 with int32 accumulation, as esm.cpp's INT8 path and
+# LLM.int8()/SmoothQuant-style engines run dense layers. Weights are rounded once at load, per
+# output channel (symmetric, scale = max |w| over the input axis / 127: a channel's largest weight
+# keeps full resolution whatever its neighbours hold); activations are rounded per token on every
+# call (dynamic, scale = max |x| over the features / 127), so no calibration set is needed (esm.cpp
+# needs one for its static SmoothQuant scales). XLA:CPU lowers an int8 x int8 -> int32 dot to its
+# integer GEMM (VNNI's vpdpbusd where the CPU has it, vpmaddubsw/vpmaddwd on AVX2).
+INT8_MAX = 127.0
+
+
+def quantize_per_channel(kernel: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``kernel`` (..., in, out) -> (int8 kernel of the same shape, fp32 scales (..., out))."""
+    scale = jnp.max(jnp.abs(kernel), axis=-2) / INT8_MAX
+    scale = jnp.where(scale == 0, 1.0, scale)  # an all-zero column: any scale gives zeros
+    return jnp.round(kernel / scale[..., None, :]).astype(jnp.int8), scale.astype(jnp.float32)
+
+
+def quantize_per_token(x: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Activations (..., features) -> (int8 values, fp32 scales (..., 1)). Padding tokens (all
+    zero) get scale 1 and stay exactly zero."""
+    scale = jnp.max(jnp.abs(x), axis=-1, keepdims=True) / INT8_MAX
+    scale = jnp.where(scale == 0, 1.0, scale)
+    return jnp.round(x / scale).astype(jnp.int8), scale
+
+
+class Int8Linear(nnx.Module):
+    """``nnx.Linear`` with int8 weights and per-token int8 activations: y = (x_q @ W_q) * s_x * s_w + b.
+
+    Made from a loaded fp32 ``nnx.Linear`` (``from_linear``); the fp32 kernel is dropped, so the
+    dense layers' weights take a quarter of the memory.
+    """
+
+    def __init__(self, kernel_q: jax.Array, scale: jax.Array, bias: jax.Array | None):
+        self.kernel_q = nnx.Param(kernel_q)  # (in, out) int8 (a leading layer axis in a stack)
+        self.scale = nnx.Param(scale)  # (out,) fp32
+        self.bias = nnx.Param(bias) if bias is not None else None
+
+    @classmethod
+    def from_linear(cls, linear: nnx.Linear) -> "Int8Linear":
+        kernel_q, scale = quantize_per_channel(linear.kernel[...])
+        return cls(kernel_q, scale, linear.bias[...] if linear.bias is not None else None)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        x_q, x_scale = quantize_per_token(x)
+        acc = jax.lax.dot_general(x_q, self.kernel_q[...], (((x.ndim - 1,), (0,)), ((), ())),
+                                  preferred_element_type=jnp.int32)
+        # int32 accumulation is exact: |sum| <= in_features * 127^2, under 2^31 for in < 133,000.
+        y = acc.astype(jnp.float32) * x_scale * self.scale[...]
+        return y if self.bias is None else y + self.bias[...]
+
+
+def use_int8_matmuls(model: nnx.Module) -> None:
+    """Replace every ``nnx.Linear`` inside the model's block stack (``model.layers``: attention
+    projections and feed-forward, where nearly all the arithmetic is) by an ``Int8Linear``. The
+    embeddings, LayerNorms, attention itself (softmax over fp32 scores), the LM head and the
+    contact head stay fp32: they are a small share of the time and the logits' last step."""
+    parents = [module for _, module in nnx.iter_modules(model.layers)]
+    for parent in parents:
+        for name, value in list(vars(parent).items()):
+            if isinstance(value, nnx.Linear):
+                setattr(parent, name, Int8Linear.from_linear(value))

@@ -22,18 +22,23 @@ from flamino_core.model import fused_attention
 from flamino_core.model.attention import PATHS as ATTENTION_PATHS
 from flamino_core.model.attention import AttentionImpl
 from flamino_core.options import DEFAULT_TOKEN_BUDGET
-from flamino_core.model.precision import use_bf16_matmuls
+from flamino_core.model.precision import use_bf16_matmuls, use_int8_matmuls
 
 ATTENTION_ENV = "FLAMINO_ATTENTION"  # auto | fused | xla | dot-product-attention
-PRECISION_ENV = "FLAMINO_PRECISION"  # fp32 (default) | bf16
+PRECISION_ENV = "FLAMINO_PRECISION"  # fp32 (default) | bf16 | int8
 PACKING_ENV = "FLAMINO_PACKING"  # auto (default) | on | off
-PRECISIONS = ("fp32", "bf16")
+PRECISIONS = ("fp32", "bf16", "int8")
+# How each mode is named wherever results are shown (the app's model panel, --verbose, the bench).
+PRECISION_WORDS = {"fp32": "fp32",
+                   "bf16": "bf16 matmuls with fp32 accumulation (opt-in; not reference numbers)",
+                   "int8": "int8 weights and activations in the dense layers (opt-in; not reference numbers)"}
 PACKING = ("auto", "on", "off")
 # Tokens per forward pass (rows x padded width). On a CPU larger batches stop paying off once
 # a batch's activations outgrow the caches; a GPU needs large batches to fill its cores.
 TOKEN_BUDGET = {"cpu": DEFAULT_TOKEN_BUDGET, "gpu": 32768}
 # The CPU flags that matter to flamino, in the order they are reported.
-CPU_FEATURES = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "asimd", "bf16", "sve")
+CPU_FEATURES = ("avx2", "fma", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_bf16", "amx_int8", "amx_tile",
+                "asimd", "bf16", "sve")
 # Flags that mean the CPU does bf16 dot products natively (x86: AVX512_BF16, AMX; Arm: BF16).
 NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")
 
@@ -111,15 +116,19 @@ class Backend:
             return what
         return f"{what}; requested" if self.reason == "requested" else f"{what}: {self.reason}"
 
+    @property
+    def precision_words(self) -> str:
+        """The precision mode in words, saying when it is not the reference's fp32."""
+        return PRECISION_WORDS[self.precision]
+
     def describe(self) -> str:
         """One line for logs, the CLI (--verbose), the app's model panel and the bench header."""
         hw = self.hardware
         where = f"{hw.platform.upper()} {hw.device}"
         if hw.platform == "cpu":
             where += f" ({' '.join(hw.cpu_features) or 'no AVX2'})"
-        precision = "fp32" if self.precision == "fp32" else "bf16 matmuls with fp32 accumulation (opt-in)"
         packed = "; sequences packed into shared rows" if self.packing else ""
-        return (f"{where}; attention: {self.attention} ({self.attention_why}); {precision}; "
+        return (f"{where}; attention: {self.attention} ({self.attention_why}); {self.precision_words}; "
                 f"token budget {self.token_budget}{packed}")
 
 
@@ -158,8 +167,8 @@ def choose(head_dim: int, attention: str | None = None, precision: str | None = 
     Args:
       head_dim: the model's attention head dimension (the fused kernel needs a multiple of 8).
       attention: "auto" (default, or $FLAMINO_ATTENTION) or one of ``ATTENTION_PATHS``.
-      precision: "fp32" (default, or $FLAMINO_PRECISION) or "bf16" (opt-in; outside the 1e-4
-        parity, see docs/benchmarks.md for its measured cost).
+      precision: "fp32" (default, or $FLAMINO_PRECISION), "bf16" or "int8" (opt-in; outside the
+        1e-4 parity, see docs/benchmarks.md for their measured cost).
       token_budget: tokens per batch (default: ``TOKEN_BUDGET`` for the platform).
       packing: "auto" (default, or $FLAMINO_PACKING: on with the fused kernel), "on" or "off".
 
@@ -198,4 +207,6 @@ def configure(model, attention: str | None = None, precision: str | None = None,
         jax.config.update("jax_default_matmul_precision", "float32")
     if bf16:
         use_bf16_matmuls(model)
+    elif backend.precision == "int8":
+        use_int8_matmuls(model)
     return backend

@@ -169,6 +169,12 @@ def model_banner(engine: Engine | None, problem: str | None, engine_slot=None) -
             f"with random parameters, for trying the interface offline. {choose}",
             icon=":material/warning:",
         )
+    if engine is not None and not problem and engine.backend.precision != "fp32":
+        # An opt-in fast mode ($FLAMINO_PRECISION) is never the reference: every page says so.
+        st.warning(f"**Opt-in {engine.backend.precision} mode: not reference numbers.** This server runs the model "
+                   f"with {plain(engine.backend.precision_words)}; scores differ from fp32 ESM-2 (and "
+                   "are stored apart from fp32 results). docs/benchmarks.md measures by how much.",
+                   icon=":material/speed:")
 
 
 def model_choices() -> list[str]:
