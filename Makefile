@@ -19,10 +19,15 @@ run: install
 test: install-test browser peer-corpus
 	$(PY) -m pytest -q -n auto --maxprocesses 4 --dist loadscope --no-loadscope-reorder
 
-# Full run (t6, t12, t30, t33; hours on 2 cores), recorded in docs/benchmarks.md;
-# BENCH_ARGS=--quick for a t6-only check that writes nothing there.
+# One shape per run keeps each under half an hour on 2 cores: `make bench SHAPES=t30` (any of
+# t6,t12,t30,t33; default all, hours), `WORKLOADS=latency,varlen` (any of cold,latency,varlen,
+# scan,gates; default all). Each run appends its table, named by the CPU and its instruction
+# sets, to docs/benchmarks.md; BENCH_ARGS=--quick for a t6-only check that writes nothing there.
+SHAPES ?=
+WORKLOADS ?=
 bench: install-test $(ESMCPP_VENV)/.installed
-	$(PY) benchmarks/run.py --esmcpp-python $(ESMCPP_VENV)/bin/python $(BENCH_ARGS)
+	$(PY) benchmarks/run.py --esmcpp-python $(ESMCPP_VENV)/bin/python $(if $(SHAPES),--shapes $(SHAPES)) \
+		$(if $(WORKLOADS),--workloads $(WORKLOADS)) $(BENCH_ARGS)
 
 $(ESMCPP_VENV)/.installed: benchmarks/requirements-esmcpp.txt
 	python3 -m venv $(ESMCPP_VENV)

@@ -181,6 +181,13 @@ def forward_flops(
 
 
 # --- machine -----------------------------------------------------------------------------------
+# The instruction sets that decide both systems' kernels (fp32 FMA width, int8 dot products,
+# bf16): every recorded run names them, so tables from different machines are never mixed.
+# (As flamino_core.runtime.hardware.CPU_FEATURES; not imported here to keep this module light.)
+ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_bf16", "amx_int8", "amx_tile",
+             "asimd", "bf16", "sve")
+
+
 def machine_info() -> dict:
     cpu = "unknown"
     try:
@@ -197,8 +204,7 @@ def machine_info() -> dict:
                 have = set(line.split(":", 1)[1].split())
                 # The vector extensions that matter to both systems' kernels (as flamino_core.runtime.hardware
                 # reports them; not imported here to keep this module light).
-                flags = " ".join(f for f in ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile",
-                                             "asimd", "bf16", "sve") if f in have) or "no AVX2"
+                flags = " ".join(f for f in ISA_FLAGS if f in have) or "no AVX2"
                 break
     except OSError:
         pass

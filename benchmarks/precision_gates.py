@@ -79,6 +79,7 @@ def main() -> None:
     p.add_argument("--precision", default="bf16", help="the mode to judge against fp32")
     p.add_argument("--proteins", type=int, default=16, help="real proteins for the logit correlation")
     p.add_argument("--json", help="also write the results here")
+    p.add_argument("--root", help="a work folder holding the shapes' checkpoints (make bench's); default: a new one")
     args = p.parse_args()
     wild_type, mutants, measured = assay()
     proteins = [s for _, s in common.real_records()][: args.proteins]
@@ -86,8 +87,9 @@ def main() -> None:
     print(f"| shape | mode | PPPL (fp32 / mode) | drift | DMS Spearman (fp32 / mode) | drift | logit correlation "
           f"| gates ({', '.join(f'{k} {v}' for k, v in GATES.items())}) | scan s (fp32 / mode) |")
     print("|---|---|---|---|---|---|---|---|---|")
-    with tempfile.TemporaryDirectory() as root:
-        os.environ["FLAMINO_CACHE"] = str(Path(root) / "cache")
+    with tempfile.TemporaryDirectory() as scratch:
+        root = args.root or scratch
+        os.environ.setdefault("FLAMINO_CACHE", str(Path(scratch) / "cache"))
         for shape in args.shapes.split(","):
             weights = load_weights(str(common.write_checkpoint(shape, Path(root))))
             ref = measure(Engine(weights, precision="fp32"), wild_type, mutants, measured, proteins)

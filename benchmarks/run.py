@@ -57,9 +57,16 @@ LATENCY_ROUNDS = 2
 # flamino with its fused kernel off (pure-JAX attention): at these shapes only (the kernel
 # matters least at t33, whose run is long enough without a second flamino pass).
 KERNEL_OFF_SHAPES = ("t6", "t12", "t30")
-# flamino's opt-in fast precision ($FLAMINO_PRECISION), measured against esm.cpp's INT8 where
-# that exists (common.INT8_SHAPES).
-FAST_PRECISION = "bf16"
+# flamino's opt-in fast precision ($FLAMINO_PRECISION): int8 (W8A8, any x86-64) at every shape,
+# measured against esm.cpp's INT8 where that exists (common.INT8_SHAPES: its INT8 path is for 150M
+# and larger). bf16 is measured by benchmarks/engine_paths.py, not here (time).
+FAST_PRECISION = "int8"
+# What one run measures: any subset (``--workloads``; ``make bench WORKLOADS=...``). "cold" is the
+# start-up group: new process to the first embedding, and the whole-process runs (one protein
+# against the JAX floor, 64 proteins). "gates": the fast precision against fp32 under esm.cpp's
+# accuracy gates on the shared DMS assay (precision_gates.py), at GATE_SHAPES only by default.
+WORKLOADS = ("cold", "latency", "varlen", "scan", "gates")
+GATE_SHAPES = ("t30", "t33")
 
 
 def parse_args() -> argparse.Namespace:
@@ -68,6 +75,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--shapes", default=None, help=f"comma-separated subset of {','.join(common.SHAPES)}")
     p.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
                    help="threads for every system (default: all cores of this process)")
+    p.add_argument("--workloads", default=",".join(WORKLOADS),
+                   help=f"comma-separated subset of {','.join(WORKLOADS)} (default: all; gates at {','.join(GATE_SHAPES)})")
     p.add_argument("--full", action="store_true", help="time every masked-scan pass at every shape")
     p.add_argument("--esmcpp-python", default=str(ESMCPP_PYTHON),
                    help="interpreter of the environment with esm-cpp installed ('' leaves esm.cpp out)")
@@ -150,8 +159,8 @@ def systems(shape: str, esmcpp: bool) -> list[tuple[str, dict]]:
     out = [("hf", {}), ("flamino", {"attention": "auto"})]
     out += [("esmcpp", {"variant": "fp32"})] if esmcpp else []
     out += [("flamino", {"attention": "xla"})] if shape in KERNEL_OFF_SHAPES else []
+    out += [("flamino", {"attention": "auto", "precision": FAST_PRECISION})]
     if shape in common.INT8_SHAPES:
-        out += [("flamino", {"attention": "auto", "precision": FAST_PRECISION})]
         out += [("esmcpp", {"variant": "int8"})] if esmcpp else []
     return out
 
@@ -168,6 +177,10 @@ def _env(tags: dict) -> dict:
 
 def run_all(args: argparse.Namespace, root: Path) -> dict:
     shapes = ["t6"] if args.quick else (args.shapes.split(",") if args.shapes else list(common.SHAPES))
+    workloads = set(args.workloads.split(","))
+    if unknown := (set(shapes) - set(common.SHAPES)) | (workloads - set(WORKLOADS)):
+        raise SystemExit(f"unknown shape or workload: {', '.join(sorted(unknown))} (shapes: {', '.join(common.SHAPES)}; "
+                         f"workloads: {', '.join(WORKLOADS)})")
     esmcpp_python = args.esmcpp_python if args.esmcpp_python and Path(args.esmcpp_python).exists() else None
     run = Runner(root, args.threads, esmcpp_python)
     info = {
@@ -180,6 +193,7 @@ def run_all(args: argparse.Namespace, root: Path) -> dict:
                              "benchmarks/run.py", *sys.argv[1:]]),
         "loadavg_before": os.getloadavg(),
         "quick": args.quick,
+        "workloads": sorted(workloads),
         "esmcpp": _esmcpp_version(esmcpp_python) if esmcpp_python else
         f"not run: no interpreter at {args.esmcpp_python or '(none given)'} (make bench creates .venv-esmcpp)",
     }
@@ -194,29 +208,52 @@ def run_all(args: argparse.Namespace, root: Path) -> dict:
         if "error" in prep:
             continue
         order = systems(shape, esmcpp_python is not None)
-        if ("esmcpp", {"variant": "int8"}) in order:
+        if ("esmcpp", {"variant": "int8"}) in order and workloads & {"cold", "latency", "varlen", "scan"}:
             run("esmcpp", "quantize", shape, reps=1, tags={"variant": "int8"})
-        _cold_starts(run, root, shape, order)
-        if not args.quick or shape == "t6":
-            run.records += whole_process.measure(shape, root, run.env, args.threads, esmcpp_python, _say)
-        for round_ in range(LATENCY_ROUNDS):
+        if "cold" in workloads:
+            _cold_starts(run, root, shape, order)
+            if not args.quick or shape == "t6":
+                run.records += whole_process.measure(shape, root, run.env, args.threads, esmcpp_python, _say)
+        if "latency" in workloads:
+            for round_ in range(LATENCY_ROUNDS):
+                for system, tags in order:
+                    run(system, "latency", shape, reps=reps["latency"], env=_env(tags), tags={**tags, "round": round_})
+        if "varlen" in workloads:
             for system, tags in order:
-                run(system, "latency", shape, reps=reps["latency"], env=_env(tags), tags={**tags, "round": round_})
-        for system, tags in order:
-            extra = ["--no-recompile-check"] if shape in ("t30", "t33") and system == "flamino" else []
-            run(system, "varlen", shape, reps=reps["varlen"], extra=extra, env=_env(tags), tags=tags)
-        # flamino's scan first: it tells the rows per batch, which HF and esm.cpp then use too.
-        part = ["--scan-batches", str(0 if args.full else SCAN_BATCHES.get(shape, 0))]
-        first = run("flamino", "scan", shape, reps=reps["scan"], extra=part, tags={"attention": "auto"})
-        rows = ["--scan-rows", str(first.get("rows_per_batch", 16))]
-        for system, tags in order:
-            if (system, tags) != ("flamino", {"attention": "auto"}):
-                run(system, "scan", shape, reps=reps["scan"], extra=part + rows, env=_env(tags), tags=tags)
+                extra = ["--no-recompile-check"] if shape in ("t30", "t33") and system == "flamino" else []
+                run(system, "varlen", shape, reps=reps["varlen"], extra=extra, env=_env(tags), tags=tags)
+        if "scan" in workloads:
+            # flamino's scan first: it tells the rows per batch, which HF and esm.cpp then use too.
+            part = ["--scan-batches", str(0 if args.full else SCAN_BATCHES.get(shape, 0))]
+            first = run("flamino", "scan", shape, reps=reps["scan"], extra=part, tags={"attention": "auto"})
+            rows = ["--scan-rows", str(first.get("rows_per_batch", 16))]
+            for system, tags in order:
+                if (system, tags) != ("flamino", {"attention": "auto"}):
+                    run(system, "scan", shape, reps=reps["scan"], extra=part + rows, env=_env(tags), tags=tags)
+        asked = args.workloads != ",".join(WORKLOADS)  # gates named explicitly: at every shape asked
+        if "gates" in workloads and (shape in GATE_SHAPES or asked):
+            run.records.append(_gates(run, root, shape))
         _accuracy(run.records, shape, common.read_workloads(root)["scan"])
     run("jax", "peak", reps=5)
     run("torch", "peak", reps=5)
     info.update(loadavg_after=os.getloadavg(), total_s=time.time() - started, shapes=shapes)
     return {"info": info, "records": run.records}
+
+
+def _gates(run: Runner, root: Path, shape: str) -> dict:
+    """``precision_gates.py`` for the fast precision at ``shape``, on the run's checkpoint."""
+    out = root / f"gates-{shape}.json"
+    _say(f"gates {FAST_PRECISION} vs fp32 {shape} ...")
+    t0 = time.time()
+    proc = subprocess.run([sys.executable, str(Path(__file__).with_name("precision_gates.py")), "--shapes", shape,
+                           "--precision", FAST_PRECISION, "--root", str(root), "--json", str(out)],
+                          env=run.env, capture_output=True, text=True, cwd=common.REPO)
+    if proc.returncode or not out.exists():
+        return {"system": "flamino", "measurement": "gates", "shape": shape, "precision": FAST_PRECISION,
+                "error": " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:])}
+    (row,) = json.loads(out.read_text())
+    _say(f"gates {shape}: {'pass' if row['passes'] else 'FAIL'} ({time.time() - t0:.0f} s)")
+    return {"system": "flamino", "measurement": "gates", "shape": shape, "precision": FAST_PRECISION, **row}
 
 
 def _cold_starts(run: Runner, root: Path, shape: str, order: list[tuple[str, dict]]) -> None:
@@ -257,13 +294,23 @@ def _esmcpp_version(python: str) -> str:
     return proc.stdout.strip() or f"unusable: {proc.stderr.strip().splitlines()[-1:]}"
 
 
+def heading(result: dict) -> str:
+    """A recorded run's heading: the machine with its instruction sets first, so that runs from
+    different machines, each its own table, are never read as one."""
+    info, m = result["info"], result["info"]["machine"]
+    return (f"### {m['cpu']} ({m['cpu_flags']}), {m['cores']} cores: {', '.join(info['shapes'])}, "
+            f"{', '.join(info.get('workloads', WORKLOADS))} ({info['date'][:16].replace('T', ' ')})")
+
+
 def write_doc(block: str) -> None:
+    """Append one run's block at the end of the recorded runs (between the markers): each run
+    keeps its own table and machine; earlier runs stay."""
     text = DOC.read_text() if DOC.exists() else f"# Benchmarks\n\n{START}\n{END}\n"
     if START not in text or END not in text:
         text += f"\n{START}\n{END}\n"
     head, rest = text.split(START, 1)
-    _, tail = rest.split(END, 1)
-    DOC.write_text(f"{head}{START}\n{block}\n{END}{tail}")
+    runs, tail = rest.split(END, 1)
+    DOC.write_text(f"{head}{START}{runs.rstrip()}\n\n{block}\n{END}{tail}")
 
 
 def main() -> None:
@@ -272,7 +319,7 @@ def main() -> None:
         result = json.loads(Path(args.report).read_text())
         print(report(result))
         if args.write_doc:
-            write_doc(report(result))
+            write_doc(heading(result) + "\n\n" + report(result))
         return
     common.RESULTS.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix="work-", dir=common.RESULTS))
@@ -284,7 +331,7 @@ def main() -> None:
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     out = common.RESULTS / f"bench-{stamp}{'-quick' if args.quick else ''}.json"
     out.write_text(json.dumps(result, indent=1))
-    block = report(result)
+    block = heading(result) + "\n\n" + report(result)
     print(block)
     print(f"\nraw results: {out.relative_to(common.REPO)}", file=sys.stderr)
     if args.write_doc if args.write_doc is not None else not args.quick:
