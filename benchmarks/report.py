@@ -254,6 +254,20 @@ def _efficiency_rows(records, shape, peak) -> list[list[str]]:
     return rows
 
 
+def _gate_rows(records, shape) -> list[list[str]]:
+    """The opt-in precision against fp32 under esm.cpp's gates (``precision_gates.py``)."""
+    rows = []
+    for r in _find(records, "flamino", "gates", shape):
+        if "error" in r:
+            continue
+        rows.append([shape, f"{r['precision']} against fp32 under esm.cpp's gates, shared DMS assay (161 residues, 922 "
+                     f"substitutions): PPPL {r['pppl_fp32']:.3f} -> {r['pppl_mode']:.3f} (drift {r['pppl_drift']:.3f}), "
+                     f"Spearman drift {r['dms_spearman_drift']:.1e}, logit correlation {r['logit_correlation']:.5f}",
+                     "pass" if r["passes"] else "FAIL", "–", "–", "–", "–",
+                     "PPPL drift < 0.1, Spearman drift < 0.01, correlation >= 0.999", _ok(r["passes"]), "–"])
+    return rows
+
+
 def build_rows(result: dict) -> list[list[str]]:
     records = result["records"]
     peak, _ = matmul_peak(records)
@@ -268,6 +282,7 @@ def build_rows(result: dict) -> list[list[str]]:
         rows += _cold_rows(records, shape)
         rows += _process_rows(records, shape)
         rows += _efficiency_rows(records, shape, peak)
+        rows += _gate_rows(records, shape)
     # Engine properties (flamino only).
     checks = [r for r in records if r["system"] == "flamino" and "error" not in r
               and r.get("recompiles_new_lengths") is not None]
