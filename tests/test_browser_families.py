@@ -67,9 +67,9 @@ def test_compare_esm2_with_an_esm1v_ensemble_of_local_folders_on_a_dms_table(ser
     five cannot reach this machine, so the ensemble is five random two-layer ESM-1v folders
     (transformers' EsmForMaskedLM with learned positions, save_pretrained: random weights, their
     scores are not biology) typed as paths under "Compare models", as a user with the five
-    downloaded folders does; ESM-2 is the shared server's random:tiny. Every number the page's
-    downloads hold is recomputed here with scipy from the downloaded scores, and the scatter's
-    title (what the page shows) must carry the same Spearman."""
+    downloaded folders does; ESM-2 is the shared server's random:tiny. The Spearman of each model
+    with the experiment and between the two, in the downloaded JSON, in the tables as drawn and
+    in the scatter's title, equal scipy's computed here from the downloaded scores."""
     if not ASSAY.exists():
         pytest.skip(f"the ProteinGym assay is not at {ASSAY}")
     from conftest import checkpoint_seed
@@ -113,4 +113,13 @@ def test_compare_esm2_with_an_esm1v_ensemble_of_local_folders_on_a_dms_table(ser
     assert not np.allclose(scores.loc[used, "score_random:tiny"], scores.loc[used, "score_ensemble"])
     titles = page.evaluate("() => [...document.querySelectorAll('.gtitle')].map(e => e.textContent)")
     assert any("against" in t and f"Spearman ρ {between:.3f}" in t for t in titles), titles
+    # The tables as drawn (the grid's accessible table: the cells' full values), row by row.
+    grids = page.evaluate("() => [...document.querySelectorAll('[data-testid=\"stDataFrame\"] table')].map(t => "
+                          "[...t.querySelectorAll('tr')].map(r => [...r.querySelectorAll('th, td')].map(c => c.innerText)))")
+    shown = next(g for g in grids if "Spearman ρ" in g[0])
+    assert [row[0] for row in shown[1:]] == ["untrained test model", "Ensemble of 5: esm1v_random_1 … esm1v_random_5"]
+    for row, model in zip(shown[1:], columns):
+        assert float(row[shown[0].index("Spearman ρ")]) == pytest.approx(report["metrics"][model]["spearman"], abs=1e-9)
+    pairs = next(g for g in grids if g[0][1:2] == ["untrained test model"] and g[1][1:] == ["1"])
+    assert float(pairs[2][1]) == pytest.approx(between, abs=1e-9)  # the ensemble's row, ESM-2's column
     page.context.close()
