@@ -334,3 +334,32 @@ def test_engine_run_with_structures_matches_transformers(saprot_folder, proteins
         close(res.attentions, torch.stack(ref.attentions, 1)[0].numpy(), f"{name}: attentions")
     with pytest.raises(ValueError, match="ESM-2 reads sequences only"):
         Engine(load_weights("random:tiny")).run([named[0][1]], structures=[named[0][2]])
+
+
+def test_vocabulary_file_agrees_with_the_published_folders_files():
+    """flamino's vocab.txt against what is published of SaProt_35M_AF2's (tests/data/saprot/
+    SOURCES.md: the Hub's vocab.txt itself cannot be read from here, its config.json,
+    special_tokens_map.json and tokenizer_config.json can): 446 tokens, ``<mask>`` at 4 and
+    ``<pad>`` at 1 as config.json says, the specials special_tokens_map.json names, the size the
+    Hub lists (1.35 kB), and the preset's shape."""
+    import json
+    from pathlib import Path
+
+    from flamino_core.model.families import PRESETS
+
+    published = Path(__file__).parent / "data" / "saprot"
+    config = json.loads((published / "SaProt_35M_AF2.config.json").read_text())
+    specials = json.loads((published / "SaProt_35M_AF2.special_tokens_map.json").read_text())
+    tokenizer = json.loads((published / "SaProt_35M_AF2.tokenizer_config.json").read_text())
+    lines = saprot.VOCAB_FILE.read_text().splitlines()
+    assert tokenizer == {"tokenizer_class": "EsmTokenizer"}  # which reads vocab.txt one token a line
+    assert len(lines) == config["vocab_size"] == 446
+    assert lines.index(specials["mask_token"]) == config["mask_token_id"] == saprot.MASK_IDX == 4
+    assert lines.index(specials["pad_token"]) == config["pad_token_id"] == saprot.PAD_IDX == 1
+    assert lines[:5] == [specials[k] for k in ("cls_token", "pad_token", "eos_token", "unk_token", "mask_token")]
+    assert f"{saprot.VOCAB_FILE.stat().st_size / 1000:.2f} kB" == "1.35 kB"  # the Hub's listing of vocab.txt
+    preset = PRESETS["SaProt_35M_AF2"]
+    assert (preset.layers, preset.dim, preset.heads) == (config["num_hidden_layers"], config["hidden_size"],
+                                                         config["num_attention_heads"])
+    assert config["intermediate_size"] == 4 * config["hidden_size"]  # ESM-2's feed-forward width
+    assert config["position_embedding_type"] == "rotary" and not config["emb_layer_norm_before"]
