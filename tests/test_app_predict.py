@@ -68,6 +68,12 @@ def test_fit_shows_out_of_fold_statistics_figures_and_the_prediction_map(engine,
     assert any("Model passes: embedding (layer 2): 150 of 150" in unescaped(c.value) for c in at.caption)  # before
     at = settle(button(at, "Fit the predictor").click().run())  # the fit is a background job
     assert_clean(at)
+    # After the fit the plan says what is true: its passes are stored, nothing is left to run
+    # (issue #37: "150 of 150 ... to run" stayed on the page).
+    plan = [unescaped(c.value) for c in at.caption if unescaped(c.value).startswith("Model passes:")]
+    assert plan and all("nothing left to run, all" in line and " 0 stored" not in line and not any(
+        f"{n} of {n}" in line for n in (150, 27)) for line in plan), plan
+    assert any("embedding (layer 2): nothing left to run, all 150 unmasked passes" in line for line in plan)
     reference = fit_table(parse_labelled_table(table_bytes, "DMS_score"), "embedding", engine=engine,
                           model="random:tiny")
     shown = {m.label: m.value for m in at.metric}

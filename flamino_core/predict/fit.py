@@ -122,7 +122,10 @@ def planned_work(table: LabelledTable, kinds: list[str], engine, *, layer: int |
 
 
 def plan_line(label: str, missing: int, asked: int, unit: str) -> str:
-    """``embedding (layer 6): 922 of 922 unmasked passes (...) to run, 0 stored``."""
+    """``embedding (layer 6): 922 of 922 unmasked passes (...) to run, 0 stored``; once all are
+    stored (after a fit), ``...: nothing left to run, all 922 unmasked passes (...) stored``."""
+    if asked and not missing:
+        return f"{label}: nothing left to run, all {asked:,} {unit} stored"
     return f"{label}: {missing:,} of {asked:,} {unit} to run, {asked - missing:,} stored"
 
 
