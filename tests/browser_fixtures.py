@@ -28,8 +28,9 @@ def server(tmp_path_factory):
     """The run's local Streamlit server; its log is printed if it fails to come up."""
     from test_browser import start_server, stop_server
 
-    process = start_server(tmp_path_factory.mktemp("flamino-cache"),
-                           tmp_path_factory.mktemp("server") / "streamlit.log")
+    cache = tmp_path_factory.mktemp("flamino-cache")
+    process = start_server(cache, tmp_path_factory.mktemp("server") / "streamlit.log")
+    process.cache = cache  # its FLAMINO_CACHE: the pass-rate file's job log (test_browser_estimates)
     try:
         yield process
     finally:

@@ -73,6 +73,10 @@ class Job:
         self._predicted: float | None = None  # seconds it gave the whole job at its start
         self._log: Callable[[dict], None] | None = None  # gets the prediction and the outcome at the end
         self._at_tenth: float | None = None  # the predicted duration when a tenth of the work was done
+        # Seconds per unit the job said when it stopped with units left (``pace``), and the one a
+        # resumed job goes on from (``carry_on``).
+        self.pace: float | None = None
+        self._carried: float | None = None
 
     # --- what the work calls ------------------------------------------------------------------
     def progress(self, done: int, total: int) -> None:
@@ -97,6 +101,15 @@ class Job:
         with self._changed:
             self._expected = self._predicted = seconds
             self._log = log
+            self._bump()
+
+    def carry_on(self, previous: Job) -> None:
+        """A Resume of ``previous`` (cancelled or stopped): the time left goes on from the pace
+        ``previous`` said when it stopped (its own measured rate, smoothed), not from the cost
+        model, so the estimate does not jump at the click (a 40-record set: 30 s left said before
+        Cancel, 12 s from the cost model after Resume, 27 s taken, in Chromium under load)."""
+        with self._changed:
+            self._carried = previous.pace
             self._bump()
 
     def stage(self, unit: str, total: int) -> None:
@@ -166,9 +179,11 @@ class Job:
             return self._expected
         started, first = self._baseline
         measured, elapsed, remaining = self.done - first, max(now - started, 0.0), max(self.total - self.done, 0)
-        if self._expected is not None and self.total > first:
+        prior = self._carried if self._carried is not None else (
+            self._expected / (self.total - first) if self._expected is not None and self.total > first else None)
+        if prior is not None and self.total > first:
             weight = max(1.0, PRIOR_SHARE * (self.total - first))
-            per_unit = (weight * self._expected / (self.total - first) + elapsed) / (weight + measured)
+            per_unit = (weight * prior + elapsed) / (weight + measured)
         elif measured > 0 and elapsed > 0:
             per_unit = elapsed / measured
         else:
@@ -208,6 +223,9 @@ class Job:
         with self._changed:
             if state == DONE and self.measuring_only and self.total is not None and self.done < self.total:
                 state = MEASURED  # the value is the first chunk's, the rest is not computed
+            if state in (CANCELLED, STOPPED) and self.total is not None and self.total > self.done:
+                left = self._left(time.monotonic())
+                self.pace = None if left is None else left / (self.total - self.done)
             self.state, self.error = state, error
             if state in (DONE, MEASURED):
                 self.value = value
@@ -228,8 +246,9 @@ class Job:
         first = self._baseline[1]
         work = max(self.total - first, 0)
         done = self.done - first
+        predicted = self._predicted if self._carried is None else self._carried * work  # said at its start
         return {"title": self.title, "unit": self.unit, "state": self.state, "units": done, "units_asked": work,
-                "predicted_s": round(self._predicted, 2),  # the whole job's, at its start
+                "predicted_s": round(predicted, 2),  # the whole job's, at its start
                 "predicted_s_at_tenth": None if self._at_tenth is None else round(self._at_tenth, 2),
                 "actual_s": round(self.finished_at - self.created, 2)}
 

@@ -36,6 +36,7 @@ FOLLOW_SECONDS = 1.5  # how long a page waits for a job it started before drawin
 WATCH_SECONDS = 1.5  # how often the browser asks whether the session's jobs have news
 RECENT_SECONDS = 60.0  # finished jobs stay in the sidebar this long
 APPROVED = "_jobs_approved"  # session state: work keys the user asked to run whatever their cost
+PACES = "_jobs_paces"  # session state: work key -> the stopped job a Resume goes on from (Job.carry_on)
 SEEN = "_jobs_seen"  # session state: the jobs' version the last full run drew
 
 
@@ -84,7 +85,10 @@ def follow(key: tuple[Hashable, ...], title: str, unit: str, work: Callable[...,
         ask(key, cost, what, cheaper)
         return None
     first_only = cost.seconds is None and not asked  # measure the rate on one chunk first
+    stopped_job = st.session_state.get(PACES, {}).pop(key, None)  # a Resume goes on at its pace (approve)
     job = background.submit(key, title, unit, _measuring(work) if first_only else functools.partial(work, first_only=False))
+    if stopped_job is not None:
+        job.carry_on(stopped_job)
     if cost.seconds is not None:  # the time left leans on the cost model until the job measured its own rate
         job.expect(cost.seconds, log=rates.default_rates().record_job)
     if first_only:  # one chunk measures the rate: then the page says what the rest costs, or goes on
@@ -111,6 +115,9 @@ def _measuring(work):
 def approve(key: tuple[Hashable, ...]) -> None:
     """The user asked for this work: run it whatever it costs (a stopped job is resumed)."""
     st.session_state.setdefault(APPROVED, set()).add(key)
+    stopped_job = background.find(key)
+    if stopped_job is not None and stopped_job.pace is not None:  # a Resume goes on at the pace it stopped at
+        st.session_state.setdefault(PACES, {})[key] = stopped_job
     background.forget(key)
 
 
