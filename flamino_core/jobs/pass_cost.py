@@ -16,11 +16,13 @@ before any measurement, ``DEFAULT_COMPILE_S``.
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
-from flamino_core.model.stack import Capture
 from flamino_core.runtime import planner, windows
 from flamino_core.store.passes import CHUNK, record_groups
+
+if TYPE_CHECKING:  # model.stack imports JAX; the pages that show costs must not (tests/test_app.py)
+    from flamino_core.model.stack import Capture
 
 # Seconds per compilation before this machine measured any, for a new shape and for one found in
 # the persistent cache. Measured on the 2-core AMD EPYC (Zen 4) at load 1.4-10 (/tmp probe of
@@ -40,6 +42,8 @@ def architecture(engine) -> str:
 
 def record_outputs_capture(engine) -> Capture:
     """What ``passes.record_outputs``' passes keep: every layer and the logits."""
+    from flamino_core.model.stack import Capture  # here, not at the top: JAX (see TYPE_CHECKING above)
+
     return Capture(hidden=tuple(range(engine.config.num_layers + 1)), logits=True)
 
 
