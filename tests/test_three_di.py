@@ -92,3 +92,22 @@ def test_a_file_is_read_as_predicted_from_its_text_gzipped_or_not(tmp_path):
     assert three_di.is_predicted_structure(read_structure(AF_MODEL))
     lysozyme = chain_residues(read_structure(DATA / "1aki.cif"), "A").sequence
     assert not three_di.read_structure_tokens(lysozyme, DATA / "1aki.cif").predicted
+
+
+# Foldseek's own 3Di string of 1GBT chain A (../shared/structures/1GBT.cif), made here with Foldseek
+# built from source (steineggerlab/foldseek d5b1d3d; commands in tests/data/structures/SOURCES.md).
+FOLDSEEK_1GBT_A = (
+    "DAQFDFDDFLPQQQKKFKDQPHGFAIWGDAFQWKTKFFLVSDDPRIWIWGRDFFVVDCPDPIDTFGFPDKAHPPVQDVVQRASGMMMTTTPGTDDDDSSHDGFHFDPD"
+    "ADDFFFKWKQKFQAAHDLPDGDGDRGMTIDIKTWHDPVLQCVLPPPRDDPQKTFIHALVFRGAQAGGSHGDATATPGHGQWGQDAWPRHRDHSITTMTGGRVVCVVVVV"
+    "VVVVVD"
+)
+
+
+def test_letters_equal_foldseeks_for_a_shared_structure(shared_fasta):
+    """The issue's line: a structure in ../shared/structures, against Foldseek's own letters."""
+    path = shared_fasta.parent / "structures" / "1GBT.cif"
+    parsed = read_structure(path)
+    letters, _ = three_di.chain_letters(parsed, "A")
+    assert letters == FOLDSEEK_1GBT_A
+    tokens = three_di.structure_tokens(chain_residues(parsed, "A").sequence, parsed, "A")
+    assert tokens.letters == FOLDSEEK_1GBT_A.lower() and tokens.structure_aware == len(FOLDSEEK_1GBT_A)
