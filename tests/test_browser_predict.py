@@ -88,6 +88,15 @@ def test_predict_page_upload_fit_map_download_and_reload(server, browser, tmp_pa
     np.testing.assert_allclose(predicted["prediction"], expected, atol=1e-6)
 
 
+def _jobs_logged(cache) -> list:
+    """(title, state, units, seconds) of each job the server logged in its pass-rate file."""
+    import json
+
+    rates = cache / "pass_rates.json"
+    jobs = json.loads(rates.read_text()).get("jobs", []) if rates.is_file() else []
+    return [(j.get("title"), j.get("state"), j.get("units"), j.get("actual_s")) for j in jobs]
+
+
 def test_a_fit_of_the_shared_assay_shows_progress_an_estimate_cancels_and_stops_with_its_tab(browser, tmp_path):
     """Issue #33: a fit is a background job. On the whole shared assay (922 rows; its fitness bins
     as the target, so that logistic fits make the job last minutes): the cost said before the
@@ -127,7 +136,11 @@ def test_a_fit_of_the_shared_assay_shows_progress_an_estimate_cancels_and_stops_
         context.close()  # the tab closes mid-fit
         deadline = time.monotonic() + 600  # the fit in flight finishes first: one logistic fit, under load
         while "heavy job abandoned (Fitting the predictor" not in log.read_text():
-            assert time.monotonic() < deadline, "the fit went on after its tab closed"
+            # On failure, say how the server's jobs ended (the pass-rate file logs each) and its log:
+            # a CI run once waited here 600 s with nothing to tell a job that ran on from one that ended.
+            assert time.monotonic() < deadline, (
+                f"the fit went on after its tab closed; jobs logged: {_jobs_logged(tmp_path / 'cache')}; "
+                f"server log: {log.read_text()[-2000:]}")
             time.sleep(1)
         assert "Traceback" not in log.read_text()
     finally:

@@ -272,10 +272,12 @@ class Job:
 
 
 def start(work: Callable[[Job], object], title: str, unit: str, total: int | None = None,
-          visitor: str | None = None) -> Job:
+          visitor: str | None = None, session: str = "") -> Job:
     """Run ``work(job)`` in a background thread (a daemon: a server's exit does not wait for it;
-    what it finished is in the store). Returns the job at once."""
+    what it finished is in the store). Returns the job at once. ``session``: the app's session
+    that started it, set before the thread starts (the thread asks whether that tab is still open)."""
     job = Job(title, unit, total, visitor)
+    job.session = session
     threading.Thread(target=job._run, args=(work,), name=f"flamino-job-{job.id}", daemon=True).start()
     return job
 

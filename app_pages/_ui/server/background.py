@@ -57,8 +57,7 @@ def submit(key: tuple[Hashable, ...], title: str, unit: str, work: Callable[[Job
         running = _JOBS.get(full)
         if running is not None and not running.finished:
             return running
-        job = jobs.start(work, title, unit, total, visitor=visitor)
-        job.session = full[0]
+        job = jobs.start(work, title, unit, total, visitor=visitor, session=full[0])
         _JOBS.pop(full, None)
         _JOBS[full] = job  # the newest last
         _prune(full[0])
