@@ -14,6 +14,7 @@ import pytest
 from flamino_core import Engine, load_weights
 
 from flamino_core.jobs import background as jobs, pass_cost
+from flamino_core.jobs.metered import MeteredEngine
 
 from flamino_core.store import passes
 from flamino_core.runtime.engine import TRACE_COUNTS
@@ -87,7 +88,7 @@ def test_cancel_keeps_the_finished_chunks_and_the_next_job_resumes_without_repea
         assert release.wait(60)
         return contextlib.nullcontext()
 
-    metered = jobs.MeteredEngine(counting, slot=slot)
+    metered = MeteredEngine(counting, slot=slot)
 
     def work(job):
         return passes.masked_log_probs(metered, sequence, store=store, progress=job.progress, cancelled=job.cancelled)
@@ -118,7 +119,7 @@ def test_the_metered_engine_holds_a_slot_per_call_and_measures_the_rate(engine, 
         yield
         held.append("out")
 
-    metered = jobs.MeteredEngine(engine, rates, slot=slot)
+    metered = MeteredEngine(engine, rates, slot=slot)
     sequence = "MKTAYIAKQRQISFVKSHFSRQ"
     for _ in range(2):  # the first calls may compile these shapes: that time is no rate
         metered.compute_masked(sequence, range(5))
@@ -140,7 +141,7 @@ def test_a_call_that_compiles_a_new_shape_sets_no_rate(engine, tmp_path):
     (seconds) rather than its pass (milliseconds); recording it made the app's estimates
     20-700x too long. The same call once compiled is recorded."""
     rates = jobs.Rates(tmp_path / "rates.json")
-    metered = jobs.MeteredEngine(engine, rates)
+    metered = MeteredEngine(engine, rates)
     sequence = "MKTAYIAKQRQISFVKSHFSRQ"
     jax.clear_caches()  # as in a new process: this shape is not compiled yet (later tests recompile)
     traces = sum(TRACE_COUNTS.values())
@@ -153,13 +154,27 @@ def test_a_call_that_compiles_a_new_shape_sets_no_rate(engine, tmp_path):
     assert rates.seconds(engine.fingerprint, "masked", 100) is not None
 
 
+def test_what_a_compiling_call_tells_its_job(engine, tmp_path):
+    """``MeteredEngine`` tells the job (``on_compile``) what a compiling call spent compiling: its
+    time beyond its tokens at the measured rate, or before any rate, what the cost model gives
+    its compilations, never more than the call took."""
+    rates = jobs.Rates(tmp_path / "rates.json")
+    metered = MeteredEngine(engine, rates)
+    per_compile = pass_cost.compile_seconds(engine, "compile", rates)  # the default: none measured here
+    assert metered._compiling_seconds("masked", 1000, 30.0, 2, 0) == 2 * per_compile
+    assert metered._compiling_seconds("masked", 1000, 1.5, 2, 0) == 1.5  # at most the call's time
+    rates.record(engine.fingerprint, "masked", 1000, 0.5)  # 0.5 ms per token
+    assert metered._compiling_seconds("masked", 1000, 4.0, 1, 0) == pytest.approx(3.5)
+    assert metered._compiling_seconds("masked", 1000, 0.3, 1, 0) == 0.0  # faster than the rate: none
+
+
 def test_a_metered_engine_through_the_store_masks_each_position_once(engine, store):
     """The one masked-pass path: ``passes.masked_log_probs`` over a metered engine reads the store
     first and asks the engine (``compute_masked``, one queue slot per chunk) only for what is missing."""
     from flamino_core.store import passes
 
     counting = Counting(engine)
-    metered = jobs.MeteredEngine(counting)
+    metered = MeteredEngine(counting)
     sequence = "MKTAYIAKQRQISFVKSHFSRQLEERLGLIEVQ"
     first = passes.masked_log_probs(metered, sequence, [3, 7], store=store)
     second = passes.masked_log_probs(metered, sequence, [7, 3, 9], store=store)
@@ -205,7 +220,7 @@ def test_a_cost_counts_the_shapes_not_compiled_in_this_process(engine, store, tm
     cold = pass_cost.masked_seconds(engine, need, rates)
     shapes = len({key for key, _ in pass_cost.masked_batches(engine, need)})
     assert cold == pytest.approx(tokens / 100_000 + shapes * pass_cost.DEFAULT_COMPILE_S["compile"])
-    metered = jobs.MeteredEngine(engine, rates)
+    metered = MeteredEngine(engine, rates)
     jax.clear_caches()  # the shapes really compile in this call (its time measures a compilation)
     passes.masked_log_probs(metered, sequence, range(40), store=store)
     assert pass_cost.masked_seconds(engine, need, rates) == pytest.approx(tokens / 100_000)  # compiled now
@@ -324,6 +339,38 @@ def test_the_time_left_leans_on_the_cost_model_until_the_job_measures_its_own_an
     assert entry["predicted_s_at_tenth"] == pytest.approx(50 + 90 * 55 / 15, abs=0.01)  # 380 s
     assert entry["actual_s"] == 320.0 and entry["machine"] == jobs.machine()
     assert jobs.Rates(path).seconds("m", "unmasked", 1000) == 2.0  # the rates still read
+
+
+def test_compilations_are_counted_once_not_in_the_time_per_unit(monkeypatch):
+    """Issue #37: a fresh job compiles a batch shape the first time it meets it, seconds each
+    against milliseconds per pass. Before, a compilation in its first tenth was extrapolated over
+    the other nine tenths (in Chromium: 118.8 s said at 10% for 57 s of work). The cost model's
+    compilations (``expect(compiling=)``) and those the job has paid (``compiled``) are kept out of
+    the time per unit and counted once. Fake clock: every figure exact."""
+    now = [0.0]
+    monkeypatch.setattr(jobs.time, "monotonic", lambda: now[0])
+    job = jobs.Job("Pseudo-perplexity of 2 records", "positions")
+    job.expect(30.0, compiling=10.0)  # 20 s of passes for 100 positions, two compilations of 5 s
+    assert job.seconds_left() == 30.0
+    job.progress(0, 100)
+    now[0] = 7.0
+    job.compiled(5.0)  # the first chunk compiled its shape: 5 of its 7 s
+    job.progress(10, 100)
+    # 0.2 s per position predicted, worth w = 5 positions; 2 s measured on 10: (5 x 0.2 + 2) / 15
+    # per position, for 90 positions, plus the 5 s of compilation not yet paid.
+    assert job.seconds_left() == pytest.approx(90 * (5 * 0.2 + 2.0) / 15 + 5.0)  # 23 s, not 90 x 8 / 15 = 48 s
+    now[0] = 14.0
+    job.compiled(5.0)  # the second shape
+    job.progress(40, 100)
+    assert job.seconds_left() == pytest.approx(60 * (5 * 0.2 + 4.0) / 45)  # nothing left to compile
+    job.compiled(3.0)  # a compilation the cost model did not foresee (another shape): out of the rate
+    assert job.seconds_left() == pytest.approx(60 * (5 * 0.2 + 1.0) / 45)
+    unforeseen = jobs.Job("Masked scan", "positions")  # no cost model: its own rate without compilations
+    unforeseen.progress(0, 10)
+    now[0] = 20.0
+    unforeseen.compiled(4.0)
+    unforeseen.progress(2, 10)
+    assert unforeseen.seconds_left() == pytest.approx(8 * (6.0 - 4.0) / 2)
 
 
 def test_a_new_stage_is_predicted_what_the_cost_model_leaves_of_the_whole_job(monkeypatch):

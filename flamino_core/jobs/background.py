@@ -8,7 +8,7 @@ resumes from there. The job itself holds only its counters and its final value: 
 partial results from the store.
 
 No Streamlit here: the app's pages start jobs and draw them (``app_pages/_ui/server/jobs_panel.py``);
-this module is tested on its own. Rates measured by ``MeteredEngine`` (seconds per token of a
+this module is tested on its own. Rates measured by ``MeteredEngine`` (``jobs/metered.py``: seconds per token of a
 masked or unmasked pass, for this machine and model) are kept in ``Rates`` (``jobs/rates.py``) and
 give the cost of work before it starts; a job given that cost (``Job.expect``) says its time left
 from it and from its own rate, smoothed, and logs predicted against actual when it ends. What a
@@ -17,14 +17,12 @@ job says of itself is ``Job.status()`` (``jobs/status.py``).
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import logging
 import threading
 import time
-from typing import Callable, ContextManager
+from typing import Callable
 
-from flamino_core.jobs import pass_cost
 from flamino_core.jobs.status import Status
 # How fast this machine runs a model (``jobs/rates.py``), re-exported: callers find these names here.
 from flamino_core.jobs.rates import Rates, default_rates, machine  # noqa: F401
@@ -77,6 +75,12 @@ class Job:
         # resumed job goes on from (``carry_on``).
         self.pace: float | None = None
         self._carried: float | None = None
+        # Compilations: seconds the cost model gave them (``expect``) and seconds this stage spent
+        # on them so far (``compiled``). A compilation is paid once per new batch shape, so it is
+        # kept out of the time per unit and counted once (a fresh job whose first tenth compiled
+        # shapes said 118.8 s at 10% for 57 s of work, in Chromium, when compilations were rated).
+        self._expected_compiling: float | None = None
+        self._compiled_s = 0.0
 
     # --- what the work calls ------------------------------------------------------------------
     def progress(self, done: int, total: int) -> None:
@@ -93,15 +97,25 @@ class Job:
                 self._at_tenth = None if left is None else now - self.created + left
             self._bump()
 
-    def expect(self, seconds: float, log: Callable[[dict], None] | None = None) -> None:
+    def expect(self, seconds: float, log: Callable[[dict], None] | None = None,
+               compiling: float | None = None) -> None:
         """The cost model's time for the work left when the job starts: the time left leans on it
         until the job has measured its own rate on enough units (``PRIOR_SHARE``), so it neither
         waits for a first chunk nor jumps at the first one. ``log`` gets the prediction and what
-        happened when the job ends (``Rates.record_job``: predicted vs actual)."""
+        happened when the job ends (``Rates.record_job``: predicted vs actual). ``compiling``: the
+        part of ``seconds`` that is compilations (``pass_cost.PassSeconds.compiling``)."""
         with self._changed:
             self._expected = self._predicted = seconds
+            self._expected_compiling = None if compiling is None else min(max(compiling, 0.0), seconds)
             self._log = log
             self._bump()
+
+    def compiled(self, seconds: float) -> None:
+        """The work just spent ``seconds`` compiling new shapes (``MeteredEngine`` says so before
+        the chunk's progress): kept out of the job's own time per unit."""
+        with self._changed:
+            if self._baseline is not None:  # before the first report the clock has not started
+                self._compiled_s += max(seconds, 0.0)
 
     def carry_on(self, previous: Job) -> None:
         """A Resume of ``previous`` (cancelled or stopped): the time left goes on from the pace
@@ -118,6 +132,7 @@ class Job:
         whole job, less the time spent so far, is this stage's prediction (none once overrun)."""
         with self._changed:
             self.unit, self.done, self.total, self._baseline, self._at_tenth = unit, 0, total, None, None
+            self._expected_compiling, self._compiled_s = None, 0.0  # (a fit's fits compile nothing)
             if self._predicted is not None:
                 left = self._predicted - (time.monotonic() - self.created)
                 self._expected = left if left > 0 else None
@@ -172,15 +187,22 @@ class Job:
     def _left(self, now: float) -> float | None:
         """``seconds_left`` under the lock. Seconds per unit = (w * predicted + elapsed) / (w +
         measured units), the prediction worth ``w`` units (``PRIOR_SHARE`` of the work): no jump
-        at the first chunk, and a chunk slower than predicted raises the estimate while it runs."""
+        at the first chunk, and a chunk slower than predicted raises the estimate while it runs.
+        Compilations are out of both (the elapsed time less ``compiled``, the prediction less
+        ``expect``'s ``compiling``) and added back once: those the cost model counted and the job
+        has not paid yet."""
         if self.total is None:
             return self._expected
         if self._baseline is None:
             return self._expected
         started, first = self._baseline
-        measured, elapsed, remaining = self.done - first, max(now - started, 0.0), max(self.total - self.done, 0)
+        measured, remaining = self.done - first, max(self.total - self.done, 0)
+        elapsed = max(now - started - self._compiled_s, 0.0)
+        compiling = self._expected_compiling if self._carried is None else None
+        to_compile = 0.0 if compiling is None else max(compiling - self._compiled_s, 0.0)
         prior = self._carried if self._carried is not None else (
-            self._expected / (self.total - first) if self._expected is not None and self.total > first else None)
+            (self._expected - (compiling or 0.0)) / (self.total - first)
+            if self._expected is not None and self.total > first else None)
         if prior is not None and self.total > first:
             weight = max(1.0, PRIOR_SHARE * (self.total - first))
             per_unit = (weight * prior + elapsed) / (weight + measured)
@@ -188,7 +210,7 @@ class Job:
             per_unit = elapsed / measured
         else:
             return None
-        return remaining * per_unit
+        return remaining * per_unit + (to_compile if remaining else 0.0)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the job finishes (True) or ``timeout`` passes (False)."""
@@ -280,100 +302,3 @@ def start(work: Callable[[Job], object], title: str, unit: str, total: int | Non
     job.session = session
     threading.Thread(target=job._run, args=(work,), name=f"flamino-job-{job.id}", daemon=True).start()
     return job
-
-
-class MeteredEngine:
-    """An engine whose every call (one chunk of masked positions, one group of records) holds a
-    slot of the caller's queue for heavy jobs and is timed into ``Rates``.
-
-    ``passes`` calls the engine chunk by chunk, so wrapping the engine bounds each chunk without
-    the passes knowing about queues: other users' jobs run between two chunks of a long one.
-    Everything else is the engine's own (``fingerprint``, ``config``...).
-
-    Args:
-      engine: an ``engine.Engine``.
-      rates: where measured rates go (None: not measured).
-      slot: a context manager factory held around each call (None: no queue). It may raise
-        ``Stopped`` (or anything) to refuse the call.
-
-    Masked passes go through the result store by handing this engine to
-    ``passes.masked_log_probs``, which calls ``compute_masked`` only for what is missing.
-    """
-
-    def __init__(self, engine, rates: Rates | None = None, slot: Callable[[], ContextManager] | None = None):
-        self._engine, self._rates, self._slot = engine, rates, slot or contextlib.nullcontext
-
-    def __getattr__(self, name):
-        return getattr(self._engine, name)
-
-    def compute_masked(self, sequence: str, positions=None, progress=None, **options):
-        """``Engine.compute_masked``, timed in a slot; ``options``: its own (a structure's letters)."""
-        positions = list(range(len(sequence))) if positions is None else list(positions)
-        batches = self._planned(pass_cost.masked_batches, [(len(sequence), len(positions))], chunk=None)
-        with self._slot():
-            return self._timed("masked", batches,
-                               lambda report: self._engine.compute_masked(sequence, positions, progress=report,
-                                                                          **options), progress)
-
-    def compute_joint_masked(self, sequence: str, position_sets, progress=None, **options):
-        position_sets = list(position_sets)
-        batches = self._planned(pass_cost.masked_batches, [(len(sequence), len(position_sets))], chunk=None)
-        with self._slot():
-            return self._timed("masked", batches,
-                               lambda report: self._engine.compute_joint_masked(sequence, position_sets,
-                                                                                  progress=report, **options), progress)
-
-    def run(self, sequences, progress=None, **options):
-        batches = self._planned(pass_cost.unmasked_batches, [len(s) for s in sequences], grouped=False)
-        with self._slot():
-            return self._timed("unmasked", batches, lambda report: self._engine.run(sequences, progress=report, **options),
-                               progress)
-
-    def _planned(self, plan, *args, **options) -> list[tuple[str, int]]:
-        """The call's batches (``pass_cost``), planned only when rates are measured."""
-        return [] if self._rates is None else plan(self._engine, *args, **options)
-
-    def _timed(self, kind: str, batches: list[tuple[str, int]], call, progress):
-        """Run ``call(report)``, recording the rate (``batches``: the call's plan, ``pass_cost``).
-        A call that compiled a new shape spent seconds on that, once per process, against
-        milliseconds per batch: with three or more batches the first one is left out of the
-        rate; with fewer the call says nothing of the rate (a first one-batch scan of a short
-        record measured 5.4 s against 0.26 s after). What it spent beyond its tokens at the
-        measured rate is the compilations' time (``_record_compilations``)."""
-        finished: list[float] = []
-
-        def report(done: int, total: int) -> None:
-            finished.append(time.monotonic())
-            if progress is not None:
-                progress(done, total)
-
-        from flamino_core.runtime.engine import TRACE_COUNTS  # the engine is loaded: it is what this wraps
-
-        fresh, cached = pass_cost.new_shapes(self._engine, batches, self._rates) if self._rates else (0, 0)
-        traces, started = sum(TRACE_COUNTS.values()), time.monotonic()
-        result = call(report)
-        spent = time.monotonic() - started
-        compiled = fresh or cached or sum(TRACE_COUNTS.values()) != traces  # (jax.clear_caches: traced again)
-        if self._rates is not None and batches:
-            total = sum(t for _, t in batches)
-            if fresh or cached:
-                self._record_compilations(kind, total, spent, fresh, cached, [key for key, _ in batches])
-            if len(finished) >= 3:
-                share = (sum(t for _, t in batches[1:]) if len(batches) == len(finished)
-                         else total * (len(finished) - 1) / len(finished))
-                self._rates.record(self.fingerprint, kind, round(share), finished[-1] - finished[0])
-            elif not compiled:
-                self._rates.record(self.fingerprint, kind, total, spent)
-        return result
-
-    def _record_compilations(self, kind: str, tokens: int, spent: float, fresh: int, cached: int, keys) -> None:
-        """The seconds per compilation this call measured: its time beyond its tokens at the rate
-        measured so far (none measured: nothing to subtract, not recorded), shared by its new
-        shapes when they were all new or all from the persistent cache; those shapes are then
-        in the persistent cache for a later process."""
-        running = self._rates.seconds(self.fingerprint, kind, tokens)
-        architecture = pass_cost.architecture(self._engine)
-        if running is not None and not (fresh and cached):
-            self._rates.record(architecture, "compile" if fresh else "cached compile", fresh or cached, spent - running)
-        if pass_cost.persistent_cache_on():
-            self._rates.add_compiled(architecture, keys)

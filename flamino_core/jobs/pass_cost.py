@@ -85,15 +85,28 @@ def new_shapes(engine, batches: Iterable[tuple[str, int]], rates) -> tuple[int, 
     return len(missing) - len(cached), len(cached)
 
 
-def seconds(engine, kind: str, batches: list[tuple[str, int]], rates) -> float | None:
+class PassSeconds(float):
+    """Seconds for some passes, with the part of them that is compilations (``compiling``): a
+    job's time left keeps compilations out of its time per unit (``Job.expect``)."""
+
+    compiling: float
+
+    def __new__(cls, seconds: float, compiling: float = 0.0) -> PassSeconds:  # (the default: unpickling)
+        value = super().__new__(cls, seconds)
+        value.compiling = compiling
+        return value
+
+
+def seconds(engine, kind: str, batches: list[tuple[str, int]], rates) -> PassSeconds | None:
     """Seconds for ``batches`` of ``kind`` passes (``masked``/``unmasked``) here: their tokens at
     the measured rate, plus their new shapes' compilations (None: the rate never measured)."""
     tokens = rates.seconds(engine.fingerprint, kind, sum(t for _, t in batches))
     if tokens is None:
         return None
     fresh, cached = new_shapes(engine, batches, rates)
-    return tokens + fresh * compile_seconds(engine, "compile", rates) + cached * compile_seconds(
+    compiling = fresh * compile_seconds(engine, "compile", rates) + cached * compile_seconds(
         engine, "cached compile", rates)
+    return PassSeconds(tokens + compiling, compiling)
 
 
 def compile_seconds(engine, kind: str, rates) -> float:
@@ -108,14 +121,14 @@ def persistent_cache_on() -> bool:
     return bool(jax.config.jax_compilation_cache_dir)
 
 
-def masked_seconds(engine, need: Iterable[tuple[int, int]], rates=None) -> float | None:
+def masked_seconds(engine, need: Iterable[tuple[int, int]], rates=None) -> PassSeconds | None:
     """Seconds for the masked passes of ``need``, (sequence length, positions) pairs, here."""
     from flamino_core.jobs.rates import default_rates
 
     return seconds(engine, "masked", masked_batches(engine, need), rates or default_rates())
 
 
-def unmasked_seconds(engine, lengths: Sequence[int], rates=None) -> float | None:
+def unmasked_seconds(engine, lengths: Sequence[int], rates=None) -> PassSeconds | None:
     """Seconds for the unmasked passes (``passes.record_outputs``) over sequences of ``lengths`` here."""
     from flamino_core.jobs.rates import default_rates
 

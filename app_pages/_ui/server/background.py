@@ -22,7 +22,8 @@ import threading
 from typing import Callable, Hashable
 
 from flamino_core.jobs import background as jobs
-from flamino_core.jobs.background import Job, MeteredEngine
+from flamino_core.jobs.background import Job
+from flamino_core.jobs.metered import MeteredEngine
 
 from app_pages._ui.server.heavy_jobs import QueueFull, heavy_job_queue, ordinal, visitor_key
 from app_pages._ui.server.heavy_jobs import jobs as jobs_phrase
@@ -114,7 +115,7 @@ def metered(engine, job: Job) -> MeteredEngine:
     """``engine`` for ``job``: each call waits for a heavy-job slot, stops if the job was
     cancelled, and is timed into this machine's pass rates (the core's functions take it where
     they take an engine; their masked passes go through the result store)."""
-    return MeteredEngine(engine, jobs.default_rates(), slot=lambda: _slot(job))
+    return MeteredEngine(engine, jobs.default_rates(), slot=lambda: _slot(job), on_compile=job.compiled)
 
 
 def slot(job: Job):

@@ -90,7 +90,8 @@ def follow(key: tuple[Hashable, ...], title: str, unit: str, work: Callable[...,
     if stopped_job is not None:
         job.carry_on(stopped_job)
     if cost.seconds is not None:  # the time left leans on the cost model until the job measured its own rate
-        job.expect(cost.seconds, log=rates.default_rates().record_job)
+        job.expect(cost.seconds, log=rates.default_rates().record_job,
+                   compiling=getattr(cost.seconds, "compiling", None))  # pass_cost.PassSeconds
     if first_only:  # one chunk measures the rate: then the page says what the rest costs, or goes on
         if job.wait(MEASURE_SECONDS) and job.state in (DONE, MEASURED):
             st.rerun()

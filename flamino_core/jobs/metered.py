@@ -1,0 +1,124 @@
+"""An engine that holds a heavy-job slot for each call and times it into this machine's pass
+rates (``Rates``), telling a job what its calls spent compiling (``Job.compiled``). Moved out of
+``background.py``: the job's own bookkeeping and the timing of engine calls are two concerns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Callable, ContextManager
+
+from flamino_core.jobs import pass_cost
+from flamino_core.jobs.rates import Rates
+
+
+class MeteredEngine:
+    """An engine whose every call (one chunk of masked positions, one group of records) holds a
+    slot of the caller's queue for heavy jobs and is timed into ``Rates``.
+
+    ``passes`` calls the engine chunk by chunk, so wrapping the engine bounds each chunk without
+    the passes knowing about queues: other users' jobs run between two chunks of a long one.
+    Everything else is the engine's own (``fingerprint``, ``config``...).
+
+    Args:
+      engine: an ``engine.Engine``.
+      rates: where measured rates go (None: not measured).
+      slot: a context manager factory held around each call (None: no queue). It may raise
+        ``Stopped`` (or anything) to refuse the call.
+
+    Masked passes go through the result store by handing this engine to
+    ``passes.masked_log_probs``, which calls ``compute_masked`` only for what is missing.
+    """
+
+    def __init__(self, engine, rates: Rates | None = None, slot: Callable[[], ContextManager] | None = None,
+                 on_compile: Callable[[float], None] | None = None):
+        self._engine, self._rates, self._slot = engine, rates, slot or contextlib.nullcontext
+        self._on_compile = on_compile  # told the seconds a call spent compiling (``Job.compiled``)
+
+    def __getattr__(self, name):
+        return getattr(self._engine, name)
+
+    def compute_masked(self, sequence: str, positions=None, progress=None, **options):
+        """``Engine.compute_masked``, timed in a slot; ``options``: its own (a structure's letters)."""
+        positions = list(range(len(sequence))) if positions is None else list(positions)
+        batches = self._planned(pass_cost.masked_batches, [(len(sequence), len(positions))], chunk=None)
+        with self._slot():
+            return self._timed("masked", batches,
+                               lambda report: self._engine.compute_masked(sequence, positions, progress=report,
+                                                                          **options), progress)
+
+    def compute_joint_masked(self, sequence: str, position_sets, progress=None, **options):
+        position_sets = list(position_sets)
+        batches = self._planned(pass_cost.masked_batches, [(len(sequence), len(position_sets))], chunk=None)
+        with self._slot():
+            return self._timed("masked", batches,
+                               lambda report: self._engine.compute_joint_masked(sequence, position_sets,
+                                                                                  progress=report, **options), progress)
+
+    def run(self, sequences, progress=None, **options):
+        batches = self._planned(pass_cost.unmasked_batches, [len(s) for s in sequences], grouped=False)
+        with self._slot():
+            return self._timed("unmasked", batches, lambda report: self._engine.run(sequences, progress=report, **options),
+                               progress)
+
+    def _planned(self, plan, *args, **options) -> list[tuple[str, int]]:
+        """The call's batches (``pass_cost``), planned only when rates are measured."""
+        return [] if self._rates is None else plan(self._engine, *args, **options)
+
+    def _timed(self, kind: str, batches: list[tuple[str, int]], call, progress):
+        """Run ``call(report)``, recording the rate (``batches``: the call's plan, ``pass_cost``).
+        A call that compiled a new shape spent seconds on that, once per process, against
+        milliseconds per batch: with three or more batches the first one is left out of the
+        rate; with fewer the call says nothing of the rate (a first one-batch scan of a short
+        record measured 5.4 s against 0.26 s after). What it spent beyond its tokens at the
+        measured rate is the compilations' time (``_record_compilations``)."""
+        finished: list[float] = []
+
+        def report(done: int, total: int) -> None:
+            finished.append(time.monotonic())
+            if progress is not None:
+                progress(done, total)
+
+        from flamino_core.runtime.engine import TRACE_COUNTS  # the engine is loaded: it is what this wraps
+
+        fresh, cached = pass_cost.new_shapes(self._engine, batches, self._rates) if self._rates else (0, 0)
+        traces, started = sum(TRACE_COUNTS.values()), time.monotonic()
+        result = call(report)
+        spent = time.monotonic() - started
+        compiled = fresh or cached or sum(TRACE_COUNTS.values()) != traces  # (jax.clear_caches: traced again)
+        if self._rates is not None and batches:
+            total = sum(t for _, t in batches)
+            if fresh or cached:
+                if self._on_compile is not None:
+                    self._on_compile(self._compiling_seconds(kind, total, spent, fresh, cached))
+                self._record_compilations(kind, total, spent, fresh, cached, [key for key, _ in batches])
+            if len(finished) >= 3:
+                share = (sum(t for _, t in batches[1:]) if len(batches) == len(finished)
+                         else total * (len(finished) - 1) / len(finished))
+                self._rates.record(self.fingerprint, kind, round(share), finished[-1] - finished[0])
+            elif not compiled:
+                self._rates.record(self.fingerprint, kind, total, spent)
+        return result
+
+    def _compiling_seconds(self, kind: str, tokens: int, spent: float, fresh: int, cached: int) -> float:
+        """What a call that compiled spent on its compilations: its time beyond its tokens at the
+        measured rate, or (no rate yet) what the cost model gives them, at most the call's time."""
+        running = self._rates.seconds(self.fingerprint, kind, tokens)
+        if running is not None:
+            return max(spent - running, 0.0)
+        guess = (fresh * pass_cost.compile_seconds(self._engine, "compile", self._rates)
+                 + cached * pass_cost.compile_seconds(self._engine, "cached compile", self._rates))
+        return min(guess, spent)
+
+    def _record_compilations(self, kind: str, tokens: int, spent: float, fresh: int, cached: int, keys) -> None:
+        """The seconds per compilation this call measured: its time beyond its tokens at the rate
+        measured so far (none measured: nothing to subtract, not recorded), shared by its new
+        shapes when they were all new or all from the persistent cache; those shapes are then
+        in the persistent cache for a later process."""
+        running = self._rates.seconds(self.fingerprint, kind, tokens)
+        architecture = pass_cost.architecture(self._engine)
+        if running is not None and not (fresh and cached):
+            self._rates.record(architecture, "compile" if fresh else "cached compile", fresh or cached, spent - running)
+        if pass_cost.persistent_cache_on():
+            self._rates.add_compiled(architecture, keys)
