@@ -161,11 +161,12 @@ def test_what_a_compiling_call_tells_its_job(engine, tmp_path):
     rates = jobs.Rates(tmp_path / "rates.json")
     metered = MeteredEngine(engine, rates)
     per_compile = pass_cost.compile_seconds(engine, "compile", rates)  # the default: none measured here
-    assert metered._compiling_seconds("masked", 1000, 30.0, 2, 0) == 2 * per_compile
-    assert metered._compiling_seconds("masked", 1000, 1.5, 2, 0) == 1.5  # at most the call's time
+    assert metered._compiling_seconds(None, 30.0, 2, 0) == 2 * per_compile  # no rate measured yet
+    assert metered._compiling_seconds(None, 1.5, 2, 0) == 1.5  # at most the call's time
     rates.record(engine.fingerprint, "masked", 1000, 0.5)  # 0.5 ms per token
-    assert metered._compiling_seconds("masked", 1000, 4.0, 1, 0) == pytest.approx(3.5)
-    assert metered._compiling_seconds("masked", 1000, 0.3, 1, 0) == 0.0  # faster than the rate: none
+    running = rates.seconds(engine.fingerprint, "masked", 1000)
+    assert metered._compiling_seconds(running, 4.0, 1, 0) == pytest.approx(3.5)
+    assert metered._compiling_seconds(running, 0.3, 1, 0) == 0.0  # faster than the rate: none
 
 
 def test_a_metered_engine_through_the_store_masks_each_position_once(engine, store):

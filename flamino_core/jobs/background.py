@@ -51,9 +51,11 @@ class Job:
     as cancelled, ``Stopped`` as stopped, any other exception as failed (logged).
     """
 
-    def __init__(self, title: str, unit: str, total: int | None = None, visitor: str | None = None):
+    def __init__(self, title: str, unit: str, total: int | None = None, visitor: str | None = None,
+                 session: str = ""):
         self.id = next(_ids)
         self.visitor = visitor  # whose job it is, for a caller's queue (the app's cap per visitor)
+        self.session = session  # the app's session (tab) that started it; "": none (the CLI, tests)
         self.title, self.unit = title, unit
         self.state = WAITING
         self.done, self.total = 0, total
@@ -298,7 +300,6 @@ def start(work: Callable[[Job], object], title: str, unit: str, total: int | Non
     """Run ``work(job)`` in a background thread (a daemon: a server's exit does not wait for it;
     what it finished is in the store). Returns the job at once. ``session``: the app's session
     that started it, set before the thread starts (the thread asks whether that tab is still open)."""
-    job = Job(title, unit, total, visitor)
-    job.session = session
+    job = Job(title, unit, total, visitor, session)  # the session known before the thread asks for it
     threading.Thread(target=job._run, args=(work,), name=f"flamino-job-{job.id}", daemon=True).start()
     return job

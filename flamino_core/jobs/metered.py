@@ -90,9 +90,10 @@ class MeteredEngine:
         if self._rates is not None and batches:
             total = sum(t for _, t in batches)
             if fresh or cached:
+                running = self._rates.seconds(self.fingerprint, kind, total)  # its tokens at the rate so far
                 if self._on_compile is not None:
-                    self._on_compile(self._compiling_seconds(kind, total, spent, fresh, cached))
-                self._record_compilations(kind, total, spent, fresh, cached, [key for key, _ in batches])
+                    self._on_compile(self._compiling_seconds(running, spent, fresh, cached))
+                self._record_compilations(running, spent, fresh, cached, [key for key, _ in batches])
             if len(finished) >= 3:
                 share = (sum(t for _, t in batches[1:]) if len(batches) == len(finished)
                          else total * (len(finished) - 1) / len(finished))
@@ -101,22 +102,19 @@ class MeteredEngine:
                 self._rates.record(self.fingerprint, kind, total, spent)
         return result
 
-    def _compiling_seconds(self, kind: str, tokens: int, spent: float, fresh: int, cached: int) -> float:
-        """What a call that compiled spent on its compilations: its time beyond its tokens at the
-        measured rate, or (no rate yet) what the cost model gives them, at most the call's time."""
-        running = self._rates.seconds(self.fingerprint, kind, tokens)
+    def _compiling_seconds(self, running: float | None, spent: float, fresh: int, cached: int) -> float:
+        """What a call that compiled spent on its compilations: its time beyond ``running`` (its
+        tokens at the measured rate), or (no rate yet) what the cost model gives them, at most
+        the call's time."""
         if running is not None:
             return max(spent - running, 0.0)
-        guess = (fresh * pass_cost.compile_seconds(self._engine, "compile", self._rates)
-                 + cached * pass_cost.compile_seconds(self._engine, "cached compile", self._rates))
-        return min(guess, spent)
+        return min(pass_cost.compilations_seconds(self._engine, fresh, cached, self._rates), spent)
 
-    def _record_compilations(self, kind: str, tokens: int, spent: float, fresh: int, cached: int, keys) -> None:
+    def _record_compilations(self, running: float | None, spent: float, fresh: int, cached: int, keys) -> None:
         """The seconds per compilation this call measured: its time beyond its tokens at the rate
         measured so far (none measured: nothing to subtract, not recorded), shared by its new
         shapes when they were all new or all from the persistent cache; those shapes are then
         in the persistent cache for a later process."""
-        running = self._rates.seconds(self.fingerprint, kind, tokens)
         architecture = pass_cost.architecture(self._engine)
         if running is not None and not (fresh and cached):
             self._rates.record(architecture, "compile" if fresh else "cached compile", fresh or cached, spent - running)

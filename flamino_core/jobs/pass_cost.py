@@ -103,10 +103,14 @@ def seconds(engine, kind: str, batches: list[tuple[str, int]], rates) -> PassSec
     tokens = rates.seconds(engine.fingerprint, kind, sum(t for _, t in batches))
     if tokens is None:
         return None
-    fresh, cached = new_shapes(engine, batches, rates)
-    compiling = fresh * compile_seconds(engine, "compile", rates) + cached * compile_seconds(
-        engine, "cached compile", rates)
+    compiling = compilations_seconds(engine, *new_shapes(engine, batches, rates), rates)
     return PassSeconds(tokens + compiling, compiling)
+
+
+def compilations_seconds(engine, fresh: int, cached: int, rates) -> float:
+    """Seconds for ``fresh`` new compilations and ``cached`` ones from the persistent cache here."""
+    return (fresh * compile_seconds(engine, "compile", rates)
+            + cached * compile_seconds(engine, "cached compile", rates))
 
 
 def compile_seconds(engine, kind: str, rates) -> float:

@@ -128,7 +128,7 @@ def slot(job: Job):
 def _session_open(job: Job) -> bool:
     """Whether the session that started ``job`` is still connected: a job goes on while its
     visitor opens other pages, and stops (its finished chunks kept) once the tab is closed."""
-    session = getattr(job, "session", "")
+    session = job.session
     try:
         from streamlit.runtime import Runtime
 
