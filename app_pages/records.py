@@ -34,7 +34,7 @@ def ask_pppl(engine, sequences) -> None:
 
     left, right = st.columns([1, 3], vertical_alignment="center")
     left.button("Compute pseudo-perplexity", icon=":material/play_arrow:", on_click=asked)
-    when = f": {jobs_panel.about(cost.seconds)} at this machine's measured rate for this model" if cost.seconds else ""
+    when = f": {jobs_panel.about(cost.seconds)} {jobs_panel.rate_words(cost.seconds)}" if cost.seconds else ""
     right.caption(
         f"Pseudo-perplexity masks each position in turn: {cost.describe()}{when}. It runs in the background, "
         "in chunks through the server's queue for heavy jobs; values appear as records finish."

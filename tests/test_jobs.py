@@ -5,6 +5,7 @@ the engine calls bounded by a queue slot, the pass rates kept on disk."""
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 
 import jax
@@ -156,14 +157,14 @@ def test_a_call_that_compiles_a_new_shape_sets_no_rate(engine, tmp_path):
 
 def test_what_a_compiling_call_tells_its_job(engine, tmp_path):
     """``MeteredEngine`` tells the job (``on_compile``) what a compiling call spent compiling: its
-    time beyond its tokens at the measured rate, or before any rate, what the cost model gives
+    time beyond its work at the measured rate, or before any rate, what the cost model gives
     its compilations, never more than the call took."""
     rates = jobs.Rates(tmp_path / "rates.json")
     metered = MeteredEngine(engine, rates)
     per_compile = pass_cost.compile_seconds(engine, "compile", rates)  # the default: none measured here
     assert metered._compiling_seconds(None, 30.0, 2, 0) == 2 * per_compile  # no rate measured yet
     assert metered._compiling_seconds(None, 1.5, 2, 0) == 1.5  # at most the call's time
-    rates.record(engine.fingerprint, "masked", 1000, 0.5)  # 0.5 ms per token
+    rates.record(engine.fingerprint, "masked", 1000, 0.5)  # 0.5 ms per MFLOP
     running = rates.seconds(engine.fingerprint, "masked", 1000)
     assert metered._compiling_seconds(running, 4.0, 1, 0) == pytest.approx(3.5)
     assert metered._compiling_seconds(running, 0.3, 1, 0) == 0.0  # faster than the rate: none
@@ -183,10 +184,18 @@ def test_a_metered_engine_through_the_store_masks_each_position_once(engine, sto
     np.testing.assert_array_equal(second[:2], first[::-1])
 
 
-def test_token_counts_are_the_batches_the_engine_runs(engine, store):
+def test_work_counts_are_the_batches_the_engine_runs(engine, store):
     """The cost's plan is the engine's: the (rows, width) of every pass it reports compiling, and
-    tokens counted from them, filler rows included (a pass of 3 masked positions runs 4 rows)."""
+    its work counted from them, filler rows included (a pass of 3 masked positions runs 4 rows):
+    per row the matmul MFLOPs of docs/benchmarks.md's efficiency count, written out here from
+    that page (layers x (2W(4D^2 + 2DF) + 4W^2 D), the LM head 2D(D + V) per output token)."""
     from flamino_core.runtime.planner import bucket_length
+
+    c = engine.config
+
+    def mflop(width: int, head_tokens: int) -> float:
+        layer = 2 * width * (4 * c.embed_dim ** 2 + 2 * c.embed_dim * c.ffn_dim) + 4 * width ** 2 * c.embed_dim
+        return (c.num_layers * layer + head_tokens * 2 * c.embed_dim * (c.embed_dim + c.vocab_size)) / 1e6
 
     for length, positions in ((22, 3), (300, 70), (1030, 20)):
         sequence = ("MKTAYIAKQRQISFVKSHFSRQ" * 60)[:length]
@@ -195,8 +204,8 @@ def test_token_counts_are_the_batches_the_engine_runs(engine, store):
         planned = pass_cost.masked_batches(engine, [(length, positions)], chunk=None)
         assert {key for key, _ in planned} == engine.compiled_shapes
         rows, width = engine.masked_pass_shape(length)
-        assert sum(t for _, t in planned) == width * (rows * (positions // rows) + (
-            0 if positions % rows == 0 else 1 << (positions % rows - 1).bit_length()))
+        run_rows = rows * (positions // rows) + (0 if positions % rows == 0 else 1 << (positions % rows - 1).bit_length())
+        assert sum(t for _, t in planned) == pytest.approx(run_rows * mflop(width, 1))
     # An unmasked pass of 2,000 residues: windows of 1022 every 511 residues, 3 of them, one batch
     # (packed rows are each 1,024 wide: a window alone fills one).
     engine.compiled_shapes.clear()
@@ -204,7 +213,8 @@ def test_token_counts_are_the_batches_the_engine_runs(engine, store):
     planned = pass_cost.unmasked_batches(engine, [2000, 100, 100])
     assert {key for key, _ in planned} == engine.compiled_shapes
     # 3 rows: a batch of 2 and one of 1 (power-of-two pieces, no filler rows).
-    assert sum(t for _, t in pass_cost.unmasked_batches(engine, [2000])) == 3 * bucket_length(1024)
+    width = bucket_length(1024)
+    assert sum(t for _, t in pass_cost.unmasked_batches(engine, [2000])) == pytest.approx(3 * mflop(width, width))
 
 
 def test_a_cost_counts_the_shapes_not_compiled_in_this_process(engine, store, tmp_path):
@@ -214,17 +224,17 @@ def test_a_cost_counts_the_shapes_not_compiled_in_this_process(engine, store, tm
     the persistent compilation cache holds them."""
     rates = jobs.Rates(tmp_path / "rates.json")
     sequence = "MKTAYIAKQRQISFVKSHFSRQLEERLGLIEVQAPILSRVGDGTQ"  # 45 residues
-    rates.record(engine.fingerprint, "masked", 100_000, 1.0)  # 10 us per token: the pass's share is small
+    rates.record(engine.fingerprint, "masked", 100_000, 1.0)  # 10 us per MFLOP: the pass's share is small
     need = [(len(sequence), 40)]
-    tokens = sum(t for _, t in pass_cost.masked_batches(engine, need))
+    work = sum(t for _, t in pass_cost.masked_batches(engine, need))
     engine.compiled_shapes.clear()
     cold = pass_cost.masked_seconds(engine, need, rates)
     shapes = len({key for key, _ in pass_cost.masked_batches(engine, need)})
-    assert cold == pytest.approx(tokens / 100_000 + shapes * pass_cost.DEFAULT_COMPILE_S["compile"])
+    assert cold == pytest.approx(work / 100_000 + shapes * pass_cost.DEFAULT_COMPILE_S["compile"])
     metered = MeteredEngine(engine, rates)
     jax.clear_caches()  # the shapes really compile in this call (its time measures a compilation)
     passes.masked_log_probs(metered, sequence, range(40), store=store)
-    assert pass_cost.masked_seconds(engine, need, rates) == pytest.approx(tokens / 100_000)  # compiled now
+    assert pass_cost.masked_seconds(engine, need, rates) == pytest.approx(work / 100_000)  # compiled now
     measured = pass_cost.compile_seconds(engine, "compile", rates)
     assert measured != pass_cost.DEFAULT_COMPILE_S["compile"] and 0 < measured < 120
     # Another process on this machine, with the persistent cache on: the same shapes are cheap.
@@ -235,7 +245,7 @@ def test_a_cost_counts_the_shapes_not_compiled_in_this_process(engine, store, tm
         warm = pass_cost.masked_seconds(engine, need, rates)
     finally:
         jax.config.update("jax_compilation_cache_dir", None)
-    assert warm == pytest.approx(tokens / 100_000 + shapes * pass_cost.DEFAULT_COMPILE_S["cached compile"])
+    assert warm == pytest.approx(work / 100_000 + shapes * pass_cost.DEFAULT_COMPILE_S["cached compile"])
 
 
 def test_a_jobs_status_names_each_phase_in_one_place_and_is_never_done_while_units_remain():
@@ -305,12 +315,12 @@ def test_the_time_left_leans_on_the_cost_model_until_the_job_measures_its_own_an
     """Issue #37, item 1: a job given the cost model's time (``expect``) says a time left before its
     first chunk, does not jump at the first (slow) unit, moves to its own rate as it measures more,
     and when it ends its predicted, at-10% and actual times go into the pass-rate file, beside the
-    rates, which still read. A pass kind never measured borrows the other's time per token. The
+    rates, which still read. A pass kind never measured borrows the other's time per MFLOP. The
     clock is a fake one, so every figure is exact (no tolerance needed)."""
     path = tmp_path / "pass_rates.json"
     rates = jobs.Rates(path)
     rates.record("m", "unmasked", 1000, 2.0)
-    assert rates.seconds("m", "masked", 500) == 1.0  # borrowed: 2 ms per token
+    assert rates.seconds("m", "masked", 500) == 1.0  # borrowed: 2 ms per MFLOP
     assert rates.seconds("other", "masked", 500) is None
 
     now = [0.0]
@@ -372,6 +382,95 @@ def test_compilations_are_counted_once_not_in_the_time_per_unit(monkeypatch):
     unforeseen.compiled(4.0)
     unforeseen.progress(2, 10)
     assert unforeseen.seconds_left() == pytest.approx(8 * (6.0 - 4.0) / 2)
+
+
+def test_a_cost_borrowed_from_the_other_kind_of_pass_says_so_and_weighs_less(engine, tmp_path, monkeypatch):
+    """Issue #37: a pass kind never timed for a model borrows the other kind's time per MFLOP
+    (``Rates.seconds``); the cost says so (``PassSeconds.borrowed``) and the job leans on it with
+    ``BORROWED_SHARE``, not ``PRIOR_SHARE``: in Chromium a pseudo-perplexity borrowed from the
+    Records table's unmasked passes said 20 s for 5 s of work (an unmasked pass capturing every
+    layer of random:tiny took 18x a masked pass's time per token). Fake clock: figures exact."""
+    rates = jobs.Rates(tmp_path / "rates.json")
+    rates.record(engine.fingerprint, "unmasked", 1000, 2.0)
+    need = [(20, 20)]
+    borrowed = pass_cost.masked_seconds(engine, need, rates)
+    assert borrowed.borrowed and not pass_cost.unmasked_seconds(engine, [20], rates).borrowed
+    rates.record(engine.fingerprint, "masked", 1000, 1.0)
+    assert not pass_cost.masked_seconds(engine, need, rates).borrowed  # timed now: its own
+
+    now = [0.0]
+    monkeypatch.setattr(jobs.time, "monotonic", lambda: now[0])
+    said = {}
+    for name, borrowed_rate in (("firm", False), ("borrowed", True)):
+        job = jobs.Job("Pseudo-perplexity of 40 records", "positions")
+        job.expect(400.0, borrowed=borrowed_rate)  # 1 s per position predicted, for 400
+        job.progress(0, 400)
+        now[0] += 10.0
+        job.progress(40, 400)  # a tenth, at 0.25 s per position
+        said[name] = job.seconds_left()
+        now[0] += 100.0
+    # w = 5% of 400 = 20 positions (firm) or 0.5% = 2 (borrowed) at 1 s, plus 10 s over 40 positions.
+    assert said["firm"] == pytest.approx(360 * (20 * 1.0 + 10.0) / (20 + 40))  # 180 s for 90 s of work
+    assert said["borrowed"] == pytest.approx(360 * (2 * 1.0 + 10.0) / (2 + 40))  # 103 s
+
+
+def test_a_job_that_reports_its_work_says_its_time_left_per_work_not_per_unit(monkeypatch):
+    """Issue #37: a set's positions cost what their record's length makes them (a masked row of 400
+    residues is several of 150's); a job whose first tenth was short records said the rest from
+    their rate (Chromium: 5 s said before Cancel, 21 s taken). With ``progress(work=)`` the time
+    left is the work left at the job's rate per work. Fake clock: figures exact."""
+    now = [0.0]
+    monkeypatch.setattr(jobs.time, "monotonic", lambda: now[0])
+    job = jobs.Job("Pseudo-perplexity of 2 records", "positions")  # 100 positions of work 1, 100 of work 4
+    job.progress(0, 200, (0.0, 500.0))
+    now[0] = 10.0
+    job.progress(100, 200, (100.0, 500.0))  # the short record: 0.1 s per unit of work
+    assert job.seconds_left() == pytest.approx(400 * 0.1)  # not 100 positions x 0.1 s = 10 s
+    job.cancel()
+    job._finish(jobs.CANCELLED)
+    assert job.pace == pytest.approx(0.1)  # per unit of work: what a Resume goes on from
+    resumed = jobs.Job("Pseudo-perplexity of 2 records", "positions")
+    resumed.carry_on(job)
+    resumed.progress(100, 200, (100.0, 500.0))
+    assert resumed.seconds_left() == pytest.approx(400 * 0.1)
+
+
+def test_a_resume_that_counts_from_zero_again_says_the_time_of_the_rest_only(monkeypatch):
+    """A DMS table's pll goes chunk by chunk from row 0 and reads its stored chunks back in a
+    moment; a Resume that counted from 0 said the whole table's time again (Chromium: 22.6 s
+    said at the click for the 9.8 s the other 179 of 300 rows took). The previous job's finished
+    rows count done from the start. Fake clock: figures exact."""
+    now = [0.0]
+    monkeypatch.setattr(jobs.time, "monotonic", lambda: now[0])
+    first = jobs.Job("Scoring 300 DMS rows (pll)", "rows")
+    first.progress(0, 300)
+    now[0] = 12.0
+    first.progress(120, 300)  # 0.1 s a row
+    first.cancel()
+    first._finish(jobs.CANCELLED)
+    resumed = jobs.Job("Scoring 300 DMS rows (pll)", "rows")
+    resumed.carry_on(first)
+    resumed.progress(0, 300)  # its work starts from row 0 again
+    assert (resumed.done, resumed.seconds_left()) == (120, pytest.approx(180 * 0.1))
+    resumed.progress(24, 300)  # a stored chunk read back: not a step back
+    assert resumed.done == 120
+    now[0] = 14.4
+    resumed.progress(144, 300)  # 24 rows of its own in 2.4 s: 0.1 s a row, as the pace it carried
+    assert resumed.seconds_left() == pytest.approx(156 * 0.1)
+
+
+def test_pass_rates_of_a_file_from_before_they_were_per_mflop_are_not_read(tmp_path):
+    """A pass-rate file written when pass rates were per token (before 2026-12-05) keeps its jobs,
+    compilations and fits, but not its pass rates: read per MFLOP they would be 1e5x off."""
+    path = tmp_path / "pass_rates.json"
+    path.write_text(json.dumps({"m masked": 2e-6, "m unmasked": 3e-5, "arch compile": 1.5, "m fit": 1e-7,
+                                "jobs": [{"title": "old"}]}))
+    rates = jobs.Rates(path)
+    assert rates.seconds("m", "masked", 1) is None and rates.seconds("m", "unmasked", 1) is None
+    assert rates.seconds("arch", "compile", 2) == 3.0 and rates.seconds("m", "fit", 1e7) == pytest.approx(1.0)
+    assert rates.history() == [{"title": "old"}]
+    rates.record("m", "masked", 100, 1.0)  # written back per MFLOP, with the marker: read again
+    assert jobs.Rates(path).seconds("m", "masked", 100) == pytest.approx(1.0)
 
 
 def test_a_new_stage_is_predicted_what_the_cost_model_leaves_of_the_whole_job(monkeypatch):

@@ -35,6 +35,10 @@ _ids = itertools.count(1)
 # The cost model's prediction counts as this share of a job's units measured: at 10% of the work
 # the time left is a third the prediction's and two thirds the job's own rate.
 PRIOR_SHARE = 0.05
+# A prediction whose rate was borrowed from the other kind of pass (``PassSeconds.borrowed``)
+# counts as this share: off by up to 18x here (masked vs unmasked passes of random:tiny), it
+# must not hold the time left once the job measured a few chunks of its own.
+BORROWED_SHARE = 0.005
 
 
 class Stopped(Exception):
@@ -66,7 +70,8 @@ class Job:
         self.finished_at: float | None = None
         self._changed = threading.Condition()
         self._cancel = threading.Event()
-        self._baseline: tuple[float, int] | None = None  # (time, done) of the first report
+        self._baseline: tuple[float, int, float | None] | None = None  # (time, done, work done) of the first report
+        self._work: tuple[float, float] | None = None  # (done, total) work beside the units (``progress``)
         self.version = 0  # counts changes, for watchers that redraw only on news
         self.measuring_only = False  # one chunk to measure the rate: ending with units left is MEASURED
         self._expected: float | None = None  # seconds the cost model gives the work of this stage
@@ -77,37 +82,50 @@ class Job:
         # resumed job goes on from (``carry_on``).
         self.pace: float | None = None
         self._carried: float | None = None
+        self._kept: tuple[int, int] | None = None  # (done, total) the resumed job had finished
+        self._said_pace: float | None = None  # seconds per unit left, as said at the last report
         # Compilations: seconds the cost model gave them (``expect``) and seconds this stage spent
         # on them so far (``compiled``). A compilation is paid once per new batch shape, so it is
         # kept out of the time per unit and counted once (a fresh job whose first tenth compiled
         # shapes said 118.8 s at 10% for 57 s of work, in Chromium, when compilations were rated).
         self._expected_compiling: float | None = None
         self._compiled_s = 0.0
+        self._prior_share = PRIOR_SHARE  # what the prediction weighs (``expect``: less when borrowed)
 
     # --- what the work calls ------------------------------------------------------------------
-    def progress(self, done: int, total: int) -> None:
-        """``done`` of ``total`` units finished (those found stored count as done)."""
+    def progress(self, done: int, total: int, work: tuple[float, float] | None = None) -> None:
+        """``done`` of ``total`` units finished (those found stored count as done). ``work``: (done,
+        total) in a measure of what the units cost when they differ (MFLOP, ``pass_cost``: a
+        position of a 400-residue record costs several of a 150-residue one's); the job's own
+        rate and time left are then per work, not per unit. The first report says whether it
+        comes (every report of the job gives it, or none does)."""
         with self._changed:
             now = time.monotonic()
+            if self._kept is not None and total == self._kept[1]:  # a Resume: what was done is stored
+                done = max(done, self._kept[0])
             if self._baseline is None:  # what was stored before the job is not its own speed
-                self._baseline = (now, done)
-            self.done, self.total = done, total
+                self._baseline = (now, done, None if work is None else work[0])
+            self.done, self.total, self._work = done, total, work
             self.note = None
             first = self._baseline[1]
+            left = self._left(now)
             if self._at_tenth is None and total > first and done - first >= 0.1 * (total - first):
-                left = self._left(now)  # what the job said at 10% of its work: the figure to judge it by
-                self._at_tenth = None if left is None else now - self.created + left
+                self._at_tenth = None if left is None else now - self.created + left  # the figure to judge it by
+            _, done_amount, total_amount = self._amounts()
+            self._said_pace = None if left is None or total_amount <= done_amount else left / (total_amount - done_amount)
             self._bump()
 
     def expect(self, seconds: float, log: Callable[[dict], None] | None = None,
-               compiling: float | None = None) -> None:
+               compiling: float | None = None, borrowed: bool = False) -> None:
         """The cost model's time for the work left when the job starts: the time left leans on it
         until the job has measured its own rate on enough units (``PRIOR_SHARE``), so it neither
         waits for a first chunk nor jumps at the first one. ``log`` gets the prediction and what
         happened when the job ends (``Rates.record_job``: predicted vs actual). ``compiling``: the
-        part of ``seconds`` that is compilations (``pass_cost.PassSeconds.compiling``)."""
+        part of ``seconds`` that is compilations (``pass_cost.PassSeconds.compiling``);
+        ``borrowed``: its rate is another kind of pass's (``BORROWED_SHARE``)."""
         with self._changed:
             self._expected = self._predicted = seconds
+            self._prior_share = BORROWED_SHARE if borrowed else PRIOR_SHARE
             self._expected_compiling = None if compiling is None else min(max(compiling, 0.0), seconds)
             self._log = log
             self._bump()
@@ -123,9 +141,13 @@ class Job:
         """A Resume of ``previous`` (cancelled or stopped): the time left goes on from the pace
         ``previous`` said when it stopped (its own measured rate, smoothed), not from the cost
         model, so the estimate does not jump at the click (a 40-record set: 30 s left said before
-        Cancel, 12 s from the cost model after Resume, 27 s taken, in Chromium under load)."""
+        Cancel, 12 s from the cost model after Resume, 27 s taken, in Chromium under load). What
+        ``previous`` finished is stored: a work that counts from 0 again (a DMS table's chunks,
+        its stored ones read back in a moment) counts it done from the start, so the time left
+        is for the rest only (a pll resumed at 121 of 300 rows said 22.6 s for 9.8 s before)."""
         with self._changed:
             self._carried = previous.pace
+            self._kept = None if previous.total is None else (previous.done, previous.total)
             self._bump()
 
     def stage(self, unit: str, total: int) -> None:
@@ -134,6 +156,7 @@ class Job:
         whole job, less the time spent so far, is this stage's prediction (none once overrun)."""
         with self._changed:
             self.unit, self.done, self.total, self._baseline, self._at_tenth = unit, 0, total, None, None
+            self._work = None
             self._expected_compiling, self._compiled_s = None, 0.0  # (a fit's fits compile nothing)
             if self._predicted is not None:
                 left = self._predicted - (time.monotonic() - self.created)
@@ -172,7 +195,7 @@ class Job:
         with self._changed:
             if self._baseline is None:
                 return None
-            started, first_done = self._baseline
+            started, first_done, _ = self._baseline
             end = self.finished_at or time.monotonic()
             if self.done <= first_done or end <= started:
                 return None
@@ -188,8 +211,10 @@ class Job:
 
     def _left(self, now: float) -> float | None:
         """``seconds_left`` under the lock. Seconds per unit = (w * predicted + elapsed) / (w +
-        measured units), the prediction worth ``w`` units (``PRIOR_SHARE`` of the work): no jump
-        at the first chunk, and a chunk slower than predicted raises the estimate while it runs.
+        measured units), the prediction worth ``w`` units (``PRIOR_SHARE`` of the work, at least
+        one unit; ``BORROWED_SHARE`` when its rate was borrowed): no jump at the first chunk, and a
+        chunk slower than predicted raises the estimate while it runs. Units are the job's work
+        where it reports one (``progress(work=)``, ``_amounts``).
         Compilations are out of both (the elapsed time less ``compiled``, the prediction less
         ``expect``'s ``compiling``) and added back once: those the cost model counted and the job
         has not paid yet."""
@@ -197,22 +222,32 @@ class Job:
             return self._expected
         if self._baseline is None:
             return self._expected
-        started, first = self._baseline
-        measured, remaining = self.done - first, max(self.total - self.done, 0)
+        started = self._baseline[0]
+        first, done, total = self._amounts()
+        measured, remaining = done - first, max(total - done, 0)
         elapsed = max(now - started - self._compiled_s, 0.0)
         compiling = self._expected_compiling if self._carried is None else None
         to_compile = 0.0 if compiling is None else max(compiling - self._compiled_s, 0.0)
         prior = self._carried if self._carried is not None else (
-            (self._expected - (compiling or 0.0)) / (self.total - first)
-            if self._expected is not None and self.total > first else None)
-        if prior is not None and self.total > first:
-            weight = max(1.0, PRIOR_SHARE * (self.total - first))
+            (self._expected - (compiling or 0.0)) / (total - first)
+            if self._expected is not None and total > first else None)
+        if prior is not None and total > first:
+            one_unit = (total - first) / max(self.total - self._baseline[1], 1)  # (of work: many MFLOP)
+            share = PRIOR_SHARE if self._carried is not None else self._prior_share  # (a pace is measured)
+            weight = max(one_unit, share * (total - first))
             per_unit = (weight * prior + elapsed) / (weight + measured)
         elif measured > 0 and elapsed > 0:
             per_unit = elapsed / measured
         else:
             return None
         return remaining * per_unit + (to_compile if remaining else 0.0)
+
+    def _amounts(self) -> tuple[float, float, float]:
+        """(first, done, total) in the job's measure of its work: the work it reports beside its
+        units (``progress(work=)``), else its units. Under the lock, after the first report."""
+        if self._baseline[2] is not None and self._work is not None:
+            return self._baseline[2], self._work[0], self._work[1]
+        return self._baseline[1], self.done, self.total
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the job finishes (True) or ``timeout`` passes (False)."""
@@ -248,8 +283,10 @@ class Job:
             if state == DONE and self.measuring_only and self.total is not None and self.done < self.total:
                 state = MEASURED  # the value is the first chunk's, the rest is not computed
             if state in (CANCELLED, STOPPED) and self.total is not None and self.total > self.done:
-                left = self._left(time.monotonic())
-                self.pace = None if left is None else left / (self.total - self.done)
+                # The pace it said at its last report (per unit of work where it reports work): the
+                # chunk cut short by the cancel counted no unit, and its time would slow the pace
+                # (a pll cancelled at 145 of 300 rows said 10 s left, then its Resume 18-23 s).
+                self.pace = self._said_pace
             self.state, self.error = state, error
             if state in (DONE, MEASURED):
                 self.value = value
@@ -270,8 +307,11 @@ class Job:
         first = self._baseline[1]
         work = max(self.total - first, 0)
         done = self.done - first
-        predicted = self._predicted if self._carried is None else self._carried * work  # said at its start
+        first_amount, _, total_amount = self._amounts()
+        predicted = (self._predicted if self._carried is None  # said at its start
+                     else self._carried * max(total_amount - first_amount, 0))
         return {"title": self.title, "unit": self.unit, "state": self.state, "units": done, "units_asked": work,
+                "borrowed": self._prior_share != PRIOR_SHARE,  # the prediction's rate was the other kind's
                 "predicted_s": round(predicted, 2),  # the whole job's, at its start
                 "predicted_s_at_tenth": None if self._at_tenth is None else round(self._at_tenth, 2),
                 "actual_s": round(self.finished_at - self.created, 2)}
@@ -296,10 +336,14 @@ class Job:
 
 
 def start(work: Callable[[Job], object], title: str, unit: str, total: int | None = None,
-          visitor: str | None = None, session: str = "") -> Job:
+          visitor: str | None = None, session: str = "", setup: Callable[[Job], None] | None = None) -> Job:
     """Run ``work(job)`` in a background thread (a daemon: a server's exit does not wait for it;
     what it finished is in the store). Returns the job at once. ``session``: the app's session
-    that started it, set before the thread starts (the thread asks whether that tab is still open)."""
+    that started it, set before the thread starts (the thread asks whether that tab is still open).
+    ``setup(job)``: called before the thread starts (``expect``, ``carry_on``: a Resume's first
+    report must find what it carries on from, else it counts the work from 0 again)."""
     job = Job(title, unit, total, visitor, session)  # the session known before the thread asks for it
+    if setup is not None:
+        setup(job)
     threading.Thread(target=job._run, args=(work,), name=f"flamino-job-{job.id}", daemon=True).start()
     return job

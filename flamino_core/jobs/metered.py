@@ -71,7 +71,7 @@ class MeteredEngine:
         A call that compiled a new shape spent seconds on that, once per process, against
         milliseconds per batch: with three or more batches the first one is left out of the
         rate; with fewer the call says nothing of the rate (a first one-batch scan of a short
-        record measured 5.4 s against 0.26 s after). What it spent beyond its tokens at the
+        record measured 5.4 s against 0.26 s after). What it spent beyond its work at the
         measured rate is the compilations' time (``_record_compilations``)."""
         finished: list[float] = []
 
@@ -90,28 +90,28 @@ class MeteredEngine:
         if self._rates is not None and batches:
             total = sum(t for _, t in batches)
             if fresh or cached:
-                running = self._rates.seconds(self.fingerprint, kind, total)  # its tokens at the rate so far
+                running = self._rates.seconds(self.fingerprint, kind, total)  # its work at the rate so far
                 if self._on_compile is not None:
                     self._on_compile(self._compiling_seconds(running, spent, fresh, cached))
                 self._record_compilations(running, spent, fresh, cached, [key for key, _ in batches])
             if len(finished) >= 3:
                 share = (sum(t for _, t in batches[1:]) if len(batches) == len(finished)
                          else total * (len(finished) - 1) / len(finished))
-                self._rates.record(self.fingerprint, kind, round(share), finished[-1] - finished[0])
+                self._rates.record(self.fingerprint, kind, share, finished[-1] - finished[0])
             elif not compiled:
                 self._rates.record(self.fingerprint, kind, total, spent)
         return result
 
     def _compiling_seconds(self, running: float | None, spent: float, fresh: int, cached: int) -> float:
         """What a call that compiled spent on its compilations: its time beyond ``running`` (its
-        tokens at the measured rate), or (no rate yet) what the cost model gives them, at most
+        work at the measured rate), or (no rate yet) what the cost model gives them, at most
         the call's time."""
         if running is not None:
             return max(spent - running, 0.0)
         return min(pass_cost.compilations_seconds(self._engine, fresh, cached, self._rates), spent)
 
     def _record_compilations(self, running: float | None, spent: float, fresh: int, cached: int, keys) -> None:
-        """The seconds per compilation this call measured: its time beyond its tokens at the rate
+        """The seconds per compilation this call measured: its time beyond its work at the rate
         measured so far (none measured: nothing to subtract, not recorded), shared by its new
         shapes when they were all new or all from the persistent cache; those shapes are then
         in the persistent cache for a later process."""

@@ -1,7 +1,13 @@
 """What model passes cost on this machine before they run: the engine's own plan (the batches
 ``Engine.run`` and ``Engine.compute_masked`` will run, as ``planner`` cuts them, grouped and
-chunked as ``store/passes.py`` calls the engine), its tokens times the measured seconds per token
+chunked as ``store/passes.py`` calls the engine), its work (``row_work``: the rows' matmul
+MFLOPs, attention's width-squared part included) times the measured seconds per MFLOP
 (``Rates``), plus the compilations the plan needs.
+
+Why work, not tokens: a token's cost grows with its row's width (attention), most for narrow
+models. For random:tiny on the Intel Xeon (2026-12-05) the measured seconds per token of masked
+passes went from 1.1e-6 (161-residue rows) to 2.6e-5 (rows of up to 512) between two jobs, so
+each job's prediction was 5-20x off by the other's rate; per MFLOP the widths are accounted for.
 
 Compilations: each batch shape (``planner.shape_key``) the process has not run yet is compiled
 once by XLA, seconds each against milliseconds per batch of a small model: on a fresh server
@@ -47,8 +53,25 @@ def record_outputs_capture(engine) -> Capture:
     return Capture(hidden=tuple(range(engine.config.num_layers + 1)), logits=True)
 
 
-def unmasked_batches(engine, lengths: Sequence[int], grouped: bool = True) -> list[tuple[str, int]]:
-    """(shape key, tokens) of each batch the unmasked passes over sequences of ``lengths`` run:
+def row_work(config, width: int, head_positions: int) -> float:
+    """The matmul work of one row of ``width`` tokens, in MFLOP: per layer 2W(4D^2 + 2DF) for the
+    projections and the MLP and 4W^2 D for attention's scores and mixing, plus the LM head 2D(D + V)
+    at ``head_positions`` tokens (a masked pass: the masked one; an unmasked pass: every token).
+    The count docs/benchmarks.md uses for efficiency; a family's own layers (ESM C's gated MLP)
+    differ by a constant factor, which the model's measured rate absorbs."""
+    d, f, v = config.embed_dim, config.ffn_dim, config.vocab_size
+    per_layer = 2 * width * (4 * d * d + 2 * d * f) + 4 * width * width * d
+    return (config.num_layers * per_layer + head_positions * 2 * d * (d + v)) / 1e6
+
+
+def masked_position_work(engine, length: int) -> float:
+    """The work of one masked position of a sequence of ``length`` residues (one row of its
+    masked passes), in MFLOP: what a job's own rate weighs its positions by (``Job.progress``)."""
+    return row_work(engine.config, planner.masked_width(length), 1)
+
+
+def unmasked_batches(engine, lengths: Sequence[int], grouped: bool = True) -> list[tuple[str, float]]:
+    """(shape key, work in MFLOP) of each batch the unmasked passes over sequences of ``lengths`` run:
     in ``passes.record_outputs``' groups (``grouped``; else one ``Engine.run`` call), each cut
     into windows and planned as ``Engine.run`` plans them (packed rows where the engine packs)."""
     capture = record_outputs_capture(engine)
@@ -59,12 +82,13 @@ def unmasked_batches(engine, lengths: Sequence[int], grouped: bool = True) -> li
         cut = [len(w.residues) for w in windows.windows(group, True)]
         for batch in planner.plan(cut, engine.max_rows, pack=engine.backend.packing):
             shape = (len(batch.rows), batch.width)
-            out.append((planner.shape_key("forward", shape, batch.shared, capture), shape[0] * shape[1]))
+            out.append((planner.shape_key("forward", shape, batch.shared, capture),
+                        shape[0] * row_work(engine.config, shape[1], shape[1])))
     return out
 
 
-def masked_batches(engine, need: Iterable[tuple[int, int]], chunk: int | None = CHUNK) -> list[tuple[str, int]]:
-    """(shape key, tokens) of each pass the masked passes run for ``need``, (sequence length,
+def masked_batches(engine, need: Iterable[tuple[int, int]], chunk: int | None = CHUNK) -> list[tuple[str, float]]:
+    """(shape key, work in MFLOP) of each pass the masked passes run for ``need``, (sequence length,
     positions) pairs: ``passes.masked_log_probs`` hands the engine ``chunk`` positions a call
     (None: all in one call), each call cut into passes of ``Engine.masked_pass_shape``."""
     out = []
@@ -73,7 +97,7 @@ def masked_batches(engine, need: Iterable[tuple[int, int]], chunk: int | None = 
         step = chunk or max(positions, 1)
         for first in range(0, positions, step):
             for rows in planner.masked_batch_rows(min(step, positions - first), max_rows):
-                out.append((planner.shape_key("masked", (rows, width)), rows * width))
+                out.append((planner.shape_key("masked", (rows, width)), rows * row_work(engine.config, width, 1)))
     return out
 
 
@@ -87,24 +111,30 @@ def new_shapes(engine, batches: Iterable[tuple[str, int]], rates) -> tuple[int, 
 
 class PassSeconds(float):
     """Seconds for some passes, with the part of them that is compilations (``compiling``): a
-    job's time left keeps compilations out of its time per unit (``Job.expect``)."""
+    job's time left keeps compilations out of its time per unit (``Job.expect``). ``borrowed``:
+    the passes' kind was never timed for this model, and its rate is the other kind's
+    (``Rates.seconds``), a first guess the job's own rate soon replaces: for random:tiny on the
+    Intel Xeon an unmasked pass capturing every layer took 2.97e-5 s per token and a masked
+    pass 1.6e-6 s, so a pseudo-perplexity borrowed from the Records table's entropies said
+    "about 20 seconds" for 5 s of work (Chromium, 2026-12-05)."""
 
     compiling: float
+    borrowed: bool
 
-    def __new__(cls, seconds: float, compiling: float = 0.0) -> PassSeconds:  # (the default: unpickling)
-        value = super().__new__(cls, seconds)
-        value.compiling = compiling
+    def __new__(cls, seconds: float, compiling: float = 0.0, borrowed: bool = False) -> PassSeconds:
+        value = super().__new__(cls, seconds)  # (the defaults: unpickling)
+        value.compiling, value.borrowed = compiling, borrowed
         return value
 
 
-def seconds(engine, kind: str, batches: list[tuple[str, int]], rates) -> PassSeconds | None:
-    """Seconds for ``batches`` of ``kind`` passes (``masked``/``unmasked``) here: their tokens at
+def seconds(engine, kind: str, batches: list[tuple[str, float]], rates) -> PassSeconds | None:
+    """Seconds for ``batches`` of ``kind`` passes (``masked``/``unmasked``) here: their work at
     the measured rate, plus their new shapes' compilations (None: the rate never measured)."""
-    tokens = rates.seconds(engine.fingerprint, kind, sum(t for _, t in batches))
-    if tokens is None:
+    work = rates.seconds(engine.fingerprint, kind, sum(w for _, w in batches))
+    if work is None:
         return None
     compiling = compilations_seconds(engine, *new_shapes(engine, batches, rates), rates)
-    return PassSeconds(tokens + compiling, compiling)
+    return PassSeconds(work + compiling, compiling, borrowed=not rates.measured(engine.fingerprint, kind))
 
 
 def compilations_seconds(engine, fresh: int, cached: int, rates) -> float:

@@ -1,6 +1,6 @@
 """How fast this machine runs a model, and how right the estimates were: seconds per token of
 masked and unmasked passes (and per operation of a fit, per compilation), measured per model as a
-running average (``Rates``; the tokens a piece of work runs are its plan's, ``jobs/pass_cost.py``),
+running average (``Rates``; per MFLOP of a pass's matmul work, its plan's, ``jobs/pass_cost.py``),
 the shapes compiled into the persistent cache, and each job's predicted and actual times
 (``Rates.record_job``), all in ``FLAMINO_CACHE/pass_rates.json`` so a restarted server knows them. ``jobs/background.py`` re-exports these names.
 """
@@ -21,7 +21,7 @@ LOG = logging.getLogger("flamino")
 
 # --- how fast this machine runs a model ---------------------------------------------------------------
 class Rates:
-    """Seconds per token of masked and unmasked passes, measured on this machine per model
+    """Seconds per MFLOP of masked and unmasked passes, measured on this machine per model
     (its fingerprint), as a running average; kept in ``FLAMINO_CACHE/pass_rates.json`` so a
     restarted server still knows them. Thread-safe."""
 
@@ -38,10 +38,12 @@ class Rates:
         self._history: list[dict] = []  # jobs' predicted and actual times (``record_job``)
         self._shapes: dict[str, list[str]] = {}  # architecture -> shapes compiled into the persistent cache
 
-    def record(self, model: str, kind: str, tokens: int, seconds: float) -> None:
-        if tokens <= 0 or seconds <= 0 or kind not in self.KINDS:
+    def record(self, model: str, kind: str, amount: float, seconds: float) -> None:
+        """``seconds`` measured for ``amount`` of ``kind``: MFLOP of passes, operations of a fit,
+        compilations."""
+        if amount <= 0 or seconds <= 0 or kind not in self.KINDS:
             return
-        rate = seconds / tokens
+        rate = seconds / amount
         with self._lock:
             rates = self._load()
             key = f"{model} {kind}"
@@ -49,17 +51,23 @@ class Rates:
             rates[key] = rate if old is None else (1 - self.weight) * old + self.weight * rate
             self._save(rates)
 
-    def seconds(self, model: str, kind: str, tokens: int) -> float | None:
-        """Estimated seconds for ``tokens`` more tokens of ``kind`` passes (None: never measured).
-        A pass kind never measured for this model borrows the other kind's time per token (a
-        masked pass is an unmasked pass of a row with one token masked: the same work per token;
-        the job's own rate corrects it as it runs)."""
+    def seconds(self, model: str, kind: str, amount: float) -> float | None:
+        """Estimated seconds for ``amount`` more of ``kind`` (None: never measured): MFLOP of passes.
+        A pass kind never measured for this model borrows the other kind's time per MFLOP (a
+        masked pass is an unmasked pass of a row with one token masked; but an unmasked pass of
+        the result store keeps every layer, so the guess is rough: ``PassSeconds.borrowed``, and
+        the job's own rate replaces it as it runs)."""
         with self._lock:
             rates = self._load()
         rate = rates.get(f"{model} {kind}")
         if rate is None and kind in PASS_KINDS:
             rate = rates.get(f"{model} {PASS_KINDS[1 - PASS_KINDS.index(kind)]}")
-        return None if rate is None else rate * tokens
+        return None if rate is None else rate * amount
+
+    def measured(self, model: str, kind: str) -> bool:
+        """Whether ``kind`` passes of ``model`` were timed here (not borrowed from the other kind)."""
+        with self._lock:
+            return f"{model} {kind}" in self._load()
 
     def record_job(self, outcome: dict) -> None:
         """Keep a job's predicted and actual times (``Job.expect``'s log) in the same file, the
@@ -97,6 +105,8 @@ class Rates:
             try:
                 found = json.loads(self.path.read_text())
                 self._rates = {k: float(v) for k, v in found.items() if isinstance(v, (int, float)) and v > 0}
+                if found.get(PASS_UNIT) != PASS_UNIT_NOW:  # a file of per-token rates: those are not per MFLOP
+                    self._rates = {k: v for k, v in self._rates.items() if k.rsplit(" ", 1)[-1] not in PASS_KINDS}
                 jobs = found.get(HISTORY)
                 self._history = [e for e in jobs if isinstance(e, dict)] if isinstance(jobs, list) else []
                 shapes = found.get(SHAPES)
@@ -112,7 +122,8 @@ class Rates:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with written_atomically(self.path) as tmp:
-                tmp.write_text(json.dumps({**rates, HISTORY: self._history, SHAPES: self._shapes}, indent=0,
+                tmp.write_text(json.dumps({**rates, PASS_UNIT: PASS_UNIT_NOW, HISTORY: self._history,
+                                           SHAPES: self._shapes}, indent=0,
                                           sort_keys=True))
         except OSError as err:  # a read-only cache: the rates live in memory only
             LOG.debug("pass rates not saved (%s)", err)
@@ -122,6 +133,9 @@ PASS_KINDS = ("masked", "unmasked")
 HISTORY = "jobs"  # the pass-rate file's list of jobs' predicted and actual times
 MAX_HISTORY = 500
 SHAPES = "shapes"  # the pass-rate file's shapes compiled into the persistent cache, per architecture
+# What a pass rate is per: seconds per MFLOP of a pass's work since 2026-12-05 (``pass_cost.row_work``),
+# seconds per token before; a file without this marker keeps its other rates, not its pass rates.
+PASS_UNIT, PASS_UNIT_NOW = "pass_unit", "MFLOP"
 
 
 def machine() -> str:

@@ -200,13 +200,23 @@ def _pppl_work(engine, model: str, sequences: tuple[str, ...]):
         held = {s: store.held_positions(fingerprint, s) for s in unique}
         total = sum(len(s) for s in unique)
         done = sum(len(h) for h in held.values())
-        job.progress(done, total)
+        # What a position costs, by its record's length (pass_cost.masked_position_work): the job's
+        # rate is per MFLOP, so records of 150 residues done first say nothing wrong of those of 400.
+        cost = {s: pass_cost.masked_position_work(engine, len(s)) for s in unique}
+        total_work = sum(len(s) * cost[s] for s in unique)
+        done_work = [sum(len(held[s]) * cost[s] for s in unique)]
+
+        def report(positions: int, work: float) -> None:
+            job.progress(positions, total, (work, total_work))
+
+        report(done, done_work[0])
         if jobs_ray.ray_address():  # the cluster masks; this process stores each chunk as it arrives
             count = [done]
 
             def arrived(sequence: str, positions: list[int]) -> None:
                 count[0] += len(positions)
-                job.progress(count[0], total)
+                done_work[0] += len(positions) * cost[sequence]
+                report(count[0], done_work[0])
 
             work_items = [(s, [p for p in range(len(s)) if p not in held[s]]) for s in unique]
             jobs_ray.masked_on_ray(model, fingerprint, [w for w in work_items if w[1]], store=store,
@@ -218,16 +228,18 @@ def _pppl_work(engine, model: str, sequences: tuple[str, ...]):
             if first_only:  # one chunk: enough to measure this machine's rate
                 part = [p for p in range(len(sequence)) if p not in held[sequence]][:MEASURE_POSITIONS]
                 passes.masked_log_probs(metered, sequence, part, store=store)
-                job.progress(done + len(part), total)
+                report(done + len(part), done_work[0] + len(part) * cost[sequence])
                 return values
 
-            def step(finished: int, _asked: int, start: int = done - len(held[sequence])) -> None:
-                job.progress(start + finished, total)
+            def step(finished: int, _asked: int, start: int = done - len(held[sequence]),
+                     before: float = done_work[0] - len(held[sequence]) * cost[sequence], each: float = cost[sequence]) -> None:
+                report(start + finished, before + finished * each)
 
             log_probs = passes.masked_log_probs(metered, sequence, store=store, progress=step, cancelled=job.cancelled)
             values[sequence] = pseudo_perplexity(log_probs, sequence)
             done += len(sequence) - len(held[sequence])
-            job.progress(done, total)
+            done_work[0] += (len(sequence) - len(held[sequence])) * cost[sequence]
+            report(done, done_work[0])
         return values
 
     return work

@@ -50,15 +50,16 @@ def find(key: tuple[Hashable, ...]) -> Job | None:
 
 
 def submit(key: tuple[Hashable, ...], title: str, unit: str, work: Callable[[Job], object],
-           total: int | None = None) -> Job:
-    """The running job for ``key`` in this session, or a new one running ``work(job)``."""
+           total: int | None = None, setup: Callable[[Job], None] | None = None) -> Job:
+    """The running job for ``key`` in this session, or a new one running ``work(job)`` (``setup``:
+    ``jobs.start``'s, before its thread starts)."""
     full = (session_id(), *key)
     visitor = visitor_key()  # read here, in the session's thread: the job's own thread has no session
     with _LOCK:
         running = _JOBS.get(full)
         if running is not None and not running.finished:
             return running
-        job = jobs.start(work, title, unit, total, visitor=visitor, session=full[0])
+        job = jobs.start(work, title, unit, total, visitor=visitor, session=full[0], setup=setup)
         _JOBS.pop(full, None)
         _JOBS[full] = job  # the newest last
         _prune(full[0])

@@ -86,12 +86,16 @@ def follow(key: tuple[Hashable, ...], title: str, unit: str, work: Callable[...,
         return None
     first_only = cost.seconds is None and not asked  # measure the rate on one chunk first
     stopped_job = st.session_state.get(PACES, {}).pop(key, None)  # a Resume goes on at its pace (approve)
-    job = background.submit(key, title, unit, _measuring(work) if first_only else functools.partial(work, first_only=False))
-    if stopped_job is not None:
-        job.carry_on(stopped_job)
-    if cost.seconds is not None:  # the time left leans on the cost model until the job measured its own rate
-        job.expect(cost.seconds, log=rates.default_rates().record_job,
-                   compiling=getattr(cost.seconds, "compiling", None))  # pass_cost.PassSeconds
+
+    def setup(job: Job) -> None:  # before the job's thread starts: its first report must know these
+        if stopped_job is not None:
+            job.carry_on(stopped_job)
+        if cost.seconds is not None:  # the time left leans on the cost model until the job measured its own rate
+            job.expect(cost.seconds, log=rates.default_rates().record_job,  # pass_cost.PassSeconds: its parts
+                       compiling=getattr(cost.seconds, "compiling", None), borrowed=getattr(cost.seconds, "borrowed", False))
+
+    job = background.submit(key, title, unit, _measuring(work) if first_only else functools.partial(work, first_only=False),
+                            setup=setup)
     if first_only:  # one chunk measures the rate: then the page says what the rest costs, or goes on
         if job.wait(MEASURE_SECONDS) and job.state in (DONE, MEASURED):
             st.rerun()
@@ -126,8 +130,8 @@ def ask(key, cost: Cost, what: str, cheaper) -> None:
     """What the work costs, a Start button and the cheaper strategy's."""
     per = cost.seconds / max(cost.passes, 1)
     st.info(
-        f"{what[:1].upper()}{what[1:]} needs {plain(cost.describe())}: {about(cost.seconds)} at the rate this "
-        f"machine measured for this model ({per:.2g} s per pass). It runs in the background in chunks, can be "
+        f"{what[:1].upper()}{what[1:]} needs {plain(cost.describe())}: {about(cost.seconds)} {rate_words(cost.seconds)} "
+        f"({per:.2g} s per pass). It runs in the background in chunks, can be "
         "cancelled, and keeps what it finished.",
         icon=":material/schedule:",
     )
@@ -137,6 +141,15 @@ def ask(key, cost: Cost, what: str, cheaper) -> None:
                   icon=":material/play_arrow:")
         if cheaper is not None:
             st.button(cheaper[0], key=f"cheaper-{_widget(key)}", on_click=cheaper[1], icon=":material/bolt:")
+
+
+def rate_words(seconds: float) -> str:
+    """Where a cost's time comes from, after "about X": this kind of pass timed here, or (never
+    timed for this model) the other kind's rate, a first guess (``PassSeconds.borrowed``)."""
+    if getattr(seconds, "borrowed", False):
+        return ("as a first guess (this kind of pass is not timed for this model here yet: the rate of its "
+                "other passes stands in, and the job's own rate replaces it)")
+    return "at the rate this machine measured for this model"
 
 
 def running(job: Job, where: str) -> None:
