@@ -459,6 +459,21 @@ def test_a_resume_that_counts_from_zero_again_says_the_time_of_the_rest_only(mon
     assert resumed.seconds_left() == pytest.approx(156 * 0.1)
 
 
+def test_an_architecture_never_compiled_here_borrows_this_machines_compile_time(engine, tmp_path):
+    """A compilation of an architecture never measured costs what this machine's other
+    architectures measured (their median), not the constant measured on another machine; with
+    none measured, the constant."""
+    rates = jobs.Rates(tmp_path / "rates.json")
+    assert pass_cost.compile_seconds(engine, "compile", rates) == pass_cost.DEFAULT_COMPILE_S["compile"]
+    for architecture, seconds in (("a", 0.4), ("b", 0.9), ("c", 3.0)):
+        rates.record(architecture, "compile", 1, seconds)
+    rates.record("d", "cached compile", 1, 0.1)  # another kind: not in the median of "compile"
+    assert pass_cost.compile_seconds(engine, "compile", rates) == 0.9
+    assert pass_cost.compile_seconds(engine, "cached compile", rates) == 0.1
+    rates.record(pass_cost.architecture(engine), "compile", 1, 2.0)
+    assert pass_cost.compile_seconds(engine, "compile", rates) == 2.0  # its own, once measured
+
+
 def test_pass_rates_of_a_file_from_before_they_were_per_mflop_are_not_read(tmp_path):
     """A pass-rate file written when pass rates were per token (before 2026-12-05) keeps its jobs,
     compilations and fits, but not its pass rates: read per MFLOP they would be 1e5x off."""

@@ -144,8 +144,13 @@ def compilations_seconds(engine, fresh: int, cached: int, rates) -> float:
 
 
 def compile_seconds(engine, kind: str, rates) -> float:
-    """Seconds one compilation of ``kind`` (``compile``, ``cached compile``) takes here."""
+    """Seconds one compilation of ``kind`` (``compile``, ``cached compile``) takes here: measured
+    for this architecture, else the median of the other architectures measured on this machine,
+    else ``DEFAULT_COMPILE_S`` (the 8M model's first jobs on the Intel Xeon were predicted at the
+    Zen 4's 5 s a compilation where random:tiny had measured 0.2-1 s: 1.9x long, docs/reliability.md)."""
     measured = rates.seconds(architecture(engine), kind, 1)
+    if measured is None:
+        measured = rates.typical(kind)
     return DEFAULT_COMPILE_S[kind] if measured is None else measured
 
 

@@ -64,6 +64,14 @@ class Rates:
             rate = rates.get(f"{model} {PASS_KINDS[1 - PASS_KINDS.index(kind)]}")
         return None if rate is None else rate * amount
 
+    def typical(self, kind: str) -> float | None:
+        """The median rate of ``kind`` over every model (or architecture) measured here, None if
+        none was: a first guess for one never measured that is this machine's, not a constant's."""
+        with self._lock:
+            found = sorted(v for k, v in self._load().items() if k.endswith(f" {kind}")
+                           and not (kind == "compile" and k.endswith(" cached compile")))
+        return found[len(found) // 2] if found else None
+
     def measured(self, model: str, kind: str) -> bool:
         """Whether ``kind`` passes of ``model`` were timed here (not borrowed from the other kind)."""
         with self._lock:
