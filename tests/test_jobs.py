@@ -155,6 +155,19 @@ def test_a_call_that_compiles_a_new_shape_sets_no_rate(engine, tmp_path):
     assert rates.seconds(engine.fingerprint, "masked", 100) is not None
 
 
+def test_a_calls_rate_leaves_out_the_batches_that_compiled():
+    """The rate of a call is timed on its batches of shapes compiled before them: not the first
+    (setup), nor a shape's first batch in the call when the call compiled it (a record's last chunk
+    ends in rows of its own, whose compilation inflated the rate 4x, in Chromium)."""
+    from flamino_core.jobs.metered import _clean
+
+    batches = [("16x192", 5.0), ("16x192", 5.0), ("4x192", 1.0), ("4x192", 1.0), ("16x192", 5.0)]
+    finished = [1.0, 2.0, 9.0, 9.2, 10.2]  # the first 4-row batch compiled: 7 s
+    assert _clean(batches, finished, {"16x192"}) == (11.0, pytest.approx(2.2))  # 1 + 0.2 + 1 s
+    assert _clean(batches, finished, {"16x192", "4x192"}) == (12.0, pytest.approx(9.2))  # none compiled here
+    assert _clean(batches[:1], finished[:1], set()) == (0.0, 0.0)  # nothing to time
+
+
 def test_what_a_compiling_call_tells_its_job(engine, tmp_path):
     """``MeteredEngine`` tells the job (``on_compile``) what a compiling call spent compiling: its
     time beyond its work at the measured rate, or before any rate, what the cost model gives
