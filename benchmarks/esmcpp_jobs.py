@@ -69,7 +69,7 @@ def _log_softmax(x: np.ndarray) -> np.ndarray:
 
 def esmcpp_varlen() -> dict:
     model = esmcpp_model(ARGS.shape)
-    seqs = common.read_workloads(Path(ARGS.root))["varlen"]
+    seqs = common.varlen_set(Path(ARGS.root), ARGS.shape)
     ids = [_ids(s) for s in seqs]
     holder = {}
 
@@ -89,6 +89,7 @@ def esmcpp_varlen() -> dict:
         **summary(times),
         "warmup_s": warmup_s,
         "residues": sum(lengths),
+        "proteins": len(lengths),
         # Its scheduler packs proteins into rows with per-protein attention (cu_seqlens): no
         # padding, so its arithmetic is the useful arithmetic.
         "flops": sum(common.forward_flops(cfg, 1, L + 2) for L in lengths),

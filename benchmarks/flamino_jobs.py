@@ -82,7 +82,7 @@ def same_bucket_length(length: int, delta: int) -> int | None:
 def flamino_varlen() -> dict:
     engine = flamino_engine(ARGS.shape)
     cfg = engine.config
-    seqs = common.varlen_workload()
+    seqs = common.varlen_workload(common.varlen_count(ARGS.shape))
 
     def run():
         outs = engine.run(seqs, repr_layers=(-1,), logits=True)
@@ -118,6 +118,7 @@ def flamino_varlen() -> dict:
         **summary(times),
         "warmup_s": warmup_s,
         "residues": sum(lengths),
+        "proteins": len(lengths),
         "flops": sum(common.forward_flops(cfg, r, w, segments=seg) for (r, w), seg in zip(log.shapes, log.segments)),
         "useful_flops": sum(common.forward_flops(cfg, 1, L + 2) for L in lengths),
         "batches": [list(s) for s in log.shapes],

@@ -62,7 +62,7 @@ def hf_varlen() -> dict:
 
     model = hf_model(ARGS.shape)
     cfg = _config()
-    seqs = common.varlen_workload()
+    seqs = common.varlen_workload(common.varlen_count(ARGS.shape))
     lengths = [len(s) for s in seqs]
     batches = hf_batches(lengths)
 
@@ -88,6 +88,7 @@ def hf_varlen() -> dict:
         **summary(times),
         "warmup_s": warmup_s,
         "residues": sum(lengths),
+        "proteins": len(lengths),
         "flops": sum(common.forward_flops(cfg, r, w) for r, w in shapes),
         "batches": [list(s) for s in shapes],
         "padded_tokens": sum(r * w for r, w in shapes),

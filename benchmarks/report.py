@@ -137,7 +137,8 @@ def _pairing_rows(records, shape, match, variant, targets: bool) -> list[list[st
     e = _one(records, "esmcpp", "varlen", shape, variant=variant)
     rate = [r and r["residues"] / r["median_s"] for r in (f, h, e)]
     if f:
-        row("varlen throughput, 64 proteins (residues/s)", [_fmt(x, "{:.0f}") for x in rate],
+        proteins = f"{f.get('proteins', common.VARLEN_COUNT)} proteins"
+        row(f"varlen throughput, {proteins} (residues/s)", [_fmt(x, "{:.0f}") for x in rate],
             (_ratio(rate[0], rate[1]), _ratio(rate[0], rate[2])), "varlen", f, h, e)
     f, h = _one(records, "flamino", "latency", shape, **match), _one(records, "hf", "latency", shape)
     e = _one(records, "esmcpp", "latency", shape, variant=variant)
@@ -169,7 +170,8 @@ def _accuracy_rows(records, shape, match, variant, label, parity: bool) -> list[
             return _fmt(a.get("max_abs_dlogit"), "{:.1e}") + _fmt(a.get("logit_pearson"), " (r = {:.6f})")
 
         worst = acc[0].get("max_abs_dlogit")
-        rows.append([shape, "accuracy: max \\|logit - HF logit\\| over the 64 proteins (Pearson r)" + label,
+        proteins = common.varlen_count(shape)
+        rows.append([shape, f"accuracy: max \\|logit - HF logit\\| over the {proteins} proteins (Pearson r)" + label,
                      cell(acc[0]), "reference", cell(esm[0]), "–", "–",
                      f"flamino <= {TARGETS['parity']:.0e}" if parity else "–",
                      _ok(worst <= TARGETS["parity"]) if parity and worst is not None else "–", "–"])
