@@ -20,7 +20,7 @@ test: install-test browser peer-corpus
 	$(PY) -m pytest -q -n auto --maxprocesses 4 --dist loadscope --no-loadscope-reorder
 
 # One shape per run keeps each under half an hour on 2 cores: `make bench SHAPES=t30` (any of
-# t6,t12,t30,t33; default all, hours), `WORKLOADS=latency,varlen` (any of cold,latency,varlen,
+# t6,t12,t30,t33; default all, about 75 minutes on 2 cores), `WORKLOADS=latency,varlen` (any of cold,latency,varlen,
 # scan,gates; default all). Each run appends its table, named by the CPU and its instruction
 # sets, to docs/benchmarks.md; BENCH_ARGS=--quick for a t6-only check that writes nothing there.
 SHAPES ?=
