@@ -149,12 +149,35 @@ def write_workloads(root: Path) -> Path:
         "latency": {str(L): fixed_protein(L) for L in LATENCY_LENGTHS},
         "scan": fixed_protein(SCAN_LENGTH),
         "cold": records[0][1] if records else fixed_protein(146),
-        # SmoothQuant calibration of esm.cpp's INT8 path: proteins that no measurement uses.
-        "calibration": [fixed_protein(L, salt=7) for L in (60, 120, 200, 300, 450, 700)],
+        "calibration": calibration_proteins(),
     }
     path = root / WORKLOADS_FILE
     path.write_text(json.dumps(data))
     return path
+
+
+def calibration_proteins() -> list[str]:
+    """SmoothQuant calibration of esm.cpp's INT8 path: proteins that no measurement uses (its own
+    UniRef50 calibration set is not on this machine)."""
+    return [fixed_protein(L, salt=7) for L in (60, 120, 200, 300, 450, 700)]
+
+
+SMOOTHQUANT_ALPHA = 0.5  # esm.cpp's default (esm-cpp-quantize --alpha)
+CALIBRATION_PERCENTILE = 99.9  # its default (--percentile)
+
+
+def esmcpp_int8(model, calibration: list[str]) -> None:
+    """Quantize an FP32 ``esm_cpp.Model`` in place the way ``esm-cpp-quantize`` does: activation
+    statistics from ``forward_with_observer`` over ``calibration``, ``apply_smoothquant``, then
+    ``quantize_weights`` (run with esm.cpp's interpreter; ``make bench`` and esmcpp_gates.py)."""
+    import esm_cpp
+
+    tokenizer, observer = esm_cpp.Tokenizer(), esm_cpp.ActivationObserver()
+    for seq in calibration:
+        ids = np.asarray(tokenizer.encode(seq), dtype=np.int32)
+        model.forward_with_observer(ids, np.ones_like(ids), observer)
+    model.apply_smoothquant(observer.percentile(CALIBRATION_PERCENTILE), SMOOTHQUANT_ALPHA)
+    model.quantize_weights()
 
 
 def read_workloads(root: Path) -> dict:

@@ -23,9 +23,6 @@ import numpy as np
 import common
 from measure import ARGS, BACKEND, T_PROCESS, cold_result, peer_scan, save_outputs, summary, timed, varlen_logits
 
-SMOOTHQUANT_ALPHA = 0.5  # esm.cpp's default (esm-cpp-quantize --alpha)
-CALIBRATION_PERCENTILE = 99.9  # its default (--percentile)
-
 
 def gguf_path(shape: str) -> Path:
     return Path(ARGS.root) / "esmcpp" / f"{common.SHAPES[shape]}-w8a8.gguf"
@@ -167,14 +164,9 @@ def esmcpp_quantize() -> dict:
 
     start = time.time()
     model = esm_cpp.Model.load_from_safetensors(_safetensors(ARGS.shape))
-    observer = esm_cpp.ActivationObserver()
-    for seq in common.read_workloads(Path(ARGS.root))["calibration"]:
-        ids = _ids(seq)
-        model.forward_with_observer(ids, np.ones_like(ids), observer)
-    model.apply_smoothquant(observer.percentile(CALIBRATION_PERCENTILE), SMOOTHQUANT_ALPHA)
-    model.quantize_weights()
+    common.esmcpp_int8(model, common.read_workloads(Path(ARGS.root))["calibration"])
     path = gguf_path(ARGS.shape)
     path.parent.mkdir(parents=True, exist_ok=True)
     model.save_to_gguf(str(path))
     return {"gguf": str(path), "mib": path.stat().st_size / 2**20, "seconds": time.time() - start,
-            "alpha": SMOOTHQUANT_ALPHA, "percentile": CALIBRATION_PERCENTILE}
+            "alpha": common.SMOOTHQUANT_ALPHA, "percentile": common.CALIBRATION_PERCENTILE}

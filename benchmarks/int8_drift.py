@@ -41,12 +41,20 @@ import precision_gates  # noqa: E402
 MODES = "engine,int8,w8,a8,fc2_fp32,fc2_zero_point,all_zero_point,jitter1e-4,jitter1e-3,bf16_inputs"
 
 
-def symmetric(x, axis):
-    import jax.numpy as jnp
+def rounded_weights(kernel):
+    """The engine's per-output-channel int8 rounding (``quantize_per_channel``), dequantized."""
+    from flamino_core.model.precision import quantize_per_channel
 
-    scale = jnp.max(jnp.abs(x), axis=axis, keepdims=True) / 127.0
-    scale = jnp.where(scale == 0, 1.0, scale)
-    return jnp.round(x / scale) * scale
+    q, scale = quantize_per_channel(kernel)
+    return q.astype(kernel.dtype) * scale[..., None, :]
+
+
+def rounded_tokens(x):
+    """The engine's per-token int8 rounding (``quantize_per_token``), dequantized."""
+    from flamino_core.model.precision import quantize_per_token
+
+    q, scale = quantize_per_token(x)
+    return q.astype(x.dtype) * scale
 
 
 def zero_point(x, axis):
@@ -73,9 +81,9 @@ def rounded_linear(linear, role: str, mode: str):
             elif mode == "bf16_inputs":
                 x = x.astype(jnp.bfloat16).astype(jnp.float32)
             elif not (mode == "fc2_fp32" and role == "fc2"):
-                w = w if mode == "a8" else symmetric(w, -2)
+                w = w if mode == "a8" else rounded_weights(w)
                 asym = mode == "all_zero_point" or (mode == "fc2_zero_point" and role == "fc2")
-                x = x if mode == "w8" else (zero_point(x, -1) if asym else symmetric(x, -1))
+                x = x if mode == "w8" else (zero_point(x, -1) if asym else rounded_tokens(x))
             return x @ w + self.bias[...]
 
     return Rounded()
