@@ -41,7 +41,7 @@ FIRST_ROWS_S, FACTOR = 15.0, 1.5
 # work takes the cores mid-job (the suite's other workers starting and stopping), no estimator can
 # foresee it. On 2026-12-05 a run inside `make test` (4 workers on 2 cores) said 45.6 s at 10% and
 # took 73.9 s: the rest, predicted at 12.9 s, took 37.4 s as other tests came and went. So that bar
-# is asserted when the machine was not shared during the job, by benchmarks/run.py's rule for a
+# is asserted when the machine was not shared during the job, by benchmarks/report.py's rule for a
 # shared CPU (the 1-minute load average above the cores + 1.5, at the go-ahead or at the end), and
 # otherwise printed with the loads, not asserted. What does not depend on the load is asserted
 # always: the first rows, the states, Resume's consistency (two predictions), the sidebar.
