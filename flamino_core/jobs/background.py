@@ -91,6 +91,15 @@ class Job:
         self._expected_compiling: float | None = None
         self._compiled_s = 0.0
         self._prior_share = PRIOR_SHARE  # what the prediction weighs (``expect``: less when borrowed)
+        # The time left as said at the last report or compilation (time, seconds), and the
+        # seconds a chunk took between the last two reports: between reports the time left
+        # counts down from the anchor for one such chunk, then each second late adds one
+        # (``seconds_left``). The formula itself, read mid-chunk, counts the chunk's time but
+        # none of its units: a third into a set it rose 1.75 s per second in flight, and a
+        # compiling chunk under load showed 20 s left before a Cancel for 11 s at the Resume.
+        self._anchor: tuple[float, float | None] | None = None
+        self._reported: tuple[float, float] | None = None  # (time, compiled seconds) at the last report
+        self._gap = 0.0
 
     # --- what the work calls ------------------------------------------------------------------
     def progress(self, done: int, total: int, work: tuple[float, float] | None = None) -> None:
@@ -113,6 +122,9 @@ class Job:
                 self._at_tenth = None if left is None else now - self.created + left  # the figure to judge it by
             _, done_amount, total_amount = self._amounts()
             self._said_pace = None if left is None or total_amount <= done_amount else left / (total_amount - done_amount)
+            if self._reported is not None:  # (a compilation in between is not a chunk's time)
+                self._gap = max(now - self._reported[0] - (self._compiled_s - self._reported[1]), 0.0)
+            self._reported, self._anchor = (now, self._compiled_s), (now, left)
             self._bump()
 
     def expect(self, seconds: float, log: Callable[[dict], None] | None = None,
@@ -136,6 +148,13 @@ class Job:
         with self._changed:
             if self._baseline is not None:  # before the first report the clock has not started
                 self._compiled_s += max(seconds, 0.0)
+                now = time.monotonic()
+                left = self._left(now)
+                _, done_amount, total_amount = self._amounts()
+                self._said_pace = (None if left is None or total_amount <= done_amount
+                                   else left / (total_amount - done_amount))
+                self._anchor = (now, left)
+                self._bump()
 
     def carry_on(self, previous: Job) -> None:
         """A Resume of ``previous`` (cancelled or stopped): the time left goes on from the pace
@@ -156,6 +175,7 @@ class Job:
         whole job, less the time spent so far, is this stage's prediction (none once overrun)."""
         with self._changed:
             self.unit, self.done, self.total, self._baseline, self._at_tenth = unit, 0, total, None, None
+            self._anchor, self._reported, self._gap = None, None, 0.0
             self._work = None
             self._expected_compiling, self._compiled_s = None, 0.0  # (a fit's fits compile nothing)
             if self._predicted is not None:
@@ -203,11 +223,20 @@ class Job:
 
     def seconds_left(self) -> float | None:
         """Seconds to finish: the job's own time per unit, smoothed with the cost model's
-        (``expect``) while few units are measured (None: neither known yet)."""
+        (``expect``) while few units are measured (None: neither known yet), as said at the last
+        report; since then it counts down for as long as the last chunk took, and goes up by
+        each second the chunk in flight is later than that."""
         with self._changed:
             if self.finished:
                 return None
-            return self._left(time.monotonic())
+            now = time.monotonic()
+            if self._anchor is None or self._anchor[1] is None:
+                return self._left(now)
+            said_at, said = self._anchor
+            if said <= 0:
+                return said
+            since = now - said_at
+            return max(said - min(since, self._gap) + max(since - self._gap, 0.0), 0.0)
 
     def _left(self, now: float) -> float | None:
         """``seconds_left`` under the lock. Seconds per unit = (w * predicted + elapsed) / (w +

@@ -73,18 +73,23 @@ class MeteredEngine:
         shape was compiled before them (``_clean``); a call with none says nothing of the rate
         (a first one-batch scan of a short record measured 5.4 s against 0.26 s after). What it
         spent beyond its work at the measured rate is the compilations' time
-        (``_record_compilations``)."""
-        finished: list[float] = []
-
-        def report(done: int, total: int) -> None:
-            finished.append(time.monotonic())
-            if progress is not None:
-                progress(done, total)
-
+        (``_record_compilations``). The job hears of a compilation when the batch that paid it
+        reports (``_compiled_in``), not at the call's end: the reports in between would count it
+        as the batches' own time."""
         from flamino_core.runtime.engine import TRACE_COUNTS  # the engine is loaded: it is what this wraps
 
         fresh, cached = pass_cost.new_shapes(self._engine, batches, self._rates) if self._rates else (0, 0)
         compiled_before = set(self._engine.compiled_shapes) if self._rates else set()
+        finished: list[float] = []
+        seen, told = set(compiled_before), [0.0]  # shapes met so far; compile seconds told the job so far
+
+        def report(done: int, total: int) -> None:
+            finished.append(time.monotonic())
+            if total == len(batches) and 0 < done <= total:  # the engine reports batch by batch
+                told[0] += self._compiled_in(kind, batches[done - 1], seen, finished, started)
+            if progress is not None:
+                progress(done, total)
+
         traces, started = sum(TRACE_COUNTS.values()), time.monotonic()
         result = call(report)
         spent = time.monotonic() - started
@@ -93,8 +98,9 @@ class MeteredEngine:
             total = sum(t for _, t in batches)
             if fresh or cached:
                 running = self._rates.seconds(self.fingerprint, kind, total)  # its work at the rate so far
-                if self._on_compile is not None:
-                    self._on_compile(self._compiling_seconds(running, spent, fresh, cached))
+                left_to_tell = self._compiling_seconds(running, spent, fresh, cached) - told[0]  # (batches told some)
+                if self._on_compile is not None and left_to_tell > 0:
+                    self._on_compile(left_to_tell)
                 self._record_compilations(running, spent, fresh, cached, [key for key, _ in batches])
             if len(batches) == len(finished) and len(finished) >= 3:
                 self._rates.record(self.fingerprint, kind, *_clean(batches, finished, compiled_before))
@@ -104,6 +110,24 @@ class MeteredEngine:
             elif not compiled:
                 self._rates.record(self.fingerprint, kind, total, spent)
         return result
+
+    def _compiled_in(self, kind: str, batch: tuple[str, float], seen: set[str], finished: list[float],
+                     started: float) -> float:
+        """The seconds the batch that just reported spent compiling, told to the job: its time beyond
+        its work at the measured rate when its shape is new to the call and this process (0 else,
+        or with no rate measured yet: the call's end tells it then)."""
+        key, amount = batch
+        if key in seen or self._on_compile is None or self._rates is None:
+            seen.add(key)
+            return 0.0
+        seen.add(key)
+        running = self._rates.seconds(self.fingerprint, kind, amount)
+        if running is None:
+            return 0.0
+        took = finished[-1] - (finished[-2] if len(finished) > 1 else started)
+        part = max(took - running, 0.0)
+        self._on_compile(part)
+        return part
 
     def _compiling_seconds(self, running: float | None, spent: float, fresh: int, cached: int) -> float:
         """What a call that compiled spent on its compilations: its time beyond ``running`` (its
