@@ -33,7 +33,7 @@ RAY = Path(sys.executable).with_name("ray")
 class LocalCluster:
     """A head node and one more node on this machine, on disjoint CPU sets; a context manager."""
 
-    def __init__(self, cpu_sets: list[list[int]], env: dict):
+    def __init__(self, cpu_sets: list[list[int]], env: dict, join_timeout_s: float = 240):
         # A short folder of its own: Ray's socket paths must fit in 107 bytes, and its logs stay apart.
         self.temp_dir = Path(tempfile.mkdtemp(prefix="flamino-ray-", dir="/tmp"))
         self.port = _free_port()
@@ -45,6 +45,10 @@ class LocalCluster:
         self.env = {**env, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16),
                     "RAY_USAGE_STATS_ENABLED": "0"}
         self.cpu_sets = cpu_sets
+        # How long a node other than the head may take to join. A node with no cluster at its
+        # address never gives up by itself (`ray start` retried 127.0.0.1:1 for over 6 minutes
+        # here); the default leaves a loaded machine time for a real join.
+        self.join_timeout_s = join_timeout_s
         self.starters: list[subprocess.Popen] = []
         self.seen: dict[int, float] = {}  # pid -> create time of every process the cluster started
         self._sigterm = None
@@ -77,7 +81,7 @@ class LocalCluster:
                 stdout=handle, stderr=subprocess.STDOUT, env=self.env, start_new_session=True,
             )
         self.starters.append(starter)
-        deadline = time.monotonic() + 240
+        deadline = time.monotonic() + (240 if "--head" in args else self.join_timeout_s)
         while "Ray runtime started" not in log.read_text():
             if starter.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"ray start did not start a node: {log.read_text()[-3000:]}")

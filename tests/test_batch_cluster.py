@@ -88,8 +88,10 @@ def test_cluster_is_stopped_after_an_error_and_when_a_node_fails_to_start():
             1 / 0
     assert cluster.seen and cluster.alive() == [] and not cluster.temp_dir.exists()
 
-    cluster = LocalCluster([cores, cores], dict(os.environ))
-    cluster.address = "127.0.0.1:1"  # no cluster listens there: the second ray start gives up
+    # No cluster listens at 127.0.0.1:1: the second node never joins, and after 20 s (not the 240 s
+    # a real join may take under load: this test's 4 minutes until 2026-12-06) it is given up on.
+    cluster = LocalCluster([cores, cores], dict(os.environ), join_timeout_s=20)
+    cluster.address = "127.0.0.1:1"
     with pytest.raises(RuntimeError, match="did not start a node"):
         with cluster:
             pass
