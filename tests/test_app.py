@@ -416,6 +416,10 @@ def test_an_offline_default_model_offers_the_untrained_test_model(monkeypatch):
     assert_clean(at)
     assert at.session_state["model"] == "random:tiny"
     assert any("Untrained test model" in w.value and "Choose an ESM-2 model" in w.value for w in at.warning)
+    # The sidebar's picker says so too: it kept showing ESM-2 35M and its details (2026-12-05).
+    assert at.sidebar.selectbox(key="_w_model_choice").value == "random:tiny"
+    assert any("Random weights" in c.value for c in at.sidebar.caption)
+    assert not any("esm2_t12_35M_UR50D:" in c.value for c in at.sidebar.caption)
 
 
 def test_a_hosted_server_offers_one_untrained_model_and_says_when_there_is_no_trained_one(monkeypatch):

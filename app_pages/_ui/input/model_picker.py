@@ -88,6 +88,12 @@ def model_picker() -> None:
         default_choice = LOCAL_CHOICE if is_path else active
     if is_path:
         ss.setdefault(LOCAL_PATH, active)
+    kept = ss.get(widget_key(MODEL_CHOICE))
+    if kept is not None and kept not in (default_choice, LOCAL_CHOICE):
+        # The model changed elsewhere ("Try the interface with the untrained test model", a link):
+        # the picker shows the model in use, not the one chosen before (it showed ESM-2 35M and its
+        # details while the banner said the untrained model ran). A path being typed is left alone.
+        ss[widget_key(MODEL_CHOICE)] = ss[MODEL_CHOICE] = default_choice
 
     def choose() -> None:
         choice = ss[widget_key(MODEL_CHOICE)]
