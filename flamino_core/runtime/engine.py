@@ -126,9 +126,15 @@ class Engine:
 
     def __init__(self, weights: ModelWeights, token_budget: int | None = None, attention: str | None = None,
                  precision: str | None = None, packing: str | None = None):
-        self.weights = weights
+        from flamino_core.weights.model_cache import params_checksum
+
         self.config: ModelConfig = weights.config
         model = params_to_model(weights.params, weights.config)
+        # What the engine says of its weights, without their NumPy arrays: its state holds the
+        # parameters (the same memory when they were read from the cache, ``param_files``; a copy
+        # when converted), and holding the arrays kept a second copy of a converted model alive.
+        self.weights = dataclasses.replace(weights, params=None,
+                                           checksum=weights.checksum or params_checksum(weights.params))
         # Attention implementation, matmul precision, token budget and sequence packing for this
         # machine (hardware.choose: the fused CPU kernel when built, with packing;
         # dot_product_attention on a GPU; fp32 unless asked).
@@ -148,9 +154,7 @@ class Engine:
         (``result_store``) serves one's results to the other; another precision mode changes the
         numbers well beyond rounding, so it is part of the key.
         """
-        from flamino_core.weights.model_cache import params_checksum
-
-        weights = self.weights.checksum or params_checksum(self.weights.params)
+        weights = self.weights.checksum
         # The window scheme of masked passes over long sequences changes their numbers too.
         key = f"{weights}\0{self.backend.precision}\0{windows.MASKED_WINDOWS}"
         return hashlib.sha256(key.encode()).hexdigest()[:32]

@@ -49,7 +49,7 @@ class ModelWeights:
 
     name: str  # what the user asked for, for display
     config: ModelConfig
-    params: dict  # pure nested dict of NumPy arrays, see convert.state_dict_to_params
+    params: dict | None  # pure nested dict of NumPy arrays, see convert.state_dict_to_params (None: an engine's)
     source: str  # where they came from
     is_random: bool = False  # untrained test model: never present its output as biology
     checksum: str = ""  # params_checksum when known (a cache entry records it); "" = not computed

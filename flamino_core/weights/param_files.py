@@ -33,6 +33,7 @@ import numpy as np
 
 SEPARATOR = "/"  # nested parameter dict keys joined into one tensor name: "layers/fc1/kernel"
 _DTYPES = {"F32": np.dtype("<f4")}
+ALIGN = 64  # bytes: where XLA on CPU takes a NumPy array's memory as it is (``_aligned_buffer``)
 
 
 class ParamFileError(ValueError):
@@ -99,7 +100,7 @@ def read_params(path: Path, expected_crcs: dict[str, int]) -> dict:
     with open(path, "rb") as handle:
         size = os.fstat(handle.fileno()).st_size
         header, start = _header(handle, size, path)
-        data = np.empty(size - start, np.uint8)
+        data = _aligned_buffer(size - start, header)
         if handle.readinto(memoryview(data)) != data.size:
             raise ParamFileError(f"{path.name} changed while it was read")
     data.flags.writeable = False
@@ -128,6 +129,26 @@ def _header(handle, size: int, path: Path) -> tuple[dict, int]:
     if not isinstance(header, dict):
         raise ParamFileError(f"{path.name} has a garbled header")
     return header, 8 + header_size
+
+
+def _aligned_buffer(size: int, header: dict) -> np.ndarray:
+    """An empty buffer of ``size`` bytes placed so that most of the tensors' bytes start on a
+    ``ALIGN``-byte boundary: JAX on CPU then uses those arrays' memory in place (``device_put``
+    copies a NumPy array that is not 64-byte aligned). Tensors follow each other without gaps,
+    so one small odd-sized tensor (a 33-letter bias) shifts every one after it: the offset
+    chosen is the one most bytes share (the stacked layers'). Before, the engine's state was a
+    second copy of every weight: a 650M model's whole process peaked at 5.4 GiB against HF's 3.1."""
+    bytes_at = {}
+    for name, info in header.items():
+        try:
+            begin, end = (int(x) for x in info["data_offsets"])
+        except (KeyError, TypeError, ValueError):
+            continue  # (``_tensors`` says what is wrong with it)
+        bytes_at[begin % ALIGN] = bytes_at.get(begin % ALIGN, 0) + max(end - begin, 0)
+    residue = max(bytes_at, key=bytes_at.get, default=0)
+    raw = np.empty(size + ALIGN, np.uint8)
+    skip = (-(raw.ctypes.data + residue)) % ALIGN
+    return raw[skip:skip + size]
 
 
 def _tensors(header: dict, data: np.ndarray, path: Path) -> dict[str, np.ndarray]:
