@@ -96,10 +96,10 @@ def main() -> None:
     p.add_argument("--modes", default=MODES)
     args = p.parse_args()
     os.environ.setdefault("FLAMINO_CACHE", tempfile.mkdtemp(prefix="flamino-drift-"))
-    from flax import nnx
 
     from flamino_core import Engine, load_weights
     from flamino_core.alphabet import AA_TO_IDX
+    from flamino_core.model.precision import replace_block_linears
     from flamino_core.runtime import hardware
     from flamino_core.variants import substitution_maps as scores
     from scipy.stats import spearmanr
@@ -107,12 +107,7 @@ def main() -> None:
     engine_int8 = hardware.use_int8_matmuls
 
     def rounding(mode):
-        def apply(model):
-            for _, parent in list(nnx.iter_modules(model.layers)):
-                for name, value in list(vars(parent).items()):
-                    if isinstance(value, nnx.Linear):
-                        setattr(parent, name, rounded_linear(value, name, mode))
-        return apply
+        return lambda model: replace_block_linears(model, lambda linear, name: rounded_linear(linear, name, mode))
 
     root = Path(args.root or tempfile.mkdtemp(prefix="drift-"))
     weights = load_weights(str(common.write_checkpoint(args.shape, root)))

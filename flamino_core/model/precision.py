@@ -10,6 +10,8 @@ benchmarks/bf16_accuracy.py).
 
 from __future__ import annotations
 
+from typing import Callable
+
 import jax
 import jax.numpy as jnp
 from flax import nnx
@@ -90,8 +92,14 @@ def use_int8_matmuls(model: nnx.Module) -> None:
     projections and feed-forward, where nearly all the arithmetic is) by an ``Int8Linear``. The
     embeddings, LayerNorms, attention itself (softmax over fp32 scores), the LM head and the
     contact head stay fp32: they are a small share of the time and the logits' last step."""
+    replace_block_linears(model, lambda linear, _name: Int8Linear.from_linear(linear))
+
+
+def replace_block_linears(model: nnx.Module, make: Callable[[nnx.Linear, str], nnx.Module]) -> None:
+    """Put ``make(linear, its attribute name)`` in place of every ``nnx.Linear`` of the block
+    stack (``model.layers``): the int8 mode's, and ``benchmarks/int8_drift.py``'s variants of it."""
     parents = [module for _, module in nnx.iter_modules(model.layers)]
     for parent in parents:
         for name, value in list(vars(parent).items()):
             if isinstance(value, nnx.Linear):
-                setattr(parent, name, Int8Linear.from_linear(value))
+                setattr(parent, name, make(value, name))

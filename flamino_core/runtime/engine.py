@@ -37,6 +37,7 @@ from flamino_core.model.stack import Capture, ModelOutput
 from flamino_core.weights.convert import params_to_model
 from flamino_core.options import LONG_POLICIES
 from flamino_core.weights.loading import ModelWeights, cache_root
+from flamino_core.weights.model_cache import params_checksum
 
 LongPolicy = Literal["window", "truncate", "full"]
 ProgressFn = Callable[[int, int], None]
@@ -126,18 +127,14 @@ class Engine:
 
     def __init__(self, weights: ModelWeights, token_budget: int | None = None, attention: str | None = None,
                  precision: str | None = None, packing: str | None = None):
-        from flamino_core.weights.model_cache import params_checksum
-
         self.config: ModelConfig = weights.config
         model = params_to_model(weights.params, weights.config)
-        # What the engine says of its weights, without their NumPy arrays: its state holds the
-        # parameters (the same memory when they were read from the cache, ``param_files``; a copy
-        # when converted), and holding the arrays kept a second copy of a converted model alive.
+        # Its weights' description without their arrays: the state holds them (the same memory
+        # when read from the cache, ``param_files``); the arrays kept a converted copy alive.
         self.weights = dataclasses.replace(weights, params=None,
                                            checksum=weights.checksum or params_checksum(weights.params))
-        # Attention implementation, matmul precision, token budget and sequence packing for this
-        # machine (hardware.choose: the fused CPU kernel when built, with packing;
-        # dot_product_attention on a GPU; fp32 unless asked).
+        # Attention, precision, token budget and packing for this machine (hardware.choose: the
+        # fused CPU kernel when built, with packing; dot_product_attention on a GPU; fp32 unless asked).
         self.backend = hardware.configure(model, attention, precision, token_budget, packing)
         self.token_budget = self.backend.token_budget
         self.graphdef, self.state = nnx.split(model)

@@ -6,7 +6,9 @@ tensor's dtype, shape and byte range, then the raw little-endian data), written 
 ``safetensors`` library, which imports in milliseconds (Orbax, which flamino used before,
 took about a sixth of a second to import and as long again to restore the 8M model). It is
 read here with one ``readinto`` of the whole data section into one array whose views are the
-tensors, rather than with that library's readers, which copy each tensor once more. Not
+tensors, rather than with that library's readers, which copy each tensor once more; that array
+is placed so the tensors start on 64-byte boundaries, where JAX on CPU uses them in place (the
+engine's state is then these arrays, not a second copy: ``_aligned_buffer``). Not
 memory-mapped: the arrays would then change (or fault) if the file were rewritten in place
 while in use, and the checksums would vouch for bytes read earlier than the ones used.
 
