@@ -362,7 +362,8 @@ def _backend(records) -> str:
     """What flamino's default engine ran with (hardware.Backend.describe), as its workers said."""
     described = {r["backend"] for r in records if r["system"] == "flamino" and r.get("backend")
                  and r.get("attention", "auto") == "auto" and not r.get("precision")}
-    return "; ".join(sorted(described)) or "?"
+    # (the cold group's workers are whole processes (the CLI), which say nothing of it)
+    return "; ".join(sorted(described)) or "not recorded by this run's workloads"
 
 
 def _devices(records) -> str:
