@@ -14,6 +14,8 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import warnings
 from pathlib import Path
 from typing import Callable, Iterator, NamedTuple
@@ -21,6 +23,7 @@ from typing import Callable, Iterator, NamedTuple
 from flamino_core.atomic import open_own_file
 
 LOCAL_OBJECT_STORE_BYTES = 500 * 1024**2
+EXECUTOR_END_SECONDS = 60.0  # at most this long for a finished dataset's executor thread (_wait_for_executor)
 AUTH_MODE = "RAY_AUTH_MODE"  # Ray's authentication mode: "token", "disabled" (see _restore_auth_mode)
 
 
@@ -182,8 +185,22 @@ def _rows(dataset, to_shut_down) -> Iterator[dict]:
     try:
         yield from dataset.iter_rows()
     finally:
+        _wait_for_executor(dataset)
         if to_shut_down is not None:
             _shut_down(*to_shut_down)
+
+
+def _wait_for_executor(dataset, timeout: float = EXECUTOR_END_SECONDS) -> None:
+    """Wait for the thread that ran ``dataset`` (Ray Data's ``StreamingExecutor-<dataset id>``)
+    to end. Ray Data's shutdown of it waits 2 s; under load it ran on, and when it used Ray after
+    a ``ray.shutdown()`` (ours with ``shutdown``, or the caller's), Ray ended the whole process
+    ("The core worker has already been shutdown ... The process will exit": a pytest worker in
+    `make test`, 2026-12-06). Only this dataset's thread: another job's may run on."""
+    prefix = f"StreamingExecutor-{dataset.get_dataset_id().rsplit('_', 1)[0]}_"
+    deadline = time.monotonic() + timeout
+    for thread in threading.enumerate():
+        if thread.name.startswith(prefix) and thread is not threading.current_thread():
+            thread.join(max(deadline - time.monotonic(), 0.0))
 
 
 def _shut_down(ray, started: _Started) -> None:
