@@ -186,7 +186,12 @@ def read_workloads(root: Path) -> dict:
 
 def varlen_set(root: Path, shape: str) -> list[str]:
     """The varlen proteins of ``shape`` from the run's workloads file."""
-    return read_workloads(root)["varlen"][str(varlen_count(shape))]
+    return varlen_proteins(root, varlen_count(shape))
+
+
+def varlen_proteins(root: Path, count: int) -> list[str]:
+    """The run's varlen set of ``count`` proteins (``write_workloads``)."""
+    return read_workloads(root)["varlen"][str(count)]
 
 
 # --- FLOPs -------------------------------------------------------------------------------------

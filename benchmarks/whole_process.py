@@ -40,7 +40,7 @@ def fasta_files(root: Path) -> dict[str, Path]:
     one = root / "one-protein.fa"
     one.write_text(f">{shortest[0]}\n{shortest[1]}\n")
     many = root / "varlen-64.fa"
-    many.write_text("".join(f">p{i}\n{s}\n" for i, s in enumerate(common.read_workloads(root)["varlen"][str(common.VARLEN_COUNT)])))
+    many.write_text("".join(f">p{i}\n{s}\n" for i, s in enumerate(common.varlen_proteins(root, common.VARLEN_COUNT))))
     return {"one": one, "64": many}
 
 

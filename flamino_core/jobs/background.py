@@ -117,15 +117,22 @@ class Job:
             self.done, self.total, self._work = done, total, work
             self.note = None
             first = self._baseline[1]
-            left = self._left(now)
+            left = self._say(now)
             if self._at_tenth is None and total > first and done - first >= 0.1 * (total - first):
                 self._at_tenth = None if left is None else now - self.created + left  # the figure to judge it by
-            _, done_amount, total_amount = self._amounts()
-            self._said_pace = None if left is None or total_amount <= done_amount else left / (total_amount - done_amount)
             if self._reported is not None:  # (a compilation in between is not a chunk's time)
                 self._gap = max(now - self._reported[0] - (self._compiled_s - self._reported[1]), 0.0)
-            self._reported, self._anchor = (now, self._compiled_s), (now, left)
+            self._reported = (now, self._compiled_s)
             self._bump()
+
+    def _say(self, now: float) -> float | None:
+        """The time left as of ``now``, said: the anchor ``seconds_left`` counts from, and the pace
+        (per unit of work left) a Resume goes on from. Under the lock, after the first report."""
+        left = self._left(now)
+        _, done_amount, total_amount = self._amounts()
+        self._said_pace = None if left is None or total_amount <= done_amount else left / (total_amount - done_amount)
+        self._anchor = (now, left)
+        return left
 
     def expect(self, seconds: float, log: Callable[[dict], None] | None = None,
                compiling: float | None = None, borrowed: bool = False) -> None:
@@ -148,12 +155,7 @@ class Job:
         with self._changed:
             if self._baseline is not None:  # before the first report the clock has not started
                 self._compiled_s += max(seconds, 0.0)
-                now = time.monotonic()
-                left = self._left(now)
-                _, done_amount, total_amount = self._amounts()
-                self._said_pace = (None if left is None or total_amount <= done_amount
-                                   else left / (total_amount - done_amount))
-                self._anchor = (now, left)
+                self._say(time.monotonic())
                 self._bump()
 
     def carry_on(self, previous: Job) -> None:

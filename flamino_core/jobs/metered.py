@@ -117,10 +117,10 @@ class MeteredEngine:
         its work at the measured rate when its shape is new to the call and this process (0 else,
         or with no rate measured yet: the call's end tells it then)."""
         key, amount = batch
-        if key in seen or self._on_compile is None or self._rates is None:
-            seen.add(key)
-            return 0.0
+        new = key not in seen
         seen.add(key)
+        if not new or self._on_compile is None or self._rates is None:
+            return 0.0
         running = self._rates.seconds(self.fingerprint, kind, amount)
         if running is None:
             return 0.0
