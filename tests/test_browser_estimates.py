@@ -87,12 +87,18 @@ class JobLine:
         sidebar says done) kept. The sidebar's line must never say done while the page's count
         (the same script run's) shows units left."""
         deadline = time.monotonic() + timeout_s
+        lying = 0  # samples in a row where the sidebar says done while the page counts units left
         while time.monotonic() < deadline:
             line = self.read(page)
             sample = (time.monotonic(), line, f"{self.title}: done" in page.get_by_test_id("stSidebar").inner_text())
             samples.append(sample)
-            assert not (sample[2] and line is not None and line[0] < line[1]), (
-                f"the sidebar says done while the page counts {line[0]:,} of {line[1]:,}")
+            # Two samples in a row (200 ms apart): the page and the sidebar are read one after the
+            # other, and a rerun that ends between the two reads (the job done: the sidebar redrawn,
+            # the page's line not yet) showed "10,588 of 10,638" beside "done" once in `make test`
+            # (2026-12-06). The lie this guards against (done after a first chunk, 184 records
+            # left) stays on the page until the user acts.
+            lying = lying + 1 if sample[2] and line is not None and line[0] < line[1] else 0
+            assert lying < 2, f"the sidebar says done while the page counts {line[0]:,} of {line[1]:,}"
             if until(sample):
                 return
             page.wait_for_timeout(200)
