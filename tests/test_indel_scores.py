@@ -120,11 +120,13 @@ def test_a_mixed_list_matches_hf(hf_checkpoints, real_sequences, strategy):
 def test_substitution_strategies_refuse_indels_by_name(real_sequences):
     engine = Engine(load_weights("random:tiny"))
     wild = real_sequences["HBB_HUMAN"][:40]
-    variants, issues = parse_mutations("E6V p.Lys8del p.Trp37Ter", wild)
+    variants, issues = parse_mutations("E6V p.Lys8del p.Trp37Ter p.Lys8_Ser9insGly", wild)
     result = score_variants(engine, wild, variants, "masked-marginals", issues=issues)
     assert list(result.table.status[:1]) == ["ok"] and result.passes == 1
     assert "a deletion; masked-marginals scores substitutions only" in result.table.status[1]
     assert "a stop; masked-marginals scores substitutions only" in result.table.status[2]
+    # The article follows the kind (issue 50: "a insertion").
+    assert "an insertion; masked-marginals scores substitutions only" in result.table.status[3]
     assert result.table.score[1:].isna().all()
 
 

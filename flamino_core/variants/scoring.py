@@ -37,6 +37,7 @@ from flamino_core.options import DEFAULT_VARIANT_STRATEGY, PLL_HOSTED_MAX_PASSES
 from flamino_core.store.passes import masked_log_probs
 from flamino_core.variants.notation import INDEL, Variant, VariantIssue
 from flamino_core.variants.sequence_scores import PassCounter, normalisation, pass_plan, score_sequences
+from flamino_core.wording import with_article
 
 OK = "ok"
 # Said in ``VariantScores.notes`` for an untrained model (front ends that already say so skip it).
@@ -205,7 +206,7 @@ def _substitutions_only(variants, issues, strategy: str) -> tuple[list[Variant],
     variants, issues = list(variants), list(issues)
     if strategy in SEQUENCE_STRATEGIES:
         return variants, issues
-    refused = [VariantIssue(v.order, v.text, INDEL, f"{v.text!r}: a {v.kind}; {strategy} scores substitutions only "
+    refused = [VariantIssue(v.order, v.text, INDEL, f"{v.text!r}: {with_article(v.kind)}; {strategy} scores substitutions only "
                                                      "(the strategies pll and wt-pll-approx score it)", v.label)
                for v in variants if v.edits]
     return [v for v in variants if not v.edits], issues + refused
