@@ -17,6 +17,8 @@ RUN apt-get update && apt-get install -y --no-install-recommends g++ \
 COPY app.py ./
 COPY app_pages ./app_pages
 COPY assets ./assets
+# The docs' text: pages open their passages where they explain a score (app_pages/_ui/frame/docs.py).
+COPY docs/*.md ./docs/
 COPY .streamlit ./.streamlit
 COPY deploy/entrypoint.sh ./deploy/entrypoint.sh
 

@@ -16,6 +16,7 @@ from app_pages._ui.server.policy import current_limits, visitor_model_name
 from app_pages._ui.variants.views import (
     download_frame,
     dms_upload,
+    explain_scores,
     list_missing,
     mutation_list,
     scores_table,
@@ -115,7 +116,8 @@ def list_section(ctx: PageContext) -> None:
     columns += ["non_additivity"] if strategy == "joint-masked" else []
     columns += ["kind", "normalisation"] if strategy in SEQUENCE_STRATEGIES else []
     columns += ["label"] if (table["label"] != "").any() else []
-    scores_table(table, offset, offset + len(seq) - 1, columns)
+    scores_table(table, offset, offset + len(seq) - 1, columns, source=f"list {record.id}")
+    explain_scores(strategy, table["kind"][table["status"] == "ok"] if "kind" in table else ())
     skipped(table)
     csv_button("Scores (CSV)", lambda: download_frame(table, strategy), f"{stem}_variants_{strategy}.csv",
                "variants_csv")
@@ -200,7 +202,8 @@ def dms_section(ctx: PageContext) -> None:
     frame["positions"] = scored.variants["positions"].to_numpy()
     columns = [c for c in frame.columns if c not in ("status", "positions")] + ["positions"]
     first = table.first
-    scores_table(frame, first, Numbering(first).last(len(table.wild_type)), columns)
+    scores_table(frame, first, Numbering(first).last(len(table.wild_type)), columns, source=f"dms {name} {record_id}")
+    explain_scores(strategy, scored.variants["kind"])
     skipped(frame)
     row = st.container(horizontal=True)
     with row:

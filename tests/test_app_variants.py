@@ -21,7 +21,7 @@ from flamino_core.variants.notation import parse_mutations
 from flamino_core.variants.scoring import score_variants
 from flamino_core.weights.loading import load_weights
 # The AppTest helpers of tests/test_app.py, and its autouse ``environment`` fixture (random:tiny).
-from test_app import ROOT, assert_clean, environment, example, figures, open_page, settle, start, unescaped  # noqa: F401
+from test_app import ROOT, assert_clean, environment, example, figures, open_page, paste, settle, start, unescaped  # noqa: F401
 from test_app import values
 
 from app_pages._ui.frame.views import MAX_LINK_MUTATIONS, OPTIONS, VARIANT_STRATEGY_LABELS
@@ -196,6 +196,27 @@ def test_the_link_carries_a_short_list_and_says_when_one_was_too_long():
     assert link(shared)["mlong"] == "1"  # still said by the link of the untouched page
 
 
+def test_filters_say_what_they_hide_and_start_over_on_other_data():
+    """Issue 50: a "From position 16" kept from a record numbered from 16 hid rows of the next
+    table numbered from 1, unsaid. Filters that hide rows are said with a Reset, and start over
+    when the table's record (or upload) changes."""
+    at = paste(start(), f">a/16-60\n{HBB[:45]}\n>b\n{HBB}\n")
+    at = type_list(variants_page(at), "V16A, H17Y, E21K")  # HBB's V1, H2, E6 numbered from 16
+    assert_clean(at)
+    assert any(c.value.startswith("3 of 3 scored variants shown") for c in at.caption)
+    at.number_input(key="_w_vfrom").set_value(17).run()
+    assert list(at.dataframe[0].value["mutant"]) == ["H17Y", "E21K"]
+    assert "Showing 2 of 3 scored variants: From position 17." in [unescaped(c.value) for c in at.caption]
+    next(b for b in at.button if b.label == "Reset").click().run()
+    assert len(at.dataframe[0].value) == 3 and at.number_input(key="_w_vfrom").value == 16
+    # Another record, numbered from 1: the range kept from the first (16-60) would hide V1A and H2Y.
+    at.sidebar.selectbox(key="_w_record").set_value("b").run()
+    at = type_list(at, "V1A, H2Y, E6K")
+    assert_clean(at)
+    assert list(at.dataframe[0].value["mutant"]) == ["V1A", "H2Y", "E6K"]
+    assert at.number_input(key="_w_vfrom").value == 1 and not any(b.label == "Reset" for b in at.button)
+
+
 # --- a DMS table --------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def assay():
@@ -307,6 +328,15 @@ def test_indels_are_scored_by_the_sequence_strategies_with_the_plan_said_first(e
         assert metric_values(at)["Model passes"] == f"{plan.total:,}"
     assert list(table["kind"]) == ["deletion", "stop", "substitution"]
     assert list(table["normalisation"]) == ["sum", "min-llr", "sum"]
+
+    # The page says what a sum and a stop's min-llr are where it shows them, with the docs' own
+    # passages opened in place (issue 50): the words are docs/variants.md's, read here from the file.
+    said = " ".join(unescaped(c.value) for c in at.caption)
+    assert "a sum favours deletions" in said and "min-llr (stops and frameshifts)" in said
+    docs = (ROOT / "docs" / "variants.md").read_text()
+    opened = {e.label: " ".join(m.value for m in e.markdown) for e in at.expander}
+    assert "get_minLLR" in docs and "get_minLLR" in opened["Stops and frameshifts (docs/variants.md)"]
+    assert "deletions look better" in opened["Sums or per residue (docs/variants.md)"]
 
     settle(at.radio(key="_w_vstrategy").set_value("wt-pll-approx").run(), start=True)
     at = type_list(at, INDELS)

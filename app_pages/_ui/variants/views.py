@@ -14,6 +14,7 @@ from flamino_core.variants.sequence_scores import pass_plan
 
 from app_pages._ui.input.reading import upload_limit_words, upload_size_mb
 from app_pages._ui.server.policy import current_limits
+from app_pages._ui.frame.docs import explain
 from app_pages._ui.frame.views import OPTIONS
 from app_pages._ui.frame.widgets import counted, kept_number_input, kept_radio, kept_text_area, plain, widget_key
 
@@ -21,6 +22,7 @@ LIST_TEXT = "mutation_text"  # the list the page scores (its text area's kept va
 LINK_LIST, LINK_TOO_LONG = "muts", "mlong"  # what the link carries (views.OPTIONS)
 DMS_FILE = "_dms_file"  # (file name, bytes) of the uploaded DMS table, kept across pages
 UPLOAD_PROBLEM = "_variants_upload_problem"
+FILTERED_ON = "_vfilter_on"  # (source, first, last) of the table the filters were last drawn on
 
 
 # --- the mutation list ------------------------------------------------------------------------------
@@ -152,8 +154,37 @@ def strategy_picker(sequence: str, variants: list) -> str | None:
     return strategy
 
 
-def scores_table(table: pd.DataFrame, first: int, last: int, columns: list[str]) -> pd.DataFrame:
-    """The scored rows with the position and effect filters; returns the rows shown."""
+def _reset_filters(first: int, last: int) -> None:
+    """The table's filters back to showing every scored row (the kept values and their widgets)."""
+    ss = st.session_state
+    for key, value in (("vfrom", first), ("vto", last), ("veffect", OPTIONS["veffect"].default)):
+        ss[key] = value
+        ss.pop(widget_key(key), None)  # the widget is seeded from the kept value on its next draw
+
+
+def _fit_filters(source: str, first: int, last: int) -> None:
+    """Filters set on one table start over on another (another record, list source or upload):
+    a "From position 16" kept from a record numbered from 16 hid 84 rows of a DMS table numbered
+    from 1, unsaid (issue 50). The first table of a session keeps them (a link's filters)."""
+    ss, on = st.session_state, (source, first, last)
+    if ss.get(FILTERED_ON) not in (None, on):
+        _reset_filters(first, last)
+    ss[FILTERED_ON] = on
+
+
+def _filters_words(low: int, high: int, effect: str, first: int, last: int) -> list[str]:
+    """The filters that hide rows, as the widgets name them."""
+    words = [f"From position {low:,}"] if low != first else []
+    words += [f"To position {high:,}"] if high != last else []
+    words += [f"Predicted effect {OPTIONS['veffect'].kind.labels[effect]}"] if effect != OPTIONS["veffect"].default else []
+    return words
+
+
+def scores_table(table: pd.DataFrame, first: int, last: int, columns: list[str], source: str = "") -> pd.DataFrame:
+    """The scored rows with the position and effect filters; returns the rows shown. ``source``
+    names the data (the record, the upload): the filters start over when it changes, and those
+    that hide rows are said under the table with a Reset."""
+    _fit_filters(source, first, last)
     left, middle, right = st.columns([1, 1, 3])
     with left:
         low = kept_number_input("From position", "vfrom", min_value=first, max_value=last, default=first)
@@ -167,8 +198,37 @@ def scores_table(table: pd.DataFrame, first: int, last: int, columns: list[str])
         view["positions"] = [", ".join(map(str, p)) for p in view["positions"]]
     st.dataframe(view, hide_index=True, width="stretch", height=min(420, 38 + 35 * max(len(view), 1)))
     scored = int((table["status"] == OK).sum())
-    st.caption(f"{len(shown):,} of {scored:,} scored variants shown (click a column header to sort).")
+    filters = _filters_words(low, high, effect, first, last)
+    if not filters:
+        st.caption(f"{len(shown):,} of {scored:,} scored variants shown (click a column header to sort).")
+        return shown
+    row = st.container(horizontal=True, vertical_alignment="center")
+    row.caption(plain(f"Showing {len(shown):,} of {scored:,} scored variants: {'; '.join(filters)}."))
+    row.button("Reset", key="_vfilter_reset", on_click=_reset_filters, args=(first, last), type="tertiary",
+               icon=":material/filter_alt_off:", help="Show every scored variant")
     return shown
+
+
+def explain_scores(strategy: str, kinds) -> None:
+    """Under a sequence strategy's table, what its scores are where they are shown: a sum's
+    leaning towards deletions, a stop's min-llr; each with the docs' passage, opened in place.
+    ``kinds``: the scored rows' ``Variant.kind`` (stops and frameshifts are scored by min-llr)."""
+    if strategy not in SEQUENCE_STRATEGIES:
+        return
+    kinds = set(kinds)
+    if SEQUENCE_STRATEGIES[strategy].per_residue:
+        st.caption("per-residue: each PLL divided by its sequence's length before the difference, so a deletion is "
+                   "not favoured for holding fewer terms.")
+    else:
+        st.caption("sum: PLL(mutant) − PLL(wild type) over whole sequences. A deletion's PLL has fewer (negative) "
+                   "terms, so a sum favours deletions and penalises insertions beyond what their residues say; "
+                   f"{strategy}-per-residue divides each PLL by its length first.")
+    explain("Sums or per residue", "variants.md", "**Sums or per residue.**")
+    if kinds & {"stop", "frameshift"}:
+        st.caption("min-llr (stops and frameshifts): the lowest log p(a) − log p(wild type) over every amino acid a "
+                   "at every lost residue, read from the wild type's passes (ESM Variants' stop-gain score): at most "
+                   "0, the worst single change in the lost part, not a likelihood of the truncated protein.")
+        explain("Stops and frameshifts", "variants.md", "**Stops and frameshifts**")
 
 
 def download_frame(table: pd.DataFrame, strategy: str) -> pd.DataFrame:
