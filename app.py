@@ -16,6 +16,8 @@ import uuid
 
 import streamlit as st
 
+from flamino_core.model.families import FAMILIES
+
 from app_pages._ui.frame import downloads
 from app_pages._ui.rerun import context, session
 
@@ -64,7 +66,7 @@ def main() -> None:
     parsed, counts = inputs.read_input()  # the one reading of the input in this rerun
     with st.sidebar:
         st.title(":material/genetics: flamino")
-        st.caption("Protein language model explorer (ESM-2, ESM-1b, ESM-1v, ESM C)")
+        st.caption(f"Protein language model explorer ({', '.join(f.title for f in FAMILIES.values())})")
         model_picker.model_picker()
         engine_slot = st.empty()  # filled once the model is loaded (below): how it runs
         record = inputs.record_picker(parsed.records if parsed else ())

@@ -115,10 +115,17 @@ def precision_section(alignment, contacts, record, seq, file_stem, first):
     return top
 
 
-def track_choices(n_layers, n_heads, seq, first):
+def track_choices(n_layers, n_heads, seq, first, family):
     """The track picker and a kept widget for each choice the chosen track declares
-    (``structure.tracks``), four to a row; ``first``: the number of the record's first residue."""
-    track = kept_selectbox("Colour the chain by", "strack", format_func=lambda t: f"{t}: {TRACKS[t].description}")
+    (``structure.tracks``), four to a row; ``first``: the number of the record's first residue.
+    A ``family`` without a contact head is not offered the tracks of predicted contacts (the 3D
+    view vanished on choosing one); a kept one (a link, another model before) is said, not dropped silently."""
+    offered = [name for name, spec in TRACKS.items() if family.contact_head or "contacts" not in spec.needs]
+    wanted = st.session_state.get("strack")
+    track = kept_selectbox("Colour the chain by", "strack", offered, format_func=lambda t: f"{t}: {TRACKS[t].description}")
+    if wanted in TRACKS and wanted not in offered:
+        st.caption(f"The {wanted} track needs predicted contacts, which {family.title} cannot give (no contact head): "
+                   f"showing {track}; choose {contact_families()} in the sidebar for it.")
     spec, choice = TRACKS[track], {}
     columns = st.columns(4)
     for index, key in enumerate(spec.params):
@@ -155,7 +162,7 @@ def track_widget(param, spec, n_layers, n_heads, seq, first, label=None):
 def view_3d(ctx: PageContext, parsed, alignment, contacts, top, file_stem):
     st.subheader("The structure in 3D")
     seq, engine, first = ctx.sequence, ctx.engine, ctx.first
-    track, choice = track_choices(engine.config.num_layers, engine.config.attention_heads, seq, first)
+    track, choice = track_choices(engine.config.num_layers, engine.config.attention_heads, seq, first, engine.family)
     tokens = structure_aware.structure_choice(engine, seq, chain=alignment.chain_id)
     if tokens is not None and not ("scores" in TRACKS[track].needs and STRATEGIES[choice["strategy"]].masked):
         st.caption(f"This track reads the sequence only; the score tracks of a masked strategy read the "

@@ -15,7 +15,7 @@ from flamino_core.structure import three_di
 from flamino_core.structure.reading import chain_residues, read_structure
 from flamino_core.variants.notation import parse_mutations
 from flamino_core.variants.scoring import score_variants
-from test_app import assert_clean, open_page, paste, start, unescaped
+from test_app import ROOT, assert_clean, open_page, paste, start, unescaped
 from test_app_variants import type_list
 from test_structure_app import STRUCTURES, upload
 
@@ -118,3 +118,40 @@ def test_the_structure_page_colours_a_score_track_structure_aware():
     log_probs = engine.compute_masked(sequence, structure=letters)
     expected = mean_score_track(substitution_maps.from_log_probs(log_probs, sequence).substitutions, sequence)
     np.testing.assert_allclose(viewer_values(at), expected, atol=1e-5)
+
+
+def test_saprot_is_named_and_the_pages_say_what_it_reads_without_a_structure():
+    """Issue 50: the header and the picker's help listed four families without SaProt; the banner
+    said "Choose an ESM-2 model" whatever the family; the sequence-only pages showed SaProt's
+    numbers without saying that it reads every residue as '#' there; the contact-count track
+    (SaProt has no contact head) made the 3D viewer vanish without a word."""
+    from test_structure_app import scene
+
+    sequence = chain_e()
+    at = paste(start(), f">query\n{sequence}\n")
+    assert_clean(at)
+    assert any("SaProt)" in c.value for c in at.sidebar.caption)  # the header's list of families
+    assert "SaProt" in at.sidebar.selectbox(key="_w_model_choice").help
+    (banner,) = [unescaped(w.value) for w in at.warning if "Untrained test model" in w.value]
+    assert "a 2-layer SaProt model" in banner and "Choose a SaProt model in the sidebar" in banner
+    docs = (ROOT / "docs" / "models.md").read_text()
+    for page in ("predictions", "embeddings", "attention", "records"):
+        open_page(at, page)
+        assert_clean(at)
+        assert any("SaProt reads every residue here as '#'" in unescaped(c.value) for c in at.caption), page
+        (opened,) = [e for e in at.expander if e.label.startswith("What SaProt reads without a structure")]
+        assert "Without a structure every residue is `#`" in docs
+        assert "Without a structure every residue is `#`" in " ".join(m.value for m in opened.markdown)
+    open_page(at, "variants")  # it reads structures: its own line, not this one
+    assert not any("reads every residue here" in unescaped(c.value) for c in at.caption)
+
+    at.session_state["strack"] = "contact-count"  # as a link or an ESM-2 session before would keep it
+    open_page(at, "structure")
+    upload(at, "1A7G.cif")
+    assert_clean(at)
+    tracks = at.selectbox(key="_w_strack")
+    offered = [option.split(":")[0] for option in tracks.options]  # "entropy: ..." labels
+    assert "entropy" in offered and "contact-count" not in offered and tracks.value == "entropy"
+    assert any(unescaped(c.value).startswith("The contact-count track needs predicted contacts, which SaProt cannot "
+                                             "give") for c in at.caption)
+    assert scene(at) is not None  # the viewer is drawn, on the track shown

@@ -195,6 +195,9 @@ class Page:
     # "record" (the title and the selected record's caption), "range" (and the residue range).
     frame: str = "own"
     blurb: str = ""  # what the Input page says the page shows
+    # Whether the page reads a structure-aware model's structure letters (a structure held for the
+    # session); on the others such a model reads every residue as '#', which ``context.serve`` says.
+    reads_structure: bool = False
 
 
 PAGES: dict[str, Page] = {
@@ -205,13 +208,13 @@ PAGES: dict[str, Page] = {
              "a table of every record"),
         Page("predictions", "Masked predictions", ":material/grid_on:", "app_pages/masked_predictions.py", "range"),
         Page("variants", "Variant effects", ":material/biotech:", "app_pages/variants.py", "own",
-             "your mutation list or deep mutational scan, and mutations worth trying"),
+             "your mutation list or deep mutational scan, and mutations worth trying", reads_structure=True),
         Page("predict", "Predict from labels", ":material/model_training:", "app_pages/predict_from_labels.py", "own",
              "a predictor fitted on your own measurements"),
         Page("embeddings", "Embeddings", ":material/scatter_plot:", "app_pages/embeddings.py", "range"),
         Page("attention", "Attention", ":material/hub:", "app_pages/attention.py", "range"),
         Page("structure", "Structure", ":material/deployed_code:", "app_pages/structure.py", "own",
-             "contacts against your PDB/mmCIF file"),
+             "contacts against your PDB/mmCIF file", reads_structure=True),
     )
 }
 DEFAULT_PAGE = "input"

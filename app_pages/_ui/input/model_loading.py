@@ -17,6 +17,7 @@ import streamlit as st
 
 from flamino_core.model.families import PRESETS
 from flamino_core.model.model_id import ModelId
+from flamino_core.wording import with_article
 
 from app_pages._ui.server.policy import (RANDOM_TEST_MODEL, current_limits, hosted_mode, offered_now, public_model_name,
                                          weights_permissions, without_paths)
@@ -160,13 +161,11 @@ def model_banner(engine: Engine | None, problem: str | None, engine_slot=None) -
             st.caption("Meanwhile the untrained test model (random weights: its output is not biology) lets you "
                        "try every page offline.")
     elif engine.is_random:
-        trained = [m for m in model_choices() if not ModelId.parse(m).is_random and m != LOCAL_CHOICE]
-        choose = ("Choose an ESM-2 model in the sidebar for real predictions." if trained else
-                  "This server offers no trained model right now, so the pages show the interface only.")
         st.warning(
             f"**Untrained test model — random weights, output is not biology.** "
-            f"Everything on these pages comes from a {engine.config.num_layers}-layer model "
-            f"with random parameters, for trying the interface offline. {choose}",
+            f"Everything on these pages comes from {with_article(f'{engine.config.num_layers}-layer')} "
+            f"{engine.family.title} model with random parameters, for trying the interface offline. "
+            f"{_choose_trained(engine.family)}",
             icon=":material/warning:",
         )
     if engine is not None and not problem and engine.backend.precision != "fp32":
@@ -175,6 +174,17 @@ def model_banner(engine: Engine | None, problem: str | None, engine_slot=None) -
                    f"with {plain(engine.backend.precision_words)}; scores differ from fp32 ESM-2 (and "
                    "are stored apart from fp32 results). docs/benchmarks.md measures by how much.",
                    icon=":material/speed:")
+
+
+def _choose_trained(family) -> str:
+    """What the untrained model's banner asks for: a trained model of its family when this server
+    offers one (it said "Choose an ESM-2 model" whatever the family), else any trained one."""
+    trained = [m for m in model_choices() if not ModelId.parse(m).is_random and m != LOCAL_CHOICE]
+    if not trained:
+        return "This server offers no trained model right now, so the pages show the interface only."
+    offered = {PRESETS[m].family for m in trained if m in PRESETS}
+    wanted = f"{family.title} model" if family.id in offered or LOCAL_CHOICE in model_choices() else "trained model"
+    return f"Choose {with_article(wanted)} in the sidebar for real predictions."
 
 
 def model_choices() -> list[str]:

@@ -113,7 +113,7 @@ def model_picker() -> None:
         default=default_choice,
         format_func=model_label,
         on_change=choose,
-        help="Published checkpoints by family (ESM-2, ESM-1b, ESM-1v, ESM C) from the Hugging Face Hub, "
+        help=f"Published checkpoints by family ({', '.join(f.title for f in FAMILIES.values())}) from the Hugging Face Hub, "
         "converted once and cached; docs/models.md says what each offers. Bigger models are slower "
         "and need more memory.",
     )

@@ -145,11 +145,27 @@ def serve(page, ctx: PageContext) -> None:
             inputs.record_caption(ctx.record, ctx.record_read, ctx.first)
         if frame == "range":
             ctx = dataclasses.replace(ctx, shown=ranges.page_range(ctx))
+        sequence_only_note(ctx)
     _serving.ctx = ctx
     try:
         page.run()
     finally:
         _serving.ctx = None
+
+
+def sequence_only_note(ctx: PageContext) -> None:
+    """On a page that reads no structure, a structure-aware model (SaProt) reads every residue as
+    '#': say so where its numbers are shown (they were shown as if structure-aware)."""
+    from app_pages._ui.frame.docs import explain
+
+    if ctx.engine is None or not ctx.engine.family.structure_aware or PAGES[ctx.page].reads_structure:
+        return
+    title = ctx.engine.family.title
+    readers = " and ".join(page.title for page in PAGES.values() if page.reads_structure)
+    st.caption(f"{title} reads every residue here as '#' (no structure letter): this page gives the sequence "
+               f"alone, which forgoes what {title} gains from structure. The {readers} pages read a structure's "
+               "3Di letters when one is loaded.")
+    explain(f"What {title} reads without a structure", "models.md", "**Structure letters**")
 
 
 def current() -> PageContext:
