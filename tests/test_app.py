@@ -474,6 +474,25 @@ def test_local_checkpoint_folder_loads_and_is_used_by_the_pages(tmp_path):
     assert dict(at.query_params)["model"] in (str(folder), [str(folder)])
 
 
+@pytest.mark.parametrize("spec, read_as", [
+    ("random:tiny-esm1b:3", "Read as ESM-1b (Rives et al., PNAS 2021): a shape of its own, 2 layers, 32 dims, 4 heads"),
+    ("random:esm2_t6_8M_UR50D:1", "Read as ESM-2 (Lin et al., Science 2023): 8M parameters (esm2_t6_8M_UR50D's "
+                                  "shape), 6 layers, 320 dims, 20 heads"),
+])
+def test_a_local_checkpoint_names_its_family_paper_and_size(tmp_path, spec, read_as):
+    """Issue 50: a folder in the sidebar showed only "In use: /path"; presets say their family,
+    paper, size and licence, so an ESM-1b folder read as ESM-1b could not be told."""
+    weights = load_weights(spec)
+    folder = save_checkpoint(tmp_path / "mine", weights.config, weights.params, "test")
+    at = example(start(), "Ubiquitin (human)")
+    at.sidebar.selectbox(key="_w_model_choice").set_value("local").run()
+    at.sidebar.text_input(key="_w_local_path").input(str(folder)).run()
+    next(b for b in at.sidebar.button if b.label == "Load checkpoint").click().run()
+    assert_clean(at)
+    (said,) = [c.value for c in at.sidebar.caption if c.value.startswith("Read as")]
+    assert unescaped(said).startswith(read_as + " · the family's published weights licence: MIT")
+
+
 def test_local_checkpoint_path_reports_a_missing_folder():
     at = start()
     at.sidebar.selectbox(key="_w_model_choice").set_value("local").run()

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import streamlit as st
 
-from flamino_core.model.families import PRESETS
+from flamino_core.model.families import FAMILIES, PRESETS
 from flamino_core.model.model_id import ModelId
 from flamino_core.wording import with_article
 
@@ -150,7 +150,11 @@ def model_banner(engine: Engine | None, problem: str | None, engine_slot=None) -
     ``engine_slot`` (a placeholder under the sidebar's model picker) is told how the model
     runs: the attention path (fused C++ kernel or pure JAX, and why), precision, packing."""
     if engine is not None and engine_slot is not None:
-        engine_slot.caption(plain(without_paths(f"Runs on {engine.backend.describe()}")))
+        with engine_slot.container():
+            read_as = checkpoint_details(engine.config, model_id())
+            if read_as:
+                st.caption(plain(read_as))
+            st.caption(plain(without_paths(f"Runs on {engine.backend.describe()}")))
     if problem:
         st.error("**The model could not be loaded.**\n\n" + plain(problem), icon=":material/error:")
         row = st.container(horizontal=True)
@@ -174,6 +178,20 @@ def model_banner(engine: Engine | None, problem: str | None, engine_slot=None) -
                    f"with {plain(engine.backend.precision_words)}; scores differ from fp32 ESM-2 (and "
                    "are stored apart from fp32 results). docs/benchmarks.md measures by how much.",
                    icon=":material/speed:")
+
+
+def checkpoint_details(config, identifier: str) -> str | None:
+    """What a checkpoint of this machine (a folder or file, not a preset or a test model) was read
+    as: its family, paper, size and the family's licence, as the picker says of a preset; the
+    sidebar showed only its path, so an ESM-1b folder read as ESM-1b could not be told."""
+    if ModelId.parse(identifier).kind != "path":
+        return None
+    family = FAMILIES[config.family]
+    twin = next((name for name, p in PRESETS.items()
+                 if (p.family, p.layers, p.dim) == (config.family, config.num_layers, config.embed_dim)), None)
+    size = f"{PRESETS[twin].size} parameters ({twin}'s shape)" if twin else "a shape of its own"
+    return (f"Read as {family.title} ({family.paper}): {size}, {config.num_layers} layers, {config.embed_dim} dims, "
+            f"{config.attention_heads} heads · the family's published weights licence: {family.licence}")
 
 
 def _choose_trained(family) -> str:
