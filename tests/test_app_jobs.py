@@ -24,6 +24,7 @@ from test_app import assert_clean, environment, open_page, paste, settle, start,
 DMS_DIR = Path(__file__).resolve().parents[2] / "shared" / "dms"
 ASSAY = DMS_DIR / "A0A1I9GEU1_NEIME_Kennouche_2019.csv"
 ROWS = 30  # of the real assay: 30 mutants x 161 residues + the wild type = 4,991 masked passes
+MODEL = " · untrained test model (tiny)"  # what the sidebar's job lines end with (the model they run)
 
 
 @pytest.fixture
@@ -200,7 +201,7 @@ def test_the_sidebar_never_says_done_while_passes_remain(monkeypatch):
     done = job_done = next(j for j in background.every_job() if j.title.startswith("Unmasked passes")).done
     assert 0 < done < 3  # the selected record may have been computed before the set's job (its own page run)
     assert measured == (f"Unmasked passes of 3 records: rate measured on {done} of 3 records; the other {3 - done} "
-                        f"wait{'s' if 3 - done == 1 else ''} for Start on its page")
+                        f"wait{'s' if 3 - done == 1 else ''} for Start on its page{MODEL}")
     assert any(f"mean entropy {job_done} of 3 records" in unescaped(c.value) for c in at.caption)  # the page agrees
     next(b for b in at.button if b.label.startswith("Start (")).click().run()
     job = max((j for j in background.every_job() if j.title.startswith("Unmasked passes")), key=lambda j: j.id)
@@ -216,5 +217,37 @@ def test_the_sidebar_never_says_done_while_passes_remain(monkeypatch):
             break
         time.sleep(0.1)
     assert any(" of 3 records" in text and "rate measured" not in text for text in seen), seen  # seen running
-    assert seen[-1] == "Unmasked passes of 3 records: done (3 records)"
+    assert seen[-1] == f"Unmasked passes of 3 records: done (3 records){MODEL}"
     assert at.dataframe[0].value["mean entropy (bits)"].notna().all()
+
+
+def test_sidebar_job_lines_count_their_true_units_and_name_the_model():
+    """Issue 50: "Scoring 12 variants (pll): done (12 passes)" after 2,007 passes (a short pll list
+    counts its variants, which the line called passes), and two models' lines read alike."""
+    from types import SimpleNamespace
+
+    from flamino_core.variants.indels import parse_mutations
+    from flamino_core.variants.sequence_scores import pass_plan
+    from test_app_variants import HBB, type_list
+
+    background.forget_all()
+    at = open_page(paste(start(), f">hbb\n{HBB}\n"), "variants")
+    mutations = "E6V, p.Lys8del, K17E"
+    at = type_list(at, mutations)
+    at = settle(at.radio(key="_w_vstrategy").set_value("pll").run(), start=True)
+    assert_clean(at)
+    lines = [unescaped(c.value) for c in at.sidebar.caption if unescaped(c.value).startswith("Scoring 3 variants")]
+    # masked-marginals first (the page's default: the two substitutions' positions), then pll.
+    assert lines == [f"Scoring 3 variants (masked-marginals): done (2 passes){MODEL}",
+                     f"Scoring 3 variants (pll): done (3 variants){MODEL}"]
+    variants, _ = parse_mutations(mutations, HBB)
+    passes = pass_plan(HBB, variants, "pll").total  # the passes the page counts, not the variants
+    assert passes > 3 and {m.label: m.value for m in at.metric}["Model passes"] == f"{passes:,}"
+
+    def engine(name, is_random=False):
+        return SimpleNamespace(weights=SimpleNamespace(name=name, is_random=is_random))
+
+    assert jobs_panel.engine_name(engine("esm2_t33_650M_UR50D")) == "esm2_t33_650M_UR50D"
+    assert jobs_panel.engine_name(engine("facebook/esm1b_t33_650M_UR50S")) == "esm1b_t33_650M_UR50S"
+    assert jobs_panel.engine_name(engine("/data/models/my-esm1b/")) == "my-esm1b"  # the path is in the sidebar
+    assert jobs_panel.engine_name(engine("/data/esm2_t6_8M_UR50D.pt")) == "esm2_t6_8M_UR50D"

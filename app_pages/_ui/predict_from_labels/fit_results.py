@@ -145,7 +145,8 @@ def fit_job(engine, choice: FitChoice, table: LabelledTable, planned: FitCost, s
     work = functools.partial(_fit_work, engine, choice, table, planned, 2 * budget if budget else None)
     cost = jobs_panel.Cost(planned.fits, "scikit-learn fit", "scikit-learn fits", planned.describe(), seconds)
     return jobs_panel.follow(key, f"Fitting the predictor ({choice.kind}, {int(table.labelled.sum()):,} rows)",
-                             "scikit-learn fits", work, cost, what="the fit", keeps=False)
+                             "scikit-learn fits", work, cost, what="the fit", keeps=False,
+                             model=jobs_panel.engine_name(engine) if engine is not None else None)
 
 
 def _fit_work(engine, choice: FitChoice, table: LabelledTable, planned: FitCost, budget: float | None, job,

@@ -94,7 +94,8 @@ def record_outputs(engine, model: str, sequences: tuple[str, ...], which: str, w
                                    pass_cost.unmasked_seconds(engine, [len(s) for s in missing]))
 
         job = jobs_panel.follow(key, f"Unmasked passes of {len(set(sequences)):,} records", "records",
-                                _outputs_work(engine, model, sequences), cost, what=what)
+                                _outputs_work(engine, model, sequences), cost, what=what,
+                                model=jobs_panel.engine_name(engine))
     return SetValues(values, job, len(missing))
 
 
@@ -175,7 +176,7 @@ def pseudo_perplexities(engine, model: str, sequences: tuple[str, ...], asked: b
     if (missing and asked) or (job is not None and not job.finished):
         job = jobs_panel.follow(key, f"Pseudo-perplexity of {len(set(sequences)):,} records", "positions",
                                 _pppl_work(engine, model, sequences), lambda: masked_cost(engine, missing),
-                                what="the pseudo-perplexity column")
+                                what="the pseudo-perplexity column", model=jobs_panel.engine_name(engine))
     return SetValues(values, job, len(missing))
 
 

@@ -66,7 +66,7 @@ def masked_scan(engine, sequence: str, positions: range, label: str, what: str,
         return jobs_panel.Cost(missing, "masked pass", "masked passes", "one per position", seconds)
 
     job = jobs_panel.follow(key, f"Masked scan of {label}", "positions", _work(engine, sequence, wanted, with_structure), cost,
-                            what=what, cheaper=cheaper)
+                            what=what, cheaper=cheaper, model=jobs_panel.engine_name(engine))
     if job is not None and job.state == DONE and job.value is not None:
         return job.value  # complete (kept on the job too: a store that keeps nothing still shows it)
     return None

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import weakref
 from typing import Callable, Hashable
 
 import streamlit as st
@@ -28,6 +29,7 @@ from flamino_core.jobs import rates
 from flamino_core.jobs.status import about
 
 from app_pages._ui.server import background
+from app_pages._ui.server.policy import visitor_model_name
 from app_pages._ui.frame.widgets import counted, plain
 
 QUICK_SECONDS = 30.0  # work estimated shorter starts at once; longer work is shown with its cost first
@@ -38,6 +40,7 @@ RECENT_SECONDS = 60.0  # finished jobs stay in the sidebar this long
 APPROVED = "_jobs_approved"  # session state: work keys the user asked to run whatever their cost
 PACES = "_jobs_paces"  # session state: work key -> the stopped job a Resume goes on from (Job.carry_on)
 SEEN = "_jobs_seen"  # session state: the jobs' version the last full run drew
+_MODEL_OF: weakref.WeakKeyDictionary[Job, str] = weakref.WeakKeyDictionary()  # job -> the model it runs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,7 +60,7 @@ class Cost:
 
 # --- a page's work ------------------------------------------------------------------------------------------
 def follow(key: tuple[Hashable, ...], title: str, unit: str, work: Callable[..., object],
-           cost: Cost | Callable[[], Cost], *, what: str,
+           cost: Cost | Callable[[], Cost], *, what: str, model: str | None = None,
            cheaper: tuple[str, Callable[[], None]] | None = None, keeps: bool = True) -> Job | None:
     """The session's job for the work ``key``, drawn on the page; started when it is quick (or
     of unknown cost: then one chunk first, to measure) or was asked for; else None after saying
@@ -69,6 +72,8 @@ def follow(key: tuple[Hashable, ...], title: str, unit: str, work: Callable[...,
       work: ``work(job, first_only=False)``: the job's body (``first_only``: one chunk only).
       cost: the work's cost, or a function giving it (only called when no job runs).
       what: what the work is for, as the page names it ("the pseudo-perplexity column").
+      model: the model the work runs (``engine_name``), said on the job's sidebar line: two
+        models' jobs of one kind read alike without it.
       keeps: a cancelled job's finished units are kept (stored); False: a fit's fits are not.
     """
     job = background.find(key)
@@ -96,6 +101,8 @@ def follow(key: tuple[Hashable, ...], title: str, unit: str, work: Callable[...,
 
     job = background.submit(key, title, unit, _measuring(work) if first_only else functools.partial(work, first_only=False),
                             setup=setup)
+    if model is not None:
+        _MODEL_OF[job] = model
     if first_only:  # one chunk measures the rate: then the page says what the rest costs, or goes on
         if job.wait(MEASURE_SECONDS) and job.state in (DONE, MEASURED):
             st.rerun()
@@ -207,10 +214,11 @@ def sidebar_panel(seen: int | None = None) -> None:
         st.caption(f"Jobs ({active:,} running)" if active else "Jobs")
         for job in shown:
             status = job.status()
+            line = status.line() + (f" · {_MODEL_OF[job]}" if job in _MODEL_OF else "")
             if status.ended:
-                st.caption(plain(status.line()))
+                st.caption(plain(line))
             else:
-                st.progress(status.fraction, text=status.line())
+                st.progress(status.fraction, text=line)
                 st.button("Cancel", key=f"sidebar-cancel-{job.id}", on_click=job.cancel, type="tertiary",
                           icon=":material/stop_circle:", disabled=status.phase == "cancelling")
     st.session_state[SEEN] = _version() if seen is None else seen
@@ -227,6 +235,17 @@ def _watch() -> None:
     """Rerun the whole app when a job of this session has news (the page redraws what arrived)."""
     if _version() != st.session_state.get(SEEN):
         st.rerun(scope="app")
+
+
+def engine_name(engine) -> str:
+    """The model an engine runs as a job line names it: a preset by its name, a checkpoint by its
+    file or folder name (the sidebar shows its path), the untrained model as such; hosted, the
+    operator's checkpoint by its public name."""
+    from flamino_core.model.model_id import ModelId
+
+    if engine.weights.is_random:
+        return engine.weights.name  # "untrained test model (tiny)"
+    return ModelId.parse(visitor_model_name(engine.weights.name)).short_name
 
 
 def quick(seconds: float | None) -> bool:

@@ -94,7 +94,10 @@ def list_scores(engine, sequence: str, text: str, offset: int, strategy: str, re
         return score_variants(metered, sequence, variants, strategy, issues=issues, record_id=record_id,
                               progress=progress, **with_structure)
 
-    unit = "variants" if chunked(strategy) and len(variants) > CHUNK_ROWS else "passes"
+    # What the job's progress counts: rows when chunked (every list of 2 or more: the first row
+    # alone, then CHUNK_ROWS at a time), else the passes score_variants reports. A short pll list
+    # said "done (12 passes)" after 2,007 passes, counting its 12 variants as passes.
+    unit = "variants" if chunked(strategy) and len(_pll_chunks(len(variants))) > 1 else "passes"
     return _follow(key, engine, sequence, [v.apply(sequence) for v in variants], variants, strategy, work, unit,
                    f"Scoring {len(variants):,} variants ({strategy})", "scoring the variants")
 
@@ -147,7 +150,7 @@ def dms_scores(engine, data: bytes, wild_type: str | None, offset: int, strategy
                          progress=None if len(chunks) > 1 else job.progress, **with_structure)
 
     variants = dms_variants(data, wild_type, offset, strategy in SEQUENCE_STRATEGIES)
-    unit = "rows" if chunked(strategy) and rows > CHUNK_ROWS else "passes"
+    unit = "rows" if chunked(strategy) and len(_pll_chunks(rows)) > 1 else "passes"  # as list_scores
     return _follow(key, engine, table.wild_type, [v.apply(table.wild_type) for v in variants], variants, strategy,
                    work, unit, f"Scoring {rows:,} DMS rows ({strategy})", "scoring the DMS table")
 
@@ -172,7 +175,8 @@ def _follow(key, engine, sequence: str, mutants: list[str], variants, strategy: 
     if done is not None and done.state == DONE and not isinstance(done.value, dict):
         return Scoring(done.value)  # scored in this session already
     job = jobs_panel.follow(key, title, unit, work, lambda: cost(engine, sequence, mutants, variants, strategy),
-                            what=what, cheaper=_cheaper(strategy, any(v.edits for v in variants)))
+                            what=what, model=jobs_panel.engine_name(engine),
+                            cheaper=_cheaper(strategy, any(v.edits for v in variants)))
     if job is None:
         return Scoring(None)
     if job.state == DONE and not isinstance(job.value, dict):
