@@ -121,6 +121,7 @@ def main(ctx: PageContext) -> None:
                     lambda: contacts_frame(shown_contacts, part, first),
                     f"{stem}_contacts.csv",
                     "contacts_csv",
+                    model=ctx.model_name,
                     na_rep="NaN",
                     help=f"Every pair of the residues shown: {pairs:,} rows, about {pairs * 27 / 1e6:,.1f} MB.",
                 )
@@ -129,6 +130,7 @@ def main(ctx: PageContext) -> None:
                     lambda: top_contacts_frame(shown_contacts, part, first),
                     f"{stem}_top_contacts.csv",
                     "top_contacts_csv",
+                    model=ctx.model_name,
                     help="The L most probable pairs at least 6 positions apart (those contact precision judges), "
                     "best first.",
                 )

@@ -66,6 +66,7 @@ def main(ctx: PageContext) -> None:
             ),
             f"{part_stem}_layer{layer}_pca.csv",
             "residue_csv",
+            model=ctx.model_name,
         )
     with right:
         st.metric("Variance explained by PC1–PC" + dims, f"{100 * ratios[: int(dims)].sum():.1f}%")

@@ -100,6 +100,7 @@ def main(ctx: PageContext) -> None:
             lambda: probabilities_frame(probabilities, part, entropies, first),
             f"{part_stem}_probabilities.csv",
             "prob_csv",
+            model=ctx.model_name,
         )
 
     left, right = st.columns(2)
@@ -108,7 +109,7 @@ def main(ctx: PageContext) -> None:
         k = kept_number_input("How many (k)", "k")
         top = pd.DataFrame(analysis.top_k_rows(probabilities, part, k, first=first))
         st.dataframe(top, hide_index=True, height=360, width="stretch")
-        csv_button("Top-k table (CSV)", lambda: top, f"{part_stem}_top{k}.csv", "topk_csv")
+        csv_button("Top-k table (CSV)", lambda: top, f"{part_stem}_top{k}.csv", "topk_csv", model=ctx.model_name)
     with right:
         st.subheader("Mask one position")
         number_one = ctx.first
@@ -133,6 +134,7 @@ def main(ctx: PageContext) -> None:
                 ),
                 f"{stem}_pos{number}_masked.csv",
                 "masked_csv",
+                model=ctx.model_name,
             )
         if residue in STANDARD_AMINO_ACIDS:
             p_residue = masked_aa[STANDARD_AMINO_ACIDS.index(residue)]
@@ -176,6 +178,7 @@ def main(ctx: PageContext) -> None:
             lambda: scores_frame(record.id, part, substitution, first),
             f"{part_stem}_{method}.csv",
             "subst_csv",
+            model=ctx.model_name,
         )
     cell = picked(seq)
     if cell and shown.start <= cell[0] < shown.start + len(part):

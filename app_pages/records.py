@@ -99,7 +99,7 @@ def main(ctx: PageContext) -> None:
     )
     if entropies.missing or (asked and pppl.missing):  # pseudo-perplexity fills in only once asked for
         st.caption(filling_caption(found, entropies, pppl if asked else None))
-    csv_button("Records table (CSV)", lambda: frame, "records.csv", "records_csv")
+    csv_button("Records table (CSV)", lambda: frame, f"records_{ctx.model_stem}.csv", "records_csv", model=ctx.model_name)
 
 
 def filling_caption(found, entropies, pppl) -> str:

@@ -120,7 +120,7 @@ def list_section(ctx: PageContext) -> None:
     explain_scores(strategy, table["kind"][table["status"] == "ok"] if "kind" in table else ())
     skipped(table)
     csv_button("Scores (CSV)", lambda: download_frame(table, strategy), f"{stem}_variants_{strategy}.csv",
-               "variants_csv")
+               "variants_csv", model=ctx.model_name)
 
     st.subheader("Your variants on the substitution map")
     if any(v.edits for v in variants):
@@ -188,7 +188,7 @@ def dms_section(ctx: PageContext) -> None:
     if metrics["n_excluded"]:
         left_out += f"; {metrics['n_excluded']:,} multi-mutants excluded by the toggle"
     boxes[-1].metric("Rows used", f"{metrics['n_scored']:,}", help=left_out)
-    stem = safe_name(record_id)
+    stem = f"{safe_name(record_id)}_{ctx.model_stem}"
     scatter_tab, maps_tab = st.tabs(["Model vs experiment", "Side by side, per position"])
     with scatter_tab:
         show_figure(dms_scatter(scored, metrics, singles), "dms_scatter", f"{stem}_dms_scatter")
@@ -207,7 +207,8 @@ def dms_section(ctx: PageContext) -> None:
     skipped(frame)
     row = st.container(horizontal=True)
     with row:
-        csv_button("Scored table (CSV)", lambda: output_frame(scored), f"{stem}_dms_{strategy}.csv", "dms_csv")
+        csv_button("Scored table (CSV)", lambda: output_frame(scored), f"{stem}_dms_{strategy}.csv", "dms_csv",
+                   model=ctx.model_name)
         json_button("Metrics (JSON)", lambda: metrics, f"{stem}_dms_{strategy}_metrics.json", "dms_json")
     compare.section(ctx, scored, data, wild_type, offset, strategy, record_id, singles)
 

@@ -970,3 +970,37 @@ def test_mask_one_position_follows_the_pages_range():
     assert html and all("plotly.js (about 4.8 MB)" in p.help and "offline" in p.help for p in html)
     size = len(figure_html(go.Figure())) / 1e6  # an empty figure: plotly.js alone
     assert 4.6 < size < 5.0, size
+
+
+def test_downloads_name_the_model_in_file_name_and_column(monkeypatch):
+    """Issue 50: ``records.csv`` and ``<record>_variants_pll.csv`` named no model, so two models'
+    files could not be told apart. Every download built by ``csv_button`` is caught as the page
+    hands it to Streamlit, and built as a click would."""
+    import io
+
+    import pandas as pd
+
+    from app_pages._ui.frame import downloads
+
+    handed = {}
+    real = downloads._button
+
+    def caught(label, data, file_name, mime, key, help=None):
+        handed[key] = (file_name, data)
+        return real(label, data, file_name, mime, key, help)
+
+    monkeypatch.setattr(downloads, "_button", caught)
+    at = example(start(), "Ubiquitin (human)")
+    for page in ("records", "predictions", "embeddings"):
+        settle(open_page(at, page))
+        assert_clean(at)
+    open_page(at, "variants")
+    at.text_area(key="_w_mutation_text").input("Q2A, I3V")
+    settle(at.run(), start=True)
+    assert_clean(at)
+    for key in ("records_csv", "prob_csv", "topk_csv", "subst_csv", "residue_csv", "variants_csv"):
+        file_name, data = handed[key]
+        assert "random_tiny" in file_name, (key, file_name)
+        table = pd.read_csv(io.BytesIO(data()))
+        assert table.columns[-1] == "model" and set(table["model"]) == {"random:tiny"}, key
+    assert handed["records_csv"][0] == "records_random_tiny.csv"

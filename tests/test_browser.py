@@ -193,10 +193,10 @@ def _download(page, label: str, folder: Path) -> Path:
 def _check_downloads(page, folder: Path) -> None:
     """Downloads are built on click (deferred): the files must arrive complete."""
     scores = _download(page, "Scores, wt-marginals (CSV)", folder)
-    assert scores.name == "ubiquitin_wt-marginals.csv"
+    assert scores.name == "ubiquitin_random_tiny_wt-marginals.csv"  # the model in the name (issue 50)
     lines = scores.read_text().splitlines()
-    assert lines[0] == "record,position,wt,mt,score,mutant" and len(lines) == 1 + 76 * 20
-    assert lines[1].startswith("ubiquitin,1,M,A,") and lines[1].endswith(",M1A")
+    assert lines[0] == "record,position,wt,mt,score,mutant,model" and len(lines) == 1 + 76 * 20
+    assert lines[1].startswith("ubiquitin,1,M,A,") and lines[1].endswith(",M1A,random:tiny")
     figure = _download(page, "Figure (HTML)", folder)
     assert "Plotly.newPlot" in figure.read_text()
 
@@ -293,7 +293,7 @@ def test_variants_page_paste_a_list_see_the_table_download_the_csv_click_the_map
     assert page.locator('[data-testid="stMetricValue"]').first.inner_text() == "2"  # scored
     scores = _download(page, "Scores (CSV)", tmp_path)
     lines = scores.read_text().splitlines()
-    assert lines[0] == "record_id,mutant,variant,position,score,status" and len(lines) == 4
+    assert lines[0] == "record_id,mutant,variant,position,score,status,model" and len(lines) == 4
     assert lines[1].startswith("sequence,E6V,E6V,6,") and lines[2].startswith("sequence,K17E:E6V,K17E:E6V,17;6,")
     assert lines[3].split(",")[1:4] == ["E6*", "", ""] and "stop" in lines[3]
 

@@ -119,17 +119,25 @@ def formula_safe_csv(text: str) -> str:
 
 def csv_button(
     label: str, make_frame: Callable[[], pd.DataFrame], file_name: str, key: str, na_rep: str = "",
-    help: str | None = None,
+    help: str | None = None, model: str | None = None,
 ) -> None:
     """A download of the table ``make_frame()`` builds (only when clicked) as CSV, formula-safe.
 
     ``na_rep``: how missing values are written (``NaN`` for contacts that were not predicted:
-    an empty cell would read as a value lost on the way).
+    an empty cell would read as a value lost on the way). ``model``: the model that computed the
+    table, written in a last ``model`` column (two models' files read alike without it).
     """
     _button(
-        label, lambda: formula_safe_frame(make_frame()).to_csv(index=False, na_rep=na_rep).encode("utf-8"),
+        label, lambda: formula_safe_frame(with_model(make_frame(), model)).to_csv(index=False, na_rep=na_rep).encode("utf-8"),
         file_name, "text/csv", key, help=help,
     )  # fmt: skip
+
+
+def with_model(frame: pd.DataFrame, model: str | None) -> pd.DataFrame:
+    """``frame`` with a last ``model`` column (unless it has one, or no model is given)."""
+    if model is None or "model" in frame.columns:
+        return frame
+    return frame.assign(model=model)
 
 
 def text_button(label: str, make_text: Callable[[], str], file_name: str, mime: str, key: str) -> None:

@@ -21,7 +21,10 @@ import streamlit as st
 from flamino_core.inputs.numbering import Numbering
 from flamino_core.inputs.fasta import ParsedInput, ProteinRecord
 
+from flamino_core.model.model_id import ModelId
+
 from app_pages._ui.frame.downloads import safe_name
+from app_pages._ui.server.policy import visitor_model_name
 from app_pages._ui.frame.views import DEFAULT_PAGE, PAGES
 
 if TYPE_CHECKING:
@@ -61,9 +64,20 @@ class PageContext:
         return self.record.sequence if self.record is not None else ""
 
     @property
+    def model_name(self) -> str:
+        """The model as downloads' ``model`` column names it (hosted: never a server path)."""
+        return visitor_model_name(self.model)
+
+    @property
+    def model_stem(self) -> str:
+        """The model as a file-name part: a preset's name, a checkpoint's file or folder name."""
+        return safe_name(ModelId.parse(self.model_name).short_name)
+
+    @property
     def stem(self) -> str:
-        """The selected record's id as a file-name stem, for downloads."""
-        return safe_name(self.record.id) if self.record is not None else "records"
+        """The selected record's id and the model as a file-name stem, for downloads: two models'
+        files of one record could not be told apart."""
+        return f"{safe_name(self.record.id) if self.record is not None else 'records'}_{self.model_stem}"
 
     @property
     def numbering(self) -> Numbering:
