@@ -175,6 +175,7 @@ def test_the_records_map_has_its_own_controls_colours_labels_and_the_selected_re
 
     colour = at.selectbox(key="_w_scolour")
     assert {"organism (OS=)", "gene (GN=)", "start (/start-end)"} <= set(colour.options)  # labels shown
+    assert colour.value == "organism"  # the first header field that groups the records (issue 50)
     colour.set_value("organism").run()
     record_fig = figures(at)[2]
     by_name = {t["name"]: t["text"] for t in record_fig["data"]}
@@ -220,10 +221,14 @@ def test_the_records_map_and_table_read_the_headers_own_key_value_pairs():
     at = settle(open_page(at, "embeddings"))
     colour = at.selectbox(key="_w_scolour")
     assert {"taxon", "score"} <= set(colour.options) and "protein name" not in colour.options
-    colour.set_value("header:taxon").run()
-    assert_clean(at)
+    # Coloured by taxon= before any choice (issue 50: by "nothing"); score= names each record, not a group.
+    assert colour.value == "header:taxon"
     by_name = {t["name"]: t["text"] for t in figures(at)[2]["data"]}
     assert by_name["Human"] == ["p1", "p2"] and by_name["Virus"] == ["p0"]
+    colour.set_value("none").run()  # a choice is kept
+    assert_clean(at)
+    assert at.selectbox(key="_w_scolour").value == "none"
+    assert not {"Human", "Virus"} & {t["name"] for t in figures(at)[2]["data"]}  # one trace of points (+ the ring)
 
 
 def test_umap_when_installed_and_a_clear_note_when_not(monkeypatch):

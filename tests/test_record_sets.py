@@ -13,8 +13,8 @@ import pytest
 from flamino_core.records import protspace, embedding_map as record_map
 from flamino_core.inputs.fasta import ProteinRecord, read_fasta
 from flamino_core.figures.style import MISSING_COLOUR, OTHER_COLOUR, SAFE_CATEGORY_COLOURS, _qualitative
-from flamino_core.records.metadata import (MAX_HEADER_COLUMNS, colour_values, header_fields, join_table,
-                                          metadata_rows)
+from flamino_core.records.metadata import (MAX_HEADER_COLUMNS, colour_values, grouping_column, header_fields,
+                                          join_table, metadata_rows)
 from flamino_core.analysis.outputs import residue_entropy
 from flamino_core.records.summary import ENTROPY_COLUMN, PPPL_COLUMN, summary_rows
 
@@ -358,3 +358,21 @@ def test_the_shared_set_coloured_by_taxon(shared_fasta):
                                                       ("Virus", 28)]  # fmt: skip
     assert [t.marker.color for t in fig.data] == list(SAFE_CATEGORY_COLOURS[:4])
     assert fig.layout.legend.title.text == "taxon"
+
+
+def test_the_map_is_coloured_by_the_first_column_that_groups_the_records(shared_fasta):
+    """Issue 50: the map of ProteinGym's 186 targets was coloured by nothing by default, though
+    their headers carry taxon= (4 values over 186 records: it groups them; assay= is one per
+    record and does not)."""
+    targets = metadata_rows(read_fasta(shared_fasta / "proteingym_targets.fa").records)
+    assert grouping_column(targets) == "taxon"
+    uniprot = metadata_rows([ProteinRecord("sp|P69905|HBA_HUMAN", "Hemoglobin alpha OS=Homo sapiens OX=9606", "MVLS"),
+                             ProteinRecord("sp|P68871|HBB_HUMAN", "Hemoglobin beta OS=Homo sapiens OX=9606", "MVHL"),
+                             ProteinRecord("sp|P02088|HBB1_MOUSE", "Hemoglobin beta-1 OS=Mus musculus OX=10090", "MVHL")])
+    assert grouping_column(uniprot) == "organism"  # not length, accession or protein name, which name each record
+    plain = metadata_rows([ProteinRecord("a", "", "MKV"), ProteinRecord("b", "", "MKV")])
+    assert grouping_column(plain) is None  # two records of one length: a length is not a group
+    unique = metadata_rows([ProteinRecord("a", "host=human", "MK"), ProteinRecord("b", "host=mouse", "MKV")])
+    assert grouping_column(unique) is None  # one record per value
+    one = metadata_rows([ProteinRecord(f"sp|P0000{i}|X{i}_HUMAN", "OS=Homo sapiens", "MK") for i in range(3)])
+    assert grouping_column(one) is None  # one value for all: no colours to tell apart (nor "sp" for all)

@@ -181,7 +181,25 @@ def colour_values(rows: Sequence[dict[str, object]], column: str) -> list[object
     return [None if v is None else str(v) for v in values] if column in CODE_FIELDS else values
 
 
-def join_table(records: Sequence[ProteinRecord], data: bytes) -> tuple[dict[str, list], list[str]]:
+# Columns that number or name each record rather than group records: never a default colour.
+_NOT_GROUPS = frozenset({"id", "length", "start", "end", "accession", "entry_name", "protein_name"})
+
+
+def grouping_column(rows: Sequence[dict[str, object]]) -> str | None:
+    """The first header column that groups the records (two values or more, one of them shared
+    by two records or more, as ProteinGym's ``taxon=`` or UniProt's ``OS=``), in
+    ``metadata_rows``' column order: what the records' map is coloured by until the user
+    chooses; None when no column groups them."""
+    for column in rows[0] if rows else ():
+        if column in _NOT_GROUPS:
+            continue
+        values = [str(row[column]) for row in rows if row.get(column) is not None]
+        if 2 <= len(set(values)) < len(values):
+            return column
+    return None
+
+
+def join_table(records: Sequence[ProteinRecord], data: bytes, limits=None) -> tuple[dict[str, list], list[str]]:
     """Columns of an uploaded table (CSV or TSV) joined onto the records, and notes for the user.
 
     The id column is the first of ``ID_COLUMNS`` the table has (any case), else its first
@@ -191,12 +209,13 @@ def join_table(records: Sequence[ProteinRecord], data: bytes) -> tuple[dict[str,
 
     Returns:
       ``(columns, notes)``: each column's values in record order (None where no row matched).
-      Raises ``ValueError`` with a message for the user if the table cannot be read.
+      Raises ``ValueError`` with a message for the user if the table cannot be read, or is over
+      ``limits`` (``inputs.tables.TableLimits``, a server's: bytes, rows, columns of every row).
     """
-    from flamino_core.inputs.tables import read_table
+    from flamino_core.inputs.tables import NO_LIMITS, read_table
 
-    # The one table reader (encodings, separators); its errors are ValueErrors with the reason.
-    table = read_table(data, what="the table", error=ValueError, strip_names=False)
+    # The one table reader (encodings, separators, bounds); its errors are ValueErrors with the reason.
+    table = read_table(data, limits or NO_LIMITS, what="the table", error=ValueError, strip_names=False)
     if table.shape[1] < 2 or table.empty:
         raise ValueError("the table needs an id column and at least one more column, with a header row")
     lowered = {str(c).strip().lower(): c for c in table.columns}

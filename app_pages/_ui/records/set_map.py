@@ -13,7 +13,8 @@ import streamlit as st
 
 from flamino_core.records import protspace
 from flamino_core.records.embedding_map import METHODS, project, record_map_figure
-from flamino_core.records.metadata import FIELDS, column_label, colour_values, join_table, metadata_rows
+from flamino_core.records.metadata import (FIELDS, column_label, colour_values, grouping_column, join_table,
+                                           metadata_rows)
 
 from app_pages._ui.records import set_results
 from app_pages._ui.rerun.context import PageContext
@@ -52,7 +53,7 @@ def _joined(records) -> tuple[dict[str, list], list[str], str | None]:
     if not held:
         return {}, [], None
     try:
-        columns, notes = join_table(records, held[1])
+        columns, notes = join_table(records, held[1], current_limits().table_limits())
     except ValueError as err:
         return {}, [], f"{held[0]}: {err}"
     return columns, [f"{held[0]}: {note}" for note in notes], None
@@ -87,6 +88,15 @@ def colour_choices(rows: list[dict], table: dict[str, list]) -> dict[str, str]:
     choices.update({HEADER_PREFIX + column: column_label(column) for column in own})
     choices.update({TABLE_PREFIX + column: f"{column} (table)" for column in table})
     return choices
+
+
+def default_colour(rows: list[dict], choices: dict[str, str]) -> str:
+    """The colour until the user chooses: the first header field that groups the records
+    (``grouping_column``: ``taxon=`` on ProteinGym's targets, ``OS=`` on UniProt's), else nothing
+    (the map of 186 targets with ``taxon=`` headers was coloured by nothing)."""
+    column = grouping_column(rows)
+    key = column if column in FIELDS else HEADER_PREFIX + str(column)
+    return key if column is not None and key in choices else NO_COLOUR
 
 
 def _colour(colour_key: str, rows: list[dict], table: dict[str, list]) -> tuple[list | None, str]:
@@ -130,7 +140,7 @@ def records_section(ctx: PageContext, layer: int, layer_name: str) -> None:
     with controls[0]:
         method = kept_radio("Map", "smap", horizontal=True, help="UMAP needs the optional umap-learn package")
     with controls[1]:
-        colour_key = kept_selectbox("Colour records by", "scolour", list(choices), default=NO_COLOUR,
+        colour_key = kept_selectbox("Colour records by", "scolour", list(choices), default=default_colour(rows, choices),
                                     format_func=choices.get)  # fmt: skip
     with controls[2]:
         labels = labels_toggle(len(everything))
