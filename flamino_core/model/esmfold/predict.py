@@ -1,0 +1,82 @@
+"""Fold one sequence with an ``ESMFold`` model: the jitted forward pass (split once, a pure
+function of ``(graphdef, state, inputs)``, compiled once per length, pass count and chunk size)
+and its result as NumPy arrays a PDB writer or a table reads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from flamino_core.model.esmfold import residue_constants as rc
+
+CA = rc.ATOM_ORDER["CA"]
+
+
+@dataclasses.dataclass(frozen=True)
+class FoldedProtein:
+    """One predicted structure.
+
+    sequence: the residues folded (uppercase). aatype: (L,) AlphaFold indices.
+    atom37: (L, 37, 3) Angstrom; atom37_exists: (L, 37).
+    plddt: (L, 37) expected lDDT in [0, 1] per atom slot (the reference's scale; x100 in PDB files).
+    pae: (L, L) predicted aligned error in Angstrom; ptm: predicted TM-score.
+    """
+
+    sequence: str
+    aatype: np.ndarray
+    atom37: np.ndarray
+    atom37_exists: np.ndarray
+    plddt: np.ndarray
+    pae: np.ndarray
+    ptm: float
+
+    @property
+    def residue_plddt(self) -> np.ndarray:
+        """(L,) pLDDT of each residue's CA in [0, 1] (the value AlphaFold's per-residue plots show)."""
+        return self.plddt[:, CA]
+
+    @property
+    def mean_plddt(self) -> float:
+        """Mean over every atom that exists, as the esm repository's ``mean_plddt`` (in [0, 1])."""
+        return float(np.sum(self.plddt * self.atom37_exists) / np.sum(self.atom37_exists))
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef", "passes", "chunk_size"))
+def _forward(graphdef, state, aatype, mask, passes, chunk_size):
+    model = nnx.merge(graphdef, state)
+    out = model(aatype, mask, passes=passes, chunk_size=chunk_size)
+    return {"atom37": out.atom37, "atom37_exists": out.atom37_exists, "plddt": out.plddt, "pae": out.pae,
+            "ptm": out.ptm, "positions": out.positions, "recycle_bins": out.recycle_bins}
+
+
+def fold_arrays(model, sequence: str, passes: int | None = None, chunk_size: int | None = None) -> dict[str, np.ndarray]:
+    """The forward pass's arrays for one sequence (batch axis of 1): ``atom37``, ``atom37_exists``,
+    ``plddt``, ``pae``, ``ptm``, ``positions`` (every structure-module iteration) and
+    ``recycle_bins`` (what each pass was fed). ``sequence`` uppercase; see ``fold_sequence``."""
+    graphdef, state = nnx.split(model)
+    aatype = jnp.asarray(rc.aatype(sequence)[None])
+    passes = passes if passes is not None else model.config.trunk.max_recycles
+    return jax.device_get(_forward(graphdef, state, aatype, jnp.ones(aatype.shape, bool), passes, chunk_size))
+
+
+def fold_sequence(model, sequence: str, passes: int | None = None, chunk_size: int | None = None) -> FoldedProtein:
+    """Predict the structure of ``sequence`` (one protein, one chain).
+
+    Args:
+      model: an ``ESMFold``.
+      sequence: amino-acid letters; any letter outside the twenty folds as 'X' (as the reference).
+      passes: trunk passes (1 + recycles); None: the model's ``max_recycles`` (the reference's default).
+      chunk_size: pair-state rows per step in the trunk's attention and pair MLP (less memory, same numbers).
+    """
+    sequence = sequence.upper()
+    if not sequence:
+        raise ValueError("an empty sequence has no structure to predict")
+    out = fold_arrays(model, sequence, passes, chunk_size)
+    return FoldedProtein(sequence, rc.aatype(sequence), out["atom37"][0], out["atom37_exists"][0], out["plddt"][0],
+                         out["pae"][0], float(out["ptm"][0]))
