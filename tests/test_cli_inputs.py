@@ -115,3 +115,39 @@ def test_h5_output_refuses_what_it_cannot_hold(tmp_path, shared_fasta):
     assert main(["embed", fasta, "-m", "random:tiny", "-o", str(tmp_path / "e.h5"), "--include", "per_tok"]) == 2
     assert main(["embed", fasta, "-m", "random:tiny", "-o", str(tmp_path / "e.h5"), "--repr-layers", "0", "1"]) == 2
     assert not (tmp_path / "e.h5").exists()
+
+
+def test_a_structure_file_is_read_into_records_as_the_input_page_reads_it(tmp_path, capsys, monkeypatch):
+    """Issue 50: ``flamino embed 1GBT.cif`` exited 2 ("no usable protein sequence") while the app
+    turns the same file into records. Its protein chain is one record now, numbered from the file
+    (1GBT_A/16-245), holding the residues the file models (read here by the independent
+    ``_atom_site`` reader), through the function the Input page calls (counted by a spy);
+    gzipped alike; a structure without protein is refused with its chains named."""
+    import gzip
+
+    from flamino_core.structure import chain_records
+    from structure_reference import STANDARD, STRUCTURES, read_reference
+
+    path = STRUCTURES / "1GBT.cif"
+    if not path.exists():
+        pytest.skip(f"the real structures are not at {STRUCTURES}")
+    residues = [r for r in read_reference(path, "A") if not r.hetero and r.name != "HOH"]
+    expected = "".join(STANDARD[r.name] for r in residues)
+    calls = []
+    real = chain_records.structure_records
+    monkeypatch.setattr(chain_records, "structure_records", lambda parsed: calls.append(parsed.name) or real(parsed))
+    zipped = tmp_path / "1GBT.cif.gz"
+    zipped.write_bytes(gzip.compress(path.read_bytes()))
+    for source in (path, zipped):
+        out = tmp_path / f"{source.name}.npz"
+        assert main(["embed", str(source), "-m", "random:tiny", "-o", str(out)]) == 0
+        data = np.load(out)
+        assert list(data["ids"]) == [f"1GBT_A/{residues[0].label}-{residues[-1].label}"] == ["1GBT_A/16-245"]
+        assert list(data["sequences"]) == [expected] and len(expected) == 223
+        assert "read as a structure, 1 protein chain (chain A: 223 amino acids" in capsys.readouterr().err
+    assert len(calls) == 2
+
+    water = tmp_path / "water.pdb"
+    water.write_text("HETATM    1  O   HOH A   1       0.000   0.000   0.000  1.00  0.00           O\nEND\n")
+    assert main(["embed", str(water), "-m", "random:tiny", "-o", str(tmp_path / "w.npz")]) == 2
+    assert "holds no protein chain" in capsys.readouterr().err

@@ -374,3 +374,24 @@ def test_an_uploaded_structure_is_said_not_to_travel_in_the_link():
     assert "sid" not in at.query_params
     said = [unescaped(c.value) for c in at.caption if "does not carry the structure file" in c.value]
     assert len(said) == 2  # on the page and in the share panel
+
+
+def test_a_structure_on_the_input_page_gives_the_records_the_command_line_reads(tmp_path):
+    """Issue 50: the Input page and ``flamino embed`` read a structure through one function
+    (``chain_records.structure_records``): the same record ids and sequences, and the same note."""
+    from test_app import upload as upload_input
+
+    from flamino_core.cli import main
+
+    data = (STRUCTURES / "1GBT.cif").read_bytes()
+    at = upload_input(start(), [("1GBT.cif", data)])
+    assert_clean(at)
+    shown = at.dataframe[0].value
+    assert list(shown["id"]) == ["1GBT_A/16-245"]
+    note = "structure, 1 protein chain (chain A: 223 amino acids, residues 16–245 in the file's numbering"
+    assert any(t.value.startswith(f"1GBT.cif · {note}") for t in at.text)  # the Input page's file list
+    out = tmp_path / "1gbt.npz"
+    assert main(["embed", str(STRUCTURES / "1GBT.cif"), "-m", "random:tiny", "-o", str(out)]) == 0
+    assert list(np.load(out)["ids"]) == list(shown["id"])
+    assert at.session_state["record"] == "1GBT_A/16-245"
+    assert len(np.load(out)["sequences"][0]) == 223

@@ -67,14 +67,19 @@ def read_records(path: str, *, allow_dna: bool = False):
     """The usable records of a FASTA file ('-': standard input) and whether any record had errors.
 
     Warnings and errors go to stderr; no usable record at all is a ``UserError``. Sequences
-    that look like DNA/RNA are refused unless ``allow_dna``.
+    that look like DNA/RNA are refused unless ``allow_dna``. A PDB or mmCIF file (plain or
+    gzipped) is read as the app's Input page reads one (``chain_records.structure_records``):
+    each protein chain of its first model a record, numbered from the file (``1GBT_A/16-245``).
     """
-    from flamino_core.inputs.fasta import read_fasta
+    from flamino_core.inputs.fasta import parse_fasta_bytes, read_fasta
 
-    if path == "-":
-        from flamino_core.inputs.fasta import parse_fasta_bytes
-
-        parsed = parse_fasta_bytes(sys.stdin.buffer.read(), allow_nucleotides=allow_dna)
+    data = sys.stdin.buffer.read() if path == "-" else None
+    structure = _structure_records(path, data)
+    if structure is not None:
+        say(f"{path}: read as a {structure.describe()}")
+        parsed = parse_fasta_bytes(structure.fasta.encode(), allow_nucleotides=allow_dna)
+    elif data is not None:
+        parsed = parse_fasta_bytes(data, allow_nucleotides=allow_dna)
     else:
         parsed = read_fasta(path, allow_nucleotides=allow_dna)
     for issue in parsed.warnings:
@@ -88,6 +93,29 @@ def read_records(path: str, *, allow_dna: bool = False):
     if not parsed.records:
         raise UserError(f"{path}: no usable protein sequence")
     return parsed.records, bool(parsed.errors)
+
+
+def _structure_records(path: str, data: bytes | None):
+    """The records of a structure file given where FASTA is expected, or None for anything else
+    (the FASTA reader then says what it is). ``data``: standard input's bytes, else None."""
+    from flamino_core.structure.chain_records import SNIFF_BYTES, looks_like_structure, structure_records
+
+    try:
+        if data is None:
+            with open(path, "rb") as file:  # the head only: a FASTA file may be a proteome
+                head = file.read(4 * SNIFF_BYTES)
+        else:
+            head = data
+    except OSError:
+        return None  # a missing or unreadable path: read_fasta's message says which
+    if not looks_like_structure(head):
+        return None
+    from flamino_core.structure.reading import parse_structure_bytes, read_structure
+
+    try:
+        return structure_records(read_structure(path) if data is None else parse_structure_bytes(data, "stdin"))
+    except ValueError as err:  # StructureError is one: the reader's words
+        raise UserError(f"{path}: {err}") from None
 
 
 def first_residue_number(record, offset: int | None) -> int:

@@ -21,9 +21,14 @@ import dataclasses
 import re
 import zlib
 
+from typing import TYPE_CHECKING
+
 from flamino_core.inputs.fasta import ProteinRecord, to_fasta
 from flamino_core.inputs.formats import FOREIGN_FORMATS, GZIP_MAGIC
-from flamino_core.structure.reading import ChainResidues, ParsedStructure, protein_chains
+
+if TYPE_CHECKING:  # the reader (Biopython) is imported when a structure is read: the command
+    # line asks every FASTA argument ``looks_like_structure`` and must not pay for it.
+    from flamino_core.structure.reading import ChainResidues, ParsedStructure
 
 # The first-line patterns the FASTA reader refuses a structure by (one list: ``inputs.formats``).
 _STRUCTURE_LINES = tuple(re.compile(pattern) for pattern, name, _ in FOREIGN_FORMATS if "structure file" in name)
@@ -66,6 +71,8 @@ def looks_like_structure(data: bytes) -> bool:
 def chain_records(parsed: ParsedStructure, model_index: int = 0) -> tuple[ChainRecord, ...]:
     """Each protein chain of one model as a record, in file order (chains without amino acids,
     such as DNA, ligands and water, give none)."""
+    from flamino_core.structure.reading import protein_chains
+
     stem = re.sub(r"[^A-Za-z0-9_.-]", "_", parsed.name.split(".")[0]) or "structure"
     return tuple(_chain_record(stem, parsed.name, chain) for chain in protein_chains(parsed, model_index))
 
@@ -82,6 +89,39 @@ def _chain_record(stem: str, file_name: str, chain: ChainResidues) -> ChainRecor
     description = f"structure={file_name} chain={chain.chain_id} first={first} last={last}"
     record = ProteinRecord(f"{stem}_{chain_id}{span}", description, chain.sequence)
     return ChainRecord(record, chain.chain_id, first, last, contiguous)
+
+
+@dataclasses.dataclass(frozen=True)
+class StructureRecords:
+    """A structure given where sequences are expected, as records (``structure_records``)."""
+
+    parsed: ParsedStructure
+    chains: tuple[ChainRecord, ...]
+
+    @property
+    def fasta(self) -> str:
+        """The chains' records as FASTA, for the one validator (its limits and checks) to read."""
+        return records_fasta(self.chains)
+
+    def describe(self) -> str:
+        """``structure, 1 protein chain (chain A: 223 amino acids, residues 16–245 ...)``."""
+        n = len(self.chains)
+        return (f"structure, {n:,} protein chain{'' if n == 1 else 's'} "
+                f"({'; '.join(chain.describe() for chain in self.chains)})")
+
+
+def structure_records(parsed: ParsedStructure) -> StructureRecords:
+    """A parsed PDB or mmCIF file given as input (the app's Input page, the command line's FASTA
+    argument) as its first model's protein chains, one record each (``chain_records``).
+
+    Raises:
+      ValueError: the file holds no protein chain (its chains are listed).
+    """
+    chains = chain_records(parsed)
+    if not chains:
+        listing = "; ".join(summary.describe() for summary in parsed.chains())
+        raise ValueError(f"{parsed.name} holds no protein chain in its first model ({listing})")
+    return StructureRecords(parsed, chains)
 
 
 def records_fasta(chains: tuple[ChainRecord, ...]) -> str:

@@ -29,7 +29,7 @@ from flamino_core.model.config import MAX_RESIDUES
 from flamino_core.options import STRATEGIES
 from flamino_core.structure import fetch
 from flamino_core.structure.align import ChainAlignment, choose_chain
-from flamino_core.structure.chain_records import chain_records, looks_like_structure, records_fasta
+from flamino_core.structure.chain_records import chain_records, looks_like_structure, records_fasta, structure_records
 from flamino_core.structure.limits import BYTES_PER_ATOM
 from flamino_core.structure.reading import ParsedStructure, StructureError, parse_structure_bytes, read_structure
 from flamino_core.structure.tracks import TRACKS, check_choices, compute_choices, compute_track, track_inputs, track_label
@@ -40,7 +40,7 @@ from app_pages._ui.server.heavy_jobs import HEAVY_RESIDUES
 from app_pages._ui.input import uploads
 from app_pages._ui.input.reading import pick_record, upload_limit_words, upload_size_mb
 from app_pages._ui.server.policy import current_limits, env_int, hosted_mode, visitor_model_name
-from app_pages._ui.frame.widgets import counted, kept_text_input, plain
+from app_pages._ui.frame.widgets import kept_text_input, plain
 
 # Session-state keys.
 STRUCTURE = "_structure"  # (ParsedStructure, cache key, where it came from)
@@ -98,15 +98,11 @@ def take_input_structure(name: str, data: bytes) -> tuple[str, str] | None:
     if not looks_like_structure(data):
         return None
     digest = hashlib.sha256(data).hexdigest()
-    parsed = _parse_upload(digest, name, data, spinner=False)  # StructureError is a ValueError
-    chains = chain_records(parsed)
-    if not chains:
-        listing = "; ".join(summary.describe() for summary in parsed.chains())
-        raise ValueError(f"{name} holds no protein chain in its first model ({listing})")
-    _hold(parsed, digest, f"uploaded on the Input page as {name}", input_file=name)
-    st.session_state[CHAINS] = (digest, {chain.record.id: chain.chain_id for chain in chains})
-    note = f"structure, {counted(len(chains), 'protein chain')} ({'; '.join(c.describe() for c in chains)})"
-    return records_fasta(chains), note
+    # The command line reads a structure given as FASTA through the same structure_records.
+    found = structure_records(_parse_upload(digest, name, data, spinner=False))  # StructureError is a ValueError
+    _hold(found.parsed, digest, f"uploaded on the Input page as {name}", input_file=name)
+    st.session_state[CHAINS] = (digest, {chain.record.id: chain.chain_id for chain in found.chains})
+    return found.fasta, found.describe()
 
 
 def record_chain(record_id: str) -> str | None:
