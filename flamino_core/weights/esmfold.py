@@ -1,0 +1,192 @@
+"""ESMFold checkpoints: a folder written by transformers' ``EsmForProteinFolding.save_pretrained``
+(``config.json`` + ``model.safetensors``, its key names) into ``model.esmfold.ESMFold``.
+
+The stem (``esm.*``) goes through the language models' converter (``convert.state_dict_to_params``,
+the same key spellings and the shared rotary ``inv_freq``); every other key names its module the
+way our attributes do, except the reference's ``nn.Sequential`` indices (``mlp.0``/``.1``/``.3``,
+``lddt_head.0``..``.3``, ``esm_s_mlp.0``/``.1``/``.3``), renamed here. Strict: every missing,
+unexpected and misshapen key is listed in one error, and a checkpoint of another shape than
+the one asked for is refused naming the fields that differ.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+from flax import nnx
+
+from flamino_core.model.esmfold.config import FoldConfig
+from flamino_core.weights.convert import CheckpointMismatchError
+from flamino_core.weights.convert import state_dict_to_params as language_model_params
+
+TITLE = "ESMFold"
+_SEQUENTIAL = [
+    (re.compile(r"(mlp_(?:seq|pair))\.mlp\.([013])\.(.*)"), {"0": "norm", "1": "fc1", "3": "fc2"}),
+    (re.compile(r"(esm_s_mlp)\.([013])\.(.*)"), {"0": "norm", "1": "fc1", "3": "fc2"}),
+    (re.compile(r"(lddt_head)\.([0-3])\.(.*)"), {"0": "norm", "1": "linear_1", "2": "linear_2", "3": "linear_3"}),
+]
+_BLOCK = re.compile(r"trunk\.blocks\.(\d+)\.(.+)")
+
+
+@functools.lru_cache(maxsize=4)
+def _abstract(config: FoldConfig):
+    from flamino_core.model.esmfold.model import ESMFold
+
+    return nnx.split(nnx.eval_shape(lambda: ESMFold(config, nnx.Rngs(0))))
+
+
+def expected_params(config: FoldConfig) -> dict:
+    """The model's state as a pure nested dict of shapes (no arrays)."""
+    return nnx.to_pure_dict(_abstract(config)[1])
+
+
+def params_to_model(params: dict, config: FoldConfig):
+    import jax
+
+    graphdef, abstract = _abstract(config)
+    state = jax.tree.map(lambda leaf: leaf, abstract)
+    nnx.replace_by_pure_dict(state, params)
+    return nnx.merge(graphdef, state)
+
+
+def _module_path(key: str) -> tuple[str, ...]:
+    """Our attribute path of a (non-stem) checkpoint key, its last part the torch leaf."""
+    for pattern, names in _SEQUENTIAL:
+        match = pattern.fullmatch(key)
+        if match:
+            key = f"{match.group(1)}.{names[match.group(2)]}.{match.group(3)}"
+    return tuple(int(p) if p.isdigit() else p for p in key.split("."))
+
+
+def _place(path: tuple, value: np.ndarray, shapes: dict[tuple, tuple]) -> tuple[tuple, np.ndarray] | None:
+    """(our leaf path, value) for a torch leaf: ``weight`` is a Linear kernel (transposed), a
+    LayerNorm scale or an embedding table, whichever the model has there; None if none."""
+    module, leaf = path[:-1], path[-1]
+    if leaf == "weight":
+        for ours, transpose in (("kernel", True), ("scale", False), ("embedding", False)):
+            if module + (ours,) in shapes:
+                return module + (ours,), (value.T if transpose else value)
+        return None
+    return (path, value) if path in shapes else None
+
+
+def _stem_params(state_dict: Mapping[str, np.ndarray], config: FoldConfig, source: str):
+    """(stem params, missing, unexpected, mismatched): the language models' converter on the
+    ``esm.`` keys. It expects an LM head, which ESMFold's stem lacks: zeros stand in for it and
+    are dropped from the result (no checkpoint value is ever replaced by them)."""
+    stem = {k: v for k, v in state_dict.items() if k.startswith("esm.")}
+    dim, vocab = config.stem.embed_dim, config.stem.vocab_size
+    stand_in = {"lm_head.dense.weight": np.zeros((dim, dim), np.float32), "lm_head.dense.bias": np.zeros(dim, np.float32),
+                "lm_head.layer_norm.weight": np.ones(dim, np.float32), "lm_head.layer_norm.bias": np.zeros(dim, np.float32),
+                "lm_head.bias": np.zeros(vocab, np.float32)}
+    try:
+        params = language_model_params({**stem, **stand_in}, config.stem, source)
+    except CheckpointMismatchError as error:
+        prefix = lambda names: [f"esm.{n}" for n in names]  # noqa: E731
+        return None, prefix(error.missing), prefix(error.unexpected), prefix(error.mismatched)
+    params.pop("lm_head")
+    return params, [], [], []
+
+
+def _check_af2_to_esm(value: np.ndarray) -> list[str]:
+    from flamino_core.alphabet import PAD_IDX
+    from flamino_core.model.esmfold.model import AF2_TO_ESM
+
+    want = np.concatenate([[PAD_IDX], AF2_TO_ESM])
+    if np.shape(value) != want.shape or not np.array_equal(np.asarray(value), want):
+        return [f"af2_to_esm: maps residues to {np.asarray(value).tolist()}, not ESM-2's tokens {want.tolist()}"]
+    return []
+
+
+def state_dict_to_params(state_dict: Mapping[str, np.ndarray], config: FoldConfig, source: str = "checkpoint") -> dict:
+    """Convert an ``EsmForProteinFolding`` state dict into ``ESMFold(config)``'s pure state dict.
+
+    Raises:
+      CheckpointMismatchError: every missing, unexpected and misshapen key at once.
+    """
+    expected = expected_params(config)
+    shapes = {path: tuple(leaf.shape) for path, leaf in _leaves(expected) if path[0] != "esm"}
+    stem, missing, unexpected, mismatched = _stem_params(state_dict, config, source)
+    if "af2_to_esm" in state_dict:
+        mismatched += _check_af2_to_esm(state_dict["af2_to_esm"])
+    flat, per_block = {}, {}
+    for key, value in state_dict.items():
+        if key.startswith("esm.") or key == "af2_to_esm":
+            continue
+        block = _BLOCK.fullmatch(key)
+        path = _module_path(block.group(2) if block else key)
+        placed = _place(("trunk", "blocks") + path if block else path, np.asarray(value, np.float32), shapes)
+        if placed is None:
+            unexpected.append(key)
+        elif block:
+            per_block.setdefault(placed[0], {})[int(block.group(1))] = placed[1]
+        else:
+            flat[placed[0]] = placed[1]
+    _stack_blocks(per_block, config.trunk.num_blocks, flat, missing, unexpected)
+    params = {"esm": stem} if stem is not None else {}
+    for path, shape in shapes.items():
+        if path not in flat:
+            missing.append(".".join(map(str, path)))
+        elif flat[path].shape != shape:
+            mismatched.append(f"{'.'.join(map(str, path))}: checkpoint {flat[path].shape} vs model {shape}")
+        else:
+            _set(params, path, flat[path])
+    if missing or unexpected or mismatched:
+        raise CheckpointMismatchError(source, sorted(missing), sorted(unexpected), mismatched, TITLE)
+    return params
+
+
+def _stack_blocks(per_block: dict, n: int, flat: dict, missing: list, unexpected: list) -> None:
+    """Stack each trunk block's tensors on the leading block axis (``nnx.vmap``'s) into ``flat``."""
+    for path, blocks in per_block.items():
+        name = ".".join(map(str, path[2:]))
+        unexpected += [f"trunk.blocks.{i}.{name}" for i in sorted(blocks) if i >= n]
+        absent = [i for i in range(n) if i not in blocks]
+        missing += [f"trunk.blocks.{i}.{name}" for i in absent]
+        if not absent and len({blocks[i].shape for i in range(n)}) == 1:
+            flat[path] = np.stack([blocks[i] for i in range(n)])
+
+
+def _leaves(tree: dict, prefix: tuple = ()):
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            yield from _leaves(value, prefix + (key,))
+        else:
+            yield prefix + (key,), value
+
+
+def _set(tree: dict, path: tuple, value: np.ndarray) -> None:
+    for key in path[:-1]:
+        tree = tree.setdefault(key, {})
+    tree[path[-1]] = value
+
+
+def load_esmfold(folder: Path | str, expect: FoldConfig | None = None):
+    """The ``ESMFold`` model of a ``save_pretrained`` folder (``config.json`` + ``model.safetensors``).
+
+    Args:
+      folder: the folder.
+      expect: the shape the checkpoint must have (``FoldConfig.esmfold_v1()`` for the published
+        model); None takes the folder's own.
+
+    Raises:
+      ValueError: not an ESMFold folder, or a shape other than ``expect`` (the fields named).
+      CheckpointMismatchError: the tensors do not fit the config (every key listed).
+    """
+    from safetensors.numpy import load_file
+
+    folder = Path(folder)
+    config_path, weights_path = folder / "config.json", folder / "model.safetensors"
+    if not config_path.exists() or not weights_path.exists():
+        raise ValueError(f"{folder} is not an ESMFold folder: expected config.json and model.safetensors "
+                         "(as EsmForProteinFolding.save_pretrained writes them)")
+    config = FoldConfig.from_hf_config(json.loads(config_path.read_text()), name=folder.name)
+    if expect is not None and (differences := expect.differences(config)):
+        raise ValueError(f"{folder} holds an ESMFold of another shape than {expect.name}: " + "; ".join(differences))
+    params = state_dict_to_params(load_file(str(weights_path)), config, str(folder))
+    return params_to_model(params, config)
