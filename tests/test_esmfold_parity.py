@@ -23,15 +23,20 @@ about 8x the positional error: no flip.
 
 from __future__ import annotations
 
+import io
+
 import numpy as np
 import pytest
+from Bio.Data.IUPACData import protein_letters_3to1
 import torch
 from flax import nnx
 
 from conftest import checkpoint_seed
 from esmfold_checkpoints import hf_fold, make_hf_esmfold, write_hf_esmfold
 from flamino_core.model.esmfold.config import FoldConfig
+from flamino_core.model.esmfold.pdb import to_pdb
 from flamino_core.model.esmfold.predict import fold_arrays, fold_sequence
+from flamino_core.model.esmfold.residue_tables import atom_types
 from flamino_core.weights.convert import CheckpointMismatchError
 from flamino_core.weights.esmfold import load_esmfold
 
@@ -76,12 +81,19 @@ def reference_recycle_bins(hf, sequence: str) -> tuple[np.ndarray, float]:
     return np.stack(bins), margin
 
 
-def test_fold_with_recycling_matches_the_reference(checkpoint, protein):
+@pytest.fixture(scope="module")
+def folded(checkpoint, protein):
+    """(the reference's output, as NumPy too, our model and its FoldedProtein) for ``protein``."""
     hf, folder = checkpoint
     model = load_esmfold(folder)
+    hf_out, ref = hf_fold(hf, protein)
+    return hf_out, ref, model, fold_sequence(model, protein)
+
+
+def test_fold_with_recycling_matches_the_reference(checkpoint, protein, folded):
+    hf, _ = checkpoint
+    _, ref, model, ours = folded
     assert model.config.trunk.max_recycles == 3
-    _, ref = hf_fold(hf, protein)
-    ours = fold_sequence(model, protein)
     # Recycling took the same path: every pass was fed the same bins as the reference's.
     ref_bins, margin = reference_recycle_bins(hf, protein)
     our_bins = fold_arrays(model, protein)["recycle_bins"][:, 0]
@@ -155,3 +167,40 @@ def test_a_checkpoint_of_another_shape_is_refused_naming_what_differs(checkpoint
     message = str(refused.value)
     assert "trunk.num_blocks: the checkpoint has 2, esmfold_v1 48" in message
     assert "stem.embed_dim: the checkpoint has 32, esmfold_v1 2560" in message
+
+
+def _atoms(pdb_text: str) -> list[str]:
+    return [line for line in pdb_text.splitlines() if line.startswith(("ATOM", "TER", "END"))]
+
+
+def test_pdb_text_is_the_references_with_plddt_on_the_0_100_scale(folded):
+    """Line by line against transformers' output_to_pdb: the same records, atoms, residues and
+    numbering; coordinates equal to the 0.001 A they are written with (plus the 4e-5 model
+    difference); B-factors ours / 100 = the reference's pLDDT, which it rounds to 0.01."""
+    from transformers import EsmForProteinFolding
+
+    hf_out, _, _, ours = folded
+    theirs = _atoms(EsmForProteinFolding.output_to_pdb(hf_out)[0])
+    mine = _atoms(to_pdb(ours, remark="test"))
+    assert len(mine) == len(theirs) > 100
+    for a, b in zip(mine, theirs):
+        assert a[:30] == b[:30] and a[66:] == b[66:], (a, b)  # record, serial, atom, residue, chain, number; element
+        if a.startswith("ATOM"):
+            assert all(abs(float(a[c:c + 8]) - float(b[c:c + 8])) <= 0.0015 for c in (30, 38, 46)), (a, b)
+            assert a[54:60] == b[54:60]  # occupancy
+            assert abs(float(a[60:66]) / 100 - float(b[60:66])) <= 0.0051, (a, b)
+
+
+def test_biopython_reads_the_pdb_back_with_the_same_coordinates_and_b_factors(folded):
+    from Bio.PDB import PDBParser
+
+    ours = folded[3]
+    structure = PDBParser(QUIET=True).get_structure("fold", io.StringIO(to_pdb(ours)))
+    residues = list(structure[0]["A"])
+    assert "".join(protein_letters_3to1[r.get_resname().capitalize()] for r in residues) == ours.sequence
+    for i, residue in enumerate(residues):
+        for atom in residue:
+            slot = atom_types.index(atom.get_id())
+            assert np.abs(atom.coord - ours.atom37[i, slot]).max() <= 5e-4 + 1e-6
+            assert abs(atom.bfactor - 100 * ours.plddt[i, slot]) <= 5e-3 + 1e-6
+        assert len(residue) == int(ours.atom37_exists[i].sum())
