@@ -18,13 +18,13 @@ import traceback
 from typing import Sequence
 
 from flamino_core.progress import say
-from flamino_core.cli import batch_jobs, campaign, contacts, embed, models, predict, score, suggest, variants
+from flamino_core.cli import batch_jobs, campaign, contacts, embed, fold, models, predict, score, suggest, variants
 from flamino_core.cli.common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UserError
 
 __all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "UserError", "build_parser", "main", "run"]
 
 # In the order `flamino --help` lists them.
-COMMAND_MODULES = (models, embed, score, variants, predict, suggest, campaign, contacts, batch_jobs)
+COMMAND_MODULES = (models, embed, score, variants, predict, suggest, campaign, contacts, fold, batch_jobs)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -190,3 +190,28 @@ def load_esmfold(folder: Path | str, expect: FoldConfig | None = None):
         raise ValueError(f"{folder} holds an ESMFold of another shape than {expect.name}: " + "; ".join(differences))
     params = state_dict_to_params(load_file(str(weights_path)), config, str(folder))
     return params_to_model(params, config)
+
+
+RANDOM_PREFIX = "random:esmfold-tiny"
+
+
+def load_fold_model(identifier: str):
+    """(model, is_random) for an identifier: a ``save_pretrained`` folder, or
+    ``random:esmfold-tiny[:seed]``, an untrained test model (random weights: its structures are
+    not biology). The published esmfold_v1 is not downloaded yet (docs/esmfold.md).
+
+    Raises:
+      ValueError: an identifier that is neither, with what is accepted.
+    """
+    if identifier == RANDOM_PREFIX or identifier.startswith(RANDOM_PREFIX + ":"):
+        from flamino_core.model.esmfold.model import ESMFold
+
+        seed = identifier[len(RANDOM_PREFIX) + 1:] or "0"
+        if not seed.isdigit():
+            raise ValueError(f"{identifier!r}: the seed after {RANDOM_PREFIX}: is a whole number")
+        return ESMFold(FoldConfig.tiny(), nnx.Rngs(int(seed))), True
+    if not Path(identifier).is_dir():
+        raise ValueError(f"{identifier!r} is not an ESMFold model: give a folder written by transformers' "
+                         f"EsmForProteinFolding.save_pretrained, or {RANDOM_PREFIX}[:seed] (an untrained test "
+                         "model); downloading facebook/esmfold_v1 is not supported yet")
+    return load_esmfold(identifier), False

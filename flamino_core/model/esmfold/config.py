@@ -67,6 +67,16 @@ class FoldConfig:
         return cls(stem=ModelConfig.preset("esm2_t36_3B_UR50D"), name="esmfold_v1")
 
     @classmethod
+    def tiny(cls) -> "FoldConfig":
+        """A small ESMFold for tests and the untrained test model (``random:esmfold-tiny``):
+        every head and point count above one, two trunk blocks, three passes."""
+        return cls(stem=ModelConfig.tiny(), lddt_head_hid_dim=16, name="esmfold-tiny", trunk=TrunkConfig(
+            num_blocks=2, sequence_state_dim=64, pairwise_state_dim=32, sequence_head_width=16, pairwise_head_width=8,
+            position_bins=8, max_recycles=3, structure_module=StructureModuleConfig(
+                sequence_dim=48, pairwise_dim=24, ipa_dim=8, resnet_dim=16, num_heads_ipa=3, num_qk_points=2,
+                num_v_points=3, num_blocks=3)))
+
+    @classmethod
     def from_hf_config(cls, hf: dict[str, Any], name: str = "custom") -> "FoldConfig":
         """Read transformers' ``config.json`` of an ``EsmForProteinFolding`` (as a dict).
 

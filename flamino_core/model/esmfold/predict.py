@@ -16,6 +16,7 @@ from flax import nnx
 from flamino_core.model.esmfold import residue_constants as rc
 
 CA = rc.ATOM_ORDER["CA"]
+PAD_TO = 64  # residues: lengths 1-64 share one compilation, 65-128 the next, ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,17 +56,34 @@ def _forward(graphdef, state, aatype, mask, passes, chunk_size):
             "ptm": out.ptm, "positions": out.positions, "recycle_bins": out.recycle_bins}
 
 
-def fold_arrays(model, sequence: str, passes: int | None = None, chunk_size: int | None = None) -> dict[str, np.ndarray]:
-    """The forward pass's arrays for one sequence (batch axis of 1): ``atom37``, ``atom37_exists``,
-    ``plddt``, ``pae``, ``ptm``, ``positions`` (every structure-module iteration) and
-    ``recycle_bins`` (what each pass was fed). ``sequence`` uppercase; see ``fold_sequence``."""
+def padded_length(length: int, multiple: int | None) -> int:
+    """The length a sequence is padded to so that lengths share compilations (None: its own)."""
+    return length if multiple is None else -(-length // multiple) * multiple
+
+
+def fold_arrays(model, sequence: str, passes: int | None = None, chunk_size: int | None = None,
+                pad_to: int | None = PAD_TO) -> dict[str, np.ndarray]:
+    """The forward pass's arrays for one sequence (batch axis of 1), cut to its residues:
+    ``atom37``, ``atom37_exists``, ``plddt``, ``pae``, ``ptm``, ``positions`` (every
+    structure-module iteration) and ``recycle_bins`` (what each pass was fed). ``sequence``
+    uppercase; the rest as ``fold_sequence``."""
     graphdef, state = nnx.split(model)
-    aatype = jnp.asarray(rc.aatype(sequence)[None])
+    length = len(sequence)
+    width = padded_length(length, pad_to)
+    aatype = np.zeros((1, width), np.int32)
+    aatype[0, :length] = rc.aatype(sequence)
+    mask = np.arange(width)[None] < length
     passes = passes if passes is not None else model.config.trunk.max_recycles
-    return jax.device_get(_forward(graphdef, state, aatype, jnp.ones(aatype.shape, bool), passes, chunk_size))
+    out = jax.device_get(_forward(graphdef, state, jnp.asarray(aatype), jnp.asarray(mask), passes, chunk_size))
+    cut = {"atom37": (slice(None), slice(length)), "atom37_exists": (slice(None), slice(length)),
+           "plddt": (slice(None), slice(length)), "pae": (slice(None), slice(length), slice(length)),
+           "positions": (slice(None), slice(None), slice(length)),
+           "recycle_bins": (slice(None), slice(None), slice(length), slice(length))}
+    return {key: value[cut[key]] if key in cut else value for key, value in out.items()}
 
 
-def fold_sequence(model, sequence: str, passes: int | None = None, chunk_size: int | None = None) -> FoldedProtein:
+def fold_sequence(model, sequence: str, passes: int | None = None, chunk_size: int | None = None,
+                  pad_to: int | None = PAD_TO) -> FoldedProtein:
     """Predict the structure of ``sequence`` (one protein, one chain).
 
     Args:
@@ -73,10 +91,12 @@ def fold_sequence(model, sequence: str, passes: int | None = None, chunk_size: i
       sequence: amino-acid letters; any letter outside the twenty folds as 'X' (as the reference).
       passes: trunk passes (1 + recycles); None: the model's ``max_recycles`` (the reference's default).
       chunk_size: pair-state rows per step in the trunk's attention and pair MLP (less memory, same numbers).
+      pad_to: pad the length to a multiple of this (masked residues, which change no residue's
+        result beyond float noise: the parity test folds padded) so lengths share compilations.
     """
     sequence = sequence.upper()
     if not sequence:
         raise ValueError("an empty sequence has no structure to predict")
-    out = fold_arrays(model, sequence, passes, chunk_size)
+    out = fold_arrays(model, sequence, passes, chunk_size, pad_to)
     return FoldedProtein(sequence, rc.aatype(sequence), out["atom37"][0], out["atom37_exists"][0], out["plddt"][0],
                          out["pae"][0], float(out["ptm"][0]))
