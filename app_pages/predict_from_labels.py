@@ -9,7 +9,7 @@ from app_pages._ui.input import reading as inputs
 
 from app_pages._ui.predict_from_labels import design_rounds
 from app_pages._ui.predict_from_labels import fit_results as predict_results
-from app_pages._ui.rerun.context import PageContext, current, ready
+from app_pages._ui.rerun.context import PageContext, current, ready, sequence_only_note
 from app_pages._ui.frame.downloads import csv_button, file_button, json_button, safe_name, show_figure
 from app_pages._ui.server.policy import current_limits, hosted_mode, visitor_model_name
 from app_pages._ui.server.jobs_panel import about, approve
@@ -260,6 +260,7 @@ def main(ctx: PageContext) -> None:
         "the baseline), and every row is predicted by a model that never saw it. docs/predict.md explains "
         "every number."
     )
+    sequence_only_note(ctx)  # its model features read sequences only (SaProt: every residue '#')
     upload = table_upload()
     if upload is not None:
         fitted = fit_section(ctx, *upload)

@@ -237,12 +237,12 @@ def test_sidebar_job_lines_count_their_true_units_and_name_the_model():
     at = settle(at.radio(key="_w_vstrategy").set_value("pll").run(), start=True)
     assert_clean(at)
     lines = [unescaped(c.value) for c in at.sidebar.caption if unescaped(c.value).startswith("Scoring 3 variants")]
+    variants, _ = parse_mutations(mutations, HBB)
+    passes = pass_plan(HBB, variants, "pll").total  # the wild type's and each mutant's, counted independently
+    assert passes > 3 and {m.label: m.value for m in at.metric}["Model passes"] == f"{passes:,}"
     # masked-marginals first (the page's default: the two substitutions' positions), then pll.
     assert lines == [f"Scoring 3 variants (masked-marginals): done (2 passes){MODEL}",
-                     f"Scoring 3 variants (pll): done (3 variants){MODEL}"]
-    variants, _ = parse_mutations(mutations, HBB)
-    passes = pass_plan(HBB, variants, "pll").total  # the passes the page counts, not the variants
-    assert passes > 3 and {m.label: m.value for m in at.metric}["Model passes"] == f"{passes:,}"
+                     f"Scoring 3 variants (pll): done (3 variants) · {passes:,} model passes{MODEL}"]
 
     def engine(name, is_random=False):
         return SimpleNamespace(weights=SimpleNamespace(name=name, is_random=is_random))

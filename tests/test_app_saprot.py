@@ -135,7 +135,7 @@ def test_saprot_is_named_and_the_pages_say_what_it_reads_without_a_structure():
     (banner,) = [unescaped(w.value) for w in at.warning if "Untrained test model" in w.value]
     assert "a 2-layer SaProt model" in banner and "Choose a SaProt model in the sidebar" in banner
     docs = (ROOT / "docs" / "models.md").read_text()
-    for page in ("predictions", "embeddings", "attention", "records"):
+    for page in ("predictions", "embeddings", "attention", "records", "predict"):
         open_page(at, page)
         assert_clean(at)
         assert any("SaProt reads every residue here as '#'" in unescaped(c.value) for c in at.caption), page

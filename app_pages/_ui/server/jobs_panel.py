@@ -214,7 +214,7 @@ def sidebar_panel(seen: int | None = None) -> None:
         st.caption(f"Jobs ({active:,} running)" if active else "Jobs")
         for job in shown:
             status = job.status()
-            line = status.line() + (f" · {_MODEL_OF[job]}" if job in _MODEL_OF else "")
+            line = sidebar_line(job, status)
             if status.ended:
                 st.caption(plain(line))
             else:
@@ -224,6 +224,17 @@ def sidebar_panel(seen: int | None = None) -> None:
     st.session_state[SEEN] = _version() if seen is None else seen
     if any(not job.finished for job in background.session_jobs()) or _version() != st.session_state[SEEN]:
         _watch()
+
+
+def sidebar_line(job: Job, status) -> str:
+    """The job's line in the sidebar: its state (``Status.line``), the model passes a finished
+    scoring took when its unit is not passes (a pll list counts variants: "done (12 variants)"
+    after 2,007 passes), and the model it ran."""
+    line = status.line()
+    passes = getattr(job.value, "passes", None) if status.phase == "done" else None  # VariantScores, DmsScores
+    if isinstance(passes, int) and job.unit != "passes":
+        line += f" · {passes:,} model passes"
+    return line + (f" · {_MODEL_OF[job]}" if job in _MODEL_OF else "")
 
 
 def _version() -> int:
