@@ -95,3 +95,63 @@ def valid_mutations(folder: Path, entries: int = 200_000) -> Path:
     file = folder / "mutations.txt"
     file.write_text("\n".join(lines) + "\n")
     return file
+
+
+# --- issue #51: tables whose rows are wider than their header; structures past their chain cap ------------
+def wide_row_table(folder: Path, commas: int = 990_000) -> Path:
+    """A 990 kB labelled table: a 3-column header and one data row of ``commas`` commas (the Predict
+    page was still parsing after 901 s at 8.25 GB: pandas made the extra fields an index)."""
+    file = folder / "wide_row.csv"
+    file.write_bytes(b"mutant,mutated_sequence,y\nA1C" + b"," * commas + b"\n")
+    return file
+
+
+def comma_table(folder: Path, header: str = "mutant,DMS_score,mutated_sequence", commas: int = 60_000) -> Path:
+    """A 60 kB table of commas under a short header (35 s of page work for a DMS table, 27 s for a
+    metadata table colouring the Embeddings map)."""
+    file = folder / "commas.csv"
+    file.write_bytes(header.encode() + b"\nx" + b"," * commas + b"\n")
+    return file
+
+
+_CIF_COLUMNS = ("group_PDB", "id", "type_symbol", "label_atom_id", "label_alt_id", "label_comp_id",
+                "pdbx_PDB_ins_code", "Cartn_x", "Cartn_y", "Cartn_z", "occupancy", "B_iso_or_equiv", "auth_seq_id",
+                "auth_asym_id", "pdbx_PDB_model_num")  # what Biopython's MMCIFParser reads: 78,000 atoms in 4.1 MB
+
+
+def _mmcif(rows: list[str]) -> str:
+    header = "".join(f"_atom_site.{column}\n" for column in _CIF_COLUMNS)
+    return "data_hostile\n#\nloop_\n" + header + "\n".join(rows) + "\n#\n"
+
+
+def _cif_row(serial: int, atom: str, residue: str, chain: str, number: int, xyz: tuple[float, float, float]) -> str:
+    x, y, z = xyz
+    return f"ATOM {serial} {atom[0]} {atom} . {residue} ? {x:.1f} {y:.1f} {z:.1f} 1 0 {number} {chain} 1"
+
+
+def many_chains_mmcif(folder: Path, chains: int = 15_000) -> Path:
+    """An mmCIF of ``chains`` chains of one glycine's C-alpha each (~0.8 MB; 12 s of page work)."""
+    rows = [_cif_row(n + 1, "CA", "GLY", f"C{n}", 1, (n % 100 * 4.0, n // 100 * 4.0, 0.0)) for n in range(chains)]
+    file = folder / "chains.cif"
+    file.write_text(_mmcif(rows))
+    return file
+
+
+def large_mmcif(folder: Path, chains: int = 26, residues: int = 600) -> Path:
+    """A gzipped mmCIF of 78,000 atoms (under the hosted 100,000-atom and 5 MB inflated caps):
+    ``chains`` helices of ``residues`` alanines, 5 atoms each; 16 copies of such a file in one
+    upload were 141 s of page work."""
+    import math
+
+    rows, serial = [], 0
+    for chain in range(chains):
+        for residue in range(1, residues + 1):
+            angle, rise = math.radians(100 * residue), 1.5 * residue
+            for k, atom in enumerate(("N", "CA", "C", "O", "CB")):
+                serial += 1
+                xyz = (chain % 6 * 30.0 + 2.3 * math.cos(angle) + 0.5 * k, chain // 6 * 30.0 + 2.3 * math.sin(angle),
+                       rise + 0.3 * k)
+                rows.append(_cif_row(serial, atom, "ALA", f"H{chain}", residue, xyz))
+    file = folder / "large.cif.gz"
+    file.write_bytes(gzip.compress(_mmcif(rows).encode(), 6, mtime=0))
+    return file

@@ -195,7 +195,8 @@ def hosted(monkeypatch, tmp_path):
     monkeypatch.setenv("FLAMINO_MODEL", "random:tiny")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("FLAMINO_HOSTED", "1")
-    for name in ("FLAMINO_MAX_UPLOAD_BYTES", "FLAMINO_MAX_INFLATED_BYTES", "FLAMINO_MAX_ATOMS", "FLAMINO_MAX_MODELS"):
+    for name in ("FLAMINO_MAX_UPLOAD_BYTES", "FLAMINO_MAX_INFLATED_BYTES", "FLAMINO_MAX_ATOMS", "FLAMINO_MAX_MODELS",
+                 "FLAMINO_MAX_CHAINS", "FLAMINO_MAX_TABLE_COLUMNS", "FLAMINO_MAX_TABLE_ROWS"):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -253,7 +254,8 @@ def test_hosted_limits_cap_the_inflated_size_atoms_and_models(hosted):
 
     limits = current_limits()
     assert limits.input_limits().max_decompressed_bytes == 5 * limits.max_upload_bytes
-    assert limits.structure_limits() == {"max_bytes": 5_000_000, "max_atoms": 100_000, "max_models": 100}
+    assert limits.structure_limits() == {"max_bytes": 5_000_000, "max_atoms": 100_000, "max_models": 100,
+                                         "max_chains": 1_000}
 
 
 def test_a_gzipped_fasta_bomb_is_refused_on_the_input_page(hosted):
@@ -287,7 +289,9 @@ def test_the_reviews_multi_model_bomb_is_refused_before_biopython_runs(hosted):
 @pytest.mark.parametrize("limit, message", [("FLAMINO_MAX_ATOMS", "7,420 atoms; this server reads structures of "
                                              "up to 5,000 atoms"),
                                             ("FLAMINO_MAX_MODELS", "4 models; this server reads structures of up "
-                                             "to 3 models")])
+                                             "to 3 models"),
+                                            ("FLAMINO_MAX_CHAINS", "5 chains; this server reads structures of up to "
+                                             "3 chains")])
 def test_a_structure_over_the_atom_or_model_limit_is_refused_on_the_page(hosted, monkeypatch, limit, message):
     from test_app import open_page, paste, start, unescaped
 

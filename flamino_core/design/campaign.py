@@ -34,7 +34,7 @@ from flamino_core.atomic import written_atomically
 from flamino_core.design.candidates import Measured, read_given
 from flamino_core.design.gaussian_process import DesignError
 from flamino_core.design.proposals import Proposals, Settings
-from flamino_core.inputs.tables import NO_LIMITS, TableLimits
+from flamino_core.inputs.tables import NO_LIMITS, TableLimits, check_protein, read_table, size_problem
 from flamino_core.predict.table import LabelError, parse_labelled_table, read_table_text
 
 FORMAT, VERSION = "flamino-campaign", 1
@@ -159,7 +159,7 @@ class Campaign:
         record = self.round(number)
         if not record or not record.get("proposals"):
             return None
-        return pd.read_csv(self.folder / record["proposals"], keep_default_na=False, dtype=str)
+        return read_table((self.folder / record["proposals"]).read_bytes(), what=record["proposals"], error=DesignError)
 
     def save(self) -> None:
         with written_atomically(self.folder / JSON_NAME) as tmp:
@@ -228,12 +228,17 @@ def to_zip(campaign: Campaign) -> bytes:
     return out.getvalue()
 
 
-def from_zip(data: bytes, folder: str | Path) -> Campaign:
+def from_zip(data: bytes, folder: str | Path, limits: TableLimits = NO_LIMITS) -> Campaign:
     """A campaign unpacked from its ``.zip`` into ``folder`` (which must not hold one).
 
+    ``limits``: a server's bounds on an uploaded table (``inputs.tables``), which each table of
+    the archive is held to before anything is unpacked (every round read later is a visitor's
+    table too), and the wild type's residues.
+
     Raises:
-      DesignError: not a zip, over ``MAX_ZIP_BYTES`` unpacked, a name a campaign does not hold
-        (nothing is unpacked then), or a ``campaign.json`` that ``load`` refuses.
+      DesignError: not a zip, over ``MAX_ZIP_BYTES`` unpacked, a name a campaign does not hold,
+        a table over ``limits`` (nothing is unpacked then), or a ``campaign.json`` that ``load``
+        refuses, or a wild type over ``limits``.
     """
     folder = Path(folder)
     try:
@@ -246,13 +251,21 @@ def from_zip(data: bytes, folder: str | Path) -> Campaign:
                 raise DesignError(f"the archive unpacks to more than {MAX_ZIP_BYTES >> 20} MB")
             if (folder / JSON_NAME).exists():
                 raise DesignError(f"{folder} already holds a campaign")
-            for info in infos:
-                target = folder / info.filename
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(archive.read(info))
+            contents = {info.filename: archive.read(info) for info in infos}
     except zipfile.BadZipFile as err:
         raise DesignError(f"not a campaign archive: {err}") from None
-    return load(folder)
+    problem = next(filter(None, (size_problem(content, limits, name) for name, content in contents.items()
+                                 if name.endswith(".csv"))), None)
+    if problem:
+        raise DesignError(problem)
+    for name, content in contents.items():
+        target = folder / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(content)
+    campaign = load(folder)
+    check_protein(len(campaign.wild_type), "the campaign's wild type", limits, does="runs campaigns on",
+                  error=DesignError)
+    return campaign
 
 
 def history(campaign: Campaign) -> pd.DataFrame:

@@ -199,7 +199,7 @@ def grouping_column(rows: Sequence[dict[str, object]]) -> str | None:
     return None
 
 
-def join_table(records: Sequence[ProteinRecord], data: bytes) -> tuple[dict[str, list], list[str]]:
+def join_table(records: Sequence[ProteinRecord], data: bytes, limits=None) -> tuple[dict[str, list], list[str]]:
     """Columns of an uploaded table (CSV or TSV) joined onto the records, and notes for the user.
 
     The id column is the first of ``ID_COLUMNS`` the table has (any case), else its first
@@ -209,12 +209,13 @@ def join_table(records: Sequence[ProteinRecord], data: bytes) -> tuple[dict[str,
 
     Returns:
       ``(columns, notes)``: each column's values in record order (None where no row matched).
-      Raises ``ValueError`` with a message for the user if the table cannot be read.
+      Raises ``ValueError`` with a message for the user if the table cannot be read, or is over
+      ``limits`` (``inputs.tables.TableLimits``, a server's: bytes, rows, columns of every row).
     """
-    from flamino_core.inputs.tables import read_table
+    from flamino_core.inputs.tables import NO_LIMITS, read_table
 
-    # The one table reader (encodings, separators); its errors are ValueErrors with the reason.
-    table = read_table(data, what="the table", error=ValueError, strip_names=False)
+    # The one table reader (encodings, separators, bounds); its errors are ValueErrors with the reason.
+    table = read_table(data, limits or NO_LIMITS, what="the table", error=ValueError, strip_names=False)
     if table.shape[1] < 2 or table.empty:
         raise ValueError("the table needs an id column and at least one more column, with a header row")
     lowered = {str(c).strip().lower(): c for c in table.columns}

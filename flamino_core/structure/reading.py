@@ -124,7 +124,7 @@ def residue_label(residue_id: tuple[str, int, str]) -> str:
 # --- reading ------------------------------------------------------------------------------------
 def read_structure(
     path: str | os.PathLike, max_bytes: int = MAX_STRUCTURE_BYTES, *, max_atoms: int | None = None,
-    max_models: int | None = None,
+    max_models: int | None = None, max_chains: int | None = None,
 ) -> ParsedStructure:
     """Read a PDB or mmCIF file from disk (``.gz`` or not; the format is read from the content).
 
@@ -147,12 +147,13 @@ def read_structure(
         raise StructureError(f"cannot read {path}: {err.strerror or err}") from None
     if len(data) > max_bytes:
         raise StructureError(f"{path.name} is larger than {max_bytes:,} bytes, the limit")
-    return parse_structure_bytes(data, path.name, max_bytes=max_bytes, max_atoms=max_atoms, max_models=max_models)
+    return parse_structure_bytes(data, path.name, max_bytes=max_bytes, max_atoms=max_atoms, max_models=max_models,
+                                 max_chains=max_chains)
 
 
 def parse_structure_bytes(
     data: bytes, name: str = "upload", max_bytes: int = MAX_STRUCTURE_BYTES, *, max_atoms: int | None = None,
-    max_models: int | None = None,
+    max_models: int | None = None, max_chains: int | None = None,
 ) -> ParsedStructure:
     """Parse the bytes of a PDB or mmCIF file (an upload, a download), gzipped or not.
 
@@ -165,6 +166,8 @@ def parse_structure_bytes(
         before Biopython runs (ATOM/HETATM and MODEL lines), and again as Biopython builds,
         which stops at the limit: a file that hides its atoms from the first count still never
         builds more than ``max_atoms`` objects.
+      max_chains: refuse a model with more chains (None: any), counted in the text before
+        Biopython runs and again as it builds them.
 
     Returns:
       A ``ParsedStructure`` with at least one model and one atom.
@@ -179,8 +182,8 @@ def parse_structure_bytes(
         raise StructureError(f"{name} is {len(data):,} bytes; the limit is {max_bytes:,}")
     text = data.decode("latin-1")  # PDB and mmCIF are ASCII; latin-1 never fails to decode
     file_format = _sniff_format(text, name)
-    check_counts(text, name, file_format, max_atoms, max_models)
-    builder = BoundedBuilder(name, max_atoms, max_models)
+    check_counts(text, name, file_format, max_atoms, max_models, max_chains)
+    builder = BoundedBuilder(name, max_atoms, max_models, max_chains)
     if file_format == "mmCIF":
         parser = MMCIFParser(structure_builder=builder, QUIET=True)
     else:

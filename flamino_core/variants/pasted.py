@@ -131,7 +131,14 @@ def is_table(text: str) -> bool:
 
 def table_entries(text: str) -> tuple[list[tuple[str, str, int]], str | None]:
     """(mutant, label, line number) per row of a table with a ``mutant`` column, and the problem
-    that stopped the reading (None when it read to the end)."""
+    that stopped the reading (None when it read to the end). A row wider than its header, with
+    text in the extra fields, is refused before ``csv`` reads a field (``tables.row_problem``, the
+    one check of every uploaded table's rows)."""
+    from flamino_core.inputs.tables import row_problem, table_text
+
+    problem = row_problem(table_text(text.lstrip()), what="the mutation table")
+    if problem:
+        return [], problem
     first = next(line for line in text.splitlines() if line.strip())
     reader = csv.reader(io.StringIO(text), delimiter="\t" if "\t" in first else ",")
     entries, column, label_column = [], None, None

@@ -64,7 +64,7 @@ def _start(ctx) -> None:
                                    key="_design_resume", max_upload_size=inputs.upload_size_mb())
         if resumed is not None and st.button("Resume this campaign", key="_design_resume_go"):
             try:
-                campaigns.from_zip(resumed.getvalue(), _new_folder())
+                campaigns.from_zip(resumed.getvalue(), _new_folder(), current_limits().table_limits())
             except DesignError as err:
                 st.error(plain(f"{resumed.name}: {err}"))
 

@@ -53,7 +53,7 @@ def _joined(records) -> tuple[dict[str, list], list[str], str | None]:
     if not held:
         return {}, [], None
     try:
-        columns, notes = join_table(records, held[1])
+        columns, notes = join_table(records, held[1], current_limits().table_limits())
     except ValueError as err:
         return {}, [], f"{held[0]}: {err}"
     return columns, [f"{held[0]}: {note}" for note in notes], None
