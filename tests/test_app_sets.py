@@ -250,8 +250,21 @@ def test_umap_when_installed_and_a_clear_note_when_not(monkeypatch):
     assert figures(at)[2]["layout"]["xaxis"]["title"]["text"].startswith("PC1")
 
 
-def test_the_records_export_for_protspace():
+def test_the_records_export_for_protspace(monkeypatch):
+    from app_pages._ui.frame import downloads as frame_downloads
+
+    names = {}
+    real = frame_downloads._button
+
+    def caught(label, data, file_name, *rest, **keywords):
+        names[label] = file_name
+        return real(label, data, file_name, *rest, **keywords)
+
+    monkeypatch.setattr(frame_downloads, "_button", caught)
     at = settle(open_page(paste(start(), SET_FASTA), "embeddings"))
+    # The model in every name (issue 50): two models' exports of one set read alike.
+    assert names["Mean embeddings (NPZ)"] == "records_random_tiny_layer2_mean_embeddings.npz"
+    assert names["Metadata for ProtSpace (CSV)"] == "records_random_tiny_layer2_metadata.csv"
     downloads = {b.proto.label for b in at.get("download_button")}
     assert {"Mean embeddings (NPZ)", "Map coordinates and metadata (CSV)", "Metadata for ProtSpace (CSV)"} <= downloads
     try:

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from flamino_core.model.model_id import ModelId
 from flamino_core.records import protspace
 from flamino_core.records.embedding_map import METHODS, project, record_map_figure
 from flamino_core.records.metadata import (FIELDS, column_label, colour_values, grouping_column, join_table,
@@ -173,11 +174,12 @@ def records_section(ctx: PageContext, layer: int, layer_name: str) -> None:
         title=f"Mean embeddings of {len(ids)} records, {layer_name} ({METHODS[projection.method]})",
     )  # fmt: skip
     extra = table  # the joined table's columns go into the downloads too
-    with show_figure(fig, "sequence_pca", f"records_layer{layer}_{projection.method}"):
+    stem = f"records_{ctx.model_stem}_layer{layer}"  # the model in every name (issue 50)
+    with show_figure(fig, "sequence_pca", f"{stem}_{projection.method}"):
         npz_button(
             "Mean embeddings (NPZ)",
             lambda: {"ids": np.array(ids), "layer": np.array(layer), "mean_embeddings": means},
-            f"records_layer{layer}_mean_embeddings.npz",
+            f"{stem}_mean_embeddings.npz",
             "sequence_npz",
         )
         csv_button(
@@ -185,8 +187,9 @@ def records_section(ctx: PageContext, layer: int, layer_name: str) -> None:
             lambda: pd.DataFrame([{**row, **{f"{projection.method}_1": x, f"{projection.method}_2": y},
                                    **{k: v[i] for k, v in extra.items()}}
                                   for i, (row, (x, y)) in enumerate(zip(rows, projection.coords))]),
-            f"records_layer{layer}_{projection.method}.csv",
+            f"{stem}_{projection.method}.csv",
             "sequence_csv",
+            model=ctx.model_name,
         )  # fmt: skip
     protspace_downloads(model, found, means, extra, layer)
 
@@ -202,7 +205,8 @@ def protspace_downloads(model: str, found, means: np.ndarray, extra: dict[str, l
         "For [ProtSpace](https://github.com/tsenoner/protspace): `protspace prepare -i records.h5 "
         "-a records_metadata.csv -m pca2,umap2 -o out`, then open the bundle in its web app."
     )
-    stem = safe_name(f"records_layer{layer}")
+    # The model in the name (issue 50): the same records under two models gave two records_layer12.h5.
+    stem = safe_name(f"records_{ModelId.parse(visitor_model_name(model)).short_name}_layer{layer}")
     row = st.container(horizontal=True)
     with row:
         if importlib.util.find_spec("h5py") is None:
