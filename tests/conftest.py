@@ -89,6 +89,8 @@ TEST_KINDS = {  # "file::test name prefix" -> kind, where a test is not its file
     "test_hosted_attacks_tables.py::test_the_wide_row_is_refused_on_the": "app",
     "test_hosted_attacks_tables.py::test_commas_are_refused_on_the": "app",
     "test_hosted_attacks_tables.py::test_the_metadata_check": "app",
+    "test_hosted_attacks_tables.py::test_the_chain_cap_holds_on_the": "app",
+    "test_hosted_attacks_tables.py::test_a_wide_mutation_table_is_refused_on_the": "app",
     "test_robustness.py::test_validator_": "unit",
     "test_robustness.py::test_app_": "app", "test_robustness.py::test_headers_are_shown": "app",
     "test_robustness.py::test_dropped_connection_in_the_app": "app",

@@ -296,3 +296,28 @@ def test_the_metadata_checks_every_row_before_pandas(hosted, tmp_path):
     assert time.perf_counter() - started < SECONDS
     assert problem == "row 1 of commas.csv has 60,001 fields; this server reads tables of up to 200 columns"
     assert current_limits().check_table(ASSAY.read_text().replace("\n", "\r").encode()[:50_000], "mac.csv") is None
+
+
+def test_the_chain_cap_holds_on_the_input_page(hosted, tmp_path):
+    """The Input page's uploader reads a structure as its chains' records: refused in words."""
+    from test_app import start, unescaped
+
+    file = hostile_files.many_chains_mmcif(tmp_path)
+    at = start()
+    started = time.perf_counter()
+    at.file_uploader[0].set_value([(file.name, file.read_bytes(), "text/plain")]).run()
+    assert time.perf_counter() - started < 10  # the page's whole rerun (AppTest's own cost included)
+    assert not at.exception
+    assert any("has 15,000 chains; this server reads structures of up to 1,000 chains" in unescaped(e.value)
+               for e in at.error), [e.value for e in at.error]
+
+
+def test_a_wide_mutation_table_is_refused_on_the_variant_effects_page(hosted, tmp_path):
+    from test_app import open_page, start, unescaped
+
+    data = b"mutant,label\nA1C,x\nA2C" + b",a" * 495_000 + b"\n"  # 990 kB: under the upload limit
+    at = open_page(start({"seq": hostile_files.MUTATED, "page": "variants"}), "variants")
+    at.file_uploader(key="_mutation_upload").set_value([("wide.csv", data, "text/csv")]).run()
+    assert not at.exception
+    said = [unescaped(m.value) for m in [*at.warning, *at.error]]
+    assert any("row 2 of the mutation table has 495,001 fields but its header has 2 columns" in m for m in said), said
