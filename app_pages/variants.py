@@ -90,9 +90,10 @@ def list_section(ctx: PageContext) -> None:
         if issue.order < 0:  # about the whole list: unreadable, nothing found, a shifted numbering
             st.warning(plain(issue.message))
     if not variants:
-        st.error(f"None of the {len(issues):,} entries can be scored; the reasons are listed below.")
-        if issues:
-            st.dataframe({"entry": [i.text for i in issues], "problem": [i.message for i in issues]},
+        entries = [i for i in issues if i.order >= 0]  # a whole-list refusal (above) has no entries to list
+        if entries:
+            st.error(f"None of the {len(entries):,} entries can be scored; the reasons are listed below.")
+            st.dataframe({"entry": [i.text for i in entries], "problem": [i.message for i in entries]},
                          hide_index=True, width="stretch")
         return
     strategy = strategy_picker(seq, variants)

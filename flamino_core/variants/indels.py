@@ -32,7 +32,7 @@ from flamino_core.inputs.numbering import Numbering
 from flamino_core.inputs.three_letter import CODES
 from flamino_core.variants import notation as n
 from flamino_core.variants.variant import (
-    DELETION, DELINS, DUPLICATION, FRAMESHIFT, INSERTION, STOP, SUBSTITUTION, Edit, Variant, apply_edits, overlapping,
+    DELETION, DELINS, DUPLICATION, FRAMESHIFT, INSERTION, STOP, SUBSTITUTION, Edit, Variant, overlapping,
 )  # fmt: skip
 
 _SITE = r"([A-Za-z]{3}|[A-Za-z*])(\d{1,9})"
@@ -62,6 +62,10 @@ def parse_variant(text: str, sequence: str, first: int = 1, order: int = 0, labe
                   reference: str = "") -> Variant | n.VariantIssue:
     """``notation.parse_variant``, with indels, stops and frameshifts read too (the entries it
     refuses as such go to ``parse_indel``)."""
+    if n._is_indel(text):  # read once, as an indel (the notation would refuse it, then this read it)
+        parsed = parse_indel(text, sequence, first, order, label, reference)
+        if not (isinstance(parsed, Variant) and all(e.kind == SUBSTITUTION for e in parsed.edits)):
+            return parsed  # (a word such as "del" in a gene symbol: substitutions, read below)
     parsed = n.parse_variant(text, sequence, first, order, label, reference)
     if isinstance(parsed, n.VariantIssue) and parsed.kind in (n.INDEL, n.STOP):
         return parse_indel(text, sequence, first, order, label, reference)
@@ -238,9 +242,8 @@ def _place(written: _Written, sequence: str, first: int) -> tuple[Edit, str] | n
             return _issue(n.INDEL, "{}: ends the protein before its first residue: no protein is left to score")
         name = f"{site}*" if kind == STOP else f"{site}{written.new}fs*{written.new_stop}"
         return Edit(start, len(sequence), written.inserted, kind), name
-    replaced = sequence[start:last + 1]
-    inserted = {DELETION: "", DUPLICATION: replaced * 2, DELINS: written.inserted}[kind]
-    if inserted == replaced:
+    inserted = {DELETION: "", DUPLICATION: "", DELINS: written.inserted}[kind]  # a duplication's: when applied
+    if kind == DELINS and inserted == sequence[start:last + 1]:
         return _issue(n.SYNONYMOUS, "{}: synonymous (the residues do not change), nothing to score")
     word = {DELETION: "del", DUPLICATION: "dup", DELINS: "delins"}[kind]
     return Edit(start, last + 1, inserted, kind), f"{site}{word}{written.inserted if kind == DELINS else ''}"
@@ -253,7 +256,7 @@ def _allele_problem(edits: list[Edit], sequence: str, first: int) -> tuple[str, 
     clash = overlapping(edits)
     if clash:
         return n.REPEATED, f"two changes touch position {Numbering(first).number(clash[1].start):,}; give them as one (delins)"
-    if not apply_edits(sequence, edits):
+    if len(sequence) + sum(e.growth for e in edits) <= 0:  # counted, not built
         return n.INDEL, "deletes the whole protein: nothing is left to score"
     return None
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import unicodedata
 from typing import Callable
 
 import numpy as np
@@ -84,6 +85,9 @@ def read_changes(text: str, reference: str = "") -> tuple[list[tuple[str, int, s
       ``(changes, None)``, or ``([], issue)`` with ``issue.order`` -1 (the caller sets it).
     """
     entry = text.strip()
+    odd = non_ascii_digit(entry)
+    if odd:
+        return [], odd
     plain = _PLAIN_CHANGE.fullmatch(entry)
     if plain and plain.group(1) != plain.group(3):
         return [(plain.group(1), int(plain.group(2)), plain.group(3))], None
@@ -104,10 +108,29 @@ def read_changes(text: str, reference: str = "") -> tuple[list[tuple[str, int, s
     return changes, None
 
 
+def non_ascii_digit(entry: str) -> VariantIssue | None:
+    """Why an entry with a digit outside 0-9 is refused (``M１A``, ``M𝟏A``, ``A١٢C``), or None.
+    Python reads them as numbers (``int("١٢")`` is 12), so they were scored as M1A and A12C
+    without a word (issue #53). Refused rather than read: HGVS and every variant source write
+    ASCII digits, so such a digit comes from a word processor, an input method or a PDF, and the
+    user should see the entry as the server read it rather than a guess."""
+    if entry.isascii():
+        return None
+    digit = next((c for c in entry if c.isdigit() and not c.isascii()), None)
+    if digit is None:
+        return None
+    name = unicodedata.name(digit, f"U+{ord(digit):04X}")
+    return VariantIssue(-1, entry, MALFORMED, f"{_quote(entry)}: {digit!r} ({name}) is not one of the digits 0-9; "
+                                              "write positions with 0-9")
+
+
 def allele_parts(entry: str, reference: str = "") -> tuple[list[str], VariantIssue | None]:
     """The changes of one allele as written (``p.[Ala23Val;Lys30del]`` -> ``["Ala23Val",
     "Lys30del"]``), or why the entry is refused before any change is read: too long, a
     nucleotide change, another sequence's prefix (``pasted.protein_part``)."""
+    odd = non_ascii_digit(entry)
+    if odd:
+        return [], odd
     if len(entry) > MAX_ENTRY_CHARS:
         return [], VariantIssue(-1, entry, MALFORMED, f"{_quote(entry)} is {len(entry):,} characters long, more "
                                                      f"than the {MAX_ENTRY_CHARS:,} an entry may have ({EXPECTED})")

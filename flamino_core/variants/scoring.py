@@ -36,6 +36,7 @@ from flamino_core.model.config import MAX_RESIDUES
 from flamino_core.options import DEFAULT_VARIANT_STRATEGY, PLL_HOSTED_MAX_PASSES, SCORING_STRATEGIES, SEQUENCE_STRATEGIES
 from flamino_core.store.passes import masked_log_probs
 from flamino_core.variants.notation import INDEL, Variant, VariantIssue
+from flamino_core.variants.variant import SUBSTITUTION
 from flamino_core.variants.sequence_scores import PassCounter, normalisation, pass_plan, score_sequences
 from flamino_core.wording import with_article
 
@@ -117,11 +118,15 @@ def passes_problem(sequence: str, variants: Sequence[Variant], strategy: str, ma
     """Why a hosted server refuses this scoring (more than ``max_passes`` passes), or None."""
     if strategy == "pll" and not any(v.edits for v in variants) and len(sequence) <= MAX_RESIDUES:  # no windows
         return pll_size_problem(len(sequence), len(set(v.apply(sequence) for v in variants)), max_passes)
-    needed = planned_passes(sequence, variants, strategy)
-    if needed <= max_passes:
+    if strategy in SEQUENCE_STRATEGIES:  # planned up to the limit only: a refused list builds little
+        plan = pass_plan(sequence, variants, strategy, limit=max_passes)
+        needed, more = plan.total, "at least " if plan.over_limit else ""
+    else:
+        needed, more = planned_passes(sequence, variants, strategy), ""
+    if needed <= max_passes and not more:
         return None
-    return (f"{strategy} needs {needed:,} passes here; this server runs at most {max_passes:,} for one request. "
-            "Use masked-marginals (one pass per mutated position), fewer variants, or run flamino locally")
+    return (f"{strategy} needs {more}{needed:,} passes here; this server runs at most {max_passes:,} for one "
+            "request. Use masked-marginals (one pass per mutated position), fewer variants, or run flamino locally")
 
 
 def score_variants(
@@ -167,7 +172,7 @@ def score_variants(
     if strategy not in SCORING_STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}: choose one of {', '.join(SCORING_STRATEGIES)}")
     variants, issues = _substitutions_only(variants, issues, strategy)
-    longest = max([len(sequence)] + [len(v.apply(sequence)) for v in variants if v.edits])  # an insertion may pass
+    longest = len(sequence) + max([0] + [v.growth for v in variants if v.edits])  # counted, not built
     notes = _notes(engine, longest, strategy, record_id)
     masked = dict(store=store, cancelled=cancelled, **_structure_of(engine, sequence, structure, strategy))
     if not variants:
@@ -329,6 +334,17 @@ def _table(variants, issues, results, strategy: str, record_id: str) -> pd.DataF
     return table
 
 
+def _touches(positions: tuple, kind: str, low: float, high: float) -> bool:
+    """Whether a variant touches ``low..high``: a substitution's positions, an indel's span (its
+    positions are the ends of its ranges, ``Edit.indices``: a range is kept when it covers the
+    filter's positions though neither end is inside)."""
+    if not positions:
+        return False
+    if kind in (SUBSTITUTION, f"multi-{SUBSTITUTION}"):
+        return any(low <= p <= high for p in positions)
+    return min(positions) <= high and low <= max(positions)
+
+
 # What the tables of scores can be filtered to (the app's "predicted effect" choice).
 EFFECTS = ("all", "below", "above")  # any score / score < 0 / score >= 0
 
@@ -353,7 +369,8 @@ def filter_scored(
         raise ValueError(f"unknown effect filter {effect!r}: choose one of {', '.join(EFFECTS)}")
     low = -np.inf if first is None else first
     high = np.inf if last is None else last
-    in_range = [any(low <= p <= high for p in positions) for positions in table["positions"]]
+    kinds = table["kind"] if "kind" in table else [SUBSTITUTION] * len(table)
+    in_range = [_touches(positions, kind, low, high) for positions, kind in zip(table["positions"], kinds)]
     keep = (table["status"] == OK).to_numpy() & np.array(in_range, dtype=bool)
     if effect == "below":
         keep = keep & (table["score"] < 0).to_numpy()

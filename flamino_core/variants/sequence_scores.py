@@ -63,15 +63,15 @@ def scored_pair(sequence: str, variant: Variant, width: int = MAX_RESIDUES) -> P
     both fit the model, else the wild type's ``windows.edit_window`` of the edit and the mutant's
     same flanks (``mutant[start:end + growth]``: every edit lies inside the window, so the residues
     before it and after it are the wild type's). A string: why it cannot be scored."""
-    mutant = variant.apply(sequence)
-    if max(len(sequence), len(mutant)) <= width:
-        return Pair(sequence, mutant)
-    change = len(mutant) - len(sequence)
+    change = variant.growth if variant.edits else 0  # counted before any sequence is built
+    if max(len(sequence), len(sequence) + change) <= width:
+        return Pair(sequence, variant.apply(sequence))
+    indices = variant.indices
     try:
-        start, end = edit_window(len(sequence), min(variant.indices), max(variant.indices), max(change, 0), width)
+        start, end = edit_window(len(sequence), min(indices), max(indices), max(change, 0), width)
     except ValueError as err:
         return f"{variant.text}: {err}; its sequences cannot be scored in one window"
-    return Pair(sequence[start:end], mutant[start:end + change], (start, end))
+    return Pair(sequence[start:end], variant.apply(sequence)[start:end + change], (start, end))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,6 +88,7 @@ class PassPlan:
     wild_types: tuple[str, ...] = ()  # the wild type, or its windows, whose PLLs are subtracted
     lost_from: int | None = None  # the first residue a truncation loses, read from the whole wild type
     whole: str = ""  # the wild type
+    over_limit: bool = False  # planning stopped past its limit: ``total`` is a lower bound
 
     @property
     def total(self) -> int:
@@ -104,6 +105,8 @@ class PassPlan:
     def describe(self, n_variants: int) -> str:
         """One line for the user before the work starts."""
         unit = "masked passes" if self.masked else "unmasked passes"
+        if self.over_limit:
+            return f"{self.strategy}: more than {self.total:,} {unit}"
         if not self.total:
             return f"{self.strategy}: nothing to run"
         windows = [w for w in self.wild_types if w != self.whole]
@@ -121,20 +124,34 @@ class PassPlan:
                 "read the wild type's)")
 
 
-def pass_plan(sequence: str, variants: Sequence[Variant], strategy: str) -> PassPlan:
+def pass_plan(sequence: str, variants: Sequence[Variant], strategy: str, limit: int | None = None) -> PassPlan:
     """What ``score_sequences`` will run for ``variants`` of ``sequence`` under ``strategy``
-    (stored passes included: the store may hold some of them already)."""
+    (stored passes included: the store may hold some of them already). With ``limit``, planning
+    stops as soon as more than ``limit`` passes are counted (``over_limit``; a server's bound):
+    a refused list builds no more than the sequences of its first ``limit`` passes."""
     declared = SEQUENCE_STRATEGIES[strategy]
-    pairs = [p for p in (scored_pair(sequence, v) for v in variants if v.truncation is None) if isinstance(p, Pair)]
-    wild_types = tuple(dict.fromkeys(p.wild for p in pairs))
-    mutants = tuple(m for m in dict.fromkeys(p.mutant for p in pairs) if m not in wild_types)
+    wild, mutants, counted = {}, {}, 0
+    for v in variants:
+        pair = scored_pair(sequence, v) if v.truncation is None else None
+        if not isinstance(pair, Pair):
+            continue
+        for found, s in ((wild, pair.wild), (mutants, pair.mutant)):
+            if s not in found:
+                found[s] = None
+                counted += len(s) if declared.masked else 1
+        if limit is not None and counted > limit:
+            return PassPlan(strategy, declared.masked, counted, (), 0, whole=sequence, over_limit=True)
+    wild_types = tuple(wild)
+    distinct = tuple(m for m in mutants if m not in wild)
     cuts = [v.truncation.start for v in variants if v.truncation is not None]
-    plan = PassPlan(strategy, declared.masked, 0, mutants, 0, wild_types, min(cuts) if cuts else None, sequence)
+    plan = PassPlan(strategy, declared.masked, 0, distinct, 0, wild_types, min(cuts) if cuts else None, sequence)
     runs = plan.runs
     if declared.masked:
-        wild = sum(len(s) - first for s, first in runs[:len(runs) - len(mutants)])
-        return dataclasses.replace(plan, wild_type=wild, mutant_passes=sum(len(m) for m in mutants))
-    return dataclasses.replace(plan, wild_type=len(runs) - len(mutants), mutant_passes=len(mutants))
+        wild_passes = sum(len(s) - first for s, first in runs[:len(runs) - len(distinct)])
+        plan = dataclasses.replace(plan, wild_type=wild_passes, mutant_passes=sum(len(m) for m in distinct))
+    else:
+        plan = dataclasses.replace(plan, wild_type=len(runs) - len(distinct), mutant_passes=len(distinct))
+    return dataclasses.replace(plan, over_limit=limit is not None and plan.total > limit)
 
 
 def score_sequences(engine, sequence: str, variants: Sequence[Variant], strategy: str,

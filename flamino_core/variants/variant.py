@@ -23,9 +23,11 @@ class Edit:
     """Wild-type residues ``start:end`` (0-based, ``end`` exclusive) replaced by ``inserted``.
 
     A deletion inserts nothing, an insertion replaces nothing (``start == end``: before residue
-    ``start``), a duplication replaces a range by two copies of it, a stop or a frameshift
-    replaces everything from its residue to the end (by nothing, or by a frameshift's new
-    residues when all of them are written). ``kind`` is one of the names above.
+    ``start``), a duplication replaces a range by two copies of it (``inserted`` is empty: the
+    copies are made when the edit is applied, so an edit's memory is the entry's, not the
+    range's: 20,000 duplications of 1,900 residues held 76 MB of copies, issue #53), a stop or a
+    frameshift replaces everything from its residue to the end (by nothing, or by a frameshift's
+    new residues when all of them are written). ``kind`` is one of the names above.
     """
 
     start: int
@@ -35,13 +37,25 @@ class Edit:
 
     @property
     def indices(self) -> tuple[int, ...]:
-        """The wild-type residues it touches: the replaced range, an insertion's two
-        neighbours, a truncation's first lost residue."""
+        """The wild-type residues that bound it: the replaced range's first and last (one for
+        one residue), an insertion's two neighbours, a truncation's first lost residue. Never
+        every residue of a range: a duplication of 1,900 residues is two positions, not 1,900
+        (20,000 of them kept 38.5 million positions, 5.5 GiB on the server; issue #53)."""
         if self.kind in TRUNCATIONS:
             return (self.start,)
         if self.start == self.end:
             return (self.start - 1, self.start)
-        return tuple(range(self.start, self.end))
+        return (self.start,) if self.end - self.start == 1 else (self.start, self.end - 1)
+
+    @property
+    def growth(self) -> int:
+        """Residues it adds (negative: removes), known without applying it."""
+        added = 2 * (self.end - self.start) if self.kind == DUPLICATION else len(self.inserted)
+        return added - (self.end - self.start)
+
+    def replacement(self, residues: str) -> str:
+        """What replaces ``residues[start:end]`` (a duplication: two copies of them)."""
+        return residues[self.start:self.end] * 2 if self.kind == DUPLICATION else self.inserted
 
 
 def overlapping(edits: Iterable[Edit]) -> tuple[Edit, Edit] | None:
@@ -59,7 +73,7 @@ def apply_edits(sequence: str, edits: Iterable[Edit]) -> str:
     the C-terminal end, so none moves another), the edits independent (``overlapping``)."""
     residues = sequence
     for edit in sorted(edits, key=lambda e: (e.start, e.end), reverse=True):
-        residues = residues[:edit.start] + edit.inserted + residues[edit.end:]
+        residues = residues[:edit.start] + edit.replacement(residues) + residues[edit.end:]
     return residues
 
 
@@ -93,7 +107,8 @@ class Variant:
 
     @property
     def indices(self) -> tuple[int, ...]:
-        """0-based residue indices of the mutated positions (an edit's: ``Edit.indices``)."""
+        """0-based residue indices of the mutated positions (an edit's: the ends of its range,
+        ``Edit.indices``)."""
         if self.edits:
             return tuple(sorted({i for e in self.edits for i in e.indices}))
         return tuple(s.index for s in self.substitutions)
@@ -117,8 +132,13 @@ class Variant:
         return len(self.edits) or len(self.substitutions)
 
     @property
+    def growth(self) -> int:
+        """Residues the mutated sequence has more than the wild type (negative: fewer)."""
+        return sum(e.growth for e in self.edits)
+
+    @property
     def positions(self) -> tuple[int, ...]:
-        """Mutated positions in the user's numbering."""
+        """Mutated positions in the user's numbering (an indel's: the ends of each range)."""
         return tuple(Numbering(self.first).number(i) for i in self.indices)
 
     def apply(self, sequence: str) -> str:

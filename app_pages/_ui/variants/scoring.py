@@ -98,7 +98,7 @@ def list_scores(engine, sequence: str, text: str, offset: int, strategy: str, re
     # alone, then CHUNK_ROWS at a time), else the passes score_variants reports. A short pll list
     # said "done (12 passes)" after 2,007 passes, counting its 12 variants as passes.
     unit = "variants" if chunked(strategy) and len(_pll_chunks(len(variants))) > 1 else "passes"
-    return _follow(key, engine, sequence, [v.apply(sequence) for v in variants], variants, strategy, work, unit,
+    return _follow(key, engine, sequence, variants, strategy, work, unit,
                    f"Scoring {len(variants):,} variants ({strategy})", "scoring the variants")
 
 
@@ -151,7 +151,7 @@ def dms_scores(engine, data: bytes, wild_type: str | None, offset: int, strategy
 
     variants = dms_variants(data, wild_type, offset, strategy in SEQUENCE_STRATEGIES)
     unit = "rows" if chunked(strategy) and len(_pll_chunks(rows)) > 1 else "passes"  # as list_scores
-    return _follow(key, engine, table.wild_type, [v.apply(table.wild_type) for v in variants], variants, strategy,
+    return _follow(key, engine, table.wild_type, variants, strategy,
                    work, unit, f"Scoring {rows:,} DMS rows ({strategy})", "scoring the DMS table")
 
 
@@ -169,12 +169,12 @@ def _pll_chunks(n: int) -> list[tuple[int, int]]:
     return list(zip(bounds[:-1], bounds[1:]))
 
 
-def _follow(key, engine, sequence: str, mutants: list[str], variants, strategy: str, work, unit: str,
+def _follow(key, engine, sequence: str, variants, strategy: str, work, unit: str,
             title: str, what: str) -> Scoring:
     done = background.find(key)
     if done is not None and done.state == DONE and not isinstance(done.value, dict):
         return Scoring(done.value)  # scored in this session already
-    job = jobs_panel.follow(key, title, unit, work, lambda: cost(engine, sequence, mutants, variants, strategy),
+    job = jobs_panel.follow(key, title, unit, work, lambda: cost(engine, sequence, variants, strategy),
                             what=what, model=jobs_panel.engine_name(engine),
                             cheaper=_cheaper(strategy, any(v.edits for v in variants)))
     if job is None:
@@ -185,7 +185,7 @@ def _follow(key, engine, sequence: str, mutants: list[str], variants, strategy: 
     return Scoring(None, pd.concat(held, ignore_index=True) if held else None)
 
 
-def cost(engine, sequence: str, mutants: list[str], variants, strategy: str) -> jobs_panel.Cost:
+def cost(engine, sequence: str, variants, strategy: str) -> jobs_panel.Cost:
     """The masked passes ``strategy`` still needs for these variants (the store's are free; a
     substitution strategy scores no indel)."""
     store, model = default_store(), engine.fingerprint
