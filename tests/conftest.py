@@ -92,6 +92,7 @@ TEST_KINDS = {  # "file::test name prefix" -> kind, where a test is not its file
     "test_hosted_attacks_tables.py::test_the_metadata_check": "app",
     "test_hosted_attacks_tables.py::test_the_chain_cap_holds_on_the": "app",
     "test_hosted_attacks_tables.py::test_a_wide_mutation_table_is_refused_on_the": "app",
+    "test_hosted_attacks_tables.py::test_the_command_line_refuses": "integration",  # the CLI in process
     "test_hosted_attacks_fits.py::test_the_page": "app",  # issue #53's rows on the Variant effects page
     "test_robustness.py::test_validator_": "unit",
     "test_robustness.py::test_app_": "app", "test_robustness.py::test_headers_are_shown": "app",

@@ -334,3 +334,21 @@ def test_a_wide_mutation_table_is_refused_on_the_variant_effects_page(hosted, tm
     assert not at.exception
     said = [unescaped(m.value) for m in [*at.warning, *at.error]]
     assert any("row 2 of the mutation table has 495,001 fields but its header has 2 columns" in m for m in said), said
+
+
+@pytest.mark.parametrize("command", ["dms", "fit"])
+def test_the_command_line_refuses_a_row_with_text_past_its_header(tmp_path, capsys, command):
+    """The command line reads tables through the same reader without a column cap: a row with
+    text past its header is refused before any model is loaded, naming the row."""
+    from flamino_core.cli import main
+
+    table = tmp_path / "wide.csv"
+    table.write_bytes(b"mutant,DMS_score,mutated_sequence\nA1C" + b",1" * 495_000 + b"\n")
+    out = ["-m", "random:tiny", "-o", str(tmp_path / "o.csv"), "--metrics", str(tmp_path / "m.json")]
+    args = {"dms": ["dms", str(table), *out],
+            "fit": ["fit", str(table), "--target", "DMS_score", "--save-model", str(tmp_path / "model"), *out]}
+    started = time.perf_counter()
+    assert main(args[command]) == 2
+    assert time.perf_counter() - started < SECONDS
+    assert "row 1 of the " + ("DMS " if command == "dms" else "") + "table has 495,001 fields but its header has 3" \
+        in capsys.readouterr().err
