@@ -26,6 +26,16 @@ SMALL = dict(
     lddt_head_hid_dim=16,
 )
 
+# esmfold_v1's widths (stem 2560 with 40 heads, trunk 1024 / 128 with 32-wide heads, the structure
+# module's defaults with its 8 iterations, 4 passes) at reduced depth: one stem layer, one block.
+V1_WIDTHS = dict(
+    stem=dict(hidden_size=2560, num_hidden_layers=1, num_attention_heads=40, intermediate_size=10240),
+    trunk=dict(num_blocks=1, sequence_state_dim=1024, pairwise_state_dim=128, sequence_head_width=32,
+               pairwise_head_width=32, position_bins=32, max_recycles=4),
+    structure=dict(),
+    lddt_head_hid_dim=128,
+)
+
 
 def hf_esmfold_config(shape: dict = SMALL, chunk_size: int | None = None):
     from transformers import EsmConfig
