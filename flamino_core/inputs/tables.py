@@ -165,7 +165,8 @@ def row_problem(text: str, max_columns: int | None = None, what: str = "the tabl
             return (f"row {number:,} of {what} has {fields:,} fields; this server reads tables of up to "
                     f"{max_columns:,} columns")
         if _extra_text(row, sep, width):
-            return (f"row {number:,} of {what} has {fields:,} fields but its header has {width:,} columns: a value "
+            columns = f"{width:,} column{'s' if width > 1 else ''}"
+            return (f"row {number:,} of {what} has {fields:,} fields but its header has {columns}: a value "
                     f"holding {_SEPARATOR_NAMES[sep]} must be quoted (\"a{sep}b\")")
     return None
 
