@@ -220,3 +220,25 @@ def test_biopython_reads_the_pdb_back_with_the_same_coordinates_and_b_factors(fo
             assert np.abs(atom.coord - ours.atom37[i, slot]).max() <= 5e-4 + 1e-6
             assert abs(atom.bfactor - 100 * ours.plddt[i, slot]) <= 5e-3 + 1e-6
         assert len(residue) == int(ours.atom37_exists[i].sum())
+
+
+def test_residue_tables_are_openfolds():
+    """The copied tables and the arrays derived from them against transformers' vendored OpenFold
+    (its residue_constants and make_atom14_masks), which flamino never imports at run time."""
+    from transformers.models.esm.openfold_utils import data_transforms
+    from transformers.models.esm.openfold_utils import residue_constants as theirs
+
+    from flamino_core.model.esmfold import residue_constants as ours
+    from flamino_core.model.esmfold import residue_tables
+
+    for name in ("chi_angles_atoms", "chi_angles_mask", "rigid_group_atom_positions", "atom_types",
+                 "restype_name_to_atom14_names", "restypes", "restype_1to3"):
+        assert getattr(residue_tables, name) == getattr(theirs, name), name
+    np.testing.assert_array_equal(ours.DEFAULT_FRAMES, theirs.restype_rigid_group_default_frame)
+    np.testing.assert_array_equal(ours.ATOM14_GROUP, theirs.restype_atom14_to_rigid_group)
+    np.testing.assert_array_equal(ours.ATOM14_MASK, theirs.restype_atom14_mask)
+    np.testing.assert_array_equal(ours.ATOM14_POSITIONS, theirs.restype_atom14_rigid_group_positions)
+    masks = data_transforms.make_atom14_masks({"aatype": torch.arange(21)})
+    np.testing.assert_array_equal(ours.ATOM37_TO_ATOM14, masks["residx_atom37_to_atom14"].numpy())
+    np.testing.assert_array_equal(ours.ATOM37_MASK, masks["atom37_atom_exists"].numpy())
+    assert list(ours.aatype("ARXBZ")) == [theirs.restype_order_with_x.get(a, 20) for a in "ARXBZ"]

@@ -97,7 +97,7 @@ def add_parsers(sub) -> None:
     )  # fmt: skip
     add_fasta_argument(fold)
     fold.add_argument("-m", "--model", required=True, help=MODEL_HELP)
-    fold.add_argument("-o", "--output", required=True, help="output folder (created if missing)")
+    fold.add_argument("-o", "--output", required=True, metavar="DIR", help="output folder (created if missing)")
     fold.add_argument("--passes", type=int, default=None,
                       help="trunk passes, 1 + recycles (default: the model's, as the reference: 4 for esmfold_v1)")
     fold.add_argument("--chunk-size", type=int, default=64,
