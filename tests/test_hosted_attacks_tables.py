@@ -197,7 +197,7 @@ def test_an_mmcif_of_15000_chains_is_refused_at_the_chain_cap(tmp_path, monkeypa
     """Within the atom cap (15,000 atoms), 12 s of page work before: the chains are counted in the
     text, before Biopython's tokenizer (0.6 s of this file); a file whose rows fool that count
     still stops at chain 1,001 as Biopython builds it, within the bars too (the tokenizer's table
-    of the whole 0.77 MB file, ~2.8 kB an atom (limits.py), plus 1,000 chains: under 100 MB)."""
+    of the whole 0.8 MB file, ~2.8 kB an atom (limits.py), plus 1,000 chains: under 100 MB)."""
     from flamino_core.structure import reading
 
     data = hostile_files.many_chains_mmcif(tmp_path).read_bytes()

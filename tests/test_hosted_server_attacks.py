@@ -270,3 +270,25 @@ def test_a_flood_of_uploads_into_ones_own_session(hosted_server, browser, tmp_pa
           f"{(watch.peak - before) / 2**20:,.0f} MiB, kept {kept / 2**20:,.0f} MiB; slowest health {watch.slowest:.2f} s")
     assert watch.slowest < HEALTH_SECONDS
     assert watch.peak - before < GROWTH_BYTES and kept < 100 * 2**20  # was 300 MB kept
+
+
+# --- issue #51: rows wider than their header, and structures past their chain cap ------------------------------
+def test_a_labelled_table_row_of_990000_commas(hosted_server, browser, tmp_path):
+    """High: a 3-column header and one row of 990,000 commas (990 kB): still parsing after 901 s
+    at 8.25 GB; the column cap read the header only."""
+    file = hostile_files.wide_row_table(tmp_path)
+    _attack_growth(hosted_server, browser, "?page=predict", file, "has 990,001 fields",
+                   "labelled table, a row of 990,000 commas")
+
+
+def test_a_dms_table_of_60_kb_of_commas(hosted_server, browser, tmp_path):
+    """Medium: 60 kB of commas in one row of a DMS table (35 s of page work)."""
+    file = hostile_files.comma_table(tmp_path)
+    _attack_growth(hosted_server, browser, "?page=variants&vinput=dms", file, "has 60,001 fields",
+                   "DMS table, a row of 60,000 commas")
+
+
+def test_an_mmcif_of_15000_chains(hosted_server, browser, tmp_path):
+    """Medium: an mmCIF of 15,000 one-atom chains (0.77 MB) on the Input page (12 s of page work)."""
+    file = hostile_files.many_chains_mmcif(tmp_path)
+    _attack_growth(hosted_server, browser, "", file, "has 15,000 chains", "mmCIF of 15,000 chains")

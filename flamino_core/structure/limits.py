@@ -48,25 +48,12 @@ def check_counts(text: str, name: str, file_format: str, max_atoms: int | None, 
 
 def _most_chains(text: str, file_format: str) -> int:
     """The most chains one model's atom lines start, as Biopython's builder starts them: a chain
-    wherever the chain id changes from one atom to the next (PDB: column 22; mmCIF: the
-    ``auth_asym_id`` column, else ``label_asym_id``, as Biopython reads). Before Biopython's
-    mmCIF tokenizer, which alone took 0.6 s of the 15,000-chain file's refusal."""
+    wherever the chain id changes from one atom to the next. Counted before Biopython's mmCIF
+    tokenizer, which alone took 0.6 s of the 15,000-chain file's refusal."""
     lines = text.splitlines()
-    if file_format == "PDB":
-        def model_chain(line: str) -> tuple[str, str]:
-            return "", line[21:22]
-    else:
-        names = [line.strip() for line in lines if line.startswith("_atom_site.")]
-        chain = next((names.index(f"_atom_site.{n}") for n in ("auth_asym_id", "label_asym_id")
-                      if f"_atom_site.{n}" in names), None)
-        model = names.index("_atom_site.pdbx_PDB_model_num") if "_atom_site.pdbx_PDB_model_num" in names else None
-        if chain is None:
-            return 0
-
-        def model_chain(line: str) -> tuple[str, str]:
-            fields = line.split()
-            return (fields[model] if model is not None and model < len(fields) else "",
-                    fields[chain] if chain < len(fields) else "")
+    model_chain = _pdb_model_chain if file_format == "PDB" else _cif_model_chain(lines)
+    if model_chain is None:
+        return 0
     most = count = 0
     last = ("", None)
     for line in lines:
@@ -78,6 +65,30 @@ def _most_chains(text: str, file_format: str) -> int:
                 count = 1 if here[0] != last[0] else count + 1
                 most, last = max(most, count), here
     return most
+
+
+def _pdb_model_chain(line: str) -> tuple[str, str]:
+    """A PDB atom line's chain id, column 22 (its model is the MODEL line's, counted apart)."""
+    return "", line[21:22]
+
+
+def _cif_model_chain(lines: list[str]):
+    """The (model, chain) of an mmCIF atom row by its ``_atom_site`` columns: Biopython's chain
+    (``auth_asym_id``, else ``label_asym_id``) and ``pdbx_PDB_model_num``; None without a chain
+    column."""
+    names = [line.strip() for line in lines if line.startswith("_atom_site.")]
+    chain = next((names.index(f"_atom_site.{name}") for name in ("auth_asym_id", "label_asym_id")
+                  if f"_atom_site.{name}" in names), None)
+    model = names.index("_atom_site.pdbx_PDB_model_num") if "_atom_site.pdbx_PDB_model_num" in names else None
+    if chain is None:
+        return None
+
+    def model_chain(line: str) -> tuple[str, str]:
+        fields = line.split()
+        return (fields[model] if model is not None and model < len(fields) else "",
+                fields[chain] if chain < len(fields) else "")
+
+    return model_chain
 
 
 class BoundedBuilder(StructureBuilder):
