@@ -63,6 +63,24 @@ def _module_path(key: str) -> tuple[str, ...]:
     return tuple(int(p) if p.isdigit() else p for p in key.split("."))
 
 
+_TORCH_LEAF = {"kernel": "weight", "scale": "weight", "embedding": "weight"}
+_SEQUENTIAL_BACK = [(re.compile(rf"(^|\.)({owner})\.({'|'.join(names.values())})\."), owner, names)
+                    for owner, names in (("mlp_seq", {"0": "norm", "1": "fc1", "3": "fc2"}),
+                                         ("mlp_pair", {"0": "norm", "1": "fc1", "3": "fc2"}),
+                                         ("esm_s_mlp", {"0": "norm", "1": "fc1", "3": "fc2"}),
+                                         ("lddt_head", {"0": "norm", "1": "linear_1", "2": "linear_2", "3": "linear_3"}))]
+
+
+def checkpoint_key(path: tuple) -> str:
+    """How the checkpoint spells one of our leaves: ``("lddt_head", "linear_2", "kernel")`` is
+    ``lddt_head.2.weight`` (for messages: a missing key is named as the file would hold it)."""
+    key = ".".join(map(str, path[:-1] + (_TORCH_LEAF.get(path[-1], path[-1]),)))
+    for pattern, owner, names in _SEQUENTIAL_BACK:
+        index = {name: i for i, name in names.items()}
+        key = pattern.sub(lambda m: f"{m.group(1)}{owner}{'.mlp' if owner.startswith('mlp_') else ''}.{index[m.group(3)]}.", key)
+    return key
+
+
 def _place(path: tuple, value: np.ndarray, shapes: dict[tuple, tuple]) -> tuple[tuple, np.ndarray] | None:
     """(our leaf path, value) for a torch leaf: ``weight`` is a Linear kernel (transposed), a
     LayerNorm scale or an embedding table, whichever the model has there; None if none."""
@@ -127,13 +145,14 @@ def state_dict_to_params(state_dict: Mapping[str, np.ndarray], config: FoldConfi
             per_block.setdefault(placed[0], {})[int(block.group(1))] = placed[1]
         else:
             flat[placed[0]] = placed[1]
-    _stack_blocks(per_block, config.trunk.num_blocks, flat, missing, unexpected)
+    _stack_blocks(per_block, config.trunk.num_blocks, flat, missing, unexpected, mismatched)
     params = {"esm": stem} if stem is not None else {}
     for path, shape in shapes.items():
         if path not in flat:
-            missing.append(".".join(map(str, path)))
+            if path not in per_block:  # a block tensor present in some blocks is listed per block above
+                missing.append(_describe(path))
         elif flat[path].shape != shape:
-            mismatched.append(f"{'.'.join(map(str, path))}: checkpoint {flat[path].shape} vs model {shape}")
+            mismatched.append(f"{_describe(path)}: checkpoint {flat[path].shape} vs model {shape}")
         else:
             _set(params, path, flat[path])
     if missing or unexpected or mismatched:
@@ -141,15 +160,27 @@ def state_dict_to_params(state_dict: Mapping[str, np.ndarray], config: FoldConfi
     return params
 
 
-def _stack_blocks(per_block: dict, n: int, flat: dict, missing: list, unexpected: list) -> None:
+def _stack_blocks(per_block: dict, n: int, flat: dict, missing: list, unexpected: list, mismatched: list) -> None:
     """Stack each trunk block's tensors on the leading block axis (``nnx.vmap``'s) into ``flat``."""
     for path, blocks in per_block.items():
-        name = ".".join(map(str, path[2:]))
+        name = checkpoint_key(path[2:])
         unexpected += [f"trunk.blocks.{i}.{name}" for i in sorted(blocks) if i >= n]
         absent = [i for i in range(n) if i not in blocks]
         missing += [f"trunk.blocks.{i}.{name}" for i in absent]
-        if not absent and len({blocks[i].shape for i in range(n)}) == 1:
+        shapes = {i: blocks[i].shape for i in range(n) if i in blocks}
+        if len(set(shapes.values())) > 1:
+            first = min(shapes)
+            mismatched += [f"trunk.blocks.{i}.{name}: {shape} in block {i}, {shapes[first]} in block {first}"
+                           for i, shape in shapes.items() if shape != shapes[first]]
+        elif not absent:
             flat[path] = np.stack([blocks[i] for i in range(n)])
+
+
+def _describe(path: tuple) -> str:
+    """A leaf of ours as the checkpoint names it; a stacked block tensor as ``trunk.blocks.*.<name>``."""
+    if path[:2] == ("trunk", "blocks"):
+        return "trunk.blocks.*." + checkpoint_key(path[2:])
+    return checkpoint_key(path)
 
 
 def _leaves(tree: dict, prefix: tuple = ()):
