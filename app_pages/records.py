@@ -50,6 +50,9 @@ def shown_frame(frame: pd.DataFrame) -> pd.DataFrame:
     frame[numeric] = frame[numeric].astype("float64")
     for column in [c for c in frame.columns if c not in numeric and frame[c].isna().any()]:  # fields some lack
         frame[column] = [_cell(v) for v in frame[column]]
+    for column in [c for c in frame.columns if c not in numeric and frame[c].dtype == object]:
+        if len({type(v) for v in frame[column]}) > 1:  # Arrow takes one type a column: text, then
+            frame[column] = [str(v) for v in frame[column]]  # (2,387 mixed key=value columns logged a traceback each run)
     return frame
 
 

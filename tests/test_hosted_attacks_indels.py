@@ -15,13 +15,14 @@ import tracemalloc
 
 import pytest
 
+from flamino_core.options import PLL_HOSTED_MAX_PASSES
 from flamino_core.variants.indels import parse_mutations
 from flamino_core.variants.notation import Variant
 from flamino_core.variants.scoring import passes_problem, score_variants
 
 AMINO_ACIDS = "ACDEFGHIKLMNPQRSTVWY"
 RECORD = "".join(random.Random(53).choices(AMINO_ACIDS, k=2_000))
-MAX_PASSES = 200_000  # the hosted FLAMINO_MAX_PLL_PASSES default (docs/deploy.md)
+MAX_PASSES = PLL_HOSTED_MAX_PASSES  # the hosted FLAMINO_MAX_PLL_PASSES default (docs/deploy.md)
 # Seconds one list may take to be read, planned and checked against the limit, and its positions
 # listed. Measured on this 2-core machine at load 6-7 (five agents): 0.6-3.9 s per kind; on a
 # quiet machine under 2 s (docs/reliability.md). Before the change the duplications alone took
@@ -156,3 +157,55 @@ def test_the_position_filter_keeps_an_indel_whose_range_covers_it():
     kept = filter_scored(table, 100, 200)
     assert list(kept["kind"]) == ["duplication"]
     assert len(filter_scored(table, 40, 60)) == 2
+
+
+def test_header_metadata_of_mixed_types_reaches_arrow_without_a_traceback():
+    """100 records x 300 characters of ``key=value`` headers (issue #53: 2,387 metadata columns,
+    a Streamlit Arrow traceback at every render): a column mixing text, numbers and blanks was
+    handed to Arrow as is, which cannot type it. Each shown column now has one type, and the
+    values read as written."""
+    import pyarrow as pa
+
+    from app_pages.records import shown_frame
+    from flamino_core.inputs.fasta import parse_fasta_text
+    from flamino_core.records.summary import summary_rows
+
+    rng = random.Random(53)
+    lines, written = [], {}
+    for r in range(100):
+        keys = rng.sample(range(3_000), 40)  # 40 distinct keys: ~330 characters a header
+        written[f"rec{r}"] = {f"k{k}": rng.choice(["x", "1", "2.5", "yes", "abc"]) for k in keys}
+        lines += [f">rec{r} " + " ".join(f"{k}={v}" for k, v in written[f"rec{r}"].items()), "MKV" * 10]
+    records = parse_fasta_text("\n".join(lines)).records
+    import pandas as pd
+
+    frame = shown_frame(pd.DataFrame(summary_rows(records, {}, {})))
+    pa.Table.from_pandas(frame)  # raised ArrowInvalid ("Could not convert '' ... to double")
+    written = {r.id: _pairs(r.description) for r in records}
+    columns = [c for c in frame.columns if c.startswith("k")]
+    assert columns  # the keys most records share (metadata.MAX_HEADER_COLUMNS of them)
+    for column in columns:
+        for record_id, value in zip(frame["id"], frame[column]):
+            as_written = written[record_id].get(column, "")
+            assert str(value) == as_written or _same_number(value, as_written), (record_id, column, value)
+
+
+def _pairs(header: str) -> dict[str, str]:
+    """``key=value`` pairs of a header as the record kept it (its first 300 characters: the last
+    pair may be cut), a value running on over words without ``=`` (UniProt's ``OS=Homo sapiens``)."""
+    pairs, key = {}, None
+    for token in header.split():  # (the id, if there, has no "=")
+        if "=" in token:
+            key, value = token.split("=", 1)
+            pairs[key] = value
+        elif key is not None:
+            pairs[key] += " " + token
+    return pairs
+
+
+def _same_number(value, text: str) -> bool:
+    """``2.5`` shown for ``2.5`` written, ``1`` for ``1``: a header's number may be kept as one."""
+    try:
+        return float(value) == float(text)
+    except ValueError:
+        return False
