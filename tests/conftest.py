@@ -30,7 +30,10 @@ except ImportError:  # hypothesis is a test extra
 pytest_plugins = ["suite_timing", "browser_fixtures", "ray_fixtures"]
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED_FASTA = Path(__file__).resolve().parents[2] / "shared" / "fasta"
+# The shared data beside the checkout; $FLAMINO_SHARED names another copy (an accelerator host,
+# where only the checkout travels: benchmarks/accelerator_run.sh).
+SHARED = Path(os.environ.get("FLAMINO_SHARED") or Path(__file__).resolve().parents[2] / "shared")
+SHARED_FASTA = SHARED / "fasta"
 T6 = ESM2Config.preset("esm2_t6_8M_UR50D")
 TINY = ESM2Config.tiny()
 
@@ -59,9 +62,10 @@ FILE_KINDS = {
                      "test_imports.py", "test_passes.py", "test_peer_corpus.py", "test_peer_inputs.py",
                      "test_peer_structures.py", "test_predict.py", "test_registration.py", "test_robustness.py",
                      "test_store_wiring.py", "test_suggest.py", "test_weights.py", "test_jobs.py",
-                     "test_dms_indels.py", "test_design_cli.py", "test_compare.py", "test_hosted_attacks_fits.py"], "integration"),
+                     "test_dms_indels.py", "test_design_cli.py", "test_compare.py", "test_device_memory.py", "test_hosted_attacks_fits.py"], "integration"),
     **dict.fromkeys(["test_cli.py", "test_fused_attention.py", "test_int8.py", "test_long_windows.py", "test_parity.py", "test_family_parity.py", "test_esmfold_parity.py", "test_ensemble.py",
-                     "test_variant_scores.py", "test_indel_scores.py", "test_indel_windows.py", "test_saprot.py"], "parity"),
+                     "test_variant_scores.py", "test_indel_scores.py", "test_indel_windows.py", "test_saprot.py",
+                     "test_accelerator_parity.py", "test_accelerator_saprot.py"], "parity"),
     **dict.fromkeys(["test_app.py", "test_app_context.py", "test_app_links.py", "test_app_long.py",
                      "test_app_predict.py", "test_app_sets.py", "test_app_variants.py", "test_hosted_attacks_pages.py",
                      "test_app_jobs.py", "test_structure_app.py", "test_app_design.py", "test_app_families.py",

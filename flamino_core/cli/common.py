@@ -32,14 +32,17 @@ class UserError(Exception):
 
 def load_engine(model: str | None, verbose: bool = False):
     """The engine for a model identifier, or a ``UserError`` saying why it cannot load."""
+    from flamino_core.runtime.device_memory import ModelTooLargeError
+    from flamino_core.runtime.hardware import refuse_named_model
     from flamino_core.runtime.engine import Engine, enable_compilation_cache
     from flamino_core.weights.loading import ModelError, default_model, load_weights
 
     enable_compilation_cache()
     try:
+        refuse_named_model(model or default_model())  # before a download an accelerator cannot hold
         weights = load_weights(model, progress=Progress("model").message)
         engine = Engine(weights)
-    except ModelError as err:
+    except (ModelError, ModelTooLargeError) as err:
         raise UserError(str(err)) from None
     except (ValueError, OSError) as err:  # a damaged checkpoint folder, an unreadable file
         first_line = (str(err).splitlines() or [""])[0]

@@ -24,16 +24,21 @@ def bf16_dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_elem
                                precision=precision, preferred_element_type=jnp.float32, **kwargs)
 
 
-def use_bf16_matmuls(model: nnx.Module) -> None:
+def use_bf16_matmuls(model: nnx.Module, store_bf16: bool = False) -> None:
     """Switch every ``nnx.Linear`` in ``model`` to bf16 operands with fp32 accumulation.
 
-    The fp32 kernels are kept and rounded in every call. Rounding them once at load (bf16
-    kernels, no dtype promotion) gives the same numbers but was slower on XLA:CPU 0.10.2 (t12,
-    one protein of 100 residues: 214 ms against 91 ms; docs/benchmarks.md).
+    On a CPU (``store_bf16=False``) the fp32 kernels are kept and rounded in every call. Rounding
+    them once at load (bf16 kernels, no dtype promotion) gives the same numbers but was slower on
+    XLA:CPU 0.10.2 (t12, one protein of 100 residues: 214 ms against 91 ms; docs/benchmarks.md).
+    On an accelerator they are stored rounded (``store_bf16=True``): half the device memory, and
+    XLA there does not keep a rounded copy of every layer's kernels beside the fp32 ones.
     """
     for _, module in nnx.iter_modules(model):
         if isinstance(module, nnx.Linear):
             module.dot_general = bf16_dot_general
+            if store_bf16:  # rounded where it is (a loaded checkpoint: on the host, before the device)
+                kernel = module.kernel[...]
+                module.kernel = nnx.Param(kernel.astype(jnp.bfloat16))
 
 
 # int8 (opt-in, any x86-64): W8A8 with int32 accumulation, as esm.cpp's INT8 path and

@@ -28,14 +28,13 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from flamino_core.runtime import hardware, memory, planner, windows
+from flamino_core.runtime import device_memory, hardware, memory, planner, run_checks, windows
 from flamino_core.analysis.outputs import log_softmax
 from flamino_core.model.attention import AttentionImpl
-from flamino_core.model.config import MAX_RESIDUES, ModelConfig
-from flamino_core.model.families import FAMILIES, family_of
+from flamino_core.model.config import ModelConfig
+from flamino_core.model.families import family_of
 from flamino_core.model.stack import Capture, ModelOutput
 from flamino_core.weights.convert import params_to_model
-from flamino_core.options import LONG_POLICIES
 from flamino_core.weights.loading import ModelWeights, cache_root
 from flamino_core.weights.model_cache import params_checksum
 
@@ -81,15 +80,18 @@ class SequenceOutput:
         return self.final.mean(axis=0)
 
 
-def _forward(graphdef, attention: AttentionImpl, state, tokens, segments=None, *, capture: Capture) -> ModelOutput:
+def _forward(graphdef, attention: AttentionImpl, matmul_precision, state, tokens, segments=None, *,
+             capture: Capture) -> ModelOutput:
     """The model's forward pass keeping what ``capture`` declares (static: one compilation per
-    combination used, per shape)."""
+    combination used, per shape). Traced under the backend's matmul precision: every product
+    of the model (attention's included) is then computed at it (``hardware.exact_matmul_precision``)."""
     TRACE_COUNTS["forward"] += 1  # runs at trace time only
     model = nnx.merge(graphdef, state)
-    return model(tokens, capture, segments=segments, attention=attention)
+    with jax.default_matmul_precision(matmul_precision):
+        return model(tokens, capture, segments=segments, attention=attention)
 
 
-def _masked_log_probs(graphdef, attention: AttentionImpl, state, tokens, positions):
+def _masked_log_probs(graphdef, attention: AttentionImpl, matmul_precision, state, tokens, positions):
     """Log-probabilities at one masked position per row: (B, vocab).
 
     The last layer, the final LayerNorm and the LM head run only at the masked position of each
@@ -97,7 +99,8 @@ def _masked_log_probs(graphdef, attention: AttentionImpl, state, tokens, positio
     """
     TRACE_COUNTS["masked"] += 1  # runs at trace time only
     model = nnx.merge(graphdef, state)
-    return jax.nn.log_softmax(model.masked_logits(tokens, positions, attention), axis=-1)
+    with jax.default_matmul_precision(matmul_precision):
+        return jax.nn.log_softmax(model.masked_logits(tokens, positions, attention), axis=-1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,14 +115,15 @@ class CompiledPasses:
 
 
 @functools.lru_cache(maxsize=SHARED_COMPILATIONS)
-def compiled(graphdef, attention: AttentionImpl) -> CompiledPasses:
-    """The jitted passes for this graph definition and attention implementation, one set per
-    process: engines with equal ones share them, and so share every compiled shape (the
-    weights are an argument, not a constant). The graph definition is closed over rather than
-    passed as a static argument: jit would otherwise hash and compare it on every call (about
-    0.2 ms each); here it is hashed once per engine."""
-    forward = jax.jit(functools.partial(_forward, graphdef, attention), static_argnames=("capture",))
-    return CompiledPasses(forward, jax.jit(functools.partial(_masked_log_probs, graphdef, attention)))
+def compiled(graphdef, attention: AttentionImpl, matmul_precision: str | None = None) -> CompiledPasses:
+    """The jitted passes for this graph definition, attention implementation and matmul
+    precision, one set per process: engines with equal ones share them, and so share every
+    compiled shape (the weights are an argument, not a constant). The graph definition is closed
+    over rather than passed as a static argument: jit would otherwise hash and compare it on
+    every call (about 0.2 ms each); here it is hashed once per engine."""
+    closed = (graphdef, attention, matmul_precision)
+    forward = jax.jit(functools.partial(_forward, *closed), static_argnames=("capture",))
+    return CompiledPasses(forward, jax.jit(functools.partial(_masked_log_probs, *closed)))
 
 
 class Engine:
@@ -134,12 +138,13 @@ class Engine:
         self.weights = dataclasses.replace(weights, params=None,
                                            checksum=weights.checksum or params_checksum(weights.params))
         # Attention, precision, token budget and packing for this machine (hardware.choose: the
-        # fused CPU kernel when built, with packing; dot_product_attention on a GPU; fp32 unless asked).
+        # fused CPU kernel when built, with packing; dot_product_attention on an accelerator, fp32
+        # products there, a budget from its memory; fp32 unless asked).
         self.backend = hardware.configure(model, attention, precision, token_budget, packing)
-        self.token_budget = self.backend.token_budget
+        self.token_budget = self.backend.token_budget  # halved on a device's out-of-memory (device_memory)
         self.graphdef, self.state = nnx.split(model)
         self.state = jax.device_put(self.state)
-        passes = compiled(self.graphdef, self.backend.implementation)
+        passes = compiled(self.graphdef, self.backend.implementation, self.backend.matmul_precision)
         self._forward, self._masked_log_probs, self.compiled_shapes = passes.forward, passes.masked_log_probs, passes.seen
 
     @functools.cached_property
@@ -176,6 +181,7 @@ class Engine:
         return tuple(dict.fromkeys(out))
 
     # --- plain forward passes ------------------------------------------------------------
+    @device_memory.retry_smaller_batches
     def run(
         self,
         sequences: Sequence[str],
@@ -206,7 +212,8 @@ class Engine:
         Returns:
           One ``SequenceOutput`` per input sequence, in input order.
         """
-        used, repr_layers, attention_layers = self._checked(sequences, repr_layers, attention_layers, long, contacts)
+        used, repr_layers, attention_layers = run_checks.checked_run(self, sequences, repr_layers, attention_layers,
+                                                                     long, contacts)
         windowed = long == "window"
         memory.check_outputs_fit(self.config, [len(s) for s in used], windowed=windowed, repr_layers=repr_layers,
                                  logits=logits, attention_layers=attention_layers, contacts=contacts)
@@ -246,36 +253,6 @@ class Engine:
         """The model's ``families.Family``: what the pages and scores read about it."""
         return family_of(self.config)
 
-    def _check_family(self, used: Sequence[str], contacts: bool, long: str) -> None:
-        """What this family cannot do, refused in one sentence: contacts without a contact head,
-        one pass beyond the positions a learned table holds."""
-        if contacts and not self.family.contact_head:
-            with_head = " and ".join(f.title for f in FAMILIES.values() if f.contact_head)
-            raise ValueError(f"{self.family.title} has no contact head (contacts come from {with_head}); "
-                             "its attention maps are available")
-        limit = self.family.position_limit
-        if long == "full" and limit is not None and any(len(s) > limit for s in used):
-            raise ValueError(f"{self.family.title} has learned positions for {limit:,} residues: a longer "
-                             "sequence runs in windows (long='window') or truncated, not in one pass")
-
-    def _checked(self, sequences, repr_layers, attention_layers, long, contacts=False):
-        """``run``'s arguments checked: (sequences as analysed, repr layers, attention layers)."""
-        if long not in LONG_POLICIES:
-            raise ValueError(f"long must be one of {LONG_POLICIES}, not {long!r}")
-        n = self.config.num_layers
-        repr_layers = tuple(sorted(set(self.normalize_layers(repr_layers)) | {n}))
-        if any(a == 0 or a < -n for a in attention_layers):
-            raise ValueError(f"attention layers are numbered 1..{n} (or -1 for the last); layer 0 is the embedding")
-        attention_layers = self.normalize_layers(attention_layers)
-        used = [s[:MAX_RESIDUES] if long == "truncate" else s for s in sequences]
-        self._check_family(used, contacts, long)
-        if long == "window" and attention_layers and any(len(s) > MAX_RESIDUES for s in used):
-            raise ValueError(
-                "attention maps of sequences longer than 1022 residues cannot be stitched from "
-                "windows; choose long='truncate' or long='full' for them"
-            )
-        return used, repr_layers, attention_layers
-
     def _output(self, sequence: str, merged: dict, attention_layers: tuple[int, ...]) -> SequenceOutput:
         return SequenceOutput(
             sequence=sequence,
@@ -311,6 +288,7 @@ class Engine:
         width = planner.masked_width(length)
         return planner.pow2_at_most(self.max_rows(width)), width
 
+    @device_memory.retry_smaller_batches
     def compute_masked(
         self, sequence: str, positions: Sequence[int] | None = None, progress: ProgressFn | None = None,
         structure: str | None = None,
@@ -363,6 +341,7 @@ class Engine:
                           attention=self.normalize_layers(attention_layers))
         return jax.device_get(self._forward(self.state, jnp.asarray(tokens, jnp.int32), capture=capture))
 
+    @device_memory.retry_smaller_batches
     def compute_joint_masked(
         self, sequence: str, position_sets: Sequence[Sequence[int]], progress: ProgressFn | None = None,
         structure: str | None = None,

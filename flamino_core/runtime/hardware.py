@@ -19,6 +19,7 @@ import platform
 import jax
 
 from flamino_core.model import fused_attention
+from flamino_core.runtime import device_memory
 from flamino_core.model.attention import PATHS as ATTENTION_PATHS
 from flamino_core.model.attention import AttentionImpl
 from flamino_core.options import DEFAULT_TOKEN_BUDGET
@@ -32,6 +33,14 @@ PRECISIONS = ("fp32", "bf16", "int8")
 PRECISION_WORDS = {"fp32": "fp32",
                    "bf16": "bf16 matmuls with fp32 accumulation (opt-in; not reference numbers)",
                    "int8": "int8 weights and activations in the dense layers (opt-in; not reference numbers)"}
+# The matrix products of fp32 mode on an accelerator. JAX's default there is one bf16 pass per
+# product (TPU) or TF32 (recent GPUs): 6.7e-2 off HF's logits on a TPU v5e, measured. "highest"
+# is true fp32 arithmetic (on a TPU, six bf16 passes); "high" (three passes, bf16_3x) is faster
+# and is the default only if it holds the 1e-4 parity (docs/accelerators.md has the measurement).
+# A CPU computes fp32 products in fp32 whatever this says, so nothing is set there.
+MATMUL_PRECISION_ENV = "FLAMINO_MATMUL_PRECISION"  # highest (default) | high
+EXACT_MATMUL_PRECISIONS = ("highest", "high")
+DEFAULT_EXACT_MATMUL_PRECISION = "highest"
 PACKING = ("auto", "on", "off")
 # Tokens per forward pass (rows x padded width). On a CPU larger batches stop paying off once
 # a batch's activations outgrow the caches; a GPU needs large batches to fill its cores.
@@ -102,6 +111,13 @@ class Backend:
     # fused kernel, which computes only each sequence's own keys; the other paths would compute
     # every key of a packed row and mask most of them away.
     packing: bool = False
+    # JAX's matmul precision the passes are traced under (``jax.default_matmul_precision``):
+    # None on a CPU and in the opt-in modes (JAX's default), "highest"/"high" for fp32 elsewhere.
+    matmul_precision: str | None = None
+    # How the token budget was set on an accelerator (from the device's memory), and why the
+    # precision is not the one asked (bf16 weights where fp32 cannot fit): said with the backend.
+    budget_why: str = ""
+    precision_why: str = ""
 
     @property
     def attention(self) -> str:
@@ -118,8 +134,14 @@ class Backend:
 
     @property
     def precision_words(self) -> str:
-        """The precision mode in words, saying when it is not the reference's fp32."""
-        return PRECISION_WORDS[self.precision]
+        """The precision mode in words, saying when it is not the reference's fp32 and, on an
+        accelerator, how its matrix products run."""
+        words = PRECISION_WORDS[self.precision]
+        if self.matmul_precision:
+            words += f" (matrix products at JAX precision '{self.matmul_precision}': float32 arithmetic)"
+        elif self.precision == "bf16" and self.hardware.platform != "cpu":
+            words = "bf16 weights and matmul inputs, fp32 accumulation and softmax (opt-in fast mode; not reference numbers)"
+        return f"{words}: {self.precision_why}" if self.precision_why else words
 
     def describe(self) -> str:
         """One line for logs, the CLI (--verbose), the app's model panel and the bench header."""
@@ -128,8 +150,9 @@ class Backend:
         if hw.platform == "cpu":
             where += f" ({' '.join(hw.cpu_features) or 'no AVX2'})"
         packed = "; sequences packed into shared rows" if self.packing else ""
+        budget = f" ({self.budget_why})" if self.budget_why else ""
         return (f"{where}; attention: {self.attention} ({self.attention_why}); {self.precision_words}; "
-                f"token budget {self.token_budget}{packed}")
+                f"token budget {self.token_budget}{budget}{packed}")
 
 
 def _attention_for(requested: str, hw: Hardware, head_dim: int, precision: str) -> tuple[AttentionImpl, str]:
@@ -177,18 +200,37 @@ def choose(head_dim: int, attention: str | None = None, precision: str | None = 
     """
     hw = detect()
     attention = attention or os.environ.get(ATTENTION_ENV) or "auto"
-    precision = precision or os.environ.get(PRECISION_ENV) or "fp32"
+    precision, _ = requested_precision(precision)
     if attention not in ("auto", *ATTENTION_PATHS):
         raise ValueError(f"attention path {attention!r}: choose auto or one of {', '.join(ATTENTION_PATHS)}")
-    if precision not in PRECISIONS:
-        raise ValueError(f"precision {precision!r}: choose one of {', '.join(PRECISIONS)}")
     packing = packing or os.environ.get(PACKING_ENV) or "auto"
     if packing not in PACKING:
         raise ValueError(f"packing {packing!r}: choose one of {', '.join(PACKING)}")
     implementation, reason = _attention_for(attention, hw, head_dim, precision)
     budget = token_budget or TOKEN_BUDGET.get(hw.platform, TOKEN_BUDGET["cpu"])
     packed = packing == "on" or (packing == "auto" and implementation.path == "fused")
-    return Backend(implementation, reason, precision, budget, hw, packed)
+    return Backend(implementation, reason, precision, budget, hw, packed, exact_matmul_precision(hw, precision))
+
+
+def requested_precision(precision: str | None = None) -> tuple[str, bool]:
+    """(the precision mode asked for, whether it was asked by name): the argument, else
+    $FLAMINO_PRECISION, else fp32. Raises ValueError for an unknown mode."""
+    chosen = precision or os.environ.get(PRECISION_ENV) or "fp32"
+    if chosen not in PRECISIONS:
+        raise ValueError(f"precision {chosen!r}: choose one of {', '.join(PRECISIONS)}")
+    return chosen, bool(precision or os.environ.get(PRECISION_ENV))
+
+
+def exact_matmul_precision(hw: Hardware, precision: str) -> str | None:
+    """The JAX matmul precision that makes fp32 mode fp32 on this machine (see
+    ``MATMUL_PRECISION_ENV``); None on a CPU and for the opt-in modes."""
+    if hw.platform == "cpu" or precision != "fp32":
+        return None
+    chosen = os.environ.get(MATMUL_PRECISION_ENV) or DEFAULT_EXACT_MATMUL_PRECISION
+    if chosen not in EXACT_MATMUL_PRECISIONS:
+        raise ValueError(f"{MATMUL_PRECISION_ENV}={chosen!r}: choose one of {', '.join(EXACT_MATMUL_PRECISIONS)} "
+                         "(anything less is not fp32; the bf16 mode is the fast one)")
+    return chosen
 
 
 def configure(model, attention: str | None = None, precision: str | None = None,
@@ -200,13 +242,51 @@ def configure(model, attention: str | None = None, precision: str | None = None,
     Args: as ``choose``. Returns: the ``Backend`` the model now runs with.
     """
     backend = choose(model.config.head_dim, attention, precision, token_budget, packing)
-    bf16 = backend.precision == "bf16"
-    if backend.hardware.platform == "gpu" and not bf16:
-        # JAX computes fp32 dots on recent GPUs in TF32 by default (10-bit mantissas): far
-        # outside the 1e-4 parity. fp32 means fp32 (process-wide; explicit bf16 dots unaffected).
-        jax.config.update("jax_default_matmul_precision", "float32")
-    if bf16:
-        use_bf16_matmuls(model)
+    if backend.hardware.platform != "cpu":
+        backend = _planned_for_device(backend, model.config, explicit=requested_precision(precision)[1],
+                                      token_budget=token_budget)
+    if backend.precision == "bf16":
+        # On an accelerator the kernels are stored as bf16 (half the memory; the same numbers as
+        # rounding them in every call, which stays the CPU's way: faster there, measured).
+        use_bf16_matmuls(model, store_bf16=backend.hardware.platform != "cpu")
     elif backend.precision == "int8":
         use_int8_matmuls(model)
     return backend
+
+
+def _planned_for_device(backend: Backend, config, explicit: bool, token_budget: int | None) -> Backend:
+    """An accelerator's backend with its precision and token budget planned from the device's
+    memory (``device_memory``): bf16 weights where fp32 cannot fit and fp32 was not asked by
+    name, a refusal where nothing fits, a budget that fits beside the weights."""
+    memory = device_memory.device_memory()
+    precision, why = device_memory.fitting_precision(config, backend.precision, explicit, memory)
+    if precision != backend.precision:
+        backend = dataclasses.replace(backend, precision=precision, precision_why=why,
+                                      matmul_precision=exact_matmul_precision(backend.hardware, precision))
+    if token_budget is None and memory is not None:
+        budget, budget_why = device_memory.planned_token_budget(config, precision, memory)
+        backend = dataclasses.replace(backend, token_budget=budget, budget_why=budget_why)
+    return backend
+
+
+def refuse_before_loading(config, precision: str | None = None) -> None:
+    """Refuse, before any weight is read or downloaded, a model that cannot fit on this
+    accelerator in any precision the user allows (nothing happens on a CPU)."""
+    chosen, explicit = requested_precision(precision)
+    device_memory.fitting_precision(config, chosen, explicit, device_memory.device_memory())
+
+
+def refuse_named_model(identifier: str) -> None:
+    """``refuse_before_loading`` for a published model named by its preset (``esm2_t48_15B_UR50D``,
+    ``random:esm2_t48_15B_UR50D``): called before the download or the random draw. Other sources
+    are checked when the engine is built from their config (``hardware.configure``)."""
+    from flamino_core.model.config import PRESETS, ModelConfig
+    from flamino_core.model.model_id import ModelId
+
+    try:
+        model_id = ModelId.parse(identifier)
+    except ValueError:
+        return  # load_weights says what is wrong with it
+    name = model_id.preset or (model_id.random_spec or "").partition(":")[0]
+    if name in PRESETS:
+        refuse_before_loading(ModelConfig.preset(name))
