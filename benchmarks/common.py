@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_FASTA = REPO.parent / "shared" / "fasta"
+SHARED_FASTA = Path(os.environ.get("FLAMINO_SHARED") or REPO.parent / "shared") / "fasta"  # an accelerator host: a copy
 RESULTS = REPO / "benchmarks" / "results"  # gitignored
 
 SHAPES = {
