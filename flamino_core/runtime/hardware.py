@@ -146,7 +146,7 @@ class Backend:
     def describe(self) -> str:
         """One line for logs, the CLI (--verbose), the app's model panel and the bench header."""
         hw = self.hardware
-        where = f"{hw.platform.upper()} {hw.device}"
+        where = hw.device if hw.device.upper().startswith(hw.platform.upper()) else f"{hw.platform.upper()} {hw.device}"
         if hw.platform == "cpu":
             where += f" ({' '.join(hw.cpu_features) or 'no AVX2'})"
         packed = "; sequences packed into shared rows" if self.packing else ""
