@@ -127,3 +127,35 @@ def test_fp32_on_an_accelerator_traces_every_product_at_float32_precision(monkey
     precisions = dot_precisions(exact, tokens)
     assert precisions and set(precisions) == {"HIGHEST"}
     assert "HIGHEST" not in dot_precisions(fast, tokens) and "opt-in fast mode" in fast.backend.describe()
+
+
+def long_row(tokens: int, heads: int, head_dim: int, abstract: bool = False):
+    """attend()'s arguments for one row of one sequence ``tokens`` long (real data, or shapes)."""
+    from flamino_core.model.attention import Positions, Spans
+
+    shape = (1, tokens, heads, head_dim)
+    if abstract:
+        q = k = v = jax.ShapeDtypeStruct(shape, np.float32)
+    else:
+        q, k, v = (np.random.default_rng(seed).normal(size=shape).astype(np.float32) for seed in (1, 2, 3))
+    positions = Positions(np.arange(tokens, dtype=np.int32)[None], np.arange(tokens, dtype=np.int32)[None])
+    spans = Spans(np.zeros((1, tokens), np.int32), np.full((1, tokens), tokens, np.int32), shared=True)
+    angles = np.arange(tokens)[:, None] / 10000 ** (np.arange(head_dim // 2) / (head_dim // 2))
+    return q, k, v, positions, spans, (np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32))
+
+
+def test_long_rows_on_an_accelerator_hold_a_few_heads_scores_not_all():
+    """--long full on a TPU/GPU (dot-product-attention): past LONG_ROW_TOKENS, attention runs a few
+    heads at a time (ESM-2 650M's 20 heads over 10,240 tokens: all at once is 8.4 GB a layer), and
+    gives jax.nn.dot_product_attention's numbers."""
+    from flamino_core.model import attention
+
+    impl = attention.AttentionImpl("dot-product-attention")
+    q, k, v, positions, spans, table = long_row(attention.LONG_ROW_TOKENS + 64, 2, 16)
+    ours = attention.attend(q, k, v, positions, spans, impl, table=table, scale=0.25)
+    theirs = attention._dot_product(q, k, v, positions, spans, table, 0.25, impl)
+    np.testing.assert_allclose(ours, theirs, atol=1e-5)  # fp32 softmax sums over 2,112 keys in another order
+    q, k, v, positions, spans, table = long_row(10240, 20, 64, abstract=True)
+    lowered = jax.jit(lambda q, k, v: attention.attend(q, k, v, positions, spans, impl, table=table, scale=0.125))
+    text = lowered.lower(q, k, v).as_text()
+    assert "20x10240x10240" not in text and "x10240x10240xf32" in text  # scores, but not every head's at once

@@ -7,9 +7,12 @@ packed row several). ``impl`` is a value, chosen once per engine by ``hardware.c
 
 - ``fused``: flamino's C++ kernel on XLA:CPU (``fused_attention``), the CPU default when built;
 - ``xla``: pure JAX, the fallback everywhere;
-- ``dot-product-attention``: ``jax.nn.dot_product_attention``, the GPU default; cuDNN's fused
-  attention when ``impl.cudnn`` (bf16 inputs on a GPU) for rows of one sequence, XLA's
-  implementation with a mask otherwise.
+- ``dot-product-attention``: ``jax.nn.dot_product_attention``, the TPU and GPU default; cuDNN's
+  fused attention when ``impl.cudnn`` (bf16 inputs on a GPU) for rows of one sequence, XLA's
+  implementation with a mask otherwise. Rows wider than ``LONG_ROW_TOKENS`` (``--long full``
+  beyond the training length) take the pure-JAX arithmetic a few heads at a time instead, so a
+  10,000-residue pass holds one head's scores, not all of them (same numbers: softmax over
+  every key of each query, no online rescaling).
 
 Capturing attention maps is the same call with ``probabilities=True``: it always runs the
 pure-JAX arithmetic, which keeps the (B, H, Tq, Tk) probabilities (for ``nnx.sow``).
@@ -33,6 +36,12 @@ PATHS = ("fused", "xla", "dot-product-attention")
 # ATTENTION_CHUNK_BYTES (see ``_pure_jax``).
 ATTENTION_CHUNK_BYTES = 2 << 20
 ALL_HEADS_AT_ONCE_UP_TO = 192  # tokens
+# dot_product_attention computes every head's (Tq, Tk) scores at once: for ESM-2 650M's 20 heads
+# and a 10,000-residue row, 8 GB per layer, half a 16 GiB chip. Beyond the widest training row
+# (1,024 tokens) and twice that, rows go a few heads at a time within LONG_ROW_CHUNK_BYTES (an
+# accelerator's memory, not a CPU cache, is the bound there).
+LONG_ROW_TOKENS = 2048
+LONG_ROW_CHUNK_BYTES = 1 << 30
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,6 +121,8 @@ def attend(q: jax.Array, k: jax.Array, v: jax.Array, positions: Positions, spans
     if impl.path == "fused":
         return _fused(q, k, v, positions, spans, table, scale)
     if impl.path == "dot-product-attention":
+        if k.shape[1] > LONG_ROW_TOKENS:
+            return _pure_jax(q, k, v, positions, spans, table, scale, chunk_bytes=LONG_ROW_CHUNK_BYTES)
         return _dot_product(q, k, v, positions, spans, table, scale, impl)
     return _pure_jax(q, k, v, positions, spans, table, scale)
 
@@ -155,7 +166,7 @@ def _heads_major(x: jax.Array) -> jax.Array:
     return x.transpose(0, 2, 1, 3)  # (B, T, H, hd) -> (B, H, T, hd)
 
 
-def _pure_jax(q, k, v, positions, spans, table, scale, probabilities=False):
+def _pure_jax(q, k, v, positions, spans, table, scale, probabilities=False, chunk_bytes=ATTENTION_CHUNK_BYTES):
     # q is scaled before rotary is applied, as in both references.
     q = _heads_major(rotate_at(q * scale, table, positions.queries))  # (B, H, Tq, hd)
     k = _heads_major(rotate_at(k, table, positions.keys))  # (B, H, Tk, hd)
@@ -171,8 +182,8 @@ def _pure_jax(q, k, v, positions, spans, table, scale, probabilities=False):
     # For long rows the (B, H, Tq, Tk) scores of a whole batch fall far out of cache, and
     # XLA:CPU slows down several-fold (measured: B=16, T=302, t6 heads: 204 ms all at once, 44 ms
     # a few heads at a time). Beyond ALL_HEADS_AT_ONCE_UP_TO keys, heads of all rows are
-    # flattened and mapped over in chunks whose scores fit in ATTENTION_CHUNK_BYTES.
-    chunk = max(1, ATTENTION_CHUNK_BYTES // (q_len * k_len * 4))
+    # flattened and mapped over in chunks whose scores fit in ``chunk_bytes``.
+    chunk = max(1, chunk_bytes // (q_len * k_len * 4))
     start, stop = (a[:, None] for a in spans.bounds())  # (B, 1, Tq or 1): heads broadcast
     if k_len <= ALL_HEADS_AT_ONCE_UP_TO or chunk >= batch * heads:
         return _weighted_values(q, k, v, start, stop).transpose(0, 2, 1, 3)
