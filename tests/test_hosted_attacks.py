@@ -551,8 +551,11 @@ def test_a_fits_cost_counts_what_it_runs_and_the_reviews_duplicates_are_over_eve
     table = parse_labelled_table(_small_assay(), "DMS_score")
     kinds = feature_sets(table, True)
     counted = []
-    fit_table(table, "onehot", engine=engine, each_fit=lambda: _counting(counted))
-    assert len(counted) == planned_fits(table, kinds, engine).fits == 63
+    result = fit_table(table, "onehot", engine=engine, each_fit=lambda: _counting(counted))
+    # Each fit takes a turn, and so does each comparison row's bootstrap (issue #53: 51 classes'
+    # took a minute a row): one-hot, embedding, augmented and the zero-shot score.
+    assert len(result.comparison) == 4
+    assert len(counted) == planned_fits(table, kinds, engine).fits + len(result.comparison) == 63 + 4
 
 
 def _counting(counted: list):
@@ -602,7 +605,8 @@ def test_a_fit_gives_way_to_another_visitor_between_two_of_its_fits():
     thread.start()
     fit_table(table, "onehot", compare=False, curves=False, each_fit=each_fit)
     thread.join(60)
-    assert order[:3] == ["fit", "other", "fit"] and order.count("fit") == 6  # 5 folds + the final model
+    # 5 folds + the final model, and the comparison row's bootstrap (a turn of its own, issue #53)
+    assert order[:3] == ["fit", "other", "fit"] and order.count("fit") == 7
 
 
 def test_the_reviews_duplicate_rows_are_refused_before_any_fit_on_the_page(hosted, tmp_path):
@@ -625,13 +629,14 @@ def test_a_running_fit_stops_past_twice_its_time_limit(hosted, monkeypatch):
     """An estimate can be wrong: a fit the server accepted stops once its scikit-learn fits have
     held the slot for twice FLAMINO_MAX_FIT_SECONDS, and says so. Here the machine's recorded fit
     rate is made 10,000 times faster than it is, so the shared assay's fit is accepted under a
-    1 s limit and then runs past 2 s (its 63 fits take tens of seconds here)."""
-    from flamino_core.jobs import background as jobs
-    from flamino_core.predict.cost import RATE_KIND, RATE_MODEL
+    1 s limit and then runs past 2 s (its 63 fits take tens of seconds here). The measured rate
+    cannot be made so fast (a robust median clamped near the default: issue #53), so the default
+    itself is."""
+    from flamino_core.predict import cost
     from test_app import open_page, settle, start, unescaped
 
     monkeypatch.setenv("FLAMINO_MAX_FIT_SECONDS", "1")
-    jobs.default_rates().record(RATE_MODEL, RATE_KIND, 10**13, 1.0)  # 1e-13 s per operation
+    monkeypatch.setattr(cost, "DEFAULT_SECONDS_PER_OP", 1e-13)
     at = open_page(start(), "predict")
     at.file_uploader(key="_predict_upload").set_value([("assay.csv", _small_assay(922), "text/csv")]).run()
     assert not at.exception and not at.error, [e.value for e in at.error]

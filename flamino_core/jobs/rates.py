@@ -1,12 +1,14 @@
 """How fast this machine runs a model, and how right the estimates were: seconds per token of
 masked and unmasked passes (and per operation of a fit, per compilation), measured per model as a
-running average (``Rates``; per MFLOP of a pass's matmul work, its plan's, ``jobs/pass_cost.py``),
+running average (``Rates``; per MFLOP of a pass's matmul work, its plan's, ``jobs/pass_cost.py``;
+a fit's as a median of recent jobs, one per visitor, that one job cannot poison: ``robust_seconds``),
 the shapes compiled into the persistent cache, and each job's predicted and actual times
 (``Rates.record_job``), all in ``FLAMINO_CACHE/pass_rates.json`` so a restarted server knows them. ``jobs/background.py`` re-exports these names.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -37,6 +39,7 @@ class Rates:
         self._rates: dict[str, float] | None = None  # "model kind" -> seconds per token
         self._history: list[dict] = []  # jobs' predicted and actual times (``record_job``)
         self._shapes: dict[str, list[str]] = {}  # architecture -> shapes compiled into the persistent cache
+        self._samples: dict[str, list[list]] = {}  # "model kind" -> [[seconds per unit, source tag]] (``record_sample``)
 
     def record(self, model: str, kind: str, amount: float, seconds: float) -> None:
         """``seconds`` measured for ``amount`` of ``kind``: MFLOP of passes, operations of a fit,
@@ -71,6 +74,33 @@ class Rates:
             found = sorted(v for k, v in self._load().items() if k.endswith(f" {kind}")
                            and not (kind == "compile" and k.endswith(" cached compile")))
         return found[len(found) // 2] if found else None
+
+    def record_sample(self, model: str, kind: str, amount: float, seconds: float, source: str = "") -> None:
+        """One whole job's measurement (a fit), kept among the newest ``RECENT`` of its key, for
+        ``robust_seconds``; ``source`` (the visitor) keeps one sample: its newer one replaces its
+        older, so one visitor's jobs count once however many it runs."""
+        if amount <= 0 or seconds <= 0 or kind not in self.KINDS:
+            return
+        tag = hashlib.sha256(source.encode()).hexdigest()[:12] if source else ""  # no address in the file
+        with self._lock:
+            self._load()
+            kept = [s for s in self._samples.get(f"{model} {kind}", []) if not (tag and s[1] == tag)]
+            self._samples[f"{model} {kind}"] = (kept + [[seconds / amount, tag]])[-RECENT:]
+            self._save(self._rates)
+
+    def robust_seconds(self, model: str, kind: str, amount: float, prior: float) -> float:
+        """Seconds for ``amount`` of ``kind`` at a rate no one job can poison: the lower median of
+        ``PRIOR_SAMPLES`` copies of ``prior`` (seconds per unit) and the key's recent samples
+        (``record_sample``), held within ``CLAMP`` times ``prior`` either way. One outlier moves it
+        not at all; three consistent samples move it (a machine slower than the prior), at most
+        ``CLAMP``-fold (issue #53: one 15-class fit measured 45x its estimate and the shared rate,
+        a running average, became 14.6x the default for every visitor, still after a restart)."""
+        with self._lock:
+            self._load()
+            recent = [s[0] for s in self._samples.get(f"{model} {kind}", [])]
+        values = sorted([prior] * PRIOR_SAMPLES + recent)
+        rate = min(max(values[(len(values) - 1) // 2], prior / CLAMP), prior * CLAMP)
+        return rate * amount
 
     def measured(self, model: str, kind: str) -> bool:
         """Whether ``kind`` passes of ``model`` were timed here (not borrowed from the other kind)."""
@@ -117,6 +147,9 @@ class Rates:
                     self._rates = {k: v for k, v in self._rates.items() if k.rsplit(" ", 1)[-1] not in PASS_KINDS}
                 jobs = found.get(HISTORY)
                 self._history = [e for e in jobs if isinstance(e, dict)] if isinstance(jobs, list) else []
+                samples = found.get(SAMPLES)
+                self._samples = {k: [[float(x[0]), str(x[1])] for x in v if _sample(x)][-RECENT:]
+                                 for k, v in samples.items() if isinstance(v, list)} if isinstance(samples, dict) else {}
                 shapes = found.get(SHAPES)
                 self._shapes = {k: [x for x in v if isinstance(x, str)] for k, v in shapes.items()
                                 if isinstance(v, list)} if isinstance(shapes, dict) else {}
@@ -131,13 +164,22 @@ class Rates:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with written_atomically(self.path) as tmp:
                 tmp.write_text(json.dumps({**rates, PASS_UNIT: PASS_UNIT_NOW, HISTORY: self._history,
-                                           SHAPES: self._shapes}, indent=0,
+                                           SHAPES: self._shapes, SAMPLES: self._samples}, indent=0,
                                           sort_keys=True))
         except OSError as err:  # a read-only cache: the rates live in memory only
             LOG.debug("pass rates not saved (%s)", err)
 
 
 PASS_KINDS = ("masked", "unmasked")
+SAMPLES = "samples"  # the pass-rate file's whole jobs' rates per key (``Rates.record_sample``)
+RECENT = 9  # samples a key keeps
+PRIOR_SAMPLES = 2  # copies of the prior among them: a median that one outlier cannot move
+CLAMP = 4.0  # a robust rate stays within this factor of its prior either way
+
+
+def _sample(x) -> bool:
+    return (isinstance(x, list) and len(x) == 2 and isinstance(x[0], (int, float)) and x[0] > 0
+            and isinstance(x[1], str))
 HISTORY = "jobs"  # the pass-rate file's list of jobs' predicted and actual times
 MAX_HISTORY = 500
 SHAPES = "shapes"  # the pass-rate file's shapes compiled into the persistent cache, per architecture

@@ -12,12 +12,26 @@ The operations of one fit, ``fit_work``, follow what the estimators do:
 * ridge (``RidgeCV``, efficient leave-one-out): one eigendecomposition of the Gram matrix
   (n x n) when there are fewer rows than features, else of the covariance (p x p): with
   m = min(n, p) and M = max(n, p), m²M to form it and m³ to decompose it;
-* logistic (``LogisticRegressionCV``): 5 inner folds x 9 strengths + the refit, lbfgs at up to
-  ``LOGISTIC_ITERATIONS`` passes over the non-zero entries;
+* logistic (``LogisticRegressionCV``, lbfgs): ``LOGISTIC_ITERATIONS`` iterations for the 5
+  inner folds x 9 strengths and the refit together, each costing ``ITERATION_OVERHEAD`` (scipy's
+  and scikit-learn's Python per iteration) + ``PER_COEFFICIENT`` per coefficient (L-BFGS-B's own
+  updates over classes x features coefficients) + ``PER_ENTRY`` per non-zero entry and class
+  (the gradient). Two classes fit one coefficient vector; more fit one per class (multinomial),
+  so the classes multiply the coefficients and the gradient: 51 classes of 300 one-hot rows cost
+  51 times 2 classes' coefficients (issue #53: estimated at 20 s with the classes left out, each
+  of 42 fits took about 4 min);
 * each fit also pays ``FIT_OVERHEAD`` operations of Python and copies.
 
+The per-iteration costs were measured single-threaded (``worker.FitWorker`` runs a server's fits
+on one BLAS/OpenMP thread) on the 2-core AMD EPYC, over one-hot fits of 100-900 rows x 400-3,000
+features x 2-51 classes (benchmarks/fit_estimate.py; docs/reliability.md): 0.9 ms + 47 ns per
+coefficient + 1.9 ns per entry and class, within 15% of each measured per-iteration time. The
+iterations themselves depend on the data (210-690 over the synthetic tables, ~2,000 on the shared
+assay's bins): ``LOGISTIC_ITERATIONS`` is their measured typical value, and a running fit is held
+to its budget by the worker, not by the estimate.
+
 ``DEFAULT_SECONDS_PER_OP`` turns operations into seconds until this machine has measured its own
-rate (``jobs.Rates``, kind ``fit``): 1e-9 s, the slow end of what this 2-core machine measured
+rate (``jobs.Rates.robust_seconds``, kind ``fit``, per task and size class: ``rate_key``): 1e-9 s, the slow end of what this 2-core machine measured
 under load (1.4e-10 to 1.2e-9 s per operation over ridge fits of 700-3,000 rows, sparse and
 dense; see docs/reliability.md), so an estimate errs long.
 """
@@ -34,9 +48,13 @@ from flamino_core.predict.features import COMPOSITION
 
 DEFAULT_SECONDS_PER_OP = 1e-9
 FIT_OVERHEAD = 2e7  # ~20 ms of a fit's fixed cost, in operations
-# lbfgs passes per inner fit, fitted to this machine: the shared assay's 922 one-hot rows (sparse,
-# 161 non-zero of 3,220) took 2.8 s for one LogisticRegressionCV, i.e. ~400 at the default rate.
-LOGISTIC_ITERATIONS = 400
+# One lbfgs iteration, in operations (~ns at the default rate), measured single-threaded (see above).
+ITERATION_OVERHEAD = 9e5
+PER_COEFFICIENT = 47.0
+PER_ENTRY = 1.9
+LOGISTIC_ITERATIONS = 1000  # of one LogisticRegressionCV, every inner fit and the refit together
+BOOTSTRAP_FIXED = 2e6  # one resample's AUC and MCC, in operations (see ``bootstrap_work``), measured
+BOOTSTRAP_PER_CLASS = 1.15e6
 RATE_MODEL = "scikit-learn"  # the rate's key in ``jobs.Rates`` (the same for every model)
 RATE_KIND = "fit"
 
@@ -68,6 +86,7 @@ class FitCost:
 
     sets: tuple[SetCost, ...]
     folds: int
+    task: str = "regression"
 
     @property
     def fits(self) -> int:
@@ -93,8 +112,9 @@ class FitCost:
         """``63 scikit-learn fits (5 folds + the final model + the learning curve, 3 feature sets) of up
         to 922 rows x 3,221 features``."""
         widest = max(self.sets, key=lambda s: s.rows * s.features)
+        fitted = sum(1 for s in self.sets if s.fits)  # the majority class's row fits nothing
         return (f"{self.fits:,} scikit-learn fits ({self.folds} folds, the final model and the learning curve, for "
-                f"{len(self.sets)} feature set{'s' if len(self.sets) != 1 else ''}) of up to {widest.rows:,} rows x "
+                f"{fitted} feature set{'s' if fitted != 1 else ''}) of up to {widest.rows:,} rows x "
                 f"{widest.features:,} features")
 
 
@@ -111,16 +131,19 @@ def shape(kind: str, length: int | None, embedding_width: int | None) -> tuple[i
     raise ValueError(f"unknown feature set {kind!r}")
 
 
-def fit_work(task: str, rows: int, features: int, nonzero: int) -> float:
-    """Operations of one fit of ``rows`` x ``features`` (see the module's docstring)."""
+def fit_work(task: str, rows: int, features: int, nonzero: int, classes: int = 2) -> float:
+    """Operations of one fit of ``rows`` x ``features`` (``classes``: of a classification; see the
+    module's docstring)."""
     if rows <= 0:
         return 0.0
     if task == "regression":
         m, big = min(rows, features), max(rows, features)
         work = float(m) ** 2 * big + float(m) ** 3 + len(fitting.ALPHAS) * rows * m
     else:
-        inner = fitting.INNER_FOLDS * len(fitting.CS) + 1
-        work = float(inner) * LOGISTIC_ITERATIONS * rows * max(nonzero, 1)
+        vectors = 1 if classes <= 2 else classes  # binary: one coefficient vector; else one per class
+        iteration = (ITERATION_OVERHEAD + PER_COEFFICIENT * vectors * (features + 1)
+                     + PER_ENTRY * vectors * rows * max(nonzero, 1))
+        work = LOGISTIC_ITERATIONS * iteration
     return work + FIT_OVERHEAD
 
 
@@ -130,27 +153,53 @@ def fits_per_set(folds: int, curves: bool) -> int:
 
 
 def set_cost(label: str, task: str, labelled: int, folds: int, features: int, nonzero: int,
-             curves: bool) -> SetCost:
+             curves: bool, classes: int = 2) -> SetCost:
     """A feature set's fits: one per fold on the other folds, the final one on every labelled row,
     and with ``curves`` one per fold at each learning-curve fraction; its bootstrap intervals."""
     train = labelled * (folds - 1) // max(folds, 1)
     sizes = [train] * folds + [labelled]
     if curves:
         sizes += [max(int(f * train), 1) for f in fitting.TRAIN_FRACTIONS for _ in range(folds)]
-    work = sum(fit_work(task, n, features, nonzero) for n in sizes)
-    work += BOOTSTRAP * labelled * 1e3 * (1 if task == "regression" else 2)  # resampled statistics
-    return SetCost(label, labelled, features, nonzero, len(sizes), work)
+    work = sum(fit_work(task, n, features, nonzero, classes) for n in sizes)
+    return SetCost(label, labelled, features, nonzero, len(sizes), work + bootstrap_work(task, labelled, classes))
+
+
+def bootstrap_work(task: str, labelled: int, classes: int = 2) -> float:
+    """Operations of one comparison row's bootstrap intervals (``BOOTSTRAP`` resamples): a
+    Spearman per resample, or an AUC (one-vs-rest: one per class) and an MCC, whose cost is
+    mostly scikit-learn's checks per call: ``BOOTSTRAP_PER_CLASS`` a class (51 classes of 300
+    rows: ~60 ms a resample, a minute a row: the worker's CPU time on the AMD EPYC, less its fits)."""
+    if task == "regression":
+        return BOOTSTRAP * labelled * 1e3
+    return BOOTSTRAP * (BOOTSTRAP_FIXED + BOOTSTRAP_PER_CLASS * (1 if classes <= 2 else classes))
 
 
 def fit_cost(task: str, labelled: int, folds: int, kinds: list[tuple[str, str]], length: int | None,
-             embedding_width: int | None, curves: bool = True) -> FitCost:
+             embedding_width: int | None, curves: bool = True, classes: int = 2) -> FitCost:
     """The scikit-learn work of a fit of ``labelled`` rows under ``folds`` folds, for each
-    ``(kind, label)`` in ``kinds`` (``length``: the sequences' one length, for one-hot features)."""
+    ``(kind, label)`` in ``kinds`` (``length``: the sequences' one length, for one-hot features;
+    ``classes``: of a classification)."""
     sets = []
     for kind, label in kinds:
         features, nonzero = shape(kind, length, embedding_width)
-        sets.append(set_cost(label, task, labelled, folds, features, nonzero, curves))
-    return FitCost(tuple(sets), folds)
+        sets.append(set_cost(label, task, labelled, folds, features, nonzero, curves, classes))
+    if task == "classification":  # the majority class's row: no fit, its bootstrap intervals
+        sets.append(SetCost("majority class", labelled, 0, 0, 0, bootstrap_work(task, labelled, classes)))
+    return FitCost(tuple(sets), folds, task)
+
+
+def rate_key(cost: FitCost) -> tuple[str, str]:
+    """(model, kind) of ``cost``'s measured rate in ``jobs.Rates``: per task (ridge and logistic
+    have different cost models) and size class (the decade of its operations), so a fit of one
+    size and kind measures the rate of its own kind of fit only (``Rates.robust_seconds``)."""
+    decade = int(np.floor(np.log10(max(cost.work, 1.0))))
+    return f"{RATE_MODEL} {cost.task} 1e{decade}", RATE_KIND
+
+
+def seconds_here(cost: FitCost, rates) -> float:
+    """``cost``'s seconds at this machine's robust measured rate (``DEFAULT_SECONDS_PER_OP`` until
+    three fits of its key were measured; never more than ``Rates``' clamp from it)."""
+    return rates.robust_seconds(*rate_key(cost), cost.work, DEFAULT_SECONDS_PER_OP)
 
 
 def problem(cost: FitCost, limits: FitLimits, seconds: float) -> str | None:

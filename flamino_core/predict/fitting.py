@@ -14,6 +14,7 @@ fitted on every labelled row, which is the one saved (``saved.Predictor``).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import warnings
 from typing import Callable, TypeVar
 
@@ -29,7 +30,9 @@ INNER_FOLDS = 5
 # leave-one-out solves on the n x n Gram matrix), so these three cost a seventh of one more fit.
 TRAIN_FRACTIONS = (0.1, 0.25, 0.5)
 T = TypeVar("T")
-Step = Callable[[Callable[[], T]], T]  # runs one scikit-learn fit (a caller counts it, queues it, may stop there)
+# Runs one scikit-learn fit, a picklable callable of no argument (a caller counts it, queues it, may
+# stop there, may run it in another process: ``worker.FitWorker``).
+Step = Callable[[Callable[[], T]], T]
 
 
 def _now(fit: Callable[[], T]) -> T:
@@ -92,6 +95,13 @@ def estimator(task: str, standardise: bool):
     return make_pipeline(StandardScaler(), model) if standardise else model
 
 
+def fit_estimator(task: str, standardise: bool, X, y):
+    """A fresh ``estimator`` fitted on ``X``, ``y`` (module-level: a step can run it in another process)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # convergence chatter of the inner search; results are checked
+        return estimator(task, standardise).fit(X, y)
+
+
 def to_linear(fitted, task: str, classes: tuple[str, ...], p: int) -> LinearModel:
     """The arrays of a fitted ``estimator``."""
     steps = getattr(fitted, "steps", None)
@@ -145,11 +155,11 @@ def cross_validate(X: np.ndarray, table: LabelledTable, folds: np.ndarray, stand
         for fold in sorted(set(folds[labelled & (folds >= 0)])):
             test = labelled & (folds == fold)
             train = labelled & ~test
-            fitted = step(lambda: estimator(table.task, standardise).fit(X[train], y[train]))
+            fitted = step(functools.partial(fit_estimator, table.task, standardise, X[train], y[train]))
             model = to_linear(fitted, table.task, table.classes, X.shape[1])
             _fill(model, X, test, predictions, probabilities)
             evaluated |= test
-        fitted = step(lambda: estimator(table.task, standardise).fit(X[labelled], y[labelled]))
+        fitted = step(functools.partial(fit_estimator, table.task, standardise, X[labelled], y[labelled]))
         final = to_linear(fitted, table.task, table.classes, X.shape[1])
     _fill(final, X, usable & ~evaluated, predictions, probabilities)
     return CrossValidated(predictions, probabilities, evaluated, final)
@@ -214,7 +224,7 @@ def learning_curve(X: np.ndarray, table: LabelledTable, folds: np.ndarray, stand
     fold_of = folds[rows]
     splits = [(np.flatnonzero(fold_of != f), np.flatnonzero(fold_of == f)) for f in sorted(set(fold_of))]
     sizes = _train_sizes(fractions, len(splits[0][0]))
-    scorer, data = _scorer(table), X[rows]
+    data = X[rows]
     rng = np.random.RandomState(seed)  # scikit-learn's shuffle: one permutation per split, in split order
     test_scores = np.full((len(sizes), len(splits)), np.nan)
     with warnings.catch_warnings():
@@ -222,8 +232,9 @@ def learning_curve(X: np.ndarray, table: LabelledTable, folds: np.ndarray, stand
         for j, (train, test) in enumerate(splits):
             train = rng.permutation(train)
             for i, size in enumerate(sizes):
-                test_scores[i, j] = step(lambda: _fit_and_score(table, standardise, scorer, data, y,
-                                                                train[:size], test))
+                test_scores[i, j] = step(functools.partial(
+                    _fit_and_score, table.task, len(table.classes), standardise, data[train[:size]],
+                    y[train[:size]], data[test], y[test]))
     whole = [float(_score(table, y[test], result.predictions[rows[test]], None if result.probabilities is None
                           else result.probabilities[rows[test]])) for _, test in splits]
     sizes = [*sizes, int(np.mean([len(train) for train, _ in splits]))]
@@ -240,12 +251,12 @@ def _train_sizes(fractions, most: int) -> np.ndarray:
     return np.unique(np.clip((np.asarray(fractions, dtype=float) * most).astype(int), 1, most))
 
 
-def _fit_and_score(table: LabelledTable, standardise: bool, scorer, X, y, train, test) -> float:
+def _fit_and_score(task: str, n_classes: int, standardise: bool, X_train, y_train, X_test, y_test) -> float:
     """One learning-curve point's held-out score; NaN when the fit or the score is undefined (as
     scikit-learn's ``error_score=np.nan``)."""
     try:
-        fitted = estimator(table.task, standardise).fit(X[train], y[train])
-        return float(scorer(fitted, X[test], y[test]))
+        fitted = fit_estimator(task, standardise, X_train, y_train)
+        return float(_scorer(task, n_classes)(fitted, X_test, y_test))
     except Exception:  # noqa: BLE001 - one class in a subset, a constant prediction: no score, said as None
         return float("nan")
 
@@ -259,11 +270,11 @@ def _score(table: LabelledTable, truth, predicted, probabilities) -> float:
     return auc(truth.astype(str), probabilities, table.classes)
 
 
-def _scorer(table: LabelledTable):
+def _scorer(task: str, n_classes: int):
     from sklearn.metrics import get_scorer, make_scorer
 
-    if table.task == "regression":
+    if task == "regression":
         from scipy.stats import spearmanr
 
         return make_scorer(lambda truth, predicted: spearmanr(truth, predicted).statistic)
-    return get_scorer("roc_auc" if len(table.classes) == 2 else "roc_auc_ovr")
+    return get_scorer("roc_auc" if n_classes == 2 else "roc_auc_ovr")

@@ -23,10 +23,11 @@ from flamino_core.jobs import pass_cost
 from flamino_core.store import passes
 from flamino_core.inputs.tables import TableLimits
 from flamino_core.predict import apply
-from flamino_core.predict.cost import RATE_KIND, RATE_MODEL, FitCost
+from flamino_core.predict.cost import FitCost, rate_key, seconds_here
 from flamino_core.predict.fit import FITS, FitResult, fit_table
 from flamino_core.predict.features import FeatureError
 from flamino_core.predict.saved import PredictorError
+from flamino_core.predict.worker import FitWorker
 from flamino_core.predict.table import LabelError, LabelledTable, parse_labelled_table, read_table_text
 
 from app_pages._ui.server import background, jobs_panel
@@ -119,8 +120,7 @@ def fit_seconds(engine, table: LabelledTable, planned: FitCost, plan: list) -> t
     seconds of the model passes still to run (``fit.planned_work``'s ``plan``), None when this
     machine has not measured the model yet)."""
     rates = jobs.default_rates()
-    per_op = rates.seconds(RATE_MODEL, RATE_KIND, 1_000_000)
-    fits = planned.seconds(per_op / 1e6 if per_op else None)
+    fits = seconds_here(planned, rates)
     length = max(len(s) for s in table.sequences if s is not None)
     passes = 0.0
     for _, missing, _, unit in plan:
@@ -152,21 +152,36 @@ def fit_job(engine, choice: FitChoice, table: LabelledTable, planned: FitCost, s
 def _fit_work(engine, choice: FitChoice, table: LabelledTable, planned: FitCost, budget: float | None, job,
               first_only: bool = False) -> FitResult | str:
     """The job's body: model passes through the store (a heavy-job slot per engine call), then each
-    scikit-learn fit in a slot of its own, so other visitors' jobs run between two fits; it stops
-    when cancelled, when its tab closes, or past ``budget`` seconds of fitting."""
-    spent = [0.0]
+    scikit-learn fit in a slot of its own, so other visitors' jobs run between two fits, and in a
+    process of its own (``FitWorker``): it stops within a fraction of a second, mid-fit, when
+    cancelled, when its tab closes, or past ``budget`` seconds of fitting."""
+    spent, started = [0.0], [None]
+
+    def over_budget() -> str | None:
+        running = time.monotonic() - started[0] if started[0] is not None else 0.0
+        if budget is not None and spent[0] + running > budget:
+            return (f"the fit stopped after {spent[0] + running:,.0f} s of fitting, past the {budget:,.0f} s this "
+                    "server gives one: use fewer rows, or run flamino fit locally")
+        return None
+
+    def check() -> None:  # while a fit runs in the worker
+        background.stop_if_asked(job)
+        reason = over_budget()
+        if reason:
+            raise OverBudget(reason)
 
     @contextlib.contextmanager
     def each_fit():
-        if budget is not None and spent[0] > budget:
-            raise OverBudget(f"the fit stopped after {spent[0]:,.0f} s of fitting, past the {budget:,.0f} s this "
-                             "server gives one: use fewer rows, or run flamino fit locally")
+        reason = over_budget()
+        if reason:
+            raise OverBudget(reason)
         with background.slot(job):
-            started = time.monotonic()
+            started[0] = time.monotonic()
             try:
                 yield
             finally:
-                spent[0] += time.monotonic() - started
+                spent[0] += time.monotonic() - started[0]
+                started[0] = None
 
     def stage(name: str):
         unit = "scikit-learn fits" if name == FITS else f"model passes ({name})"
@@ -178,13 +193,15 @@ def _fit_work(engine, choice: FitChoice, table: LabelledTable, planned: FitCost,
 
         return report
 
-    try:
-        result = fit_table(table, choice.kind, engine=background.metered(engine, job),
-                           model=visitor_model_name(choice.model), folds=choice.folds, layer=choice.layer,
-                           progress=stage, cancelled=lambda: background.should_stop(job), each_fit=each_fit)
-    except (FeatureError, LabelError, OverBudget) as err:
-        return str(err)
-    jobs.default_rates().record(RATE_MODEL, RATE_KIND, round(planned.work), spent[0])
+    with FitWorker() as worker:
+        try:
+            result = fit_table(table, choice.kind, engine=background.metered(engine, job),
+                               model=visitor_model_name(choice.model), folds=choice.folds, layer=choice.layer,
+                               progress=stage, cancelled=lambda: background.should_stop(job), each_fit=each_fit,
+                               run_fit=lambda fit: worker.run(fit, check))
+        except (FeatureError, LabelError, OverBudget) as err:
+            return str(err)
+    jobs.default_rates().record_sample(*rate_key(planned), planned.work, spent[0], source=job.visitor or "")
     return result
 
 

@@ -145,6 +145,16 @@ def should_stop(job: Job) -> bool:
     return job.cancelled() or not _session_open(job)
 
 
+def stop_if_asked(job: Job) -> None:
+    """Stop ``job`` (``Cancelled``) if it was cancelled or its tab closed, logging a closed tab as
+    ``slot`` does: for work that polls between steps of its own (a fit running in its worker)."""
+    from flamino_core.store.passes import Cancelled
+
+    if should_stop(job):
+        _give_up(job)
+        raise Cancelled(f"{job.title}: cancelled")
+
+
 def _give_up(job: Job) -> None:
     """Cancel ``job``; the log says so when its visitor closed the tab (not a Cancel click), as
     the in-page heavy jobs do (``results.py``): ``make loadtest`` counts these lines."""
