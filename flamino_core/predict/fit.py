@@ -211,8 +211,7 @@ def fit_table(
       progress: gives a (done, total) callback for a named stage (a feature set's label, then
         ``FITS``: the scikit-learn fits).
       cancelled: polled between groups of model passes.
-      each_fit: a context held around each scikit-learn fit and each comparison row's bootstrap
-        intervals (``FitSteps``).
+      each_fit: a context held around each fit and each row's bootstrap (``FitSteps``).
       run_fit: runs each scikit-learn fit, a picklable callable (``FitSteps``; None: here).
 
     Raises:
@@ -225,11 +224,9 @@ def fit_table(
     if kind not in kinds:
         kinds.append(kind)
     stage = progress or (lambda name: None)
-    specs, matrices = {}, {}
-    for name in kinds:
-        specs[name], matrices[name] = _feature_matrix(name, table, inputs, rows, engine, layer=layer,
-                                                      zero_shot=zero_shot, store=store, progress=stage,
-                                                      cancelled=cancelled)
+    built = {name: _feature_matrix(name, table, inputs, rows, engine, layer=layer, zero_shot=zero_shot, store=store,
+                                   progress=stage, cancelled=cancelled) for name in kinds}
+    specs, matrices = {n: b[0] for n, b in built.items()}, {n: b[1] for n, b in built.items()}
     zero = None
     if table.is_variant_table and engine is not None and compare:
         zero = _zero_shot_column(table, inputs, rows, engine, matrices, zero_shot)
