@@ -12,7 +12,7 @@ from app_pages._ui.variants import compare, suggestions, scoring as variant_resu
 from app_pages._ui.structure import structure_aware
 from app_pages._ui.rerun.context import PageContext, current, ready
 from app_pages._ui.frame.downloads import csv_button, json_button, safe_name, show_figure
-from app_pages._ui.server.policy import current_limits, visitor_model_name
+from app_pages._ui.server.policy import visitor_model_name
 from app_pages._ui.variants.views import (
     download_frame,
     dms_upload,
@@ -30,7 +30,8 @@ from flamino_core.variants.dms import numbering_problem, output_frame
 from flamino_core.variants.figures import dms_heatmaps, dms_scatter, variant_map
 from flamino_core.variants.metrics import dms_metrics
 from flamino_core.options import SEQUENCE_STRATEGIES
-from flamino_core.variants.indels import parse_mutations
+from flamino_core.inputs.author_numbering import from_record
+from flamino_core.variants.structure_numbering import COLUMN as STRUCTURE_COLUMN, with_structure_column
 from flamino_core.variants.scoring import RANDOM_WEIGHTS_NOTE
 
 STATISTICS = [("spearman", "Spearman ρ"), ("auc", "AUC"), ("mcc", "MCC"), ("ndcg", "NDCG"),
@@ -71,6 +72,14 @@ def partial_rows(partial, columns: list[str]) -> None:
     st.dataframe(partial[shown], hide_index=True, width="stretch", height=min(420, 38 + 35 * max(len(partial), 1)))
 
 
+def structure_numbering_of(record, first: int):
+    """The structure's own numbering of a record made of a structure's chain, when it is not the
+    sequence's (gaps, insertion codes, another start); else None."""
+    author = from_record(record)
+    plain_numbers = tuple(str(n) for n in Numbering(first).numbers(len(record.sequence)))
+    return None if author is None or author.labels == plain_numbers else author
+
+
 def list_section(ctx: PageContext) -> None:
     if not ready(ctx):
         return
@@ -79,13 +88,20 @@ def list_section(ctx: PageContext) -> None:
     offset = ctx.first
     if offset != 1:
         st.caption(f"Positions are numbered from {offset} (from the record id).")
+    author = structure_numbering_of(record, offset)
+    in_structure = author is not None and kept_radio(
+        "Positions are numbered", "vnumbering", ["structure", "sequence"], default="structure", horizontal=True,
+        format_func={"structure": f"as the structure numbers them ({author.span()}, with its gaps and insertion "
+                                  "codes: S195A, Y184AF)",
+                     "sequence": f"along the sequence ({Numbering(offset).span(len(seq))})"}.get,
+        help="The record was made of a structure's chain whose file numbers residues its own way (chymotrypsin "
+             "numbering skips numbers and inserts 184A). Either way the table shows both numberings.") == "structure"
+    numbering = author if in_structure else None
     text = mutation_list()
     if not text.strip():
         list_missing()
         return
-    variants, issues = parse_mutations(text, seq, offset, max_chars=current_limits().max_upload_bytes,
-                                       max_entries=current_limits().max_mutations,
-                                       reference=record.id)
+    variants, issues = variant_results.parse_list(text, seq, offset, record.id, numbering)
     for issue in issues:
         if issue.order < 0:  # about the whole list: unreadable, nothing found, a shifted numbering
             st.warning(plain(issue.message))
@@ -101,7 +117,7 @@ def list_section(ctx: PageContext) -> None:
         return
     tokens = structure_aware.for_strategy(structure_aware.structure_choice(engine, seq, record.id), strategy)
     scoring = variant_results.list_scores(engine, seq, text, offset, strategy, record.id,
-                                          tokens.letters if tokens is not None else None)
+                                          tokens.letters if tokens is not None else None, numbering)
     scored = scoring.done
     if scored is None:
         partial_rows(scoring.partial, ["mutant", "variant", "score", "status"])
@@ -114,6 +130,9 @@ def list_section(ctx: PageContext) -> None:
     counts[2].metric("Model passes", f"{scored.passes:,}", help="masked or unmasked forward passes run")
     table = scored.table
     columns = ["mutant", "variant", "positions", "score"]
+    if author is not None:  # both numberings, on the page and in the CSV
+        table = with_structure_column(table, author, offset)
+        columns.insert(2, STRUCTURE_COLUMN)
     columns += ["non_additivity"] if strategy == "joint-masked" else []
     columns += ["kind", "normalisation"] if strategy in SEQUENCE_STRATEGIES else []
     columns += ["label"] if (table["label"] != "").any() else []

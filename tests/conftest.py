@@ -56,7 +56,7 @@ FILE_KINDS = {
                      "test_dms_proteingym.py", "test_code_shape.py", "test_table_encodings.py", "test_design_rounds.py", "test_indels.py", "test_layers.py",
                      "test_hosted_attacks_indels.py",
                      "test_families.py", "test_three_di.py", "test_time_left.py", "test_ray_rows.py",
-                     "test_hosted_attacks_tables.py"], "unit"),
+                     "test_hosted_attacks_tables.py", "test_structure_numbering.py"], "unit"),
     **dict.fromkeys(["test_batch.py", "test_cli_contacts.py", "test_cli_inputs.py", "test_cli_variants.py",
                      "test_dms.py", "test_dms_numbering.py", "test_engine.py", "test_hosted_attacks.py",
                      "test_imports.py", "test_passes.py", "test_peer_corpus.py", "test_peer_inputs.py",
@@ -76,6 +76,8 @@ FILE_KINDS = {
     **dict.fromkeys(["test_batch_cluster.py", "test_jobs_ray.py", "test_ray_twice.py"], "ray"),
 }
 TEST_KINDS = {  # "file::test name prefix" -> kind, where a test is not its file's kind
+    "test_structure_numbering.py::test_the_command_line_": "integration",
+    "test_structure_numbering.py::test_the_variants_page_": "app",
     "test_alphabet.py::test_matches_": "parity",  # against the installed fair-esm
     "test_analysis.py::test_apc_runs_traced_by_jax": "integration",
     "test_record_sets.py::test_umap_is_deterministic": "integration",  # minutes of UMAP on 2 cores

@@ -78,6 +78,24 @@ def structure_letters(args, sequence: str, engine) -> str | None:
     return tokens.letters
 
 
+NUMBERING_HELP = ("read --mutations' positions as the structure file numbers its residues (author numbers with "
+                  "insertion codes: S195A, Y184AF on chymotrypsin-numbered 1GBT), when FASTA is a PDB or mmCIF "
+                  "file or a FASTA saved from one (its numbering= header field); the output then has the variant "
+                  "in both numberings")
+
+
+def structure_numbering_of(args, record):
+    """The structure's numbering the record carries (``author_numbering.from_record``), or None;
+    ``--structure-numbering`` without one is refused, naming the record."""
+    from flamino_core.inputs.author_numbering import from_record
+
+    author = from_record(record)
+    if author is None and args.structure_numbering:
+        raise UserError(f"--structure-numbering: {record.id} carries no structure's numbering (give the PDB or "
+                        "mmCIF file as FASTA, or a FASTA whose header has the numbering= flamino wrote)")
+    return author
+
+
 def cmd_variants(args) -> int:
     out_path = check_output(args.output, ".csv")
     mutations = read_mutations(args.mutations)
@@ -111,7 +129,7 @@ def _variants_of_every_model(args, records, mutations):
 def _variants(args, records, mutations, engine):
     import pandas as pd
 
-    from flamino_core.variants import indels, notation
+    from flamino_core.variants import indels, notation, structure_numbering as in_structure
     from flamino_core.variants.scoring import OK, output_columns, score_variants
     from flamino_core.variants.sequence_scores import pass_plan
 
@@ -119,8 +137,14 @@ def _variants(args, records, mutations, engine):
     for n, record in enumerate(records):
         first = first_residue_number(record, args.offset)
         whole = args.strategy in SEQUENCE_STRATEGIES  # the strategies that score indels and stops
-        parse = indels.parse_mutations if whole else notation.parse_mutations
-        variants, issues = parse(mutations, record.sequence, first, reference=record.id)
+        author = structure_numbering_of(args, record)
+        if args.structure_numbering:  # positions as the structure file numbers them (S195A on 1GBT)
+            read = indels.parse_variant if whole else notation.parse_variant
+            variants, issues = in_structure.parse_mutations(mutations, record.sequence, first, author, read=read,
+                                                            reference=record.id)
+        else:
+            parse = indels.parse_mutations if whole else notation.parse_mutations
+            variants, issues = parse(mutations, record.sequence, first, reference=record.id)
         for issue in issues:
             if issue.order < 0:  # about the whole list: unreadable, empty, a shifted numbering
                 say(f"{record.id}: {issue.message}")
@@ -134,7 +158,12 @@ def _variants(args, records, mutations, engine):
         for status in result.table["status"]:
             if status != OK:
                 say(f"{record.id}: skipped: {status}")
-        tables.append(result.table[output_columns(args.strategy)])
+        columns = output_columns(args.strategy)
+        table = result.table
+        if author is not None:  # both numberings: the record's (variant) and the structure's
+            table = in_structure.with_structure_column(table, author, first)
+            columns = columns[:2] + ["variant", in_structure.COLUMN] + columns[2:]
+        tables.append(table[columns])
         scored += result.n_scored
     return pd.concat(tables, ignore_index=True), scored
 
@@ -256,6 +285,7 @@ def add_parsers(sub) -> None:
                           help="a file (one variant per line, or a CSV with a mutant column), '-' for standard "
                                "input, or the list itself: \"A23V, A23V:G45D, p.(Gly45Asp)\"")
     variants.add_argument("--offset", type=int, help=OFFSET_HELP)
+    variants.add_argument("--structure-numbering", action="store_true", help=NUMBERING_HELP)
     variants.add_argument("--strategy", choices=SCORING_STRATEGIES, default=DEFAULT_VARIANT_STRATEGY,
                           help=STRATEGY_HELP)
     variants.add_argument("-m", "--model", help=MODEL_HELP)

@@ -7,12 +7,15 @@ residues ``reading.chain_residues`` reads, so the Structure page aligns the reco
 at 100% identity), with an id that carries the file's numbering of the first and last residue
 (``1GBT_A/16-245``: the ``/start-end`` suffix every page reads its numbering from, as for a Pfam
 domain) and ``key=value`` metadata (``structure=1GBT.cif chain=A``) that the Records table and the
-map read (``records/metadata.py``).
+map read (``records/metadata.py``), with the file's label of every residue
+(``numbering=16..34,37..65,65A,...``: ``inputs.author_numbering``), so mutations can be written in
+the structure's own numbering.
 
 Only the modelled residues are read: residues the file declares but has no coordinates for
 (SEQRES, ``_entity_poly``) are not in the record, and where the file's numbering has gaps or
 insertion codes (chymotrypsin numbering in 1GBT) positions after the first count the sequence,
-not the file (the sidebar says so; the Structure page's alignment shows the file's labels).
+not the file (the sidebar says so; the Structure page's alignment shows the file's labels), unless
+a mutation list is read in the structure's numbering (the header's ``numbering=``).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import zlib
 
 from typing import TYPE_CHECKING
 
+from flamino_core.inputs.author_numbering import KEY as NUMBERING, AuthorNumbering
 from flamino_core.inputs.fasta import ProteinRecord, to_fasta
 from flamino_core.inputs.formats import FOREIGN_FORMATS, GZIP_MAGIC
 
@@ -86,7 +90,10 @@ def _chain_record(stem: str, file_name: str, chain: ChainResidues) -> ChainRecor
     # (a tag) starts at 1 on the pages, and its metadata still says where the file starts.
     span = f"/{numbers[0]}-{numbers[-1]}" if 0 < numbers[0] <= numbers[-1] else ""
     chain_id = re.sub(r"[^A-Za-z0-9]", "_", chain.chain_id)
-    description = f"structure={file_name} chain={chain.chain_id} first={first} last={last}"
+    # The file's own label of every residue travels with the record (``author_numbering``): a
+    # mutation can be written in the structure's numbering (S195A on 1GBT) and results show both.
+    labels = AuthorNumbering(tuple(chain.labels)).encode()
+    description = f"structure={file_name} chain={chain.chain_id} first={first} last={last} {NUMBERING}={labels}"
     record = ProteinRecord(f"{stem}_{chain_id}{span}", description, chain.sequence)
     return ChainRecord(record, chain.chain_id, first, last, contiguous)
 

@@ -25,7 +25,8 @@ from flamino_core.jobs import pass_cost
 from flamino_core.store.result_store import default_store
 from flamino_core.variants.dms import DmsError, DmsScores, DmsTable, parse_dms, score_dms, table_variants
 from flamino_core.options import SEQUENCE_STRATEGIES
-from flamino_core.variants.indels import parse_mutations
+from flamino_core.inputs.author_numbering import AuthorNumbering
+from flamino_core.variants import indels, structure_numbering
 from flamino_core.variants.notation import Variant
 from flamino_core.variants.scoring import VariantScores, score_variants
 from flamino_core.variants.sequence_scores import pass_plan
@@ -67,14 +68,26 @@ def _cheaper(strategy: str, indels: bool = False):
 
 
 # --- a mutation list ----------------------------------------------------------------------------------
+def parse_list(text: str, sequence: str, offset: int, record_id: str, numbering: AuthorNumbering | None = None):
+    """The mutation list read with indels and stops, under this server's limits; ``numbering``: its
+    positions are in a structure's own numbering (``structure_numbering.parse_mutations``, as
+    ``flamino variants --structure-numbering`` reads them)."""
+    limits = {"max_chars": current_limits().max_upload_bytes, "max_entries": current_limits().max_mutations,
+              "reference": record_id}
+    if numbering is not None:
+        return structure_numbering.parse_mutations(text, sequence, offset, numbering, read=indels.parse_variant,
+                                                   **limits)
+    return indels.parse_mutations(text, sequence, offset, **limits)
+
+
 def list_scores(engine, sequence: str, text: str, offset: int, strategy: str, record_id: str,
-                structure: str | None = None) -> Scoring:
+                structure: str | None = None, numbering: AuthorNumbering | None = None) -> Scoring:
     """The mutation list ``text`` checked against ``sequence`` and scored with ``strategy``;
-    ``structure``: a structure-aware model's 3Di letters (``structure_aware.structure_choice``)."""
-    variants, issues = parse_mutations(text, sequence, offset, max_chars=current_limits().max_upload_bytes,
-                                       max_entries=current_limits().max_mutations,
-                                       reference=record_id)
-    key = ("variants", engine.fingerprint, _digest(sequence, text, offset, strategy, record_id, structure or ""))
+    ``structure``: a structure-aware model's 3Di letters (``structure_aware.structure_choice``);
+    ``numbering``: as ``parse_list``."""
+    variants, issues = parse_list(text, sequence, offset, record_id, numbering)
+    key = ("variants", engine.fingerprint, _digest(sequence, text, offset, strategy, record_id, structure or "",
+                                                   numbering.encode() if numbering else ""))
     with_structure = {"structure": structure} if structure else {}
 
     def work(job, first_only: bool = False):

@@ -11,6 +11,7 @@ from flamino_core.inputs.tables import TableError, table_text
 from flamino_core.options import SEQUENCE_STRATEGIES
 from flamino_core.variants.scoring import OK, filter_scored, output_columns
 from flamino_core.variants.sequence_scores import pass_plan
+from flamino_core.variants.structure_numbering import COLUMN as STRUCTURE_COLUMN
 
 from app_pages._ui.input.reading import upload_limit_words, upload_size_mb
 from app_pages._ui.server.policy import current_limits
@@ -234,11 +235,14 @@ def explain_scores(strategy: str, kinds) -> None:
 def download_frame(table: pd.DataFrame, strategy: str) -> pd.DataFrame:
     """The scores CSV: the command's columns (``output_columns``) with, after ``mutant`` as typed
     (``p.Ala14Glu``), the variant normalised (``A14E``; ``V1A:A2G`` for a multi-mutant) and its
-    position(s) in the record's numbering (``14``; ``1;2``), empty for entries not scored."""
+    position(s) in the record's numbering (``14``; ``1;2``), empty for entries not scored; for a
+    record made of a structure, the variant in the structure's numbering (``structure_numbering``)."""
     frame = table[output_columns(strategy)].copy()
     at = frame.columns.get_loc("mutant") + 1
     frame.insert(at, "variant", table["variant"].to_numpy())
     frame.insert(at + 1, "position", [";".join(map(str, p)) for p in table["positions"]])
+    if STRUCTURE_COLUMN in table:  # a record made of a structure: the variant in the file's numbering too
+        frame.insert(at + 2, STRUCTURE_COLUMN, table[STRUCTURE_COLUMN].to_numpy())
     return frame
 
 

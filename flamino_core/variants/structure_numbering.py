@@ -1,0 +1,59 @@
+"""Mutation lists written in a structure's own numbering (``S195A`` on chymotrypsin-numbered 1GBT).
+
+The one reader the app's Variant effects page and ``flamino variants --structure-numbering`` use:
+each entry's positions are turned from the structure's labels into the record's numbering
+(``author_numbering.AuthorNumbering.to_sequence``) and the entry is then read as any other, so
+``S195A`` on ``1GBT_A/16-245`` is the variant ``S192A`` and scores what ``S192A`` scores. The
+entry is kept as written (the table's ``mutant``), its ``variant`` is in the record's numbering,
+and ``with_structure_column`` adds the structure's (``structure_numbering``), so results and
+downloads show both.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import pandas as pd
+
+from flamino_core.inputs.author_numbering import AuthorNumbering
+from flamino_core.variants import notation as n
+
+COLUMN = "structure_numbering"  # the results' column of each variant in the structure's numbering
+
+
+def parse_mutations(text: str | bytes, sequence: str, first: int, numbering: AuthorNumbering,
+                    read: Callable[..., n.Variant | n.VariantIssue] | None = None,
+                    **options) -> tuple[list[n.Variant], list[n.VariantIssue]]:
+    """``notation.parse_mutations`` with every entry's positions read in ``numbering`` (the
+    structure's labels of the record's residues); ``read``: as there (``indels.parse_variant``
+    reads indels too). A whole-list hint of another offset is left out: positions in the
+    structure's numbering are not an offset away from the record's."""
+    read = read or n.parse_variant
+
+    def read_in_structure(entry: str, sequence: str, first: int, order: int = 0, label: str = "",
+                          reference: str = ""):
+        translated, unknown = numbering.to_sequence(entry, first)
+        stripped = entry.strip()
+        if unknown:
+            return n.VariantIssue(order, stripped, n.OUT_OF_RANGE, f"{stripped!r}: {unknown}", label)
+        parsed = read(translated, sequence, first, order, label, reference)
+        if isinstance(parsed, n.Variant):
+            return dataclasses.replace(parsed, text=stripped)
+        if translated.strip() == stripped:
+            return dataclasses.replace(parsed, text=stripped)
+        said = f"{stripped!r} in the structure's numbering is {translated.strip()!r} in the sequence's"
+        return dataclasses.replace(parsed, text=stripped, message=f"{said}: {parsed.message}")
+
+    variants, issues = n.parse_mutations(text, sequence, first, read=read_in_structure, **options)
+    return variants, [i for i in issues if not (i.order < 0 and i.kind == n.WRONG_WILD_TYPE)]
+
+
+def with_structure_column(table: pd.DataFrame, numbering: AuthorNumbering, first: int) -> pd.DataFrame:
+    """``table`` (``scoring.VariantScores.table``: ``variant`` in the record's numbering) with a
+    ``structure_numbering`` column after ``variant``: each scored variant in the structure's
+    numbering, "" where a row was not read."""
+    names = [numbering.to_structure(variant, first) if variant else "" for variant in table["variant"]]
+    shown = table.copy()
+    shown.insert(list(shown.columns).index("variant") + 1, COLUMN, names)
+    return shown
