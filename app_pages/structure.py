@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from app_pages._ui.structure import molecule_view, loaded_structure as structures, structure_aware
+from app_pages._ui.structure import molecule_view, loaded_structure as structures, prediction, structure_aware
 
 from app_pages._ui.results import one_record as results
 from app_pages._ui.input.reading import record_caption
@@ -230,7 +230,10 @@ def main(ctx: PageContext) -> None:
             st.info("Upload a PDB or mmCIF file here or on the **Input** page (its protein chains become the "
                     "records), or start on Input with a sequence.")
         else:
-            st.info("Upload a PDB or mmCIF file of this protein (or download one) to compare it with the predictions.")
+            st.info("Upload a PDB or mmCIF file of this protein (or download one) to compare it with the predictions, "
+                    "or predict one below.")
+            if ready(ctx):
+                prediction.offer(ctx)
         return
     parsed, key, origin = held
     note = structures.link_note()
@@ -248,6 +251,8 @@ def main(ctx: PageContext) -> None:
     if alignment is None:
         return
     file_stem = f"{stem}_{safe_name(parsed.name.split('.')[0])}_{alignment.chain_id}"
+    if prediction.held_prediction(key) is not None:  # pLDDT, PAE and the downloads; then as an upload
+        prediction.section(ctx, parsed, alignment, key, file_stem)
     # Long sequences go through the server's heavy-job queue; a full queue is a warning here.
     family = ctx.engine.family  # a family without a contact head (ESM-1v, ESM C): no comparison, tracks still
     if family.contact_head:

@@ -91,6 +91,11 @@ def _hold(parsed: ParsedStructure, key: str, origin: str, link_id: str | None = 
     st.session_state.pop(PROBLEM, None)
 
 
+def hold(parsed: ParsedStructure, key: str, origin: str) -> None:
+    """Hold a structure made on this page (a prediction): shown and used as an upload is."""
+    _hold(parsed, key, origin)
+
+
 def take_input_structure(name: str, data: bytes) -> tuple[str, str] | None:
     """The Input page's uploader's reader of structures (``uploads.StructureReader``): a PDB or
     mmCIF file becomes its protein chains' records (FASTA, read by the one validator) and is held
@@ -218,6 +223,9 @@ def link_note() -> str:
     found = held()
     if found is None:
         return ""
+    if found[1].startswith("fold:"):  # prediction.hold's key
+        return ("The link does not carry the predicted structure: whoever opens it presses Predict on this page "
+                "again (a fold this server stored for the model and sequence is read back, not folded again).")
     if st.session_state.get(INPUT_FILE):
         return ("The link carries the chains' sequences as records, not the structure file: whoever opens it "
                 "uploads the file again (here or on the Input page) to see the structure.")

@@ -1,0 +1,163 @@
+"""The Structure page's predicted structure (ESMFold): for a record without a structure, the
+model to fold with (the untrained test model by default, labelled; a folder on this machine in
+local mode), the fold's memory and time said before it starts, the fold as a background job
+(``jobs_panel.follow``, in the heavy-job queue), and its result held like an uploaded structure
+(the page's tracks, contacts and SaProt then read it) with its pLDDT view, PAE heatmap and PDB and
+mmCIF downloads. The work is ``flamino_core.structure.folding``'s; the fold is kept in the result
+store by model and sequence (a second session folding the same sequence reads it back).
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from flamino_core.jobs.background import DONE
+from flamino_core.jobs.status import about
+from flamino_core.store.result_store import default_store
+from flamino_core.structure import folding
+from flamino_core.structure.fold_figures import pae_heatmap
+from flamino_core.structure.reading import parse_structure_bytes
+from flamino_core.structure.scene import molecular_scene
+
+from app_pages._ui.frame.downloads import show_figure, text_button
+from app_pages._ui.frame.widgets import plain
+from app_pages._ui.server import background, jobs_panel
+from app_pages._ui.server.policy import current_limits, hosted_mode
+from app_pages._ui.structure import loaded_structure, molecule_view
+
+MODEL = "fold_model"  # session state: the ESMFold model chosen (text input)
+PREDICTION = "_structure_prediction"  # (structure key, FoldedProtein, model label, record id)
+
+
+def model_choice() -> str:
+    """The ESMFold model: hosted, the test model (or the operator's ``FLAMINO_FOLD_MODEL``); local, any folder."""
+    import os
+
+    if hosted_mode():
+        return os.environ.get("FLAMINO_FOLD_MODEL", folding.RANDOM_MODEL)
+    st.session_state.setdefault(MODEL, folding.RANDOM_MODEL)
+    chosen = st.text_input("ESMFold model", key=MODEL,
+                           help="random:esmfold-tiny[:seed], or a folder written by transformers' "
+                                "EsmForProteinFolding.save_pretrained (facebook/esmfold_v1 saved locally)")
+    return chosen.strip() or folding.RANDOM_MODEL
+
+
+def short_label(identifier: str) -> str:
+    """The model as a job line names it."""
+    if identifier.startswith(folding.RANDOM_MODEL):
+        return f"{identifier} (untrained test model)"
+    return "ESMFold" if hosted_mode() else f"ESMFold ({identifier.rstrip('/').rsplit('/', 1)[-1]})"
+
+
+def model_label(identifier: str) -> str:
+    if identifier.startswith(folding.RANDOM_MODEL):
+        return f"{identifier}, an {folding.RANDOM_LABEL}"
+    return f"ESMFold from {identifier}" if not hosted_mode() else "ESMFold"
+
+
+@st.cache_resource(show_spinner=False, max_entries=2)
+def _model(identifier: str):
+    from flamino_core.weights.esmfold import load_fold_model
+
+    return load_fold_model(identifier)[0]
+
+
+def _config(identifier: str):
+    from flamino_core.model.esmfold.config import FoldConfig
+
+    if identifier.startswith(folding.RANDOM_MODEL):
+        return FoldConfig.tiny()
+    return _model(identifier).config  # a folder: its shape is read with its weights
+
+
+def offer(ctx) -> None:
+    """The prediction offered for the record (no structure held): its cost, Predict, the job."""
+    seq = ctx.sequence.upper()
+    st.subheader("Predict the structure (ESMFold)")
+    identifier = model_choice()
+    label = model_label(identifier)
+    if identifier.startswith(folding.RANDOM_MODEL):
+        st.warning(f"Folding with {label}: the coordinates, pLDDT and PAE only show what the page does.",
+                   icon=":material/science:")
+    refusal = folding.length_refusal(len(seq), hosted_mode())
+    if refusal:
+        st.error(plain(f"Not folded: {refusal}."), icon=":material/block:")
+        return
+    try:
+        config = _config(identifier)
+        key = folding.model_key(identifier, config.trunk.max_recycles)
+    except (ValueError, OSError) as err:
+        st.error(plain(f"The ESMFold model could not be read: {err}"), icon=":material/error:")
+        return
+    store = default_store()
+    found = folding.stored_fold(store, key, seq)
+    if found is not None:
+        hold(found, key, label, ctx.record.id)
+        st.rerun()
+    memory = folding.fold_memory(config, len(seq))
+    seconds = folding.fold_seconds(config, len(seq))
+    st.caption(plain(f"Memory: {memory.describe()}. Time: {about(seconds) if seconds >= 1 else 'under a second'} of "
+                     "computation (a rough figure from the model's shape), plus 15-30 s to compile a new length."))
+    work_key = ("fold", key, seq)
+    if background.find(work_key) is None and work_key not in st.session_state.get(jobs_panel.APPROVED, set()):
+        st.button("Predict the structure (ESMFold)", on_click=jobs_panel.approve, args=(work_key,),
+                  icon=":material/neurology:", type="primary")
+        return
+    # One fold is one compiled call: its progress is 0 then 1 structure (the job's unit).
+    job = jobs_panel.follow(work_key, f"ESMFold of {ctx.record.id} ({len(seq):,} residues)", "structure",
+                            _work(identifier, store, key, seq), jobs_panel.Cost(1, "fold", "folds", label, None),
+                            what="the predicted structure", model=short_label(identifier))
+    if job is not None and job.state == DONE and job.value is not None:
+        hold(job.value, key, label, ctx.record.id)
+        st.rerun()
+
+
+def _work(identifier: str, store, key: str, sequence: str):
+    def work(job, first_only: bool = False):
+        job.progress(0, 1)
+        with background.slot(job):  # the heavy-job queue: one fold at a time with the other long work
+            folded = folding.predict_stored(_model(identifier), store, key, sequence)
+        job.progress(1, 1)
+        return folded
+
+    return work
+
+
+def hold(folded, key: str, label: str, record_id: str) -> None:
+    """Hold the prediction as the page's structure (as an upload is held)."""
+    name = f"{record_id}_esmfold.pdb"
+    text = folding.prediction_pdb(folded, label, record_id)
+    parsed = parse_structure_bytes(text.encode(), name, **current_limits().structure_limits())
+    structure_key = f"fold:{key}:{folded.sequence}"
+    loaded_structure.hold(parsed, structure_key, f"predicted by {label}")
+    st.session_state[PREDICTION] = (structure_key, folded, label, record_id)
+
+
+def held_prediction(structure_key: str):
+    """(FoldedProtein, model label, record id) when the page's structure is a prediction, else None."""
+    found = st.session_state.get(PREDICTION)
+    return found[1:] if found is not None and found[0] == structure_key else None
+
+
+def section(ctx, parsed, alignment, structure_key: str, file_stem: str) -> None:
+    """The prediction's confidence: the 3D view by pLDDT, the PAE heatmap, PDB and mmCIF downloads."""
+    folded, label, record_id = held_prediction(structure_key)
+    st.subheader("The predicted structure")
+    plddt = 100 * folded.residue_plddt
+    st.caption(plain(f"Predicted by {label}: mean pLDDT {100 * folded.mean_plddt:.1f} (0-100; above 70 the "
+                     f"backbone is usually right, above 90 the side chains too, for trained weights), "
+                     f"pTM {folded.ptm:.3f}."))
+    if molecule_view.available():
+        scene = molecular_scene(parsed, alignment, plddt, "pLDDT", scale=1.0, first=ctx.first)
+        st.caption("Cartoon coloured by pLDDT (0-100, the predicted lDDT of each residue's C-alpha); hover a "
+                   "residue for its value. The PDB download holds it in the B-factor column, as ESMFold writes it.")
+        molecule_view.molecule_view(scene, key="prediction_viewer")
+    figure = pae_heatmap(folded.pae, f"Predicted aligned error ({label})", first=ctx.first)
+    show_figure(figure, "prediction_pae", f"{file_stem}_pae")
+    pdb_text = folding.prediction_pdb(folded, label, record_id)
+    row = st.container(horizontal=True)
+    with row:
+        text_button("Predicted structure (PDB, pLDDT as B-factors)", lambda: pdb_text, f"{file_stem}.pdb",
+                    "chemical/x-pdb", "prediction_pdb")
+        text_button("Predicted structure (mmCIF)", lambda: folding.prediction_mmcif(pdb_text, record_id),
+                    f"{file_stem}.cif", "chemical/x-mmcif", "prediction_cif")

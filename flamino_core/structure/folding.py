@@ -1,0 +1,195 @@
+"""A predicted structure (ESMFold) as the app and the command line use it: its memory and time
+said before any work, the hosted length limit, the fold stored and read back by model and
+sequence, and the predicted structure as PDB and mmCIF text.
+
+Where a fold is kept: the result store's per-record outputs (``store/result_store.py``), under a
+model key of the ESMFold model and its pass count and the sequence's digest. The store holds
+named numeric arrays, which is all a fold is (atom37 positions, which atoms exist, pLDDT, PAE,
+pTM), so no other cache is needed: a fold is computed once per model and sequence, across
+sessions, processes and restarts, checked by its CRC on every read and evicted with the rest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import io
+import os
+from pathlib import Path
+
+import numpy as np
+
+from flamino_core.model.esmfold import residue_constants as rc
+from flamino_core.model.esmfold.config import FoldConfig
+from flamino_core.model.esmfold.predict import PAD_TO, FoldedProtein, padded_length
+
+RANDOM_MODEL = "random:esmfold-tiny"
+RANDOM_LABEL = "untrained test model (random weights): its structures are not biology"
+MAX_FOLD_RESIDUES = 1022  # one pass holds the whole sequence: the stem's trained length (as flamino fold)
+# Hosted: the pair state and the triangular updates' projections grow as L^2 and the triangular
+# attention's logits as L^3 / chunks; at 400 residues esmfold_v1's trunk needs ~0.9 GiB besides its
+# 13 GiB of weights (fold_memory), at 1,022 ~4.6 GiB: one visitor's fold must leave the server room.
+HOSTED_FOLD_RESIDUES = 400  # FLAMINO_MAX_FOLD_RESIDUES overrides (read at each check)
+FLOAT = 4  # bytes: flamino folds in fp32
+FIELDS = ("atom37", "atom37_exists", "plddt", "pae", "ptm")
+GIB = 1 << 30
+
+
+@dataclasses.dataclass(frozen=True)
+class FoldMemory:
+    """An estimate of a fold's memory in bytes (fp32), from the model's shape and the length:
+    not a measurement (XLA may fuse some buffers away and keep others)."""
+
+    length: int
+    padded: int
+    weights: int  # every parameter, 4 bytes each
+    stem: int  # the stem's hidden states (every layer is kept for the trunk's mix) and one layer's attention
+    pair: int  # the trunk's pair state with what a block holds beside it
+    chunk: int  # the triangular attention's logits and the pair MLP for one chunk of rows
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.stem + self.pair + self.chunk
+
+    def describe(self) -> str:
+        return (f"about {size(self.total)} for {self.length:,} residues (padded to {self.padded:,}): "
+                f"weights {size(self.weights)}, the pair state and a block's work on it "
+                f"{size(self.pair + self.chunk)} (grows as the length squared), the language model's "
+                f"states {size(self.stem)}; an estimate from the model's shape in fp32, not a measurement")
+
+
+def size(n: int) -> str:
+    """Bytes as people read them: 13.1 GiB, 920 MiB."""
+    return f"{n / GIB:.1f} GiB" if n >= GIB else f"{n / (1 << 20):,.0f} MiB" if n >= 1 << 20 else f"{n / 1024:,.0f} KiB"
+
+
+@functools.lru_cache(maxsize=8)
+def parameter_count(config: FoldConfig) -> int:
+    """The model's parameters, counted from its abstract state (no arrays are made)."""
+    import jax
+
+    from flamino_core.weights.esmfold import expected_params
+
+    return sum(int(np.prod(leaf.shape)) for leaf in jax.tree.leaves(expected_params(config)))
+
+
+def fold_memory(config: FoldConfig, length: int, chunk_size: int | None = 64, pad_to: int | None = PAD_TO,
+                parameters: int | None = None) -> FoldMemory:
+    """The memory one fold of ``length`` residues needs (``fold_sequence``'s padding and chunks).
+
+    The pair state is L x L x c_z; a block holds it, its residual and the triangular
+    multiplicative updates' projections (a, b and their gates, and the output gate: five more
+    of the same size), so 7 pair states at once. The triangular attention's logits are
+    rows x L x L x heads for ``chunk_size`` rows (all L without chunks), the pair MLP's
+    rows x L x 4 c_z. The stem keeps every layer's hidden state (the trunk mixes them all) and
+    one layer's attention (L x L x heads). ``parameters``: the count, when known (else counted).
+    """
+    if length < 1:
+        raise ValueError("a fold needs at least one residue")
+    trunk, stem = config.trunk, config.stem
+    padded = padded_length(length, pad_to)
+    tokens = padded + 2  # the stem reads <cls> and <eos> around the residues
+    rows = padded if not chunk_size else min(chunk_size, padded)
+    pair_heads = trunk.pairwise_state_dim // trunk.pairwise_head_width
+    pair = 7 * padded * padded * trunk.pairwise_state_dim * FLOAT
+    chunk = rows * padded * (padded * pair_heads + 4 * trunk.pairwise_state_dim) * FLOAT
+    states = (stem.num_layers + 1) * tokens * stem.embed_dim * FLOAT
+    attention = tokens * tokens * stem.attention_heads * FLOAT
+    count = parameter_count(config) if parameters is None else parameters
+    return FoldMemory(length, padded, count * FLOAT, states + attention, pair, chunk)
+
+
+def fold_seconds(config: FoldConfig, length: int, passes: int | None = None, flops_per_second: float = 2e10) -> float:
+    """A rough time for one fold: the stem's 2 x parameters x tokens multiply-adds once, each trunk
+    pass's triangular updates and attention (~8 L^3 c_z) and sequence layers (24 L c_s^2) per
+    block, at ``flops_per_second`` (20 GFLOP/s: a few CPU cores). Compilation, ~15-30 s per new
+    padded length on a CPU, is not in it."""
+    trunk, stem = config.trunk, config.stem
+    padded = padded_length(length, PAD_TO)
+    passes = passes or trunk.max_recycles
+    stem_flops = 2 * 12 * stem.num_layers * stem.embed_dim ** 2 * (padded + 2)
+    block = 8 * padded ** 3 * trunk.pairwise_state_dim + 24 * padded * trunk.sequence_state_dim ** 2
+    return (stem_flops + passes * trunk.num_blocks * block) / flops_per_second
+
+
+def hosted_fold_limit() -> int:
+    """The longest sequence a hosted server folds (``FLAMINO_MAX_FOLD_RESIDUES``, else 400)."""
+    value = os.environ.get("FLAMINO_MAX_FOLD_RESIDUES", "").strip()
+    return int(value) if value.isdigit() else HOSTED_FOLD_RESIDUES
+
+
+def length_refusal(length: int, hosted: bool, limit: int | None = None) -> str | None:
+    """Why a fold of ``length`` residues is refused before any work, or None (``limit``: the
+    hosted one, else ``hosted_fold_limit()``)."""
+    limit = hosted_fold_limit() if limit is None else limit
+    if length > MAX_FOLD_RESIDUES:
+        return (f"{length:,} residues: ESMFold folds {MAX_FOLD_RESIDUES:,} at most in one pass (its language "
+                "model's trained length; the pair state grows as the length squared)")
+    if hosted and length > limit:
+        return (f"{length:,} residues: this server folds {limit:,} at most. The trunk's pair state and the "
+                "triangular updates beside it grow as the length squared (and the triangular attention as its "
+                "cube), so one long fold would hold the memory every visitor shares; fold it on your own machine "
+                "with `flamino fold`")
+    return None
+
+
+def model_key(identifier: str, passes: int) -> str:
+    """The store's key of an ESMFold model: the test model by its seed, a folder by its path and its
+    weight files' sizes and modification times (a folder saved again is a new model)."""
+    if identifier.startswith(RANDOM_MODEL):
+        seed = identifier[len(RANDOM_MODEL) + 1:] or "0"
+        return f"esmfold|{RANDOM_MODEL}:{seed}|passes={passes}"
+    folder = Path(identifier).expanduser().resolve()
+    stamp = ",".join(f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}"
+                     for p in sorted(folder.glob("*")) if p.suffix in (".safetensors", ".bin", ".json"))
+    return f"esmfold|{folder}|{stamp}|passes={passes}"
+
+
+def stored_fold(store, key: str, sequence: str) -> FoldedProtein | None:
+    """The fold of ``sequence`` under ``key`` if the store holds all of it, else None."""
+    found = store.outputs(key, sequence, [f"fold.{name}" for name in FIELDS])
+    if len(found) < len(FIELDS):
+        return None
+    get = {name: found[f"fold.{name}"] for name in FIELDS}
+    return FoldedProtein(sequence, rc.aatype(sequence), get["atom37"], get["atom37_exists"], get["plddt"],
+                         get["pae"], float(get["ptm"]))
+
+
+def store_fold(store, key: str, folded: FoldedProtein) -> None:
+    store.put_outputs(key, folded.sequence, {f"fold.{name}": np.asarray(getattr(folded, name)) for name in FIELDS})
+
+
+def predict_stored(model, store, key: str, sequence: str, passes: int | None = None,
+                   chunk_size: int | None = 64) -> FoldedProtein:
+    """The fold of ``sequence``: read from the store, or folded by ``model`` and stored."""
+    from flamino_core.model.esmfold.predict import fold_sequence
+
+    sequence = sequence.upper()
+    found = stored_fold(store, key, sequence)
+    if found is not None:
+        return found
+    folded = fold_sequence(model, sequence, passes=passes, chunk_size=chunk_size)
+    store_fold(store, key, folded)
+    return folded
+
+
+def prediction_pdb(folded: FoldedProtein, model_label: str, name: str) -> str:
+    """The PDB text (``model/esmfold/pdb.py``: pLDDT 0-100 in the B-factors) with a TITLE saying it
+    is an ESMFold prediction and by which model: Biopython keeps the title as the header's name,
+    so the page and SaProt read its B-factors as pLDDT (``three_di.is_predicted``)."""
+    from flamino_core.model.esmfold.pdb import to_pdb
+
+    title = f"TITLE     ESMFOLD PREDICTION OF {name} ({model_label})"[:80]
+    return title + "\n" + to_pdb(folded, remark=f"flamino ESMFold ({model_label}): {name}"[:73])
+
+
+def prediction_mmcif(pdb_text: str, name: str) -> str:
+    """The same structure as mmCIF (Biopython's MMCIFIO; B-factors, pLDDT 0-100, kept)."""
+    from Bio.PDB import MMCIFIO, PDBParser
+
+    structure = PDBParser(QUIET=True).get_structure(name[:40] or "prediction", io.StringIO(pdb_text))
+    out = io.StringIO()
+    writer = MMCIFIO()
+    writer.set_structure(structure)
+    writer.save(out)
+    return out.getvalue()

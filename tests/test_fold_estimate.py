@@ -1,0 +1,125 @@
+"""The predicted structure's pure half (flamino_core/structure/folding.py, fold_figures.py): the
+memory said before a fold, the hosted length limit, the fold stored by model and sequence, mmCIF
+text, the PAE heatmap. No model runs here (a fold is built from arrays)."""
+
+from __future__ import annotations
+
+import io
+
+import jax
+import numpy as np
+import pytest
+from flax import nnx
+
+from flamino_core.model.esmfold import residue_constants as rc
+from flamino_core.model.esmfold.config import FoldConfig
+from flamino_core.model.esmfold.predict import FoldedProtein
+from flamino_core.store.result_store import ResultStore
+from flamino_core.structure import folding
+from flamino_core.structure.fold_figures import pae_heatmap
+
+GIB = 1 << 30
+
+
+def made_fold(sequence: str = "MKTAYIAKQR", seed: int = 0) -> FoldedProtein:
+    """A fold of ``sequence`` from random arrays: every atom its residue type has, pLDDT in [0, 1]."""
+    rng = np.random.default_rng(seed)
+    aatype = rc.aatype(sequence)
+    exists = rc.ATOM37_MASK[aatype]
+    n = len(sequence)
+    return FoldedProtein(sequence, aatype, rng.normal(0, 10, (n, 37, 3)).astype(np.float32), exists,
+                         rng.uniform(0, 1, (n, 37)).astype(np.float32), rng.uniform(0, 30, (n, n)).astype(np.float32),
+                         float(rng.uniform()))
+
+
+def test_the_weights_are_every_parameter_of_the_model_in_fp32():
+    """Counted from the abstract state, checked against a model actually made (every array it
+    holds, counted here: its parameters and its 8 values of fixed tables) and against esmfold_v1's published size: ESM-2 3B (2.84 billion) and a
+    folding trunk of ~0.7 billion, 3.5 billion in all (Lin et al. 2023)."""
+    from flamino_core.model.esmfold.model import ESMFold
+
+    tiny = FoldConfig.tiny()
+    made = ESMFold(tiny, nnx.Rngs(0))
+    arrays = sum(int(np.prod(leaf.shape)) for leaf in jax.tree.leaves(nnx.state(made)))
+    assert folding.fold_memory(tiny, 10).weights == 4 * arrays
+    v1 = folding.parameter_count(FoldConfig.esmfold_v1())
+    assert 3.4e9 < v1 < 3.6e9
+    assert 12.5 < folding.fold_memory(FoldConfig.esmfold_v1(), 100).weights / GIB < 13.5
+
+
+def test_the_pair_state_grows_as_the_length_squared_and_chunks_bound_the_attention():
+    v1 = FoldConfig.esmfold_v1()
+    count = folding.parameter_count(v1)
+    short, long = (folding.fold_memory(v1, n, parameters=count) for n in (256, 512))
+    assert long.pair == 4 * short.pair  # both padded lengths are multiples of 64
+    # esmfold_v1's pair state is 128 floats per pair: 512^2 x 128 x 4 bytes = 128 MiB, held ~7 times in a block
+    assert long.pair == 7 * 128 * (1 << 20)
+    whole = folding.fold_memory(v1, 512, chunk_size=None, parameters=count)
+    assert whole.chunk == 8 * long.chunk  # all 512 rows at once instead of 64
+    assert long.weights == short.weights and "not a measurement" in long.describe()
+    # 64 rows x 512 x (512 x 4 heads of logits + 512 of the pair MLP) floats: 0.3125 GiB
+    assert long.chunk == 64 * 512 * (4 * 512 + 4 * 128) * 4
+    assert long.describe().startswith("about 14.5 GiB for 512 residues")  # 13.13 + 0.875 + 0.3125 + 0.22
+    with pytest.raises(ValueError):
+        folding.fold_memory(v1, 0, parameters=count)
+
+
+def test_a_hosted_server_refuses_a_long_fold_before_work_saying_why(monkeypatch):
+    assert folding.length_refusal(400, hosted=True) is None
+    said = folding.length_refusal(401, hosted=True)
+    assert "400 at most" in said and "pair state" in said and "flamino fold" in said
+    assert folding.length_refusal(401, hosted=False) is None  # local: only the stem's length
+    assert "1,022 at most" in folding.length_refusal(1023, hosted=False)
+    monkeypatch.setenv("FLAMINO_MAX_FOLD_RESIDUES", "50")
+    assert "50 at most" in folding.length_refusal(51, hosted=True)
+
+
+def test_a_fold_is_stored_by_model_and_sequence_and_read_back(tmp_path, monkeypatch):
+    from flamino_core.model.esmfold import predict
+
+    calls = []
+
+    def fold(model, sequence, passes=None, chunk_size=None):
+        calls.append(sequence)
+        return made_fold(sequence, seed=len(calls))
+
+    monkeypatch.setattr(predict, "fold_sequence", fold)
+    store = ResultStore(tmp_path / "store.sqlite")
+    key = folding.model_key("random:esmfold-tiny", 3)
+    first = folding.predict_stored(None, store, key, "mktayiakqr")
+    again = folding.predict_stored(None, store, key, "MKTAYIAKQR")
+    assert calls == ["MKTAYIAKQR"]
+    for name in folding.FIELDS:
+        np.testing.assert_array_equal(getattr(again, name), getattr(first, name))
+    other = folding.predict_stored(None, store, folding.model_key("random:esmfold-tiny:1", 3), "MKTAYIAKQR")
+    assert len(calls) == 2 and not np.array_equal(other.atom37, first.atom37)  # another model: folded again
+    assert folding.model_key("random:esmfold-tiny", 3) != folding.model_key("random:esmfold-tiny", 4)
+
+
+def test_the_mmcif_holds_the_pdbs_atoms_and_pldds():
+    from Bio.PDB import MMCIFParser, PDBParser
+
+    folded = made_fold()
+    pdb_text = folding.prediction_pdb(folded, folding.RANDOM_MODEL, "toy")
+    assert pdb_text.startswith("TITLE     ESMFOLD PREDICTION OF toy")
+    cif = MMCIFParser(QUIET=True).get_structure("c", io.StringIO(folding.prediction_mmcif(pdb_text, "toy")))
+    pdb = PDBParser(QUIET=True).get_structure("p", io.StringIO(pdb_text))
+    assert "esmfold" in str(pdb.header).lower()  # three_di.is_predicted_structure: SaProt masks pLDDT < 70
+    a, b = list(pdb.get_atoms()), list(cif.get_atoms())
+    assert len(a) == len(b) == int(folded.atom37_exists.sum())
+    np.testing.assert_allclose([x.coord for x in b], [x.coord for x in a], atol=1e-6)
+    np.testing.assert_allclose([x.bfactor for x in b], [x.bfactor for x in a], atol=1e-6)
+    # the B-factors are pLDDT x 100, within the PDB column's two decimals
+    expected = 100 * folded.plddt[folded.atom37_exists > 0.5]
+    np.testing.assert_allclose([x.bfactor for x in a], expected, atol=0.006)
+
+
+def test_the_pae_heatmap_shows_the_matrix_in_the_records_numbering():
+    pae = np.arange(9, dtype=float).reshape(3, 3)
+    figure = pae_heatmap(pae, "PAE <b>", first=10)
+    heat = figure.data[0]
+    np.testing.assert_array_equal(np.asarray(heat.z), pae)
+    assert list(heat.x) == [10, 11, 12] and heat.zmin == 0 and heat.zmax == 30
+    assert "&lt;b&gt;" in figure.layout.title.text
+    with pytest.raises(ValueError, match="square"):
+        pae_heatmap(np.zeros((2, 3)))

@@ -1,0 +1,128 @@
+"""The Structure page's "Predict the structure (ESMFold)" under AppTest, with the untrained
+``random:esmfold-tiny`` model on a real sequence (amyloid beta 1-42, ../shared/structures/2BEG.pdb's):
+the estimate before the job, the job, the 3D view by pLDDT, the PAE heatmap, the PDB and mmCIF
+downloads read back by Biopython against a fold made here directly (``fold_sequence``), the fold
+read back from the result store by a second session, the predicted structure used by the page's
+contacts like an upload, and a hosted server's length limit."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from structure_reference import STRUCTURES
+from test_app import assert_clean, figures, open_page, paste, settle, start, unescaped, values
+from test_contact_eval import reference_case
+from test_structure_app import scene
+
+AppTest = pytest.importorskip("streamlit.testing.v1").AppTest
+pytestmark = pytest.mark.skipif(not STRUCTURES.is_dir(), reason=f"real structures not found at {STRUCTURES}")
+ABETA42, _, _ = reference_case("2BEG.pdb")
+PREDICT = "Predict the structure (ESMFold)"
+
+
+@pytest.fixture(autouse=True)
+def environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("FLAMINO_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("FLAMINO_MODEL", "random:tiny")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture
+def handed(monkeypatch):
+    """Every download the page hands Streamlit: key -> (file name, bytes as a click builds them)."""
+    from app_pages._ui.frame import downloads
+
+    caught, real = {}, downloads._button
+
+    def catch(label, data, file_name, mime, key, help=None):
+        caught[key] = (file_name, data)
+        return real(label, data, file_name, mime, key, help)
+
+    monkeypatch.setattr(downloads, "_button", catch)
+    return caught
+
+
+def built(data) -> str:
+    made = data() if callable(data) else data
+    return made.decode() if isinstance(made, bytes) else made
+
+
+def structure_page() -> AppTest:
+    at = start()
+    paste(at, f">abeta42\n{ABETA42}\n")
+    return open_page(at, "structure")
+
+
+def direct_fold():
+    from flamino_core.model.esmfold.predict import fold_sequence
+    from flamino_core.weights.esmfold import load_fold_model
+
+    return fold_sequence(load_fold_model("random:esmfold-tiny")[0], ABETA42)
+
+
+def test_predict_shows_the_fold_by_plddt_its_pae_and_downloads_biopython_reads_back(handed):
+    from Bio.PDB import MMCIFParser, PDBParser
+
+    at = structure_page()
+    assert_clean(at)
+    assert any("untrained test model" in unescaped(w.value) for w in at.warning)
+    assert any("Memory: about" in unescaped(c.value) and "MiB" in c.value for c in at.caption)
+    assert not figures(at) and scene(at) is None
+    next(b for b in at.button if b.label == PREDICT).click()
+    settle(at.run())
+    assert_clean(at)
+    reference = direct_fold()
+    plddt = 100 * reference.residue_plddt
+    # The pLDDT view: the scene's per-residue values are the fold's CA pLDDT (the page's stored
+    # arrays went through SQLite and back: float32 exactly; PDB text rounds to 0.01, not used here).
+    shown = [s for s in at.get("component_instance") if "flamino_molecule" in s.proto.component_name]
+    assert len(shown) >= 2  # the prediction's pLDDT view and the page's track view
+    import json
+
+    first_scene = json.loads(shown[0].proto.json_args)["scene"]
+    np.testing.assert_allclose([r["value"] for r in first_scene["residues"]], plddt, atol=1e-3)
+    pae = next(f for f in figures(at) if "Predicted aligned error" in f["layout"]["title"]["text"])
+    z = np.array([values(row) for row in pae["data"][0]["z"]]) if isinstance(pae["data"][0]["z"], list) \
+        else np.array(values(pae["data"][0]["z"])).reshape(len(ABETA42), -1)
+    np.testing.assert_allclose(z, reference.pae, atol=1e-4)  # the same model, the same XLA program
+    # Downloads: the PDB's coordinates and B-factors (pLDDT x 100) as Biopython reads them.
+    pdb_name, pdb_data = handed["prediction_pdb"]
+    cif_name, cif_data = handed["prediction_cif"]
+    assert pdb_name.endswith(".pdb") and cif_name.endswith(".cif")
+    exists = reference.atom37_exists > 0.5
+    for parser, text in ((PDBParser(QUIET=True), built(pdb_data)), (MMCIFParser(QUIET=True), built(cif_data))):
+        atoms = list(parser.get_structure("p", io.StringIO(text)).get_atoms())
+        # PDB columns: coordinates to 0.001 A (rounding 5e-4, plus the fold's own ~1e-5 noise), B to 0.01
+        np.testing.assert_allclose([a.coord for a in atoms], reference.atom37[exists], atol=1e-3)
+        np.testing.assert_allclose([a.bfactor for a in atoms], 100 * reference.plddt[exists], atol=0.006)
+    # The predicted structure is the page's structure: its contacts' precision table is there.
+    assert any("Contact precision" in h.value for h in at.subheader)
+    assert any("predicted by random:esmfold-tiny" in unescaped(c.value) for c in at.caption)
+
+
+def test_a_second_session_reads_the_fold_from_the_store_without_a_job():
+    from app_pages._ui.server import background
+
+    at = structure_page()
+    next(b for b in at.button if b.label == PREDICT).click()
+    settle(at.run())
+    before = len(background.every_job())
+    again = structure_page()  # a new session: the stored fold is held at once
+    assert_clean(again)
+    assert len(background.every_job()) == before
+    assert not any(b.label == PREDICT for b in again.button)
+    assert any("Predicted aligned error" in f["layout"]["title"]["text"] for f in figures(again))
+
+
+def test_a_hosted_server_refuses_a_fold_over_its_limit_before_work(monkeypatch):
+    from app_pages._ui.server import background
+
+    monkeypatch.setenv("FLAMINO_HOSTED", "1")
+    monkeypatch.setenv("FLAMINO_MAX_FOLD_RESIDUES", "40")
+    before = len(background.every_job())
+    at = structure_page()
+    assert any("this server folds 40 at most" in unescaped(e.value) and "pair state" in e.value for e in at.error)
+    assert not any(b.label == PREDICT for b in at.button)
+    assert len(background.every_job()) == before
