@@ -18,7 +18,8 @@ from flamino_core.progress import duration, say
 # triangular attention's logits per chunk of rows). Longer records are refused, by name.
 MAX_RESIDUES = 1022
 TABLE = "folds.csv"
-MODEL_HELP = ("an ESMFold folder written by transformers' EsmForProteinFolding.save_pretrained, or "
+MODEL_HELP = ("esmfold_v1 (facebook/esmfold_v1, MIT licence: downloaded once into the Hugging Face cache), an "
+              "ESMFold folder written by transformers' EsmForProteinFolding.save_pretrained, or "
               "random:esmfold-tiny[:seed] (an untrained test model: its structures are not biology)")
 
 

@@ -134,11 +134,16 @@ def length_refusal(length: int, hosted: bool, limit: int | None = None) -> str |
 
 
 def model_key(identifier: str, passes: int) -> str:
-    """The store's key of an ESMFold model: the test model by its seed, a folder by its path and its
-    weight files' sizes and modification times (a folder saved again is a new model)."""
+    """The store's key of an ESMFold model: the test model by its seed, esmfold_v1 by its Hub
+    repository, a folder by its path and its weight files' sizes and modification times (a folder
+    saved again is a new model)."""
+    from flamino_core.weights.esmfold_hub import FOLD_PRESETS, fold_preset_name
+
     if identifier.startswith(RANDOM_MODEL):
         seed = identifier[len(RANDOM_MODEL) + 1:] or "0"
         return f"esmfold|{RANDOM_MODEL}:{seed}|passes={passes}"
+    if (preset := fold_preset_name(identifier)) is not None:  # the published weights, by their Hub repository
+        return f"esmfold|{FOLD_PRESETS[preset].repo}|passes={passes}"
     folder = Path(identifier).expanduser().resolve()
     stamp = ",".join(f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}"
                      for p in sorted(folder.glob("*")) if p.suffix in (".safetensors", ".bin", ".json"))

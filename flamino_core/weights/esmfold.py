@@ -229,7 +229,8 @@ RANDOM_PREFIX = "random:esmfold-tiny"
 def load_fold_model(identifier: str):
     """(model, is_random) for an identifier: a ``save_pretrained`` folder, or
     ``random:esmfold-tiny[:seed]``, an untrained test model (random weights: its structures are
-    not biology). The published esmfold_v1 is not downloaded yet (docs/esmfold.md).
+    not biology), or ``esmfold_v1`` / ``facebook/esmfold_v1`` (the published model, downloaded
+    into the Hub's cache and read from it; ``esmfold_hub.py``).
 
     Raises:
       ValueError: an identifier that is neither, with what is accepted.
@@ -241,8 +242,12 @@ def load_fold_model(identifier: str):
         if not seed.isdigit():
             raise ValueError(f"{identifier!r}: the seed after {RANDOM_PREFIX}: is a whole number")
         return ESMFold(FoldConfig.tiny(), nnx.Rngs(int(seed))), True
+    from flamino_core.weights.esmfold_hub import fold_preset_name, load_fold_preset
+
+    if (preset := fold_preset_name(identifier)) is not None:  # downloaded into the Hub's cache (esmfold_hub.py)
+        return load_fold_preset(preset), False
     if not Path(identifier).is_dir():
-        raise ValueError(f"{identifier!r} is not an ESMFold model: give a folder written by transformers' "
-                         f"EsmForProteinFolding.save_pretrained, or {RANDOM_PREFIX}[:seed] (an untrained test "
-                         "model); downloading facebook/esmfold_v1 is not supported yet")
+        raise ValueError(f"{identifier!r} is not an ESMFold model: give esmfold_v1 (downloaded from the Hub), a "
+                         "folder written by transformers' EsmForProteinFolding.save_pretrained, or "
+                         f"{RANDOM_PREFIX}[:seed] (an untrained test model)")
     return load_esmfold(identifier), False

@@ -37,8 +37,9 @@ def model_choice() -> str:
         return os.environ.get("FLAMINO_FOLD_MODEL", folding.RANDOM_MODEL)
     st.session_state.setdefault(MODEL, folding.RANDOM_MODEL)
     chosen = st.text_input("ESMFold model", key=MODEL,
-                           help="random:esmfold-tiny[:seed], or a folder written by transformers' "
-                                "EsmForProteinFolding.save_pretrained (facebook/esmfold_v1 saved locally)")
+                           help="random:esmfold-tiny[:seed] (untrained), esmfold_v1 (the published weights, "
+                                "MIT licence: downloaded once, 8.4 GB, into the Hugging Face cache), or a folder "
+                                "written by transformers' EsmForProteinFolding.save_pretrained")
     return chosen.strip() or folding.RANDOM_MODEL
 
 
@@ -65,8 +66,12 @@ def _model(identifier: str):
 def _config(identifier: str):
     from flamino_core.model.esmfold.config import FoldConfig
 
+    from flamino_core.weights.esmfold_hub import FOLD_PRESETS, fold_preset_name
+
     if identifier.startswith(folding.RANDOM_MODEL):
         return FoldConfig.tiny()
+    if (preset := fold_preset_name(identifier)) is not None:  # its shape is known: nothing loads before Predict
+        return FOLD_PRESETS[preset].expect()
     return _model(identifier).config  # a folder: its shape is read with its weights
 
 
@@ -86,7 +91,7 @@ def offer(ctx) -> None:
     try:
         config = _config(identifier)
         key = folding.model_key(identifier, config.trunk.max_recycles)
-    except (ValueError, OSError) as err:
+    except (ValueError, OSError) as err:  # ModelNotAvailableError is a ValueError
         st.error(plain(f"The ESMFold model could not be read: {err}"), icon=":material/error:")
         return
     store = default_store()
