@@ -10,7 +10,7 @@ import streamlit as st
 from app_pages._ui.input import reading as inputs, uploads
 from app_pages._ui.rerun.context import PageContext, current
 from app_pages._ui.frame.views import PAGES
-from app_pages._ui.frame.widgets import counted, kept_checkbox, kept_text_area
+from app_pages._ui.frame.widgets import counted, kept_checkbox, kept_text_area, plain
 
 
 def use_example(label: str) -> None:
@@ -23,6 +23,42 @@ def read_structure_upload(name: str, data: bytes):
     from app_pages._ui.structure.loaded_structure import take_input_structure
 
     return take_input_structure(name, data)
+
+
+FETCH_PROBLEM = "_accession_fetch_problem"  # session state: why the last fetch by accession failed
+
+
+def fetch_accessions(accessions: list[str]) -> None:
+    """"Fetch from UniProt" (a callback): the accessions' FASTA records replace the pasted text;
+    a failure (offline first) is kept to be said under the button, the text left as it was."""
+    from flamino_core.inputs.uniprot_fetch import FetchError, fetch_fasta
+
+    st.session_state.pop(FETCH_PROBLEM, None)
+    try:
+        inputs.set_input("".join(fetch_fasta(accession) for accession in accessions))
+    except FetchError as err:
+        st.session_state[FETCH_PROBLEM] = str(err)
+
+
+def accession_offer() -> None:
+    """Pasted UniProt accessions (``P69905``) rather than a sequence: offer to fetch their
+    sequences, as the Structure page fetches a model by accession (issue 50: refused as not a
+    sequence)."""
+    from flamino_core.inputs.uniprot_fetch import pasted_accessions
+
+    accessions = pasted_accessions(st.session_state.get(inputs.FASTA) or "")
+    if not accessions:
+        st.session_state.pop(FETCH_PROBLEM, None)
+        return
+    named = ", ".join(accessions)
+    st.info(f"{plain(named)} {'is a UniProt accession' if len(accessions) == 1 else 'are UniProt accessions'}, "
+            "not a sequence: fetch the sequence from UniProt (rest.uniprot.org) where this machine can reach it, "
+            "or paste the sequence itself.", icon=":material/cloud_download:")
+    st.button(f"Fetch {named} from UniProt", key="_fetch_accessions", on_click=fetch_accessions, args=(accessions,),
+              icon=":material/download:")
+    problem = st.session_state.get(FETCH_PROBLEM)
+    if problem:
+        st.error(plain(problem), icon=":material/cloud_off:")
 
 
 def pages_sentence() -> str:
@@ -51,6 +87,7 @@ def main(ctx: PageContext) -> None:
         height=220,
         placeholder=">my_protein optional description\nMKTAYIAKQRQISFVKSHFSRQ…",
     )
+    accession_offer()
     # Any file type is accepted on purpose: the validator then says what a PDF or a picture is
     # and what to do, instead of the uploader refusing it without a reason.
     uploads.uploader(
