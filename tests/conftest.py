@@ -73,14 +73,13 @@ FILE_KINDS = {
                      "test_structure_predict_app.py"], "app"),
     **dict.fromkeys(["test_browser.py", "test_browser_design.py", "test_browser_predict.py", "test_browser_structure.py", "test_browser_views.py",
                      "test_hosted_server_attacks.py", "test_browser_sets.py", "test_browser_families.py", "test_browser_variants.py",
-                     "test_browser_saprot.py", "test_browser_estimates.py"], "browser"),
+                     "test_browser_saprot.py", "test_browser_estimates.py",
+                     "test_browser_fold.py"], "browser"),
     **dict.fromkeys(["test_batch_cluster.py", "test_jobs_ray.py", "test_ray_twice.py"], "ray"),
 }
 TEST_KINDS = {  # "file::test name prefix" -> kind, where a test is not its file's kind
     "test_structure_numbering.py::test_the_command_line_": "integration",
     "test_structure_numbering.py::test_the_variants_page_": "app",
-    "test_uniprot_fetch.py::test_the_input_page_": "app",  # (the rest: unit, a local server)
-    "test_uniprot_fetch.py::test_": "unit",
     "test_alphabet.py::test_matches_": "parity",  # against the installed fair-esm
     "test_analysis.py::test_apc_runs_traced_by_jax": "integration",
     "test_record_sets.py::test_umap_is_deterministic": "integration",  # minutes of UMAP on 2 cores

@@ -100,6 +100,17 @@ def test_predict_shows_the_fold_by_plddt_its_pae_and_downloads_biopython_reads_b
     # The predicted structure is the page's structure: its contacts' precision table is there.
     assert any("Contact precision" in h.value for h in at.subheader)
     assert any("predicted by random:esmfold-tiny" in unescaped(c.value) for c in at.caption)
+    # SaProt reads the held structure as a prediction: its residues with pLDDT < 70 become '#'.
+    from flamino_core.structure.three_di import is_predicted_structure, structure_tokens
+
+    held = at.session_state["_structure"][0]
+    assert is_predicted_structure(held)
+    tokens = structure_tokens(ABETA42, held, predicted=is_predicted_structure(held))
+    # SaProt's residue pLDDT: the mean of its atoms' B-factors (pLDDT x 100 to the PDB's 0.01)
+    atom_b = np.round(100 * reference.plddt, 2) * reference.atom37_exists
+    low = atom_b.sum(axis=1) / reference.atom37_exists.sum(axis=1) < 70
+    assert tokens.low_confidence == int(low.sum()) > 0
+    assert all((letter == "#") == masked for letter, masked in zip(tokens.letters, low))
 
 
 def test_a_second_session_reads_the_fold_from_the_store_without_a_job():

@@ -1,0 +1,58 @@
+"""Predict the structure (ESMFold) in headless Chromium (``streamlit run app.py``, the untrained
+``random:esmfold-tiny``): a pasted sequence with no structure -> Structure -> Predict -> the
+viewer drawn with pLDDT in its B-factors, the PAE heatmap, and a PDB download that Biopython
+reads back with the coordinates and B-factors of a fold made here directly (``fold_sequence``);
+no request leaves the machine. The sequence is one no other browser test folds (the server's
+result store is shared by the run's tests)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_browser import CHROMIUM, TIMEOUT_MS, _download, _wait_for_charts
+from test_browser_structure import _offline_page, _photograph
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs /usr/bin/chromium (apt-get install chromium)"),
+]
+# Human ubiquitin's first 50 residues (P0CG48): a real sequence, folded by no other test.
+SEQUENCE = "MQIFVKTLTGKTITLEVEPSDTIENVKAKIQDKEGIPPDQQRLIFAGKQL"
+
+
+def test_predict_draws_the_fold_by_plddt_the_pae_and_a_pdb_biopython_reads_back(server, browser, tmp_path):
+    from Bio.PDB import PDBParser
+
+    from flamino_core.model.esmfold.predict import fold_sequence
+    from flamino_core.weights.esmfold import load_fold_model
+
+    page, outside = _offline_page(browser, server)
+    page.goto(f"{server.url}/?page=structure&seq={SEQUENCE}")
+    page.get_by_text("untrained test model (random weights)").first.wait_for(timeout=3 * TIMEOUT_MS)
+    page.get_by_role("button", name="Predict the structure (ESMFold)").click()
+    # The fold compiles first (~20-60 s on a loaded 2-core CPU), then the page holds the prediction.
+    page.get_by_role("heading", name="The predicted structure").wait_for(timeout=6 * TIMEOUT_MS)
+    page.wait_for_selector('iframe[src*="flamino_molecule"]', timeout=3 * TIMEOUT_MS)
+    frame = next(f for f in page.frames if "flamino_molecule" in f.url)
+    frame.wait_for_function("document.body.dataset.drawn", timeout=TIMEOUT_MS)
+    assert frame.evaluate("document.body.dataset.drawn") == str(len(SEQUENCE))
+    _wait_for_charts(page, 2)  # the PAE heatmap and the contact map against the prediction
+    assert page.locator('[data-testid="stException"]').count() == 0
+    assert page.get_by_text("Predicted aligned error").count() >= 1
+    _photograph(page, "structure_predicted")
+
+    reference = fold_sequence(load_fold_model("random:esmfold-tiny")[0], SEQUENCE)
+    exists = reference.atom37_exists > 0.5
+    # What 3Dmol.js read: residue 10's B-factor is its C-alpha pLDDT x 100 (two decimals in the column).
+    read = frame.evaluate("window.flamino.atomsOf('A', 10).find(a => a.atom === 'CA').b")
+    assert abs(read - 100 * reference.residue_plddt[9]) < 0.006
+
+    pdb = _download(page, "Predicted structure (PDB, pLDDT as B-factors)", tmp_path)
+    atoms = list(PDBParser(QUIET=True).get_structure("p", str(pdb)).get_atoms())
+    # Another process, the same XLA program on the same CPU: coordinates to the column's 0.001 A.
+    np.testing.assert_allclose([a.coord for a in atoms], reference.atom37[exists], atol=1.5e-3)
+    np.testing.assert_allclose([a.bfactor for a in atoms], 100 * reference.plddt[exists], atol=0.006)
+    cif = _download(page, "Predicted structure (mmCIF)", tmp_path)
+    assert cif.suffix == ".cif" and "_atom_site" in cif.read_text()
+    assert outside == []
+    page.context.close()
