@@ -107,9 +107,10 @@ def bytes_per_token(config, width: int = 1024) -> int:
     return 4 * floats
 
 
-def planned_token_budget(config, precision: str, memory: DeviceMemory) -> tuple[int, str]:
-    """(tokens per pass, how it was planned in words) for this model beside its weights."""
-    weights = weights_bytes(config, precision)
+def planned_token_budget(config, precision: str, memory: DeviceMemory, shards: int = 1) -> tuple[int, str]:
+    """(tokens per pass, how it was planned in words) for this model beside its weights (their
+    1/``shards`` on each device when they are sharded, ``sharding``)."""
+    weights = weights_bytes(config, precision) // shards
     room = memory.free - weights
     tokens = int(room * WORKING_SHARE) // bytes_per_token(config)
     budget = max(MIN_TOKEN_BUDGET, min(MAX_TOKEN_BUDGET, planner.pow2_at_most(tokens)))
@@ -117,28 +118,32 @@ def planned_token_budget(config, precision: str, memory: DeviceMemory) -> tuple[
                     f"{gigabytes(weights)}, {gigabytes(max(room, 0))} left for passes")
 
 
-def smallest_need(config, precision: str) -> int:
-    """Bytes the model needs at the least: its weights and one full-width row's pass."""
-    return weights_bytes(config, precision) + MIN_TOKEN_BUDGET * bytes_per_token(config)
+def smallest_need(config, precision: str, shards: int = 1) -> int:
+    """Bytes the model needs on one device at the least: its weights (their 1/``shards`` when
+    sharded over several devices, ``sharding``) and one full-width row's pass."""
+    return weights_bytes(config, precision) // shards + MIN_TOKEN_BUDGET * bytes_per_token(config)
 
 
-def fitting_precision(config, precision: str, explicit: bool, memory: DeviceMemory | None) -> tuple[str, str]:
+def fitting_precision(config, precision: str, explicit: bool, memory: DeviceMemory | None,
+                      shards: int = 1) -> tuple[str, str]:
     """The precision the model runs in on this device, and why when it is not the one asked.
 
     fp32 is the default; where fp32 weights cannot fit and the user did not ask for fp32 by
     name, bf16 weights (half the bytes) are used and said. Raises ``ModelTooLargeError`` with
-    the bytes needed and present when nothing fits.
+    the bytes needed and present when nothing fits. ``shards``: devices the weights are split
+    over (``sharding.plan_devices``); the bytes are then one device's.
     """
-    if memory is None or precision == "int8" or smallest_need(config, precision) <= memory.free:
+    if memory is None or precision == "int8" or smallest_need(config, precision, shards) <= memory.free:
         return precision, ""
-    need = smallest_need(config, precision)
-    if precision == "fp32" and not explicit and smallest_need(config, "bf16") <= memory.free:
+    need = smallest_need(config, precision, shards)
+    if precision == "fp32" and not explicit and smallest_need(config, "bf16", shards) <= memory.free:
         return "bf16", (f"bf16 weights: fp32 needs {gigabytes(need)} on the {memory.device}, which has "
                         f"{gigabytes(memory.free)} free")
-    smaller = "" if precision == "bf16" else f" (bf16 weights: {gigabytes(smallest_need(config, 'bf16'))})"
+    smaller = "" if precision == "bf16" else f" (bf16 weights: {gigabytes(smallest_need(config, 'bf16', shards))})"
     raise ModelTooLargeError(
         f"{config.name} needs {gigabytes(need)} on the {memory.device} in {precision} (its weights "
-        f"{gigabytes(weights_bytes(config, precision))} and one 1,024-token pass){smaller}; the device has "
+        f"{gigabytes(weights_bytes(config, precision) // shards)}{' a device' if shards > 1 else ''} and one "
+        f"1,024-token pass){smaller}; the device has "
         f"{gigabytes(memory.free)} free of {gigabytes(memory.capacity)}. Choose a smaller model, or run on a "
         "host with more device memory (several devices: docs/accelerators.md)")
 

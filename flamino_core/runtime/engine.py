@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from flamino_core.runtime import device_memory, hardware, memory, planner, run_checks, windows
+from flamino_core.runtime import device_memory, hardware, memory, planner, run_checks, sharding, windows
 from flamino_core.analysis.outputs import log_softmax
 from flamino_core.model.attention import AttentionImpl
 from flamino_core.model.config import ModelConfig
@@ -140,12 +140,15 @@ class Engine:
         # Attention, precision, token budget and packing for this machine (hardware.choose: the
         # fused CPU kernel when built, with packing; dot_product_attention on an accelerator, fp32
         # products there, a budget from its memory; fp32 unless asked).
-        self.backend = hardware.configure(model, attention, precision, token_budget, packing)
+        # Several devices: rows split over them, or the weights sharded where one cannot hold them.
+        self.devices = sharding.plan_devices(self.config, hardware.requested_precision(precision)[0])
+        self.backend = hardware.configure(model, attention, precision, token_budget, packing, self.devices)
         self.token_budget = self.backend.token_budget  # halved on a device's out-of-memory (device_memory)
         self.graphdef, self.state = nnx.split(model)
-        self.state = jax.device_put(self.state)
+        self.state = self.devices.place(self.state)  # each array straight into its sharding
         passes = compiled(self.graphdef, self.backend.implementation, self.backend.matmul_precision)
-        self._forward, self._masked_log_probs, self.compiled_shapes = passes.forward, passes.masked_log_probs, passes.seen
+        self._forward, self._masked_log_probs = map(self.devices.wrap, (passes.forward, passes.masked_log_probs))
+        self.compiled_shapes = passes.seen
 
     @functools.cached_property
     def fingerprint(self) -> str:

@@ -19,7 +19,7 @@ import platform
 import jax
 
 from flamino_core.model import fused_attention
-from flamino_core.runtime import device_memory
+from flamino_core.runtime import device_memory, sharding
 from flamino_core.model.attention import PATHS as ATTENTION_PATHS
 from flamino_core.model.attention import AttentionImpl
 from flamino_core.options import DEFAULT_TOKEN_BUDGET
@@ -118,6 +118,9 @@ class Backend:
     # precision is not the one asked (bf16 weights where fp32 cannot fit): said with the backend.
     budget_why: str = ""
     precision_why: str = ""
+    # Several devices (``sharding.DevicePlan.describe``): "2 devices, rows split", "weights
+    # sharded over 4 devices (...)"; "" on one.
+    devices: str = ""
 
     @property
     def attention(self) -> str:
@@ -151,7 +154,8 @@ class Backend:
             where += f" ({' '.join(hw.cpu_features) or 'no AVX2'})"
         packed = "; sequences packed into shared rows" if self.packing else ""
         budget = f" ({self.budget_why})" if self.budget_why else ""
-        return (f"{where}; attention: {self.attention} ({self.attention_why}); {self.precision_words}; "
+        devices = f"; {self.devices}" if self.devices else ""
+        return (f"{where}{devices}; attention: {self.attention} ({self.attention_why}); {self.precision_words}; "
                 f"token budget {self.token_budget}{budget}{packed}")
 
 
@@ -234,17 +238,20 @@ def exact_matmul_precision(hw: Hardware, precision: str) -> str | None:
 
 
 def configure(model, attention: str | None = None, precision: str | None = None,
-              token_budget: int | None = None, packing: str | None = None) -> Backend:
+              token_budget: int | None = None, packing: str | None = None, devices=None) -> Backend:
     """Choose the backend for ``model`` (a family's network) on this machine and set its matmul
     precision. The attention implementation is not stored on the model: the engine passes
     ``Backend.implementation`` to every call.
 
-    Args: as ``choose``. Returns: the ``Backend`` the model now runs with.
+    Args: as ``choose``; ``devices``: the engine's ``sharding.DevicePlan`` (None: one device).
+    Returns: the ``Backend`` the model now runs with.
     """
     backend = choose(model.config.head_dim, attention, precision, token_budget, packing)
     if backend.hardware.platform != "cpu":
         backend = _planned_for_device(backend, model.config, explicit=requested_precision(precision)[1],
-                                      token_budget=token_budget)
+                                      token_budget=token_budget, devices=devices)
+    if devices is not None and devices.describe():
+        backend = dataclasses.replace(backend, devices=devices.describe())
     if backend.precision == "bf16":
         # On an accelerator the kernels are stored as bf16 (half the memory; the same numbers as
         # rounding them in every call, which stays the CPU's way: faster there, measured).
@@ -254,17 +261,21 @@ def configure(model, attention: str | None = None, precision: str | None = None,
     return backend
 
 
-def _planned_for_device(backend: Backend, config, explicit: bool, token_budget: int | None) -> Backend:
+def _planned_for_device(backend: Backend, config, explicit: bool, token_budget: int | None, devices=None) -> Backend:
     """An accelerator's backend with its precision and token budget planned from the device's
     memory (``device_memory``): bf16 weights where fp32 cannot fit and fp32 was not asked by
-    name, a refusal where nothing fits, a budget that fits beside the weights."""
+    name, a refusal where nothing fits, a budget that fits beside the weights (their share of
+    one device when sharded; with rows split over N devices, N times one device's budget)."""
     memory = device_memory.device_memory()
-    precision, why = device_memory.fitting_precision(config, backend.precision, explicit, memory)
+    shards = devices.weight_shards if devices is not None else 1
+    precision, why = device_memory.fitting_precision(config, backend.precision, explicit, memory, shards)
     if precision != backend.precision:
         backend = dataclasses.replace(backend, precision=precision, precision_why=why,
                                       matmul_precision=exact_matmul_precision(backend.hardware, precision))
     if token_budget is None and memory is not None:
-        budget, budget_why = device_memory.planned_token_budget(config, precision, memory)
+        budget, budget_why = device_memory.planned_token_budget(config, precision, memory, shards)
+        if devices is not None and devices.mode == "rows split":
+            budget, budget_why = budget * devices.count, f"{budget_why}; per device, times {devices.count} devices"
         backend = dataclasses.replace(backend, token_budget=budget, budget_why=budget_why)
     return backend
 
@@ -273,7 +284,8 @@ def refuse_before_loading(config, precision: str | None = None) -> None:
     """Refuse, before any weight is read or downloaded, a model that cannot fit on this
     accelerator in any precision the user allows (nothing happens on a CPU)."""
     chosen, explicit = requested_precision(precision)
-    device_memory.fitting_precision(config, chosen, explicit, device_memory.device_memory())
+    shards = sharding.plan_devices(config, chosen).weight_shards  # several devices may share the weights
+    device_memory.fitting_precision(config, chosen, explicit, device_memory.device_memory(), shards)
 
 
 def refuse_named_model(identifier: str) -> None:
