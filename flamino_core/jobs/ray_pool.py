@@ -57,9 +57,9 @@ def stream_on_ray(items: list[dict], worker: Callable[[int], type], address: str
         pool = _plan_pool(resources, len(items), actors, cpus_per_actor, gpus_per_actor)
         if used is not None:
             used[:] = [pool.actors]
-        device = f"{pool.gpus:g} GPU" if pool.gpus else f"{pool.cpus:g} CPU"
+        device = f"{pool.gpus:g} GPU" if pool.gpus else f"{pool.tpus} TPU" if pool.tpus else f"{pool.cpus:g} CPU"
         say(f"{len(items)} {what} on {pool.actors} actor(s), {device} each (Ray: {int(resources.get('CPU', 0))} CPUs, "
-            f"{int(resources.get('GPU', 0))} GPUs)")
+            f"{int(resources.get('GPU', 0))} GPUs, {int(resources.get('TPU', 0))} TPUs)")
         dataset = _pooled_dataset(ray, items, worker, pool)
     except BaseException:
         if to_shut_down is not None:
@@ -113,15 +113,31 @@ class _Pool(NamedTuple):
     actors: int
     cpus: float  # per actor
     gpus: float  # per actor
-    cores: int  # CPU cores each actor pins itself to (0: a GPU actor, no pinning)
+    cores: int  # CPU cores each actor pins itself to (0: an accelerator actor, no pinning)
     env: dict[str, str]  # environment variables of each actor
+    tpus: int = 0  # per actor (Ray's custom resource "TPU": one chip)
+
+
+def accelerator_options(resources: dict, gpus_per_actor: float | None = None) -> dict:
+    """The accelerator each model actor requests on a cluster with these ``ray.cluster_resources()``:
+    one GPU where the cluster has GPUs (or ``gpus_per_actor`` when given), one TPU chip (Ray's
+    "TPU" resource) where it has TPUs, nothing on a CPU cluster. One actor per device: JAX in
+    an actor then sees the device Ray gave it, and the pool holds as many actors as devices."""
+    if gpus_per_actor is None and resources.get("GPU", 0) < 1 and resources.get("TPU", 0) >= 1:
+        return {"resources": {"TPU": 1}}
+    if gpus_per_actor is None:
+        gpus_per_actor = 1.0 if resources.get("GPU", 0) >= 1 else 0.0
+    return {"num_gpus": gpus_per_actor} if gpus_per_actor > 0 else {}
 
 
 def _plan_pool(resources: dict, n_items: int, actors: int | None, cpus_per_actor: float,
                gpus_per_actor: float | None) -> _Pool:
-    """As many actors as asked (default: as fit the cluster's GPUs, else its CPUs), never more than items."""
-    if gpus_per_actor is None:
-        gpus_per_actor = 1.0 if resources.get("GPU", 0) >= 1 else 0.0
+    """As many actors as asked (default: as fit the cluster's accelerators, else its CPUs), never more than items."""
+    accelerator = accelerator_options(resources, gpus_per_actor)
+    if "resources" in accelerator:
+        fit = int(resources["TPU"])
+        return _Pool(max(1, min(actors or fit, n_items)), cpus_per_actor, 0.0, 0, {}, 1)
+    gpus_per_actor = accelerator.get("num_gpus", 0.0)
     if gpus_per_actor > 0:
         fit = int(resources.get("GPU", 0) // gpus_per_actor)
         if fit < 1:
@@ -152,6 +168,7 @@ def _pooled_dataset(ray, items: list[dict], worker: Callable[[int], type], pool:
         compute=ray.data.ActorPoolStrategy(size=pool.actors, max_tasks_in_flight_per_actor=1),
         num_cpus=pool.cpus,
         num_gpus=pool.gpus,
+        **({"resources": {"TPU": pool.tpus}} if pool.tpus else {}),  # one TPU chip an actor
         runtime_env={"env_vars": pool.env} if pool.env else None,
     )  # Ray Data restarts a killed actor and retries its item (see process_shard for repeats)
 
