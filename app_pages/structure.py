@@ -223,6 +223,8 @@ def main(ctx: PageContext) -> None:
     st.markdown(INTRO)
     structures.source_panel()
     held = structures.held()
+    if held is not None and record is not None and prediction.of_another_sequence(held[1], seq):
+        held = None  # a prediction is of one sequence: another record is offered its own
     if held is None:
         if st.session_state.get(structures.PROBLEM):  # after a refusal, its message says what to do
             return

@@ -137,3 +137,17 @@ def test_a_hosted_server_refuses_a_fold_over_its_limit_before_work(monkeypatch):
     assert any("this server folds 40 at most" in unescaped(e.value) and "pair state" in e.value for e in at.error)
     assert not any(b.label == PREDICT for b in at.button)
     assert len(background.every_job()) == before
+
+
+def test_another_record_is_offered_its_own_prediction_not_shown_the_first_ones():
+    """A prediction is of one sequence: choosing another record (here: a new paste) offers that
+    record a fold instead of aligning it to the first one's structure."""
+    at = structure_page()
+    next(b for b in at.button if b.label == PREDICT).click()
+    settle(at.run())
+    open_page(at, "input")
+    paste(at, ">abeta40\n" + ABETA42[:40] + "\n")
+    open_page(at, "structure")
+    assert_clean(at)
+    assert any(b.label == PREDICT for b in at.button)
+    assert not any("Predicted aligned error" in f["layout"]["title"]["text"] for f in figures(at))

@@ -144,6 +144,12 @@ def held_prediction(structure_key: str):
     return found[1:] if found is not None and found[0] == structure_key else None
 
 
+def of_another_sequence(structure_key: str, sequence: str) -> bool:
+    """Whether the page's structure is a prediction of another sequence than ``sequence``."""
+    found = held_prediction(structure_key)
+    return found is not None and found[0].sequence != sequence.upper()
+
+
 def section(ctx, parsed, alignment, structure_key: str, file_stem: str) -> None:
     """The prediction's confidence: the 3D view by pLDDT, the PAE heatmap, PDB and mmCIF downloads."""
     folded, label, record_id = held_prediction(structure_key)
