@@ -266,7 +266,7 @@ def main(ctx: PageContext) -> None:
         fitted = fit_section(ctx, *upload)
         if fitted is not None:
             results_section(ctx, upload[0], fitted)
-    design_rounds.section(ctx)
+    design_rounds.section(ctx, upload)  # a campaign offered on the uploaded table's wild type too
 
 
 if __name__ == "__main__":  # run by app.py (context.serve), with this rerun's context

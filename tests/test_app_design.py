@@ -85,3 +85,20 @@ def test_two_rounds_on_the_page(assay, tmp_path):
     # the campaign's .zip is the folder: unpacked elsewhere it reads the same rounds
     copy = campaigns.from_zip(campaigns.to_zip(campaigns.load(folder)), tmp_path / "copy")
     assert [r["n_measured"] for r in copy.rounds] == [24, len(measured)]
+
+
+def test_a_campaign_is_offered_on_the_uploaded_tables_wild_type():
+    """Issue 50 row 14: after a table was uploaded (its wild type derived from mutated_sequence),
+    Design rounds offered only the selected record, another protein. The offered wild type is the
+    assay's own (its .wt.fa beside it, read here independently)."""
+    at = open_page(paste(start(), ">ubiquitin\nMQIFVKTLTGKTITLEVEPSDTIENVKAKIQDKEGIPPDQQRLIFAGKQLEDGRTLSDYNIQKESTLHLVLRLRGG\n"),
+                   "predict")
+    assert not any(b.label.endswith("'s wild type") for b in at.button)  # nothing uploaded: the record only
+    at.file_uploader(key="_predict_upload").set_value([(DMS.name, DMS.read_bytes(), "text/csv")])
+    at = at.run()
+    assert_clean(at)
+    at = button(at, f"Start a campaign on {DMS.stem}'s wild type").click().run()
+    assert_clean(at)
+    found = campaigns.load(Path(at.session_state[FOLDER]))
+    assert found.wild_type == wild_type() and found.data["record_id"] == DMS.stem
+    assert any(f"Campaign on {DMS.stem} ({len(wild_type()):,} residues)" in unescaped(c.value) for c in at.caption)

@@ -43,22 +43,47 @@ def _new_folder() -> Path:
     return Path(path)
 
 
-def _start(ctx) -> None:
-    """Start a campaign on the selected record, or resume one from its .zip."""
+def uploaded_wild_type(upload: tuple[str, bytes] | None):
+    """``(name, DmsTable)`` of the page's uploaded table when its wild type is derived from the
+    table (its ``mutated_sequence``, the page's "Wild type of the mutant column" not set to the
+    record), else None: a campaign is then offered on that wild type first (issue 50: it was
+    offered only on the selected record, another protein)."""
+    from app_pages._ui.frame.views import OPTIONS
+    from app_pages._ui.variants.scoring import dms_table
+
+    if upload is None or st.session_state.get("pwt", OPTIONS["pwt"].default) == "record":
+        return None
+    table = dms_table(upload[1], None, 1)
+    return None if isinstance(table, str) else (Path(upload[0]).stem, table)
+
+
+def _init(sequence: str, target: str, first: int, seed: int, record_id: str) -> None:
+    try:
+        campaigns.init(_new_folder(), sequence, target.strip(), first=first, seed=int(seed), record_id=record_id)
+    except DesignError as err:
+        st.error(plain(str(err)))
+
+
+def _start(ctx, uploaded=None) -> None:
+    """Start a campaign on the uploaded table's wild type (``uploaded_wild_type``) or the selected
+    record, or resume one from its .zip."""
     left, right = st.columns(2)
     with left:
         target = kept_text_input("Measured column (the target of every round's table)", "design_target",
                                  default="DMS_score")
         seed = kept_number_input("Seed (every random choice of every round)", "design_seed", min_value=0,
                                  max_value=2**31 - 1, default=0)
+        if uploaded is not None:
+            name, table = uploaded
+            if st.button(f"Start a campaign on {name}'s wild type", key="_design_start_table", type="primary",
+                         icon=":material/science:",
+                         help=f"{len(table.wild_type):,} residues, {table.wild_type_source}"):
+                _init(table.wild_type, target, table.first, seed, name)
         if ctx.record is None:
             st.info("Choose the wild type on the Input page to start a campaign on it.")
-        elif st.button("Start a campaign on the selected record", key="_design_start", icon=":material/science:"):
-            try:
-                campaigns.init(_new_folder(), ctx.sequence, target.strip(), first=ctx.first, seed=int(seed),
-                               record_id=ctx.record.id)
-            except DesignError as err:
-                st.error(plain(str(err)))
+        elif st.button("Start a campaign on the selected record", key="_design_start", icon=":material/science:",
+                       help=f"{ctx.record.id}: {len(ctx.sequence):,} residues"):
+            _init(ctx.sequence, target, ctx.first, seed, ctx.record.id)
     with right:
         resumed = st.file_uploader("Or resume a campaign (.zip from this section)", type=["zip"],
                                    key="_design_resume", max_upload_size=inputs.upload_size_mb())
@@ -151,8 +176,8 @@ def _stem(found) -> str:
     return safe_name(found.data.get("record_id") or "campaign")
 
 
-def section(ctx) -> None:
-    """The Design rounds section of the Predict page."""
+def section(ctx, upload: tuple[str, bytes] | None = None) -> None:
+    """The Design rounds section of the Predict page; ``upload``: the page's uploaded table."""
     st.subheader("Design rounds")
     st.markdown("Measured a plate? Upload it as a round, and get the next one: variants chosen by a Gaussian "
                 "process on one-hot residues (predicted value with its 80% interval), at most one per position, "
@@ -160,7 +185,7 @@ def section(ctx) -> None:
                 "kept in the campaign: download it to continue later or with `flamino campaign`.")
     folder = _folder()
     if folder is None:
-        _start(ctx)
+        _start(ctx, uploaded_wild_type(upload))
         folder = _folder()
         if folder is None:
             return
