@@ -86,9 +86,9 @@ def list_section(ctx: PageContext) -> None:
     record, engine, seq, stem = ctx.record, ctx.engine, ctx.sequence, ctx.stem
     inputs.record_caption(record, ctx.record_read, ctx.first)
     offset = ctx.first
-    if offset != 1:
-        st.caption(f"Positions are numbered from {offset} (from the record id).")
     author = structure_numbering_of(record, offset)
+    if offset != 1 and author is None:  # (a structure's record: the choice below says how)
+        st.caption(f"Positions are numbered from {offset} (from the record id).")
     in_structure = author is not None and kept_radio(
         "Positions are numbered", "vnumbering", ["structure", "sequence"], default="structure", horizontal=True,
         format_func={"structure": f"as the structure numbers them ({author.span()}, with its gaps and insertion "

@@ -80,6 +80,7 @@ FILE_KINDS = {
 }
 TEST_KINDS = {  # "file::test name prefix" -> kind, where a test is not its file's kind
     "test_structure_numbering.py::test_the_command_line_": "integration",
+    "test_structure_numbering.py::test_flamino_score_": "integration",
     "test_structure_numbering.py::test_the_variants_page_": "app",
     "test_app_first_run.py::test_": "app",  # the whole file (AppTest)
     "test_browser_first_run.py::test_": "browser",  # the whole file (Chromium)

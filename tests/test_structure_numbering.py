@@ -153,3 +153,16 @@ def test_the_variants_page_scores_s195a_in_the_structures_numbering(reference, m
     by_sequence = scored(", ".join(names))
     assert list(by_sequence[COLUMN]) == ["S195A", "H57A"]
     assert list(by_structure["score"]) == list(by_sequence["score"])
+
+
+def test_flamino_score_names_each_position_in_the_structures_numbering_too(tmp_path, reference):
+    from flamino_core.cli import main
+
+    out = tmp_path / "map.csv"
+    assert main(["score", str(GBT), "-m", "random:tiny", "--strategy", "wt-marginals", "-o", str(out)]) == 0
+    table = pd.read_csv(out, dtype={"structure_position": str})
+    assert list(table.columns) == ["record_id", "position", "structure_position", "wt", "mt", "score"]
+    by_label = table.drop_duplicates("position").set_index("structure_position")
+    assert list(by_label.index) == list(reference)  # every residue, in order, as the file numbers it
+    for label, (index, letter) in reference.items():
+        assert by_label.loc[label, "position"] == FIRST + index and by_label.loc[label, "wt"] == letter

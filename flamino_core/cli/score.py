@@ -1,7 +1,8 @@
 """``flamino score``: the full single-substitution map or pseudo-perplexity of every record to a CSV.
 
 Positions are numbered like every other command's: from ``--offset``, else from the record id's
-``/start-end`` suffix, else from 1. Masked passes go through the result store (``FLAMINO_CACHE``),
+``/start-end`` suffix, else from 1; a record made of a structure's chain also names each position
+as the file numbers it (``structure_position``: ``184A``). Masked passes go through the result store (``FLAMINO_CACHE``),
 so scoring the same record again with the same model runs no masked pass.
 """
 
@@ -19,18 +20,23 @@ from flamino_core.cli.common import (
 
 
 def cmd_score(args) -> int:
+    from flamino_core.inputs.author_numbering import from_record
     from flamino_core.variants import substitution_maps as scores
 
     out_path = check_output(args.output, ".csv")
     records, had_errors = read_fasta_argument(args)
     engine = load_engine(args.model, args.verbose)
     per_record = STRATEGIES[args.strategy].output == "pppl"
+    # A record made of a structure's chain carries the file's numbering (1GBT: chymotrypsin
+    # numbering, 184A ...): each position is then named in it too (blank for other records).
+    structure = {record.id: from_record(record) for record in records}
+    labelled = any(numbering is not None for numbering in structure.values())
     with written_atomically(out_path) as tmp, open(tmp, "w", newline="") as handle:
         writer = csv.writer(handle)
         if per_record:
             writer.writerow(["record_id", args.strategy])
         else:
-            writer.writerow(["record_id", "position", "wt", "mt", "score"])
+            writer.writerow(["record_id", "position", *(["structure_position"] if labelled else []), "wt", "mt", "score"])
         for index, record in enumerate(records):
             label = f"{record.id} ({index + 1}/{len(records)})"
             scored = scores.substitution_map(engine, record.sequence, args.strategy, progress=Progress(label))
@@ -38,8 +44,10 @@ def cmd_score(args) -> int:
                 writer.writerow([record.id, f"{scored.pppl:.6g}"])
                 continue
             first = first_residue_number(record, args.offset)
+            numbering = structure[record.id]
             for row in scores.score_rows(record.id, scored.sequence, scored.substitutions, first):
-                writer.writerow(row[:4] + (f"{row[4]:.6g}",))
+                label = ([numbering.label(row[1] - first) if numbering else ""] if labelled else [])
+                writer.writerow([*row[:2], *label, *row[2:4], f"{row[4]:.6g}"])
     print(f"wrote {out_path} ({len(records)} sequences, {args.strategy})")
     return EXIT_USAGE if had_errors else EXIT_OK
 
