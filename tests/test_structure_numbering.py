@@ -152,6 +152,9 @@ def test_the_variants_page_scores_s195a_in_the_structures_numbering(reference, m
     at.radio(key="_w_vnumbering").set_value("sequence")
     by_sequence = scored(", ".join(names))
     assert list(by_sequence[COLUMN]) == ["S195A", "H57A"]
+    # The same list means other residues under the other choice: the page's link says which.
+    linked = {k: v[-1] if isinstance(v, list) else v for k, v in dict(at.query_params).items()}
+    assert linked.get("vnumbering") == "sequence"
     assert list(by_structure["score"]) == list(by_sequence["score"])
 
 

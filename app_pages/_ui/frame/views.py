@@ -306,6 +306,9 @@ OPTIONS: dict[str, ViewOption] = {
         # (a link's budget is shared with the sequence); a longer one leaves "mlong" instead.
         ViewOption("vinput", "variants", Choice({"list": "a mutation list", "dms": "a DMS table"}), "list"),
         ViewOption("vstrategy", "variants", VARIANT_CHOICE, "masked-marginals"),
+        # A structure's record: the list's positions as the file numbers them, or along the sequence.
+        ViewOption("vnumbering", "variants", Choice({"structure": "the structure's numbering",
+                                                     "sequence": "the sequence's numbering"}), "structure"),
         ViewOption("muts", "variants", Text(MAX_LINK_MUTATIONS)),
         ViewOption("mlong", "variants", Flag()),
         ViewOption("vmap", "variants", _strategy_choice(MAP_STRATEGIES), "wt-marginals"),  # the map's
