@@ -59,6 +59,25 @@ def test_labels_survive_the_header(labels):
     assert AuthorNumbering.decode(written).labels == labels
 
 
+def test_a_header_that_does_not_number_the_sequence_is_ignored_not_expanded():
+    """A FASTA header is a stranger's text: a numbering of another length is not the record's,
+    and a run of two billion numbers is refused by its count, before anything is expanded."""
+    import time
+
+    from flamino_core.inputs.fasta import ProteinRecord
+
+    def record(description: str):
+        return ProteinRecord("x", description, "MKTAYIAKQR")
+
+    assert from_record(record("numbering=1..10")).labels == tuple(str(n) for n in range(1, 11))
+    assert from_record(record("numbering=1..9")) is None and from_record(record("numbering=1..10,11")) is None
+    began = time.monotonic()
+    assert from_record(record("numbering=1..2000000000")) is None
+    assert from_record(record("numbering=1.." + "9" * 5000)) is None  # past Python's int() digits
+    assert time.monotonic() - began < 1.0  # (expanding the run would take minutes and gigabytes)
+    assert from_record(record("numbering=1..5,x,7..10")) is None
+
+
 def test_a_structure_numbered_list_reads_as_the_same_residues(trypsin, reference):
     numbering = from_record(trypsin)
     written = "S195A, H57A, D102N, Y184AF, p.Ser195Ala, S195A:H57A"

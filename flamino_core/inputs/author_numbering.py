@@ -72,15 +72,21 @@ class AuthorNumbering:
         return ",".join(parts + _written(run))
 
     @classmethod
-    def decode(cls, text: str) -> AuthorNumbering:
-        """The labels of ``encode``'s text.
+    def decode(cls, text: str, length: int | None = None) -> AuthorNumbering:
+        """The labels of ``encode``'s text; ``length``: the residues it must number, counted
+        before any run is expanded (a header is a stranger's text: ``1..2000000000`` must not
+        become two billion labels).
 
         Raises:
-          ValueError: a part that is neither a label nor a run.
+          ValueError: a part that is neither a label nor a run, or more labels than ``length``.
         """
+        parts = text.split(",")
+        runs = [_RUN.fullmatch(part) for part in parts]
+        count = sum(max(int(r.group(2)) - int(r.group(1)) + 1, 0) if r else 1 for r in runs)
+        if length is not None and count != length:
+            raise ValueError(f"{KEY}= names {count:,} residues, not the sequence's {length:,}")
         labels = []
-        for part in text.split(","):
-            run = _RUN.fullmatch(part)
+        for part, run in zip(parts, runs):
             if run:
                 labels += [str(n) for n in range(int(run.group(1)), int(run.group(2)) + 1)]
             elif _LABEL.fullmatch(part):
@@ -153,13 +159,13 @@ def _protein_start(entry: str) -> int:
     return max(found, 0)
 
 
-def from_description(description: str) -> AuthorNumbering | None:
-    """The numbering a record's header carries (``numbering=...``), or None."""
+def from_description(description: str, length: int | None = None) -> AuthorNumbering | None:
+    """The numbering a record's header carries (``numbering=...``) for ``length`` residues, or None."""
     match = _FIELD.search(" " + (description or ""))
     if match is None:
         return None
     try:
-        return AuthorNumbering.decode(match.group(1))
+        return AuthorNumbering.decode(match.group(1), length)
     except ValueError:
         return None
 
@@ -168,7 +174,4 @@ def from_record(record) -> AuthorNumbering | None:
     """The structure's numbering of a record made of a structure's chain, when its header carries
     one that covers every residue; None otherwise (a record not from a structure, or one edited
     since: a numbering of another length would misplace every position)."""
-    numbering = from_description(getattr(record, "description", ""))
-    if numbering is None or len(numbering.labels) != len(record.sequence):
-        return None
-    return numbering
+    return from_description(getattr(record, "description", ""), len(record.sequence))
