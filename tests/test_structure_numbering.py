@@ -112,6 +112,20 @@ def test_a_position_the_structure_lacks_or_a_wrong_letter_is_named_in_both_numbe
     assert "in the sequence's" in issues[1].message and sequence_name(reference, "196", "V")[1:-1] in issues[1].message
 
 
+def test_a_hostile_list_in_the_structures_numbering_is_read_in_linear_time(trypsin):
+    """1 MB of colons and digits (a list from a stranger on a hosted server): refused as the
+    plain reader refuses it, in about the time that reader takes."""
+    import time
+
+    numbering = from_record(trypsin)
+    # 50,000 entries take ~3 s here (twice the plain reader's time: each entry is scanned once
+    # more); 20 s leaves room for a loaded machine, and a quadratic scan of 1 MB would take hours.
+    for text in [":" * 1_000_000, "A1:" * 300_000, "S195A " * 50_000]:
+        began = time.monotonic()
+        parse_mutations(text, trypsin.sequence, FIRST, numbering, max_entries=200_000)
+        assert time.monotonic() - began < 20, text[:10]
+
+
 def test_the_results_name_each_variant_in_both_numberings(trypsin, reference):
     numbering = from_record(trypsin)
     table = pd.DataFrame({"variant": [sequence_name(reference, "195", "A"), ""]})

@@ -33,6 +33,8 @@ def parse_mutations(text: str | bytes, sequence: str, first: int, numbering: Aut
 
     def read_in_structure(entry: str, sequence: str, first: int, order: int = 0, label: str = "",
                           reference: str = ""):
+        if len(entry) > n.MAX_ENTRY_CHARS:  # refused by the reader, before any scan of it here
+            return read(entry, sequence, first, order, label, reference)
         translated, unknown = numbering.to_sequence(entry, first)
         stripped = entry.strip()
         if unknown:
