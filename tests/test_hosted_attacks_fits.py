@@ -103,6 +103,30 @@ def test_a_running_fit_stops_within_a_second_of_cancel_not_at_its_end():
     assert stopped < 2.0 + 2.0, f"stopped {stopped:.1f} s after the start"
 
 
+def test_the_worker_does_not_run_the_servers_main_script(tmp_path):
+    """Under ``streamlit run`` the app's script is ``__main__``; a ``multiprocessing`` child ran it
+    again before its first fit (the whole app, and its traceback in the server's log). The worker
+    starts as a program of its own: a script that marks any import of itself is not imported."""
+    import subprocess
+    import sys
+    import textwrap
+
+    marker = tmp_path / "imported"
+    script = tmp_path / "server_main.py"
+    script.write_text(textwrap.dedent(f"""
+        import functools
+        if __name__ != "__main__":
+            open({str(marker)!r}, "w").write(__name__)
+        else:
+            from flamino_core.predict.worker import FitWorker
+            with FitWorker() as worker:
+                print(worker.run(functools.partial(sum, [1, 2, 3])))
+    """))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "6" and not marker.exists()
+
+
 def _alive(pid: int | None) -> bool:
     if pid is None:
         return False

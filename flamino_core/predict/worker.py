@@ -5,23 +5,33 @@ Why a process: scikit-learn's lbfgs runs inside scipy and Cython loops with no h
 iterations, so a fit in the server's thread could be stopped only between two fits: a 300-row,
 51-class fit held the heavy-job slot for about 4 minutes per fit, and its closed tab stopped it
 ~50 s later (issue #53). Killing the worker's process stops it mid-iteration and gives its memory
-back; a fit's inputs and result (arrays, a fitted estimator) travel pickled through a pipe.
+back; a fit's inputs and result (arrays, a fitted estimator) travel pickled through its pipes.
 
 Why one thread: on the 2-core server under load, scikit-learn's OpenMP loss loops and OpenBLAS
 on two threads spun against the other work: the same LogisticRegressionCV (300 rows x 1,200
 one-hot features, 51 classes) took 33 s on 2 threads and 5.7 s on 1 (the AMD EPYC at load 3,
 2026-12-06). The worker holds both pools to one thread (``threadpoolctl``).
 
-The process is started with ``spawn`` (a fork of a server running JAX's threads is unsafe), once
-per ``FitWorker`` (a whole fit: importing scikit-learn costs a second or two), and ended with it.
+Why ``python -m`` and not ``multiprocessing``: a spawned child runs the parent's ``__main__``
+first, and under ``streamlit run`` that is the app's script (Streamlit installs it as
+``__main__`` while it runs): the child ran the whole app, and logged its traceback, before its
+first fit. The worker is this module run as a program, importing only what a fit needs; it is
+started once per ``FitWorker`` (a whole fit: importing scikit-learn costs a second or two).
 """
 
 from __future__ import annotations
 
-import multiprocessing
+import os
+import pickle
+import select
+import struct
+import subprocess
+import sys
+from pathlib import Path
 from typing import Callable, TypeVar
 
 POLL_S = 0.2  # how often the caller's stop check runs while a fit works
+_LENGTH = struct.Struct("<Q")  # a frame: its length, then the pickle; length 0 ends the worker
 T = TypeVar("T")
 
 
@@ -29,27 +39,51 @@ class WorkerLost(RuntimeError):
     """The worker's process ended without answering (killed from outside, out of memory)."""
 
 
-def _serve(conn) -> None:
-    """The worker process: run each callable received, send back (ok, value or error); None ends it."""
+def _write(stream, value) -> None:
+    data = b"" if value is None else pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(_LENGTH.pack(len(data)) + data)
+    stream.flush()
+
+
+def _read_exactly(stream, n: int) -> bytes:
+    parts, left = [], n
+    while left:
+        part = stream.read(left)
+        if not part:
+            raise EOFError("the pipe closed")
+        parts.append(part)
+        left -= len(part)
+    return b"".join(parts)
+
+
+def _read(stream):
+    """The next frame's value; None for the end frame."""
+    (n,) = _LENGTH.unpack(_read_exactly(stream, _LENGTH.size))
+    return pickle.loads(_read_exactly(stream, n)) if n else None
+
+
+def _serve() -> None:
+    """The worker process: run each callable received on stdin, answer (ok, value or error) on stdout."""
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(1)  # every BLAS and OpenMP pool of this process (see the module's docstring)
+    requests, answers = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # whatever a fit prints must not enter the frames
     while True:
         try:
-            fit = conn.recv()
+            fit = _read(requests)
         except EOFError:
             return
         if fit is None:
             return
         try:
-            conn.send((True, fit()))
+            answer = (True, fit())
         except Exception as err:  # noqa: BLE001 - the caller raises it in its own thread
-            conn.send((False, _picklable(err)))
+            answer = (False, _picklable(err))
+        _write(answers, answer)
 
 
 def _picklable(err: Exception) -> Exception:
-    import pickle
-
     try:
         pickle.loads(pickle.dumps(err))
         return err
@@ -62,8 +96,7 @@ class FitWorker:
     it. Not thread-safe: one job's thread uses it."""
 
     def __init__(self):
-        self._process = None
-        self._conn = None
+        self._process: subprocess.Popen | None = None
 
     def __enter__(self) -> FitWorker:
         return self
@@ -80,19 +113,21 @@ class FitWorker:
         and when it raises the process is killed (the fit stops mid-iteration) and the error
         goes on to the caller."""
         self._start()
-        self._conn.send(fit)
-        while not self._conn.poll(POLL_S):
+        answers = self._process.stdout
+        try:
+            _write(self._process.stdin, fit)
+        except OSError as err:
+            self.kill()
+            raise WorkerLost("the fit's process ended without a result (out of memory?)") from err
+        while not select.select([answers], [], [], POLL_S)[0]:
             try:
                 check()
             except BaseException:
                 self.kill()
                 raise
-            if not self._process.is_alive():
-                self.kill()
-                raise WorkerLost("the fit's process ended without a result (out of memory?)")
         try:
-            ok, value = self._conn.recv()
-        except EOFError as err:
+            ok, value = _read(answers)
+        except (EOFError, pickle.UnpicklingError) as err:
             self.kill()
             raise WorkerLost("the fit's process ended without a result (out of memory?)") from err
         if not ok:
@@ -103,28 +138,31 @@ class FitWorker:
         """End the process now, mid-fit if it is fitting."""
         if self._process is not None:
             self._process.kill()
-            self._process.join(5)
-            self._conn.close()
-        self._process = self._conn = None
+            self._process.wait(5)
+            for pipe in (self._process.stdin, self._process.stdout):
+                pipe.close()
+        self._process = None
 
     def close(self) -> None:
         """End the process: asked to when idle, killed if it does not end within a second."""
         if self._process is None:
             return
         try:
-            self._conn.send(None)
-            self._process.join(1)
-        except (OSError, ValueError):
+            _write(self._process.stdin, None)
+            self._process.wait(1)
+        except (OSError, subprocess.TimeoutExpired):
             pass
         self.kill()
 
     def _start(self) -> None:
-        if self._process is not None and self._process.is_alive():
+        if self._process is not None and self._process.poll() is None:
             return
         self.kill()
-        context = multiprocessing.get_context("spawn")
-        parent, child = context.Pipe()
-        self._process = context.Process(target=_serve, args=(child,), name="flamino-fit", daemon=True)
-        self._process.start()
-        child.close()
-        self._conn = parent
+        root = str(Path(__file__).resolve().parents[2])  # where flamino_core is, installed or not
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+        self._process = subprocess.Popen([sys.executable, "-m", "flamino_core.predict.worker"], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, bufsize=0, env=env, cwd=root)
+
+
+if __name__ == "__main__":
+    _serve()
