@@ -25,7 +25,7 @@ from typing import Callable, Hashable
 
 import streamlit as st
 
-from flamino_core.jobs.background import CANCELLED, DONE, FAILED, STOPPED, Job
+from flamino_core.jobs.background import CANCELLED, DONE, FAILED, MEASURED, STOPPED, Job
 from flamino_core.jobs import rates
 from flamino_core.jobs.status import about
 
@@ -112,6 +112,8 @@ def follow(key: tuple[Hashable, ...], title: str, unit: str, work: Callable[...,
         job.wait(FOLLOW_SECONDS)
     if not job.finished:
         running(job, where="page")
+    elif job.state == MEASURED:  # the first chunk was in already: the page now says what the rest costs
+        st.rerun()
     elif job.state != DONE:
         stopped(job, key, what, keeps)
     return job
