@@ -109,30 +109,50 @@ class FitWorker:
         return None if self._process is None else self._process.pid
 
     def run(self, fit: Callable[[], T], check: Callable[[], None] = lambda: None) -> T:
-        """``fit()`` in the worker's process; ``check()`` is called every ``POLL_S`` meanwhile,
-        and when it raises the process is killed (the fit stops mid-iteration) and the error
-        goes on to the caller."""
+        """``fit()`` in the worker's process; ``check()`` is called every ``POLL_S`` meanwhile
+        (while the request is written, the fit runs and its answer is read: the server's thread
+        never waits longer on the worker), and when it raises the process is killed (the fit
+        stops mid-iteration) and the error goes on to the caller."""
         self._start()
-        answers = self._process.stdout
+        data = pickle.dumps(fit, protocol=pickle.HIGHEST_PROTOCOL)
         try:
-            _write(self._process.stdin, fit)
-        except OSError as err:
-            self.kill()
-            raise WorkerLost("the fit's process ended without a result (out of memory?)") from err
-        while not select.select([answers], [], [], POLL_S)[0]:
-            try:
-                check()
-            except BaseException:
-                self.kill()
-                raise
-        try:
-            ok, value = _read(answers)
-        except (EOFError, pickle.UnpicklingError) as err:
+            self._send(_LENGTH.pack(len(data)) + data, check)
+            (n,) = _LENGTH.unpack(self._receive(_LENGTH.size, check))
+            ok, value = pickle.loads(self._receive(n, check))
+        except (OSError, EOFError, pickle.UnpicklingError) as err:
             self.kill()
             raise WorkerLost("the fit's process ended without a result (out of memory?)") from err
         if not ok:
             raise value
         return value
+
+    def _send(self, data: bytes, check: Callable[[], None]) -> None:
+        pipe, left = self._process.stdin, memoryview(data)
+        while left:
+            if select.select([], [pipe], [], POLL_S)[1]:
+                left = left[os.write(pipe.fileno(), left[:65_536]):]
+            else:
+                self._checked(check)
+
+    def _receive(self, n: int, check: Callable[[], None]) -> bytes:
+        pipe, parts, left = self._process.stdout, [], n
+        while left:
+            if not select.select([pipe], [], [], POLL_S)[0]:
+                self._checked(check)
+                continue
+            part = os.read(pipe.fileno(), min(left, 1 << 20))
+            if not part:
+                raise EOFError("the worker's pipe closed")
+            parts.append(part)
+            left -= len(part)
+        return b"".join(parts)
+
+    def _checked(self, check: Callable[[], None]) -> None:
+        try:
+            check()
+        except BaseException:
+            self.kill()
+            raise
 
     def kill(self) -> None:
         """End the process now, mid-fit if it is fitting."""
