@@ -151,3 +151,40 @@ def test_another_record_is_offered_its_own_prediction_not_shown_the_first_ones()
     assert_clean(at)
     assert any(b.label == PREDICT for b in at.button)
     assert not any("Predicted aligned error" in f["layout"]["title"]["text"] for f in figures(at))
+
+
+def test_saprot_scores_a_list_on_the_predicted_structure_masked_below_70(monkeypatch):
+    """The issue's flow: a sequence with no structure -> Predict -> SaProt (``random:tiny-saprot``)
+    scores a mutation list on the prediction's 3Di letters, residues with pLDDT < 70 read as '#'
+    (here all of them: see below); the page says how many were masked, and its scores equal the
+    core's on letters read here from a fold made directly."""
+    from test_app_variants import type_list
+
+    from flamino_core import Engine, load_weights
+    from flamino_core.model.esmfold.pdb import to_pdb
+    from flamino_core.structure import three_di
+    from flamino_core.structure.reading import parse_structure_bytes
+    from flamino_core.variants.notation import parse_mutations
+    from flamino_core.variants.scoring import score_variants
+
+    monkeypatch.setenv("FLAMINO_MODEL", "random:tiny-saprot")
+    at = structure_page()
+    next(b for b in at.button if b.label == PREDICT).click()
+    settle(at.run())
+    mutations = "D1A, F4W, G38V"
+    at = type_list(open_page(at, "variants"), mutations)
+    assert_clean(at)
+    reference = direct_fold()
+    pdb = parse_structure_bytes(("TITLE     ESMFOLD PREDICTION\n" + to_pdb(reference)).encode(), "direct.pdb")
+    tokens = three_di.structure_tokens(ABETA42, pdb, predicted=True)
+    # The untrained model is unsure everywhere (pLDDT 50-53 on every residue; seeds 0-7 alike), so
+    # every residue is masked: the letters it would give unmasked are not all '#'.
+    assert tokens.low_confidence == len(ABETA42) and set(tokens.letters) == {"#"}
+    assert set(three_di.structure_tokens(ABETA42, pdb, predicted=False).letters) != {"#"}
+    said = [unescaped(c.value) for c in at.caption if unescaped(c.value).startswith("Structure-aware:")]
+    assert said == [f"Structure-aware: abeta42_esmfold.pdb chain A: 0 of {len(ABETA42)} residues "
+                    f"structure-aware; {len(ABETA42)} masked for pLDDT < 70."]
+    engine = Engine(load_weights("random:tiny-saprot"))
+    variants, _ = parse_mutations(mutations, ABETA42)
+    core = score_variants(engine, ABETA42, variants, "masked-marginals", structure=tokens.letters).table
+    np.testing.assert_allclose(at.dataframe[0].value["score"].to_numpy(float), core["score"].to_numpy(float), atol=1e-6)
