@@ -30,7 +30,7 @@ from flamino_core.variants.dms import numbering_problem, output_frame
 from flamino_core.variants.figures import dms_heatmaps, dms_scatter, variant_map
 from flamino_core.variants.metrics import dms_metrics
 from flamino_core.options import SEQUENCE_STRATEGIES
-from flamino_core.inputs.author_numbering import from_record
+from flamino_core.variants.author_numbering import from_record
 from flamino_core.variants.structure_numbering import COLUMN as STRUCTURE_COLUMN, with_structure_column
 from flamino_core.variants.scoring import RANDOM_WEIGHTS_NOTE
 

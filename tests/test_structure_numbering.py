@@ -12,7 +12,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from flamino_core.inputs.author_numbering import AuthorNumbering, from_record
+from flamino_core.variants.author_numbering import AuthorNumbering, from_record
 from flamino_core.structure.chain_records import chain_records
 from flamino_core.structure.reading import read_structure
 from flamino_core.variants import indels, notation

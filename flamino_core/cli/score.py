@@ -20,7 +20,7 @@ from flamino_core.cli.common import (
 
 
 def cmd_score(args) -> int:
-    from flamino_core.inputs.author_numbering import from_record
+    from flamino_core.variants.author_numbering import from_record
     from flamino_core.variants import substitution_maps as scores
 
     out_path = check_output(args.output, ".csv")

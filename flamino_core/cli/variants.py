@@ -87,7 +87,7 @@ NUMBERING_HELP = ("read --mutations' positions as the structure file numbers its
 def structure_numbering_of(args, record):
     """The structure's numbering the record carries (``author_numbering.from_record``), or None;
     ``--structure-numbering`` without one is refused, naming the record."""
-    from flamino_core.inputs.author_numbering import from_record
+    from flamino_core.variants.author_numbering import from_record
 
     author = from_record(record)
     if author is None and args.structure_numbering:

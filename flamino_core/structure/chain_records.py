@@ -8,7 +8,7 @@ at 100% identity), with an id that carries the file's numbering of the first and
 (``1GBT_A/16-245``: the ``/start-end`` suffix every page reads its numbering from, as for a Pfam
 domain) and ``key=value`` metadata (``structure=1GBT.cif chain=A``) that the Records table and the
 map read (``records/metadata.py``), with the file's label of every residue
-(``numbering=16..34,37..65,65A,...``: ``inputs.author_numbering``), so mutations can be written in
+(``numbering=16..34,37..65,65A,...``: ``variants.author_numbering``), so mutations can be written in
 the structure's own numbering.
 
 Only the modelled residues are read: residues the file declares but has no coordinates for
@@ -26,7 +26,7 @@ import zlib
 
 from typing import TYPE_CHECKING
 
-from flamino_core.inputs.author_numbering import KEY as NUMBERING, AuthorNumbering
+from flamino_core.variants.author_numbering import KEY as NUMBERING, AuthorNumbering
 from flamino_core.inputs.fasta import ProteinRecord, to_fasta
 from flamino_core.inputs.formats import FOREIGN_FORMATS, GZIP_MAGIC
 

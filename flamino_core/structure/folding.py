@@ -21,7 +21,7 @@ import numpy as np
 
 from flamino_core.model.esmfold import residue_constants as rc
 from flamino_core.model.esmfold.config import FoldConfig
-from flamino_core.model.esmfold.predict import PAD_TO, FoldedProtein, padded_length
+from flamino_core.model.esmfold.folded import PAD_TO, FoldedProtein, padded_length
 
 RANDOM_MODEL = "random:esmfold-tiny"
 RANDOM_LABEL = "untrained test model (random weights): its structures are not biology"

@@ -16,7 +16,7 @@ from typing import Callable
 
 import pandas as pd
 
-from flamino_core.inputs.author_numbering import AuthorNumbering
+from flamino_core.variants.author_numbering import AuthorNumbering
 from flamino_core.variants import notation as n
 
 COLUMN = "structure_numbering"  # the results' column of each variant in the structure's numbering

@@ -242,10 +242,11 @@ def load_fold_model(identifier: str):
         if not seed.isdigit():
             raise ValueError(f"{identifier!r}: the seed after {RANDOM_PREFIX}: is a whole number")
         return ESMFold(FoldConfig.tiny(), nnx.Rngs(int(seed))), True
-    from flamino_core.weights.esmfold_hub import fold_preset_name, load_fold_preset
+    from flamino_core.weights.esmfold_hub import FOLD_PRESETS, as_fp32, fold_preset_folder, fold_preset_name
 
     if (preset := fold_preset_name(identifier)) is not None:  # downloaded into the Hub's cache (esmfold_hub.py)
-        return load_fold_preset(preset), False
+        # In fp32, from the Hub's cache (downloaded when missing; the published stem is fp16).
+        return as_fp32(load_esmfold(fold_preset_folder(preset), expect=FOLD_PRESETS[preset].expect())), False
     if not Path(identifier).is_dir():
         raise ValueError(f"{identifier!r} is not an ESMFold model: give esmfold_v1 (downloaded from the Hub), a "
                          "folder written by transformers' EsmForProteinFolding.save_pretrained, or "

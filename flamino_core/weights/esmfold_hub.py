@@ -114,13 +114,6 @@ def _linked_folder(folder: Path, files: dict[str, Path]) -> Path:
     return folder
 
 
-def load_fold_preset(name: str, progress: Progress = lambda fraction, text: None):
-    """The preset's ``ESMFold`` in fp32, from the Hub's cache (downloaded when missing)."""
-    from flamino_core.weights.esmfold import load_esmfold
-
-    return as_fp32(load_esmfold(fold_preset_folder(name, progress), expect=FOLD_PRESETS[name].expect()))
-
-
 def as_fp32(model):
     """``model`` with every floating-point array widened to fp32 (the published stem is fp16)."""
     import jax

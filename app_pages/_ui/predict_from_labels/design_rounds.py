@@ -49,12 +49,15 @@ def uploaded_wild_type(upload: tuple[str, bytes] | None):
     record), else None: a campaign is then offered on that wild type first (issue 50: it was
     offered only on the selected record, another protein)."""
     from app_pages._ui.frame.views import OPTIONS
-    from app_pages._ui.variants.scoring import dms_table
+    from flamino_core.variants.dms import DmsError, parse_dms
 
     if upload is None or st.session_state.get("pwt", OPTIONS["pwt"].default) == "record":
         return None
-    table = dms_table(upload[1], None, 1)
-    return None if isinstance(table, str) else (Path(upload[0]).stem, table)
+    try:  # read as the Variant effects page reads it (the same limits), its wild type from the table
+        table = parse_dms(upload[1], None, 1, limits=current_limits().table_limits())
+    except DmsError:
+        return None
+    return Path(upload[0]).stem, table
 
 
 def _init(sequence: str, target: str, first: int, seed: int, record_id: str) -> None:

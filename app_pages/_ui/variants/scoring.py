@@ -25,7 +25,7 @@ from flamino_core.jobs import pass_cost
 from flamino_core.store.result_store import default_store
 from flamino_core.variants.dms import DmsError, DmsScores, DmsTable, parse_dms, score_dms, table_variants
 from flamino_core.options import SEQUENCE_STRATEGIES
-from flamino_core.inputs.author_numbering import AuthorNumbering
+from flamino_core.variants.author_numbering import AuthorNumbering
 from flamino_core.variants import indels, structure_numbering
 from flamino_core.variants.notation import Variant
 from flamino_core.variants.scoring import VariantScores, score_variants
