@@ -97,8 +97,10 @@ class LayerStack(nnx.Module):
                     capture: bool):
         """Apply layers [start, stop) with nnx.scan; returns (x, attention maps or None)."""
         graphdef, state = nnx.split(self.layers)
-        segment = nnx.merge(graphdef, jax.tree.map(lambda a: a[start:stop], state))
         positions, spans = rows.queries()
+        if not capture and (start, stop) != (0, self.config.num_layers):
+            return self._run_part(graphdef, state, start, stop, x, positions, spans, attention), None
+        segment = nnx.merge(graphdef, jax.tree.map(lambda a: a[start:stop], state))  # all: no copy
 
         @nnx.scan(in_axes=(0, nnx.Carry, None, None), out_axes=nnx.Carry)
         def scan_layers(layer: nnx.Module, x: jax.Array, positions: Positions, spans: Spans) -> jax.Array:
@@ -109,6 +111,25 @@ class LayerStack(nnx.Module):
         x, sown = nnx.capture(scan_layers, nnx.Intermediate)(segment, x, positions, spans)
         (maps,) = jax.tree.leaves(sown)  # (stop-start, B, H, T, T), stacked by the scan
         return x, maps
+
+    @staticmethod
+    def _run_part(graphdef, state, start: int, stop: int, x, positions, spans, attention, emit: bool = False):
+        """Layers [start, stop) of the stack, each read from the stacked arrays in its turn.
+
+        Why not a scan over ``a[start:stop]``: XLA materialises a static slice of the stacked
+        weights as a copy: a masked pass (layers 0..n-2) held 11/12 of t12's weights twice
+        (172 MB of temporaries for 134 MB of weights, measured with ``memory_analysis``), the
+        3B model's would not fit a 16 GiB chip beside its weights, and every hidden state kept
+        (ESMFold's stem) copied the whole stack. Indexing the stack by the loop's counter reads
+        one layer at a time, as the scan over all layers does; the arithmetic is the same.
+        """
+        def one_layer(x, index):
+            layer = nnx.merge(graphdef, jax.tree.map(lambda a: jax.lax.dynamic_index_in_dim(a, index, 0, False), state))
+            x = layer(x, positions, spans, attention, capture=False)
+            return x, (x if emit else None)
+
+        x, every = jax.lax.scan(one_layer, x, jnp.arange(start, stop))
+        return (x, every) if emit else x  # every: (stop - start, B, T, D), the state after each layer
 
     def masked_logits(self, tokens: jax.Array, positions: jax.Array, attention: AttentionImpl = PURE_JAX) -> jax.Array:
         """LM logits at one position per row, (B, vocab): equal to ``__call__``'s logits there.
@@ -153,6 +174,15 @@ class LayerStack(nnx.Module):
         hidden = {0: x} if 0 in repr_layers else {}
         maps: dict[int, jax.Array] = {}
         for start, stop in self._stack_segments(repr_layers, maps_of):
+            if stop - start > 1 and not maps_of and all(layer in repr_layers for layer in range(start + 1, stop)):
+                # A run of kept layers (single-layer segments merged): one loop emitting each state;
+                # one small loop per layer had XLA copy each layer's weights (142 MB of
+                # temporaries for t12's 134 MB of weights with every hidden state kept).
+                x, every = self._run_part(*nnx.split(self.layers), start, stop, x, *rows.queries(), attention, emit=True)
+                hidden.update({start + offset + 1: every[offset] for offset in range(stop - start - 1)})
+                if stop in repr_layers and stop < n:
+                    hidden[stop] = x
+                continue
             x, seg_maps = self._run_layers(start, stop, x, rows, attention, start + 1 in maps_of)
             if seg_maps is not None:
                 for offset in range(stop - start):
@@ -175,7 +205,17 @@ class LayerStack(nnx.Module):
             if layer in repr_layers or ((layer in capture) != (layer + 1 in capture)):
                 boundaries.append(layer)
         boundaries.append(n)
-        return list(zip(boundaries[:-1], boundaries[1:]))
+        segments = list(zip(boundaries[:-1], boundaries[1:]))
+        if capture:
+            return segments
+        merged: list[tuple[int, int]] = []  # without maps, consecutive one-layer segments run as one
+        for start, stop in segments:
+            if merged and stop - start == 1 and merged[-1][1] == start and (
+                    merged[-1][1] - merged[-1][0] == 1 or all(l in repr_layers for l in range(merged[-1][0] + 1, start + 1))):
+                merged[-1] = (merged[-1][0], stop)
+            else:
+                merged.append((start, stop))
+        return merged
 
     def _maps_and_contacts(self, tokens: jax.Array, maps: dict[int, jax.Array], attention_layers: Sequence[int],
                            need_contacts: bool) -> dict[str, jax.Array]:
