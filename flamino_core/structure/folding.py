@@ -28,7 +28,7 @@ RANDOM_LABEL = "untrained test model (random weights): its structures are not bi
 MAX_FOLD_RESIDUES = 1022  # one pass holds the whole sequence: the stem's trained length (as flamino fold)
 # Hosted: the pair state and the triangular updates' projections grow as L^2 and the triangular
 # attention's logits as L^3 / chunks; at 400 residues esmfold_v1's trunk needs ~0.9 GiB (fold_memory;
-# XLA plans 0.4 GiB at 448) besides ~24 GiB of weights and their copy, at 1,022 ~4.6 GiB: one
+# XLA plans 0.4 GiB at 448) besides ~13 GiB of weights, at 1,022 ~4.6 GiB: one
 # visitor's fold must leave the server room.
 HOSTED_FOLD_RESIDUES = 400  # FLAMINO_MAX_FOLD_RESIDUES overrides (read at each check)
 FLOAT = 4  # bytes: flamino folds in fp32
@@ -47,18 +47,14 @@ class FoldMemory:
     stem: int  # the stem's hidden states (every layer is kept for the trunk's mix) and one layer's attention
     pair: int  # the trunk's pair state with what a block holds beside it
     chunk: int  # the triangular attention's logits and the pair MLP for one chunk of rows
-    stem_copy: int = 0  # a copy of the stem's layer weights the compiled forward makes (see fold_memory)
 
     @property
     def total(self) -> int:
-        return self.weights + self.stem_copy + self.stem + self.pair + self.chunk
+        return self.weights + self.stem + self.pair + self.chunk
 
     def describe(self) -> str:
         return (f"about {size(self.total)} for {self.length:,} residues (padded to {self.padded:,}): "
-                f"weights {size(self.weights)}"
-                + (f" and a copy of the language model's layers the forward makes {size(self.stem_copy)}"
-                   if self.stem_copy else "")
-                + f", the pair state and a block's work on it "
+                f"weights {size(self.weights)}, the pair state and a block's work on it "
                 f"{size(self.pair + self.chunk)} (grows as the length squared), the language model's "
                 f"states {size(self.stem)}; an estimate from the model's shape in fp32, not a measurement")
 
@@ -72,12 +68,6 @@ def size(n: int) -> str:
 def parameter_count(config: FoldConfig) -> int:
     """The model's parameters, counted from its abstract state (no arrays are made)."""
     return _count(None, config)
-
-
-@functools.lru_cache(maxsize=8)
-def stem_layer_count(config: FoldConfig) -> int:
-    """The parameters of the stem's transformer layers (``esm.layers``)."""
-    return _count(("esm", "layers"), config)
 
 
 def _count(path: tuple[str, ...] | None, config: FoldConfig) -> int:
@@ -103,10 +93,9 @@ def fold_memory(config: FoldConfig, length: int, chunk_size: int | None = 64, pa
     one layer's attention (L x L x heads). ``parameters``: the count, when known (else counted).
 
     XLA's own plan of the compiled forward (``memory_analysis``, nothing run) at esmfold_v1's
-    shape holds a copy of the stem's layer weights among its temporaries: 10,827 MiB at 128
-    residues, of which the stem's layers are 10,806 MiB (2.83 billion fp32 values; the model's
-    layer stack is sliced for its scan). The estimate counts that copy (``stem_copy``) as long
-    as the forward makes it.
+    shape held a copy of the stem's layer weights among its temporaries (10,827 MiB at 128
+    residues, 10,806 MiB of it the stem's layers: the layer stack was sliced for each kept
+    hidden state); since the stack is read layer by layer (``model/stack.py``) there is none.
     """
     if length < 1:
         raise ValueError("a fold needs at least one residue")
@@ -120,8 +109,7 @@ def fold_memory(config: FoldConfig, length: int, chunk_size: int | None = 64, pa
     states = (stem.num_layers + 1) * tokens * stem.embed_dim * FLOAT
     attention = tokens * tokens * stem.attention_heads * FLOAT
     count = parameter_count(config) if parameters is None else parameters
-    return FoldMemory(length, padded, count * FLOAT, states + attention, pair, chunk,
-                      stem_copy=stem_layer_count(config) * FLOAT)
+    return FoldMemory(length, padded, count * FLOAT, states + attention, pair, chunk)
 
 
 def fold_seconds(config: FoldConfig, length: int, passes: int | None = None, flops_per_second: float = 2e10) -> float:
