@@ -877,6 +877,8 @@ EVERY_OPTION = {
     "dna": ("1", True),
     # The Variants page: "list" (its default) so that the list's widgets show.
     "vinput": ("list", "list"),
+    # Shown only for a record read from a structure (tests/test_structure_numbering.py).
+    "vnumbering": ("sequence", "sequence"),
     "vstrategy": ("wt-marginals", "wt-marginals"),
     "muts": ("Q2A,K6E", "Q2A,K6E"),
     "mlong": ("1", True),

@@ -99,7 +99,7 @@ def test_every_option_survives_a_round_trip():
         "schain": "AB1", "smodel": 3, "srange": "long", "scut": "L/5", "strack": "attention", "saa": "W",
         "sres": 17, "slayer": 0, "shead": 2, "spc": 3, "sscore": "masked-marginals", "sid": "1GBT",
         "smap": "umap", "slabels": False, "dna": True,
-        "vinput": "dms", "vstrategy": "pll", "muts": "E6V\nK17E:E6V, p.(Glu6Val)", "mlong": True, "vmap": "masked-marginals",
+        "vinput": "dms", "vnumbering": "sequence", "vstrategy": "pll", "muts": "E6V\nK17E:E6V, p.(Glu6Val)", "mlong": True, "vmap": "masked-marginals",
         "veffect": "below", "vfrom": 3, "vto": 70, "singles": True, "dmswt": "record", "pfeat": "augmented", "pwt": "record",
     }  # fmt: skip
     assert set(samples) == set(OPTIONS)

@@ -101,7 +101,9 @@ def _leaves(tree, prefix=()):
 
 def bytes_per_token(config, width: int = 1024) -> int:
     """Working memory per token of a pass over rows ``width`` tokens wide (see the constants)."""
-    ffn = config.ffn_dim * (2 if config.family == "esmc" else 1)  # SwiGLU: gate and value
+    # Two hidden widths for every family: a gated feed-forward's gate and value (SwiGLU), or a
+    # GELU feed-forward's product and activation; an upper bound for the latter, said in words.
+    ffn = 2 * config.ffn_dim
     floats = (RESIDUAL_FLOATS * config.embed_dim + FFN_FLOATS * ffn
               + SCORE_FLOATS * config.attention_heads * width + config.vocab_size)
     return 4 * floats

@@ -38,7 +38,7 @@ from flamino_core.runtime.memory import gigabytes
 # devices; a smaller share of a chip shared with another process).
 CAPACITY_ENV = "FLAMINO_DEVICE_CAPACITY_BYTES"
 AXIS = "devices"
-# The block stack's dense layers (names of every family's block, ``esm2`` and ``esmc``) split on
+# The block stack's dense layers (the names every family's block uses) split on
 # their output features (attention's q/k/v, the feed-forward's first product) and those split on
 # their input features (the products that follow them): each device then computes its heads and
 # its share of the feed-forward's hidden units, and one all-reduce per pair joins them.

@@ -141,8 +141,16 @@ def _session_open(job: Job) -> bool:
 
 
 def should_stop(job: Job) -> bool:
-    """Whether work that does not go through ``metered`` (a Ray job) should stop now."""
-    return job.cancelled() or not _session_open(job)
+    """Whether work that does not go through ``metered`` (a Ray job, a fit's own checks) should stop
+    now. A closed tab found here is logged and cancels the job as ``slot`` does: a resumed fit whose
+    tab closed stopped at fit_table's own check, silently, and the test waiting for the server's
+    'heavy job abandoned' line waited its 600 s."""
+    if job.cancelled():
+        return True
+    if not _session_open(job):
+        _give_up(job)
+        return True
+    return False
 
 
 def stop_if_asked(job: Job) -> None:
