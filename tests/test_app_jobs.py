@@ -189,14 +189,8 @@ def test_the_sidebar_never_says_done_while_passes_remain(monkeypatch):
     hbb = "MVHLTPEEKSAVTALWGKVNVDEVGGEALGRLLVVYPWTQRFFESFGDLSTPDAVMGNPKVKAHGKKVLGAFSDGLAHLDNLKGTFATLSEL"
     fasta = "".join(f">r{i}\n{s}\n" for i, s in enumerate([hbb, hbb[::-1], hbb[10:] + hbb[:10]]))
     at = open_page(paste(start(), fasta), "records")
-    # The page does not wait for a chunk that measures the rate (issue 50: it held the page for up
-    # to a minute); a browser's watcher reruns it when the chunk is in, as these runs do, until no
-    # job runs (a first chunk whose only call compiled measures nothing: a second one runs).
-    for _ in range(5):
-        assert background.wait_all(300)
-        at.run()
-        if all(job.finished for job in background.every_job()):
-            break
+    assert background.wait_all(300)
+    at.run()
     assert_clean(at)
 
     def sidebar() -> list[str]:

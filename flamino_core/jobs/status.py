@@ -5,8 +5,7 @@ disagree, and nothing says "done" while passes remain.
 The phases, in the order a job goes through them:
 
 * ``queued``: started, waiting for its first unit of work or for a slot of the server's queue;
-* ``measuring``: running, its own rate not measured yet (no time left is said; a model new to
-  the server compiles first, which the words say);
+* ``measuring``: running, its own rate not measured yet (no time left is said);
 * ``running``: n of N, and the time left at its rate;
 * ``cancelling``: Cancel was asked; the chunk in flight finishes, then it stops;
 * ``cancelled``, ``stopped`` (a busy server), ``failed``: n of N kept;
@@ -21,7 +20,6 @@ import dataclasses
 
 PHASES = ("queued", "measuring", "running", "cancelling", "cancelled", "stopped", "failed", "measured", "done")
 ENDED = ("cancelled", "stopped", "failed", "measured", "done")
-MEASURING = "measuring this machine's rate on a first chunk (a model new to this server compiles first)…"
 
 
 def about(seconds: float) -> str:
@@ -69,9 +67,7 @@ class Status:
         if self.phase == "queued":
             return f"queued{f' ({self.note})' if self.note else ''}"
         if self.phase == "measuring":
-            # What the first chunk does (issue 50: a model never run in this server compiles for a
-            # minute or more before it, and a page said nothing meanwhile).
-            return f"{self.count()} · {MEASURING}"
+            return f"{self.count()} · measuring this machine's rate…"
         if self.phase == "running":
             left = f" · {about(self.seconds_left)} left" if self.seconds_left is not None else ""
             waiting = f" · {self.note}" if self.note else ""

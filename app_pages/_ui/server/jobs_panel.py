@@ -6,8 +6,7 @@ the session's jobs listed in the sidebar on every page.
 (``background.py``), starts one when the work is quick or was asked for, or says first what it
 costs (passes, and their time at the rate this machine measured for this model) and offers the
 cheaper strategy where there is one. A job of unknown cost (this model never ran here) first runs
-one chunk, which measures the rate, without holding the page (its progress line says so and the
-page draws what it has); the next run of the page knows the cost of the rest. A job of
+one chunk, which measures the rate; the next run of the page knows the cost of the rest. A job of
 known cost is given it (``Job.expect``): its time left leans on it until the job has measured its
 own rate, and its predicted and actual times go into the pass-rate file when it ends.
 
@@ -34,6 +33,7 @@ from app_pages._ui.server.policy import visitor_model_name
 from app_pages._ui.frame.widgets import counted, plain
 
 QUICK_SECONDS = 30.0  # work estimated shorter starts at once; longer work is shown with its cost first
+MEASURE_SECONDS = 60.0  # how long a page waits for the first chunk that measures this machine's rate
 FOLLOW_SECONDS = 1.5  # how long a page waits for a job it started before drawing what it has
 WATCH_SECONDS = 1.5  # how often the browser asks whether the session's jobs have news
 RECENT_SECONDS = 60.0  # finished jobs stay in the sidebar this long
@@ -103,17 +103,12 @@ def follow(key: tuple[Hashable, ...], title: str, unit: str, work: Callable[...,
                             setup=setup)
     if model is not None:
         _MODEL_OF[job] = model
-    # One chunk measures the rate (on a model never run here, after compiling it: 77-91 s on a busy
-    # 2-core machine, issue 50): the page is not held for it. Its progress line says so at once,
-    # the page draws what it has below it, and the watcher reruns the page when the chunk is in
-    # (the rest then said or started). Work of known cost is waited on briefly: a quick job is
-    # drawn finished rather than flashing a progress bar.
-    if not first_only:
-        job.wait(FOLLOW_SECONDS)
+    if first_only:  # one chunk measures the rate: then the page says what the rest costs, or goes on
+        if job.wait(MEASURE_SECONDS) and job.state in (DONE, MEASURED):
+            st.rerun()
+    job.wait(FOLLOW_SECONDS)
     if not job.finished:
         running(job, where="page")
-    elif job.state == MEASURED:  # the first chunk was in already: the page now says what the rest costs
-        st.rerun()
     elif job.state != DONE:
         stopped(job, key, what, keeps)
     return job
