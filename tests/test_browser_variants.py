@@ -33,9 +33,9 @@ def test_indels_pasted_on_the_variants_page_are_scored_and_downloaded(server, br
     assert page.locator('[data-testid="stMetricValue"]').first.inner_text() == "2"  # scored
     page.screenshot(path=str(SCREENSHOTS / "variants_indels.png"), full_page=True)
     rows = list(csv.reader(_download(page, "Scores (CSV)", tmp_path).read_text().splitlines()))
-    assert rows[0] == ["record_id", "mutant", "variant", "position", "score", "status", "normalisation"]
+    assert rows[0] == ["record_id", "mutant", "variant", "position", "score", "status", "normalisation", "model"]
     assert [r[1:4] for r in rows[1:]] == [["p.Lys8del", "K8del", "8"], ["p.Trp37Ter", "W37*", "37"],
                                          ["p.Trp15fs", "", ""]]
-    assert [r[5:] for r in rows[1:3]] == [["ok", "sum"], ["ok", "min-llr"]]
+    assert [r[5:7] for r in rows[1:3]] == [["ok", "sum"], ["ok", "min-llr"]]
     assert "without its new stop" in rows[3][5]
     page.context.close()

@@ -111,9 +111,10 @@ def test_a_long_proteins_contacts_download_says_which_pairs_were_not_predicted(s
     for label in _boxes(page, 1, ".g-gtitle") + _boxes(page, 1, ".g-xtitle") + _boxes(page, 1, ".xtick"):
         assert not _overlap(legend, label), (legend, label)
     csv = _download(page, "Contacts (CSV)", tmp_path)
-    assert csv.name == "long_contacts.csv"
+    assert csv.name == "long_random_tiny_contacts.csv"  # the record and the model (issue 50 row 13)
     frame = pd.read_csv(io.StringIO(csv.read_text()))
-    assert list(frame.columns) == ["i", "residue_i", "j", "residue_j", "probability"] and len(frame) == 1100 * 1099 // 2
+    assert list(frame.columns) == ["i", "residue_i", "j", "residue_j", "probability", "model"]
+    assert len(frame) == 1100 * 1099 // 2
     assert "NaN" in csv.read_text()  # written as NaN, not as an empty cell or 0
     # The window rule, independently: windows of 1022 every 511, plus one ending at residue 1100.
     starts = sorted(set(range(0, 1100 - 1022, 511)) | {1100 - 1022})
