@@ -82,21 +82,13 @@ def device_memory() -> DeviceMemory | None:
 def weights_bytes(config, precision: str) -> int:
     """Bytes of the model's weights on the device in this precision mode: fp32 everywhere, or on
     an accelerator in bf16 mode every dense layer's kernel stored as bf16 (``precision.use_bf16_matmuls``)."""
-    from flamino_core.weights.convert import expected_params
+    from flamino_core.weights.convert import expected_params, param_leaves
 
     total = 0
-    for path, leaf in _leaves(expected_params(config)):
+    for path, leaf in param_leaves(expected_params(config)):
         size = math.prod(leaf.shape)
         total += size * (2 if precision == "bf16" and path[-1] == "kernel" else 4)
     return total
-
-
-def _leaves(tree, prefix=()):
-    for key, value in tree.items():
-        if isinstance(value, dict):
-            yield from _leaves(value, prefix + (key,))
-        else:
-            yield prefix + (key,), value
 
 
 def bytes_per_token(config, width: int = 1024) -> int:

@@ -130,7 +130,7 @@ def state_dict_to_params(
         for name in [k for k in canonical if k.startswith("contact_head.")]:
             del canonical[name]
     flat, origin, per_layer = _place_by_path(canonical, original, n)
-    expected_shapes = {path: tuple(leaf.shape) for path, leaf in _leaves(expected)}
+    expected_shapes = {path: tuple(leaf.shape) for path, leaf in param_leaves(expected)}
     missing, mismatched, extra_layers = _stack_layers(per_layer, expected_shapes, n, flat)
     params, absent, misshapen = _fill_expected(expected, flat, per_layer, config)
     missing += absent
@@ -233,7 +233,7 @@ def _fill_expected(expected: dict, flat, per_layer, config: ModelConfig):
     params: dict = {}
     missing: list[str] = []
     mismatched: list[str] = []
-    for path, leaf in _leaves(expected):
+    for path, leaf in param_leaves(expected):
         value = flat.get(path)
         if value is None:
             if path[-1] == "inv_freq":
@@ -252,10 +252,11 @@ def _fill_expected(expected: dict, flat, per_layer, config: ModelConfig):
     return params, missing, mismatched
 
 
-def _leaves(tree: dict, prefix: tuple[str, ...] = ()):
+def param_leaves(tree: dict, prefix: tuple[str, ...] = ()):
+    """(path of string keys, leaf) for every leaf of a nested parameter dict."""
     for key, value in tree.items():
         if isinstance(value, dict):
-            yield from _leaves(value, prefix + (str(key),))
+            yield from param_leaves(value, prefix + (str(key),))
         else:
             yield prefix + (str(key),), value
 
