@@ -152,8 +152,9 @@ def test_long_rows_on_an_accelerator_hold_a_few_heads_scores_not_all():
 
     impl = attention.AttentionImpl("dot-product-attention")
     q, k, v, positions, spans, table = long_row(attention.LONG_ROW_TOKENS + 64, 2, 16)
-    ours = attention.attend(q, k, v, positions, spans, impl, table=table, scale=0.25)
-    theirs = attention._dot_product(q, k, v, positions, spans, table, 0.25, impl)
+    with jax.default_matmul_precision("highest"):  # fp32 products, as the engine traces fp32 mode on a TPU/GPU
+        ours = attention.attend(q, k, v, positions, spans, impl, table=table, scale=0.25)
+        theirs = attention._dot_product(q, k, v, positions, spans, table, 0.25, impl)
     np.testing.assert_allclose(ours, theirs, atol=1e-5)  # fp32 softmax sums over 2,112 keys in another order
     q, k, v, positions, spans, table = long_row(10240, 20, 64, abstract=True)
     lowered = jax.jit(lambda q, k, v: attention.attend(q, k, v, positions, spans, impl, table=table, scale=0.125))

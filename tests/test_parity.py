@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import jax
 import numpy as np
 import pytest
 import torch
@@ -11,6 +12,7 @@ import torch
 from flamino_core import Engine, load_weights
 
 from flamino_core.model import fused_attention
+from flamino_core.runtime import hardware
 
 from flamino_core.variants import substitution_maps as scores
 from flamino_core.alphabet import MASK_IDX, batch_encode
@@ -107,7 +109,10 @@ def test_masked_inputs_and_token_dropout_match_hf(hf_checkpoints, real_sequences
     for row, seq in enumerate(seqs):
         positions = rng.choice(np.arange(1, len(seq) + 1), size=max(1, len(seq) // 7), replace=False)
         tokens[row, positions] = MASK_IDX
-    ours = np.asarray(model(jnp.asarray(tokens))["logits"])
+    # The network called directly, as the engine calls it: at the matmul precision that makes fp32
+    # fp32 here (float32 products on a TPU/GPU, where JAX's default is one bf16 pass; none on a CPU).
+    with jax.default_matmul_precision(hardware.exact_matmul_precision(hardware.detect(), "fp32")):
+        ours = np.asarray(model(jnp.asarray(tokens))["logits"])
     ref = hf_forward(hf, tokens).logits.numpy()
     real = tokens != 1
     close(ours[real], ref[real], "logits with masks")
