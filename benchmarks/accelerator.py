@@ -69,6 +69,13 @@ def device_weights(preset: str, seed: int = 0):
                         is_random=True, checksum=f"device-random-{preset}-{seed}")
 
 
+def host_peak_gb() -> float:
+    """This process's peak resident host memory so far (the 3B shape stages 11 GB on the host)."""
+    import resource
+
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 2)
+
+
 def useful_flops(config, sequences) -> float:
     """Matmul FLOPs of each sequence alone at its own length (no padding, no filler rows)."""
     return sum(common.forward_flops(config, 1, len(s) + 2) for s in sequences)
@@ -86,13 +93,17 @@ def measure_shape(shape: str, mode: str, out: Path, peak: float, device: str, sc
     try:
         refuse_before_loading(ModelConfig.preset(preset), mode)  # 15B: before 60 GB are drawn
         weights = device_weights(preset)
+        drawn_peak = host_peak_gb()
+        print(f"{shape} {mode}: weights drawn, host peak {drawn_peak} GB", flush=True)  # where a host OOM struck
         engine = Engine(weights, precision=mode)
     except (ValueError, MemoryError) as err:
         emit(out, {"shape": shape, "mode": mode, "refused": str(err)})
         return
     jax.block_until_ready(engine.state)
     row = {"shape": shape, "preset": preset, "mode": mode, "device": device, "backend": engine.backend.describe(),
-           "token_budget": engine.token_budget, "build_s": round(time.perf_counter() - started, 2)}
+           "token_budget": engine.token_budget, "build_s": round(time.perf_counter() - started, 2),
+           "host_peak_gb": {"drawn": drawn_peak, "engine": host_peak_gb()}}
+    print(f"{shape} {mode}: engine built, host peak {row['host_peak_gb']['engine']} GB", flush=True)
     proteins = common.varlen_workload()
     residues = sum(map(len, proteins))
     t0 = time.perf_counter()
@@ -225,7 +236,7 @@ def main(argv=None) -> int:
     enable_compilation_cache(os.environ.get("FLAMINO_JAX_CACHE") or root / "jax")
     device = jax.devices()[0].device_kind
     peak = PEAK_BF16.get(device, float("nan"))
-    if "load" in extras:
+    if "load" in extras and "start" not in extras:  # "start"'s own process has timed the load
         cached_load("t33", args.out, root)
     for shape in filter(None, args.shapes.split(",")):
         for mode in filter(None, args.modes.split(",")):

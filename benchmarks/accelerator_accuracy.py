@@ -3,8 +3,8 @@
 For one ESM-2 shape (weights drawn on the device, as ``accelerator.py`` does), in fp32 and bf16:
 the shared DMS assay (../shared/dms, or $FLAMINO_SHARED/dms) scored with masked-marginals, the
 pseudo-perplexity of real proteins, and a ``--long full`` pass of a 10,000-residue protein (time,
-the chip's peak memory, or the refusal). It prints, and appends to ``--out``, one JSON line per
-mode and one comparing them: the Spearman of bf16's scores with fp32's, their largest
+the chip's peak memory, or the refusal). It appends to ``--out`` one JSON line per mode as it
+ends, then one comparing them: the Spearman of bf16's scores with fp32's, their largest
 difference, the pseudo-perplexity drift. The Spearman of each mode with the assay's own scores
 is written too, but the weights are random: it is no measure of biology, only of whether bf16
 moves it.
@@ -78,7 +78,11 @@ def main(argv=None) -> int:
     root = Path(tempfile.mkdtemp(prefix="flamino-accuracy-"))
     os.environ.setdefault("FLAMINO_CACHE", str(root / "cache"))
     proteins = [p for p in common.varlen_workload() if len(p) <= 1022][:args.proteins]
-    rows = {mode: measure_mode(accelerator.SHAPES[args.shape], mode, proteins, args.long) for mode in ("fp32", "bf16")}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    rows = {}
+    for mode in ("fp32", "bf16"):  # each mode written as it ends: a run stopped at its limit keeps the first
+        rows[mode] = measure_mode(accelerator.SHAPES[args.shape], mode, proteins, args.long)
+        accelerator.emit(args.out, rows[mode])
     exact, fast = (np.asarray(rows[m]["scores"]) for m in ("fp32", "bf16"))
     exact_ppl, fast_ppl = (np.asarray(rows[m]["pseudo_perplexity"]) for m in ("fp32", "bf16"))
     summary = {"shape": args.shape, "dms_rows": int(len(exact)),
@@ -90,7 +94,6 @@ def main(argv=None) -> int:
                "ppl_max_rel_drift": round(float(np.abs(fast_ppl / exact_ppl - 1).max()), 6),
                "seconds": {m: {"dms": rows[m]["dms_s"], "pll": rows[m]["pll_s"]} for m in rows},
                "long_full": {m: rows[m].get("long_full") for m in rows}}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
     with args.out.open("a") as handle:
         handle.write(json.dumps(summary) + "\n")
     print(json.dumps(summary, indent=1))

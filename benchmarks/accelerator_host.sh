@@ -9,7 +9,7 @@
 SITE=${SITE:-/tmp/site}
 pip_target() { PIP_CONFIG_FILE=/dev/null python3 -m pip install --isolated -q --no-cache-dir --target "$SITE" "$@"; }
 pip_target --only-binary=:all: --index-url "${INDEX:?}" ${FIND_LINKS:+--find-links "$FIND_LINKS"} \
-  "flax==0.12.8" "orbax-checkpoint>=0.12,<0.13" "transformers>=5,<6" safetensors huggingface_hub "torch==2.13.0" \
+  "flax==0.12.8" "orbax-checkpoint>=0.12,<0.13" "transformers>=5,<6" safetensors huggingface_hub pandas scipy "torch==2.13.0" \
   2>&1 | grep -v "^WARNING" | tail -3
 [ -n "${WHEELS:-}" ] && pip_target --no-index --no-deps --upgrade "$WHEELS"/*.whl 2>&1 | grep -v "^WARNING" | tail -3
 export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$SITE:$PWD
