@@ -160,3 +160,35 @@ def test_long_rows_on_an_accelerator_hold_a_few_heads_scores_not_all():
     lowered = jax.jit(lambda q, k, v: attention.attend(q, k, v, positions, spans, impl, table=table, scale=0.125))
     text = lowered.lower(q, k, v).as_text()
     assert "20x10240x10240" not in text and "x10240x10240xf32" in text  # scores, but not every head's at once
+
+
+def test_esmfold_on_an_accelerator_folds_with_float32_products(monkeypatch):
+    """ESMFold's pass is its own jitted function, not the engine's: the same bug would return on a
+    TPU unless the fold is traced at float32 precision too. With the platform said to be a TPU,
+    the fold the app and the CLI run (``structure.folding.fold``) is traced with HIGHEST on every
+    dot of the stem, the trunk and the structure module; on this CPU as the CPU runs it."""
+    from flamino_core.model.esmfold import predict
+    from flamino_core.structure import folding
+    from flamino_core.weights.esmfold import load_fold_model
+
+    model, _ = load_fold_model("random:esmfold-tiny")
+    traced, jitted = [], predict._forward
+
+    def lowered_dots(graphdef, state, aatype, mask, passes, chunk_size, matmul_precision=None):
+        text = jitted.lower(graphdef, state, aatype, mask, passes, chunk_size, matmul_precision).as_text()
+        traced.append(re.findall(r"stablehlo\.dot_general.*?precision = \[(\w+), \w+\]", text))
+        raise StopIteration  # the trace is what is checked: no fold is run
+
+    tpu = hardware.Hardware("tpu", "TPU v5 lite", (), True, "TPU multiplies bf16 natively")
+    monkeypatch.delenv(hardware.MATMUL_PRECISION_ENV, raising=False)
+    monkeypatch.setattr(predict, "_forward", lowered_dots)
+    for platform in ("tpu", "cpu"):
+        with monkeypatch.context() as on_platform:
+            if platform == "tpu":
+                on_platform.setattr(hardware, "detect", lambda: tpu)
+            with pytest.raises(StopIteration):
+                folding.fold(model, "MKTAYIAKQRQISFVKSHF", passes=1)
+    on_tpu, on_cpu = traced
+    assert len(on_tpu) > 20 and set(on_tpu) == {"HIGHEST"}  # every product of the fold
+    if jax.default_backend() == "cpu":
+        assert "HIGHEST" not in on_cpu  # the CPU's float32 products are float32 already

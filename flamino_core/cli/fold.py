@@ -54,10 +54,10 @@ def cmd_fold(args) -> int:
 
 def _fold_one(model, record, out: Path, is_random: bool, args, counter: str, used: set[str]) -> dict:
     from flamino_core.model.esmfold.pdb import to_pdb
-    from flamino_core.model.esmfold.predict import fold_sequence
+    from flamino_core.structure.folding import fold
 
     start = time.perf_counter()
-    folded = fold_sequence(model, record.sequence, passes=args.passes, chunk_size=args.chunk_size or None)
+    folded = fold(model, record.sequence, passes=args.passes, chunk_size=args.chunk_size or None)
     path = out / _file_name(record.id, used)
     remark = f"flamino ESMFold ({'UNTRAINED TEST MODEL, not biology' if is_random else args.model}): {record.id}"
     with written_atomically(path) as tmp:

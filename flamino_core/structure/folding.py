@@ -177,16 +177,26 @@ def store_fold(store, key: str, folded: FoldedProtein) -> None:
     store.put_outputs(key, folded.sequence, {f"fold.{name}": np.asarray(getattr(folded, name)) for name in FIELDS})
 
 
+def fold(model, sequence: str, passes: int | None = None, chunk_size: int | None = 64) -> FoldedProtein:
+    """Fold ``sequence`` with ``model`` in fp32 on this machine: every product at the precision
+    that makes fp32 fp32 here (float32 arithmetic on a TPU/GPU, where JAX's default is one bf16
+    pass; the CPU's default otherwise), as the language-model engine runs (docs/accelerators.md).
+    The app, the CLI and ``predict_stored`` fold through this."""
+    from flamino_core.model.esmfold.predict import fold_sequence
+    from flamino_core.runtime import hardware
+
+    precision = hardware.exact_matmul_precision(hardware.detect(), "fp32")
+    return fold_sequence(model, sequence, passes=passes, chunk_size=chunk_size, matmul_precision=precision)
+
+
 def predict_stored(model, store, key: str, sequence: str, passes: int | None = None,
                    chunk_size: int | None = 64) -> FoldedProtein:
-    """The fold of ``sequence``: read from the store, or folded by ``model`` and stored."""
-    from flamino_core.model.esmfold.predict import fold_sequence
-
+    """The fold of ``sequence``: read from the store, or folded by ``model`` (``fold``) and stored."""
     sequence = sequence.upper()
     found = stored_fold(store, key, sequence)
     if found is not None:
         return found
-    folded = fold_sequence(model, sequence, passes=passes, chunk_size=chunk_size)
+    folded = fold(model, sequence, passes=passes, chunk_size=chunk_size)
     store_fold(store, key, folded)
     return folded
 
