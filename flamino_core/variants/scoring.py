@@ -17,7 +17,9 @@ as ProteinGym's ``proteingym/baselines/esm/compute_fitness.py`` (``label_row``) 
   ``-per-residue`` forms) score indels, stops and frameshifts too (``sequence_scores``); the
   substitution strategies refuse a variant with ``edits``.
 
-Every masked pass goes through the result store (``passes.masked_log_probs``), and every
+Every pass that masks one position goes through the result store (``passes.masked_log_probs``);
+joint-masked's passes (a set of positions masked in one row) run each time, unstored. What runs
+is counted before it runs by ``variant_passes`` (hosted limits, the app's estimate). Every
 difference and PLL is ``scores``' one definition (``substitution_scores``,
 ``pseudo_log_likelihood``).
 """
@@ -38,6 +40,7 @@ from flamino_core.store.passes import masked_log_probs
 from flamino_core.variants.notation import INDEL, Variant, VariantIssue
 from flamino_core.variants.variant import SUBSTITUTION
 from flamino_core.variants.sequence_scores import PassCounter, normalisation, pass_plan, score_sequences
+from flamino_core.variants.variant_passes import joint_sets, planned_passes, variant_passes, windows_of
 from flamino_core.wording import with_article
 
 OK = "ok"
@@ -92,26 +95,6 @@ def pll_size_problem(length: int, n_variants: int, max_passes: int = PLL_HOSTED_
     return (f"pll needs {needed:,} masked passes here ({length:,} residues x {n_variants + 1:,} sequences: the "
             f"wild type and each mutant); this server runs at most {max_passes:,}. Use masked-marginals "
             "(one pass per mutated position), fewer variants, or run flamino locally")
-
-
-def planned_passes(sequence: str, variants: Sequence[Variant], strategy: str) -> int:
-    """Model passes ``score_variants`` runs for these variants, known before it runs (what a
-    hosted server checks against its limit): a window each for wt-marginals, L per sequence for
-    pll, a pass per distinct mutated position for masked-marginals, plus one per distinct set of
-    positions (in one window) of a multi-mutant for joint-masked."""
-    if not variants:
-        return 0
-    if strategy == "wt-marginals":
-        return _windows(len(sequence))
-    if strategy in SEQUENCE_STRATEGIES:
-        return pass_plan(sequence, variants, strategy).total
-    return len({i for v in variants for i in v.indices}) + len(_joint_sets(variants) if strategy == "joint-masked" else ())
-
-
-def _joint_sets(variants: Sequence[Variant]) -> list[tuple[int, ...]]:
-    """The distinct position sets joint-masked masks together (those within one window)."""
-    sets = dict.fromkeys(tuple(sorted(v.indices)) for v in variants if len(v.indices) > 1)
-    return [s for s in sets if s[-1] - s[0] < MAX_RESIDUES]
 
 
 def passes_problem(sequence: str, variants: Sequence[Variant], strategy: str, max_passes: int) -> str | None:
@@ -178,7 +161,10 @@ def score_variants(
     if not variants:
         passes, results = 0, {}
     elif strategy in SEQUENCE_STRATEGIES:
-        passes, results = score_sequences(engine, sequence, variants, strategy, progress, masked)
+        _, results = score_sequences(engine, sequence, variants, strategy, progress, masked)
+        # The plan's count says one unmasked pass per run; a long wild type read whole for a stop
+        # runs one per window (``variant_passes``: what the engine runs).
+        passes = variant_passes(sequence, variants, strategy).planned
     elif strategy == "wt-marginals":
         passes, results = _wt_marginal_scores(engine, sequence, variants)
     else:
@@ -222,7 +208,7 @@ def _wt_marginal_scores(engine, sequence: str, variants: list[Variant]) -> tuple
     table = scores.substitution_map(engine, sequence, "wt-marginals").substitutions  # (L, 20)
     rows = {i: i for i in range(len(sequence))}
     results = {v.order: (_sum_scores(table, rows, v), np.nan, OK) for v in variants}
-    return _windows(len(sequence)), results
+    return windows_of(len(sequence)), results
 
 
 def _masked_scores(engine, sequence: str, variants: list[Variant], strategy: str, progress,
@@ -230,7 +216,7 @@ def _masked_scores(engine, sequence: str, variants: list[Variant], strategy: str
     """masked-marginals: a masked pass per distinct mutated position; joint-masked adds a pass
     per multi-mutant position set (``_joint``)."""
     indices = sorted({i for v in variants for i in v.indices})
-    sets = _joint_sets(variants) if strategy == "joint-masked" else []
+    sets = joint_sets(variants) if strategy == "joint-masked" else []
     passes = len(indices) + len(sets)
     counter = PassCounter(passes, progress)
     log_probs = masked_log_probs(engine, sequence, indices, progress=counter.stage(len(indices)), **masked)
@@ -270,12 +256,6 @@ def _sum_scores(table: np.ndarray, row_of: dict[int, int], variant: Variant) -> 
     """sum_k score(wt_k -> mt_k), read from a (rows, 20) ``scores.substitution_scores`` table
     whose row ``row_of[i]`` holds position i, summed in float64."""
     return float(sum(float(table[row_of[s.index], _COLUMN[s.mt]]) for s in variant.substitutions))
-
-
-def _windows(length: int) -> int:
-    from flamino_core.runtime.windows import window_starts
-
-    return len(window_starts(length))
 
 
 def _notes(engine, length: int, strategy: str, record_id: str) -> list[str]:

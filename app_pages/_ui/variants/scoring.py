@@ -19,17 +19,15 @@ import hashlib
 import pandas as pd
 import streamlit as st
 
-from flamino_core.jobs import background as jobs
 from flamino_core.jobs.background import DONE
 from flamino_core.jobs import pass_cost
-from flamino_core.store.result_store import default_store
 from flamino_core.variants.dms import DmsError, DmsScores, DmsTable, parse_dms, score_dms, table_variants
 from flamino_core.options import SEQUENCE_STRATEGIES
 from flamino_core.variants.author_numbering import AuthorNumbering
 from flamino_core.variants import indels, structure_numbering
 from flamino_core.variants.notation import Variant
 from flamino_core.variants.scoring import VariantScores, score_variants
-from flamino_core.variants.sequence_scores import pass_plan
+from flamino_core.variants.variant_passes import held_in_store, variant_passes
 
 from app_pages._ui.server import background, jobs_panel
 from app_pages._ui.server.policy import current_limits, hosted_mode
@@ -112,7 +110,7 @@ def list_scores(engine, sequence: str, text: str, offset: int, strategy: str, re
     # said "done (12 passes)" after 2,007 passes, counting its 12 variants as passes.
     unit = "variants" if chunked(strategy) and len(_pll_chunks(len(variants))) > 1 else "passes"
     return _follow(key, engine, sequence, variants, strategy, work, unit,
-                   f"Scoring {len(variants):,} variants ({strategy})", "scoring the variants")
+                   f"Scoring {len(variants):,} variants ({strategy})", "scoring the variants", structure)
 
 
 # --- a DMS table --------------------------------------------------------------------------------------
@@ -165,7 +163,7 @@ def dms_scores(engine, data: bytes, wild_type: str | None, offset: int, strategy
     variants = dms_variants(data, wild_type, offset, strategy in SEQUENCE_STRATEGIES)
     unit = "rows" if chunked(strategy) and len(_pll_chunks(rows)) > 1 else "passes"  # as list_scores
     return _follow(key, engine, table.wild_type, variants, strategy,
-                   work, unit, f"Scoring {rows:,} DMS rows ({strategy})", "scoring the DMS table")
+                   work, unit, f"Scoring {rows:,} DMS rows ({strategy})", "scoring the DMS table", structure)
 
 
 # --- shared -----------------------------------------------------------------------------------------
@@ -183,11 +181,11 @@ def _pll_chunks(n: int) -> list[tuple[int, int]]:
 
 
 def _follow(key, engine, sequence: str, variants, strategy: str, work, unit: str,
-            title: str, what: str) -> Scoring:
+            title: str, what: str, structure: str | None = None) -> Scoring:
     done = background.find(key)
     if done is not None and done.state == DONE and not isinstance(done.value, dict):
         return Scoring(done.value)  # scored in this session already
-    job = jobs_panel.follow(key, title, unit, work, lambda: cost(engine, sequence, variants, strategy),
+    job = jobs_panel.follow(key, title, unit, work, lambda: cost(engine, sequence, variants, strategy, structure),
                             what=what, model=jobs_panel.engine_name(engine),
                             cheaper=_cheaper(strategy, any(v.edits for v in variants)))
     if job is None:
@@ -198,41 +196,12 @@ def _follow(key, engine, sequence: str, variants, strategy: str, work, unit: str
     return Scoring(None, pd.concat(held, ignore_index=True) if held else None)
 
 
-def cost(engine, sequence: str, variants, strategy: str) -> jobs_panel.Cost:
-    """The masked passes ``strategy`` still needs for these variants (the store's are free; a
-    substitution strategy scores no indel)."""
-    store, model = default_store(), engine.fingerprint
-    variants = variants if strategy in SEQUENCE_STRATEGIES else [v for v in variants if not v.edits]
-    if strategy == "wt-marginals":
-        return jobs_panel.Cost(1, "unmasked pass", "unmasked passes", "one for the whole sequence",
-                               pass_cost.unmasked_seconds(engine, [len(sequence)]))
-    if strategy in SEQUENCE_STRATEGIES:
-        return _sequence_cost(engine, sequence, variants, strategy)
-    held = store.held_positions(model, sequence)
-    need = {sequence: len({i for v in variants for i in v.indices} - held)}
-    how = "one per mutated position"
-    if strategy == "joint-masked":
-        need[sequence] += len({tuple(sorted(v.indices)) for v in variants if len(v.indices) > 1})
-        how += ", and one per multi-mutant"
-    seconds = pass_cost.masked_seconds(engine, [(len(s), n) for s, n in need.items()])
-    return jobs_panel.Cost(sum(need.values()), "masked pass", "masked passes", how, seconds)
-
-
-def _sequence_cost(engine, sequence: str, variants, strategy: str) -> jobs_panel.Cost:
-    """What a sequence strategy still runs (``sequence_scores.pass_plan``): the masked passes the
-    store does not hold, or one unmasked pass per sequence (window) of the plan."""
-    plan = pass_plan(sequence, variants, strategy)
-    model, rates = engine.fingerprint, jobs.default_rates()
-    if not plan.masked:
-        lengths = [len(s) for s, _ in plan.runs]
-        return jobs_panel.Cost(len(lengths), "unmasked pass", "unmasked passes",
-                               "one per distinct sequence: the wild type (or its windows) and each mutant",
-                               pass_cost.unmasked_seconds(engine, lengths, rates))
-    store = default_store()
-    need = {(s, first): len(set(range(first, len(s))) - store.held_positions(model, s)) for s, first in plan.runs}
-    run = sum(need.values())
-    # The pass plan above counts every pass; what is stored is said here, so the two counts agree.
-    stored = f"; the other {plan.total - run:,} of the plan's {plan.total:,} are stored" if plan.total > run else ""
-    return jobs_panel.Cost(run, "masked pass", "masked passes",
-                           f"every residue of the wild type (or its windows) and of each distinct mutant, once{stored}",
-                           pass_cost.masked_seconds(engine, [(len(s), n) for (s, _), n in need.items()], rates))
+def cost(engine, sequence: str, variants, strategy: str, structure: str | None = None) -> jobs_panel.Cost:
+    """The passes ``strategy`` still runs for these variants (``variant_passes``: the rule the
+    core scores by; the store's masked passes are free) and their seconds here."""
+    needed = variant_passes(sequence, variants, strategy, held_in_store(engine, structure=structure))
+    if needed.masked:
+        return jobs_panel.Cost(needed.to_run, "masked pass", "masked passes", needed.how,
+                               pass_cost.masked_seconds(engine, needed.runs))
+    return jobs_panel.Cost(needed.to_run, "unmasked pass", "unmasked passes", needed.how,
+                           pass_cost.unmasked_seconds(engine, [length for length, _ in needed.runs]))

@@ -1,0 +1,99 @@
+"""The page's estimate and the work done come from one rule (issue 49): the pass count the
+Variant effects page shows before a score (``_ui/variants/scoring.cost``, from the core's
+``variant_passes``) equals the passes the engine then runs, counted where the engine builds the
+rows the network reads (every window of an unmasked pass, every masked row), on ``random:tiny``.
+
+The two cases where the page and the core once disagreed: wt-marginals over a sequence of two
+windows (the page said 1), and a joint-masked multi-mutant wider than one window (the page
+counted its pass; the engine never runs it, the variant is not scored)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app_pages._ui.variants import scoring as variant_results
+from flamino_core.alphabet import STANDARD_AMINO_ACIDS
+from flamino_core.model.config import MAX_RESIDUES
+from flamino_core.runtime import planner
+from flamino_core.runtime.engine import Engine
+from flamino_core.variants import indels
+from flamino_core.variants.scoring import score_variants
+from flamino_core.variants.variant_passes import planned_passes
+from flamino_core.weights.loading import load_weights
+
+# Longer than one window (MAX_RESIDUES = 1,022) and shorter than one and a half: windows start at
+# 0 and at LENGTH - 1,022, so an unmasked pass is two windows.
+LENGTH = 1_100
+
+
+@pytest.fixture(scope="module")
+def engine():
+    return Engine(load_weights("random:tiny"))
+
+
+@pytest.fixture
+def rows_run(monkeypatch) -> list[int]:
+    """Counts each window the engine hands the network: a packed row's windows (``Engine.run``)
+    and each masked row (``compute_masked``, ``compute_joint_masked``; filler rows are not asked
+    for, so not counted)."""
+    counted = [0]
+    pack, masked_rows = planner.pack, planner.masked_rows
+
+    def counting_pack(batch, *args, **kwargs):
+        counted[0] += sum(len(row.items) for row in batch.rows)
+        return pack(batch, *args, **kwargs)
+
+    def counting_masked_rows(sequence_tokens, spans, *args, **kwargs):
+        counted[0] += len(spans)
+        return masked_rows(sequence_tokens, spans, *args, **kwargs)
+
+    monkeypatch.setattr(planner, "pack", counting_pack)
+    monkeypatch.setattr(planner, "masked_rows", counting_masked_rows)
+    return counted
+
+
+def _sequence() -> str:
+    rng = np.random.default_rng(49)
+    return "".join(rng.choice(list(STANDARD_AMINO_ACIDS), LENGTH))
+
+
+def _mutant(sequence: str, position: int) -> str:
+    """A substitution at 1-based ``position`` to another amino acid."""
+    wt = sequence[position - 1]
+    return f"{wt}{position}{'A' if wt != 'A' else 'G'}"
+
+
+def _variants(sequence: str):
+    m = lambda p: _mutant(sequence, p)  # noqa: E731
+    text = ", ".join([m(5), m(600), m(1095),
+                      f"{m(5)}:{m(30)}",  # a multi-mutant within one window: a joint pass
+                      f"{m(5)}:{m(1090)}",  # spans 1,086 residues: wider than a window, not scored
+                      f"p.{sequence[49]}50del",  # an indel: a substitution strategy scores none
+                      f"p.{sequence[999]}1000*"])  # a stop: wt-pll-approx reads the whole wild type's windows
+    variants, issues = indels.parse_mutations(text, sequence, 1)
+    assert not issues and len(variants) == 7
+    assert 1090 - 5 >= MAX_RESIDUES  # the wide one is wider than a window
+    return variants
+
+
+@pytest.mark.parametrize("strategy", ["wt-marginals", "joint-masked", "wt-pll-approx"])
+def test_the_pages_pass_count_is_the_passes_the_engine_runs(engine, rows_run, strategy):
+    sequence = _sequence()
+    variants = _variants(sequence)
+    shown = variant_results.cost(engine, sequence, variants, strategy)
+    rows_run[0] = 0
+    scored = score_variants(engine, sequence, variants, strategy)
+    assert shown.passes == rows_run[0] > 0, shown.describe()
+    assert scored.passes == planned_passes(sequence, variants, strategy) == rows_run[0]  # nothing was stored
+    if strategy == "wt-marginals":
+        assert rows_run[0] == 2  # the two windows of LENGTH residues
+    if strategy == "joint-masked":
+        wide = scored.table[scored.table["mutant"].str.contains(":") & scored.table["score"].isna()]
+        assert len(wide) == 1 and "window" in wide["status"].iloc[0]  # the wide set was not run
+        # Again: the single-position passes are stored now; the joint ones are not, and run again.
+        again = variant_results.cost(engine, sequence, variants, strategy)
+        rows_run[0] = 0
+        score_variants(engine, sequence, variants, strategy)
+        assert again.passes == rows_run[0] > 0, again.describe()
+        assert again.passes < shown.passes
