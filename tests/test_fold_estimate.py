@@ -79,7 +79,7 @@ def test_a_fold_is_stored_by_model_and_sequence_and_read_back(tmp_path, monkeypa
 
     calls = []
 
-    def fold(model, sequence, passes=None, chunk_size=None):
+    def fold(model, sequence, passes=None, chunk_size=None, matmul_precision=None):
         calls.append(sequence)
         return made_fold(sequence, seed=len(calls))
 
@@ -94,6 +94,7 @@ def test_a_fold_is_stored_by_model_and_sequence_and_read_back(tmp_path, monkeypa
     other = folding.predict_stored(None, store, folding.model_key("random:esmfold-tiny:1", 3), "MKTAYIAKQR")
     assert len(calls) == 2 and not np.array_equal(other.atom37, first.atom37)  # another model: folded again
     assert folding.model_key("random:esmfold-tiny", 3) != folding.model_key("random:esmfold-tiny", 4)
+    assert folding.model_key("random:esmfold-tiny", 3) != folding.model_key("random:esmfold-tiny", 3, "bf16")
     # the published model by its Hub repository, whichever name it was asked by (nothing is loaded)
     assert folding.model_key("esmfold_v1", 4) == folding.model_key("facebook/esmfold_v1", 4) == \
         "esmfold|facebook/esmfold_v1|passes=4"

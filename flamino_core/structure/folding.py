@@ -43,10 +43,11 @@ class FoldMemory:
 
     length: int
     padded: int
-    weights: int  # every parameter, 4 bytes each
+    weights: int  # every parameter, 4 bytes each (2 for the stem's dense kernels in a bf16 stem)
     stem: int  # the stem's hidden states (every layer is kept for the trunk's mix) and one layer's attention
     pair: int  # the trunk's pair state with what a block holds beside it
     chunk: int  # the triangular attention's logits and the pair MLP for one chunk of rows
+    stem_precision: str = "fp32"
 
     @property
     def total(self) -> int:
@@ -56,7 +57,8 @@ class FoldMemory:
         return (f"about {size(self.total)} for {self.length:,} residues (padded to {self.padded:,}): "
                 f"weights {size(self.weights)}, the pair state and a block's work on it "
                 f"{size(self.pair + self.chunk)} (grows as the length squared), the language model's "
-                f"states {size(self.stem)}; an estimate from the model's shape in fp32, not a measurement")
+                f"states {size(self.stem)}; an estimate from the model's shape in fp32"
+                f"{' (the stem: bf16 dense kernels)' if self.stem_precision == 'bf16' else ''}, not a measurement")
 
 
 def size(n: int) -> str:
@@ -81,8 +83,20 @@ def _count(path: tuple[str, ...] | None, config: FoldConfig) -> int:
     return sum(int(np.prod(leaf.shape)) for leaf in jax.tree.leaves(tree))
 
 
+@functools.lru_cache(maxsize=8)
+def stem_dense_count(config: FoldConfig) -> int:
+    """The stem's dense-layer kernels (what a bf16 stem stores in 2 bytes: every ``nnx.Linear``
+    kernel of the ESM-2 stem, ``weights.esmfold.with_stem_precision``)."""
+    import jax
+
+    from flamino_core.weights.esmfold import expected_params
+
+    kernels = jax.tree_util.tree_leaves_with_path(expected_params(config)["esm"])
+    return sum(int(np.prod(leaf.shape)) for path, leaf in kernels if getattr(path[-1], "key", None) == "kernel")
+
+
 def fold_memory(config: FoldConfig, length: int, chunk_size: int | None = 64, pad_to: int | None = PAD_TO,
-                parameters: int | None = None) -> FoldMemory:
+                parameters: int | None = None, stem_precision: str = "fp32") -> FoldMemory:
     """The memory one fold of ``length`` residues needs (``fold_sequence``'s padding and chunks).
 
     The pair state is L x L x c_z; a block holds it, its residual and the triangular
@@ -109,7 +123,8 @@ def fold_memory(config: FoldConfig, length: int, chunk_size: int | None = 64, pa
     states = (stem.num_layers + 1) * tokens * stem.embed_dim * FLOAT
     attention = tokens * tokens * stem.attention_heads * FLOAT
     count = parameter_count(config) if parameters is None else parameters
-    return FoldMemory(length, padded, count * FLOAT, states + attention, pair, chunk)
+    weights = count * FLOAT - (stem_dense_count(config) * (FLOAT - 2) if stem_precision == "bf16" else 0)
+    return FoldMemory(length, padded, weights, states + attention, pair, chunk, stem_precision)
 
 
 def fold_seconds(config: FoldConfig, length: int, passes: int | None = None, flops_per_second: float = 2e10) -> float:
@@ -146,10 +161,15 @@ def length_refusal(length: int, hosted: bool, limit: int | None = None) -> str |
     return None
 
 
-def model_key(identifier: str, passes: int) -> str:
+def model_key(identifier: str, passes: int, stem_precision: str = "fp32") -> str:
     """The store's key of an ESMFold model: the test model by its seed, esmfold_v1 by its Hub
     repository, a folder by its path and its weight files' sizes and modification times (a folder
-    saved again is a new model)."""
+    saved again is a new model); a bf16 stem's folds apart from the fp32 ones (other numbers)."""
+    key = _model_key(identifier, passes)
+    return key if stem_precision == "fp32" else f"{key}|stem={stem_precision}"
+
+
+def _model_key(identifier: str, passes: int) -> str:
     from flamino_core.weights.esmfold_hub import FOLD_PRESETS, fold_preset_name
 
     if identifier.startswith(RANDOM_MODEL):

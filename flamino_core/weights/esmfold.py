@@ -20,7 +20,7 @@ from typing import Mapping
 import numpy as np
 from flax import nnx
 
-from flamino_core.model.esmfold.config import FoldConfig
+from flamino_core.model.esmfold.config import STEM_PRECISIONS, FoldConfig
 from flamino_core.weights.convert import CheckpointMismatchError
 from flamino_core.weights.convert import state_dict_to_params as language_model_params
 
@@ -226,15 +226,33 @@ def load_esmfold(folder: Path | str, expect: FoldConfig | None = None):
 RANDOM_PREFIX = "random:esmfold-tiny"
 
 
-def load_fold_model(identifier: str):
+def with_stem_precision(model, stem_precision: str):
+    """``model`` with its stem's dense layers in ``stem_precision`` (``STEM_PRECISIONS``)."""
+    if stem_precision not in STEM_PRECISIONS:
+        raise ValueError(f"stem precision {stem_precision!r}: choose one of {', '.join(STEM_PRECISIONS)}")
+    if stem_precision == "bf16":
+        from flamino_core.model.precision import use_bf16_matmuls
+
+        use_bf16_matmuls(model.esm, store_bf16=True)  # stored rounded: the memory is the point
+    return model
+
+
+def load_fold_model(identifier: str, stem_precision: str = "fp32"):
     """(model, is_random) for an identifier: a ``save_pretrained`` folder, or
     ``random:esmfold-tiny[:seed]``, an untrained test model (random weights: its structures are
     not biology), or ``esmfold_v1`` / ``facebook/esmfold_v1`` (the published model, downloaded
-    into the Hub's cache and read from it; ``esmfold_hub.py``).
+    into the Hub's cache and read from it; ``esmfold_hub.py``); its stem in ``stem_precision``.
 
     Raises:
-      ValueError: an identifier that is neither, with what is accepted.
+      ValueError: an identifier that is neither, with what is accepted; an unknown precision.
     """
+    if stem_precision not in STEM_PRECISIONS:  # before any download
+        raise ValueError(f"stem precision {stem_precision!r}: choose one of {', '.join(STEM_PRECISIONS)}")
+    model, is_random = _load_fold_model(identifier)
+    return with_stem_precision(model, stem_precision), is_random
+
+
+def _load_fold_model(identifier: str):
     if identifier == RANDOM_PREFIX or identifier.startswith(RANDOM_PREFIX + ":"):
         from flamino_core.model.esmfold.model import ESMFold
 

@@ -13,6 +13,7 @@ import streamlit as st
 
 from flamino_core.jobs.background import DONE
 from flamino_core.jobs.status import about
+from flamino_core.model.esmfold.config import STEM_PRECISIONS
 from flamino_core.store.result_store import default_store
 from flamino_core.structure import folding
 from flamino_core.structure.fold_figures import pae_heatmap
@@ -26,6 +27,8 @@ from app_pages._ui.server.policy import current_limits, hosted_mode
 from app_pages._ui.structure import loaded_structure, molecule_view
 
 MODEL = "fold_model"  # session state: the ESMFold model chosen (text input)
+STEM = "fold_stem_precision"  # session state: the stem's precision (fp32 or the labelled bf16)
+STEM_BF16_LABEL = "stem in bf16: not the reference's numbers"
 PREDICTION = "_structure_prediction"  # (structure key, FoldedProtein, model label, record id)
 
 
@@ -43,6 +46,25 @@ def model_choice() -> str:
     return chosen.strip() or folding.RANDOM_MODEL
 
 
+def stem_choice() -> str:
+    """The stem's precision: fp32 by default; bf16 on request (half the stem's dense weights: what
+    a long fold with esmfold_v1 needs on a 16 GiB accelerator), labelled. Hosted: the operator's
+    ``FLAMINO_FOLD_STEM_PRECISION``."""
+    import os
+
+    if hosted_mode():
+        return os.environ.get("FLAMINO_FOLD_STEM_PRECISION", "fp32")
+    return st.radio("Language-model stem", STEM_PRECISIONS, key=STEM, horizontal=True,
+                    format_func=lambda p: "fp32 (the reference's numbers)" if p == "fp32" else "bf16 (less memory)",
+                    help="ESMFold's ESM-2 stem in bf16 stores its dense layers in half the memory (5.6 GB less for "
+                         "esmfold_v1) and gives other numbers than the reference: its folds are labelled and "
+                         "stored apart")
+
+
+def with_stem(label: str, stem_precision: str) -> str:
+    return label if stem_precision == "fp32" else f"{label} ({STEM_BF16_LABEL})"
+
+
 def short_label(identifier: str) -> str:
     """The model as a job line names it."""
     if identifier.startswith(folding.RANDOM_MODEL):
@@ -57,10 +79,10 @@ def model_label(identifier: str) -> str:
 
 
 @st.cache_resource(show_spinner=False, max_entries=2)
-def _model(identifier: str):
+def _model(identifier: str, stem_precision: str = "fp32"):
     from flamino_core.weights.esmfold import load_fold_model
 
-    return load_fold_model(identifier)[0]
+    return load_fold_model(identifier, stem_precision)[0]
 
 
 def _config(identifier: str):
@@ -80,7 +102,8 @@ def offer(ctx) -> None:
     seq = ctx.sequence.upper()
     st.subheader("Predict the structure (ESMFold)")
     identifier = model_choice()
-    label = model_label(identifier)
+    stem = stem_choice()
+    label = with_stem(model_label(identifier), stem)
     if identifier.startswith(folding.RANDOM_MODEL):
         st.warning(f"Folding with {label}: the coordinates, pLDDT and PAE only show what the page does.",
                    icon=":material/science:")
@@ -90,7 +113,7 @@ def offer(ctx) -> None:
         return
     try:
         config = _config(identifier)
-        key = folding.model_key(identifier, config.trunk.max_recycles)
+        key = folding.model_key(identifier, config.trunk.max_recycles, stem)
     except (ValueError, OSError) as err:  # ModelNotAvailableError is a ValueError
         st.error(plain(f"The ESMFold model could not be read: {err}"), icon=":material/error:")
         return
@@ -99,7 +122,7 @@ def offer(ctx) -> None:
     if found is not None:
         hold(found, key, label, ctx.record.id)
         st.rerun()
-    memory = folding.fold_memory(config, len(seq))
+    memory = folding.fold_memory(config, len(seq), stem_precision=stem)
     seconds = folding.fold_seconds(config, len(seq))
     st.caption(plain(f"Memory: {memory.describe()}. Time: {about(seconds) if seconds >= 1 else 'under a second'} of "
                      "computation (a rough figure from the model's shape), plus 15-30 s to compile a new length."))
@@ -110,18 +133,19 @@ def offer(ctx) -> None:
         return
     # One fold is one compiled call: its progress is 0 then 1 structure (the job's unit).
     job = jobs_panel.follow(work_key, f"ESMFold of {ctx.record.id} ({len(seq):,} residues)", "structure",
-                            _work(identifier, store, key, seq), jobs_panel.Cost(1, "fold", "folds", label, None),
-                            what="the predicted structure", model=short_label(identifier))
+                            _work(identifier, stem, store, key, seq),
+                            jobs_panel.Cost(1, "fold", "folds", label, None),
+                            what="the predicted structure", model=with_stem(short_label(identifier), stem))
     if job is not None and job.state == DONE and job.value is not None:
         hold(job.value, key, label, ctx.record.id)
         st.rerun()
 
 
-def _work(identifier: str, store, key: str, sequence: str):
+def _work(identifier: str, stem_precision: str, store, key: str, sequence: str):
     def work(job, first_only: bool = False):
         job.progress(0, 1)
         with background.slot(job):  # the heavy-job queue: one fold at a time with the other long work
-            folded = folding.predict_stored(_model(identifier), store, key, sequence)
+            folded = folding.predict_stored(_model(identifier, stem_precision), store, key, sequence)
         job.progress(1, 1)
         return folded
 
