@@ -82,6 +82,8 @@ TEST_KINDS = {  # "file::test name prefix" -> kind, where a test is not its file
     "test_structure_numbering.py::test_the_command_line_": "integration",
     "test_structure_numbering.py::test_flamino_score_": "integration",
     "test_structure_numbering.py::test_the_variants_page_": "app",
+    "test_app_first_run.py::test_": "app",  # the whole file (AppTest)
+    "test_browser_first_run.py::test_": "browser",  # the whole file (Chromium)
     "test_uniprot_fetch.py::test_the_input_page_": "app",  # (the rest: unit, a local server)
     "test_uniprot_fetch.py::test_": "unit",
     "test_alphabet.py::test_matches_": "parity",  # against the installed fair-esm

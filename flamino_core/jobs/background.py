@@ -74,6 +74,7 @@ class Job:
         self._work: tuple[float, float] | None = None  # (done, total) work beside the units (``progress``)
         self.version = 0  # counts changes, for watchers that redraw only on news
         self.measuring_only = False  # one chunk to measure the rate: ending with units left is MEASURED
+        self.compiles = False  # a call of its work compiles shapes new to this process (``compiling``)
         self._expected: float | None = None  # seconds the cost model gives the work of this stage
         self._predicted: float | None = None  # seconds it gave the whole job at its start
         self._log: Callable[[dict], None] | None = None  # gets the prediction and the outcome at the end
@@ -157,6 +158,13 @@ class Job:
                 self._compiled_s += max(seconds, 0.0)
                 self._say(time.monotonic())
                 self._bump()
+
+    def compiling(self) -> None:
+        """The work's next call compiles shapes new to this process (``MeteredEngine`` says so
+        before it): a model new to the server, a minute or more on a busy machine (issue 50)."""
+        with self._changed:
+            self.compiles = True
+            self._bump()
 
     def carry_on(self, previous: Job) -> None:
         """A Resume of ``previous`` (cancelled or stopped): the time left goes on from the pace
@@ -285,6 +293,14 @@ class Job:
         with self._changed:
             return self._changed.wait_for(lambda: self.finished, timeout)
 
+    def wait_unless_compiling(self, timeout: float | None = None) -> bool:
+        """Block until the job finishes (True), starts compiling (``compiling``: False) or
+        ``timeout`` passes (False): a page waits for a first chunk queued for a slot, stopped by
+        a full queue or quick, not for one that compiles a new model first."""
+        with self._changed:
+            self._changed.wait_for(lambda: self.finished or self.compiles, timeout)
+            return self.finished
+
     def fraction(self) -> float:
         return self.status().fraction
 
@@ -293,9 +309,9 @@ class Job:
         with self._changed:
             finished = {DONE: "done", MEASURED: "measured", CANCELLED: "cancelled", STOPPED: "stopped",
                         FAILED: "failed"}.get(self.state)
-            waiting = self.state == WAITING or self.total is None
+            waiting = self.state == WAITING or (self.total is None and not self.compiles)
             fields = dict(title=self.title, unit=self.unit, done=self.done, total=self.total, note=self.note,
-                          error=self.error)
+                          error=self.error, compiling=self.compiles)
         if finished is None and self.cancelled():
             return Status("cancelling", **fields)
         if finished is not None or waiting:

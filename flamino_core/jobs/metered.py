@@ -32,9 +32,10 @@ class MeteredEngine:
     """
 
     def __init__(self, engine, rates: Rates | None = None, slot: Callable[[], ContextManager] | None = None,
-                 on_compile: Callable[[float], None] | None = None):
+                 on_compile: Callable[[float], None] | None = None, on_compiling: Callable[[], None] | None = None):
         self._engine, self._rates, self._slot = engine, rates, slot or contextlib.nullcontext
         self._on_compile = on_compile  # told the seconds a call spent compiling (``Job.compiled``)
+        self._on_compiling = on_compiling  # told before a call that compiles new shapes (``Job.compiling``)
 
     def __getattr__(self, name):
         return getattr(self._engine, name)
@@ -80,6 +81,8 @@ class MeteredEngine:
 
         fresh, cached = pass_cost.new_shapes(self._engine, batches, self._rates) if self._rates else (0, 0)
         compiled_before = set(self._engine.compiled_shapes) if self._rates else set()
+        if (fresh or cached) and self._on_compiling is not None:  # before it: a page need not wait for it
+            self._on_compiling()
         finished: list[float] = []
         seen, told = set(compiled_before), [0.0]  # shapes met so far; compile seconds told the job so far
 

@@ -5,7 +5,8 @@ disagree, and nothing says "done" while passes remain.
 The phases, in the order a job goes through them:
 
 * ``queued``: started, waiting for its first unit of work or for a slot of the server's queue;
-* ``measuring``: running, its own rate not measured yet (no time left is said);
+* ``measuring``: running, its own rate not measured yet (no time left is said; a model new to
+  the server compiles first, which the words say);
 * ``running``: n of N, and the time left at its rate;
 * ``cancelling``: Cancel was asked; the chunk in flight finishes, then it stops;
 * ``cancelled``, ``stopped`` (a busy server), ``failed``: n of N kept;
@@ -46,6 +47,7 @@ class Status:
     seconds_left: float | None = None  # at the job's own rate (None: not measured, or ended)
     note: str | None = None  # what it waits for ("next in line for a slot")
     error: str | None = None  # why it stopped or failed
+    compiling: bool = False  # its work compiles shapes new to this process (``Job.compiling``)
 
     @property
     def ended(self) -> bool:
@@ -67,7 +69,10 @@ class Status:
         if self.phase == "queued":
             return f"queued{f' ({self.note})' if self.note else ''}"
         if self.phase == "measuring":
-            return f"{self.count()} · measuring this machine's rate…"
+            # What the first chunk does (issue 50: a model never run in this server compiles for a
+            # minute or more before it, and the page said nothing meanwhile).
+            first = " on a first chunk (a model new to this server compiles first)" if self.compiling else ""
+            return f"{self.count()} · measuring this machine's rate{first}…"
         if self.phase == "running":
             left = f" · {about(self.seconds_left)} left" if self.seconds_left is not None else ""
             waiting = f" · {self.note}" if self.note else ""

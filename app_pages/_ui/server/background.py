@@ -116,7 +116,8 @@ def metered(engine, job: Job) -> MeteredEngine:
     """``engine`` for ``job``: each call waits for a heavy-job slot, stops if the job was
     cancelled, and is timed into this machine's pass rates (the core's functions take it where
     they take an engine; their masked passes go through the result store)."""
-    return MeteredEngine(engine, jobs.default_rates(), slot=lambda: _slot(job), on_compile=job.compiled)
+    return MeteredEngine(engine, jobs.default_rates(), slot=lambda: _slot(job), on_compile=job.compiled,
+                         on_compiling=job.compiling)
 
 
 def slot(job: Job):

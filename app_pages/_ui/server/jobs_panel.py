@@ -6,7 +6,9 @@ the session's jobs listed in the sidebar on every page.
 (``background.py``), starts one when the work is quick or was asked for, or says first what it
 costs (passes, and their time at the rate this machine measured for this model) and offers the
 cheaper strategy where there is one. A job of unknown cost (this model never ran here) first runs
-one chunk, which measures the rate; the next run of the page knows the cost of the rest. A job of
+one chunk, which measures the rate (the page waits for it unless it compiles a model new to the
+server: then its progress line says so at once); the next run of the page knows the cost of the
+rest. A job of
 known cost is given it (``Job.expect``): its time left leans on it until the job has measured its
 own rate, and its predicted and actual times go into the pass-rate file when it ends.
 
@@ -104,11 +106,18 @@ def follow(key: tuple[Hashable, ...], title: str, unit: str, work: Callable[...,
     if model is not None:
         _MODEL_OF[job] = model
     if first_only:  # one chunk measures the rate: then the page says what the rest costs, or goes on
-        if job.wait(MEASURE_SECONDS) and job.state in (DONE, MEASURED):
+        # Waited for while it is quick, queued for a slot or stopped by a full queue (the busy
+        # warning), not while it compiles a model new to this server (77-91 s of a blank Records
+        # page on a busy machine, issue 50): its progress line is drawn at once, the page draws
+        # what it has, and the watcher reruns the page when the chunk is in.
+        if job.wait_unless_compiling(MEASURE_SECONDS) and job.state in (DONE, MEASURED):
             st.rerun()
-    job.wait(FOLLOW_SECONDS)
+    if not (first_only and job.compiles):
+        job.wait(FOLLOW_SECONDS)
     if not job.finished:
         running(job, where="page")
+    elif job.state == MEASURED:  # a compiling first chunk came in meanwhile: the page says what the rest costs
+        st.rerun()
     elif job.state != DONE:
         stopped(job, key, what, keeps)
     return job
