@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_browser import CHROMIUM, TIMEOUT_MS, _download, _wait_for_charts
+from test_browser import CHROMIUM, TIMEOUT_MS, _download, _nav, _settle, _wait_for_charts, load_local_checkpoint
 from test_browser_structure import _offline_page, _photograph
 
 pytestmark = [
@@ -18,6 +18,9 @@ pytestmark = [
 ]
 # Human ubiquitin's first 50 residues (P0CG48): a real sequence, folded by no other test.
 SEQUENCE = "MQIFVKTLTGKTITLEVEPSDTIENVKAKIQDKEGIPPDQQRLIFAGKQL"
+# Amyloid beta 1-42 (P05067 672-713), for the SaProt flow: another sequence, so neither test finds
+# the other's fold in the server's store (both pad to 64 residues: one compilation).
+ABETA42 = "DAEFRHDSGYEVHHQKLVFFAEDVGSNKGAIIGLMVGGVVIA"
 
 
 def test_predict_draws_the_fold_by_plddt_the_pae_and_a_pdb_biopython_reads_back(server, browser, tmp_path):
@@ -54,5 +57,47 @@ def test_predict_draws_the_fold_by_plddt_the_pae_and_a_pdb_biopython_reads_back(
     np.testing.assert_allclose([a.bfactor for a in atoms], 100 * reference.plddt[exists], atol=0.006)
     cif = _download(page, "Predicted structure (mmCIF)", tmp_path)
     assert cif.suffix == ".cif" and "_atom_site" in cif.read_text()
+    assert outside == []
+    page.context.close()
+
+
+def test_saprot_scores_a_list_on_the_predicted_structure_masked_below_70(server, browser, tmp_path):
+    """The issue's last step in the browser: a SaProt checkpoint in the sidebar, a pasted sequence
+    with no structure, Predict on the Structure page, then a mutation list on Variant effects
+    scored on the prediction's 3Di letters, with residues of pLDDT < 70 read as '#'. The untrained
+    fold model is unsure everywhere (pLDDT 50-53 on every residue, tests/test_structure_predict_app.py),
+    so every residue is masked and the page says so; the scores' numbers are checked against the
+    core in that AppTest."""
+    from transformers import EsmTokenizer
+
+    from conftest import checkpoint_seed
+    from flamino_core.model import saprot
+    from test_saprot import SAPROT, make_hf_saprot
+
+    folder = tmp_path / "SaProt_t3_custom"
+    make_hf_saprot(SAPROT, checkpoint_seed("saprot", "browser-fold")).save_pretrained(folder)
+    EsmTokenizer(vocab_file=str(saprot.VOCAB_FILE)).save_pretrained(folder)
+    page, outside = _offline_page(browser, server)
+    page.goto(server.url)
+    page.get_by_text("Your sequences").wait_for()
+    load_local_checkpoint(page, folder)
+    box = page.get_by_label("FASTA or sequence")
+    box.fill(f">abeta42\n{ABETA42}\n")
+    box.press("Control+Enter")
+    page.get_by_text("1 record ready for analysis.").wait_for()
+    _settle(page)
+    _nav(page, "Structure").click()
+    page.get_by_role("button", name="Predict the structure (ESMFold)").click()
+    page.get_by_role("heading", name="The predicted structure").wait_for(timeout=6 * TIMEOUT_MS)
+    _settle(page)
+    _nav(page, "Variant effects").click()
+    variants = page.get_by_label("Variants: one per line", exact=False)
+    variants.fill("D1A\nF4W\nG38V\n")
+    variants.press("Control+Enter")
+    page.get_by_text(f"Structure-aware: abeta42_esmfold.pdb chain A: 0 of {len(ABETA42)} residues structure-aware; "
+                     f"{len(ABETA42)} masked for pLDDT < 70.").wait_for(timeout=3 * TIMEOUT_MS)
+    page.locator('[data-testid="stDataFrame"]').first.wait_for()
+    assert page.locator('[data-testid="stMetricValue"]').first.inner_text() == "3"  # scored
+    assert page.locator('[data-testid="stException"]').count() == 0
     assert outside == []
     page.context.close()
