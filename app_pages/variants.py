@@ -29,7 +29,7 @@ from flamino_core.variants import substitution_maps as scores
 from flamino_core.variants.dms import numbering_problem, output_frame
 from flamino_core.variants.figures import dms_heatmaps, dms_scatter, variant_map
 from flamino_core.variants.metrics import dms_metrics
-from flamino_core.options import SEQUENCE_STRATEGIES
+from flamino_core.options import STRATEGIES, names
 from flamino_core.variants.author_numbering import from_record
 from flamino_core.variants.structure_numbering import COLUMN as STRUCTURE_COLUMN, with_structure_column
 from flamino_core.variants.scoring import RANDOM_WEIGHTS_NOTE
@@ -133,8 +133,8 @@ def list_section(ctx: PageContext) -> None:
     if author is not None:  # both numberings, on the page and in the CSV
         table = with_structure_column(table, author, offset)
         columns.insert(2, STRUCTURE_COLUMN)
-    columns += ["non_additivity"] if strategy == "joint-masked" else []
-    columns += ["kind", "normalisation"] if strategy in SEQUENCE_STRATEGIES else []
+    columns += ["non_additivity"] if STRATEGIES[strategy].joint else []
+    columns += ["kind", "normalisation"] if STRATEGIES[strategy].whole_sequences else []
     columns += ["label"] if (table["label"] != "").any() else []
     scores_table(table, offset, offset + len(seq) - 1, columns, source=f"list {record.id}")
     explain_scores(strategy, table["kind"][table["status"] == "ok"] if "kind" in table else ())
@@ -182,9 +182,9 @@ def dms_section(ctx: PageContext) -> None:
     strategy = strategy_picker(table.wild_type, variant_results.dms_variants(data, wild_type, offset))
     if strategy is None:
         return
-    if table.by_sequence and strategy not in SEQUENCE_STRATEGIES:
+    if table.by_sequence and not STRATEGIES[strategy].whole_sequences:
         st.error(f"{plain(name)}: its rows are whole mutated sequences (ProteinGym's indel layout): score them with "
-                 f"{' or '.join(SEQUENCE_STRATEGIES)}.", icon=":material/block:")
+                 f"{' or '.join(names('sequence'))}.", icon=":material/block:")
         return
     tokens = structure_aware.for_strategy(
         structure_aware.structure_choice(ctx.engine, table.wild_type, record_id if wild_type else None), strategy)

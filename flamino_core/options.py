@@ -2,9 +2,10 @@
 the standard library's ``dataclasses``.
 
 ``flamino --help`` builds its parser from these without loading NumPy or JAX; the modules
-that act on a choice import it from here, so each list is written once. A new whole-sequence
-scoring strategy is one ``Strategy`` in ``STRATEGIES``: ``flamino score``, ``flamino batch
-score``, ``scores.substitution_map`` and the app's choices read it from there.
+that act on a choice import it from here, so each list is written once. A new scoring strategy
+is one ``Strategy`` in ``STRATEGIES``: ``flamino score``, ``flamino batch score``, ``flamino
+variants``/``dms``, ``scores.substitution_map``, ``variants.scoring`` (with its pass count,
+``variant_passes``) and the app's choices read it from there.
 """
 
 import dataclasses
@@ -15,18 +16,39 @@ LONG_POLICIES = ("window", "truncate", "full")
 
 
 
+KINDS = ("map", "variant", "sequence")
+
+
 @dataclasses.dataclass(frozen=True)
 class Strategy:
-    """A whole-sequence scoring strategy: what it runs and what it reports.
+    """A scoring strategy, declared once: what it runs, what it reports and where it is offered.
 
-    ``scores.substitution_map`` runs it: ``masked`` strategies read one masked pass per position
-    (through the result store, ``passes.masked_log_probs``), the others one unmasked pass's
-    log-softmax; ``reduce`` turns those (n, vocab) log-probabilities of the scored residues into
-    ``(substitutions (n, 20), pseudo-perplexity or None)``: a callable or ``"module:function"``
-    (imported when first used, so this module stays light); None: ``scores.substitution_scores``
-    and, for masked strategies, ``scores.pseudo_perplexity``. ``output`` is what ``flamino score``
-    and ``flamino batch score`` write: ``map`` (a score per position and amino acid) or ``pppl``
-    (one number per record).
+    ``kinds`` says which front ends offer it (``names(kind)``):
+
+    * ``map``: the score of every single substitution of a sequence (``flamino score``, ``flamino
+      batch score``, the app's maps and score tracks; ``scores.substitution_map`` runs it):
+      ``masked`` strategies read one masked pass per position (through the result store,
+      ``passes.masked_log_probs``), the others one unmasked pass's log-softmax; ``reduce`` turns
+      those (n, vocab) log-probabilities of the scored residues into ``(substitutions (n, 20),
+      pseudo-perplexity or None)``: a callable or ``"module:function"`` (imported when first used,
+      so this module stays light); None: ``scores.substitution_scores`` and, for masked
+      strategies, ``scores.pseudo_perplexity``. ``output`` is what ``flamino score`` and ``flamino
+      batch score`` write: ``map`` (a score per position and amino acid) or ``pppl`` (one number
+      per record).
+    * ``variant``: the user's substitutions (``flamino variants``/``dms``, the Variant effects
+      page; ``variants.scoring``): each variant the sum over its mutated positions of the map of
+      ``reads`` (default: the strategy itself, which is then a ``map`` one too) at those positions
+      only (masked: a pass per distinct mutated position; unmasked: one pass, a window each);
+      ``joint``: a multi-mutant's positions also masked together in one pass (``non_additivity``).
+    * ``sequence``: whole mutated sequences, indels and stops too (``variants.sequence_scores``):
+      PLL(mutant) - PLL(wild type); ``masked``: PLL(x) = sum_i log p(x_i | x with i masked), a
+      masked pass per residue of each sequence (ProteinGym's indel score); otherwise the unmasked
+      approximation sum_i log p(x_i | x), one pass per sequence (ESM Variants' PLLR, Brandes et al.
+      2023); ``per_residue``: each PLL divided by its sequence's length before the difference (ESM
+      Variants' ``weighted`` PLLR), so a deletion is not favoured for holding fewer terms.
+
+    ``help``: one line for ``--help``; ``map_label``/``list_label``: the app's choice among maps
+    and among variant strategies (default: "name — help").
     """
 
     name: str
@@ -34,71 +56,107 @@ class Strategy:
     masked: bool
     output: str = "map"  # "map" or "pppl"
     reduce: object = None
+    kinds: tuple = ("map",)
+    map_label: str = ""
+    list_label: str = ""
+    reads: str = ""  # variant: the map strategy its sums read (default: its own name)
+    joint: bool = False
+    per_residue: bool = False
 
     def __post_init__(self):
         if self.output not in ("map", "pppl"):
             raise ValueError(f"strategy {self.name}: output must be 'map' or 'pppl', not {self.output!r}")
+        if not set(self.kinds) <= set(KINDS) or ("variant" in self.kinds and "sequence" in self.kinds):
+            raise ValueError(f"strategy {self.name}: kinds among {KINDS}, not both variant and sequence")
+
+    @property
+    def whole_sequences(self) -> bool:
+        """Scores whole mutated sequences (indels, stops): a ``sequence`` strategy."""
+        return "sequence" in self.kinds
+
+    @property
+    def reads_structure(self) -> bool:
+        """A structure-aware model's 3Di letters are read: the masked passes of the mutated
+        positions themselves (the sequence strategies mask other sequences)."""
+        return self.masked and "variant" in self.kinds
+
+    @property
+    def map_name(self) -> str:
+        """The map strategy a ``variant`` strategy's sums read."""
+        return self.reads or self.name
+
+    def label(self, kind: str) -> str:
+        """The app's choice of this strategy among the ``kind`` ones."""
+        own = self.map_label if kind == "map" else self.list_label
+        return own or f"{self.name} — {self.help}"
 
 
-# Variant-effect scores of every single substitution (Meier et al. 2021): one masked pass per
-# position, one unmasked pass, or the pseudo-perplexity from the masked passes. A dict, so a
-# strategy added at run time (a plugin, a test) is seen by every front end built after it.
+# Every scoring strategy (Meier et al. 2021's single-substitution scores; ProteinGym's scores of
+# the user's variants; PLL ratios of whole sequences). A dict, so a strategy added at run time (a
+# plugin, a test) is seen by every front end built after it.
 STRATEGIES = {
     strategy.name: strategy
     for strategy in (
-        Strategy("masked-marginals", "exact: one masked pass per position; gives pseudo-perplexity", masked=True),
-        Strategy("wt-marginals", "fast: one unmasked pass", masked=False),
-        Strategy("pppl", "pseudo-perplexity only: the masked-marginals passes", masked=True, output="pppl"),
+        Strategy("masked-marginals", "exact: one masked pass per position; gives pseudo-perplexity", masked=True,
+                 kinds=("map", "variant"),
+                 map_label="masked-marginals — exact: one masked pass per position (slower), gives pseudo-perplexity",
+                 list_label="masked-marginals — one masked pass per mutated position (ProteinGym's ESM score)"),
+        Strategy("wt-marginals", "fast: one unmasked pass", masked=False, kinds=("map", "variant"),
+                 list_label="wt-marginals — one unmasked pass (fast, approximate)"),
+        Strategy("pppl", "pseudo-perplexity only: the masked-marginals passes", masked=True, output="pppl",
+                 map_label="pppl — pseudo-perplexity: the masked passes of masked-marginals"),
+        Strategy("joint-masked", "a multi-mutant's positions masked together", masked=True, kinds=("variant",),
+                 reads="masked-marginals", joint=True,
+                 list_label="joint-masked — a multi-mutant's positions masked together (shows non-additivity)"),
+        Strategy("pll", "exact PLL ratio: a masked pass per residue of each sequence", masked=True,
+                 kinds=("sequence",),
+                 list_label="pll — pseudo-log-likelihood of mutant minus wild type; also indels and stops (slow: L "
+                            "passes per variant)"),
+        Strategy("pll-per-residue", "pll with each PLL divided by its sequence's length", masked=True,
+                 kinds=("sequence",), per_residue=True),
+        Strategy("wt-pll-approx", "ESM Variants' PLLR: one unmasked pass per sequence", masked=False,
+                 kinds=("sequence",),
+                 list_label="wt-pll-approx — pll's one-pass approximation (ESM Variants' PLLR): indels and stops, "
+                            "cheap"),
+        Strategy("wt-pll-approx-per-residue", "wt-pll-approx per residue (ESM Variants' weighted PLLR)",
+                 masked=False, kinds=("sequence",), per_residue=True),
     )
 }
 DEFAULT_STRATEGY = "masked-marginals"
+DEFAULT_VARIANT_STRATEGY = "masked-marginals"
+
+
+def names(*kinds: str) -> tuple:
+    """The strategies of any of ``kinds``, in declaration order (``flamino score`` and ``flamino
+    batch score`` offer ``map``; ``flamino variants``/``dms`` and the Variant effects page
+    ``variant`` and ``sequence``)."""
+    return tuple(name for name, strategy in STRATEGIES.items() if set(kinds) & set(strategy.kinds))
 
 
 def map_strategies() -> tuple:
     """The strategies that give a substitution map (the score tracks, the app's maps)."""
-    return tuple(name for name, strategy in STRATEGIES.items() if strategy.output == "map")
+    return tuple(name for name in names("map") if STRATEGIES[name].output == "map")
 
 
-# Scores of the user's own variants, as ProteinGym scores ESM-2 (see ``variants.scoring``):
-# per mutated position masked, one unmasked pass, all of a multi-mutant's positions masked at
-# once, or the pseudo-log-likelihood ratio of mutant and wild type.
+def scoring_strategies() -> tuple:
+    """What ``flamino variants`` and ``flamino dms`` take and the Variant effects page offers: the
+    substitution strategies, then those of whole sequences."""
+    return names("variant", "sequence")
+
+
+def strategy_of(name: str, *kinds: str) -> Strategy:
+    """The declaration of ``name`` (one of ``kinds``, when given), or a ValueError listing the choices."""
+    offered = names(*kinds) if kinds else tuple(STRATEGIES)
+    if name not in offered:
+        raise ValueError(f"unknown scoring strategy {name!r}; choose from {', '.join(offered)}")
+    return STRATEGIES[name]
+
+
+# What ``flamino suggest --strategies`` and ``flamino fit --zero-shot`` offer: the substitution
+# strategies and pll (a zero-shot score of substitutions; the other sequence strategies are its
+# variants for indels).
 VARIANT_STRATEGIES = ("masked-marginals", "wt-marginals", "joint-masked", "pll")
-DEFAULT_VARIANT_STRATEGY = "masked-marginals"
 
-
-@dataclasses.dataclass(frozen=True)
-class SequenceStrategy:
-    """A score of whole mutated sequences, which may differ from the wild type in length
-    (indels, stops): PLL(mutant) - PLL(wild type) (``variants.sequence_scores``).
-
-    ``masked``: PLL(x) = sum_i log p(x_i | x with i masked), one masked pass per residue of each
-    sequence (ProteinGym's indel score for masked models); otherwise the unmasked approximation,
-    sum_i log p(x_i | x), one pass per sequence (ESM Variants' PLLR, Brandes et al. 2023).
-    ``per_residue``: each PLL divided by its sequence's length before the difference (ESM
-    Variants' ``weighted`` PLLR), so a deletion is not favoured for holding fewer terms.
-    """
-
-    name: str
-    masked: bool
-    per_residue: bool
-    help: str
-
-
-# Every mutation list entry (substitutions, indels, stops) scored as a whole sequence. ``pll`` is
-# also a substitution strategy above: the same score, now for any entry.
-SEQUENCE_STRATEGIES = {
-    strategy.name: strategy
-    for strategy in (
-        SequenceStrategy("pll", True, False, "exact PLL ratio: a masked pass per residue of each sequence"),
-        SequenceStrategy("pll-per-residue", True, True, "pll with each PLL divided by its sequence's length"),
-        SequenceStrategy("wt-pll-approx", False, False, "ESM Variants' PLLR: one unmasked pass per sequence"),
-        SequenceStrategy("wt-pll-approx-per-residue", False, True, "wt-pll-approx per residue (ESM Variants' "
-                                                                  "weighted PLLR)"),
-    )
-}
-# What ``flamino variants`` and ``flamino dms`` take: the substitution strategies, then the
-# sequence strategies not among them (the Variant effects page offers the same).
-SCORING_STRATEGIES = VARIANT_STRATEGIES + tuple(name for name in SEQUENCE_STRATEGIES if name not in VARIANT_STRATEGIES)
 # What a predictor fitted on the user's labels reads (``predict.features``): the model's mean
 # embedding, one-hot + the model's zero-shot score (Hsu et al. 2022), or one-hot alone.
 PREDICT_FEATURES = ("embedding", "augmented", "onehot")

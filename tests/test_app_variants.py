@@ -24,7 +24,7 @@ from flamino_core.weights.loading import load_weights
 from test_app import ROOT, assert_clean, environment, example, figures, open_page, paste, settle, start, unescaped  # noqa: F401
 from test_app import values
 
-from app_pages._ui.frame.views import MAX_LINK_MUTATIONS, OPTIONS, VARIANT_STRATEGY_LABELS
+from app_pages._ui.frame.views import MAX_LINK_MUTATIONS, OPTIONS
 
 DMS_DIR = Path(__file__).resolve().parents[2] / "shared" / "dms"
 ASSAY = DMS_DIR / "A0A1I9GEU1_NEIME_Kennouche_2019.csv"
@@ -60,10 +60,10 @@ def upload_dms(at, name: str, data: bytes):
 
 
 def test_the_page_offers_exactly_the_core_strategies():
-    from flamino_core.options import SCORING_STRATEGIES
+    from flamino_core.options import scoring_strategies
     from flamino_core.variants.scoring import EFFECTS
 
-    assert tuple(VARIANT_STRATEGY_LABELS) == SCORING_STRATEGIES  # the command line's choices
+    assert tuple(OPTIONS["vstrategy"].kind.labels) == scoring_strategies()  # the command line's choices
     assert tuple(OPTIONS["veffect"].kind.labels) == EFFECTS
 
 

@@ -110,11 +110,11 @@ def test_every_option_survives_a_round_trip():
 def test_strategies_are_named_as_the_core_names_them_and_older_links_still_open():
     """Issue 21: one strategy vocabulary (options.STRATEGIES) in widgets and links; the values
     links wrote before (scan=wt, vmap=masked ...) open the same view."""
-    from flamino_core.options import SCORING_STRATEGIES, STRATEGIES
+    from flamino_core.options import STRATEGIES, scoring_strategies
 
     for key in ("scan", "vmap", "sscore"):
         assert set(OPTIONS[key].kind.labels) <= set(STRATEGIES), key
-    assert tuple(OPTIONS["vstrategy"].kind.labels) == SCORING_STRATEGIES
+    assert tuple(OPTIONS["vstrategy"].kind.labels) == scoring_strategies()
     old = decode_view({"page": "variants", "scan": "masked", "vmap": "wt"})
     assert old.options == {"scan": "masked-marginals", "vmap": "wt-marginals"}
     assert decode_view({"scan": "wt"}).options == {"scan": "wt-marginals"}

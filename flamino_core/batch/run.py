@@ -19,7 +19,7 @@ from typing import Callable, Iterable, NamedTuple, Sequence, TextIO
 from flamino_core.atomic import TEMPORARY_MARK, written_atomically
 from flamino_core.options import (
     BATCH_EMBED_PARTS, BATCH_SCORE_PARTS, DEFAULT_SHARD_SIZE, DEFAULT_STRATEGY, DEFAULT_TOKEN_BUDGET, LONG_POLICIES,
-    STRATEGIES,
+    names,
 )  # fmt: skip
 from flamino_core.progress import Progress, duration, say as say_on_stderr
 from flamino_core.batch.inputs import fasta_inputs, spool_shards
@@ -111,7 +111,7 @@ def run_batch(
       model: any identifier ``load_weights`` accepts (each actor loads it once).
       include: ``mean``, ``per_tok``, ``logits`` (``score``: ``mean`` only).
       long: policy for sequences over 1022 residues (see ``Engine.run``).
-      strategy: for ``score``: a name in ``options.STRATEGIES`` (default ``masked-marginals``).
+      strategy: for ``score``: a map strategy, ``options.names("map")`` (default ``masked-marginals``).
       shard_size: records per shard (the unit of work and of resumption).
       token_budget: tokens per forward pass (default: the engine's).
       ray_address: ``local`` starts Ray in this process; ``auto`` or an address joins a cluster.
@@ -161,8 +161,8 @@ def _checked_options(command: str, include: Iterable[str], long: str, strategy: 
         raise BatchError(f"--long must be one of {', '.join(LONG_POLICIES)}")
     if command == "score":
         strategy = strategy or DEFAULT_STRATEGY
-        if strategy not in STRATEGIES:
-            raise BatchError(f"--strategy must be one of {', '.join(STRATEGIES)}")
+        if strategy not in names("map"):
+            raise BatchError(f"--strategy must be one of {', '.join(names('map'))}")
     else:
         strategy = None
     if shard_size < 1:

@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from flamino_core.options import BATCH_EMBED_PARTS, DEFAULT_SHARD_SIZE, DEFAULT_STRATEGY, DEFAULT_TOKEN_BUDGET, LONG_POLICIES, STRATEGIES
+from flamino_core.options import (
+    BATCH_EMBED_PARTS, DEFAULT_SHARD_SIZE, DEFAULT_STRATEGY, DEFAULT_TOKEN_BUDGET, LONG_POLICIES, STRATEGIES, names,
+)
 from flamino_core.progress import duration, say
 from flamino_core.cli.common import EXIT_OK, EXIT_USAGE, UserError
 
@@ -70,8 +72,8 @@ def add_parsers(subparsers) -> None:
     embed.add_argument("--include", default="mean", help=f"comma-separated: {','.join(BATCH_EMBED_PARTS)} (default mean)")
     score = kinds.add_parser("score", parents=[common], help="variant scores or pseudo-perplexity to Parquet")
     score.add_argument("--include", default="mean", help="'mean' (default) or 'none'")
-    score.add_argument("--strategy", choices=STRATEGIES, default=DEFAULT_STRATEGY,
-                       help="; ".join(f"{name}: {strategy.help}" for name, strategy in STRATEGIES.items()))
+    score.add_argument("--strategy", choices=names("map"), default=DEFAULT_STRATEGY,
+                       help="; ".join(f"{name}: {STRATEGIES[name].help}" for name in names("map")))
     score.add_argument("--no-store", action="store_true",
                        help="masked strategies: neither read nor keep masked passes in the result store "
                             "(FLAMINO_CACHE/results.sqlite on each node)")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 
 from flamino_core.atomic import written_atomically
-from flamino_core.options import DEFAULT_STRATEGY, STRATEGIES
+from flamino_core.options import DEFAULT_STRATEGY, STRATEGIES, names
 from flamino_core.progress import Progress
 from flamino_core.cli.common import (
     EXIT_OK, EXIT_USAGE, MODEL_HELP, OFFSET_HELP, VERBOSE_HELP, add_fasta_argument, check_output,
@@ -57,8 +57,8 @@ def add_parsers(sub) -> None:
     add_fasta_argument(score)
     score.add_argument("-m", "--model", help=MODEL_HELP)
     score.add_argument("-o", "--output", required=True, help="output .csv")
-    score.add_argument("--strategy", choices=STRATEGIES, default=DEFAULT_STRATEGY,
-                       help="; ".join(f"{name}: {strategy.help}" for name, strategy in STRATEGIES.items()))
+    score.add_argument("--strategy", choices=names("map"), default=DEFAULT_STRATEGY,
+                       help="; ".join(f"{name}: {STRATEGIES[name].help}" for name in names("map")))
     score.add_argument("--offset", type=int, help=OFFSET_HELP + "; positions in the output are numbered from it")
     score.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
     score.set_defaults(call=cmd_score)

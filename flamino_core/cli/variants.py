@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from flamino_core.atomic import written_atomically
-from flamino_core.options import DEFAULT_VARIANT_STRATEGY, SCORING_STRATEGIES, SEQUENCE_STRATEGIES
+from flamino_core.options import DEFAULT_VARIANT_STRATEGY, STRATEGIES, names, scoring_strategies
 from flamino_core.progress import Progress, say
 from flamino_core.cli.common import (
     EXIT_OK, MODEL_HELP, OFFSET_HELP, VERBOSE_HELP, UserError, add_fasta_argument, check_output, first_residue_number,
@@ -136,7 +136,7 @@ def _variants(args, records, mutations, engine):
     tables, scored, shown = [], 0, set()
     for n, record in enumerate(records):
         first = first_residue_number(record, args.offset)
-        whole = args.strategy in SEQUENCE_STRATEGIES  # the strategies that score indels and stops
+        whole = STRATEGIES[args.strategy].whole_sequences  # the strategies that score indels and stops
         author = structure_numbering_of(args, record)
         if args.structure_numbering:  # positions as the structure file numbers them (S195A on 1GBT)
             read = indels.parse_variant if whole else notation.parse_variant
@@ -192,15 +192,15 @@ def cmd_dms(args) -> int:
         raise UserError(f"{args.dms}: {err}") from None
     if wild_type is None:
         say(f"{args.dms}: wild type ({len(dms.wild_type):,} residues) {dms.wild_type_source}")
-    if dms.by_sequence and args.strategy not in SEQUENCE_STRATEGIES:
+    if dms.by_sequence and not STRATEGIES[args.strategy].whole_sequences:
         raise UserError(f"{args.dms}: its rows are whole mutated sequences (ProteinGym's indel layout): score them "
-                        f"with --strategy {' or '.join(SEQUENCE_STRATEGIES)}")
+                        f"with --strategy {' or '.join(names('sequence'))}")
     problem = numbering_problem(dms)
     if problem and not args.force_offset:
         raise UserError(f"{args.dms}: {problem} (--force-offset scores the rows that fit anyway)")
     if problem:
         say(f"warning: {problem}; scoring the rows that fit, as --force-offset asks")
-    if args.strategy in SEQUENCE_STRATEGIES:  # the cost before the work: the wild type's passes counted once
+    if STRATEGIES[args.strategy].whole_sequences:  # the cost before the work: the wild type's passes counted once
         variants = table_variants(dms, indels=True)[0]
         say(f"{record_id}: {pass_plan(dms.wild_type, variants, args.strategy).describe(len(variants))}")
     model = args.model or default_model()
@@ -286,7 +286,7 @@ def add_parsers(sub) -> None:
                                "input, or the list itself: \"A23V, A23V:G45D, p.(Gly45Asp)\"")
     variants.add_argument("--offset", type=int, help=OFFSET_HELP)
     variants.add_argument("--structure-numbering", action="store_true", help=NUMBERING_HELP)
-    variants.add_argument("--strategy", choices=SCORING_STRATEGIES, default=DEFAULT_VARIANT_STRATEGY,
+    variants.add_argument("--strategy", choices=scoring_strategies(), default=DEFAULT_VARIANT_STRATEGY,
                           help=STRATEGY_HELP)
     variants.add_argument("-m", "--model", help=MODEL_HELP)
     variants.add_argument("-o", "--output", required=True,
@@ -306,7 +306,7 @@ def add_parsers(sub) -> None:
     dms.add_argument("--force-offset", action="store_true",
                      help="score the rows that fit even when most rows do not fit the wild type as numbered "
                           "(by default that stops with the numbering they fit, exit 2)")
-    dms.add_argument("--strategy", choices=SCORING_STRATEGIES, default=DEFAULT_VARIANT_STRATEGY,
+    dms.add_argument("--strategy", choices=scoring_strategies(), default=DEFAULT_VARIANT_STRATEGY,
                      help=STRATEGY_HELP + "; a table of whole sequences (ProteinGym's indels) needs a pll strategy")
     dms.add_argument("--singles-only", action="store_true",
                      help="compute the metrics on single substitutions only (multi-mutants are still scored)")

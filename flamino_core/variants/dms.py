@@ -10,7 +10,7 @@ The agreement statistics are in ``dms_metrics``.
 ProteinGym's indel tables have no ``mutant`` column: each row's ``mutated_sequence`` is the
 variant (``DmsTable.by_sequence``). Their wild type must be given (ProteinGym's reference file
 ``DMS_indels.csv`` holds it as ``target_seq``); each row becomes one edit of it
-(``indels.from_sequence``), scored by a strategy of ``options.SEQUENCE_STRATEGIES``.
+(``indels.from_sequence``), scored by a ``sequence`` strategy of ``options.STRATEGIES``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import pandas as pd
 
 from flamino_core.inputs.numbering import Numbering
 from flamino_core.inputs.tables import NO_LIMITS, TableError, TableLimits, check_protein, read_table
-from flamino_core.options import SEQUENCE_STRATEGIES
+from flamino_core.options import STRATEGIES
 from flamino_core.variants import indels as indel_notation
 from flamino_core.variants.notation import (
     OUT_OF_RANGE, WRONG_WILD_TYPE, Variant, VariantIssue, parse_variant, read_changes, suggest_offset,
@@ -312,8 +312,8 @@ def score_dms(
     Args:
       engine: a loaded ``Engine``.
       dms: from ``read_dms`` / ``parse_dms``.
-      strategy: one of ``options.SCORING_STRATEGIES`` (a table of whole sequences, or of indels,
-        needs one of ``SEQUENCE_STRATEGIES``: the others refuse those rows).
+      strategy: one of ``options.scoring_strategies()`` (a table of whole sequences, or of indels,
+        needs a ``sequence`` strategy: the others refuse those rows).
       record_id: the wild type's record id, for messages.
       progress: called with (passes done, passes total).
       cancelled, store, structure: as ``scoring.score_variants`` (masked passes stop between chunks, what
@@ -323,7 +323,7 @@ def score_dms(
       ``DmsScores``; rows that cannot be scored have NaN and the reason in ``status``. The
       wild-type disagreements found here are added to ``dms.issues``.
     """
-    variants, problems = table_variants(dms, indels=strategy in SEQUENCE_STRATEGIES)
+    variants, problems = table_variants(dms, indels=STRATEGIES[strategy].whole_sequences)
     issues = list(dms.issues)
     if problems:
         kinds = collections.Counter(p.kind for p in problems)

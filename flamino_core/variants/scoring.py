@@ -13,7 +13,7 @@ as ProteinGym's ``proteingym/baselines/esm/compute_fitness.py`` (``label_row``) 
 * ``pll``: pseudo-log-likelihood of the mutant minus that of the wild type, where
   PLL(x) = sum_i log p(x_i | x with i masked): L passes per distinct mutant, plus L for the wild
   type. Slow; hosted servers refuse it above ``PLL_HOSTED_MAX_PASSES`` (see ``pll_size_problem``).
-  It and the other strategies of ``options.SEQUENCE_STRATEGIES`` (``wt-pll-approx``, the
+  It and the other ``sequence`` strategies of ``options.STRATEGIES`` (``wt-pll-approx``, the
   ``-per-residue`` forms) score indels, stops and frameshifts too (``sequence_scores``); the
   substitution strategies refuse a variant with ``edits``.
 
@@ -35,7 +35,7 @@ import pandas as pd
 from flamino_core.variants import substitution_maps as scores
 from flamino_core.alphabet import STANDARD_AMINO_ACIDS
 from flamino_core.model.config import MAX_RESIDUES
-from flamino_core.options import DEFAULT_VARIANT_STRATEGY, PLL_HOSTED_MAX_PASSES, SCORING_STRATEGIES, SEQUENCE_STRATEGIES
+from flamino_core.options import DEFAULT_VARIANT_STRATEGY, PLL_HOSTED_MAX_PASSES, STRATEGIES, Strategy, scoring_strategies
 from flamino_core.store.passes import masked_log_probs
 from flamino_core.variants.notation import INDEL, Variant, VariantIssue
 from flamino_core.variants.variant import SUBSTITUTION
@@ -77,9 +77,18 @@ class VariantScores:
 
 def output_columns(strategy: str) -> list[str]:
     """The columns of the scored CSV: ``record_id,mutant,score[,non_additivity],status``, and
-    for a sequence strategy (``options.SEQUENCE_STRATEGIES``) ``normalisation`` at the end."""
-    return (["record_id", "mutant", "score"] + (["non_additivity"] if strategy == "joint-masked" else []) + ["status"]
-            + (["normalisation"] if strategy in SEQUENCE_STRATEGIES else []))
+    for a sequence strategy (``Strategy.whole_sequences``) ``normalisation`` at the end."""
+    declared = declared_strategy(strategy)
+    return (["record_id", "mutant", "score"] + (["non_additivity"] if declared.joint else []) + ["status"]
+            + (["normalisation"] if declared.whole_sequences else []))
+
+
+def declared_strategy(strategy: str) -> Strategy:
+    """The declaration (``options.STRATEGIES``) of a strategy for the user's variants, or a
+    ValueError listing them."""
+    if strategy not in scoring_strategies():
+        raise ValueError(f"unknown strategy {strategy!r}: choose one of {', '.join(scoring_strategies())}")
+    return STRATEGIES[strategy]
 
 
 def pll_passes(length: int, n_variants: int) -> int:
@@ -101,7 +110,7 @@ def passes_problem(sequence: str, variants: Sequence[Variant], strategy: str, ma
     """Why a hosted server refuses this scoring (more than ``max_passes`` passes), or None."""
     if strategy == "pll" and not any(v.edits for v in variants) and len(sequence) <= MAX_RESIDUES:  # no windows
         return pll_size_problem(len(sequence), len(set(v.apply(sequence) for v in variants)), max_passes)
-    if strategy in SEQUENCE_STRATEGIES:  # planned up to the limit only: a refused list builds little
+    if declared_strategy(strategy).whole_sequences:  # planned up to the limit only: a refused list builds little
         plan = pass_plan(sequence, variants, strategy, limit=max_passes)
         needed, more = plan.total, "at least " if plan.over_limit else ""
     else:
@@ -135,7 +144,7 @@ def score_variants(
       engine: a loaded ``Engine``.
       sequence: the wild-type sequence the variants were checked against.
       variants: from ``notation.parse_mutations`` / ``parse_variant``.
-      strategy: one of ``SCORING_STRATEGIES`` (a substitution strategy refuses variants with
+      strategy: one of ``options.scoring_strategies()`` (a substitution strategy refuses variants with
         ``edits``, each named in its status).
       issues: the entries that could not be read (their ``order`` places them in the table;
         issues about the whole input, order -1, are left out).
@@ -152,23 +161,22 @@ def score_variants(
     Returns:
       ``VariantScores``.
     """
-    if strategy not in SCORING_STRATEGIES:
-        raise ValueError(f"unknown strategy {strategy!r}: choose one of {', '.join(SCORING_STRATEGIES)}")
+    declared = declared_strategy(strategy)
     variants, issues = _substitutions_only(variants, issues, strategy)
     longest = len(sequence) + max([0] + [v.growth for v in variants if v.edits])  # counted, not built
     notes = _notes(engine, longest, strategy, record_id)
     masked = dict(store=store, cancelled=cancelled, **_structure_of(engine, sequence, structure, strategy))
     if not variants:
         passes, results = 0, {}
-    elif strategy in SEQUENCE_STRATEGIES:
+    elif declared.whole_sequences:
         _, results = score_sequences(engine, sequence, variants, strategy, progress, masked)
         # The plan's count says one unmasked pass per run; a long wild type read whole for a stop
         # runs one per window (``variant_passes``: what the engine runs).
         passes = variant_passes(sequence, variants, strategy).planned
-    elif strategy == "wt-marginals":
-        passes, results = _wt_marginal_scores(engine, sequence, variants)
+    elif not declared.masked:
+        passes, results = _wt_marginal_scores(engine, sequence, variants, declared)
     else:
-        passes, results = _masked_scores(engine, sequence, variants, strategy, progress, masked)
+        passes, results = _masked_scores(engine, sequence, variants, declared, progress, masked)
     table = _table(variants, issues, results, strategy, record_id)
     return VariantScores(table, strategy, passes, notes)
 
@@ -181,7 +189,7 @@ def _structure_of(engine, sequence: str, structure: str | None, strategy: str) -
     if not engine.family.structure_aware:
         raise ValueError(f"{engine.family.title} reads sequences only: a structure is read by structure-aware "
                          "models (SaProt)")
-    if strategy not in ("masked-marginals", "joint-masked"):
+    if not STRATEGIES[strategy].reads_structure:
         raise ValueError(f"{strategy} does not read the structure; with one, score masked-marginals or joint-masked")
     if len(structure) != len(sequence):
         raise ValueError(f"{len(structure)} structure letters for a sequence of {len(sequence)} residues")
@@ -195,7 +203,7 @@ _Results = dict[int, tuple[float, float, str]]
 def _substitutions_only(variants, issues, strategy: str) -> tuple[list[Variant], list[VariantIssue]]:
     """Under a substitution strategy, variants with ``edits`` (indels, stops) become issues."""
     variants, issues = list(variants), list(issues)
-    if strategy in SEQUENCE_STRATEGIES:
+    if STRATEGIES[strategy].whole_sequences:
         return variants, issues
     refused = [VariantIssue(v.order, v.text, INDEL, f"{v.text!r}: {with_article(v.kind)}; {strategy} scores substitutions only "
                                                      "(the strategies pll and wt-pll-approx score it)", v.label)
@@ -203,29 +211,30 @@ def _substitutions_only(variants, issues, strategy: str) -> tuple[list[Variant],
     return [v for v in variants if not v.edits], issues + refused
 
 
-def _wt_marginal_scores(engine, sequence: str, variants: list[Variant]) -> tuple[int, _Results]:
-    """Every variant's sum of differences read from one unmasked pass per window."""
-    table = scores.substitution_map(engine, sequence, "wt-marginals").substitutions  # (L, 20)
+def _wt_marginal_scores(engine, sequence: str, variants: list[Variant], declared: Strategy) -> tuple[int, _Results]:
+    """Every variant's sum of the map ``declared`` reads (wt-marginals: differences), from one
+    unmasked pass per window."""
+    table = scores.substitution_map(engine, sequence, declared.map_name).substitutions  # (L, 20)
     rows = {i: i for i in range(len(sequence))}
     results = {v.order: (_sum_scores(table, rows, v), np.nan, OK) for v in variants}
     return windows_of(len(sequence)), results
 
 
-def _masked_scores(engine, sequence: str, variants: list[Variant], strategy: str, progress,
+def _masked_scores(engine, sequence: str, variants: list[Variant], declared: Strategy, progress,
                    masked: dict) -> tuple[int, _Results]:
     """masked-marginals: a masked pass per distinct mutated position; joint-masked adds a pass
     per multi-mutant position set (``_joint``)."""
     indices = sorted({i for v in variants for i in v.indices})
-    sets = joint_sets(variants) if strategy == "joint-masked" else []
+    sets = joint_sets(variants) if declared.joint else []
     passes = len(indices) + len(sets)
     counter = PassCounter(passes, progress)
     log_probs = masked_log_probs(engine, sequence, indices, progress=counter.stage(len(indices)), **masked)
-    table = scores.from_log_probs(log_probs, sequence, positions=indices).substitutions  # (K, 20)
+    table = scores.from_log_probs(log_probs, sequence, declared.map_name, positions=indices).substitutions  # (K, 20)
     row_of = {index: row for row, index in enumerate(indices)}
     results = {}
     for v in variants:
-        results[v.order] = (_sum_scores(table, row_of, v), 0.0 if strategy == "joint-masked" else np.nan, OK)
-    if strategy == "joint-masked":
+        results[v.order] = (_sum_scores(table, row_of, v), 0.0 if declared.joint else np.nan, OK)
+    if declared.joint:
         _joint(engine, sequence, variants, sets, counter, results, masked.get("structure"))
     return passes, results
 
@@ -266,15 +275,18 @@ def _notes(engine, length: int, strategy: str, record_id: str) -> list[str]:
         notes.append(RANDOM_WEIGHTS_NOTE)
     if length > MAX_RESIDUES:
         name = f"{record_id}: " if record_id else ""
-        how = {
-            "masked-marginals": "each mutated position was masked in ProteinGym's 1,024-token window of it (its "
-                                "get_optimal_window: centred, clamped to the ends; only the end windows hold "
-                                "<cls>/<eos>), so the scores are ProteinGym's",
-            "wt-marginals": "log-probabilities come from overlapping 1,022-residue windows (step 511), each with "
-                            "<cls>/<eos>, averaged where they overlap (not ProteinGym's: see docs/variants.md)",
-            "joint-masked": "each position was masked in ProteinGym's 1,024-token window of it, each multi-mutant "
-                            "in that window of the middle of its span; multi-mutants spanning more are not scored",
-        }.get(strategy) or _SEQUENCE_WINDOWS[SEQUENCE_STRATEGIES[strategy].masked]
+        declared = STRATEGIES[strategy]
+        if declared.whole_sequences:
+            how = _SEQUENCE_WINDOWS[declared.masked]
+        elif declared.joint:
+            how = ("each position was masked in ProteinGym's 1,024-token window of it, each multi-mutant in that "
+                   "window of the middle of its span; multi-mutants spanning more are not scored")
+        elif declared.masked:
+            how = ("each mutated position was masked in ProteinGym's 1,024-token window of it (its get_optimal_window: "
+                   "centred, clamped to the ends; only the end windows hold <cls>/<eos>), so the scores are ProteinGym's")
+        else:
+            how = ("log-probabilities come from overlapping 1,022-residue windows (step 511), each with <cls>/<eos>, "
+                   "averaged where they overlap (not ProteinGym's: see docs/variants.md)")
         notes.append(f"{name}{length:,} residues is longer than ESM-2's training length (1,022): {how}")
     return notes
 
@@ -292,7 +304,8 @@ _SEQUENCE_WINDOWS = {
 
 def _table(variants, issues, results, strategy: str, record_id: str) -> pd.DataFrame:
     rows = []
-    sequence_strategy = strategy in SEQUENCE_STRATEGIES
+    declared = STRATEGIES[strategy]
+    sequence_strategy = declared.whole_sequences
     for v in variants:
         score, non_additivity, status = results[v.order]
         rows.append((v.order, v.text, score, non_additivity, status, normalisation(strategy, v) if sequence_strategy
@@ -307,7 +320,7 @@ def _table(variants, issues, results, strategy: str, record_id: str) -> pd.DataF
         table = table.drop(columns="normalisation")
     table.insert(0, "record_id", record_id)
     table["score"] = table["score"].astype(float)
-    if strategy != "joint-masked":
+    if not declared.joint:
         table = table.drop(columns="non_additivity")
     else:
         table["non_additivity"] = table["non_additivity"].astype(float)

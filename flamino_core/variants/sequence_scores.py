@@ -1,5 +1,5 @@
 """Scores of whole mutated sequences, of any length: the strategies of
-``options.SEQUENCE_STRATEGIES`` for substitutions, indels, stops and frameshifts alike.
+``sequence`` strategies of ``options.STRATEGIES`` for substitutions, indels, stops and frameshifts alike.
 
 * ``pll``: PLL(mutant) - PLL(wild type), PLL(x) = sum_i log p(x_i | x with i masked), one masked
   pass per residue of each sequence through the result store (``passes.masked_log_probs``):
@@ -36,7 +36,7 @@ import numpy as np
 from flamino_core.variants import substitution_maps as scores
 from flamino_core.analysis.outputs import log_softmax
 from flamino_core.model.config import MAX_RESIDUES
-from flamino_core.options import SEQUENCE_STRATEGIES
+from flamino_core.options import strategy_of
 from flamino_core.runtime.windows import edit_window
 from flamino_core.store.passes import masked_log_probs, record_outputs
 from flamino_core.variants.variant import Variant
@@ -129,7 +129,7 @@ def pass_plan(sequence: str, variants: Sequence[Variant], strategy: str, limit: 
     (stored passes included: the store may hold some of them already). With ``limit``, planning
     stops as soon as more than ``limit`` passes are counted (``over_limit``; a server's bound):
     a refused list builds no more than the sequences of its first ``limit`` passes."""
-    declared = SEQUENCE_STRATEGIES[strategy]
+    declared = strategy_of(strategy, "sequence")
     wild, mutants, counted = {}, {}, 0
     for v in variants:
         pair = scored_pair(sequence, v) if v.truncation is None else None
@@ -162,14 +162,14 @@ def score_sequences(engine, sequence: str, variants: Sequence[Variant], strategy
       engine: a loaded ``Engine``.
       sequence: the wild type.
       variants: checked against it (``indels.parse_mutations``).
-      strategy: a name in ``options.SEQUENCE_STRATEGIES``.
+      strategy: a ``sequence`` strategy of ``options.STRATEGIES``.
       progress: (passes done, passes) over the whole plan, stored passes counted as done.
       masked: ``store`` and ``cancelled`` for ``passes.masked_log_probs`` / ``record_outputs``.
 
     Returns:
       ``(passes, {variant order: (score, nan, status)})`` as ``scoring``'s other strategies.
     """
-    declared = SEQUENCE_STRATEGIES[strategy]
+    declared = strategy_of(strategy, "sequence")
     plan = pass_plan(sequence, variants, strategy)
     counter = PassCounter(plan.total, progress)
     run = _masked_log_probs if declared.masked else _unmasked_log_probs
@@ -197,7 +197,7 @@ def normalisation(strategy: str, variant: Variant) -> str:
     ``per-residue`` (the PLL difference), ``min-llr`` for a stop or frameshift."""
     if variant.truncation is not None:
         return TRUNCATION_SCORE
-    return NORMALISATIONS[SEQUENCE_STRATEGIES[strategy].per_residue]
+    return NORMALISATIONS[strategy_of(strategy, "sequence").per_residue]
 
 
 def _masked_log_probs(engine, runs, counter: "PassCounter", masked: dict) -> dict[str, tuple[int, np.ndarray]]:

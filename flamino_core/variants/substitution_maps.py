@@ -20,7 +20,8 @@ import numpy as np
 from flamino_core.alphabet import AA_TO_IDX, STANDARD_AA_TOKEN_IDS, STANDARD_AMINO_ACIDS
 from flamino_core.analysis.outputs import log_softmax
 from flamino_core.inputs.numbering import Numbering
-from flamino_core.options import STRATEGIES, Strategy
+from flamino_core import options
+from flamino_core.options import Strategy
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,10 +41,9 @@ class SequenceScores:
 
 
 def strategy_of(name: str) -> Strategy:
-    """The ``options.STRATEGIES`` declaration of ``name``, or a ValueError listing the choices."""
-    if name not in STRATEGIES:
-        raise ValueError(f"unknown scoring strategy {name!r}; choose from {', '.join(STRATEGIES)}")
-    return STRATEGIES[name]
+    """The ``options.STRATEGIES`` declaration of the map strategy ``name``, or a ValueError listing
+    the choices."""
+    return options.strategy_of(name, "map")
 
 
 def substitution_map(

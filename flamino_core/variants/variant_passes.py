@@ -5,11 +5,12 @@ what ``scoring.score_variants`` runs.
 
 What the engine runs for each strategy (``scoring``, ``sequence_scores``):
 
-* ``masked-marginals``: a masked pass per distinct mutated position, through the result store.
-* ``joint-masked``: those, and one pass per distinct position set of a multi-mutant that fits in
+* ``masked-marginals`` (a masked ``variant`` strategy): a masked pass per distinct mutated
+  position, through the result store.
+* ``joint-masked`` (``Strategy.joint``): those, and one pass per distinct position set of a multi-mutant that fits in
   one window (``joint_sets``; a wider set is not scored, so it costs nothing). Joint passes are
   not stored: they always run.
-* ``wt-marginals``: one unmasked pass per window of the sequence (one when it fits the model's
+* ``wt-marginals`` (an unmasked one): one unmasked pass per window of the sequence (one when it fits the model's
   ``MAX_RESIDUES``; ``windows.window_starts`` otherwise), stored nowhere.
 * the sequence strategies: ``sequence_scores.pass_plan``'s runs: every residue of each run masked
   (stored ones skipped), or one unmasked pass per window of each run (a run that fits is one).
@@ -24,7 +25,7 @@ import dataclasses
 from typing import Callable, Sequence
 
 from flamino_core.model.config import MAX_RESIDUES
-from flamino_core.options import SEQUENCE_STRATEGIES
+from flamino_core.options import STRATEGIES
 from flamino_core.runtime.windows import window_starts
 from flamino_core.variants.sequence_scores import pass_plan
 from flamino_core.variants.variant import Variant
@@ -73,17 +74,18 @@ def variant_passes(sequence: str, variants: Sequence[Variant], strategy: str,
                    held: Held = nothing_held) -> VariantPasses:
     """The passes ``scoring.score_variants`` runs for ``variants`` of ``sequence`` by ``strategy``,
     given the masked positions the store holds (``held``; default: none)."""
-    if strategy in SEQUENCE_STRATEGIES:
+    declared = STRATEGIES[strategy]
+    if declared.whole_sequences:
         return _sequence_passes(sequence, variants, strategy, held)
     variants = [v for v in variants if not v.edits]
-    if strategy == "wt-marginals":
+    if not declared.masked:  # wt-marginals
         runs = ((len(sequence), windows_of(len(sequence))),) if variants else ()
         how = "one for the whole sequence" if windows_of(len(sequence)) == 1 else (
             f"one per window of {MAX_RESIDUES:,} residues, overlapping by half")
         return VariantPasses(False, runs, sum(n for _, n in runs), how)
     positions = {i for v in variants for i in v.indices}
-    sets = joint_sets(variants) if strategy == "joint-masked" else []
-    how = "one per mutated position" + (", and one per multi-mutant" if strategy == "joint-masked" else "")
+    sets = joint_sets(variants) if declared.joint else []
+    how = "one per mutated position" + (", and one per multi-mutant" if declared.joint else "")
     runs = ((len(sequence), len(positions - held(sequence)) + len(sets)),) if variants else ()
     return VariantPasses(True, runs, len(positions) + len(sets), how)
 

@@ -16,7 +16,7 @@ import dataclasses
 import re
 from collections.abc import Mapping
 
-from flamino_core.options import CONTACT_CUTOFFS, SCORING_STRATEGIES, SEPARATION_RANGES, STRATEGIES, map_strategies
+from flamino_core.options import CONTACT_CUTOFFS, SEPARATION_RANGES, STRATEGIES, map_strategies, scoring_strategies
 from flamino_core.structure.tracks import PARAMS, TRACKS, Param
 
 MAX_INT = 10_000_000  # bounds any number a link carries; 8 digits at most
@@ -231,20 +231,16 @@ def _track_option(param: Param) -> ViewOption:
     return ViewOption(param.link, "structure", Integer(param.low or 0, param.high or MAX_INT), param.default)
 
 
-# Every strategy the app offers is named as flamino_core.options names it (STRATEGIES for maps of a
-# whole sequence, SCORING_STRATEGIES for the user's variants), in widgets and links alike; the
-# short values older links wrote ("wt", "masked") are read as the strategies they meant.
-STRATEGY_LABELS = {
-    "wt-marginals": "wt-marginals — fast: one unmasked pass",
-    "masked-marginals": "masked-marginals — exact: one masked pass per position (slower), gives pseudo-perplexity",
-    "pppl": "pppl — pseudo-perplexity: the masked passes of masked-marginals",
-}
+# Every strategy the app offers is named and labelled as its flamino_core.options.Strategy declares
+# it (map strategies for maps of a whole sequence, ``scoring_strategies()`` for the user's
+# variants), in widgets and links alike; the short values older links wrote ("wt", "masked") are
+# read as the strategies they meant.
 OLD_STRATEGY_VALUES = {"wt": "wt-marginals", "masked": "masked-marginals"}
 MAP_STRATEGIES = map_strategies()  # the substitution maps the pages draw
 
 
 def _strategy_choice(names) -> Choice:
-    return Choice({name: STRATEGY_LABELS.get(name, name) for name in names if name in STRATEGIES}, OLD_STRATEGY_VALUES)
+    return Choice({name: STRATEGIES[name].label("map") for name in names if name in STRATEGIES}, OLD_STRATEGY_VALUES)
 
 
 # The Structure page: chain and model in the file, the contact map's range and cutoff, and the
@@ -263,16 +259,9 @@ STRUCTURE_OPTIONS = (
     ViewOption("sid", "structure", Word(r"[A-Za-z0-9_]{4,12}")),
 )
 MAX_LINK_MUTATIONS = 1_500  # characters of a mutation list a link carries
-VARIANT_STRATEGY_LABELS = {  # one per flamino_core.options.SCORING_STRATEGIES
-    "masked-marginals": "masked-marginals — one masked pass per mutated position (ProteinGym's ESM score)",
-    "wt-marginals": "wt-marginals — one unmasked pass (fast, approximate)",
-    "joint-masked": "joint-masked — a multi-mutant's positions masked together (shows non-additivity)",
-    "pll": "pll — pseudo-log-likelihood of mutant minus wild type; also indels and stops (slow: L passes per variant)",
-    "pll-per-residue": "pll-per-residue — pll with each PLL divided by its sequence's length",
-    "wt-pll-approx": "wt-pll-approx — pll's one-pass approximation (ESM Variants' PLLR): indels and stops, cheap",
-    "wt-pll-approx-per-residue": "wt-pll-approx-per-residue — wt-pll-approx per residue (ESM Variants' weighted PLLR)",
-}
-VARIANT_CHOICE = Choice({name: VARIANT_STRATEGY_LABELS.get(name, name) for name in SCORING_STRATEGIES})
+# The Variant effects page's strategies, read from the registry each time (a strategy declared
+# after this module was imported is offered and linkable too).
+VARIANT_CHOICE = Choice(LiveChoices(lambda: {name: STRATEGIES[name].label("variant") for name in scoring_strategies()}))
 
 OPTIONS: dict[str, ViewOption] = {
     option.key: option

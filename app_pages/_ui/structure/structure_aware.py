@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from flamino_core.options import STRATEGIES, scoring_strategies
 from flamino_core.structure.reading import StructureError
 from flamino_core.structure.three_di import StructureTokens, is_predicted_structure, structure_tokens
 
@@ -18,7 +19,6 @@ from app_pages._ui.frame.widgets import kept_toggle, plain
 from app_pages._ui.structure import loaded_structure
 
 TOGGLE = "vstructure"
-READ_BY = ("masked-marginals", "joint-masked")  # the strategies that read structure letters (scoring.py)
 _TOKENS = "_structure_tokens"  # (structure key, sequence, chain) -> StructureTokens, the last one
 
 
@@ -55,8 +55,9 @@ def structure_choice(engine, sequence: str, record_id: str | None = None,
 
 def for_strategy(tokens: StructureTokens | None, strategy: str) -> StructureTokens | None:
     """``tokens`` where ``strategy`` reads them (the masked ones); otherwise None, said."""
-    if tokens is not None and strategy not in READ_BY:
-        st.info(f"{strategy} reads the sequence only: choose {' or '.join(READ_BY)} to score structure-aware.")
+    read_by = [name for name in scoring_strategies() if STRATEGIES[name].reads_structure]
+    if tokens is not None and strategy not in read_by:
+        st.info(f"{strategy} reads the sequence only: choose {' or '.join(read_by)} to score structure-aware.")
         return None
     return tokens
 

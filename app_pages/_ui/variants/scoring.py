@@ -22,7 +22,7 @@ import streamlit as st
 from flamino_core.jobs.background import DONE
 from flamino_core.jobs import pass_cost
 from flamino_core.variants.dms import DmsError, DmsScores, DmsTable, parse_dms, score_dms, table_variants
-from flamino_core.options import SEQUENCE_STRATEGIES
+from flamino_core.options import STRATEGIES
 from flamino_core.variants.author_numbering import AuthorNumbering
 from flamino_core.variants import indels, structure_numbering
 from flamino_core.variants.notation import Variant
@@ -160,7 +160,7 @@ def dms_scores(engine, data: bytes, wild_type: str | None, offset: int, strategy
         return score_dms(metered, table, strategy, record_id=record_id,
                          progress=None if len(chunks) > 1 else job.progress, **with_structure)
 
-    variants = dms_variants(data, wild_type, offset, strategy in SEQUENCE_STRATEGIES)
+    variants = dms_variants(data, wild_type, offset, STRATEGIES[strategy].whole_sequences)
     unit = "rows" if chunked(strategy) and len(_pll_chunks(rows)) > 1 else "passes"  # as list_scores
     return _follow(key, engine, table.wild_type, variants, strategy,
                    work, unit, f"Scoring {rows:,} DMS rows ({strategy})", "scoring the DMS table", structure)
@@ -170,7 +170,7 @@ def dms_scores(engine, data: bytes, wild_type: str | None, offset: int, strategy
 def chunked(strategy: str) -> bool:
     """Whether ``strategy`` is scored a chunk of rows at a time (every residue of every mutant
     masked: the rows arrive as they are scored)."""
-    return strategy in SEQUENCE_STRATEGIES and SEQUENCE_STRATEGIES[strategy].masked
+    return STRATEGIES[strategy].whole_sequences and STRATEGIES[strategy].masked
 
 
 def _pll_chunks(n: int) -> list[tuple[int, int]]:

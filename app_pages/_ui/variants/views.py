@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from flamino_core.inputs.tables import TableError, table_text
-from flamino_core.options import SEQUENCE_STRATEGIES
+from flamino_core.options import STRATEGIES, names
 from flamino_core.variants.scoring import OK, filter_scored, output_columns
 from flamino_core.variants.sequence_scores import pass_plan
 from flamino_core.variants.structure_numbering import COLUMN as STRUCTURE_COLUMN
@@ -138,7 +138,7 @@ def strategy_picker(sequence: str, variants: list) -> str | None:
     type's passes counted once); under a substitution strategy, that the list's indels, stops
     and frameshifts need a sequence strategy."""
     strategy = kept_radio("Score", "vstrategy")
-    whole = strategy in SEQUENCE_STRATEGIES
+    whole = STRATEGIES[strategy].whole_sequences
     edits = [v for v in variants if v.edits]
     scored = variants if whole else [v for v in variants if not v.edits]
     problem = current_limits().check_passes(sequence, scored, strategy)
@@ -148,7 +148,7 @@ def strategy_picker(sequence: str, variants: list) -> str | None:
     if edits and not whole:
         which = counted(len(edits), "entry is an indel, stop or frameshift", "entries are indels, stops or frameshifts")
         st.info(f"{which}: {strategy} scores substitutions only, so they are listed as not scored. "
-                f"{', '.join(SEQUENCE_STRATEGIES)} score them (wt-pll-approx is the cheap one).",
+                f"{', '.join(names('sequence'))} score them (wt-pll-approx is the cheap one).",
                 icon=":material/info:")
     if whole:
         st.caption(plain(f"Pass plan: {pass_plan(sequence, scored, strategy).describe(len(scored))}."))
@@ -214,10 +214,10 @@ def explain_scores(strategy: str, kinds) -> None:
     """Under a sequence strategy's table, what its scores are where they are shown: a sum's
     leaning towards deletions, a stop's min-llr; each with the docs' passage, opened in place.
     ``kinds``: the scored rows' ``Variant.kind`` (stops and frameshifts are scored by min-llr)."""
-    if strategy not in SEQUENCE_STRATEGIES:
+    if not STRATEGIES[strategy].whole_sequences:
         return
     kinds = set(kinds)
-    if SEQUENCE_STRATEGIES[strategy].per_residue:
+    if STRATEGIES[strategy].per_residue:
         st.caption("per-residue: each PLL divided by its sequence's length before the difference, so a deletion is "
                    "not favoured for holding fewer terms.")
     else:
