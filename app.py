@@ -1,4 +1,5 @@
-"""flamino: what the ESM-2 protein language model thinks of your sequences.
+"""flamino: what protein language models (ESM-2, ESM-1b, the ESM-1v ensemble, ESM C, SaProt) think of your
+sequences.
 
 Run with ``streamlit run app.py``. This file only lays out navigation (the pages declared in
 ``app_pages/_ui/frame/views.py``), the sidebar and the error boundary, and computes each rerun's page

@@ -1,17 +1,22 @@
-"""What the app's pages share, one module per concern (no JAX at import; see each docstring).
+"""What the app's pages share, one folder per concern (no JAX at import; see each docstring).
 
-- ``views``: the registry of pages and their shareable options.
-- ``widgets``: kept widgets (``kept_selectbox`` ...) and user text shown verbatim (``plain``).
-- ``links``: the link codec; ``session``: a session's start from its link and its published link.
-- ``policy``: what this server allows (limits, models, names visitors see); ``heavy_jobs``: the
-  first-come-first-served queue for heavy jobs.
-- ``inputs``: the input (read once per rerun), its validation, the chosen record and its picker.
-- ``numbering``: the first residue's number, a hosted window of a long record; ``ranges``: the
-  residues a page shows; ``context``: the page context ``app.py`` computes once per rerun.
-- ``background`` and ``jobs_panel``: long work as background jobs (cost first, progress, Cancel,
-  the sidebar's list); ``scans`` and ``set_results``: masked scans and a set's results through
-  the result store; ``record_search``: finding records of a set.
-- ``model_picker``: the sidebar's model picker; ``models``: loading, failures, the banner.
-- ``results``: one record's model results (through the store, or cached; the heavy ones queued).
-- ``downloads``: figures and their downloads, CSV and NPZ buttons.
+- ``frame``: the registry of pages and their shareable options (``views``), kept widgets and user
+  text shown verbatim (``widgets``), the link codec (``links``), figures and their downloads
+  (``downloads``), the docs' passages opened in place (``docs``).
+- ``rerun``: the page context ``app.py`` computes once per rerun (``context``), a session's start
+  from its link and its published link (``session``), the residues a page shows (``ranges``).
+- ``input``: the input read once per rerun, its validation, the chosen record and the examples
+  (``reading``, ``uploads``), the first residue's number and a hosted window of a long record
+  (``numbering``), the sidebar's model picker and the engine's loading (``model_picker``,
+  ``model_loading``).
+- ``server``: what this server allows (``policy``), the first-come-first-served queue for heavy
+  jobs (``heavy_jobs``), long work as background jobs with its cost first, progress, Cancel and
+  the sidebar's list (``background``, ``jobs_panel``), a byte-bounded cache (``byte_cache``).
+- ``results``: one record's model results through the store or cached (``one_record``), masked
+  scans (``scans``).
+- ``records``: a set's results through the store (``set_results``), its map and the comparison
+  of models (``set_map``, ``compare_maps``), finding records (``search``).
+- ``variants``, ``structure``, ``predict_from_labels``: each page's own helpers (the Variant
+  effects page; the Structure page with its viewer and ESMFold prediction; the Predict page's fit
+  and design rounds).
 """
