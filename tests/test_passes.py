@@ -126,4 +126,18 @@ def test_records_arrive_in_groups_and_a_cancel_keeps_the_finished_groups(engine,
     done = []
     passes.record_outputs(counting, sequences, store=store, progress=lambda d, t: done.append(d))
     assert counting.unmasked == sequences  # only the last two ran
-    assert done == [2, 4]
+    assert done[0] == 2 and done[-1] == 4 and done == sorted(done)  # (within the group: its batches)
+
+
+def test_a_groups_records_count_done_as_its_batches_finish(engine, store):
+    """Issue 50 row 3: a Predict fit's 200 records were one group, and its progress said "0 of 200"
+    for the 13 s the group took. The group's batches report as they finish: its records count
+    done in proportion, and the group's end says the exact count."""
+    rng = np.random.default_rng(5)
+    sequences = ["".join(rng.choice(list("ACDEFGHIKLMNPQRSTVWY"), size=n)) for n in range(30, 630, 30)]
+    assert len(passes.record_groups(engine, sequences)) == 1  # one Engine.run call
+    done = []
+    passes.record_outputs(engine, sequences, store=store, progress=lambda d, t: done.append((d, t)))
+    assert done[0] == (0, 20) and done[-1] == (20, 20)
+    assert any(0 < d < 20 for d, _ in done), done  # counted while the group runs, not 0 until its end
+    assert [d for d, _ in done] == sorted(d for d, _ in done)
