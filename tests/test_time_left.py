@@ -105,22 +105,3 @@ def test_a_compilation_is_told_to_the_job_when_its_batch_reports(monkeypatch, tm
     metered._timed("masked", batches, call, lambda d, t: heard.append(("progress", d)))
     assert ("compiling", None) not in heard
 
-
-def test_a_pass_kind_never_timed_for_a_model_borrows_the_other_kind_at_the_ratio_measured_on_other_models(tmp_path):
-    """Issue 50 row 2: a set's pseudo-perplexity (masked passes) borrowed from the Records table's
-    unmasked passes of the same model said 2 h 10 min for 21.7 min of work: per MFLOP an unmasked
-    pass of the result store (every layer kept) is slower than a masked pass. The borrowed rate is
-    now scaled by the two kinds' ratio on the models that measured both here (their median), and
-    is the plain other kind's only when none did. Exact figures: rates set by hand."""
-    rates = jobs.Rates(tmp_path / "pass_rates.json")
-    rates.record("new", "unmasked", 1000, 6.0)  # 6 ms per MFLOP
-    assert rates.seconds("new", "masked", 100) == pytest.approx(0.6)  # nothing to scale by
-    for model, masked, unmasked in (("a", 1.0, 4.0), ("b", 1.0, 8.0), ("c", 1.0, 2.0)):  # ratios 1/4, 1/8, 1/2
-        rates.record(model, "masked", 1000, masked)
-        rates.record(model, "unmasked", 1000, unmasked)
-    assert rates.seconds("new", "masked", 100) == pytest.approx(0.6 / 4)  # the median ratio
-    assert rates.seconds("new", "unmasked", 100) == pytest.approx(0.6)  # its own, measured
-    rates.record("old", "masked", 1000, 1.0)  # the other way: unmasked borrowed from masked
-    assert rates.seconds("old", "unmasked", 100) == pytest.approx(0.1 * 4)
-    rates.record("new", "masked", 1000, 1.0)  # timed now: its own rate, not a borrowed one
-    assert rates.seconds("new", "masked", 100) == pytest.approx(0.1)

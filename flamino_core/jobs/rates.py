@@ -56,20 +56,15 @@ class Rates:
 
     def seconds(self, model: str, kind: str, amount: float) -> float | None:
         """Estimated seconds for ``amount`` more of ``kind`` (None: never measured): MFLOP of passes.
-        A pass kind never measured for this model borrows the other kind's time per MFLOP, times
-        the ratio of the two kinds' rates on the other models measured here (their median; 1 if
-        none): an unmasked pass of the result store keeps every layer, so per MFLOP it is slower
-        than a masked pass, by a factor the models measured here give better than 1 does (issue 50:
-        a set's pseudo-perplexity borrowed plainly said 2 h 10 min for 21.7 min of work). Still a
-        guess: ``PassSeconds.borrowed``, and the job's own rate replaces it as it runs."""
+        A pass kind never measured for this model borrows the other kind's time per MFLOP (a
+        masked pass is an unmasked pass of a row with one token masked; but an unmasked pass of
+        the result store keeps every layer, so the guess is rough: ``PassSeconds.borrowed``, and
+        the job's own rate replaces it as it runs)."""
         with self._lock:
-            rates = dict(self._load())
+            rates = self._load()
         rate = rates.get(f"{model} {kind}")
         if rate is None and kind in PASS_KINDS:
-            other = PASS_KINDS[1 - PASS_KINDS.index(kind)]
-            rate = rates.get(f"{model} {other}")
-            if rate is not None:
-                rate *= _kind_ratio(rates, kind, other)
+            rate = rates.get(f"{model} {PASS_KINDS[1 - PASS_KINDS.index(kind)]}")
         return None if rate is None else rate * amount
 
     def typical(self, kind: str) -> float | None:
@@ -180,17 +175,6 @@ SAMPLES = "samples"  # the pass-rate file's whole jobs' rates per key (``Rates.r
 RECENT = 9  # samples a key keeps
 PRIOR_SAMPLES = 2  # copies of the prior among them: a median that one outlier cannot move
 CLAMP = 4.0  # a robust rate stays within this factor of its prior either way
-
-
-def _kind_ratio(rates: dict[str, float], kind: str, other: str) -> float:
-    """The median of ``kind``'s rate over ``other``'s on the models that measured both here (1.0:
-    none did)."""
-    ratios = sorted(rates[f"{key[:-len(other) - 1]} {kind}"] / value for key, value in rates.items()
-                    if key.endswith(f" {other}") and f"{key[:-len(other) - 1]} {kind}" in rates)
-    if not ratios:
-        return 1.0
-    middle = len(ratios) // 2
-    return ratios[middle] if len(ratios) % 2 else (ratios[middle - 1] + ratios[middle]) / 2
 
 
 def _sample(x) -> bool:
