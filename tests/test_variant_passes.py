@@ -97,3 +97,18 @@ def test_the_pages_pass_count_is_the_passes_the_engine_runs(engine, rows_run, st
         score_variants(engine, sequence, variants, strategy)
         assert again.passes == rows_run[0] > 0, again.describe()
         assert again.passes < shown.passes
+
+
+@pytest.mark.parametrize("strategy", ["wt-marginals", "joint-masked"])
+def test_a_fits_plan_counts_the_zero_shot_passes_the_engine_runs(engine, rows_run, strategy):
+    """``flamino fit`` / the Predict page say the augmented features' passes before the work
+    (``features.missing_passes``); they are the passes ``zero_shot_scores`` then runs."""
+    from flamino_core.predict import features
+
+    sequence = _sequence()
+    variants = [v for v in _variants(sequence) if not v.edits]  # a fit's table: substitutions
+    inputs = features.Inputs([v.apply(sequence) for v in variants], variants, sequence)
+    to_run, planned, unit = features.missing_passes(features.spec_for("augmented", zero_shot=strategy), inputs, engine)
+    rows_run[0] = 0
+    features.zero_shot_scores(engine, sequence, variants, strategy)
+    assert to_run == planned == rows_run[0] > 0, unit

@@ -214,11 +214,13 @@ def missing_passes(spec: FeatureSpec, inputs: Inputs, engine, store=None) -> tup
     """(passes still to run, passes asked, unit) for ``spec`` on ``inputs``: said before the work.
 
     Embeddings cost one unmasked pass per distinct sequence not yet stored; the augmented
-    model's masked-marginal score one masked pass per distinct mutated position not yet stored
-    (wt-marginals: one pass; the other strategies as ``flamino variants`` says).
+    model's zero-shot score what ``zero_shot_scores`` runs, counted by the rule it scores by
+    (``variant_passes``: masked-marginals one masked pass per distinct mutated position not yet
+    stored, wt-marginals one unmasked pass per window ...).
     """
-    from flamino_core.store.passes import output_names, stored_positions
+    from flamino_core.store.passes import output_names
     from flamino_core.store.result_store import default_store
+    from flamino_core.variants.variant_passes import held_in_store, variant_passes
 
     store = default_store() if store is None else store
     if spec.kind == "embedding":
@@ -227,10 +229,7 @@ def missing_passes(spec: FeatureSpec, inputs: Inputs, engine, store=None) -> tup
         stored = sum(len(store.outputs(engine.fingerprint, s, names)) == len(names)
                      for s in distinct for names in [output_names(layers, len(s), "window", False)])
         return len(distinct) - stored, len(distinct), "unmasked passes (one per distinct sequence)"
-    if spec.kind == "augmented" and spec.zero_shot in ("masked-marginals", "joint-masked"):
-        positions = sorted({i for v in inputs.variants for i in v.indices})
-        stored = len(stored_positions(engine, inputs.wild_type, positions, store))
-        return len(positions) - stored, len(positions), "masked passes (one per mutated position)"
     if spec.kind == "augmented":
-        return 1, 1, f"{spec.zero_shot} scoring"
+        needed = variant_passes(inputs.wild_type, inputs.variants, spec.zero_shot, held_in_store(engine, store))
+        return needed.to_run, needed.planned, f"{'masked' if needed.masked else 'unmasked'} passes ({needed.how})"
     return 0, 0, "passes"

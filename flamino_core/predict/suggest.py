@@ -28,7 +28,7 @@ import pandas as pd
 
 from flamino_core.alphabet import STANDARD_AMINO_ACIDS
 from flamino_core.inputs.numbering import Numbering
-from flamino_core.options import VARIANT_STRATEGIES
+from flamino_core.options import STRATEGIES, VARIANT_STRATEGIES
 from flamino_core.variants.notation import Variant, parse_variant
 
 DEFAULT_THRESHOLD = 0.0
@@ -244,16 +244,17 @@ def _ranked_singles(engines, sequence: str, pool: list[Variant], threshold: floa
 
 
 def _cost_message(sequence: str, singles: list[Variant], combos: list[Variant], strategies: Sequence[str]) -> str:
-    """What scoring the proposals will cost per model, said before it runs."""
-    from flamino_core.variants.scoring import pll_passes
+    """What scoring the proposals will cost per model, said before it runs (``variant_passes``:
+    what ``score_variants`` runs, stored passes included)."""
+    from flamino_core.variants.variant_passes import variant_passes
 
     proposals = singles + combos
-    positions = len({i for v in proposals for i in v.indices})
-    costs = {"wt-marginals": "1 pass", "masked-marginals": f"{positions:,} masked passes",
-             "joint-masked": f"{positions + len(combos):,} masked passes",
-             "pll": f"{pll_passes(len(sequence), len(proposals)):,} masked passes"}
-    return (f"{len(singles):,} proposals and {len(combos):,} combinations to score, per model: "
-            + ", ".join(f"{s} {costs[s]}" for s in strategies))
+    costs = []
+    for strategy in strategies:
+        needed = variant_passes(sequence, proposals, strategy)
+        kind = "masked pass" if needed.masked else "pass"
+        costs.append(f"{strategy} {needed.planned:,} {kind}{'es' if needed.planned != 1 else ''}")
+    return f"{len(singles):,} proposals and {len(combos):,} combinations to score, per model: " + ", ".join(costs)
 
 
 def _score_columns(engines, sequence: str, proposals: list[Variant], strategies: Sequence[str],
@@ -269,7 +270,7 @@ def _score_columns(engines, sequence: str, proposals: list[Variant], strategies:
             result = score_variants(engine, sequence, proposals, strategy, progress=stage(f"{model}: {strategy}"),
                                     **passes)
             columns[label] = result.table["score"].to_numpy(np.float64)
-            if strategy == "joint-masked":
+            if STRATEGIES[strategy].joint:
                 columns[score_column("non_additivity", model, models)] = result.table["non_additivity"].to_numpy(np.float64)
     return columns
 
