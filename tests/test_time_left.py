@@ -105,3 +105,35 @@ def test_a_compilation_is_told_to_the_job_when_its_batch_reports(monkeypatch, tm
     metered._timed("masked", batches, call, lambda d, t: heard.append(("progress", d)))
     assert ("compiling", None) not in heard
 
+
+
+def test_a_job_that_compiles_says_so_while_it_measures_and_its_next_stage_does_not():
+    """Issue 50 row 1: a first chunk compiling a model new to the server says so on its progress
+    line (the page no longer waits for it); a fit's next stage (its scikit-learn fits, which
+    compile nothing) must not inherit the words from its passes' stage."""
+    import threading
+
+    told, go_on, end = threading.Event(), threading.Event(), threading.Event()
+
+    def work(job):
+        job.progress(0, 10)
+        job.compiling()  # MeteredEngine says so before a call that compiles
+        told.set()
+        assert go_on.wait(30)
+        job.stage("scikit-learn fits", 5)
+        job.progress(0, 5)
+        told.set()
+        assert end.wait(30)
+
+    job = jobs.start(work, "Fitting the predictor", "model passes (embedding)")
+    assert told.wait(30) and job.compiles
+    assert job.status().line() == ("Fitting the predictor: 0 of 10 model passes (embedding) · measuring this "
+                                   "machine's rate on a first chunk (a model new to this server compiles first)…")
+    assert not job.wait_unless_compiling(0.1)  # returns at once: it compiles, it has not finished
+    told.clear()
+    go_on.set()
+    assert told.wait(30)
+    assert not job.compiles
+    assert job.status().line() == "Fitting the predictor: 0 of 5 scikit-learn fits · measuring this machine's rate…"
+    end.set()
+    assert job.wait(30) and job.wait_unless_compiling(0.1)  # finished: True

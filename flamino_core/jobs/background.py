@@ -188,6 +188,7 @@ class Job:
             self._anchor, self._reported, self._gap = None, None, 0.0
             self._work = None
             self._expected_compiling, self._compiled_s = None, 0.0  # (a fit's fits compile nothing)
+            self.compiles = False  # (its status said a fit's fits compiled, from its passes' stage)
             if self._predicted is not None:
                 left = self._predicted - (time.monotonic() - self.created)
                 self._expected = left if left > 0 else None
