@@ -48,7 +48,10 @@ class Strategy:
       Variants' ``weighted`` PLLR), so a deletion is not favoured for holding fewer terms.
 
     ``help``: one line for ``--help``; ``map_label``/``list_label``: the app's choice among maps
-    and among variant strategies (default: "name — help").
+    and among variant strategies (default: "name — help"). ``cheaper``: the strategy the app
+    offers instead of a long job of this one (``cheaper_with_indels``: when the list holds indels,
+    stops or frameshifts, which only a sequence strategy scores: the unmasked approximation of the
+    same score, ESM Variants' PLLR).
     """
 
     name: str
@@ -62,6 +65,8 @@ class Strategy:
     reads: str = ""  # variant: the map strategy its sums read (default: its own name)
     joint: bool = False
     per_residue: bool = False
+    cheaper: str = ""
+    cheaper_with_indels: str = ""
 
     def __post_init__(self):
         if self.output not in ("map", "pppl"):
@@ -98,7 +103,7 @@ STRATEGIES = {
     strategy.name: strategy
     for strategy in (
         Strategy("masked-marginals", "exact: one masked pass per position; gives pseudo-perplexity", masked=True,
-                 kinds=("map", "variant"),
+                 kinds=("map", "variant"), cheaper="wt-marginals",
                  map_label="masked-marginals — exact: one masked pass per position (slower), gives pseudo-perplexity",
                  list_label="masked-marginals — one masked pass per mutated position (ProteinGym's ESM score)"),
         Strategy("wt-marginals", "fast: one unmasked pass", masked=False, kinds=("map", "variant"),
@@ -106,14 +111,14 @@ STRATEGIES = {
         Strategy("pppl", "pseudo-perplexity only: the masked-marginals passes", masked=True, output="pppl",
                  map_label="pppl — pseudo-perplexity: the masked passes of masked-marginals"),
         Strategy("joint-masked", "a multi-mutant's positions masked together", masked=True, kinds=("variant",),
-                 reads="masked-marginals", joint=True,
+                 reads="masked-marginals", joint=True, cheaper="masked-marginals",
                  list_label="joint-masked — a multi-mutant's positions masked together (shows non-additivity)"),
         Strategy("pll", "exact PLL ratio: a masked pass per residue of each sequence", masked=True,
-                 kinds=("sequence",),
+                 kinds=("sequence",), cheaper="masked-marginals", cheaper_with_indels="wt-pll-approx",
                  list_label="pll — pseudo-log-likelihood of mutant minus wild type; also indels and stops (slow: L "
                             "passes per variant)"),
         Strategy("pll-per-residue", "pll with each PLL divided by its sequence's length", masked=True,
-                 kinds=("sequence",), per_residue=True),
+                 kinds=("sequence",), per_residue=True, cheaper_with_indels="wt-pll-approx-per-residue"),
         Strategy("wt-pll-approx", "ESM Variants' PLLR: one unmasked pass per sequence", masked=False,
                  kinds=("sequence",),
                  list_label="wt-pll-approx — pll's one-pass approximation (ESM Variants' PLLR): indels and stops, "

@@ -34,10 +34,6 @@ from app_pages._ui.server.policy import current_limits, hosted_mode
 
 HOSTED = hosted_mode()
 CHUNK_ROWS = 24  # pll rows scored per step: the step at which rows arrive
-CHEAPER = {"masked-marginals": "wt-marginals", "joint-masked": "masked-marginals", "pll": "masked-marginals"}
-# With indels, stops or frameshifts in the list only a sequence strategy scores them: the cheaper
-# one is the unmasked approximation of the same score (ESM Variants' PLLR).
-CHEAPER_WITH_INDELS = {"pll": "wt-pll-approx", "pll-per-residue": "wt-pll-approx-per-residue"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,8 +57,9 @@ def _use(strategy: str) -> None:
 
 
 def _cheaper(strategy: str, indels: bool = False):
-    other = (CHEAPER_WITH_INDELS if indels else CHEAPER).get(strategy)
-    return None if other is None else (f"Use {other} instead", lambda: _use(other))
+    declared = STRATEGIES[strategy]  # what it declares cheaper (with indels: what also scores them)
+    other = declared.cheaper_with_indels if indels else declared.cheaper
+    return (f"Use {other} instead", lambda: _use(other)) if other else None
 
 
 # --- a mutation list ----------------------------------------------------------------------------------
