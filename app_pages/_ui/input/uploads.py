@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import threading
 from collections.abc import Callable
 
@@ -113,15 +114,25 @@ def file_list(records_per_file: tuple[int, ...]) -> None:
 # uploader (up to MAX_FILES at once, whose PUTs all arrive before its callback reads them) plus one
 # per other uploader of the app (DMS, labelled table, structure, metadata, predictor, ...).
 STORE_FILES = MAX_FILES + 6
+# The same bound for one visitor over all their sessions (issue #53): 30 raw WebSocket sessions of
+# one address x 16 PUTs of 2 MB held +763 MiB, each session within its own bound. A visitor is
+# who the heavy queue's share counts (``FLAMINO_VISITOR_HEADER``, else the connection's address).
+VISITOR_STORE_FILES = STORE_FILES
 UNHELD_SECONDS = 5.0  # a file no widget holds is dropped at the next run this long after its PUT was seen
+SWEEP_SECONDS = 5.0  # how often the files of closed sessions are let go (Streamlit kept them ~2 min)
 _bounded = threading.Lock()
 _unheld_since: dict[tuple[str, str], float] = {}
+_bounded_store = threading.RLock()
+_arrival = itertools.count()
+_arrived: dict[tuple[str, str], int] = {}  # (session, file id) -> order of arrival, over all sessions
+_visitors: dict[str, str] = {}  # session -> visitor
 
 
 def bound_streamlit_uploads() -> None:
-    """Hold Streamlit's upload store to ``STORE_FILES`` per session, dropping the oldest at each
-    PUT (once per process; a no-op outside a server). What it cannot do is the proxy's: a limit on
-    PUT requests and on sessions per visitor (docs/deploy.md)."""
+    """Hold Streamlit's upload store to ``STORE_FILES`` per session and ``VISITOR_STORE_FILES``
+    per visitor over all their sessions, dropping the oldest at each PUT, and let go of a closed
+    session's files within ``SWEEP_SECONDS`` (once per process; a no-op outside a server). What it
+    cannot do is the proxy's: a limit on the rate of PUT requests (docs/deploy.md)."""
     manager = _store()
     if manager is None:
         return
@@ -132,12 +143,95 @@ def bound_streamlit_uploads() -> None:
 
         def bounded_add_file(session_id, file, *args, **kwargs):
             add_file(session_id, file, *args, **kwargs)
-            kept = list(getattr(manager, "file_storage", {}).get(session_id, {}))
-            for file_id in kept[:-STORE_FILES]:  # insertion order: the oldest first
-                manager.remove_file(session_id, file_id)
+            bound_store(manager, session_id, file.file_id)
 
         manager.add_file = bounded_add_file
         manager._flamino_bounded = True
+        threading.Thread(target=_sweep_closed_sessions, args=(manager,), daemon=True,
+                         name="flamino-upload-sweep").start()
+
+
+def bound_store(manager, session_id: str, file_id: str) -> None:
+    """After ``file_id`` arrived in ``session_id``: drop the oldest files past the session's bound,
+    then past its visitor's bound over all the visitor's sessions."""
+    with _bounded_store:
+        _arrived[(session_id, file_id)] = next(_arrival)
+        storage = getattr(manager, "file_storage", {})
+        for old in list(storage.get(session_id, {}))[:-STORE_FILES]:  # insertion order: the oldest first
+            _forget(manager, session_id, old)
+        visitor = _visitors.get(session_id) or _visitors.setdefault(session_id, _visitor_of(session_id))
+        theirs = sorted(((_arrived.get((session, name), -1), session, name)
+                         for session in list(storage) if _visitors.get(session) == visitor
+                         for name in list(storage.get(session, {}))))  # fmt: skip
+        for _, session, name in theirs[:-VISITOR_STORE_FILES]:
+            _forget(manager, session, name)
+
+
+def sweep_closed_sessions(manager, is_active) -> int:
+    """Drop every stored file of a session ``is_active`` says is gone (Streamlit keeps a closed
+    session's files until its reconnect window ends); the bytes let go."""
+    dropped = 0
+    with _bounded_store:
+        for session in list(getattr(manager, "file_storage", {})):
+            if not is_active(session):
+                dropped += sum(len(rec.data) for rec in manager.file_storage.get(session, {}).values())
+                manager.remove_session_files(session)
+                _visitors.pop(session, None)
+                for key in [key for key in _arrived if key[0] == session]:
+                    del _arrived[key]
+                for key in [key for key in _unheld_since if key[0] == session]:
+                    _unheld_since.pop(key, None)
+    return dropped
+
+
+def _sweep_closed_sessions(manager) -> None:
+    import time
+
+    while True:
+        time.sleep(SWEEP_SECONDS)
+        try:
+            from streamlit.runtime import Runtime
+
+            if Runtime.exists() and sweep_closed_sessions(manager, Runtime.instance().is_active_session):
+                _return_freed_memory()
+        except Exception:  # noqa: BLE001,S112 - the runtime is shutting down; the next sweep tries again
+            continue
+
+
+def _return_freed_memory() -> None:
+    """Give the freed upload buffers back to the system: glibc keeps freed 2 MB blocks in its heap
+    (an upload's PUT body, its multipart copy, the stored bytes) unless asked to trim."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to ask
+        pass
+
+
+def _forget(manager, session_id: str, file_id: str) -> None:
+    manager.remove_file(session_id, file_id)
+    _arrived.pop((session_id, file_id), None)
+
+
+def _visitor_of(session_id: str) -> str:
+    """The visitor of a session, as ``heavy_jobs.visitor_key`` names it, from the session's
+    connection (this runs in the upload request, outside any script run)."""
+    import os
+
+    try:
+        from streamlit.runtime import Runtime
+
+        client = Runtime.instance().get_client(session_id) if Runtime.exists() else None
+        context = getattr(client, "client_context", None)
+        header = os.environ.get("FLAMINO_VISITOR_HEADER", "").strip().lower()
+        for name, value in (context.headers if header and context is not None else ()):
+            if name.lower() == header and value:
+                return "header " + value.split(",")[0].strip()
+        address = getattr(context, "remote_ip", None)
+    except Exception:  # noqa: BLE001 - the runtime is shutting down
+        address = None
+    return f"address {address}" if address else f"session {session_id}"
 
 
 def drop_unheld_uploads() -> None:
@@ -165,7 +259,7 @@ def drop_unheld_uploads() -> None:
         if file_id in held:
             _unheld_since.pop((session, file_id), None)
         elif now - _unheld_since.setdefault((session, file_id), now) >= UNHELD_SECONDS:
-            manager.remove_file(session, file_id)
+            _forget(manager, session, file_id)
             _unheld_since.pop((session, file_id), None)
 
 
