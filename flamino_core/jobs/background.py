@@ -35,6 +35,9 @@ _ids = itertools.count(1)
 # The cost model's prediction counts as this share of a job's units measured: at 10% of the work
 # the time left is a third the prediction's and two thirds the job's own rate.
 PRIOR_SHARE = 0.05
+# A Resume's pace (``carry_on``) counts as this share: measured before the Cancel, and with 5% the
+# time left stayed flat for minutes when the machine got busier since (issue 50: "about 6 minutes").
+CARRIED_SHARE = 0.01
 # A prediction whose rate was borrowed from the other kind of pass (``PassSeconds.borrowed``)
 # counts as this share: off by up to 18x here (masked vs unmasked passes of random:tiny), it
 # must not hold the time left once the job measured a few chunks of its own.
@@ -273,7 +276,7 @@ class Job:
             if self._expected is not None and total > first else None)
         if prior is not None and total > first:
             one_unit = (total - first) / max(self.total - self._baseline[1], 1)  # (of work: many MFLOP)
-            share = PRIOR_SHARE if self._carried is not None else self._prior_share  # (a pace is measured)
+            share = CARRIED_SHARE if self._carried is not None else self._prior_share
             weight = max(one_unit, share * (total - first))
             per_unit = (weight * prior + elapsed) / (weight + measured)
         elif measured > 0 and elapsed > 0:
