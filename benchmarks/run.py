@@ -317,8 +317,41 @@ def write_doc(block: str) -> None:
     DOC.write_text(f"{head}{START}{runs.rstrip()}\n\n{block}\n{END}{tail}")
 
 
+def accelerator_platform() -> str | None:
+    """The platform JAX runs on here when it is an accelerator (asked in a child process, so this
+    one never opens the chip that ``accelerator.py`` then needs: one process may hold it)."""
+    found = subprocess.run([sys.executable, "-c", "import jax; print(jax.default_backend())"],
+                           capture_output=True, text=True)
+    platform = found.stdout.strip().splitlines()[-1] if found.returncode == 0 and found.stdout.strip() else "cpu"
+    return None if platform == "cpu" else platform
+
+
+def run_on_accelerator(args) -> None:
+    """``make bench`` on a TPU/GPU host: ``accelerator.py`` measures (every shape in both modes, a
+    masked scan, the cached load, a whole process, HF on the host CPU) and its block, naming the
+    chip, is written with the recorded runs (not with --quick: t6 alone, nothing written)."""
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    out = common.RESULTS / f"accelerator-{stamp}{'-quick' if args.quick else ''}.jsonl"
+    shapes = "t6" if args.quick else "t6,t12,t30,t33,t36"
+    extras = [] if args.quick else ["--extras", "start,hf"]
+    subprocess.run([sys.executable, str(Path(__file__).parent / "accelerator.py"), "--shapes", shapes,
+                    "--out", str(out), *extras], check=True)
+    import accelerator
+
+    block = (f"### Accelerator run {dt.datetime.now().isoformat(timespec='minutes')} "
+             f"(git {common.git_revision()})\n\n{accelerator.report(out)}")
+    print(block)
+    if args.write_doc if args.write_doc is not None else not args.quick:
+        write_doc(block)
+        print(f"table written to {DOC.relative_to(common.REPO)}", file=sys.stderr)
+
+
 def main() -> None:
     args = parse_args()
+    if not args.report and accelerator_platform() is not None:
+        common.RESULTS.mkdir(parents=True, exist_ok=True)
+        run_on_accelerator(args)
+        return
     if args.report:
         result = json.loads(Path(args.report).read_text())
         print(report(result))
