@@ -122,12 +122,14 @@ class Visit:
     def answer(self, page, pattern: str) -> str:
         """The first text of the page's HTML (a message, or a cell of a table the grid keeps
         hidden) that matches ``pattern``, waited for; the seconds to it are the attack's."""
-        wanted = re.compile(r"[^<>]*(?:" + pattern + r")[^<>]*")
+        wanted = re.compile(pattern)  # alone: with [^<>]* around it the search was quadratic in a big text box
         while time.monotonic() - self.started < ANSWER_MS / 1000:
-            found = wanted.search(page.content())
+            html = page.content()
+            found = wanted.search(html)
             if found:
                 self.notes["answer_s"] = round(time.monotonic() - self.started, 2)
-                return found.group(0).strip()[:200]
+                start, end = html.rfind(">", 0, found.start()) + 1, html.find("<", found.end())
+                return html[max(start, found.start() - 200):end if end >= 0 else found.end()].strip()[:200]
             page.wait_for_timeout(200)
         raise TimeoutError(f"no {pattern!r} on the page in {ANSWER_MS / 1000:.0f} s")
 
@@ -162,7 +164,7 @@ def paste_list(v: Visit, seq: str, entries: str, answer: str, strategy: str = "p
         listed = v.folder / "list.txt"
         listed.write_text(entries)
         v.go()
-        v.upload(page, [listed], "upload a list")
+        v.upload(page, [listed])  # the list mode's one uploader
     return v.answer(page, answer)
 
 
@@ -186,7 +188,7 @@ def metadata_commas(v):
     page.get_by_label("FASTA or sequence").fill("".join(f">r{i}\n{RECORD[i * 40:i * 40 + 60]}\n" for i in range(6)))
     page.get_by_label("FASTA or sequence").press("Control+Enter")
     settle(page)
-    page.locator('[data-testid="stSidebarNavLink"]').filter(has_text="Records").click()
+    page.locator('[data-testid="stSidebarNavLink"]').filter(has_text="Embeddings").click()
     page.get_by_text("Colour by your own table").first.wait_for()
     settle(page)
     v.go()
@@ -225,7 +227,7 @@ def dms_cr_only(v):
 def mutations_200000(v):
     page = v.open(f"?page=variants&seq={hostile_files.MUTATED}")
     v.go()
-    v.upload(page, [hostile_files.valid_mutations(v.folder)], "upload a list")
+    v.upload(page, [hostile_files.valid_mutations(v.folder)])
     text = v.answer(page, "has 200,000 entries")
     settle(page)
     v.notes["none_of_the_1_entries_shown"] = page.get_by_text("None of the 1 entries").count() > 0
