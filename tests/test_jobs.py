@@ -16,6 +16,7 @@ from flamino_core import Engine, load_weights
 
 from flamino_core.jobs import background as jobs, pass_cost
 from flamino_core.jobs.metered import MeteredEngine
+from test_time_left import resumed_after_cancel
 
 from flamino_core.store import passes
 from flamino_core.runtime.engine import TRACE_COUNTS
@@ -455,14 +456,7 @@ def test_a_resume_that_counts_from_zero_again_says_the_time_of_the_rest_only(mon
     rows count done from the start. Fake clock: figures exact."""
     now = [0.0]
     monkeypatch.setattr(jobs.time, "monotonic", lambda: now[0])
-    first = jobs.Job("Scoring 300 DMS rows (pll)", "rows")
-    first.progress(0, 300)
-    now[0] = 12.0
-    first.progress(120, 300)  # 0.1 s a row
-    first.cancel()
-    first._finish(jobs.CANCELLED)
-    resumed = jobs.Job("Scoring 300 DMS rows (pll)", "rows")
-    resumed.carry_on(first)
+    resumed = resumed_after_cancel(now, "Scoring 300 DMS rows (pll)", "rows", 300, 120, 12.0)  # 0.1 s a row
     resumed.progress(0, 300)  # its work starts from row 0 again
     assert (resumed.done, resumed.seconds_left()) == (120, pytest.approx(180 * 0.1))
     resumed.progress(24, 300)  # a stored chunk read back: not a step back

@@ -21,6 +21,20 @@ from flamino_core.jobs import metered as metered_module
 from flamino_core.jobs.metered import MeteredEngine
 
 
+def resumed_after_cancel(now: list[float], title: str, unit: str, total: int, done: int, seconds: float):
+    """A job cancelled after ``done`` of ``total`` units in ``seconds`` (on the fake clock ``now``),
+    and the job its Resume starts, carrying it on (not yet told its progress)."""
+    first = jobs.Job(title, unit)
+    first.progress(0, total)
+    now[0] = seconds
+    first.progress(done, total)
+    first.cancel()
+    first._finish(jobs.CANCELLED)
+    resumed = jobs.Job(title, unit)
+    resumed.carry_on(first)
+    return resumed
+
+
 def test_between_reports_the_time_left_counts_down_for_a_chunk_then_rises_by_the_lateness(monkeypatch):
     now = [0.0]
     monkeypatch.setattr(jobs.time, "monotonic", lambda: now[0])
@@ -150,14 +164,7 @@ def test_a_resume_on_a_busier_machine_says_a_time_left_that_falls_as_the_work_is
     rest 3 s a unit, chunks of 10 units."""
     now = [0.0]
     monkeypatch.setattr(jobs.time, "monotonic", lambda: now[0])
-    first = jobs.Job("Pseudo-perplexity of 40 records", "positions")
-    first.progress(0, 1300)
-    now[0] = 300.0
-    first.progress(300, 1300)  # 1 s a position
-    first.cancel()
-    first._finish(jobs.CANCELLED)
-    resumed = jobs.Job("Pseudo-perplexity of 40 records", "positions")
-    resumed.carry_on(first)
+    resumed = resumed_after_cancel(now, "Pseudo-perplexity of 40 records", "positions", 1300, 300, 300.0)  # 1 s each
     resumed.progress(300, 1300)
     assert resumed.seconds_left() == pytest.approx(1000.0)  # the carried pace: no jump at the click
     said = []
