@@ -145,6 +145,16 @@ def load_local_checkpoint(page, folder) -> None:
     sidebar.get_by_text(str(folder)).wait_for()  # "In use:" the folder
 
 
+def paste_one_record(page, fasta: str) -> None:
+    """Paste ``fasta`` (one record) in the Input page's box and submit it, as a user does, then
+    wait until the app says it is ready."""
+    box = page.get_by_label("FASTA or sequence")
+    box.fill(fasta)
+    box.press("Control+Enter")
+    page.get_by_text("1 record ready for analysis.").wait_for()
+    _settle(page)
+
+
 def _wait_for_charts(page, charts: int) -> None:
     """Wait until the script run is over and at least ``charts`` plotly charts are drawn."""
     page.wait_for_function(f"{DRAWN_CHARTS} >= {charts}", timeout=TIMEOUT_MS)

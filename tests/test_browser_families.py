@@ -15,7 +15,7 @@ import pytest
 import scipy.stats
 
 from test_browser import (CHROMIUM, SCREENSHOTS, TIMEOUT_MS, UBIQUITIN, _download, _nav, _settle, _wait_for_charts,
-                          load_local_checkpoint)
+                          load_local_checkpoint, paste_one_record)
 
 pytestmark = [
     pytest.mark.browser,
@@ -36,11 +36,7 @@ def test_pick_esmc_then_see_embeddings_and_attention_of_a_pasted_protein(server,
     page.get_by_text("Your sequences").wait_for()
     load_local_checkpoint(page, folder)
 
-    box = page.get_by_label("FASTA or sequence")
-    box.fill(f">ubq\n{UBIQUITIN}\n")
-    box.press("Control+Enter")
-    page.get_by_text("1 record ready for analysis.").wait_for()
-    _settle(page)
+    paste_one_record(page, f">ubq\n{UBIQUITIN}\n")
 
     _nav(page, "Embeddings").click()
     _wait_for_charts(page, 1)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_browser import CHROMIUM, TIMEOUT_MS, _download, _nav, _settle, _wait_for_charts, load_local_checkpoint
+from test_browser import (CHROMIUM, TIMEOUT_MS, _download, _nav, _settle, _wait_for_charts, load_local_checkpoint,
+                          paste_one_record)
 from test_browser_structure import _offline_page, _photograph
 
 pytestmark = [
@@ -81,11 +82,7 @@ def test_saprot_scores_a_list_on_the_predicted_structure_masked_below_70(server,
     page.goto(server.url)
     page.get_by_text("Your sequences").wait_for()
     load_local_checkpoint(page, folder)
-    box = page.get_by_label("FASTA or sequence")
-    box.fill(f">abeta42\n{ABETA42}\n")
-    box.press("Control+Enter")
-    page.get_by_text("1 record ready for analysis.").wait_for()
-    _settle(page)
+    paste_one_record(page, f">abeta42\n{ABETA42}\n")
     _nav(page, "Structure").click()
     page.get_by_role("button", name="Predict the structure (ESMFold)").click()
     page.get_by_role("heading", name="The predicted structure").wait_for(timeout=6 * TIMEOUT_MS)

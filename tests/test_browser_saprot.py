@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from test_browser import CHROMIUM, SCREENSHOTS, TIMEOUT_MS, _nav, _settle, load_local_checkpoint
+from test_browser import CHROMIUM, SCREENSHOTS, TIMEOUT_MS, _nav, _settle, load_local_checkpoint, paste_one_record
 
 pytestmark = [
     pytest.mark.browser,
@@ -38,11 +38,7 @@ def test_upload_a_structure_and_score_a_list_with_saprot(server, browser, tmp_pa
     page.get_by_text("Your sequences").wait_for()
     load_local_checkpoint(page, folder)
 
-    box = page.get_by_label("FASTA or sequence")
-    box.fill(f">query\n{sequence}\n")
-    box.press("Control+Enter")
-    page.get_by_text("1 record ready for analysis.").wait_for()
-    _settle(page)
+    paste_one_record(page, f">query\n{sequence}\n")
     _nav(page, "Structure").click()
     page.get_by_role("heading", name="Structure", exact=True).wait_for()
     page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(structure))

@@ -22,6 +22,7 @@ from test_browser import (
     _nav,
     _settle,
     _wait_for_charts,
+    paste_one_record,
 )
 
 pytestmark = [
@@ -38,11 +39,7 @@ def _open(browser, server, text: str, width: int = 1400):
     page.set_default_timeout(TIMEOUT_MS)
     page.goto(server.url)
     page.get_by_text("Your sequences").wait_for()
-    box = page.get_by_label("FASTA or sequence")
-    box.fill(text)
-    box.press("Control+Enter")
-    page.get_by_text("1 record ready for analysis.").wait_for()
-    _settle(page)
+    paste_one_record(page, text)
     return page
 
 
