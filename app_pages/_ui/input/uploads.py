@@ -215,23 +215,25 @@ def _forget(manager, session_id: str, file_id: str) -> None:
 
 
 def _visitor_of(session_id: str) -> str:
-    """The visitor of a session, as ``heavy_jobs.visitor_key`` names it, from the session's
-    connection (this runs in the upload request, outside any script run)."""
+    """The visitor of a session, as ``heavy_jobs.visitor_key`` names it (``visitor_name``), from
+    the session's connection (this runs in the upload request, outside any script run)."""
     import os
 
+    from app_pages._ui.server.heavy_jobs import visitor_name
+
+    value = address = None
     try:
         from streamlit.runtime import Runtime
 
         client = Runtime.instance().get_client(session_id) if Runtime.exists() else None
         context = getattr(client, "client_context", None)
         header = os.environ.get("FLAMINO_VISITOR_HEADER", "").strip().lower()
-        for name, value in (context.headers if header and context is not None else ()):
-            if name.lower() == header and value:
-                return "header " + value.split(",")[0].strip()
+        value = next((v for name, v in (context.headers if header and context is not None else ())
+                      if name.lower() == header and v), None)
         address = getattr(context, "remote_ip", None)
     except Exception:  # noqa: BLE001 - the runtime is shutting down
-        address = None
-    return f"address {address}" if address else f"session {session_id}"
+        pass
+    return visitor_name(value, address, session_id)
 
 
 def drop_unheld_uploads() -> None:

@@ -208,6 +208,14 @@ class HeavyJobQueue:
             raise
 
 
+def visitor_name(header_value: str | None, address: str | None, session_id: str) -> str:
+    """A visitor's name from what their connection says: the operator's header's first hop (the
+    client), else the connection's address, else (a local connection, tests) the session itself."""
+    if header_value:
+        return "header " + header_value.split(",")[0].strip()
+    return f"address {address}" if address else f"session {session_id}"
+
+
 def visitor_key() -> str | None:
     """Who runs the current Streamlit session, for the cap per visitor: the header the operator
     names in ``FLAMINO_VISITOR_HEADER`` (a reverse proxy's ``X-Forwarded-For``/``X-Real-IP``:
@@ -223,15 +231,13 @@ def visitor_key() -> str | None:
     if context is None:
         return None
     header = os.environ.get("FLAMINO_VISITOR_HEADER", "").strip()
+    value = address = None
     try:
-        if header:
-            value = st.context.headers.get(header)
-            if value:
-                return "header " + value.split(",")[0].strip()  # the first hop: the client
-        address = st.context.ip_address
+        value = st.context.headers.get(header) if header else None
+        address = None if value else st.context.ip_address
     except Exception:  # AppTest and odd clients have no request context
-        address = None
-    return f"address {address}" if address else f"session {context.session_id}"
+        pass
+    return visitor_name(value, address, context.session_id)
 
 
 _QUEUE: HeavyJobQueue | None = None
