@@ -226,10 +226,14 @@ def load_esmfold(folder: Path | str, expect: FoldConfig | None = None):
 RANDOM_PREFIX = "random:esmfold-tiny"
 
 
-def with_stem_precision(model, stem_precision: str):
-    """``model`` with its stem's dense layers in ``stem_precision`` (``STEM_PRECISIONS``)."""
+def _check_stem_precision(stem_precision: str) -> None:
     if stem_precision not in STEM_PRECISIONS:
         raise ValueError(f"stem precision {stem_precision!r}: choose one of {', '.join(STEM_PRECISIONS)}")
+
+
+def with_stem_precision(model, stem_precision: str):
+    """``model`` with its stem's dense layers in ``stem_precision`` (``STEM_PRECISIONS``)."""
+    _check_stem_precision(stem_precision)
     if stem_precision == "bf16":
         from flamino_core.model.precision import use_bf16_matmuls
 
@@ -246,8 +250,7 @@ def load_fold_model(identifier: str, stem_precision: str = "fp32"):
     Raises:
       ValueError: an identifier that is neither, with what is accepted; an unknown precision.
     """
-    if stem_precision not in STEM_PRECISIONS:  # before any download
-        raise ValueError(f"stem precision {stem_precision!r}: choose one of {', '.join(STEM_PRECISIONS)}")
+    _check_stem_precision(stem_precision)  # before any download
     model, is_random = _load_fold_model(identifier)
     return with_stem_precision(model, stem_precision), is_random
 
