@@ -96,16 +96,6 @@ def model_key(engine, structure: str | None = None) -> str:
     return f"{engine.fingerprint}+3di:{hashlib.sha256(structure.encode()).hexdigest()[:32]}"
 
 
-def stored_positions(engine, sequence: str, positions: Sequence[int] | None = None,
-                     store: ResultStore | None = None, structure: str | None = None) -> list[int]:
-    """The positions among ``positions`` (default: all) whose masked pass is stored for ``engine``
-    (and ``structure``, for a structure-aware model)."""
-    store = default_store() if store is None else store
-    positions = list(range(len(sequence))) if positions is None else list(positions)
-    found = store.masked(model_key(engine, structure), sequence, positions)
-    return [p for p in positions if p in found]
-
-
 # --- one unmasked pass per record --------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class RecordOutputs:
