@@ -2,7 +2,8 @@
 JAX's default device is a TPU or a GPU, flamino on the chip and the references (HF transformers,
 fair-esm) on the host's CPU, with the CPU tests' bound (1e-4 absolute + 1e-5 relative: see
 tests/test_parity.py for why it separates rounding from modelling errors). Logits, every hidden
-state, attention maps, contacts and masked marginals, on real proteins.
+state, attention maps, contacts and masked marginals, on real proteins; and ESMFold's fold (positions,
+pLDDT, PAE, pTM, every recycled distance bin) against ``EsmForProteinFolding``.
 
 Before ``hardware.exact_matmul_precision`` the ESM-2 8M shape was 6.7e-2 off on a TPU v5e (JAX's
 default there: one bf16 pass per product); these tests fail that way. Where JAX runs on the CPU
@@ -28,6 +29,10 @@ from test_family_parity import (  # noqa: E402,F401
     esm1b_folders, esmc_checkpoints, proteins, test_esm1b_hf_folders_match_transformers,
     test_esm1b_long_protein_runs_in_windows_like_the_reference, test_esm1b_masked_marginals_match_transformers,
     test_esmc_masked_marginals_match_transformers, test_esmc_matches_transformers,
+)  # fmt: skip
+from test_esmfold_parity import (  # noqa: E402,F401
+    checkpoint, folded, protein, test_esmfold_v1_widths_at_reduced_depth_match_the_reference,
+    test_fold_with_recycling_matches_the_reference,
 )  # fmt: skip
 from test_parity import (  # noqa: E402,F401
     real_sequences, test_forward_matches_hf, test_masked_inputs_and_token_dropout_match_hf, test_masked_marginals_match_hf,

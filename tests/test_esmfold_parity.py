@@ -37,6 +37,7 @@ from esmfold_checkpoints import V1_WIDTHS, hf_fold, make_hf_esmfold, write_hf_es
 from flamino_core.model.esmfold.config import FoldConfig
 from flamino_core.model.esmfold.pdb import to_pdb
 from flamino_core.model.esmfold.predict import fold_arrays, fold_sequence
+from flamino_core.runtime import hardware
 from flamino_core.model.esmfold.residue_tables import atom_types
 from flamino_core.weights.convert import CheckpointMismatchError
 from flamino_core.weights.esmfold import load_esmfold
@@ -49,6 +50,10 @@ EDGES = np.linspace(3.375, 21.375, 14)
 # The small fold runs its pair rows in chunks of 24 (of 64 padded: a ragged last chunk), so the
 # chunked trunk is what is compared; the v1-widths fold runs them all at once.
 CHUNK = 24
+# The matmul precision the app folds with (``structure.folding.fold``): None on a CPU (its default
+# is float32), 'highest' on a TPU/GPU, whose default is one bf16 pass; tests/test_accelerator_parity.py
+# collects these tests again there.
+EXACT = hardware.exact_matmul_precision(hardware.detect(), "fp32")
 
 
 @pytest.fixture(scope="module")
@@ -91,13 +96,13 @@ def folded(checkpoint, protein):
     hf, folder = checkpoint
     model = load_esmfold(folder)
     hf_out, ref = hf_fold(hf, protein)
-    return hf_out, ref, model, fold_sequence(model, protein, chunk_size=CHUNK)
+    return hf_out, ref, model, fold_sequence(model, protein, chunk_size=CHUNK, matmul_precision=EXACT)
 
 
 def compare_fold(hf, model, ref: dict, ours, protein: str, chunk_size: int | None = None) -> None:
     """Every recycled bin the same as the reference's, then positions, pLDDT, PAE and pTM within bounds."""
     ref_bins, margin = reference_recycle_bins(hf, protein)
-    our_bins = fold_arrays(model, protein, chunk_size=chunk_size)["recycle_bins"][:, 0]
+    our_bins = fold_arrays(model, protein, chunk_size=chunk_size, matmul_precision=EXACT)["recycle_bins"][:, 0]
     flipped = np.argwhere(our_bins != ref_bins)
     assert flipped.size == 0, (f"recycled distance bins differ at (pass, i, j) {flipped[:5].tolist()}; the nearest "
                                f"reference distance lies {margin:.1e} A from a bin edge: a float-noise flip, not a bug")
@@ -129,7 +134,7 @@ def test_esmfold_v1_widths_at_reduced_depth_match_the_reference(protein, tmp_pat
     hf = make_hf_esmfold(checkpoint_seed("esmfold", "v1-widths"), V1_WIDTHS)
     model = load_esmfold(write_hf_esmfold(hf, tmp_path / "esmfold-v1-widths"))
     _, ref = hf_fold(hf, protein)
-    compare_fold(hf, model, ref, fold_sequence(model, protein), protein)
+    compare_fold(hf, model, ref, fold_sequence(model, protein, matmul_precision=EXACT), protein)
 
 
 def test_chunked_triangle_attention_matches_the_reference():
