@@ -22,7 +22,7 @@ import dataclasses
 import functools
 import hashlib
 import weakref
-from typing import Callable, Hashable
+from typing import TYPE_CHECKING, Callable, Hashable
 
 import streamlit as st
 
@@ -33,6 +33,9 @@ from flamino_core.jobs.status import about
 from app_pages._ui.server import background
 from app_pages._ui.server.policy import visitor_model_name
 from app_pages._ui.frame.widgets import counted, plain
+
+if TYPE_CHECKING:  # the plans read the store and the cost model: the pages that only draw jobs do not
+    from flamino_core.jobs.plan import Plan
 
 QUICK_SECONDS = 30.0  # work estimated shorter starts at once; longer work is shown with its cost first
 MEASURE_SECONDS = 60.0  # how long a page waits for the first chunk that measures this machine's rate
@@ -121,6 +124,26 @@ def follow(key: tuple[Hashable, ...], title: str, unit: str, work: Callable[...,
     elif job.state != DONE:
         stopped(job, key, what, keeps)
     return job
+
+
+def follow_plan(key: tuple[Hashable, ...], title: str, plan: Plan, engine, *, what: str,
+                cheaper: tuple[str, Callable[[], None]] | None = None) -> Job | None:
+    """``follow`` for a core plan (``flamino_core.jobs.plan``): its cost is the plan's passes still
+    needed and their seconds here (``cost_of``); its work is ``plan.run`` with ``engine`` metered
+    for the job (a heavy-job slot per call) and a Ray cluster's work stopped when the job is
+    cancelled or its tab closed."""
+    def work(job: Job, first_only: bool = False):
+        return plan.run(job, background.metered(engine, job), first_only=first_only,
+                        stop=lambda: background.should_stop(job))
+
+    return follow(key, title, plan.unit, work, lambda: cost_of(plan, engine), what=what, cheaper=cheaper,
+                  model=engine_name(engine))
+
+
+def cost_of(plan: Plan, engine) -> Cost:
+    """What the page says ``plan`` costs: its passes still needed, which ones, their seconds here."""
+    needed = plan.needed()
+    return Cost(needed.passes, needed.one, needed.many, needed.how, needed.seconds(engine))
 
 
 def _measuring(work):
