@@ -24,9 +24,9 @@ PPPL_ASKED = "_pppl_asked"  # session state: the (model, set) whose pseudo-perpl
 TABLE = "records_table"
 
 
-def ask_pppl(engine, sequences) -> None:
-    """The button that asks for the pseudo-perplexity column, with what it costs."""
-    cost = set_results.masked_cost(engine, sequences)
+def ask_pppl(engine, model: str, sequences) -> None:
+    """The button that asks for the pseudo-perplexity column, with what it costs (its plan's)."""
+    cost = jobs_panel.cost_of(set_results.pppl_plan(engine, model, sequences), engine)
 
     def asked() -> None:  # the click is the go-ahead, whatever the cost said beside it
         st.session_state[PPPL_ASKED] = (engine.fingerprint, set_results.set_digest(sequences))
@@ -73,7 +73,7 @@ def main(ctx: PageContext) -> None:
     asked = st.session_state.get(PPPL_ASKED) == (engine.fingerprint, set_results.set_digest(sequences))
     pppl = set_results.pseudo_perplexities(engine, ctx.model, sequences, asked)
     if not asked and pppl.missing:
-        ask_pppl(engine, sequences)
+        ask_pppl(engine, ctx.model, sequences)
 
     frame = shown_frame(pd.DataFrame(summary_rows(
         found, {r.id: entropies.values.get(r.sequence) for r in found},

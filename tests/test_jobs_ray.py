@@ -71,13 +71,13 @@ def test_the_apps_set_job_goes_to_ray_and_a_cancel_keeps_what_arrived(on_ray, en
     local = []
     monkeypatch.setattr(Engine, "run", lambda self, *a, **k: local.append(a) or pytest.fail("ran in-process"))
     sequences = tuple(short(real_sequences)[:10])
-    job = jobs.start(set_results._outputs_work(engine, MODEL, sequences), "records", "records")
+    job = jobs.start(lambda job: set_results.outputs_plan(engine, MODEL, sequences).run(job, engine), "records", "records")
     assert job.wait(600) and job.state == jobs.DONE, job.error
     assert job.done == job.total == len(set(sequences)) and not local
     assert set(set_results.stored_outputs(engine, sequences, "entropy")) == set(sequences)
 
     more = tuple(short(real_sequences)[10:30])
-    job = jobs.start(set_results._outputs_work(engine, MODEL, more), "records", "records")
+    job = jobs.start(lambda job: set_results.outputs_plan(engine, MODEL, more).run(job, engine), "records", "records")
     deadline = time.monotonic() + 600
     while job.done == 0 and not job.finished:  # the first group of records is in
         assert time.monotonic() < deadline

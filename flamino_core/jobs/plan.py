@@ -127,3 +127,157 @@ class MaskedScan:
                 return None
         return passes.masked_log_probs(engine, self.sequence, positions, store=store, progress=job.progress,
                                        cancelled=job.cancelled, **self._with_structure)
+
+
+# --- a set's per-record outputs ---------------------------------------------------------------
+def _output_name(engine, sequence: str, which: str) -> str:
+    """The store's name of one output of ``sequence``: ``entropy`` or ``mean/<layer>``."""
+    n = engine.config.num_layers
+    names = passes.output_names(n, len(sequence), LONG, False)
+    return names[n + 1] if which == "entropy" else names[int(which.removeprefix("mean/"))]
+
+
+def stored_outputs(engine, sequences, which: str) -> dict[str, np.ndarray]:
+    """The stored ``which`` output (``entropy`` or ``mean/<layer>``) of each of ``sequences``
+    that has one (a record's outputs are stored together, in one transaction)."""
+    store, model, found = default_store(), engine.fingerprint, {}
+    for sequence in dict.fromkeys(sequences):
+        name = _output_name(engine, sequence, which)
+        value = store.outputs(model, sequence, [name]).get(name)
+        if value is not None:
+            found[sequence] = value
+    return found
+
+
+@dataclasses.dataclass(frozen=True)
+class SetOutputs:
+    """One unmasked pass per record of ``sequences`` (every layer's mean embedding and the
+    per-residue entropy together, ``passes.record_outputs``), ``chunk_residues`` residues an
+    engine call (the step at which records arrive; the first record alone: a row within
+    seconds), on a Ray cluster when ``FLAMINO_RAY_ADDRESS`` is set (``model``: the identifier a
+    worker loads). ``known``: records whose outputs the caller holds already (a job's, with a
+    store that keeps nothing), left out of the estimate. Partial results: ``job.value``, a dict
+    sequence -> ``passes.RecordOutputs`` growing as records arrive."""
+
+    engine: object
+    model: str
+    sequences: tuple[str, ...]
+    chunk_residues: int
+    known: frozenset[str] = frozenset()
+    unit = "records"
+
+    def needed(self) -> Needed:
+        unique = [s for s in dict.fromkeys(self.sequences) if s not in self.known]
+        stored = stored_outputs(self.engine, unique, "entropy")
+        return Needed(False, tuple((len(s), 1) for s in unique if s not in stored), "one per record")
+
+    def run(self, job, engine, first_only: bool = False, stop: Callable[[], bool] | None = None):
+        store, unique = default_store(), list(dict.fromkeys(self.sequences))
+        held: dict[str, passes.RecordOutputs] = {}
+        job.value = held  # read by the pages as records arrive (a dict grows safely under the GIL)
+        stored = stored_outputs(self.engine, unique, "entropy")
+        missing = [s for s in unique if s not in stored]
+        done = len(unique) - len(missing)
+        job.progress(done, len(unique))
+        if on_ray.ray_address() and missing:  # the cluster computes; this process stores as they arrive
+
+            def arrived(sequence: str, outputs: passes.RecordOutputs) -> None:
+                held[sequence] = outputs
+                job.progress(len(unique) - len(missing) + len(held), len(unique))
+
+            on_ray.record_outputs_on_ray(self.model, self.engine.fingerprint, self.engine.config.num_layers, missing,
+                                         store=store, on_record=arrived, cancelled=stop or job.cancelled)
+            return held
+        for chunk in residue_chunks(missing, self.chunk_residues, first=1):
+            for sequence, outputs in zip(chunk, passes.record_outputs(engine, chunk, long=LONG, store=store)):
+                held[sequence] = outputs
+            done += len(chunk)
+            job.progress(done, len(unique))
+            if first_only:
+                break
+        return held
+
+
+def residue_chunks(sequences: list[str], residues: int, first: int = 0) -> list[list[str]]:
+    """Records in chunks of about ``residues`` residues, the first ``first`` records a chunk of their own."""
+    chunks, current, size = ([sequences[:first]] if first and sequences else []), [], 0
+    for sequence in sequences[first:] if first else sequences:
+        if current and size + min(len(sequence), MAX_RESIDUES) > residues:
+            chunks.append(current)
+            current, size = [], 0
+        current.append(sequence)
+        size += min(len(sequence), MAX_RESIDUES)
+    return chunks + ([current] if current else [])
+
+
+# --- every position of each record of a set masked ------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class MaskedSet:
+    """Every position of each record of ``sequences`` masked once, through the store (on a Ray
+    cluster when ``FLAMINO_RAY_ADDRESS`` is set), and ``value(log_probs, sequence)`` of each
+    record once all its positions are in (``pseudo_perplexity``, read by the caller from the store
+    for the records the store completes). ``known``: as ``SetOutputs``. Partial results:
+    ``job.value``, a dict sequence -> value."""
+
+    engine: object
+    model: str
+    sequences: tuple[str, ...]
+    value: Callable[[np.ndarray, str], object]
+    known: frozenset[str] = frozenset()
+    unit = "positions"
+
+    def needed(self, how: str = "one per position of each record") -> Needed:
+        store, model = default_store(), self.engine.fingerprint
+        unique = [s for s in dict.fromkeys(self.sequences) if s not in self.known]
+        return Needed(True, tuple((len(s), len(s) - len(store.held_positions(model, s))) for s in unique), how)
+
+    def run(self, job, engine, first_only: bool = False, stop: Callable[[], bool] | None = None):
+        store, fingerprint = default_store(), self.engine.fingerprint
+        unique = list(dict.fromkeys(self.sequences))
+        values: dict[str, object] = {}
+        job.value = values
+        held = {s: store.held_positions(fingerprint, s) for s in unique}
+        total = sum(len(s) for s in unique)
+        done = sum(len(h) for h in held.values())
+        # What a position costs, by its record's length (pass_cost.masked_position_work): the job's
+        # rate is per MFLOP, so records of 150 residues done first say nothing wrong of those of 400.
+        cost = {s: pass_cost.masked_position_work(self.engine, len(s)) for s in unique}
+        total_work = sum(len(s) * cost[s] for s in unique)
+        done_work = [sum(len(held[s]) * cost[s] for s in unique)]
+
+        def report(positions: int, work: float) -> None:
+            job.progress(positions, total, (work, total_work))
+
+        report(done, done_work[0])
+        if on_ray.ray_address():  # the cluster masks; this process stores each chunk as it arrives
+            count = [done]
+
+            def arrived(sequence: str, positions: list[int]) -> None:
+                count[0] += len(positions)
+                done_work[0] += len(positions) * cost[sequence]
+                report(count[0], done_work[0])
+
+            work_items = [(s, [p for p in range(len(s)) if p not in held[s]]) for s in unique]
+            on_ray.masked_on_ray(self.model, fingerprint, [w for w in work_items if w[1]], store=store,
+                                 on_chunk=arrived, cancelled=stop or job.cancelled)
+            return values  # the caller reads each record's value from the store
+        for sequence in unique:
+            if len(held[sequence]) == len(sequence):
+                continue  # the caller reads it from the store
+            if first_only:  # one chunk: enough to measure this machine's rate
+                part = [p for p in range(len(sequence)) if p not in held[sequence]][:MEASURE_POSITIONS]
+                passes.masked_log_probs(engine, sequence, part, store=store)
+                report(done + len(part), done_work[0] + len(part) * cost[sequence])
+                return values
+
+            def step(finished: int, _asked: int, start: int = done - len(held[sequence]),
+                     before: float = done_work[0] - len(held[sequence]) * cost[sequence],
+                     each: float = cost[sequence]) -> None:
+                report(start + finished, before + finished * each)
+
+            log_probs = passes.masked_log_probs(engine, sequence, store=store, progress=step, cancelled=job.cancelled)
+            values[sequence] = self.value(log_probs, sequence)
+            done += len(sequence) - len(held[sequence])
+            done_work[0] += (len(sequence) - len(held[sequence])) * cost[sequence]
+            report(done, done_work[0])
+        return values
