@@ -4,9 +4,11 @@ Every strategy runs as a background job (``background.py``; one unmasked pass of
 sequence is heavy too), each engine call holding one slot of the heavy-job queue, so other
 visitors' work runs between its chunks. Every masked pass goes through the result store (a mutated position, or a pll mutant's positions, is masked once per
 model across pages and sessions; a cancelled job resumes where it stopped), one engine call per
-heavy-job slot. The masked sequence strategies (``pll``, ``pll-per-residue``: every residue of
-every mutant masked) are scored ``CHUNK_ROWS`` rows at a time, so their rows fill in while they
-run; the final table is then assembled from the store without running the model again. Lists
+heavy-job slot. Each score is the core's plan (``variants/score_plan.py``: the passes still
+needed, their cost, its chunks), run by ``jobs_panel.follow_plan``. The masked sequence
+strategies (``pll``, ``pll-per-residue``: every residue of every mutant masked) are scored
+``CHUNK_ROWS`` rows at a time, so their rows fill in while they run; the final table is then
+assembled from the store without running the model again. Lists
 are read with indels, stops and frameshifts (``indels.parse_mutations``): the sequence strategies
 score them, the substitution strategies list them as not scored, with the reason.
 """
@@ -20,14 +22,13 @@ import pandas as pd
 import streamlit as st
 
 from flamino_core.jobs.background import DONE
-from flamino_core.jobs import pass_cost
-from flamino_core.variants.dms import DmsError, DmsScores, DmsTable, parse_dms, score_dms, table_variants
+from flamino_core.variants.dms import DmsError, DmsScores, DmsTable, parse_dms, table_variants
 from flamino_core.options import STRATEGIES
 from flamino_core.variants.author_numbering import AuthorNumbering
 from flamino_core.variants import indels, structure_numbering
 from flamino_core.variants.notation import Variant
-from flamino_core.variants.scoring import VariantScores, score_variants
-from flamino_core.variants.variant_passes import held_in_store, variant_passes
+from flamino_core.variants.score_plan import ScorePlan, dms_plan, list_plan
+from flamino_core.variants.scoring import VariantScores
 
 from app_pages._ui.server import background, jobs_panel
 from app_pages._ui.server.policy import current_limits, hosted_mode
@@ -83,31 +84,9 @@ def list_scores(engine, sequence: str, text: str, offset: int, strategy: str, re
     variants, issues = parse_list(text, sequence, offset, record_id, numbering)
     key = ("variants", engine.fingerprint, _digest(sequence, text, offset, strategy, record_id, structure or "",
                                                    numbering.encode() if numbering else ""))
-    with_structure = {"structure": structure} if structure else {}
-
-    def work(job, first_only: bool = False):
-        chunks = _pll_chunks(len(variants)) if chunked(strategy) else [(0, len(variants))]
-        metered = background.metered(engine, job)
-        partial = []
-        job.value = {"partial": partial}
-        if len(chunks) > 1:
-            job.progress(0, len(variants))  # the start: the job's rate is measured from here
-        for start, stop in chunks if len(chunks) > 1 else ():  # pll: rows arrive chunk by chunk
-            partial.append(score_variants(metered, sequence, variants[start:stop], strategy,
-                                          record_id=record_id, **with_structure).table)
-            job.progress(stop, len(variants))
-            if first_only:  # this chunk measured the rate: the page now says what the rest costs
-                return job.value
-        progress = None if len(chunks) > 1 else job.progress
-        return score_variants(metered, sequence, variants, strategy, issues=issues, record_id=record_id,
-                              progress=progress, **with_structure)
-
-    # What the job's progress counts: rows when chunked (every list of 2 or more: the first row
-    # alone, then CHUNK_ROWS at a time), else the passes score_variants reports. A short pll list
-    # said "done (12 passes)" after 2,007 passes, counting its 12 variants as passes.
-    unit = "variants" if chunked(strategy) and len(_pll_chunks(len(variants))) > 1 else "passes"
-    return _follow(key, engine, sequence, variants, strategy, work, unit,
-                   f"Scoring {len(variants):,} variants ({strategy})", "scoring the variants", structure)
+    plan = list_plan(engine, sequence, variants, strategy, issues=issues, record_id=record_id, chunk_rows=CHUNK_ROWS,
+                     structure=structure)
+    return _follow(key, plan, f"Scoring {len(variants):,} variants ({strategy})", "scoring the variants")
 
 
 # --- a DMS table --------------------------------------------------------------------------------------
@@ -135,56 +114,18 @@ def dms_scores(engine, data: bytes, wild_type: str | None, offset: int, strategy
     ``list_scores``."""
     table = dms_table(data, wild_type, offset)
     key = ("dms", engine.fingerprint, _digest(data, wild_type, offset, strategy, record_id, structure or ""))
-    with_structure = {"structure": structure} if structure else {}
-    rows = len(table.frame)
-
-    def work(job, first_only: bool = False):
-        metered = background.metered(engine, job)
-        chunks = _pll_chunks(rows) if chunked(strategy) else [(0, rows)]
-        partial = []
-        job.value = {"partial": partial}
-        if len(chunks) > 1:
-            job.progress(0, rows)  # the start: the job's rate is measured from here
-        for start, stop in chunks if len(chunks) > 1 else ():
-            part = dataclasses.replace(table, frame=table.frame.iloc[start:stop].reset_index(drop=True),
-                                       as_written=None if table.as_written is None
-                                       else table.as_written.iloc[start:stop].reset_index(drop=True))
-            partial.append(score_dms(metered, part, strategy, record_id=record_id, **with_structure).frame)
-            job.progress(stop, rows)
-            if first_only:  # this chunk measured the rate: the page now says what the rest costs
-                return job.value
-        # Whole: from the store alone after the chunks (statistics and duplicates need every row).
-        return score_dms(metered, table, strategy, record_id=record_id,
-                         progress=None if len(chunks) > 1 else job.progress, **with_structure)
-
     variants = dms_variants(data, wild_type, offset, STRATEGIES[strategy].whole_sequences)
-    unit = "rows" if chunked(strategy) and len(_pll_chunks(rows)) > 1 else "passes"  # as list_scores
-    return _follow(key, engine, table.wild_type, variants, strategy,
-                   work, unit, f"Scoring {rows:,} DMS rows ({strategy})", "scoring the DMS table", structure)
+    plan = dms_plan(engine, table, variants, strategy, record_id=record_id, chunk_rows=CHUNK_ROWS, structure=structure)
+    return _follow(key, plan, f"Scoring {len(table.frame):,} DMS rows ({strategy})", "scoring the DMS table")
 
 
 # --- shared -----------------------------------------------------------------------------------------
-def chunked(strategy: str) -> bool:
-    """Whether ``strategy`` is scored a chunk of rows at a time (every residue of every mutant
-    masked: the rows arrive as they are scored)."""
-    return STRATEGIES[strategy].whole_sequences and STRATEGIES[strategy].masked
-
-
-def _pll_chunks(n: int) -> list[tuple[int, int]]:
-    """Row chunks: the first row alone (it appears within seconds, and measures the rate), then
-    ``CHUNK_ROWS`` at a time."""
-    bounds = [0, *range(1, n, CHUNK_ROWS), n] if n else [0, 0]
-    return list(zip(bounds[:-1], bounds[1:]))
-
-
-def _follow(key, engine, sequence: str, variants, strategy: str, work, unit: str,
-            title: str, what: str, structure: str | None = None) -> Scoring:
+def _follow(key, plan: ScorePlan, title: str, what: str) -> Scoring:
     done = background.find(key)
     if done is not None and done.state == DONE and not isinstance(done.value, dict):
         return Scoring(done.value)  # scored in this session already
-    job = jobs_panel.follow(key, title, unit, work, lambda: cost(engine, sequence, variants, strategy, structure),
-                            what=what, model=jobs_panel.engine_name(engine),
-                            cheaper=_cheaper(strategy, any(v.edits for v in variants)))
+    job = jobs_panel.follow_plan(key, title, plan, plan.engine, what=what,
+                                 cheaper=_cheaper(plan.strategy, any(v.edits for v in plan.variants)))
     if job is None:
         return Scoring(None)
     if job.state == DONE and not isinstance(job.value, dict):
@@ -194,11 +135,7 @@ def _follow(key, engine, sequence: str, variants, strategy: str, work, unit: str
 
 
 def cost(engine, sequence: str, variants, strategy: str, structure: str | None = None) -> jobs_panel.Cost:
-    """The passes ``strategy`` still runs for these variants (``variant_passes``: the rule the
-    core scores by; the store's masked passes are free) and their seconds here."""
-    needed = variant_passes(sequence, variants, strategy, held_in_store(engine, structure=structure))
-    if needed.masked:
-        return jobs_panel.Cost(needed.to_run, "masked pass", "masked passes", needed.how,
-                               pass_cost.masked_seconds(engine, needed.runs))
-    return jobs_panel.Cost(needed.to_run, "unmasked pass", "unmasked passes", needed.how,
-                           pass_cost.unmasked_seconds(engine, [length for length, _ in needed.runs]))
+    """What the page says a score costs: its plan's passes still needed (``variant_passes``, the
+    rule the core scores by; the store's masked passes are free) and their seconds here."""
+    plan = list_plan(engine, sequence, variants, strategy, record_id="", chunk_rows=CHUNK_ROWS, structure=structure)
+    return jobs_panel.cost_of(plan, engine)
