@@ -2,7 +2,12 @@
 #37, item 1): each job's cost model prediction at its start, its own estimate at 10% of its work
 and the time it took, as ``Job.expect`` logs them into ``FLAMINO_CACHE/pass_rates.json``.
 
-    .venv/bin/python benchmarks/estimates.py [--out docs-table.md]
+    .venv/bin/python benchmarks/estimates.py [--out docs-table.md] [--only KEY ...] [--rounds N]
+
+``--only`` runs the scenarios of those keys (``entropy``, ``pppl``, ``dms``, ``fit``, ``pppl-8M``),
+in this order, each starting from the rates the ones run before it measured: issue 50's first
+guesses are ``--only entropy pppl pppl-8M`` (a pass kind, then a model, never timed before) and
+``--only fit``.
 
 The app runs in-process (Streamlit's AppTest, the same pages, jobs, store and rates as a browser
 session) on untrained models of published shapes (``random:tiny``, ``random:esm2_t6_8M_UR50D``):
@@ -37,7 +42,7 @@ def targets(low: int, high: int, count: int) -> str:
 
 
 def scenarios():
-    """(name, model, drive(at) -> at): each a page and the clicks a user makes."""
+    """(key, name, model, drive(at) -> at): each a page and the clicks a user makes."""
     from test_app import open_page, paste, settle, start
 
     assay = (SHARED / "dms" / "A0A1I9GEU1_NEIME_Kennouche_2019.csv").read_bytes()
@@ -67,11 +72,12 @@ def scenarios():
 
     set_40 = targets(150, 300, 40)
     return [
-        ("mean entropy, 40 ProteinGym targets (150-300 aa)", "random:tiny", records(set_40, pppl=False)),
-        ("pseudo-perplexity, the same 40 targets", "random:tiny", records(set_40, pppl=True)),
-        ("DMS pll, NEIME assay (60 rows, 161 aa)", "random:tiny", dms),
-        ("fit on the NEIME assay (embedding, 5 folds)", "random:tiny", fit),
-        ("pseudo-perplexity, 12 targets (50-90 aa)", "random:esm2_t6_8M_UR50D", records(targets(50, 90, 12), pppl=True)),
+        ("entropy", "mean entropy, 40 ProteinGym targets (150-300 aa)", "random:tiny", records(set_40, pppl=False)),
+        ("pppl", "pseudo-perplexity, the same 40 targets", "random:tiny", records(set_40, pppl=True)),
+        ("dms", "DMS pll, NEIME assay (60 rows, 161 aa)", "random:tiny", dms),
+        ("fit", "fit on the NEIME assay (embedding, 5 folds)", "random:tiny", fit),
+        ("pppl-8M", "pseudo-perplexity, 12 targets (50-90 aa)", "random:esm2_t6_8M_UR50D",
+         records(targets(50, 90, 12), pppl=True)),
     ]
 
 
@@ -81,12 +87,19 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2,
                         help="times each scenario runs: the first on a fresh process (every row shape compiles "
                              "once), the next with the shapes compiled and the rates measured, the store emptied")
+    parser.add_argument("--only", nargs="+", metavar="KEY", help="run only these scenarios (keys: see the docstring)")
     args = parser.parse_args()
+    known = [key for key, *_ in scenarios()]
+    unknown = set(args.only or ()) - set(known)
+    if unknown:
+        parser.error(f"unknown scenario {', '.join(sorted(unknown))}: the keys are {', '.join(known)}")
     base = Path(tempfile.mkdtemp(prefix="flamino-estimates-"))
     os.environ["HF_HUB_OFFLINE"] = "1"
     rows, rates_file = [], None
     for round_ in range(1, args.rounds + 1):
-        for index, (name, model, drive) in enumerate(scenarios()):
+        for index, (key, name, model, drive) in enumerate(scenarios()):
+            if args.only and key not in args.only:
+                continue
             from app_pages._ui.server import background
 
             background.forget_all()  # the session's finished jobs: each round starts its work again

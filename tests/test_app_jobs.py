@@ -81,6 +81,7 @@ def test_pll_on_a_dms_table_fills_in_says_how_long_cancels_keeping_rows_and_resu
     row = pass_cost.row_work(engine.config, engine.masked_pass_shape(len(wild_type))[1], 1)  # one masked row, MFLOP
     rates.record(engine.fingerprint, "masked", 1000 * row, 10.0)
     monkeypatch.setattr(pass_cost, "compile_seconds", lambda *_: 0.0)  # compilations: tests/test_jobs.py
+    monkeypatch.setattr(pass_cost, "BATCH_FIXED_S", 0.0)  # each batch's fixed cost: tests/test_first_guess.py
     rates.weight = jobs.Rates().weight
     # Rows arrive in chunks of 1 (the first alone: a row within seconds), then 10: the wild type, then
     # mutants; hold the 12th mutant (the third chunk's first), with 11 rows in.

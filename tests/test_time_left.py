@@ -94,6 +94,7 @@ def test_a_compilation_is_told_to_the_job_when_its_batch_reports(monkeypatch, tm
     of the 4 s before the first batch's progress, and nothing more at the call's end."""
     now = [0.0]
     monkeypatch.setattr(metered_module.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(metered_module.pass_cost, "BATCH_FIXED_S", 0.0)  # a batch's fixed cost: test_first_guess.py
     config = SimpleNamespace(family="esm2", num_layers=2, embed_dim=32, attention_heads=4, ffn_dim=64, vocab_size=33)
     engine = SimpleNamespace(compiled_shapes={"16x64"}, fingerprint="m", config=config,
                              backend=SimpleNamespace(attention="xla", precision="fp32"))

@@ -100,18 +100,20 @@ class MeteredEngine:
         if self._rates is not None and batches:
             total = sum(t for _, t in batches)
             if fresh or cached:
-                running = self._rates.seconds(self.fingerprint, kind, total)  # its work at the rate so far
+                running = pass_cost.running_seconds(self._engine, kind, batches, self._rates)  # at the rate so far
                 left_to_tell = self._compiling_seconds(running, spent, fresh, cached) - told[0]  # (batches told some)
                 if self._on_compile is not None and left_to_tell > 0:
                     self._on_compile(left_to_tell)
                 self._record_compilations(running, spent, fresh, cached, [key for key, _ in batches])
+            # Recorded net of each batch's fixed cost (``pass_cost.record_call``).
             if len(batches) == len(finished) and len(finished) >= 3:
-                self._rates.record(self.fingerprint, kind, *_clean(batches, finished, compiled_before))
+                pass_cost.record_call(self._rates, self.fingerprint, kind, *_clean(batches, finished, compiled_before))
             elif len(finished) >= 3 and not compiled:  # batches not reported one by one: all but the first
-                self._rates.record(self.fingerprint, kind, total * (len(finished) - 1) / len(finished),
-                                   finished[-1] - finished[0])
+                share = (len(finished) - 1) / len(finished)
+                pass_cost.record_call(self._rates, self.fingerprint, kind, total * share, len(batches) * share,
+                                      finished[-1] - finished[0])
             elif not compiled:
-                self._rates.record(self.fingerprint, kind, total, spent)
+                pass_cost.record_call(self._rates, self.fingerprint, kind, total, len(batches), spent)
         return result
 
     def _compiled_in(self, kind: str, batch: tuple[str, float], seen: set[str], finished: list[float],
@@ -124,7 +126,7 @@ class MeteredEngine:
         seen.add(key)
         if not new or self._on_compile is None or self._rates is None:
             return 0.0
-        running = self._rates.seconds(self.fingerprint, kind, amount)
+        running = pass_cost.running_seconds(self._engine, kind, [batch], self._rates)
         if running is None:
             return 0.0
         took = finished[-1] - (finished[-2] if len(finished) > 1 else started)
@@ -152,15 +154,16 @@ class MeteredEngine:
             self._rates.add_compiled(architecture, keys)
 
 
-def _clean(batches: list[tuple[str, float]], finished: list[float], compiled_before: set[str]) -> tuple[float, float]:
-    """(work, seconds) of a call's batches that compiled nothing: not the first (it also carries the
+def _clean(batches: list[tuple[str, float]], finished: list[float],
+           compiled_before: set[str]) -> tuple[float, int, float]:
+    """(work, batches, seconds) of a call's batches that compiled nothing: not the first (it also carries the
     call's setup), nor the first of a shape not compiled before the call. The last batch of a
     record's chunk has rows of its own (16, 16, 16, 4): counting its compilation in the rate made
     a set's pseudo-perplexity measure 1.4e-4 s per MFLOP where its passes took about 3e-5, and the
     DMS pll after it was predicted 92 s for 18.6 s (Chromium, 2026-12-05)."""
-    seen, work, seconds = set(compiled_before), 0.0, 0.0
+    seen, work, counted, seconds = set(compiled_before), 0.0, 0, 0.0
     for index, ((key, amount), end) in enumerate(zip(batches, finished)):
         if index and key in seen:
-            work, seconds = work + amount, seconds + end - finished[index - 1]
+            work, counted, seconds = work + amount, counted + 1, seconds + end - finished[index - 1]
         seen.add(key)
-    return work, seconds
+    return work, counted, seconds

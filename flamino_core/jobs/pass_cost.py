@@ -18,6 +18,17 @@ only when JAX's persistent compilation cache is on) loads from that cache instea
 times cheaper. Seconds per compilation are measured per architecture (``architecture``) by
 ``MeteredEngine`` as the seconds a compiling call took beyond its tokens at the measured rate;
 before any measurement, ``DEFAULT_COMPILE_S``.
+
+A fixed cost per batch: each batch is one call into XLA, whose dispatch, copies and per-call
+numpy cost about a millisecond whatever its work (``BATCH_FIXED_S``). Rates are per MFLOP of the
+rest (``record_call``), so a rate timed on a small call (a set's first record alone, mostly that
+fixed cost) is not extrapolated over a long job of big batches; estimates add it back per batch.
+
+A first guess for a pass kind never timed for a model (``Rates.seconds``): the same kind's rate on
+the other models timed here (per MFLOP: the work scales with the model's size), else this model's
+other kind. Issue 50: a pseudo-perplexity borrowed from random:tiny's unmasked passes, whose
+calls are 2-6x a masked pass's time per MFLOP (every layer kept, and that fixed cost), was
+announced 6-13x long.
 """
 
 from __future__ import annotations
@@ -36,6 +47,17 @@ if TYPE_CHECKING:  # model.stack imports JAX; the pages that show costs must not
 # 3.4-6.5 s new, 0.6-1.3 s cached; random:esm2_t6_8M_UR50D 3.9-6.7 s new, 0.6-1.2 s cached. The
 # layers are one nnx.scan, so the model's depth barely changes it; wider models are measured.
 DEFAULT_COMPILE_S = {"compile": 5.0, "cached compile": 1.0}
+
+# Seconds each batch (one compiled call) costs beyond its work. Measured on the 2-core AMD EPYC at
+# load 3-5 (2026-12-06, /tmp probe: medians of 30 compiled calls of near-zero work): random:tiny
+# 0.96 ms for a 10-residue record's unmasked pass keeping every layer, 0.64 ms for one masked
+# position; random:esm2_t6_8M_UR50D's 10-residue call 10.5 ms, of which its 242 MFLOP at its
+# masked rate (1.8e-5 s per MFLOP) are about 4.3. A machine-wide constant, not measured per machine.
+BATCH_FIXED_S = 1e-3
+# A call's time beyond its batches' fixed cost, at least this share of it, is its work's
+# (``record_call``): a call of nearly nothing but fixed cost says little of the rate, and a
+# rate of zero would say a long job is free.
+MIN_WORK_SHARE = 0.25
 
 
 def architecture(engine) -> str:
@@ -129,12 +151,26 @@ class PassSeconds(float):
 
 def seconds(engine, kind: str, batches: list[tuple[str, float]], rates) -> PassSeconds | None:
     """Seconds for ``batches`` of ``kind`` passes (``masked``/``unmasked``) here: their work at
-    the measured rate, plus their new shapes' compilations (None: the rate never measured)."""
-    work = rates.seconds(engine.fingerprint, kind, sum(w for _, w in batches))
-    if work is None:
+    the measured rate and their fixed cost (``running_seconds``), plus their new shapes'
+    compilations (None: no rate to go by)."""
+    running = running_seconds(engine, kind, batches, rates)
+    if running is None:
         return None
     compiling = compilations_seconds(engine, *new_shapes(engine, batches, rates), rates)
-    return PassSeconds(work + compiling, compiling, borrowed=not rates.measured(engine.fingerprint, kind))
+    return PassSeconds(running + compiling, compiling, borrowed=not rates.measured(engine.fingerprint, kind))
+
+
+def running_seconds(engine, kind: str, batches: list[tuple[str, float]], rates) -> float | None:
+    """Seconds ``batches`` of ``kind`` passes take once compiled: their work at the rate (this
+    model's, else a first guess: ``Rates.seconds``) plus ``BATCH_FIXED_S`` each (None: no rate)."""
+    work = rates.seconds(engine.fingerprint, kind, sum(w for _, w in batches))
+    return None if work is None else work + len(batches) * BATCH_FIXED_S
+
+
+def record_call(rates, model: str, kind: str, work: float, batches: int, seconds: float) -> None:
+    """Record a call's ``seconds`` for ``batches`` batches of ``work`` MFLOP as the rate of its
+    work: the seconds beyond the batches' fixed cost, at least ``MIN_WORK_SHARE`` of them."""
+    rates.record(model, kind, work, max(seconds - batches * BATCH_FIXED_S, MIN_WORK_SHARE * seconds))
 
 
 def compilations_seconds(engine, fresh: int, cached: int, rates) -> float:

@@ -184,10 +184,11 @@ def ask(key, cost: Cost, what: str, cheaper) -> None:
 
 def rate_words(seconds: float) -> str:
     """Where a cost's time comes from, after "about X": this kind of pass timed here, or (never
-    timed for this model) the other kind's rate, a first guess (``PassSeconds.borrowed``)."""
+    timed for this model) a borrowed rate, a first guess (``PassSeconds.borrowed``, ``Rates.seconds``)."""
     if getattr(seconds, "borrowed", False):
-        return ("as a first guess (this kind of pass is not timed for this model here yet: the rate of its "
-                "other passes stands in, and the job's own rate replaces it)")
+        return ("as a first guess (this kind of pass is not timed for this model here yet: the rate this machine "
+                "measured for other models, by their size, or for this model's other passes stands in, and the "
+                "job's own rate replaces it)")
     return "at the rate this machine measured for this model"
 
 

@@ -1,0 +1,106 @@
+"""Issue 50 row 2: the first guess of a pass kind never timed for a model, and of a model never
+timed here, against recorded real timings.
+
+The timings below were recorded on the shared 2-core AMD EPYC (Zen 4) on 2026-12-06 between 12:05
+and 12:08 UTC at load average 3.8-10.4 (other agents' work), by a probe that ran each engine call
+twice and timed the second (compiled): random:tiny on 12 ProteinGym targets of 150-300 residues
+(the Records job's calls: one record alone, then ``record_groups``'s groups; then every position's
+masked pass, 64 a call), random:esm2_t6_8M_UR50D on 4 of 50-90. They are the machine's, not the
+cost model's: each row is (batches, MFLOP as ``pass_cost`` plans them, seconds measured). Under
+that load a model's rate varies by about 1.3x from minute to minute; the issue's bar is 1.5x.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from flamino_core.jobs import pass_cost
+from flamino_core.jobs.rates import Rates
+
+# random:tiny: the Records job's first chunk (one record of 161 residues, alone), its next call (11
+# records in two batches), and its set's masked passes (3,018 positions, 134 batches, summed).
+TINY_FIRST_RECORD = (1, 14.429, 0.00481)
+TINY_GROUP = (2, 740.991, 0.03157)
+TINY_SET_MASKED = (134, 65_794.0, 3.359)
+# random:esm2_t6_8M_UR50D: a first record alone (87 residues) and its set's masked passes (272 positions).
+EIGHT_M_FIRST_RECORD = (1, 1508.045, 0.06944)
+EIGHT_M_SET_MASKED = (6, 372_285.0, 22.672)
+
+
+def engine(name: str) -> SimpleNamespace:
+    """What ``pass_cost.seconds`` reads of an engine: its fingerprint and the shapes it compiled
+    (every shape here: these tests are of the passes' time, compilations are tests/test_jobs.py's)."""
+    config = SimpleNamespace(family=name, num_layers=1, embed_dim=1, attention_heads=1, ffn_dim=1, vocab_size=1)
+    return SimpleNamespace(fingerprint=name, compiled_shapes={"shape"}, config=config,
+                           backend=SimpleNamespace(attention="-", precision="-"))  # (``pass_cost.architecture``)
+
+
+def batches(recorded: tuple[int, float, float]) -> list[tuple[str, float]]:
+    count, work, _ = recorded
+    return [("shape", work / count)] * count
+
+
+def record(rates: Rates, model: str, kind: str, recorded: tuple[int, float, float]) -> None:
+    count, work, seconds = recorded
+    pass_cost.record_call(rates, model, kind, work, count, seconds)
+
+
+def test_a_pseudo_perplexity_is_guessed_from_other_models_masked_passes_not_a_small_unmasked_call(tmp_path):
+    """The issue's 6-13x: a set's pseudo-perplexity on a model whose only timed call was the
+    Records job's first record alone (its other calls compiled new shapes, so they set no rate)
+    borrowed that call's time per MFLOP, mostly fixed cost and an unmasked pass's every-layer
+    outputs. The guess now comes from the masked passes timed for another model here, per MFLOP
+    (the work scales with the model's size), plus each batch's fixed cost."""
+    first_record_rate = TINY_FIRST_RECORD[2] / TINY_FIRST_RECORD[1]  # what the old model borrowed, s per MFLOP
+    old_guess = first_record_rate * TINY_SET_MASKED[1]
+    actual = TINY_SET_MASKED[2]
+    assert old_guess / actual > 1.5  # 21.9 s said for 3.4 s: 6.5x (the issue: 6x and 13x)
+
+    rates = Rates(tmp_path / "rates.json")
+    record(rates, "random:tiny", "unmasked", TINY_FIRST_RECORD)
+    record(rates, "8M", "masked", EIGHT_M_SET_MASKED)
+    guess = pass_cost.seconds(engine("random:tiny"), "masked", batches(TINY_SET_MASKED), rates)
+    assert guess.borrowed  # the page says it is a first guess
+    assert 1 / 1.5 <= actual / guess <= 1.5  # 4.1 s for 3.4 s
+
+
+def test_with_no_other_model_timed_the_other_kind_is_borrowed_without_its_fixed_cost(tmp_path):
+    """No other model timed masked passes: the guess is this model's unmasked rate, net of each
+    batch's fixed cost. For random:tiny that is still about 5x long on this machine (its unmasked
+    pass costs more per MFLOP than its masked one: every layer's outputs), so this is the fallback,
+    not the rule; the job's own rate replaces it within its first chunks (``BORROWED_SHARE``)."""
+    rates = Rates(tmp_path / "rates.json")
+    record(rates, "random:tiny", "unmasked", TINY_FIRST_RECORD)
+    guess = pass_cost.seconds(engine("random:tiny"), "masked", batches(TINY_SET_MASKED), rates)
+    old_guess = TINY_FIRST_RECORD[2] / TINY_FIRST_RECORD[1] * TINY_SET_MASKED[1]
+    assert guess.borrowed and guess < old_guess
+    # Net of 1 ms: 3.81 of the call's 4.81 ms are its work's.
+    assert guess == pytest.approx((TINY_FIRST_RECORD[2] - pass_cost.BATCH_FIXED_S) / TINY_FIRST_RECORD[1]
+                                  * TINY_SET_MASKED[1] + TINY_SET_MASKED[0] * pass_cost.BATCH_FIXED_S)
+
+
+def test_a_model_never_timed_here_is_guessed_from_the_models_that_were(tmp_path):
+    """Issue 50: "the cost model predicts a never-measured architecture from the ones measured
+    here and its size". The 8M model's set, never timed, from random:tiny's masked passes per
+    MFLOP: within 1.5x (the old model had no guess: it ran a first chunk to measure)."""
+    rates = Rates(tmp_path / "rates.json")
+    assert pass_cost.seconds(engine("8M"), "masked", batches(EIGHT_M_SET_MASKED), rates) is None  # nothing timed
+    record(rates, "random:tiny", "masked", TINY_SET_MASKED)
+    record(rates, "random:tiny", "unmasked", TINY_GROUP)
+    guess = pass_cost.seconds(engine("8M"), "masked", batches(EIGHT_M_SET_MASKED), rates)
+    assert guess.borrowed
+    assert 1 / 1.5 <= EIGHT_M_SET_MASKED[2] / guess <= 1.5  # 18.2 s for 22.7 s
+    # Its own masked passes timed: its own rate, no longer a guess.
+    record(rates, "8M", "masked", EIGHT_M_SET_MASKED)
+    own = pass_cost.seconds(engine("8M"), "masked", batches(EIGHT_M_SET_MASKED), rates)
+    assert not own.borrowed and own == pytest.approx(EIGHT_M_SET_MASKED[2])
+
+
+def test_a_call_of_nearly_nothing_but_fixed_cost_keeps_a_share_of_its_time_as_work(tmp_path):
+    """A call faster than its batches' fixed cost (a fast machine, a tiny record) still records a
+    rate (``MIN_WORK_SHARE`` of its time): a rate of zero would call a long job free."""
+    rates = Rates(tmp_path / "rates.json")
+    pass_cost.record_call(rates, "m", "masked", 10.0, 4, 0.002)  # 4 batches in 2 ms: under 4 ms fixed
+    assert rates.seconds("m", "masked", 10.0) == pytest.approx(pass_cost.MIN_WORK_SHARE * 0.002)
