@@ -220,7 +220,7 @@ def missing_passes(spec: FeatureSpec, inputs: Inputs, engine, store=None) -> tup
     """
     from flamino_core.store.passes import output_names
     from flamino_core.store.result_store import default_store
-    from flamino_core.variants.variant_passes import held_in_store, variant_passes
+    from flamino_core.variants.variant_passes import held_in_store, held_sets_in_store, variant_passes
 
     store = default_store() if store is None else store
     if spec.kind == "embedding":
@@ -230,6 +230,7 @@ def missing_passes(spec: FeatureSpec, inputs: Inputs, engine, store=None) -> tup
                      for s in distinct for names in [output_names(layers, len(s), "window", False)])
         return len(distinct) - stored, len(distinct), "unmasked passes (one per distinct sequence)"
     if spec.kind == "augmented":
-        needed = variant_passes(inputs.wild_type, inputs.variants, spec.zero_shot, held_in_store(engine, store))
+        needed = variant_passes(inputs.wild_type, inputs.variants, spec.zero_shot, held_in_store(engine, store),
+                                held_sets_in_store(engine, store))
         return needed.to_run, needed.planned, f"{'masked' if needed.masked else 'unmasked'} passes ({needed.how})"
     return 0, 0, "passes"

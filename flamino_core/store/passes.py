@@ -4,6 +4,8 @@ outputs computed at most once per model, whoever asks (app, command line, batch)
 * ``masked_log_probs`` is the one way to get masked passes: it reads what ``result_store`` holds,
   runs only the missing positions, in chunks of ``CHUNK``, and stores each chunk as it finishes,
   so an interruption loses at most the chunk in flight and the next call resumes.
+* ``joint_masked_log_probs`` does the same for passes masking a set of positions together in one
+  row (joint-masked scores of multi-mutants), each set stored under its own key (``joint_key``).
 * ``record_outputs`` is the one way to get what an unmasked pass says of a whole record (a mean
   embedding at every layer, per-residue entropy, logits when asked): one pass per record gives
   everything the set's pages need, stored together.
@@ -94,6 +96,60 @@ def model_key(engine, structure: str | None = None) -> str:
     if not structure or set(structure) == {"#"}:
         return engine.fingerprint
     return f"{engine.fingerprint}+3di:{hashlib.sha256(structure.encode()).hexdigest()[:32]}"
+
+
+# --- passes masking a set of positions together -----------------------------------------------------
+def joint_key(model: str, positions: Sequence[int]) -> str:
+    """The store's model key of the pass masking ``positions`` (0-based) together: the masked key
+    (``model_key``) and the set, so each set's rows are kept apart from single-position passes."""
+    return f"{model}+joint:{','.join(str(int(p)) for p in positions)}"
+
+
+def held_joint_sets(model: str, sequence: str, position_sets: Sequence[Sequence[int]],
+                    store: ResultStore | None = None) -> set[tuple[int, ...]]:
+    """The sets among ``position_sets`` whose joint pass the store holds (``model``: ``model_key``'s)."""
+    store = default_store() if store is None else store
+    return {tuple(s) for s in position_sets if len(store.held_positions(joint_key(model, s), sequence)) == len(set(s))}
+
+
+def joint_masked_log_probs(
+    engine,
+    sequence: str,
+    position_sets: Sequence[Sequence[int]],
+    *,
+    store: ResultStore | None = None,
+    progress: ProgressFn | None = None,
+    cancelled: Callable[[], bool] | None = None,
+    structure: str | None = None,
+) -> list[np.ndarray]:
+    """Per set, log p(token | sequence with every position of the set masked at once), (len(set),
+    vocab) float32: the stored ones read, the missing ones run in one ``Engine.compute_joint_masked``
+    call (its batches as they were before the store held any) and stored. ``progress``: (sets done,
+    sets asked) after each batch, stored ones counted as done; ``cancelled``: polled before the
+    engine runs."""
+    store = default_store() if store is None else store
+    model = model_key(engine, structure)
+    found: dict[tuple[int, ...], np.ndarray] = {}
+    for positions in dict.fromkeys(tuple(int(p) for p in s) for s in position_sets):
+        held = store.masked(joint_key(model, positions), sequence, positions)
+        if len(held) == len(set(positions)):
+            found[positions] = np.stack([held[p] for p in positions])
+    missing = [s for s in dict.fromkeys(tuple(int(p) for p in s) for s in position_sets) if s not in found]
+    asked = len(found) + len(missing)
+    if progress and found:  # (nothing stored: the engine's first batch is the first news, as before the store)
+        progress(len(found), asked)
+    if missing:
+        if cancelled is not None and cancelled():
+            raise Cancelled(f"stopped after {len(found):,} of {asked:,} joint-masked sets (kept)")
+        before = len(found)
+        report = (lambda batch, batches: progress(before + round(len(missing) * batch / max(batches, 1)), asked)
+                  ) if progress else None
+        ran = engine.compute_joint_masked(sequence, missing, progress=report,
+                                          **({"structure": structure} if structure else {}))
+        for positions, log_probs in zip(missing, ran):
+            store.put_masked(joint_key(model, positions), sequence, positions, log_probs)
+            found[positions] = np.asarray(log_probs, np.float32)
+    return [found[tuple(int(p) for p in s)] for s in position_sets]
 
 
 # --- one unmasked pass per record --------------------------------------------------------------

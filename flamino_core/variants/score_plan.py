@@ -21,7 +21,7 @@ from flamino_core.options import STRATEGIES
 from flamino_core.variants.dms import DmsTable, score_dms
 from flamino_core.variants.scoring import score_variants
 from flamino_core.variants.variant import Variant
-from flamino_core.variants.variant_passes import held_in_store, variant_passes
+from flamino_core.variants.variant_passes import held_in_store, held_sets_in_store, variant_passes
 
 ProgressFn = Callable[[int, int], None]
 
@@ -69,7 +69,8 @@ class ScorePlan:
 
     def needed(self) -> Needed:
         found = variant_passes(self.sequence, self.variants, self.strategy,
-                               held_in_store(self.engine, structure=self.structure))
+                               held_in_store(self.engine, structure=self.structure),
+                               held_sets_in_store(self.engine, structure=self.structure))
         return Needed(found.masked, found.runs, found.how)
 
     def run(self, job, engine, first_only: bool = False, stop: Callable[[], bool] | None = None):

@@ -17,8 +17,8 @@ as ProteinGym's ``proteingym/baselines/esm/compute_fitness.py`` (``label_row``) 
   ``-per-residue`` forms) score indels, stops and frameshifts too (``sequence_scores``); the
   substitution strategies refuse a variant with ``edits``.
 
-Every pass that masks one position goes through the result store (``passes.masked_log_probs``);
-joint-masked's passes (a set of positions masked in one row) run each time, unstored. What runs
+Every masked pass goes through the result store: one position's (``passes.masked_log_probs``), and
+joint-masked's sets of positions masked in one row (``passes.joint_masked_log_probs``). What runs
 is counted before it runs by ``variant_passes`` (hosted limits, the app's estimate). Every
 difference and PLL is ``scores``' one definition (``substitution_scores``,
 ``pseudo_log_likelihood``).
@@ -36,7 +36,7 @@ from flamino_core.variants import substitution_maps as scores
 from flamino_core.alphabet import STANDARD_AMINO_ACIDS
 from flamino_core.model.config import MAX_RESIDUES
 from flamino_core.options import DEFAULT_VARIANT_STRATEGY, PLL_HOSTED_MAX_PASSES, STRATEGIES, Strategy, scoring_strategies
-from flamino_core.store.passes import masked_log_probs
+from flamino_core.store.passes import joint_masked_log_probs, masked_log_probs
 from flamino_core.variants.notation import INDEL, Variant, VariantIssue
 from flamino_core.variants.variant import SUBSTITUTION
 from flamino_core.variants.sequence_scores import PassCounter, normalisation, pass_plan, score_sequences
@@ -235,16 +235,16 @@ def _masked_scores(engine, sequence: str, variants: list[Variant], declared: Str
     for v in variants:
         results[v.order] = (_sum_scores(table, row_of, v), 0.0 if declared.joint else np.nan, OK)
     if declared.joint:
-        _joint(engine, sequence, variants, sets, counter, results, masked.get("structure"))
+        _joint(engine, sequence, variants, sets, counter, results, masked)
     return passes, results
 
 
 def _joint(engine, sequence: str, variants: list[Variant], sets: list[tuple], counter: PassCounter,
-           results: dict, structure: str | None = None) -> None:
-    """The joint-masked scores of the multi-mutants (one pass per position set, its own engine
-    call: a set masks several positions in one row, which no single-position pass holds)."""
-    passes = engine.compute_joint_masked(sequence, sets, progress=counter.stage_batches(len(sets)),
-                                         **({"structure": structure} if structure else {}))
+           results: dict, masked: dict) -> None:
+    """The joint-masked scores of the multi-mutants: one pass per position set (a set masks several
+    positions in one row, which no single-position pass holds), through the result store
+    (``passes.joint_masked_log_probs``: a set masked before is read, not run again)."""
+    passes = joint_masked_log_probs(engine, sequence, sets, progress=counter.stage(len(sets)), **masked)
     joint = {key: scores.from_log_probs(log_probs, sequence, positions=key).substitutions
              for key, log_probs in zip(sets, passes)}
     for v in variants:

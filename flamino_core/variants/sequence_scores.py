@@ -230,11 +230,3 @@ class PassCounter:
         if self.progress is None or self.total <= 1:
             return None
         return lambda done, _: self.progress(start + done, self.total)
-
-    def stage_batches(self, passes: int) -> ProgressFn | None:
-        """A stage of ``passes`` reporting the engine's (batches done, batches)."""
-        start = self.done
-        self.done += passes
-        if self.progress is None or self.total <= 1:
-            return None
-        return lambda batch, batches: self.progress(start + round(passes * batch / max(batches, 1)), self.total)

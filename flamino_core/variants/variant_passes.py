@@ -8,8 +8,8 @@ What the engine runs for each strategy (``scoring``, ``sequence_scores``):
 * ``masked-marginals`` (a masked ``variant`` strategy): a masked pass per distinct mutated
   position, through the result store.
 * ``joint-masked`` (``Strategy.joint``): those, and one pass per distinct position set of a multi-mutant that fits in
-  one window (``joint_sets``; a wider set is not scored, so it costs nothing). Joint passes are
-  not stored: they always run.
+  one window (``joint_sets``; a wider set is not scored, so it costs nothing), through the
+  result store too (``passes.joint_masked_log_probs``): a set stored is not run again.
 * ``wt-marginals`` (an unmasked one): one unmasked pass per window of the sequence (one when it fits the model's
   ``MAX_RESIDUES``; ``windows.window_starts`` otherwise), stored nowhere.
 * the sequence strategies: ``sequence_scores.pass_plan``'s runs: every residue of each run masked
@@ -32,9 +32,15 @@ from flamino_core.variants.variant import Variant
 
 # A sequence's masked positions the result store holds (0-based); ``nothing_held``: a plan alone.
 Held = Callable[[str], set[int]]
+# Among a sequence's joint position sets, those whose joint pass the store holds.
+HeldSets = Callable[[str, Sequence[tuple[int, ...]]], set[tuple[int, ...]]]
 
 
 def nothing_held(sequence: str) -> set[int]:
+    return set()
+
+
+def no_sets_held(sequence: str, position_sets: Sequence[tuple[int, ...]]) -> set[tuple[int, ...]]:
     return set()
 
 
@@ -71,9 +77,10 @@ def joint_sets(variants: Sequence[Variant]) -> list[tuple[int, ...]]:
 
 
 def variant_passes(sequence: str, variants: Sequence[Variant], strategy: str,
-                   held: Held = nothing_held) -> VariantPasses:
+                   held: Held = nothing_held, held_sets: HeldSets = no_sets_held) -> VariantPasses:
     """The passes ``scoring.score_variants`` runs for ``variants`` of ``sequence`` by ``strategy``,
-    given the masked positions the store holds (``held``; default: none)."""
+    given the masked positions and the joint sets the store holds (``held``, ``held_sets``;
+    default: none)."""
     declared = STRATEGIES[strategy]
     if declared.whole_sequences:
         return _sequence_passes(sequence, variants, strategy, held)
@@ -86,7 +93,8 @@ def variant_passes(sequence: str, variants: Sequence[Variant], strategy: str,
     positions = {i for v in variants for i in v.indices}
     sets = joint_sets(variants) if declared.joint else []
     how = "one per mutated position" + (", and one per multi-mutant" if declared.joint else "")
-    runs = ((len(sequence), len(positions - held(sequence)) + len(sets)),) if variants else ()
+    sets_to_run = len(set(sets) - held_sets(sequence, sets)) if sets else 0
+    runs = ((len(sequence), len(positions - held(sequence)) + sets_to_run),) if variants else ()
     return VariantPasses(True, runs, len(positions) + len(sets), how)
 
 
@@ -110,6 +118,15 @@ def planned_passes(sequence: str, variants: Sequence[Variant], strategy: str) ->
     """Every pass ``score_variants`` runs for these variants, stored ones included (what a hosted
     server checks against its limit)."""
     return variant_passes(sequence, variants, strategy).planned
+
+
+def held_sets_in_store(engine, store=None, structure: str | None = None) -> HeldSets:
+    """The joint sets the result store holds for ``engine`` (and ``structure``), keyed as
+    ``passes.joint_masked_log_probs`` keys them."""
+    from flamino_core.store.passes import held_joint_sets, model_key
+
+    model = model_key(engine, structure)
+    return lambda sequence, position_sets: held_joint_sets(model, sequence, position_sets, store)
 
 
 def held_in_store(engine, store=None, structure: str | None = None) -> Held:
