@@ -4,10 +4,10 @@ and the time it took, as ``Job.expect`` logs them into ``FLAMINO_CACHE/pass_rate
 
     .venv/bin/python benchmarks/estimates.py [--out docs-table.md] [--only KEY ...] [--rounds N]
 
-``--only`` runs the scenarios of those keys (``entropy``, ``pppl``, ``dms``, ``fit``, ``pppl-8M``),
+``--only`` runs the scenarios of those keys (``entropy``, ``pppl``, ``dms``, ``fit``, ``fit-200``, ``pppl-8M``),
 in this order, each starting from the rates the ones run before it measured: issue 50's first
 guesses are ``--only entropy pppl pppl-8M`` (a pass kind, then a model, never timed before) and
-``--only fit``.
+``--only fit fit-200``.
 
 The app runs in-process (Streamlit's AppTest, the same pages, jobs, store and rates as a browser
 session) on untrained models of published shapes (``random:tiny``, ``random:esm2_t6_8M_UR50D``):
@@ -64,18 +64,22 @@ def scenarios():
         at.radio(key="_w_vstrategy").set_value("pll").run()
         return settle(at, start=True)
 
-    def fit():
-        at = open_page(start(), "predict")
-        at.file_uploader(key="_predict_upload").set_value([("assay.csv", assay, "text/csv")])
-        at = at.run()
-        return settle(next(b for b in at.button if b.label == "Fit the predictor").click().run(), start=True)
+    def fit(data: bytes = assay):
+        def drive():
+            at = open_page(start(), "predict")
+            at.file_uploader(key="_predict_upload").set_value([("assay.csv", data, "text/csv")])
+            at = at.run()
+            return settle(next(b for b in at.button if b.label == "Fit the predictor").click().run(), start=True)
+        return drive
 
     set_40 = targets(150, 300, 40)
     return [
         ("entropy", "mean entropy, 40 ProteinGym targets (150-300 aa)", "random:tiny", records(set_40, pppl=False)),
         ("pppl", "pseudo-perplexity, the same 40 targets", "random:tiny", records(set_40, pppl=True)),
         ("dms", "DMS pll, NEIME assay (60 rows, 161 aa)", "random:tiny", dms),
-        ("fit", "fit on the NEIME assay (embedding, 5 folds)", "random:tiny", fit),
+        ("fit", "fit on the NEIME assay (embedding, 5 folds)", "random:tiny", fit()),
+        ("fit-200", "fit on 200 rows of the NEIME assay (embedding, 5 folds)", "random:tiny",
+         fit(b"".join(assay.splitlines(keepends=True)[:201]))),  # issue 50 row 3's size
         ("pppl-8M", "pseudo-perplexity, 12 targets (50-90 aa)", "random:esm2_t6_8M_UR50D",
          records(targets(50, 90, 12), pppl=True)),
     ]

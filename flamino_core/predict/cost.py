@@ -57,6 +57,13 @@ BOOTSTRAP_FIXED = 2e6  # one resample's AUC and MCC, in operations (see ``bootst
 BOOTSTRAP_PER_CLASS = 1.15e6
 RATE_MODEL = "scikit-learn"  # the rate's key in ``jobs.Rates`` (the same for every model)
 RATE_KIND = "fit"
+# A fit job's fixed cost: its worker, a Python process (``worker.FitWorker``), imports scikit-learn
+# in its first fit. Measured on the 2-core AMD EPYC at load 4-5 (2026-12-06, a 200-row embedding fit
+# of the NEIME assay, four jobs): the first of 67 fits took 2.4-4.7 s beyond the others' mean (median
+# 2.8), the others 0.03-0.04 s each (median). Left out of the estimate, a 200-row fit was predicted at
+# 3.3 s and took 10.3 s warm, 22.3 s in a fresh process (issue 50 row 3; tests/test_fit_worker_start.py).
+WORKER_START_S = 2.8
+WORKER_KEY = "scikit-learn worker start"  # its measured seconds' key in ``jobs.Rates`` (kind RATE_KIND)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -200,6 +207,26 @@ def seconds_here(cost: FitCost, rates) -> float:
     """``cost``'s seconds at this machine's robust measured rate (``DEFAULT_SECONDS_PER_OP`` until
     three fits of its key were measured; never more than ``Rates``' clamp from it)."""
     return rates.robust_seconds(*rate_key(cost), cost.work, DEFAULT_SECONDS_PER_OP)
+
+
+def worker_start_seconds(rates) -> float:
+    """Seconds a fit job's worker takes to start and import scikit-learn here: its robust measured
+    value (``record_fit_times``), ``WORKER_START_S`` until three jobs measured it."""
+    return rates.robust_seconds(WORKER_KEY, RATE_KIND, 1.0, WORKER_START_S)
+
+
+def record_fit_times(rates, cost: FitCost, took: list[float], source: str = "") -> None:
+    """A finished fit job's times into ``rates``: ``took``, each of its scikit-learn fits' seconds,
+    the first of which also started the worker. The worker's start is the first fit's time beyond
+    the others' mean; the rate per operation is timed on the others, ``cost``'s work in proportion
+    (so the start is counted once, in ``worker_start_seconds``, not in every operation's rate)."""
+    if len(took) < 2:
+        if took:
+            rates.record_sample(*rate_key(cost), cost.work, took[0], source=source)
+        return
+    rest = took[1:]
+    rates.record_sample(*rate_key(cost), cost.work * len(rest) / len(took), sum(rest), source=source)
+    rates.record_sample(WORKER_KEY, RATE_KIND, 1.0, max(took[0] - sum(rest) / len(rest), 1e-3), source=source)
 
 
 def problem(cost: FitCost, limits: FitLimits, seconds: float) -> str | None:

@@ -23,7 +23,7 @@ from flamino_core.jobs import pass_cost
 from flamino_core.store import passes
 from flamino_core.inputs.tables import TableLimits
 from flamino_core.predict import apply
-from flamino_core.predict.cost import FitCost, rate_key, seconds_here
+from flamino_core.predict.cost import FitCost, record_fit_times, seconds_here, worker_start_seconds
 from flamino_core.predict.fit import FITS, FitResult, fit_table
 from flamino_core.predict.features import FeatureError
 from flamino_core.predict.saved import PredictorError
@@ -120,7 +120,7 @@ def fit_seconds(engine, table: LabelledTable, planned: FitCost, plan: list) -> t
     seconds of the model passes still to run (``fit.planned_work``'s ``plan``), None when this
     machine has not measured the model yet)."""
     rates = jobs.default_rates()
-    fits = seconds_here(planned, rates)
+    fits = seconds_here(planned, rates) + worker_start_seconds(rates)
     length = max(len(s) for s in table.sequences if s is not None)
     passes = 0.0
     for _, missing, _, unit in plan:
@@ -155,7 +155,7 @@ def _fit_work(engine, choice: FitChoice, table: LabelledTable, planned: FitCost,
     scikit-learn fit in a slot of its own, so other visitors' jobs run between two fits, and in a
     process of its own (``FitWorker``): it stops within a fraction of a second, mid-fit, when
     cancelled, when its tab closes, or past ``budget`` seconds of fitting."""
-    spent, started = [0.0], [None]
+    spent, started, took = [0.0], [None], []  # took: each fit's seconds (the first starts the worker)
 
     def over_budget() -> str | None:
         running = time.monotonic() - started[0] if started[0] is not None else 0.0
@@ -180,7 +180,8 @@ def _fit_work(engine, choice: FitChoice, table: LabelledTable, planned: FitCost,
             try:
                 yield
             finally:
-                spent[0] += time.monotonic() - started[0]
+                took.append(time.monotonic() - started[0])
+                spent[0] += took[-1]
                 started[0] = None
 
     def stage(name: str):
@@ -201,7 +202,7 @@ def _fit_work(engine, choice: FitChoice, table: LabelledTable, planned: FitCost,
                                run_fit=lambda fit: worker.run(fit, check))
         except (FeatureError, LabelError, OverBudget) as err:
             return str(err)
-    jobs.default_rates().record_sample(*rate_key(planned), planned.work, spent[0], source=job.visitor or "")
+    record_fit_times(jobs.default_rates(), planned, took, job.visitor or "")
     return result
 
 
