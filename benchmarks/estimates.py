@@ -4,8 +4,8 @@ and the time it took, as ``Job.expect`` logs them into ``FLAMINO_CACHE/pass_rate
 
     .venv/bin/python benchmarks/estimates.py [--out docs-table.md] [--only KEY ...] [--rounds N]
 
-``--only`` runs the scenarios of those keys (``entropy``, ``pppl``, ``dms``, ``fit``, ``fit-200``, ``pppl-8M``),
-in this order, each starting from the rates the ones run before it measured: issue 50's first
+``--only`` runs the scenarios of those keys (``entropy``, ``pppl``, ``dms``, ``fit``, ``fit-200``,
+``pppl-8M``), in this order, each starting from the rates the ones run before it measured: issue 50's first
 guesses are ``--only entropy pppl pppl-8M`` (a pass kind, then a model, never timed before) and
 ``--only fit fit-200``.
 
