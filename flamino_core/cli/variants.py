@@ -130,6 +130,7 @@ def _variants(args, records, mutations, engine):
     import pandas as pd
 
     from flamino_core.variants import indels, notation, structure_numbering as in_structure
+    from flamino_core.variants.score_plan import list_plan
     from flamino_core.variants.scoring import OK, output_columns, score_variants
     from flamino_core.variants.sequence_scores import pass_plan
 
@@ -151,9 +152,11 @@ def _variants(args, records, mutations, engine):
         if whole:  # the cost before the work: the wild type's passes counted once
             say(f"{record.id}: {pass_plan(record.sequence, variants, args.strategy).describe(len(variants))}")
         label = record.id if len(records) == 1 else f"{record.id} ({n + 1}/{len(records)})"
+        structure = structure_letters(args, record.sequence, engine)
+        say_plan(record.id, list_plan(engine, record.sequence, variants, args.strategy, record_id=record.id,
+                                      structure=structure), engine)
         result = score_variants(engine, record.sequence, variants, args.strategy, issues=issues,
-                                record_id=record.id, progress=Progress(label),
-                                structure=structure_letters(args, record.sequence, engine))
+                                record_id=record.id, progress=Progress(label), structure=structure)
         _notes(result.notes, shown)
         for status in result.table["status"]:
             if status != OK:
@@ -252,8 +255,9 @@ def _score_dms(args, dms, record_id: str, model: str):
     """One model's scores, or an ensemble's (``-m esm1v_ensemble``, ``-m ensemble:A,B,...``):
     each member's in a column, their mean as ``score``."""
     from flamino_core.model.model_id import ModelId
-    from flamino_core.variants.dms import score_dms
+    from flamino_core.variants.dms import score_dms, table_variants
     from flamino_core.variants.ensemble import score_dms_ensemble
+    from flamino_core.variants.score_plan import dms_plan
     from flamino_core.weights.loading import default_model
 
     try:
@@ -265,6 +269,9 @@ def _score_dms(args, dms, record_id: str, model: str):
         # --structure is the -m model's: a compared model that reads sequences only scores without it.
         main = model == (args.model or default_model())
         structure = structure_letters(args, dms.wild_type, engine) if engine.family.structure_aware or main else None
+        variants = table_variants(dms, indels=STRATEGIES[args.strategy].whole_sequences)[0]
+        say_plan(record_id, dms_plan(engine, dms, variants, args.strategy, record_id=record_id, structure=structure),
+                 engine)
         return score_dms(engine, dms, args.strategy, record_id=record_id, progress=Progress(record_id),
                          structure=structure)
     if args.structure and model == (args.model or default_model()):
@@ -272,6 +279,17 @@ def _score_dms(args, dms, record_id: str, model: str):
     say(f"{record_id}: an ensemble of {len(members)} models, scored one after the other")
     return score_dms_ensemble(lambda member: load_engine(member, args.verbose), members, dms, args.strategy,
                               record_id=record_id, progress=Progress(record_id))
+
+
+def say_plan(record_id: str, plan, engine) -> None:
+    """The passes a score still runs and, when this machine timed the model, their time: the plan
+    the app's page shows before the same work (``jobs/plan.py``)."""
+    from flamino_core.jobs.status import about
+
+    needed = plan.needed()
+    seconds = needed.seconds(engine) if needed.passes else None
+    when = f", {about(seconds)} at the rate this machine measured" if seconds is not None else ""
+    say(f"{record_id}: to run: {needed.describe()}{when}")
 
 
 def _shown(value) -> str:

@@ -59,6 +59,10 @@ class Needed:
     def many(self) -> str:
         return "masked passes" if self.masked else "unmasked passes"
 
+    def describe(self) -> str:
+        """``1,234 masked passes (one per mutated position)``."""
+        return f"{self.passes:,} {self.one if self.passes == 1 else self.many} ({self.how})"
+
     def seconds(self, engine, rates=None) -> pass_cost.PassSeconds | None:
         """Their seconds on this machine (None: the model's rate never measured here)."""
         if self.masked:

@@ -6,7 +6,9 @@ The masked sequence strategies (every residue of every mutant masked: ``chunked`
 chunk of rows at a time, the first row alone (it appears within seconds, and measures the rate),
 then ``chunk_rows`` at a time, each chunk's table kept on the job (``job.value["partial"]``) as
 it arrives; the whole is then scored again from the store, without running the model (its
-statistics and duplicates need every row). Every other strategy is one call, reporting its passes.
+statistics and duplicates need every row). Every other strategy is one call, reporting its passes,
+and so is every strategy without ``chunk_rows`` (the command line's way: the plan's passes are
+the same, said before the work by ``flamino variants`` and ``flamino dms``).
 """
 
 from __future__ import annotations
@@ -51,14 +53,16 @@ class ScorePlan:
     strategy: str
     rows: int
     row_unit: str
-    chunk_rows: int
+    chunk_rows: int | None  # None: every row in one call (the command line's way)
     part: Callable[[object, int, int], pd.DataFrame]
     whole: Callable[[object, ProgressFn | None], object]
     structure: str | None = None
 
     @property
     def chunks(self) -> list[tuple[int, int]]:
-        return row_chunks(self.rows, self.chunk_rows) if chunked(self.strategy) else [(0, self.rows)]
+        if chunked(self.strategy) and self.chunk_rows:
+            return row_chunks(self.rows, self.chunk_rows)
+        return [(0, self.rows)]
 
     @property
     def unit(self) -> str:
@@ -88,7 +92,7 @@ class ScorePlan:
 
 
 def list_plan(engine, sequence: str, variants: Sequence[Variant], strategy: str, *, issues=(), record_id: str,
-              chunk_rows: int, structure: str | None = None) -> ScorePlan:
+              chunk_rows: int | None = None, structure: str | None = None) -> ScorePlan:
     """A mutation list of ``sequence`` scored (``score_variants``; ``issues``: the list's entries
     that could not be read, listed in its table)."""
     variants = tuple(variants)
@@ -107,7 +111,7 @@ def list_plan(engine, sequence: str, variants: Sequence[Variant], strategy: str,
 
 
 def dms_plan(engine, table: DmsTable, variants: Sequence[Variant], strategy: str, *, record_id: str,
-             chunk_rows: int, structure: str | None = None) -> ScorePlan:
+             chunk_rows: int | None = None, structure: str | None = None) -> ScorePlan:
     """Every row of the DMS ``table`` scored (``score_dms``); ``variants``: its mutants as the pass
     rule counts them (``dms.table_variants``, indels read when the strategy scores them)."""
     with_structure = {"structure": structure} if structure else {}

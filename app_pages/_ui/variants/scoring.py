@@ -137,5 +137,4 @@ def _follow(key, plan: ScorePlan, title: str, what: str) -> Scoring:
 def cost(engine, sequence: str, variants, strategy: str, structure: str | None = None) -> jobs_panel.Cost:
     """What the page says a score costs: its plan's passes still needed (``variant_passes``, the
     rule the core scores by; the store's masked passes are free) and their seconds here."""
-    plan = list_plan(engine, sequence, variants, strategy, record_id="", chunk_rows=CHUNK_ROWS, structure=structure)
-    return jobs_panel.cost_of(plan, engine)
+    return jobs_panel.cost_of(list_plan(engine, sequence, variants, strategy, record_id="", structure=structure), engine)
