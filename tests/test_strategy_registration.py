@@ -103,11 +103,12 @@ def test_the_toy_is_computed_by_a_batch_shard(toy, engine, tmp_path):
 
 
 def test_the_toys_estimate_is_the_passes_the_engine_runs(toy, engine, rows_run):  # noqa: F811
-    from app_pages._ui.variants import scoring as variant_results
+    from app_pages._ui.server import jobs_panel
+    from flamino_core.variants.score_plan import list_plan
     from flamino_core.variants.scoring import score_variants
 
     variants, _ = indels.parse_mutations(MUTATIONS, SEQUENCE)
-    shown = variant_results.cost(engine, SEQUENCE, variants, TOY)
+    shown = jobs_panel.cost_of(list_plan(engine, SEQUENCE, variants, TOY, record_id=""), engine)  # the page's
     rows_run[0] = 0
     scored = score_variants(engine, SEQUENCE, variants, TOY)
     assert shown.passes == scored.passes == rows_run[0] == 1  # one unmasked pass: the sequence fits a window

@@ -1,7 +1,8 @@
 """The page's estimate and the work done come from one rule (issue 49): the pass count the
-Variant effects page shows before a score (``_ui/variants/scoring.cost``, from the core's
-``variant_passes``) equals the passes the engine then runs, counted where the engine builds the
-rows the network reads (every window of an unmasked pass, every masked row), on ``random:tiny``.
+Variant effects page shows before a score (``jobs_panel.cost_of`` of the score's plan,
+``variants/score_plan.py``, from the core's ``variant_passes``) equals the passes the engine then
+runs, counted where the engine builds the rows the network reads (every window of an unmasked
+pass, every masked row), on ``random:tiny``.
 
 The two cases where the page and the core once disagreed: wt-marginals over a sequence of two
 windows (the page said 1), and a joint-masked multi-mutant wider than one window (the page
@@ -14,12 +15,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from app_pages._ui.variants import scoring as variant_results
+from app_pages._ui.server import jobs_panel
 from flamino_core.alphabet import STANDARD_AMINO_ACIDS
 from flamino_core.model.config import MAX_RESIDUES
 from flamino_core.runtime import planner
 from flamino_core.runtime.engine import Engine
 from flamino_core.variants import indels
+from flamino_core.variants.score_plan import list_plan
 from flamino_core.variants.scoring import score_variants
 from flamino_core.variants.variant_passes import planned_passes
 from flamino_core.weights.loading import load_weights
@@ -55,6 +57,11 @@ def rows_run(monkeypatch) -> list[int]:
     return counted
 
 
+def shown_cost(engine, sequence, variants, strategy) -> jobs_panel.Cost:
+    """What the page shows before a score: its plan's cost (``jobs_panel.follow_plan`` asks the same)."""
+    return jobs_panel.cost_of(list_plan(engine, sequence, variants, strategy, record_id=""), engine)
+
+
 def _sequence() -> str:
     rng = np.random.default_rng(49)
     return "".join(rng.choice(list(STANDARD_AMINO_ACIDS), LENGTH))
@@ -83,7 +90,7 @@ def _variants(sequence: str):
 def test_the_pages_pass_count_is_the_passes_the_engine_runs(engine, rows_run, strategy):
     sequence = _sequence()
     variants = _variants(sequence)
-    shown = variant_results.cost(engine, sequence, variants, strategy)
+    shown = shown_cost(engine, sequence, variants, strategy)
     rows_run[0] = 0
     scored = score_variants(engine, sequence, variants, strategy)
     assert shown.passes == rows_run[0] > 0, shown.describe()
@@ -95,7 +102,7 @@ def test_the_pages_pass_count_is_the_passes_the_engine_runs(engine, rows_run, st
         assert len(wide) == 1 and "window" in wide["status"].iloc[0]  # the wide set was not run
         # Again: every pass is stored now, the joint sets' too (passes.joint_masked_log_probs), so
         # the page says none and none runs; the scores read back are the ones computed.
-        again = variant_results.cost(engine, sequence, variants, strategy)
+        again = shown_cost(engine, sequence, variants, strategy)
         rows_run[0] = 0
         rescored = score_variants(engine, sequence, variants, strategy)
         assert again.passes == rows_run[0] == 0, again.describe()

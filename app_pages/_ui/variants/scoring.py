@@ -133,8 +133,3 @@ def _follow(key, plan: ScorePlan, title: str, what: str) -> Scoring:
     held = job.value.get("partial") if isinstance(job.value, dict) else None
     return Scoring(None, pd.concat(held, ignore_index=True) if held else None)
 
-
-def cost(engine, sequence: str, variants, strategy: str, structure: str | None = None) -> jobs_panel.Cost:
-    """What the page says a score costs: its plan's passes still needed (``variant_passes``, the
-    rule the core scores by; the store's masked passes are free) and their seconds here."""
-    return jobs_panel.cost_of(list_plan(engine, sequence, variants, strategy, record_id="", structure=structure), engine)
