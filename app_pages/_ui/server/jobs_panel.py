@@ -2,9 +2,11 @@
 with a time estimate and its own Cancel while it runs, what became of it when it stopped, and
 the session's jobs listed in the sidebar on every page.
 
-``follow`` is what a page calls for its work: it finds the session's job for that work
-(``background.py``), starts one when the work is quick or was asked for, or says first what it
-costs (passes, and their time at the rate this machine measured for this model) and offers the
+``follow_plan`` is what a page calls for model work: the core's plan of it
+(``flamino_core/jobs/plan.py``: the passes still needed given the store, their cost, its chunks)
+run as a job, its cost the plan's own (``cost_of``). ``follow``, under it, takes any work: it
+finds the session's job for that work (``background.py``), starts one when the work is quick or
+was asked for, or says first what it costs (passes, and their time at the rate this machine measured for this model) and offers the
 cheaper strategy where there is one. A job of unknown cost (this model never ran here) first runs
 one chunk, which measures the rate (the page waits for it unless it compiles a model new to the
 server: then its progress line says so at once); the next run of the page knows the cost of the
