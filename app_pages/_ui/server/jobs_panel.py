@@ -4,15 +4,15 @@ the session's jobs listed in the sidebar on every page.
 
 ``follow_plan`` is what a page calls for model work: the core's plan of it
 (``flamino_core/jobs/plan.py``: the passes still needed given the store, their cost, its chunks)
-run as a job, its cost the plan's own (``cost_of``). ``follow``, under it, takes any work: it
-finds the session's job for that work (``background.py``), starts one when the work is quick or
-was asked for, or says first what it costs (passes, and their time at the rate this machine measured for this model) and offers the
-cheaper strategy where there is one. A job of unknown cost (this model never ran here) first runs
-one chunk, which measures the rate (the page waits for it unless it compiles a model new to the
-server: then its progress line says so at once); the next run of the page knows the cost of the
-rest. A job of
-known cost is given it (``Job.expect``): its time left leans on it until the job has measured its
-own rate, and its predicted and actual times go into the pass-rate file when it ends.
+run as a job, its cost the plan's own (``cost_of``). ``follow``, under it, takes any work: it finds
+the session's job for that work (``background.py``), starts one when the work is quick or was asked
+for, or says first what it costs (passes, and their time at the rate this machine measured for this
+model) and offers the cheaper strategy where there is one. A job of unknown cost (this model never
+ran here) first runs one chunk, which measures the rate (the page waits for it unless it compiles a
+model new to the server: then its progress line says so at once); the next run of the page knows
+the cost of the rest. A job of known cost is given it (``Job.expect``): its time left leans on it
+until the job has measured its own rate, and its predicted and actual times go into the pass-rate
+file when it ends.
 
 While a job of the session runs, ``watch`` reruns the app whenever the job has news (at most
 every ``WATCH_SECONDS``), so tables fill in and maps gain points without a click.
