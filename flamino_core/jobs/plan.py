@@ -24,7 +24,7 @@ plan (``jobs_panel.follow_plan``).
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Protocol, Sequence
+from typing import Callable, Protocol
 
 import numpy as np
 
