@@ -104,3 +104,38 @@ def test_a_call_of_nearly_nothing_but_fixed_cost_keeps_a_share_of_its_time_as_wo
     rates = Rates(tmp_path / "rates.json")
     pass_cost.record_call(rates, "m", "masked", 10.0, 4, 0.002)  # 4 batches in 2 ms: under 4 ms fixed
     assert rates.seconds("m", "masked", 10.0) == pytest.approx(pass_cost.MIN_WORK_SHARE * 0.002)
+
+
+def test_a_groups_second_batch_times_the_rate_when_its_first_compiled(tmp_path, monkeypatch):
+    """Why the Records job's first record alone was the model's only rate: each later call (a group
+    of records, two batches here) compiled its shape in its first batch, and a call of fewer than
+    three batches set no rate. Its second batch, of the shape its first compiled, is timed now
+    (``_clean``), so the job's groups replace the first record's rate (running average, 0.3 a
+    call). Fake clock; the batch times are the recorded calls' (the group's two batches: half of
+    its 31.6 ms each, the first also compiling for 3 s)."""
+    from flamino_core.jobs import metered as metered_module
+    from flamino_core.jobs.metered import MeteredEngine
+
+    now = [0.0]
+    monkeypatch.setattr(metered_module.time, "monotonic", lambda: now[0])
+    tiny = engine("random:tiny")
+    rates = Rates(tmp_path / "rates.json")
+    metered = MeteredEngine(tiny, rates)
+
+    def calls(times):
+        def call(report):
+            for done, took in enumerate(times, start=1):
+                now[0] += took
+                report(done, len(times))
+        return call
+
+    count, work, seconds = TINY_FIRST_RECORD
+    tiny.compiled_shapes.add("one")
+    metered._timed("unmasked", [("one", work)], calls([seconds]), None)  # the first record, compiled before
+    half = TINY_GROUP[1] / 2
+    for group in range(10):  # the job's groups, each a shape new to this process
+        batches = [(f"group {group}", half)] * 2
+        metered._timed("unmasked", batches, calls([3.0 + TINY_GROUP[2] / 2, TINY_GROUP[2] / 2]), None)
+        tiny.compiled_shapes.add(f"group {group}")
+    said = pass_cost.seconds(tiny, "unmasked", batches, rates)
+    assert 1 / 1.5 <= TINY_GROUP[2] / said <= 1.5  # the first record's rate alone: 6.2x

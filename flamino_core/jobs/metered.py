@@ -106,7 +106,7 @@ class MeteredEngine:
                     self._on_compile(left_to_tell)
                 self._record_compilations(running, spent, fresh, cached, [key for key, _ in batches])
             # Recorded net of each batch's fixed cost (``pass_cost.record_call``).
-            if len(batches) == len(finished) and len(finished) >= 3:
+            if len(batches) == len(finished) and len(finished) >= 2:  # (a group's two batches: the second)
                 pass_cost.record_call(self._rates, self.fingerprint, kind, *_clean(batches, finished, compiled_before))
             elif len(finished) >= 3 and not compiled:  # batches not reported one by one: all but the first
                 share = (len(finished) - 1) / len(finished)
