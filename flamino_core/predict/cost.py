@@ -53,8 +53,8 @@ ITERATION_OVERHEAD = 9e5
 PER_COEFFICIENT = 47.0
 PER_ENTRY = 1.9
 LOGISTIC_ITERATIONS = 1000  # of one LogisticRegressionCV, every inner fit and the refit together
-BOOTSTRAP_FIXED = 2e6  # one resample's AUC and MCC, in operations (see ``bootstrap_work``), measured
-BOOTSTRAP_PER_CLASS = 1.15e6
+BOOTSTRAP_FIXED = 3e5  # one resample's AUC and MCC, in operations (see ``bootstrap_work``), measured
+BOOTSTRAP_PER_ROW_CLASS = 150.0
 RATE_MODEL = "scikit-learn"  # the rate's key in ``jobs.Rates`` (the same for every model)
 RATE_KIND = "fit"
 # A fit job's fixed cost: its worker, a Python process (``worker.FitWorker``), imports scikit-learn
@@ -173,12 +173,15 @@ def set_cost(label: str, task: str, labelled: int, folds: int, features: int, no
 
 def bootstrap_work(task: str, labelled: int, classes: int = 2) -> float:
     """Operations of one comparison row's bootstrap intervals (``BOOTSTRAP`` resamples): a
-    Spearman per resample, or an AUC (one-vs-rest: one per class) and an MCC, whose cost is
-    mostly scikit-learn's checks per call: ``BOOTSTRAP_PER_CLASS`` a class (51 classes of 300
-    rows: ~60 ms a resample, a minute a row: the worker's CPU time on the AMD EPYC, less its fits)."""
+    Spearman per resample, or an AUC (one-vs-rest: a ranking per class) and an MCC. The
+    classification figures are ``evaluation``'s own AUC and MCC, CPU time per resample measured
+    on the 2-core AMD EPYC (2026-12-06; 100-3,000 rows x 2-51 classes): 0.3 ms + 0.15 us per row and
+    class, within 1.5x of each measurement above 300 rows x 5 classes and an over-estimate (up to
+    2.4x) below. scikit-learn's functions, used before, cost 10-60 ms a resample in input checks:
+    a minute a row for 51 classes of 300 rows, about a second now."""
     if task == "regression":
         return BOOTSTRAP * labelled * 1e3
-    return BOOTSTRAP * (BOOTSTRAP_FIXED + BOOTSTRAP_PER_CLASS * (1 if classes <= 2 else classes))
+    return BOOTSTRAP * (BOOTSTRAP_FIXED + BOOTSTRAP_PER_ROW_CLASS * labelled * max(classes, 2))
 
 
 def fit_cost(task: str, labelled: int, folds: int, kinds: list[tuple[str, str]], length: int | None,
