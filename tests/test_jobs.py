@@ -265,6 +265,42 @@ def test_a_cost_counts_the_shapes_not_compiled_in_this_process(engine, store, tm
     assert warm == pytest.approx(work + shapes * pass_cost.DEFAULT_COMPILE_S["cached compile"])
 
 
+def test_a_cancel_during_the_first_chunk_that_measures_the_rate_stops_the_work_and_says_so(engine):
+    """A masked scan's first chunk measures this machine's rate and does not poll ``cancelled``
+    (one chunk); a Cancel clicked while it runs used to end it as ``MEASURED``, and the page's next
+    run started the rest as a new job: the Chromium scan test saw all 3,000 positions done after
+    its Cancel. A Cancel that arrives after the chunk ended, before the page drew that, is the
+    same click on the same progress bar: it cancels too."""
+    from flamino_core.jobs.plan import MaskedScan
+
+    sequence = "".join(np.random.default_rng(50).choice(list("ACDEFGHIKLMNPQRSTVWY"), 200))  # 64 + 136 left
+    scan = MaskedScan(engine, sequence, tuple(range(len(sequence))))
+    in_chunk, release = threading.Event(), threading.Event()
+
+    def slot():  # the chunk's engine call waits here: the test cancels while it runs
+        in_chunk.set()
+        assert release.wait(60)
+        return contextlib.nullcontext()
+
+    def first_chunk(job):
+        job.measure_only()  # what jobs_panel._measuring does
+        return scan.run(job, MeteredEngine(engine, slot=slot), first_only=True)
+
+    job = jobs.start(first_chunk, "Masked scan", "positions")
+    assert in_chunk.wait(60)
+    job.cancel()
+    release.set()
+    assert job.wait(60) and job.state == jobs.CANCELLED
+    assert job.status().line() == "Masked scan: cancelled after 64 of 200 positions, kept"
+    assert scan.needed().passes == len(sequence) - 64  # the chunk is kept: a Resume runs the rest
+
+    measured = jobs.start(lambda job: (job.measure_only(), job.progress(4, 10)), "first chunk", "records")
+    assert measured.wait(30) and measured.state == jobs.MEASURED
+    measured.cancel()
+    assert measured.state == jobs.CANCELLED and measured.pace is None  # it never said a pace: no rate
+    assert measured.status().line() == "first chunk: cancelled after 4 of 10 records, kept"
+
+
 def test_a_jobs_status_names_each_phase_in_one_place_and_is_never_done_while_units_remain():
     """``Job.status()`` (issue #37, item 2): queued before its first report, measuring until its own
     rate is known, n of N with the time left, cancelling from the click until the chunk in flight

@@ -215,9 +215,13 @@ class Job:
 
     # --- what watchers call ------------------------------------------------------------------
     def cancel(self) -> None:
-        """Stop at the next chunk boundary; finished chunks are kept."""
+        """Stop at the next chunk boundary; finished chunks are kept. A first chunk that measured
+        the rate and ended (``MEASURED``) before the click was handled is cancelled too: else the
+        page's next run started the rest as a new job, and the user's Cancel did nothing."""
         self._cancel.set()
         with self._changed:
+            if self.state == MEASURED:  # the rest goes on only by Resume, at the pace it said
+                self.state, self.pace = CANCELLED, self._said_pace
             self._bump()
 
     @property
@@ -331,9 +335,12 @@ class Job:
     def _finish(self, state: str, value=None, error: str | None = None) -> None:
         """End the job; a job that did not finish keeps the partial value its work set."""
         with self._changed:
-            if state == DONE and self.measuring_only and self.total is not None and self.done < self.total:
+            units_left = self.total is not None and self.done < self.total
+            if state == DONE and self.measuring_only and units_left:
                 state = MEASURED  # the value is the first chunk's, the rest is not computed
-            if state in (CANCELLED, STOPPED) and self.total is not None and self.total > self.done:
+            if state in (DONE, MEASURED) and units_left and self.cancelled():
+                state = CANCELLED  # cancelled in a chunk that does not poll (a first, measuring one): said so
+            if state in (CANCELLED, STOPPED) and units_left:
                 # The pace it said at its last report (per unit of work where it reports work): the
                 # chunk cut short by the cancel counted no unit, and its time would slow the pace
                 # (a pll cancelled at 145 of 300 rows said 10 s left, then its Resume 18-23 s).

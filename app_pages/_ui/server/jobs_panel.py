@@ -85,7 +85,7 @@ def follow(key: tuple[Hashable, ...], title: str, unit: str, work: Callable[...,
     """
     job = background.find(key)
     if job is not None and not job.finished:
-        running(job, where="page")
+        running(job, key)
         return job
     if job is not None and job.state in (CANCELLED, FAILED):  # until the user says go on
         stopped(job, key, what, keeps)
@@ -120,7 +120,7 @@ def follow(key: tuple[Hashable, ...], title: str, unit: str, work: Callable[...,
     if not (first_only and job.compiles):
         job.wait(FOLLOW_SECONDS)
     if not job.finished:
-        running(job, where="page")
+        running(job, key)
     elif job.state == MEASURED:  # a compiling first chunk came in meanwhile: the page says what the rest costs
         st.rerun()
     elif job.state != DONE:
@@ -194,12 +194,24 @@ def rate_words(seconds: float) -> str:
     return "at the rate this machine measured for this model"
 
 
-def running(job: Job, where: str) -> None:
-    """The job's progress bar (with the time left at its measured rate) and its Cancel."""
+def running(job: Job, key: tuple[Hashable, ...]) -> None:
+    """The job's progress bar (with the time left at its measured rate) and its Cancel, which is
+    the work ``key``'s, not the job's: a click on the button drawn for the first chunk that
+    measured the rate reaches the job that runs the rest if the page started it meanwhile (a
+    button keyed by the job was gone from the page's last run, and Streamlit dropped the click)."""
     status = job.status()
     st.progress(status.fraction, text=status.line())
-    st.button("Cancel", key=f"{where}-cancel-{job.id}", on_click=job.cancel, icon=":material/stop_circle:",
+    st.button("Cancel", key=f"page-cancel-{_widget(key)}", on_click=cancel_work, args=(key,),
+              icon=":material/stop_circle:",
               help="Stops after the chunk in flight; everything finished is kept.", disabled=status.phase == "cancelling")
+
+
+def cancel_work(key: tuple[Hashable, ...]) -> None:
+    """Cancel the session's latest job for the work ``key``: running, or a first chunk that
+    measured the rate (``Job.cancel``: then it reads as cancelled, and the rest waits for Resume)."""
+    job = background.find(key)
+    if job is not None:
+        job.cancel()
 
 
 def status_line(job: Job) -> str:
