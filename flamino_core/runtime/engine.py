@@ -24,7 +24,6 @@ import os
 from typing import Callable, Literal, Sequence
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
@@ -47,6 +46,16 @@ TRACE_COUNTS: collections.Counter = collections.Counter()
 # after their last engine is gone: a process switching between a few models (the app keeps two
 # engines) finds them again; more would only hold memory.
 SHARED_COMPILATIONS = 8
+
+
+def to_device(array: np.ndarray) -> jax.Array:
+    """A host array on the default device, for a compiled function's argument.
+
+    ``jax.device_put``, not ``jnp.asarray``: under JAX 0.10 ``jnp.asarray`` of a NumPy array
+    binds ``lax.stage``, an XLA program compiled once per shape and process (too quick to be
+    kept in the persistent cache), 10-30 ms of every start and of every new batch shape.
+    The same array either way (dtype canonicalized as ``jnp.asarray`` does)."""
+    return jax.device_put(array)
 
 
 def enable_compilation_cache(directory: str | os.PathLike | None = None) -> None:
@@ -235,8 +244,8 @@ class Engine:
             tokens, segments = planner.pack(batch, encoded, lambda ids: ids)  # each window encoded once
             # Segment ids only when rows share; omitted otherwise, so the call is the unpacked one
             # (same arguments, same compiled function).
-            extra = () if segments is None else (jnp.asarray(segments),)
-            out = jax.device_get(self._forward(self.state, jnp.asarray(tokens), *extra, capture=capture))
+            extra = () if segments is None else (to_device(segments),)
+            out = jax.device_get(self._forward(self.state, to_device(tokens), *extra, capture=capture))
             self.compiled_shapes.add(planner.shape_key("forward", tokens.shape, bool(extra), capture))
             for item, output in planner.unpack(out, batch, lengths):
                 merge.add(item, output)
@@ -328,7 +337,7 @@ class Engine:
             tokens = planner.masked_rows(sequence_tokens, spans, [[p + 1] for p in chunk], width, mask_ids)
             mask_at = np.ones(len(tokens), np.int32)  # filler rows: any token, their output is dropped
             mask_at[:len(chunk)] = [p + 1 - start for p, (start, _) in zip(chunk, spans)]
-            log_probs = self._masked_log_probs(self.state, jnp.asarray(tokens), jnp.asarray(mask_at))
+            log_probs = self._masked_log_probs(self.state, to_device(tokens), to_device(mask_at))
             self.compiled_shapes.add(planner.shape_key("masked", tokens.shape))
             out[first:first + len(chunk)] = self.family.amino_acid_view(np.asarray(log_probs)[: len(chunk)])
             if progress:
@@ -344,7 +353,7 @@ class Engine:
         n = self.config.num_layers
         capture = Capture(hidden=self.normalize_layers(tuple(repr_layers) + (n,)),
                           attention=self.normalize_layers(attention_layers))
-        return jax.device_get(self._forward(self.state, jnp.asarray(tokens, jnp.int32), capture=capture))
+        return jax.device_get(self._forward(self.state, to_device(np.asarray(tokens, np.int32)), capture=capture))
 
     @device_memory.retry_smaller_batches
     def compute_joint_masked(
@@ -375,7 +384,7 @@ class Engine:
             chunk, chunk_spans = position_sets[first:first + max_rows], spans[first:first + max_rows]
             masked = [np.asarray(positions) + 1 for positions in chunk]  # residue i is token i + 1
             tokens = planner.masked_rows(sequence_tokens, chunk_spans, masked, width, mask_ids)
-            logits = np.asarray(jax.device_get(self._forward(self.state, jnp.asarray(tokens), capture=Capture()).logits))
+            logits = np.asarray(jax.device_get(self._forward(self.state, to_device(tokens), capture=Capture()).logits))
             for r, (at_tokens, (start, _)) in enumerate(zip(masked, chunk_spans)):
                 at = logits[r, at_tokens - start].astype(np.float64)  # (K, vocab)
                 out.append(self.family.amino_acid_view(log_softmax(at)).astype(np.float32))
