@@ -3,42 +3,54 @@
 One module per command family, each declaring its subcommands' arguments (``add_parsers``) and
 running them (``cmd_*``); ``build_parser`` below assembles them, and ``main`` maps every failure
 to an exit status and one line on stderr. Each command imports the heavy modules it needs (JAX,
-Ray) only when it runs: ``flamino --help`` loads neither (``tests/test_imports.py``).
+Ray) only when it runs: ``flamino --help`` loads neither (``tests/test_imports.py``). A command
+module is itself imported only when its parser is built, and ``main`` builds the named command's
+alone: ``flamino embed`` neither imports nor builds the other nine (40 ms of CPU of a one-protein
+start, docs/benchmarks.md "The start of a one-protein embed").
 
-Adding a command: a module here with ``add_parsers(sub)`` and its ``cmd_*``, and one line in
-``COMMAND_MODULES``.
+Adding a command: a module here with ``add_parsers(sub)`` and its ``cmd_*``, its name in
+``COMMAND_MODULES`` and each command it declares in ``COMMANDS`` (``tests/test_cli_commands.py`` checks
+that the two agree).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 import traceback
 from typing import Sequence
 
 from flamino_core.progress import say
-from flamino_core.cli import batch_jobs, campaign, contacts, embed, fold, models, predict, score, suggest, variants
 from flamino_core.cli.common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UserError
 
 __all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "UserError", "build_parser", "main", "run"]
 
-# In the order `flamino --help` lists them.
-COMMAND_MODULES = (models, embed, score, variants, predict, suggest, campaign, contacts, fold, batch_jobs)
+# Modules of flamino_core.cli, in the order `flamino --help` lists their commands.
+COMMAND_MODULES = ("models", "embed", "score", "variants", "predict", "suggest", "campaign", "contacts", "fold",
+                   "batch_jobs")  # fmt: skip
+# Each command and the module that declares it.
+COMMANDS = {"fetch": "models", "convert": "models", "embed": "embed", "score": "score", "variants": "variants",
+            "dms": "variants", "fit": "predict", "predict": "predict", "suggest": "suggest",
+            "campaign": "campaign", "contacts": "contacts", "fold": "fold", "batch": "batch_jobs"}  # fmt: skip
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser: every command's, or only ``command``'s module's when it names
+    one (the same parser for that command's arguments, its help and its errors)."""
     parser = argparse.ArgumentParser(
         prog="flamino", description="ESM-2 embeddings and variant scores (JAX / Flax NNX)."
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    for module in COMMAND_MODULES:
-        module.add_parsers(sub)
+    for name in (COMMANDS[command],) if command in COMMANDS else COMMAND_MODULES:
+        importlib.import_module(f"flamino_core.cli.{name}").add_parsers(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv[0] if argv else None)
     try:
         args = parser.parse_args(argv)
     except SystemExit as exit_:  # argparse already printed its usage message
