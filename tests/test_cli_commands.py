@@ -46,3 +46,15 @@ def test_embed_imports_no_other_command_module():
             "print(sorted(m for m in sys.modules if m.startswith('flamino_core.cli.')))")
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert eval(loaded) == ["flamino_core.cli.common", "flamino_core.cli.embed"]
+
+
+def test_reading_a_fasta_file_loads_no_structure_numbering(tmp_path):
+    """Every FASTA argument is asked whether it is a structure file; the answer needs neither
+    the structure reader nor the author-numbering code a structure's records carry."""
+    fasta = tmp_path / "one.fa"
+    fasta.write_text(">p1\nMKTAYIAKQRQISFVKSHFSRQ\n")
+    code = ("import sys\nfrom flamino_core.cli.common import read_records\n"
+            f"records, _ = read_records({str(fasta)!r})\nassert records[0].sequence == 'MKTAYIAKQRQISFVKSHFSRQ'\n"
+            "print(sorted(m for m in sys.modules if m.startswith(('flamino_core.variants', 'flamino_core.structure.reading', 'Bio.PDB'))))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert eval(loaded) == []

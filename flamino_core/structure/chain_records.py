@@ -26,7 +26,6 @@ import zlib
 
 from typing import TYPE_CHECKING
 
-from flamino_core.variants.author_numbering import KEY as NUMBERING, AuthorNumbering
 from flamino_core.inputs.fasta import ProteinRecord, to_fasta
 from flamino_core.inputs.formats import FOREIGN_FORMATS, GZIP_MAGIC
 
@@ -92,6 +91,9 @@ def _chain_record(stem: str, file_name: str, chain: ChainResidues) -> ChainRecor
     chain_id = re.sub(r"[^A-Za-z0-9]", "_", chain.chain_id)
     # The file's own label of every residue travels with the record (``author_numbering``): a
     # mutation can be written in the structure's numbering (S195A on 1GBT) and results show both.
+    # Imported here: every FASTA read asks looks_like_structure, and a FASTA file never needs it.
+    from flamino_core.variants.author_numbering import KEY as NUMBERING, AuthorNumbering
+
     labels = AuthorNumbering(tuple(chain.labels)).encode()
     description = f"structure={file_name} chain={chain.chain_id} first={first} last={last} {NUMBERING}={labels}"
     record = ProteinRecord(f"{stem}_{chain_id}{span}", description, chain.sequence)
