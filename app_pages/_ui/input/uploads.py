@@ -18,13 +18,15 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import itertools
+import logging
 import threading
 from collections.abc import Callable
 
 import streamlit as st
 
-from app_pages._ui.server.policy import current_limits, hosted_mode
+from app_pages._ui.server.policy import current_limits, env_int, hosted_mode
 
+LOG = logging.getLogger("flamino")
 FILES = "_uploaded_files"  # session state: the kept files, in upload order
 _GENERATION = "_uploader_generation"  # the uploader's key suffix; a new one empties it
 # Files kept per session (the oldest go first): their bytes live in the server's memory.
@@ -118,19 +120,27 @@ STORE_FILES = MAX_FILES + 6
 # one address x 16 PUTs of 2 MB held +763 MiB, each session within its own bound. A visitor is
 # who the heavy queue's share counts (``FLAMINO_VISITOR_HEADER``, else the connection's address).
 VISITOR_STORE_FILES = STORE_FILES
+# And the whole store over every visitor (issue #53): a visitor's 16 files of 2 MB are 32 MB, so
+# visitors of many addresses (or forged ones, where the operator names a header no proxy
+# overwrites) were bounded only by their number. Past this many bytes a PUT first drops closed
+# sessions' files, then the oldest, each at least ``GRACE_SECONDS`` old (a younger one may still
+# wait for its uploader's callback to copy it); if that does not make room it is refused (503).
+STORE_BYTES = env_int("FLAMINO_MAX_UPLOAD_STORE_MB", 256) * 1_000_000 if hosted_mode() else None
 UNHELD_SECONDS = 5.0  # a file no widget holds is dropped at the next run this long after its PUT was seen
+GRACE_SECONDS = 5.0  # a file this young is not dropped for the whole store's bound
 SWEEP_SECONDS = 5.0  # how often the files of closed sessions are let go (Streamlit kept them ~2 min)
 _bounded = threading.Lock()
 _unheld_since: dict[tuple[str, str], float] = {}
 _bounded_store = threading.RLock()
 _arrival = itertools.count()
-_arrived: dict[tuple[str, str], int] = {}  # (session, file id) -> order of arrival, over all sessions
+_arrived: dict[tuple[str, str], tuple[int, float]] = {}  # (session, file id) -> (order of arrival, its time)
 _visitors: dict[str, str] = {}  # session -> visitor
 
 
 def bound_streamlit_uploads() -> None:
     """Hold Streamlit's upload store to ``STORE_FILES`` per session and ``VISITOR_STORE_FILES``
-    per visitor over all their sessions, dropping the oldest at each PUT, and let go of a closed
+    per visitor over all their sessions, dropping the oldest at each PUT, the whole store to
+    ``STORE_BYTES`` over every visitor (``make_room``), and let go of a closed
     session's files within ``SWEEP_SECONDS`` (once per process; a no-op outside a server). What it
     cannot do is the proxy's: a limit on the rate of PUT requests (docs/deploy.md)."""
     manager = _store()
@@ -142,8 +152,10 @@ def bound_streamlit_uploads() -> None:
         add_file = manager.add_file
 
         def bounded_add_file(session_id, file, *args, **kwargs):
-            add_file(session_id, file, *args, **kwargs)
-            bound_store(manager, session_id, file.file_id)
+            with _bounded_store:  # two PUTs at once do not both take the last room
+                make_room(manager, len(file.data), _active_sessions())
+                add_file(session_id, file, *args, **kwargs)
+                bound_store(manager, session_id, file.file_id)
 
         manager.add_file = bounded_add_file
         manager._flamino_bounded = True
@@ -155,16 +167,67 @@ def bound_store(manager, session_id: str, file_id: str) -> None:
     """After ``file_id`` arrived in ``session_id``: drop the oldest files past the session's bound,
     then past its visitor's bound over all the visitor's sessions."""
     with _bounded_store:
-        _arrived[(session_id, file_id)] = next(_arrival)
+        _arrived[(session_id, file_id)] = (next(_arrival), _now())
         storage = getattr(manager, "file_storage", {})
         for old in list(storage.get(session_id, {}))[:-STORE_FILES]:  # insertion order: the oldest first
             _forget(manager, session_id, old)
         visitor = _visitors.get(session_id) or _visitors.setdefault(session_id, _visitor_of(session_id))
-        theirs = sorted(((_arrived.get((session, name), -1), session, name)
+        theirs = sorted(((_arrived.get((session, name), (-1, 0.0))[0], session, name)
                          for session in list(storage) if _visitors.get(session) == visitor
                          for name in list(storage.get(session, {}))))  # fmt: skip
         for _, session, name in theirs[:-VISITOR_STORE_FILES]:
             _forget(manager, session, name)
+
+
+class StoreFull(Exception):
+    """A PUT the whole upload store has no room for (``make_room``); a 503 to the client."""
+
+
+def make_room(manager, size: int, is_active: Callable[[str], bool] = lambda session: True) -> None:
+    """Before a file of ``size`` bytes is stored: if the store would pass ``STORE_BYTES``, drop
+    closed sessions' files, then the oldest, each older than ``GRACE_SECONDS``, until it fits;
+    else raise: Starlette's 503 with the reason and a Retry-After (Streamlit serves with Starlette)."""
+    if STORE_BYTES is None:
+        return
+    with _bounded_store:
+        storage = getattr(manager, "file_storage", {})
+        held = sum(len(rec.data) for files in list(storage.values()) for rec in list(files.values()))
+        if held + size <= STORE_BYTES:
+            return
+        now = _now()
+        droppable = sorted((is_active(session), _arrived.get((session, name), (-1, 0.0))[0], session, name)
+                           for session in list(storage) for name in list(storage.get(session, {}))
+                           if now - _arrived.get((session, name), (-1, 0.0))[1] >= GRACE_SECONDS)  # fmt: skip
+        for _, _, session, name in droppable:
+            held -= len(storage[session][name].data)
+            _forget(manager, session, name)
+            if held + size <= STORE_BYTES:
+                return
+    LOG.warning("upload refused: the upload store holds %d bytes of files under %.0f s old (bound %d)",
+                held, GRACE_SECONDS, STORE_BYTES)
+    message = (f"this server holds at most {STORE_BYTES / 1e6:,.0f} MB of uploads at once and it is taken by "
+               f"files of the last {GRACE_SECONDS:.0f} seconds: try again in a few seconds")
+    try:
+        from starlette.exceptions import HTTPException
+    except ImportError:  # pragma: no cover - Streamlit serves with Starlette
+        raise StoreFull(message) from None
+    raise HTTPException(status_code=503, detail=message, headers={"Retry-After": str(int(GRACE_SECONDS))})
+
+
+def _now() -> float:
+    import time
+
+    return time.monotonic()
+
+
+def _active_sessions() -> Callable[[str], bool]:
+    """Whether a session is open, as the runtime says (every session, outside a runtime)."""
+    try:
+        from streamlit.runtime import Runtime
+
+        return Runtime.instance().is_active_session if Runtime.exists() else (lambda session: True)
+    except Exception:  # noqa: BLE001 - the runtime is shutting down
+        return lambda session: True
 
 
 def sweep_closed_sessions(manager, is_active) -> int:
