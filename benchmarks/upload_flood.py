@@ -6,7 +6,8 @@
 Each session is a WebSocket on ``/_stcore/stream`` that asks for one script run (as a browser
 does, so the server names the session), then PUTs ``--puts`` files of ``--bytes`` each (2 MB: under the 2 MiB cap with the form's
 headers) into it with
-the XSRF cookie a page load hands out. The sockets are then closed, and the server's resident
+the XSRF cookie a page load hands out (``--forged-addresses``: each session a visitor of its own,
+by a forged ``X-Forwarded-For``, as many addresses would be). The sockets are then closed, and the server's resident
 memory (PID) is followed until it is back within 10% of the growth or ``--follow`` seconds pass.
 ``benchmarks/hostile_visitor.py flood`` runs this against the hosted server it starts.
 """
@@ -35,10 +36,13 @@ def xsrf_cookie(url: str) -> str:
     return next(cookie.value for cookie in jar if cookie.name == "_streamlit_xsrf")
 
 
-async def open_session(url: str) -> tuple[websockets.ClientConnection, str]:
-    """A WebSocket session and its id (the ``new_session`` message of its first script run)."""
+async def open_session(url: str, address: str | None = None) -> tuple[websockets.ClientConnection, str]:
+    """A WebSocket session and its id (the ``new_session`` message of its first script run);
+    ``address``: an ``X-Forwarded-For`` value the client forges (a server whose operator named
+    that header, ``FLAMINO_VISITOR_HEADER``, with no proxy overwriting it, counts it a visitor)."""
     socket = await websockets.connect(url.replace("http", "ws", 1) + "/_stcore/stream", subprotocols=["streamlit"],
-                                      max_size=None, open_timeout=120)  # fmt: skip
+                                      max_size=None, open_timeout=120,
+                                      additional_headers={"X-Forwarded-For": address} if address else None)  # fmt: skip
     rerun = BackMsg()
     rerun.rerun_script.query_string = ""
     await socket.send(rerun.SerializeToString())
@@ -68,12 +72,12 @@ def put(url: str, session: str, cookie: str, payload: bytes, n: int) -> int:
         return err.code
 
 
-async def flood(url: str, pid: int, sessions: int, puts: int, size: int, follow: float) -> dict:
+async def flood(url: str, pid: int, sessions: int, puts: int, size: int, follow: float, forged: bool = False) -> dict:
     server = psutil.Process(pid)
     rss = lambda: server.memory_info().rss  # noqa: E731
     cookie, payload = xsrf_cookie(url), b"x" * size
     before, started = rss(), time.monotonic()
-    opened = [await open_session(url) for _ in range(sessions)]
+    opened = [await open_session(url, f"198.51.100.{i % 250 + 1}" if forged else None) for i in range(sessions)]
     after_sessions = rss()
     statuses: dict[int, int] = {}
     peak = after_sessions
@@ -95,7 +99,8 @@ async def flood(url: str, pid: int, sessions: int, puts: int, size: int, follow:
             released_s = time.monotonic() - closed
             break
     mb = lambda b: round(b / 2**20)  # noqa: E731
-    return {"sessions": sessions, "puts_each": puts, "bytes_each": size, "statuses": statuses,
+    return {"sessions": sessions, "forged_addresses": forged, "puts_each": puts, "bytes_each": size,
+            "statuses": statuses,
             "rss_before_mib": mb(before), "sessions_growth_mib": mb(after_sessions - before),
             "peak_growth_mib": mb(peak - before), "held_growth_mib": mb(held - before), "flood_s": round(flooded_s, 1),
             "released_after_close_s": None if released_s is None else round(released_s, 1),
@@ -110,8 +115,11 @@ def main() -> None:
     parser.add_argument("--puts", type=int, default=16)
     parser.add_argument("--bytes", type=int, default=2_000_000)
     parser.add_argument("--follow", type=float, default=300.0, help="seconds to follow the memory after closing")
+    parser.add_argument("--forged-addresses", action="store_true",
+                        help="each session forges an X-Forwarded-For address of its own (the server trusting it)")
     args = parser.parse_args()
-    print(json.dumps(asyncio.run(flood(args.url, args.pid, args.sessions, args.puts, args.bytes, args.follow))))
+    print(json.dumps(asyncio.run(flood(args.url, args.pid, args.sessions, args.puts, args.bytes, args.follow,
+                                       args.forged_addresses))))
 
 
 if __name__ == "__main__":
