@@ -31,7 +31,12 @@ pytestmark = [
 ]
 RNG = np.random.default_rng(3)
 LONG = "".join(RNG.choice(list("ACDEFGHIKLMNPQRSTVWY"), 1100))
-SCAN = "".join(RNG.choice(list("ACDEFGHIKLMNPQRSTVWY"), 3000))
+# 1,200 residues, not 3,000: what is checked is the same (a scan over the 500 residues shown at
+# first, cancelled mid-way, resumed from what it kept): it is still 19 chunks of 64 positions, the
+# cancel's grain, and the Cancel is clicked as soon as the page draws one, within the first chunk
+# or two, so 17 or more are left. Its rest ran 10 s here at load 4.6, the 3,000's 29 s (with its
+# Resume and 3,000-wide figures, 121 s for the test).
+SCAN = "".join(RNG.choice(list("ACDEFGHIKLMNPQRSTVWY"), 1200))
 
 
 def _open(browser, server, text: str, width: int = 1400):
@@ -130,16 +135,19 @@ def test_a_running_masked_scan_can_be_cancelled_and_resumed(server, browser):
     page.get_by_role("button", name="Show the whole sequence").click()
     _wait_for_charts(page, 3)
     page.get_by_text("masked-marginals — exact").click()  # the map's strategy
-    # The first chunk measures this machine's pass rate; then the scan runs on (progress with the
-    # time left), or, on a slow machine, the page first says how long it takes and asks.
+    # The first chunk measures this machine's rate; then the scan runs on, or, on a slow machine,
+    # the page first says how long it takes and asks. The page's own Cancel (the sidebar has one
+    # too) is clicked as soon as it is drawn: while that first chunk runs (a shape this server never
+    # compiled: the page does not wait for it) or in the rest. Either must stop the scan (a Cancel
+    # in the first chunk used to end it as measured, and the rest then ran as a new job).
     start = page.get_by_role("button", name="Start (")
-    running = page.get_by_text("positions · about")
-    start.or_(running).first.wait_for(timeout=TIMEOUT_MS)
+    cancel = page.get_by_test_id("stMain").get_by_role("button", name="Cancel").first
+    start.or_(cancel).first.wait_for(timeout=TIMEOUT_MS)
     if start.count():
         assert "at the rate this machine measured" in page.get_by_text("masked passes (one per position)").inner_text()
         start.click()
-        running.first.wait_for(timeout=TIMEOUT_MS)
-    page.get_by_role("button", name="Cancel").first.click()  # the page's own (the sidebar has one too)
+        cancel.wait_for(timeout=TIMEOUT_MS)
+    cancel.click()
     stopped = page.get_by_text("was cancelled after")
     try:
         stopped.wait_for(timeout=TIMEOUT_MS)
@@ -147,7 +155,7 @@ def test_a_running_masked_scan_can_be_cancelled_and_resumed(server, browser):
         page.screenshot(path=str(SCREENSHOTS / "scan_after_cancel.png"), full_page=True)
     text = stopped.inner_text()
     done = int(text.split("cancelled after ")[1].split(" of ")[0].replace(",", ""))
-    assert 0 < done < 3000 and "they are kept" in text
+    assert 0 < done < len(SCAN) and "they are kept" in text
     metric = page.get_by_test_id("stMetric").filter(has_text="Pseudo-perplexity")
     assert metric.count() == 0
     page.screenshot(path=str(SCREENSHOTS / "scan_cancelled.png"), full_page=True)
