@@ -24,6 +24,7 @@ import time
 from typing import Callable
 
 from flamino_core.jobs.status import Status
+from flamino_core.jobs.time_left import BORROWED_SHARE, PRIOR_SHARE, seconds_left_from
 # How fast this machine runs a model (``jobs/rates.py``), re-exported: callers find these names here.
 from flamino_core.jobs.rates import Rates, default_rates, machine  # noqa: F401
 
@@ -32,16 +33,6 @@ WAITING, RUNNING, DONE, CANCELLED, STOPPED, FAILED = "waiting", "running", "done
 MEASURED = "measured"  # a first chunk that measured the rate ended with units left (never "done")
 FINISHED = (DONE, CANCELLED, STOPPED, FAILED, MEASURED)
 _ids = itertools.count(1)
-# The cost model's prediction counts as this share of a job's units measured: at 10% of the work
-# the time left is a third the prediction's and two thirds the job's own rate.
-PRIOR_SHARE = 0.05
-# A Resume's pace (``carry_on``) counts as this share: measured before the Cancel, and with 5% the
-# time left stayed flat for minutes when the machine got busier since (issue 50: "about 6 minutes").
-CARRIED_SHARE = 0.01
-# A prediction whose rate was borrowed from the other kind of pass (``PassSeconds.borrowed``)
-# counts as this share: off by up to 18x here (masked vs unmasked passes of random:tiny), it
-# must not hold the time left once the job measured a few chunks of its own.
-BORROWED_SHARE = 0.005
 
 
 class Stopped(Exception):
@@ -257,37 +248,14 @@ class Job:
             return max(said - min(since, self._gap) + max(since - self._gap, 0.0), 0.0)
 
     def _left(self, now: float) -> float | None:
-        """``seconds_left`` under the lock. Seconds per unit = (w * predicted + elapsed) / (w +
-        measured units), the prediction worth ``w`` units (``PRIOR_SHARE`` of the work, at least
-        one unit; ``BORROWED_SHARE`` when its rate was borrowed): no jump at the first chunk, and a
-        chunk slower than predicted raises the estimate while it runs. Units are the job's work
-        where it reports one (``progress(work=)``, ``_amounts``).
-        Compilations are out of both (the elapsed time less ``compiled``, the prediction less
-        ``expect``'s ``compiling``) and added back once: those the cost model counted and the job
-        has not paid yet."""
-        if self.total is None:
+        """``seconds_left`` under the lock, by the rule of ``time_left.seconds_left_from``."""
+        if self.total is None or self._baseline is None:
             return self._expected
-        if self._baseline is None:
-            return self._expected
-        started = self._baseline[0]
         first, done, total = self._amounts()
-        measured, remaining = done - first, max(total - done, 0)
-        elapsed = max(now - started - self._compiled_s, 0.0)
-        compiling = self._expected_compiling if self._carried is None else None
-        to_compile = 0.0 if compiling is None else max(compiling - self._compiled_s, 0.0)
-        prior = self._carried if self._carried is not None else (
-            (self._expected - (compiling or 0.0)) / (total - first)
-            if self._expected is not None and total > first else None)
-        if prior is not None and total > first:
-            one_unit = (total - first) / max(self.total - self._baseline[1], 1)  # (of work: many MFLOP)
-            share = CARRIED_SHARE if self._carried is not None else self._prior_share
-            weight = max(one_unit, share * (total - first))
-            per_unit = (weight * prior + elapsed) / (weight + measured)
-        elif measured > 0 and elapsed > 0:
-            per_unit = elapsed / measured
-        else:
-            return None
-        return remaining * per_unit + (to_compile if remaining else 0.0)
+        return seconds_left_from(
+            first=first, done=done, total=total, elapsed=now - self._baseline[0] - self._compiled_s,
+            units=(self._baseline[1], self.total), expected=self._expected, compiling=self._expected_compiling,
+            compiled=self._compiled_s, carried=self._carried, prior_share=self._prior_share)
 
     def _amounts(self) -> tuple[float, float, float]:
         """(first, done, total) in the job's measure of its work: the work it reports beside its
