@@ -72,12 +72,13 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shape", default="t33")
     parser.add_argument("--proteins", type=int, default=8, help="real proteins (up to 1,022 residues) for pseudo-perplexity")
+    parser.add_argument("--max-length", type=int, default=1022, help="the proteins' longest (a CPU run: shorter ones)")
     parser.add_argument("--long", type=int, default=10_000, help="residues of the --long full pass (0: none)")
     parser.add_argument("--out", type=Path, default=common.RESULTS / "accelerator_accuracy.jsonl")
     args = parser.parse_args(argv)
     root = Path(tempfile.mkdtemp(prefix="flamino-accuracy-"))
     os.environ.setdefault("FLAMINO_CACHE", str(root / "cache"))
-    proteins = [p for p in common.varlen_workload() if len(p) <= 1022][:args.proteins]
+    proteins = [p for p in common.varlen_workload() if len(p) <= args.max_length][:args.proteins]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     rows = {}
     for mode in ("fp32", "bf16"):  # each mode written as it ends: a run stopped at its limit keeps the first
