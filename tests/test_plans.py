@@ -13,7 +13,6 @@ import pytest
 
 from flamino_core.alphabet import STANDARD_AMINO_ACIDS, encode
 from flamino_core.jobs.plan import MEASURE_POSITIONS, MaskedScan, MaskedSet, SetOutputs, stored_outputs
-from flamino_core.runtime import planner
 from flamino_core.runtime.engine import Engine
 from flamino_core.store.passes import CHUNK
 from flamino_core.variants import indels
@@ -21,6 +20,7 @@ from flamino_core.variants.score_plan import list_plan
 from flamino_core.variants.scoring import score_variants
 from flamino_core.variants.substitution_maps import pseudo_perplexity
 from flamino_core.weights.loading import load_weights
+from test_variant_passes import rows_run  # noqa: F401  (the fixture counting the rows the network is handed)
 
 MODEL = "random:tiny"
 
@@ -28,26 +28,6 @@ MODEL = "random:tiny"
 @pytest.fixture(scope="module")
 def engine():
     return Engine(load_weights(MODEL))
-
-
-@pytest.fixture
-def rows_run(monkeypatch) -> list[int]:
-    """Counts each window the engine hands the network: a packed row's windows (``Engine.run``)
-    and each masked row (``compute_masked``, ``compute_joint_masked``)."""
-    counted = [0]
-    pack, masked_rows = planner.pack, planner.masked_rows
-
-    def counting_pack(batch, *args, **kwargs):
-        counted[0] += sum(len(row.items) for row in batch.rows)
-        return pack(batch, *args, **kwargs)
-
-    def counting_masked_rows(sequence_tokens, spans, *args, **kwargs):
-        counted[0] += len(spans)
-        return masked_rows(sequence_tokens, spans, *args, **kwargs)
-
-    monkeypatch.setattr(planner, "pack", counting_pack)
-    monkeypatch.setattr(planner, "masked_rows", counting_masked_rows)
-    return counted
 
 
 class Job:
