@@ -12,7 +12,10 @@ main script as a legacy multipage app and, in some runs (the first run of a fres
 on a page URL, every AppTest rerun), executes the page file directly without this script.
 """
 
+import faulthandler
 import logging
+import signal
+import sys
 import uuid
 
 import streamlit as st
@@ -24,11 +27,18 @@ from app_pages._ui.rerun import context, session
 
 from app_pages._ui.input import reading as inputs, model_picker, model_loading as models, numbering, uploads
 
-from app_pages._ui.server import jobs_panel
+from app_pages._ui.server import background, jobs_panel
 from app_pages._ui.server.policy import hosted_mode
 from app_pages._ui.frame.views import DEFAULT_PAGE, PAGES
 
 LOG = logging.getLogger("flamino")
+
+# `kill -USR1 <server pid>` writes every thread's stack to the server's log (docs/deploy.md): how
+# to tell a job that is working from one that waits forever, on a live server.
+try:
+    faulthandler.register(signal.SIGUSR1, file=sys.__stderr__, all_threads=True)
+except (AttributeError, ValueError, OSError):  # no SIGUSR1 (Windows) or no stderr to write to
+    pass
 
 st.set_page_config(page_title="flamino", page_icon="🧬", layout="wide")
 if hosted_mode():
@@ -94,6 +104,7 @@ def main() -> None:
 # One guard around the whole run (the sidebar, the link, the page): Streamlit's own stop and
 # rerun signals are not Exceptions and pass through.
 try:
-    main()
+    with background.browser_run():  # this session's browser is there: its jobs go on
+        main()
 except Exception as err:
     failed(err, "the app")

@@ -71,7 +71,7 @@ FILE_KINDS = {
                      "test_app_predict.py", "test_app_sets.py", "test_app_variants.py", "test_hosted_attacks_pages.py",
                      "test_app_jobs.py", "test_structure_app.py", "test_app_design.py", "test_app_families.py",
                      "test_app_compare.py", "test_app_compare_maps.py", "test_app_saprot.py",
-                     "test_structure_predict_app.py"], "app"),
+                     "test_structure_predict_app.py", "test_job_sessions.py"], "app"),
     **dict.fromkeys(["test_browser.py", "test_browser_design.py", "test_browser_predict.py", "test_browser_structure.py", "test_browser_views.py",
                      "test_hosted_server_attacks.py", "test_browser_sets.py", "test_browser_families.py", "test_browser_variants.py",
                      "test_browser_saprot.py", "test_browser_estimates.py",

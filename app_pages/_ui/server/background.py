@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from typing import Callable, Hashable
 
 from flamino_core.jobs import background as jobs
@@ -31,8 +32,16 @@ from app_pages._ui.server.heavy_jobs import jobs as jobs_phrase
 LOG = logging.getLogger("flamino")
 
 KEEP_FINISHED = 8  # finished jobs a session keeps listed (the newest)
+# A session whose browser has not run the app for this long is gone, whatever its socket says:
+# while a job runs, the sidebar's watcher (jobs_panel._watch) reruns every 1.5 s, and a hidden
+# tab's timers still fire about once a minute (Chrome's intensive throttling). A CI run saw a
+# resumed fit go on for 600 s after its tab closed, the session still listed as connected.
+GONE_AFTER_S = 180.0
 _JOBS: dict[tuple, Job] = {}  # (session id, *work key) -> its latest job, oldest first
 _LOCK = threading.Lock()
+_SEEN: dict[str, float] = {}  # session id -> when its browser last ran the app (start or end of a run)
+_monotonic = time.monotonic  # the sessions' clock (a test moves it)
+_RUNNING: dict[str, int] = {}  # session id -> its script runs in progress (a long page run is not silence)
 
 
 def session_id() -> str:
@@ -41,6 +50,34 @@ def session_id() -> str:
 
     ctx = get_script_run_ctx()
     return ctx.session_id if ctx is not None else ""
+
+
+@contextlib.contextmanager
+def browser_run():
+    """Around one run of the app (or of the jobs watcher) for this session: the session's
+    browser is there (``_session_open``), for the run's length and ``GONE_AFTER_S`` after it."""
+    mine, now = session_id(), _monotonic()
+    with _LOCK:
+        for gone in [s for s, seen in _SEEN.items() if now - seen > 10 * GONE_AFTER_S and s not in _RUNNING]:
+            del _SEEN[gone]  # sessions long gone: the table stays the size of the live ones
+        _SEEN[mine] = now
+        _RUNNING[mine] = _RUNNING.get(mine, 0) + 1
+    try:
+        yield
+    finally:
+        with _LOCK:
+            _SEEN[mine] = _monotonic()
+            _RUNNING[mine] -= 1
+            if not _RUNNING[mine]:
+                del _RUNNING[mine]
+
+
+def _heard_from(session: str) -> bool:
+    """Whether ``session``'s browser ran the app within ``GONE_AFTER_S`` (or is running it now, or
+    was never seen: tests that start jobs outside a browser run)."""
+    with _LOCK:
+        seen = _SEEN.get(session)
+        return seen is None or session in _RUNNING or _monotonic() - seen < GONE_AFTER_S
 
 
 def find(key: tuple[Hashable, ...]) -> Job | None:
@@ -90,8 +127,6 @@ def every_job() -> list[Job]:
 
 def wait_all(timeout: float = 300.0) -> bool:
     """Wait until every job has finished (True) or ``timeout`` seconds passed (False)."""
-    import time
-
     end = time.monotonic() + timeout
     return all(job.wait(max(0.0, end - time.monotonic())) for job in every_job())
 
@@ -136,7 +171,7 @@ def _session_open(job: Job) -> bool:
 
         if not session or not Runtime.exists():  # outside a server (tests): nobody to lose
             return True
-        return Runtime.instance().is_active_session(session)
+        return Runtime.instance().is_active_session(session) and _heard_from(session)
     except Exception:  # the runtime is shutting down
         return False
 

@@ -290,8 +290,11 @@ def _version() -> int:
 
 @st.fragment(run_every=WATCH_SECONDS)
 def _watch() -> None:
-    """Rerun the whole app when a job of this session has news (the page redraws what arrived)."""
-    if _version() != st.session_state.get(SEEN):
+    """Rerun the whole app when a job of this session has news (the page redraws what arrived);
+    each of its runs says the session's browser is still there (``background.browser_run``)."""
+    with background.browser_run():
+        changed = _version() != st.session_state.get(SEEN)
+    if changed:
         st.rerun(scope="app")
 
 
