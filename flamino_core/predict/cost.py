@@ -9,9 +9,12 @@ eigendecomposition per fit, 21 fits per feature set).
 
 The operations of one fit, ``fit_work``, follow what the estimators do:
 
-* ridge (``RidgeCV``, efficient leave-one-out): one eigendecomposition of the Gram matrix
-  (n x n) when there are fewer rows than features, else of the covariance (p x p): with
-  m = min(n, p) and M = max(n, p), m²M to form it and m³ to decompose it;
+* ridge (``RidgeCV``, efficient leave-one-out; scikit-learn's ``gcv_mode="auto"``): with fewer
+  rows than features, one eigendecomposition of the Gram matrix (n x n): n²p to form it and n³ to
+  decompose it; with more rows, the SVD of X (n x p): 4np² + 8p³ (LAPACK's count); plus the
+  leave-one-out values at each of ``ALPHAS``. These floating-point operations run far faster than
+  the logistic fit's steps (BLAS level 3): ``RIDGE_GRAM``, ``RIDGE_EIGEN`` and ``RIDGE_OP`` turn
+  them into operations at the default rate;
 * logistic (``LogisticRegressionCV``, lbfgs): ``LOGISTIC_ITERATIONS`` iterations for the 5
   inner folds x 9 strengths and the refit together, each costing ``ITERATION_OVERHEAD`` (scipy's
   and scikit-learn's Python per iteration) + ``PER_COEFFICIENT`` per coefficient (L-BFGS-B's own
@@ -47,6 +50,15 @@ from flamino_core.predict.evaluation import BOOTSTRAP
 from flamino_core.predict.features import COMPOSITION
 
 DEFAULT_SECONDS_PER_OP = 1e-9
+# A ridge fit's floating-point operations in operations at the default rate, measured single-threaded
+# on the 2-core AMD EPYC, quiet (2026-12-06; RidgeCV after StandardScaler, dense and one-hot, 200-4,500
+# rows x 320-12,000 features, benchmarks/ridge_rate.py): forming the Gram matrix runs at 0.024 ns per
+# n²p, its eigendecomposition at 0.33 ns per n³ (it dominates past ~2,000 rows), the SVD at 0.13 ns
+# per flop: each of its 13 shapes within 0.77-1.49x. One rate for all (1 ns) said the whole assay's
+# 922-row fit at 44 s; it took 9.6 (issue 50 row 3).
+RIDGE_GRAM = 0.024
+RIDGE_EIGEN = 0.33
+RIDGE_OP = 0.13
 FIT_OVERHEAD = 2e7  # ~20 ms of a fit's fixed cost, in operations
 # One lbfgs iteration, in operations (~ns at the default rate), measured single-threaded (see above).
 ITERATION_OVERHEAD = 9e5
@@ -57,6 +69,9 @@ BOOTSTRAP_FIXED = 3e5  # one resample's AUC and MCC, in operations (see ``bootst
 BOOTSTRAP_PER_ROW_CLASS = 150.0
 RATE_MODEL = "scikit-learn"  # the rate's key in ``jobs.Rates`` (the same for every model)
 RATE_KIND = "fit"
+# The task's name in the rate's key: a ridge fit's operations were counted otherwise before
+# RIDGE_OP, so the rates a server measured under the old key ("regression") are not read.
+RATE_TASK = {"regression": "ridge"}
 # A fit job's fixed cost: its worker, a Python process (``worker.FitWorker``), imports scikit-learn
 # in its first fit. Measured on the 2-core AMD EPYC at load 4-5 (2026-12-06, a 200-row embedding fit
 # of the NEIME assay, four jobs): the first of 67 fits took 2.4-4.7 s beyond the others' mean (median
@@ -144,8 +159,12 @@ def fit_work(task: str, rows: int, features: int, nonzero: int, classes: int = 2
     if rows <= 0:
         return 0.0
     if task == "regression":
-        m, big = min(rows, features), max(rows, features)
-        work = float(m) ** 2 * big + float(m) ** 3 + len(fitting.ALPHAS) * rows * m
+        n, p = float(rows), float(features)
+        if n <= p:  # the Gram matrix (n x n), formed and eigendecomposed
+            decomposition = RIDGE_GRAM * n * n * p + RIDGE_EIGEN * n ** 3
+        else:  # the SVD of X (n x p)
+            decomposition = RIDGE_OP * (4 * n * p * p + 8 * p ** 3)
+        work = decomposition + RIDGE_OP * len(fitting.ALPHAS) * n * min(n, p)
     else:
         vectors = 1 if classes <= 2 else classes  # binary: one coefficient vector; else one per class
         iteration = (ITERATION_OVERHEAD + PER_COEFFICIENT * vectors * (features + 1)
@@ -203,7 +222,7 @@ def rate_key(cost: FitCost) -> tuple[str, str]:
     have different cost models) and size class (the decade of its operations), so a fit of one
     size and kind measures the rate of its own kind of fit only (``Rates.robust_seconds``)."""
     decade = int(np.floor(np.log10(max(cost.work, 1.0))))
-    return f"{RATE_MODEL} {cost.task} 1e{decade}", RATE_KIND
+    return f"{RATE_MODEL} {RATE_TASK.get(cost.task, cost.task)} 1e{decade}", RATE_KIND
 
 
 def seconds_here(cost: FitCost, rates) -> float:
