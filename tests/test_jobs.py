@@ -177,13 +177,13 @@ def test_what_a_compiling_call_tells_its_job(engine, tmp_path):
     its compilations, never more than the call took."""
     rates = jobs.Rates(tmp_path / "rates.json")
     metered = MeteredEngine(engine, rates)
-    per_compile = pass_cost.compile_seconds(engine, "compile", rates)  # the default: none measured here
-    assert metered._compiling_seconds(None, 30.0, 2, 0) == 2 * per_compile  # no rate measured yet
-    assert metered._compiling_seconds(None, 1.5, 2, 0) == 1.5  # at most the call's time
+    per_compile = pass_cost.compile_seconds(engine, "masked compile", rates)  # the default: none measured here
+    assert metered._compiling_seconds("masked", None, 30.0, 2, 0) == 2 * per_compile  # no rate measured yet
+    assert metered._compiling_seconds("masked", None, 1.5, 2, 0) == 1.5  # at most the call's time
     rates.record(engine.fingerprint, "masked", 1000, 0.5)  # 0.5 ms per MFLOP
     running = rates.seconds(engine.fingerprint, "masked", 1000)
-    assert metered._compiling_seconds(running, 4.0, 1, 0) == pytest.approx(3.5)
-    assert metered._compiling_seconds(running, 0.3, 1, 0) == 0.0  # faster than the rate: none
+    assert metered._compiling_seconds("masked", running, 4.0, 1, 0) == pytest.approx(3.5)
+    assert metered._compiling_seconds("masked", running, 0.3, 1, 0) == 0.0  # faster than the rate: none
 
 
 def test_a_metered_engine_through_the_store_masks_each_position_once(engine, store):
@@ -247,13 +247,14 @@ def test_a_cost_counts_the_shapes_not_compiled_in_this_process(engine, store, tm
     engine.compiled_shapes.clear()
     cold = pass_cost.masked_seconds(engine, need, rates)
     shapes = len({key for key, _ in pass_cost.masked_batches(engine, need)})
-    assert cold == pytest.approx(work + shapes * pass_cost.DEFAULT_COMPILE_S["compile"])
+    assert cold == pytest.approx(work + shapes * pass_cost.DEFAULT_COMPILE_S["masked compile"])
     metered = MeteredEngine(engine, rates)
     jax.clear_caches()  # the shapes really compile in this call (its time measures a compilation)
     passes.masked_log_probs(metered, sequence, range(40), store=store)
     assert pass_cost.masked_seconds(engine, need, rates) == pytest.approx(work)  # compiled now
-    measured = pass_cost.compile_seconds(engine, "compile", rates)
-    assert measured != pass_cost.DEFAULT_COMPILE_S["compile"] and 0 < measured < 120
+    measured = pass_cost.compile_seconds(engine, "masked compile", rates)
+    assert measured != pass_cost.DEFAULT_COMPILE_S["masked compile"] and 0 < measured < 120
+    assert pass_cost.compile_seconds(engine, "unmasked compile", rates) == pass_cost.DEFAULT_COMPILE_S["unmasked compile"]
     # Another process on this machine, with the persistent cache on: the same shapes are cheap.
     engine.compiled_shapes.clear()
     rates.add_compiled(pass_cost.architecture(engine), [key for key, _ in pass_cost.masked_batches(engine, need)])
@@ -510,14 +511,16 @@ def test_an_architecture_never_compiled_here_borrows_this_machines_compile_time(
     architectures measured (their median), not the constant measured on another machine; with
     none measured, the constant."""
     rates = jobs.Rates(tmp_path / "rates.json")
-    assert pass_cost.compile_seconds(engine, "compile", rates) == pass_cost.DEFAULT_COMPILE_S["compile"]
+    assert pass_cost.compile_seconds(engine, "masked compile", rates) == pass_cost.DEFAULT_COMPILE_S["masked compile"]
     for architecture, seconds in (("a", 0.4), ("b", 0.9), ("c", 3.0)):
-        rates.record(architecture, "compile", 1, seconds)
-    rates.record("d", "cached compile", 1, 0.1)  # another kind: not in the median of "compile"
-    assert pass_cost.compile_seconds(engine, "compile", rates) == 0.9
+        rates.record(architecture, "masked compile", 1, seconds)
+    rates.record("d", "cached compile", 1, 0.1)  # other kinds: not in the median of "masked compile"
+    rates.record("e", "unmasked compile", 1, 0.2)
+    assert pass_cost.compile_seconds(engine, "masked compile", rates) == 0.9
     assert pass_cost.compile_seconds(engine, "cached compile", rates) == 0.1
-    rates.record(pass_cost.architecture(engine), "compile", 1, 2.0)
-    assert pass_cost.compile_seconds(engine, "compile", rates) == 2.0  # its own, once measured
+    assert pass_cost.compile_seconds(engine, "unmasked compile", rates) == 0.2
+    rates.record(pass_cost.architecture(engine), "masked compile", 1, 2.0)
+    assert pass_cost.compile_seconds(engine, "masked compile", rates) == 2.0  # its own, once measured
 
 
 def test_pass_rates_of_a_file_from_before_they_were_per_mflop_are_not_read(tmp_path):

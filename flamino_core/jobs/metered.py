@@ -101,10 +101,10 @@ class MeteredEngine:
             total = sum(t for _, t in batches)
             if fresh or cached:
                 running = pass_cost.running_seconds(self._engine, kind, batches, self._rates)  # at the rate so far
-                left_to_tell = self._compiling_seconds(running, spent, fresh, cached) - told[0]  # (batches told some)
+                left_to_tell = self._compiling_seconds(kind, running, spent, fresh, cached) - told[0]  # (batches told some)
                 if self._on_compile is not None and left_to_tell > 0:
                     self._on_compile(left_to_tell)
-                self._record_compilations(running, spent, fresh, cached, [key for key, _ in batches])
+                self._record_compilations(kind, running, spent, fresh, cached, [key for key, _ in batches])
             # Recorded net of each batch's fixed cost (``pass_cost.record_call``).
             if len(batches) == len(finished) and len(finished) >= 2:  # (a group's two batches: the second)
                 pass_cost.record_call(self._rates, self.fingerprint, kind, *_clean(batches, finished, compiled_before))
@@ -134,22 +134,23 @@ class MeteredEngine:
         self._on_compile(part)
         return part
 
-    def _compiling_seconds(self, running: float | None, spent: float, fresh: int, cached: int) -> float:
+    def _compiling_seconds(self, kind: str, running: float | None, spent: float, fresh: int, cached: int) -> float:
         """What a call that compiled spent on its compilations: its time beyond ``running`` (its
         work at the measured rate), or (no rate yet) what the cost model gives them, at most
         the call's time."""
         if running is not None:
             return max(spent - running, 0.0)
-        return min(pass_cost.compilations_seconds(self._engine, fresh, cached, self._rates), spent)
+        return min(pass_cost.compilations_seconds(self._engine, kind, fresh, cached, self._rates), spent)
 
-    def _record_compilations(self, running: float | None, spent: float, fresh: int, cached: int, keys) -> None:
+    def _record_compilations(self, kind: str, running: float | None, spent: float, fresh: int, cached: int,
+                             keys) -> None:
         """The seconds per compilation this call measured: its time beyond its work at the rate
         measured so far (none measured: nothing to subtract, not recorded), shared by its new
         shapes when they were all new or all from the persistent cache; those shapes are then
         in the persistent cache for a later process."""
         architecture = pass_cost.architecture(self._engine)
         if running is not None and not (fresh and cached):
-            self._rates.record(architecture, "compile" if fresh else "cached compile", fresh or cached, spent - running)
+            self._rates.record(architecture, pass_cost.compile_kind(kind, cached=not fresh), fresh or cached, spent - running)
         if pass_cost.persistent_cache_on():
             self._rates.add_compiled(architecture, keys)
 

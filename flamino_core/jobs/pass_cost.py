@@ -41,12 +41,16 @@ from flamino_core.store.passes import CHUNK, record_groups
 if TYPE_CHECKING:  # model.stack imports JAX; the pages that show costs must not (tests/test_app.py)
     from flamino_core.model.stack import Capture
 
-# Seconds per compilation before this machine measured any, for a new shape and for one found in
-# the persistent cache. Measured on the 2-core AMD EPYC (Zen 4) at load 1.4-10 (/tmp probe of
-# the first call of 3 bucket widths x 2 kinds, less the same call's second run): random:tiny
-# 3.4-6.5 s new, 0.6-1.3 s cached; random:esm2_t6_8M_UR50D 3.9-6.7 s new, 0.6-1.2 s cached. The
+# Seconds per compilation before this machine measured any, for a new shape of each pass kind and
+# for one found in the persistent cache. A masked pass compiles more than an unmasked one (its
+# masking and the scan over chunks of positions). Measured quiet on the 2-core AMD EPYC (Zen 4),
+# 2026-12-06 (a first call less its second, 150-500-residue records, no persistent cache):
+# random:tiny unmasked 0.7-0.9 s, masked 1.5-3.2 s; random:esm2_t6_8M_UR50D unmasked 0.6-0.7 s,
+# masked 1.5-2.4 s. Under load (1.4-10) the same probes took 3.4-6.7 s new and 0.6-1.3 s cached:
+# a loaded machine measures its own after its first compiling call. One 5 s for both kinds (the
+# loaded figure) said a fresh process's first unmasked job at 15.2 s for 2.6 s (issue 50). The
 # layers are one nnx.scan, so the model's depth barely changes it; wider models are measured.
-DEFAULT_COMPILE_S = {"compile": 5.0, "cached compile": 1.0}
+DEFAULT_COMPILE_S = {"unmasked compile": 1.0, "masked compile": 2.5, "cached compile": 1.0}
 
 # Seconds each batch (one compiled call) costs beyond its work. Measured on the 2-core AMD EPYC at
 # load 3-5 (2026-12-06, /tmp probe: medians of 30 compiled calls of near-zero work): random:tiny
@@ -156,7 +160,7 @@ def seconds(engine, kind: str, batches: list[tuple[str, float]], rates) -> PassS
     running = running_seconds(engine, kind, batches, rates)
     if running is None:
         return None
-    compiling = compilations_seconds(engine, *new_shapes(engine, batches, rates), rates)
+    compiling = compilations_seconds(engine, kind, *new_shapes(engine, batches, rates), rates)
     return PassSeconds(running + compiling, compiling, borrowed=not rates.measured(engine.fingerprint, kind))
 
 
@@ -173,17 +177,24 @@ def record_call(rates, model: str, kind: str, work: float, batches: int, seconds
     rates.record(model, kind, work, max(seconds - batches * BATCH_FIXED_S, MIN_WORK_SHARE * seconds))
 
 
-def compilations_seconds(engine, fresh: int, cached: int, rates) -> float:
-    """Seconds for ``fresh`` new compilations and ``cached`` ones from the persistent cache here."""
-    return (fresh * compile_seconds(engine, "compile", rates)
-            + cached * compile_seconds(engine, "cached compile", rates))
+def compilations_seconds(engine, passes: str, fresh: int, cached: int, rates) -> float:
+    """Seconds for ``fresh`` new compilations of ``passes`` (``masked``/``unmasked``) and ``cached``
+    ones from the persistent cache here."""
+    return (fresh * compile_seconds(engine, compile_kind(passes, cached=False), rates)
+            + cached * compile_seconds(engine, compile_kind(passes, cached=True), rates))
+
+
+def compile_kind(passes: str, cached: bool) -> str:
+    """The rate's kind of a compilation of ``passes``: ``masked compile``, ``unmasked compile``, or
+    (either, loaded from the persistent cache) ``cached compile``."""
+    return "cached compile" if cached else f"{passes} compile"
 
 
 def compile_seconds(engine, kind: str, rates) -> float:
-    """Seconds one compilation of ``kind`` (``compile``, ``cached compile``) takes here: measured
-    for this architecture, else the median of the other architectures measured on this machine,
-    else ``DEFAULT_COMPILE_S`` (the 8M model's first jobs on the Intel Xeon were predicted at the
-    Zen 4's 5 s a compilation where random:tiny had measured 0.2-1 s: 1.9x long, docs/reliability.md)."""
+    """Seconds one compilation of ``kind`` (``compile_kind``) takes here: measured for this
+    architecture, else the median of the other architectures measured on this machine, else
+    ``DEFAULT_COMPILE_S`` (the 8M model's first jobs on the Intel Xeon were predicted at the Zen
+    4's 5 s a compilation where random:tiny had measured 0.2-1 s: 1.9x long, docs/reliability.md)."""
     measured = rates.seconds(architecture(engine), kind, 1)
     if measured is None:
         measured = rates.typical(kind)

@@ -30,7 +30,7 @@ class Rates:
     # fit: seconds per operation of a scikit-learn fit (predict/cost.py); compile, cached compile:
     # seconds per compilation of a new shape, or of one in the persistent cache (jobs/pass_cost.py),
     # keyed by architecture
-    KINDS = ("masked", "unmasked", "fit", "compile", "cached compile")
+    KINDS = ("masked", "unmasked", "fit", "masked compile", "unmasked compile", "cached compile")
 
     def __init__(self, path: str | os.PathLike | None = None, weight: float = 0.3):
         self.path = Path(path) if path is not None else _default_rates_path()
@@ -75,8 +75,7 @@ class Rates:
         """The median rate of ``kind`` over every model (or architecture) measured here, None if
         none was: a first guess for one never measured that is this machine's, not a constant's."""
         with self._lock:
-            found = sorted(v for k, v in self._load().items() if k.endswith(f" {kind}")
-                           and not (kind == "compile" and k.endswith(" cached compile")))
+            found = sorted(v for k, v in self._load().items() if k.endswith(f" {kind}"))
         return found[len(found) // 2] if found else None
 
     def record_sample(self, model: str, kind: str, amount: float, seconds: float, source: str = "") -> None:
