@@ -44,13 +44,13 @@ if TYPE_CHECKING:  # model.stack imports JAX; the pages that show costs must not
 # Seconds per compilation before this machine measured any, for a new shape of each pass kind and
 # for one found in the persistent cache. A masked pass compiles more than an unmasked one (its
 # masking and the scan over chunks of positions). Measured quiet on the 2-core AMD EPYC (Zen 4),
-# 2026-12-06 (a first call less its second, 150-500-residue records, no persistent cache):
-# random:tiny unmasked 0.7-0.9 s, masked 1.5-3.2 s; random:esm2_t6_8M_UR50D unmasked 0.6-0.7 s,
-# masked 1.5-2.4 s. Under load (1.4-10) the same probes took 3.4-6.7 s new and 0.6-1.3 s cached:
-# a loaded machine measures its own after its first compiling call. One 5 s for both kinds (the
-# loaded figure) said a fresh process's first unmasked job at 15.2 s for 2.6 s (issue 50). The
-# layers are one nnx.scan, so the model's depth barely changes it; wider models are measured.
-DEFAULT_COMPILE_S = {"unmasked compile": 1.0, "masked compile": 2.5, "cached compile": 1.0}
+# 2026-12-06, as the app's jobs measure them (benchmarks/estimates.py's fresh process): random:tiny
+# unmasked 0.70-0.83 s, masked 1.62 s; random:esm2_t6_8M_UR50D unmasked 0.89 s, masked 1.16 s. Under
+# load (1.4-10) probes took 3.4-6.7 s new and 0.6-1.3 s cached: a loaded machine measures its own
+# after its first compiling call. One 5 s for both kinds (the loaded figure) said a fresh process's
+# first unmasked job at 15.2 s for 2.6 s (issue 50). The layers are one nnx.scan, so the model's
+# depth barely changes it; wider models are measured.
+DEFAULT_COMPILE_S = {"unmasked compile": 0.8, "masked compile": 1.6, "cached compile": 1.0}
 
 # Seconds each batch (one compiled call) costs beyond its work. Measured on the 2-core AMD EPYC at
 # load 3-5 (2026-12-06, /tmp probe: medians of 30 compiled calls of near-zero work): random:tiny
