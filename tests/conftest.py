@@ -132,8 +132,20 @@ TEST_KINDS = {  # "file::test name prefix" -> kind, where a test is not its file
 }
 
 
+def compiled_code_root() -> Path:
+    """Where the runs of this machine keep compiled code: ``$FLAMINO_TEST_COMPILE_CACHE``, else
+    ``~/.cache/flamino-tests`` (``$XDG_CACHE_HOME`` honoured). Outside the checkout, so that a fresh
+    clone on a machine that ran the suite before does not compile everything again: in a fresh
+    clone an empty cache made test_engine.py 138-151 s against 32-37 s, and the whole suite ~28
+    minutes (docs/testing.md). Never a result: see ``compile_cache_folder``."""
+    configured = os.environ.get("FLAMINO_TEST_COMPILE_CACHE")
+    if configured:
+        return Path(configured)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "flamino-tests"
+
+
 def compile_cache_folder() -> Path:
-    """``test-artifacts/jax-cache/<key>``: JAX's persistent compilation cache for every process of
+    """``<compiled_code_root>/jax-cache/<key>``: JAX's persistent compilation cache for every process of
     a run (this one, xdist workers, Streamlit servers, CLI subprocesses, Ray actors) and kept for
     the next run. Compiled code is not a result: sharing it changes no number a test checks (each
     test still has its own result store). Keyed by what makes an entry stale: the JAX and jaxlib
@@ -145,7 +157,7 @@ def compile_cache_folder() -> Path:
         if source.is_file():
             digest.update(source.name.encode() + source.read_bytes())
     key = f"jax{version('jax')}-jaxlib{version('jaxlib')}-kernel{digest.hexdigest()[:12]}"
-    return ROOT / "test-artifacts" / "jax-cache" / key
+    return compiled_code_root() / "jax-cache" / key
 
 
 def pytest_configure(config):
