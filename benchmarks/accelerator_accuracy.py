@@ -10,6 +10,7 @@ is written too, but the weights are random: it is no measure of biology, only of
 moves it.
 
 Usage: python benchmarks/accelerator_accuracy.py --shape t33 --out results.jsonl
+       (or --modes bf16 --against an earlier run's file, whose fp32 row stands: the weights are the same)
 """
 
 from __future__ import annotations
@@ -75,15 +76,27 @@ def main(argv=None) -> int:
     parser.add_argument("--max-length", type=int, default=1022, help="the proteins' longest (a CPU run: shorter ones)")
     parser.add_argument("--long", type=int, default=10_000, help="residues of the --long full pass (0: none)")
     parser.add_argument("--out", type=Path, default=common.RESULTS / "accelerator_accuracy.jsonl")
+    parser.add_argument("--modes", default="fp32,bf16", help="the modes run here, fp32 first")
+    parser.add_argument("--against", type=Path, help="a JSON-lines file of this script's whose fp32 row (the same "
+                        "shape, at least as many proteins) stands for fp32: --modes bf16 alone fits one device call")
     args = parser.parse_args(argv)
     root = Path(tempfile.mkdtemp(prefix="flamino-accuracy-"))
     os.environ.setdefault("FLAMINO_CACHE", str(root / "cache"))
     proteins = [p for p in common.varlen_workload() if len(p) <= args.max_length][:args.proteins]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     rows = {}
-    for mode in ("fp32", "bf16"):  # each mode written as it ends: a run stopped at its limit keeps the first
+    if args.against:  # the weights are drawn from a fixed key, so another run's fp32 row is this run's
+        for line in args.against.read_text().splitlines():
+            row = json.loads(line)
+            if row.get("mode") == "fp32" and row.get("preset") == accelerator.SHAPES[args.shape] \
+                    and len(row["pseudo_perplexity"]) >= len(proteins):
+                rows["fp32"] = {**row, "pseudo_perplexity": row["pseudo_perplexity"][:len(proteins)]}
+    for mode in args.modes.split(","):  # each mode written as it ends: a run stopped at its limit keeps the first
         rows[mode] = measure_mode(accelerator.SHAPES[args.shape], mode, proteins, args.long)
         accelerator.emit(args.out, rows[mode])
+    if set(rows) != {"fp32", "bf16"}:
+        print(f"only {sorted(rows)} measured: nothing to compare")
+        return 0
     exact, fast = (np.asarray(rows[m]["scores"]) for m in ("fp32", "bf16"))
     exact_ppl, fast_ppl = (np.asarray(rows[m]["pseudo_perplexity"]) for m in ("fp32", "bf16"))
     summary = {"shape": args.shape, "dms_rows": int(len(exact)),
