@@ -1,4 +1,10 @@
-"""flamino: ESM-2 in JAX / Flax NNX, with the loaders, scores and analyses the app and CLI share.
+"""flamino: protein language models in JAX / Flax NNX (ESM-2, ESM-1b, the ESM-1v ensemble, ESM C,
+SaProt; ESMFold for structures), with the loaders, scores and analyses the app and CLI share.
+
+The family-neutral face: ``load_weights`` (any family's identifier or checkpoint) gives
+``ModelWeights`` whose ``ModelConfig`` names its ``Family`` (``FAMILIES``); ``Engine`` runs any of
+them; ``ModelId`` and ``Numbering`` are the values the core passes for a model and a residue
+numbering. ``ESM2`` and ``ESMC`` are the networks; ``ESM2Config`` is ``ModelConfig``'s old name.
 
 The names below are imported on first use (PEP 562), so ``import flamino_core`` and
 ``flamino --help`` load neither JAX nor Streamlit nor Ray; ``flamino_core.Engine`` loads JAX.
@@ -18,6 +24,12 @@ _EXPORTS = {
     "MAX_RESIDUES": "model.config",
     "PRESETS": "model.config",
     "ESM2Config": "model.config",
+    "ModelConfig": "model.config",
+    "FAMILIES": "model.families",
+    "Family": "model.families",
+    "ModelId": "model.model_id",
+    "Numbering": "inputs.numbering",
+    "ESMC": "model.esmc",
     "CheckpointMismatchError": "weights.convert",
     "state_dict_to_params": "weights.convert",
     "Engine": "runtime.engine",
@@ -65,7 +77,11 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eagerly
     from flamino_core.alphabet import STANDARD_AMINO_ACIDS, TOKENS, batch_encode, encode
-    from flamino_core.model.config import MAX_RESIDUES, PRESETS, ESM2Config
+    from flamino_core.model.config import MAX_RESIDUES, PRESETS, ESM2Config, ModelConfig
+    from flamino_core.model.families import FAMILIES, Family
+    from flamino_core.model.model_id import ModelId
+    from flamino_core.inputs.numbering import Numbering
+    from flamino_core.model.esmc import ESMC
     from flamino_core.weights.convert import CheckpointMismatchError, state_dict_to_params
     from flamino_core.runtime.engine import Engine, SequenceOutput, enable_compilation_cache
     from flamino_core.inputs.fasta import ParsedInput, ProteinRecord, iter_records, parse_fasta_bytes, parse_fasta_text, read_fasta

@@ -33,6 +33,17 @@ def test_the_public_names_still_load_on_first_use():
     assert "jax" in loaded  # the probe itself can see JAX arrive
 
 
+def test_the_family_neutral_face_names_every_family_and_stays_light():
+    """Issue #49: the package's face is not ESM-2's alone: the families, the config, the model id
+    and the numbering values are exported, and reading them loads no heavy library."""
+    probe = ("import flamino_core as f\n"
+             "assert set(f.FAMILIES) == {'esm2', 'esm1b', 'esm1v', 'esmc', 'saprot'}, sorted(f.FAMILIES)\n"
+             "assert f.ModelConfig is f.ESM2Config and f.Family.__name__ == 'Family'\n"
+             "assert f.Numbering(16).number(0) == 16\n"
+             "assert f.ModelId.__name__ == 'ModelId'")
+    assert heavy_modules_after(probe) == []
+
+
 @pytest.mark.parametrize("argv", [["--help"], ["embed", "--help"], ["score", "--help"], ["variants", "--help"],
                                   ["dms", "--help"], ["batch", "embed", "--help"],
                                   ["fit", "--help"], ["predict", "--help"], ["suggest", "--help"],

@@ -65,7 +65,7 @@ def load_weights(
     model_id = ModelId.parse(identifier or default_model())
     identifier = model_id.text
     if model_id.is_random:
-        return random_weights(identifier)
+        return random_weights(model_id)
     try:
         members = model_id.members
     except ValueError as err:
@@ -95,10 +95,12 @@ def load_weights(
     )
 
 
-def random_weights(identifier: str) -> ModelWeights:
+def random_weights(model_id: ModelId) -> ModelWeights:
     """``random:<preset|tiny|tiny-<family>>[:seed]``: untrained weights, deterministic per seed
-    (``tiny-esm1b``, ``tiny-esmc``: the two-layer model of that family)."""
-    spec = ModelId.parse(identifier).random_spec or "tiny"
+    (``tiny-esm1b``, ``tiny-esmc``: the two-layer model of that family). Takes the parsed id
+    (issue #49: a load parsed its identifier twice)."""
+    identifier = model_id.text
+    spec = model_id.random_spec or "tiny"
     name, _, seed_text = spec.partition(":")
     try:
         seed = int(seed_text or 0)
