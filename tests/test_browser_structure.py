@@ -61,11 +61,26 @@ def _offline_page(browser, server):
 
 
 def _viewer_frame(page):
-    """The molecular viewer's frame, once it has drawn its scene."""
-    page.wait_for_selector('iframe[src*="flamino_molecule"]', timeout=3 * TIMEOUT_MS)
-    frame = next(f for f in page.frames if "flamino_molecule" in f.url)
-    frame.wait_for_function("document.body.dataset.drawn", timeout=TIMEOUT_MS)
-    return frame
+    """The molecular viewer's frame, once it has drawn its scene. A rerun that moves the viewer in
+    the page (the page's contacts arriving above it) mounts a new frame and detaches the one being
+    watched (a fresh-clone run failed so: "Frame was detached"): then the new frame is watched."""
+    import time
+
+    from playwright.sync_api import Error
+
+    deadline = time.monotonic() + 4 * TIMEOUT_MS / 1000
+    while True:
+        page.wait_for_selector('iframe[src*="flamino_molecule"]', timeout=3 * TIMEOUT_MS)
+        frame = next((f for f in page.frames if "flamino_molecule" in f.url and not f.is_detached()), None)
+        try:
+            if frame is not None:
+                frame.wait_for_function("document.body.dataset.drawn", timeout=TIMEOUT_MS)
+                return frame
+        except Error as err:
+            if "detached" not in str(err) or time.monotonic() > deadline:
+                raise
+        assert time.monotonic() < deadline, "the viewer's frame was never drawn"
+        page.wait_for_timeout(200)
 
 
 def _structure_page(browser, server, query: str, structure):
