@@ -28,7 +28,7 @@ _EXPORTS = {
     "FAMILIES": "model.families",
     "Family": "model.families",
     "ModelId": "model.model_id",
-    "Numbering": "inputs.numbering",
+    "Numbering": "numbering",
     "ESMC": "model.esmc",
     "CheckpointMismatchError": "weights.convert",
     "state_dict_to_params": "weights.convert",
@@ -80,7 +80,7 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     from flamino_core.model.config import MAX_RESIDUES, PRESETS, ESM2Config, ModelConfig
     from flamino_core.model.families import FAMILIES, Family
     from flamino_core.model.model_id import ModelId
-    from flamino_core.inputs.numbering import Numbering
+    from flamino_core.numbering import Numbering
     from flamino_core.model.esmc import ESMC
     from flamino_core.weights.convert import CheckpointMismatchError, state_dict_to_params
     from flamino_core.runtime.engine import Engine, SequenceOutput, enable_compilation_cache

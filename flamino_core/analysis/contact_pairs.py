@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from flamino_core.numbering import Numbering
+
 MIN_SEPARATION = 6  # as contact precision (structure/contacts.py): closer pairs are not judged
 
 
@@ -22,10 +24,7 @@ def contacts_frame(contacts: np.ndarray, sequence: str, first: int) -> pd.DataFr
       first: the number of the first residue (``i`` and ``j`` are in the record's numbering).
     """
     i, j = np.triu_indices(len(sequence), k=1)
-    letters = np.array(list(sequence))
-    return pd.DataFrame(
-        {"i": i + first, "residue_i": letters[i], "j": j + first, "residue_j": letters[j], "probability": contacts[i, j]}
-    )
+    return _pairs(contacts, sequence, Numbering(first), i, j)
 
 
 def top_contacts_frame(contacts: np.ndarray, sequence: str, first: int, min_separation: int = MIN_SEPARATION) -> pd.DataFrame:
@@ -36,8 +35,11 @@ def top_contacts_frame(contacts: np.ndarray, sequence: str, first: int, min_sepa
     probability = contacts[i, j]
     finite = np.flatnonzero(np.isfinite(probability))
     order = finite[np.argsort(-probability[finite], kind="stable")][: len(sequence)]
+    return _pairs(contacts, sequence, Numbering(first), i[order], j[order])
+
+
+def _pairs(contacts: np.ndarray, sequence: str, numbering: Numbering, i: np.ndarray, j: np.ndarray) -> pd.DataFrame:
+    """The pairs (indices ``i``, ``j``) as rows in ``numbering``, their residues and probabilities."""
     letters = np.array(list(sequence))
-    i, j = i[order], j[order]
-    return pd.DataFrame(
-        {"i": i + first, "residue_i": letters[i], "j": j + first, "residue_j": letters[j], "probability": contacts[i, j]}
-    )
+    return pd.DataFrame({"i": numbering.number(i), "residue_i": letters[i], "j": numbering.number(j),
+                         "residue_j": letters[j], "probability": contacts[i, j]})

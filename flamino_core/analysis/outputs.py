@@ -12,6 +12,7 @@ import dataclasses
 import numpy as np
 
 from flamino_core.alphabet import STANDARD_AA_TOKEN_IDS, STANDARD_AMINO_ACIDS, TOKENS
+from flamino_core.numbering import Numbering
 from flamino_core.analysis.attention_maps import apc, symmetrize  # noqa: F401  (part of this module's API)
 
 # Physico-chemical classes used to colour residues (a common textbook grouping: aromatic
@@ -113,11 +114,11 @@ def top_k_rows(probabilities: np.ndarray, sequence: str, k: int = 3, first: int 
         raise ValueError(f"probabilities have shape {p.shape}, expected (20, {len(sequence)})")
     # Stable sort on -p: ties keep alphabetical order, so the table is deterministic.
     order = np.argsort(-p, axis=0, kind="stable")  # (20, L)
-    rows = []
+    numbering, rows = Numbering(first), []
     for i, residue in enumerate(sequence):
         column = STANDARD_AMINO_ACIDS.find(residue)
         row: dict = {
-            "position": i + first,
+            "position": numbering.number(i),
             "residue": residue,
             "p(residue)": float(p[column, i]) if column >= 0 else None,
             "rank": int(np.flatnonzero(order[:, i] == column)[0]) + 1 if column >= 0 else None,

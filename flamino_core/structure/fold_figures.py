@@ -9,6 +9,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from flamino_core.figures.style import _layout, escape, top_colourbar
+from flamino_core.numbering import Numbering
 
 # AlphaFold DB draws PAE from dark green (0 A: the relative position is sure) to white (30 A+);
 # ESMFold's PAE bins end at 31.75 A, so 0-30 covers every value it gives.
@@ -23,7 +24,7 @@ def pae_heatmap(pae: np.ndarray, title: str = "", first: int = 1) -> go.Figure:
     pae = np.asarray(pae, dtype=float)
     if pae.ndim != 2 or pae.shape[0] != pae.shape[1]:
         raise ValueError(f"the predicted aligned error is a square matrix, not {pae.shape}")
-    numbers = np.arange(first, first + pae.shape[0])
+    numbers = np.asarray(Numbering(first).numbers(pae.shape[0]))
     fig = go.Figure(go.Heatmap(
         z=pae, x=numbers, y=numbers, zmin=0.0, zmax=PAE_MAX, colorscale=PAE_COLOURS,
         colorbar=top_colourbar("Expected<br>error (Å)", 1.0),
