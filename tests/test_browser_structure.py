@@ -61,9 +61,9 @@ def _offline_page(browser, server):
 
 
 def _viewer_frame(page):
-    """The molecular viewer's frame, once it has drawn its scene. A rerun that moves the viewer in
-    the page (the page's contacts arriving above it) mounts a new frame and detaches the one being
-    watched (a fresh-clone run failed so: "Frame was detached"): then the new frame is watched."""
+    """The molecular viewer's frame, once it has drawn its scene. Around its first draw a rerun can
+    mount a new frame and detach the one being watched (a fresh-clone run failed so: "Frame was
+    detached"; by hand, one frame then stayed for 40 s of reruns): then the new frame is watched."""
     import time
 
     from playwright.sync_api import Error

@@ -27,9 +27,10 @@ class Rates:
     (its fingerprint), as a running average; kept in ``FLAMINO_CACHE/pass_rates.json`` so a
     restarted server still knows them. Thread-safe."""
 
-    # fit: seconds per operation of a scikit-learn fit (predict/cost.py); compile, cached compile:
-    # seconds per compilation of a new shape, or of one in the persistent cache (jobs/pass_cost.py),
-    # keyed by architecture
+    # fit: seconds per operation of a scikit-learn fit (predict/cost.py); masked compile, unmasked
+    # compile, cached compile: seconds per compilation of a new shape of that pass kind, or of one in
+    # the persistent cache (jobs/pass_cost.compile_kind), keyed by architecture. (A file's old
+    # "compile" entries, from before the kinds were apart, are kept and no longer read.)
     KINDS = ("masked", "unmasked", "fit", "masked compile", "unmasked compile", "cached compile")
 
     def __init__(self, path: str | os.PathLike | None = None, weight: float = 0.3):

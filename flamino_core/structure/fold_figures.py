@@ -24,7 +24,7 @@ def pae_heatmap(pae: np.ndarray, title: str = "", first: int = 1) -> go.Figure:
     pae = np.asarray(pae, dtype=float)
     if pae.ndim != 2 or pae.shape[0] != pae.shape[1]:
         raise ValueError(f"the predicted aligned error is a square matrix, not {pae.shape}")
-    numbers = np.asarray(Numbering(first).numbers(pae.shape[0]))
+    numbers = Numbering(first).number(np.arange(pae.shape[0]))
     fig = go.Figure(go.Heatmap(
         z=pae, x=numbers, y=numbers, zmin=0.0, zmax=PAE_MAX, colorscale=PAE_COLOURS,
         colorbar=top_colourbar("Expected<br>error (Å)", 1.0),

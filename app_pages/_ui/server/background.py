@@ -58,8 +58,10 @@ def browser_run():
     browser is there (``_session_open``), for the run's length and ``GONE_AFTER_S`` after it."""
     mine, now = session_id(), _monotonic()
     with _LOCK:
-        for gone in [s for s, seen in _SEEN.items() if now - seen > 10 * GONE_AFTER_S and s not in _RUNNING]:
-            del _SEEN[gone]  # sessions long gone: the table stays the size of the live ones
+        if mine not in _SEEN:  # a new session: forget those long gone (the table stays the live ones'
+            # size; not on every run: the watcher runs each session's every 1.5 s)
+            for gone in [s for s, seen in _SEEN.items() if now - seen > 10 * GONE_AFTER_S and s not in _RUNNING]:
+                del _SEEN[gone]
         _SEEN[mine] = now
         _RUNNING[mine] = _RUNNING.get(mine, 0) + 1
     try:
