@@ -16,7 +16,7 @@ from flamino_core.model.families import contact_families
 from flamino_core.structure.contacts import CUTOFFS, precision_by_model, top_predictions, true_contacts
 from flamino_core.structure.export import pdb_export_problem, pdb_with_track, precision_csv
 from flamino_core.structure.figures import contact_comparison_map, structure_trace_3d
-from flamino_core.structure.reading import StructureError
+from flamino_core.structure.files.reading import StructureError
 from flamino_core.structure.scene import molecular_scene
 from flamino_core.options import STRATEGIES
 from flamino_core.structure.tracks import NEEDS, PARAMS, TRACKS

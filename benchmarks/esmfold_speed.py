@@ -53,7 +53,7 @@ def one(shape_name: str, length: int, implementation: str) -> dict:
     import torch
 
     from esmfold_checkpoints import SMALL, V1_WIDTHS, make_hf_esmfold, write_hf_esmfold
-    from flamino_core.structure.folding import fold
+    from flamino_core.structure.folding.prediction import fold
     from flamino_core.weights.esmfold import load_esmfold
 
     V1_TRUNK = {**V1_WIDTHS, "trunk": {**V1_WIDTHS["trunk"], "num_blocks": V1_TRUNK_BLOCKS}}

@@ -48,7 +48,7 @@ def _metadata(data: bytes):
 def _structure(file: Path, copies: int = 1):
     import inspect
 
-    from flamino_core.structure.reading import parse_structure_bytes
+    from flamino_core.structure.files.reading import parse_structure_bytes
 
     data = file.read_bytes()
     chains = {"max_chains": 1_000} if "max_chains" in inspect.signature(parse_structure_bytes).parameters else {}

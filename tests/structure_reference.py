@@ -1,4 +1,4 @@
-"""Independent readers of the real structures, for checking ``flamino_core.structure.reading`` and friends.
+"""Independent readers of the real structures, for checking ``flamino_core.structure.files.reading`` and friends.
 
 They take another path than the code under test: mmCIF through ``Bio.PDB.MMCIF2Dict`` (the raw
 ``_atom_site`` table, no structure builder), PDB through fixed-column text parsing as the

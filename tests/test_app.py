@@ -906,7 +906,7 @@ def test_every_widget_is_kept_and_defaults_to_its_current_value(monkeypatch):
     from app_pages._ui.frame.views import OPTIONS
 
     assert set(EVERY_OPTION) == set(OPTIONS)  # a new option gets a value here
-    from flamino_core.structure import fetch
+    from flamino_core.structure.files import fetch
 
     with socket.socket() as sock:  # the link's structure id: downloaded from a closed local port
         sock.bind(("127.0.0.1", 0))

@@ -12,7 +12,7 @@ import pytest
 
 from flamino_core import Engine, load_weights
 from flamino_core.structure import three_di
-from flamino_core.structure.reading import chain_residues, read_structure
+from flamino_core.structure.files.reading import chain_residues, read_structure
 from flamino_core.variants.notation import parse_mutations
 from flamino_core.variants.scoring import score_variants
 from test_app import ROOT, assert_clean, open_page, paste, start, unescaped

@@ -20,7 +20,7 @@ def test_upload_a_structure_and_score_a_list_with_saprot(server, browser, tmp_pa
     from transformers import EsmTokenizer
 
     from flamino_core.model import saprot
-    from flamino_core.structure.reading import chain_residues, read_structure
+    from flamino_core.structure.files.reading import chain_residues, read_structure
     from conftest import checkpoint_seed
     from test_saprot import SAPROT, STRUCTURES, make_hf_saprot
 

@@ -233,7 +233,7 @@ def test_a_structure_uploaded_on_the_input_page_is_the_record_and_the_structure_
     structure, other = STRUCTURES / "1GBT.cif", STRUCTURES / "4ZHL.cif"
     if not structure.exists() or not other.exists():
         pytest.skip(f"real structures not found in {STRUCTURES}")
-    from flamino_core.structure.reading import chain_residues, read_structure
+    from flamino_core.structure.files.reading import chain_residues, read_structure
     from test_browser import _nav
 
     chain = chain_residues(read_structure(structure), "A")  # the reader's residues, independently of the page

@@ -55,6 +55,6 @@ def test_reading_a_fasta_file_loads_no_structure_numbering(tmp_path):
     fasta.write_text(">p1\nMKTAYIAKQRQISFVKSHFSRQ\n")
     code = ("import sys\nfrom flamino_core.cli.common import read_records\n"
             f"records, _ = read_records({str(fasta)!r})\nassert records[0].sequence == 'MKTAYIAKQRQISFVKSHFSRQ'\n"
-            "print(sorted(m for m in sys.modules if m.startswith(('flamino_core.variants', 'flamino_core.structure.reading', 'Bio.PDB'))))")
+            "print(sorted(m for m in sys.modules if m.startswith(('flamino_core.variants', 'flamino_core.structure.files.reading', 'Bio.PDB'))))")
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert eval(loaded) == []

@@ -125,7 +125,7 @@ def test_a_structure_file_is_read_into_records_as_the_input_page_reads_it(tmp_pa
     gzipped alike; a structure without protein is refused with its chains named."""
     import gzip
 
-    from flamino_core.structure import chain_records
+    from flamino_core.structure.files import chain_records
     from structure_reference import STANDARD, STRUCTURES, read_reference
 
     path = STRUCTURES / "1GBT.cif"

@@ -23,7 +23,7 @@ from flamino_core.structure.contacts import (
     top_predictions,
     true_contacts,
 )
-from flamino_core.structure.reading import read_structure
+from flamino_core.structure.files.reading import read_structure
 from flamino_core.structure.align import choose_chain
 
 pytestmark = pytest.mark.skipif(not STRUCTURES.is_dir(), reason=f"real structures not found at {STRUCTURES}")

@@ -1,4 +1,4 @@
-"""The predicted structure's pure half (flamino_core/structure/folding.py, fold_figures.py): the
+"""The predicted structure's pure half (flamino_core/structure/folding/prediction.py, folding/figures.py): the
 memory said before a fold, the hosted length limit, the fold stored by model and sequence, mmCIF
 text, the PAE heatmap. No model runs here (a fold is built from arrays)."""
 
@@ -16,7 +16,7 @@ from flamino_core.model.esmfold.config import FoldConfig
 from flamino_core.model.esmfold.predict import FoldedProtein
 from flamino_core.store.result_store import ResultStore
 from flamino_core.structure import folding
-from flamino_core.structure.fold_figures import pae_heatmap
+from flamino_core.structure.folding.figures import pae_heatmap
 
 GIB = 1 << 30
 

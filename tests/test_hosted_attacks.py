@@ -115,7 +115,7 @@ HOSTILE_TEXT = {
         decode_view({"muts": "1" * N, "pos": "1" * N, "range": "1-" * N})
     """,
     "structures: PDB and mmCIF": """
-        from flamino_core.structure.reading import StructureError, parse_structure_bytes
+        from flamino_core.structure.files.reading import StructureError, parse_structure_bytes
         atom = "ATOM      1  CA  ALA A   1      11.104   6.134  -6.504  1.00  0.00           C\\n"
         for data in (atom + "REMARK " + " " * N, "data_x\\n_atom_site.id 1\\n" + "'" * N,
                      "data_x\\nloop_\\n_atom_site.id\\n" + "1 " * (N // 2), atom + "ATOM  " + "1" * N):
@@ -277,7 +277,7 @@ def test_the_reviews_multi_model_bomb_is_refused_before_biopython_runs(hosted):
     """The review's file: a gzipped multi-model PDB of 1.35 M atoms (47.7 s, peak 3.2 GB). Refused
     at the inflated cap, having inflated 5 MB and built no atom."""
     from app_pages._ui.server.policy import current_limits
-    from flamino_core.structure.reading import StructureError, parse_structure_bytes
+    from flamino_core.structure.files.reading import StructureError, parse_structure_bytes
 
     bomb = gzip.compress(_models(13_500, 100), 6)  # 1.35 M atoms; models within gzip's 32 kB window
     assert len(bomb) < MEGABYTE
@@ -306,7 +306,7 @@ def test_a_structure_over_the_atom_or_model_limit_is_refused_on_the_page(hosted,
 @needs_structures
 def test_biopython_builds_no_atom_past_the_limit_when_the_first_count_is_fooled(monkeypatch):
     """An mmCIF may order its columns so that no row starts with ATOM: the builder still stops."""
-    from flamino_core.structure import limits, reading
+    from flamino_core.structure.files import limits, reading
 
     monkeypatch.setattr(reading, "check_counts", lambda *args: None)  # as if the text count saw nothing
     built = []
@@ -354,7 +354,7 @@ def test_a_local_path_refuses_devices_pipes_and_folders_and_reads_at_most_its_li
     """The review read /dev/zero without bound (3.5 GB in 9.5 s) through the structure path box."""
     import os
 
-    from flamino_core.structure.reading import StructureError, read_structure
+    from flamino_core.structure.files.reading import StructureError, read_structure
 
     os.mkfifo(tmp_path / "pipe")
     for path in (tmp_path, "/dev/zero", tmp_path / "pipe"):  # (the old code hung on the last two)

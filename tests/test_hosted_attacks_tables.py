@@ -188,7 +188,7 @@ def test_an_old_mac_table_reads_as_its_unix_copy():
 
 # --- structures: caps while reading; one parse per content -------------------------------------------------
 def _structure(data: bytes, name: str, **limits):
-    from flamino_core.structure.reading import parse_structure_bytes
+    from flamino_core.structure.files.reading import parse_structure_bytes
 
     return parse_structure_bytes(data, name, max_bytes=5_000_000, **limits)
 
@@ -198,7 +198,7 @@ def test_an_mmcif_of_15000_chains_is_refused_at_the_chain_cap(tmp_path, monkeypa
     text, before Biopython's tokenizer (0.6 s of this file); a file whose rows fool that count
     still stops at chain 1,001 as Biopython builds it, within the bars too (the tokenizer's table
     of the whole 0.8 MB file, ~2.8 kB an atom (limits.py), plus 1,000 chains: under 100 MB)."""
-    from flamino_core.structure import reading
+    from flamino_core.structure.files import reading
 
     data = hostile_files.many_chains_mmcif(tmp_path).read_bytes()
     seconds, peak = refusal(lambda: _structure(data, "chains.cif", max_atoms=100_000, max_chains=1_000),
@@ -217,7 +217,7 @@ def test_the_chain_count_before_parsing_is_the_builders(tmp_path):
     """The text's count of each model's chains equals what Biopython's builder starts, on the
     real structures (one to five chains; 4ZHL's chains come back after its ligands: each return
     counts, in both), 2BEG as three models, and 50 generated chains."""
-    from flamino_core.structure.limits import BoundedBuilder, _most_chains
+    from flamino_core.structure.files.limits import BoundedBuilder, _most_chains
 
     started = []
     original = BoundedBuilder.init_chain
@@ -257,7 +257,7 @@ def test_one_upload_parsed_once_whatever_its_name(tmp_path, monkeypatch):
 
     from app_pages._ui.server.byte_cache import ByteBudgetCache
     from app_pages._ui.structure import loaded_structure
-    from flamino_core.structure import reading
+    from flamino_core.structure.files import reading
 
     monkeypatch.setattr(loaded_structure, "_PARSED", ByteBudgetCache(256_000_000))
     parses = []

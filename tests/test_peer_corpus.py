@@ -20,7 +20,7 @@ from Bio.PDB import MMCIFParser, PDBParser
 from Bio.PDB.Polypeptide import is_aa
 
 from flamino_core.inputs.fasta import parse_fasta_bytes
-from flamino_core.structure.reading import StructureError, chain_residues, read_structure
+from flamino_core.structure.files.reading import StructureError, chain_residues, read_structure
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "inputs.md"
 

@@ -12,7 +12,7 @@ from Bio.PDB.MMCIF2Dict import MMCIF2Dict
 from flamino_core.alphabet import AA_TO_IDX
 from flamino_core.cli import main
 from flamino_core.structure.align import align_chain
-from flamino_core.structure.reading import parse_structure_bytes, read_structure, chain_residues
+from flamino_core.structure.files.reading import parse_structure_bytes, read_structure, chain_residues
 
 ONE_LETTER = {"PRO": "P", "SER": "S", "ARG": "R", "GLN": "Q", "GLU": "E"}
 

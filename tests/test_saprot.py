@@ -20,7 +20,7 @@ from flamino_core.alphabet import AA_TO_IDX, STANDARD_AMINO_ACIDS
 from flamino_core.model import saprot
 from flamino_core.model.config import ModelConfig
 from flamino_core.structure import three_di
-from flamino_core.structure.reading import chain_residues, read_structure
+from flamino_core.structure.files.reading import chain_residues, read_structure
 from flamino_core.weights.loading import ModelError
 from conftest import SHARED_FASTA, checkpoint_seed
 from reference_checkpoints import hf_forward, randomize_

@@ -17,9 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from structure_reference import STANDARD, STRUCTURES, entity_sequences, read_reference, seqres
 
-from flamino_core.structure.amino_acids import AMINO_ACID_LETTERS
+from flamino_core.structure.files.amino_acids import AMINO_ACID_LETTERS
 from flamino_core.structure.contact_atoms import CB, GLY_CA, VIRTUAL_CB
-from flamino_core.structure.reading import (
+from flamino_core.structure.files.reading import (
     StructureError,
     chain_residues,
     parse_structure_bytes,
@@ -341,7 +341,7 @@ def test_each_protein_chain_is_a_record_numbered_from_the_file_and_read_back_by_
     ``_atom_site`` table (standard residues, in file order), its id carries the file's first and
     last residue numbers, and the FASTA written for the Input page reads back to the same records."""
     from flamino_core.inputs.fasta import parse_fasta_text
-    from flamino_core.structure.chain_records import chain_records, records_fasta
+    from flamino_core.structure.files.chain_records import chain_records, records_fasta
 
     for name, chains in (("1GBT.cif", ("A",)), ("4ZHL.cif", ("U", "P"))):
         path = STRUCTURES / name
@@ -364,7 +364,7 @@ def test_each_protein_chain_is_a_record_numbered_from_the_file_and_read_back_by_
 
 
 def test_a_structure_is_told_from_fasta_by_its_first_line_plain_or_gzipped():
-    from flamino_core.structure.chain_records import looks_like_structure
+    from flamino_core.structure.files.chain_records import looks_like_structure
 
     for name in ("1GBT.cif", "2BEG.pdb"):
         data = (STRUCTURES / name).read_bytes()

@@ -19,7 +19,7 @@ from test_cli_contacts import _OnePdbEntry, check_rows, entropy_bits
 from test_contact_eval import reference_case
 
 from flamino_core.runtime.engine import Engine
-from flamino_core.structure import fetch
+from flamino_core.structure.files import fetch
 from flamino_core.weights.loading import load_weights
 
 AppTest = pytest.importorskip("streamlit.testing.v1").AppTest

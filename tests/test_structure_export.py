@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from structure_reference import STRUCTURES, entity_sequences, pdb_text_rows
 
-from flamino_core.structure.reading import StructureError, parse_structure_bytes, read_structure
+from flamino_core.structure.files.reading import StructureError, parse_structure_bytes, read_structure
 from flamino_core.structure.align import choose_chain
 from flamino_core.structure.export import UNALIGNED_BFACTOR, pdb_export_problem, pdb_with_track, precision_csv
 

@@ -17,7 +17,7 @@ import time
 import pytest
 from structure_reference import STRUCTURES
 
-from flamino_core.structure.fetch import FetchError, fetch_alphafold, fetch_pdb
+from flamino_core.structure.files.fetch import FetchError, fetch_alphafold, fetch_pdb
 
 pytestmark = pytest.mark.skipif(not STRUCTURES.is_dir(), reason=f"real structures not found at {STRUCTURES}")
 SERVER_LIFETIME_S = 60

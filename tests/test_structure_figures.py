@@ -11,7 +11,7 @@ from structure_reference import STRUCTURES, entity_sequences
 
 from flamino_core.structure.contacts import top_predictions, true_contacts
 from flamino_core.figures import figure_html
-from flamino_core.structure.reading import read_structure
+from flamino_core.structure.files.reading import read_structure
 from flamino_core.structure.align import align_chain, choose_chain
 from flamino_core.structure.figures import contact_comparison_map, structure_trace_3d
 

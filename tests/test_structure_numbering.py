@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 
 from flamino_core.variants.author_numbering import AuthorNumbering, from_record
-from flamino_core.structure.chain_records import chain_records
-from flamino_core.structure.reading import read_structure
+from flamino_core.structure.files.chain_records import chain_records
+from flamino_core.structure.files.reading import read_structure
 from flamino_core.variants import indels, notation
 from flamino_core.variants.structure_numbering import COLUMN, parse_mutations, with_structure_column
 from structure_reference import STANDARD, STRUCTURES, read_reference

@@ -163,7 +163,7 @@ def test_saprot_scores_a_list_on_the_predicted_structure_masked_below_70(monkeyp
     from flamino_core import Engine, load_weights
     from flamino_core.model.esmfold.pdb import to_pdb
     from flamino_core.structure import three_di
-    from flamino_core.structure.reading import parse_structure_bytes
+    from flamino_core.structure.files.reading import parse_structure_bytes
     from flamino_core.variants.notation import parse_mutations
     from flamino_core.variants.scoring import score_variants
 

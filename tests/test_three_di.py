@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from flamino_core.structure import three_di
-from flamino_core.structure.reading import chain_residues, read_structure
+from flamino_core.structure.files.reading import chain_residues, read_structure
 
 DATA = Path(__file__).parent / "data" / "structures"
 # Foldseek's own 3Di string of 1AKI chain A (Biotite's i3d.fasta, entry 1aki_A; SOURCES.md).

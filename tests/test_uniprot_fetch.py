@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from flamino_core.structure import uniprot_fetch
+from flamino_core.structure.files import fetch as uniprot_fetch
 from flamino_core.inputs.fasta import parse_fasta_text
-from flamino_core.structure.uniprot_fetch import FetchError, fetch_fasta, pasted_accessions
+from flamino_core.structure.files.fetch import FetchError, fetch_fasta, pasted_accessions
 
 TWO = Path(__file__).resolve().parents[2] / "shared" / "fasta" / "uniprot_two.fa"
 

@@ -101,7 +101,7 @@ def read_records(path: str, *, allow_dna: bool = False):
 def _structure_records(path: str, data: bytes | None):
     """The records of a structure file given where FASTA is expected, or None for anything else
     (the FASTA reader then says what it is). ``data``: standard input's bytes, else None."""
-    from flamino_core.structure.chain_records import SNIFF_BYTES, looks_like_structure, structure_records
+    from flamino_core.structure.files.chain_records import SNIFF_BYTES, looks_like_structure, structure_records
 
     try:
         if data is None:
@@ -113,7 +113,7 @@ def _structure_records(path: str, data: bytes | None):
         return None  # a missing or unreadable path: read_fasta's message says which
     if not looks_like_structure(head):
         return None
-    from flamino_core.structure.reading import parse_structure_bytes, read_structure
+    from flamino_core.structure.files.reading import parse_structure_bytes, read_structure
 
     try:
         return structure_records(read_structure(path) if data is None else parse_structure_bytes(data, "stdin"))

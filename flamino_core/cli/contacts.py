@@ -31,8 +31,8 @@ def open_structure(spec: str):
       UserError: the file is missing or not a structure, or the download failed (the message
         says why and what to do).
     """
-    from flamino_core.structure import fetch
-    from flamino_core.structure.reading import StructureError, read_structure
+    from flamino_core.structure.files import fetch
+    from flamino_core.structure.files.reading import StructureError, read_structure
 
     prefix, _, identifier = spec.partition(":")
     try:
@@ -102,7 +102,7 @@ def _align_records(parsed, records, args):
     """Each record's alignment (or the message why it cannot be compared), said on stderr."""
     from flamino_core.model.config import MAX_RESIDUES
     from flamino_core.structure.align import choose_chain
-    from flamino_core.structure.reading import StructureError
+    from flamino_core.structure.files.reading import StructureError
 
     aligned, refused, notes_said = [], [], set()
     for record in records:
@@ -138,7 +138,7 @@ def _track_values(engine, out, track: str, choices: dict, long: str):
 
 def _open_described_structure(args):
     """The ``--structure`` opened, a ``--chain`` checked in it, and its chains described on stderr."""
-    from flamino_core.structure.reading import StructureError, chain_residues
+    from flamino_core.structure.files.reading import StructureError, chain_residues
 
     parsed = open_structure(args.structure)
     try:
@@ -167,7 +167,7 @@ def _track_pdb(engine, parsed, alignment, out, record_id: str, track: str, choic
     """The aligned chain as PDB text with the record's track in the B-factor column; None
     (after saying why on stderr) when this record cannot have one."""
     from flamino_core.structure.export import pdb_with_track
-    from flamino_core.structure.reading import StructureError
+    from flamino_core.structure.files.reading import StructureError
     from flamino_core.structure.tracks import TRACKS, check_choices
 
     try:

@@ -58,7 +58,7 @@ def cmd_fold(args) -> int:
 
 def _fold_one(model, record, out: Path, is_random: bool, args, counter: str, used: set[str]) -> dict:
     from flamino_core.model.esmfold.pdb import to_pdb
-    from flamino_core.structure.folding import fold
+    from flamino_core.structure.folding.prediction import fold
 
     start = time.perf_counter()
     folded = fold(model, record.sequence, passes=args.passes, chunk_size=args.chunk_size or None)

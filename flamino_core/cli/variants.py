@@ -67,7 +67,7 @@ def structure_letters(args, sequence: str, engine) -> str | None:
         return None
     if not engine.family.structure_aware:
         raise UserError(f"--structure is read by structure-aware models ({engine.family.title} reads sequences only)")
-    from flamino_core.structure.reading import StructureError
+    from flamino_core.structure.files.reading import StructureError
     from flamino_core.structure.three_di import read_structure_tokens
 
     try:

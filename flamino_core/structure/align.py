@@ -22,7 +22,7 @@ import math
 import numpy as np
 from Bio.Align import PairwiseAligner, substitution_matrices
 
-from flamino_core.structure.reading import ChainResidues, ParsedStructure, StructureError, chain_residues, protein_chains
+from flamino_core.structure.files.reading import ChainResidues, ParsedStructure, StructureError, chain_residues, protein_chains
 
 GAP_OPEN, GAP_EXTEND = -10.0, -0.5
 # Any identity at or above this is the same protein (or a point mutant), whatever the length.

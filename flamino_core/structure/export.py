@@ -15,7 +15,7 @@ import pandas as pd
 from Bio.PDB import PDBIO, Select
 from Bio.PDB.Model import Model
 
-from flamino_core.structure.reading import ParsedStructure, StructureError
+from flamino_core.structure.files.reading import ParsedStructure, StructureError
 from flamino_core.structure.align import ChainAlignment
 
 UNALIGNED_BFACTOR = 0.0  # residues with no value (not aligned to the sequence, other chains, ligands, water)

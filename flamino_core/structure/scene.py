@@ -24,7 +24,7 @@ from flamino_core.inputs.numbering import Numbering
 from flamino_core.structure.align import ChainAlignment
 from flamino_core.structure.contacts import TopPairs
 from flamino_core.structure.export import pdb_export_problem, pdb_with_track
-from flamino_core.structure.reading import ParsedStructure
+from flamino_core.structure.files.reading import ParsedStructure
 
 SEQUENTIAL, DIVERGING = "Viridis", "RdBu"  # RdBu around 0, as the substitution maps of the other pages
 NO_VALUE = "#bbbbbb"  # residues with no value: not aligned, or NaN

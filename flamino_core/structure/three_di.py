@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from flamino_core.structure.align import choose_chain
-from flamino_core.structure.reading import MAX_STRUCTURE_BYTES, ParsedStructure, chain_residues, read_structure
+from flamino_core.structure.files.reading import MAX_STRUCTURE_BYTES, ParsedStructure, chain_residues, read_structure
 
 PLDDT_THRESHOLD = 70.0  # SaProt's and ProteinGym's
 UNKNOWN = "#"

@@ -1,6 +1,6 @@
 """A structure's own residue numbering (author numbers with insertion codes) carried by a record.
 
-A record made of a structure's chain (``structure.chain_records``) is numbered by the pages from
+A record made of a structure's chain (``structure.files.chain_records``) is numbered by the pages from
 its first residue (``1GBT_A/16-245``: index ``i`` is residue ``16 + i``), but the file numbers
 its residues its own way: chymotrypsin numbering in 1GBT skips numbers (35, 36, 67, 68 ...) and
 inserts residues with codes (``184A`` between 184 and 185), so the catalytic serine the

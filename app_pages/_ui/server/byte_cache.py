@@ -2,7 +2,7 @@
 
 ``st.cache_resource(max_entries=8)`` kept eight parsed structures whatever their size: eight
 uploads of 1.35 M atoms each would have held 13 GB. Here each value is charged what its caller
-estimates it holds (a structure: atoms x ``structure.limits.BYTES_PER_ATOM``), the least recently
+estimates it holds (a structure: atoms x ``structure.files.limits.BYTES_PER_ATOM``), the least recently
 used go first when a new one would pass the budget, and a value larger than the whole budget is
 returned without being kept. Thread-safe: Streamlit runs each session in its own thread.
 """

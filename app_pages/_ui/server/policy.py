@@ -82,8 +82,8 @@ class Limits:
                            self.max_inflated_bytes or MAX_GUNZIP_BYTES)
 
     def structure_limits(self) -> dict[str, int | None]:
-        """Keyword arguments for ``structure.reading.parse_structure_bytes`` / ``read_structure``."""
-        from flamino_core.structure.reading import MAX_STRUCTURE_BYTES  # Biopython: not at import
+        """Keyword arguments for ``structure.files.reading.parse_structure_bytes`` / ``read_structure``."""
+        from flamino_core.structure.files.reading import MAX_STRUCTURE_BYTES  # Biopython: not at import
 
         return {"max_bytes": self.max_inflated_bytes or MAX_STRUCTURE_BYTES, "max_atoms": self.max_atoms,
                 "max_models": self.max_models, "max_chains": self.max_chains}

@@ -28,11 +28,11 @@ import streamlit as st
 from flamino_core.variants import substitution_maps as scores
 from flamino_core.model.config import MAX_RESIDUES
 from flamino_core.options import STRATEGIES
-from flamino_core.structure import fetch
+from flamino_core.structure.files import fetch
 from flamino_core.structure.align import ChainAlignment, choose_chain
-from flamino_core.structure.chain_records import chain_records, looks_like_structure, records_fasta, structure_records
-from flamino_core.structure.limits import BYTES_PER_ATOM
-from flamino_core.structure.reading import ParsedStructure, StructureError, parse_structure_bytes, read_structure
+from flamino_core.structure.files.chain_records import chain_records, looks_like_structure, records_fasta, structure_records
+from flamino_core.structure.files.limits import BYTES_PER_ATOM
+from flamino_core.structure.files.reading import ParsedStructure, StructureError, parse_structure_bytes, read_structure
 from flamino_core.structure.tracks import TRACKS, check_choices, compute_choices, compute_track, track_inputs, track_label
 
 from app_pages._ui.results import one_record as results, scans

@@ -16,8 +16,8 @@ from flamino_core.jobs.status import about
 from flamino_core.model.esmfold.config import STEM_PRECISIONS
 from flamino_core.store.result_store import default_store
 from flamino_core.structure import folding
-from flamino_core.structure.fold_figures import pae_heatmap
-from flamino_core.structure.reading import parse_structure_bytes
+from flamino_core.structure.folding.figures import pae_heatmap
+from flamino_core.structure.files.reading import parse_structure_bytes
 from flamino_core.structure.scene import molecular_scene
 
 from app_pages._ui.frame.downloads import show_figure, text_button

@@ -31,7 +31,7 @@ from flamino_core.inputs.formats import FOREIGN_FORMATS, GZIP_MAGIC
 
 if TYPE_CHECKING:  # the reader (Biopython) is imported when a structure is read: the command
     # line asks every FASTA argument ``looks_like_structure`` and must not pay for it.
-    from flamino_core.structure.reading import ChainResidues, ParsedStructure
+    from flamino_core.structure.files.reading import ChainResidues, ParsedStructure
 
 # The first-line patterns the FASTA reader refuses a structure by (one list: ``inputs.formats``).
 _STRUCTURE_LINES = tuple(re.compile(pattern) for pattern, name, _ in FOREIGN_FORMATS if "structure file" in name)
@@ -74,7 +74,7 @@ def looks_like_structure(data: bytes) -> bool:
 def chain_records(parsed: ParsedStructure, model_index: int = 0) -> tuple[ChainRecord, ...]:
     """Each protein chain of one model as a record, in file order (chains without amino acids,
     such as DNA, ligands and water, give none)."""
-    from flamino_core.structure.reading import protein_chains
+    from flamino_core.structure.files.reading import protein_chains
 
     stem = re.sub(r"[^A-Za-z0-9_.-]", "_", parsed.name.split(".")[0]) or "structure"
     return tuple(_chain_record(stem, parsed.name, chain) for chain in protein_chains(parsed, model_index))

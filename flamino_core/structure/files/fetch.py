@@ -1,9 +1,14 @@
-"""Fetch a structure by PDB id (RCSB) or UniProt accession (AlphaFold DB), when the network allows.
+"""Fetch a structure by PDB id (RCSB) or UniProt accession (AlphaFold DB), and a protein's
+sequence by its UniProt accession (rest.uniprot.org), when the network allows.
 
 Every download has a timeout and a size cap, and every failure (offline, unknown id, too large,
 not a structure) is a ``FetchError`` with a message that says what to do instead: download the
 file elsewhere and upload it. The base URLs are parameters so tests can point them at a local
 server.
+
+A biologist often has an accession (``P69905``) rather than a sequence: the Input page fetches
+the sequence the way the Structure page fetches a model (``fetch_fasta``: UniProt answers FASTA
+for ``/uniprotkb/<accession>.fasta``), through the same guarded reader, one module for both.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from flamino_core.structure.reading import MAX_STRUCTURE_BYTES, ParsedStructure, StructureError, parse_structure_bytes
+from flamino_core.structure.files.reading import MAX_STRUCTURE_BYTES, ParsedStructure, StructureError, parse_structure_bytes
 
 RCSB_URL = "https://files.rcsb.org/download"
 ALPHAFOLD_API = "https://alphafold.ebi.ac.uk/api/prediction"
@@ -28,6 +33,10 @@ PDB_ID = re.compile(r"^[0-9][A-Za-z0-9]{3}$")
 UNIPROT_ACCESSION = re.compile(r"^([OPQ][0-9][A-Z0-9]{3}[0-9]|[A-NR-Z][0-9]([A-Z][A-Z0-9]{2}[0-9]){1,2})$")
 USER_AGENT = "flamino (structure fetch)"
 _INSTEAD = "download the file in a browser and upload it instead"
+UNIPROT_REST = "https://rest.uniprot.org/uniprotkb"
+MAX_FASTA_BYTES = 1024 * 1024  # the longest protein (titin, ~35,000 residues) is ~36 kB of FASTA
+MAX_ACCESSIONS = 20  # fetched on one click: a list longer than this is a file's job
+_SEPARATORS = re.compile(r"[\s,;]+")
 
 
 class FetchError(StructureError):
@@ -148,3 +157,31 @@ def _parse_download(data: bytes, name: str, read_limits: dict[str, int | None] |
         return parse_structure_bytes(data, name, **(read_limits or {"max_bytes": MAX_STRUCTURE_BYTES}))
     except StructureError as err:
         raise FetchError(f"the download is not a usable structure: {err}") from None
+
+
+# --- a sequence from UniProt ---------------------------------------------------------------------
+def pasted_accessions(text: str) -> list[str]:
+    """The UniProt accessions a pasted text consists of (``P69905``, ``p69905, P68871``), in
+    order and once each; [] when any word of it is not one (a sequence, FASTA, a longer list)."""
+    words = [w for w in _SEPARATORS.split(text.strip().upper()) if w] if len(text) < 1_000 else []
+    if not words or len(words) > MAX_ACCESSIONS or not all(UNIPROT_ACCESSION.match(w) for w in words):
+        return []
+    return list(dict.fromkeys(words))
+
+
+def fetch_fasta(accession: str, base_url: str | None = None, timeout: float = TIMEOUT_S) -> str:
+    """UniProt's FASTA record of ``accession`` (from ``base_url``, default ``UNIPROT_REST``).
+
+    Raises:
+      FetchError: not an accession, no network, no such entry, or an answer that is not FASTA.
+    """
+    accession = accession.strip().upper()
+    if not UNIPROT_ACCESSION.match(accession):
+        raise FetchError(f"{accession!r} is not a UniProt accession (like P69905 or A0A023GPI8)")
+    what = f"UniProt entry {accession}"
+    data = _download(f"{base_url or UNIPROT_REST}/{accession}.fasta", what, timeout, MAX_FASTA_BYTES)
+    text = data.decode("utf-8", errors="replace").strip()
+    if not text.startswith(">"):
+        raise FetchError(f"the answer for {what} is not a FASTA record (it starts {text[:40]!r}); paste the "
+                         "sequence from uniprot.org instead")
+    return text + "\n"

@@ -35,9 +35,9 @@ from Bio.PDB import MMCIFParser, PDBParser
 from Bio.PDB.Structure import Structure
 
 from flamino_core.inputs.formats import TooLarge, Unreadable, gunzip
-from flamino_core.structure.amino_acids import SpecialResidues, is_amino_acid, lacks_ca, listed_counts
+from flamino_core.structure.files.amino_acids import SpecialResidues, is_amino_acid, lacks_ca, listed_counts
 from flamino_core.structure.contact_atoms import contact_atom
-from flamino_core.structure.limits import BoundedBuilder, StructureError, check_counts
+from flamino_core.structure.files.limits import BoundedBuilder, StructureError, check_counts
 
 MAX_STRUCTURE_BYTES = 200 * 1024 * 1024  # decompressed; guards against gzip bombs
 
