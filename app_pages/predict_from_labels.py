@@ -19,7 +19,7 @@ from flamino_core.inputs.tables import size_problem
 from flamino_core.predict import apply, figures
 from flamino_core.jobs.background import DONE
 from flamino_core.predict.cost import problem as cost_problem
-from flamino_core.predict.fit import RANDOM_WEIGHTS_NOTE, feature_sets, plan_line, planned_fits, planned_work
+from flamino_core.predict.table_fit import RANDOM_WEIGHTS_NOTE, feature_sets, plan_line, planned_fits, planned_work
 from flamino_core.predict.saved import zip_bytes
 from flamino_core.predict.table import PROTEINGYM_FOLD_COLUMNS, RANDOM_FOLDS, LabelError
 

@@ -1,5 +1,5 @@
 """A fit's estimate against its real time (issue #53): the Predict page's one-hot fits of generated
-classification tables (and the shared assay's fitness bins), estimated by ``fit.planned_fits`` at
+classification tables (and the shared assay's fitness bins), estimated by ``table_fit.planned_fits`` at
 the default rate, then run as the server runs them (each fit in a ``FitWorker``, one thread).
 
     .venv/bin/python benchmarks/fit_estimate.py [--quick]
@@ -22,7 +22,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from flamino_core.predict.fit import feature_sets, fit_table, planned_fits  # noqa: E402
+from flamino_core.predict.table_fit import feature_sets, fit_table, planned_fits  # noqa: E402
 from flamino_core.predict.table import parse_labelled_table  # noqa: E402
 from flamino_core.predict.worker import FitWorker  # noqa: E402
 

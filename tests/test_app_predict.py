@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from flamino_core.runtime.engine import Engine
-from flamino_core.predict.fit import fit_table
+from flamino_core.predict.table_fit import fit_table
 from flamino_core.predict.saved import JSON_NAME, from_zip, zip_bytes
 from flamino_core.predict.table import parse_labelled_table
 from flamino_core.predict.suggest import Constraints, suggest

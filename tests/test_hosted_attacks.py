@@ -531,7 +531,7 @@ def test_a_fits_cost_counts_what_it_runs_and_the_reviews_duplicates_are_over_eve
     import hostile_files
     from flamino_core.runtime.engine import Engine
     from flamino_core.predict import cost
-    from flamino_core.predict.fit import feature_sets, fit_table, planned_fits
+    from flamino_core.predict.table_fit import feature_sets, fit_table, planned_fits
     from flamino_core.predict.table import parse_labelled_table
     from flamino_core.weights.loading import load_weights
 
@@ -575,7 +575,7 @@ def test_a_fit_gives_way_to_another_visitor_between_two_of_its_fits():
     import threading
 
     from app_pages._ui.server.heavy_jobs import HeavyJobQueue
-    from flamino_core.predict.fit import fit_table
+    from flamino_core.predict.table_fit import fit_table
     from flamino_core.predict.table import parse_labelled_table
 
     table = parse_labelled_table(_small_assay(), "DMS_score")

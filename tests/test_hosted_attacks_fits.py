@@ -16,7 +16,7 @@ import pytest
 
 from flamino_core.jobs.rates import CLAMP, Rates
 from flamino_core.predict import cost
-from flamino_core.predict.fit import feature_sets, fit_table, planned_fits
+from flamino_core.predict.table_fit import feature_sets, fit_table, planned_fits
 from flamino_core.predict.table import parse_labelled_table
 from flamino_core.predict.worker import FitWorker
 

@@ -57,7 +57,7 @@ def _interval(row: dict, key: str) -> str:
 
 def cmd_fit(args) -> int:
     from flamino_core.predict import features
-    from flamino_core.predict.fit import feature_sets, fit_table, plan_line, planned_work
+    from flamino_core.predict.table_fit import feature_sets, fit_table, plan_line, planned_work
     from flamino_core.predict.saved import save
     from flamino_core.predict.table import LabelError, parse_labelled_table
     from flamino_core.weights.loading import default_model

@@ -9,7 +9,11 @@ does on rows it never saw.
 
 * ``table``: reading the labelled table (``LabelledTable``), its target and its folds.
 * ``features``: the feature sets and their costs (embeddings from the result store).
-* ``fitting``: estimators, out-of-fold predictions, the final fit, the learning curve.
+* ``fitting``: one feature matrix's linear model: the estimators, out-of-fold predictions, the
+  final fit, the learning curve.
+* ``table_fit``: a labelled table's whole fit, as ``flamino fit`` and the Predict page run it
+  (``fit_table``): every feature set on the same folds through ``fitting``, side by side, and the
+  predictor kept; its work said before it runs (``planned_work``, ``planned_fits``).
 * ``evaluation``: Spearman / AUC / MCC with bootstrap intervals; the comparison of feature sets.
 * ``saved``: the fitted predictor as JSON + NPZ (no pickle), reloaded by ``flamino predict``.
 * ``figures``: the out-of-fold scatter, the comparison, the learning curve, the prediction map.

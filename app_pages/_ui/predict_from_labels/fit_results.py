@@ -24,7 +24,7 @@ from flamino_core.store import passes
 from flamino_core.inputs.tables import TableLimits
 from flamino_core.predict import apply
 from flamino_core.predict.cost import FitCost, record_fit_times, seconds_here, worker_start_seconds
-from flamino_core.predict.fit import FITS, FitResult, fit_table
+from flamino_core.predict.table_fit import FITS, FitResult, fit_table
 from flamino_core.predict.features import FeatureError
 from flamino_core.predict.saved import PredictorError
 from flamino_core.predict.worker import FitWorker
@@ -117,7 +117,7 @@ class OverBudget(Exception):
 
 def fit_seconds(engine, table: LabelledTable, planned: FitCost, plan: list) -> tuple[float, float | None]:
     """(seconds of the scikit-learn fits at this machine's measured rate, else the default one;
-    seconds of the model passes still to run (``fit.planned_work``'s ``plan``), None when this
+    seconds of the model passes still to run (``table_fit.planned_work``'s ``plan``), None when this
     machine has not measured the model yet)."""
     rates = jobs.default_rates()
     fits = seconds_here(planned, rates) + worker_start_seconds(rates)

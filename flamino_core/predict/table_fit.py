@@ -1,5 +1,6 @@
-"""One fit, as ``flamino fit`` and the app's Predict page run it: features, folds, out-of-fold
-predictions, the comparison of feature sets on the same folds, learning curves, the predictor.
+"""A labelled table's whole fit, as ``flamino fit`` and the app's Predict page run it: features,
+folds, out-of-fold predictions, the comparison of feature sets on the same folds, learning
+curves, the predictor. (One feature matrix's linear model is ``fitting.py``'s.)
 
 Every feature set that applies is evaluated on the *same* folds, side by side with the one chosen
 (whose predictions and model are the output): the model-free baseline (one-hot, or amino-acid
