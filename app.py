@@ -20,7 +20,7 @@ import uuid
 
 import streamlit as st
 
-from flamino_core.model.families import FAMILIES
+from flamino_core.model import FAMILIES
 
 from app_pages._ui.frame import downloads
 from app_pages._ui.rerun import context, session

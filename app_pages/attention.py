@@ -14,12 +14,11 @@ from app_pages._ui.results import one_record as results
 from app_pages._ui.rerun.context import PageContext, current
 from app_pages._ui.frame.downloads import csv_button, npz_button, show_figure
 from app_pages._ui.frame.widgets import kept_selectbox, kept_toggle, layer_names
-from flamino_core.analysis import outputs as analysis
+from flamino_core.analysis import (apc, attention_view, contacts_frame, crop_square, residue_labels,
+                                   strip_special, symmetrize, top_contacts_frame)
 from flamino_core import figures
-from flamino_core.analysis.contact_pairs import contacts_frame, top_contacts_frame
-from flamino_core.model.config import MAX_RESIDUES
-from flamino_core.model.families import contact_families
-from flamino_core.runtime.windows import WINDOW_STEP, residue_window_start
+from flamino_core.model import MAX_RESIDUES, contact_families
+from flamino_core.runtime import WINDOW_STEP, residue_window_start
 
 
 def contact_note(contacts: np.ndarray, length: int) -> str | None:
@@ -87,9 +86,9 @@ def main(ctx: PageContext) -> None:
     left, right = st.columns(2)
     if maps is not None:
         keep_special = special and not use_apc
-        view = analysis.attention_view(maps, None if head == 0 else head - 1, use_apc, keep_special)
-        matrix = analysis.crop_square(view, *crop, with_special=keep_special)
-        labels = analysis.residue_labels(seq[shown.start:maps_stop], maps_first)
+        view = attention_view(maps, None if head == 0 else head - 1, use_apc, keep_special)
+        matrix = crop_square(view, *crop, with_special=keep_special)
+        labels = residue_labels(seq[shown.start:maps_stop], maps_first)
         if keep_special:
             labels = ["<cls>", *labels, "<eos>"]
         title = f"{what}, {names[layer]}, {head_names[head]}"
@@ -151,10 +150,10 @@ def main(ctx: PageContext) -> None:
         return
 
     st.subheader(f"All {heads} heads of {names[layer]}")
-    per_head = analysis.strip_special(maps)
+    per_head = strip_special(maps)
     if use_apc:
-        per_head = analysis.apc(analysis.symmetrize(per_head))
-    per_head = analysis.crop_square(per_head, *crop)
+        per_head = apc(symmetrize(per_head))
+    per_head = crop_square(per_head, *crop)
     grid = figures.attention_grid(
         per_head, title=f"{what} of every head, {names[layer]}", diverging=use_apc, first=maps_first
     )

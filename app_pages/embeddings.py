@@ -11,8 +11,8 @@ from app_pages._ui.frame.downloads import csv_button, npz_button, show_figure
 from app_pages._ui.records import compare_maps
 from app_pages._ui.records.set_map import records_section
 from app_pages._ui.frame.widgets import kept_radio, kept_selectbox, layer_names
-from flamino_core.inputs.numbering import Numbering
-from flamino_core.analysis import outputs as analysis
+from flamino_core.inputs import Numbering
+from flamino_core.analysis import pca, residue_class
 from flamino_core import figures
 
 
@@ -32,7 +32,7 @@ def main(ctx: PageContext) -> None:
     with controls[1]:
         colour = kept_radio("Colour residues by", "colour", horizontal=True)
     reps = results.representations(engine, seq, layer)[shown.span]  # (shown, D)
-    result = analysis.pca(reps, n_components=3)
+    result = pca(reps, n_components=3)
     ratios = result.explained_variance_ratio
     fig = figures.residue_pca_scatter(
         result, part, colour_by=colour, dims=int(dims), first=first,
@@ -60,7 +60,7 @@ def main(ctx: PageContext) -> None:
                 {
                     "position": np.asarray(Numbering(first).numbers(len(part))),
                     "residue": list(part),
-                    "class": [analysis.residue_class(aa) for aa in part],
+                    "class": [residue_class(aa) for aa in part],
                     **{f"PC{i + 1}": result.coords[:, i] for i in range(result.coords.shape[1])},
                 }
             ),

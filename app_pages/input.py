@@ -31,7 +31,7 @@ FETCH_PROBLEM = "_accession_fetch_problem"  # session state: why the last fetch 
 def fetch_accessions(accessions: list[str]) -> None:
     """"Fetch from UniProt" (a callback): the accessions' FASTA records replace the pasted text;
     a failure (offline first) is kept to be said under the button, the text left as it was."""
-    from flamino_core.structure.files.fetch import FetchError, fetch_fasta
+    from flamino_core.structure import FetchError, fetch_fasta
 
     st.session_state.pop(FETCH_PROBLEM, None)
     try:
@@ -44,7 +44,7 @@ def accession_offer() -> None:
     """Pasted UniProt accessions (``P69905``) rather than a sequence: offer to fetch their
     sequences, as the Structure page fetches a model by accession (issue 50: refused as not a
     sequence)."""
-    from flamino_core.structure.files.fetch import pasted_accessions
+    from flamino_core.structure import pasted_accessions
 
     accessions = pasted_accessions(st.session_state.get(inputs.FASTA) or "")
     if not accessions:

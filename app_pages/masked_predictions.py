@@ -13,13 +13,12 @@ from app_pages._ui.results import one_record as results, scans
 from app_pages._ui.rerun.context import PageContext, current
 from app_pages._ui.frame.downloads import csv_button, show_figure
 from app_pages._ui.frame.widgets import kept_number_input, kept_radio, widget_key
-from flamino_core.inputs.numbering import Numbering
-from flamino_core.analysis import outputs as analysis
+from flamino_core.inputs import Numbering
+from flamino_core.analysis import amino_acid_probabilities, entropy, token_distribution, top_k_rows
 from flamino_core import figures
-from flamino_core.variants import substitution_maps as scores
+from flamino_core.variants import from_log_probs, score_rows, substitution_names
 from flamino_core.alphabet import AA_TO_IDX, STANDARD_AA_TOKEN_IDS, STANDARD_AMINO_ACIDS
 from flamino_core.variants.figures import clicked_cell, substitution_map
-from flamino_core.variants.notation import substitution_names
 
 RANGE_SEEN = "_pos_range"  # the range the masked position was last drawn with
 PICKED = "_picked_cell"  # (sequence, 0-based index in it, mutant letter) last clicked on the map
@@ -44,7 +43,7 @@ def scores_frame(record_id: str, part: str, substitution: np.ndarray, first: int
     """The map as CSV rows, with each substitution also named as a variant (``V1A``, numbered
     from the record's first residue, as the Variants page and ``flamino variants`` write it)."""
     frame = pd.DataFrame(
-        list(scores.score_rows(record_id, part, substitution, first=first)),
+        list(score_rows(record_id, part, substitution, first=first)),
         columns=["record", "position", "wt", "mt", "score"],
     )
     frame["mutant"] = substitution_names(part, first)
@@ -86,8 +85,8 @@ def main(ctx: PageContext) -> None:
     part, first, part_stem = seq[shown.span], shown.number, stem + shown.stem()
 
     logits = results.logits(engine, seq)
-    probabilities = analysis.amino_acid_probabilities(logits[shown.span])  # (20, shown)
-    entropies = analysis.entropy(probabilities)
+    probabilities = amino_acid_probabilities(logits[shown.span])  # (20, shown)
+    entropies = entropy(probabilities)
     st.markdown(
         "What the model predicts at each position when it sees the whole sequence (no masking). "
         "Outlined squares are the sequence's own residues; the track below is the entropy of each "
@@ -107,7 +106,7 @@ def main(ctx: PageContext) -> None:
     with left:
         st.subheader("Top predictions per position")
         k = kept_number_input("How many (k)", "k")
-        top = pd.DataFrame(analysis.top_k_rows(probabilities, part, k, first=first))
+        top = pd.DataFrame(top_k_rows(probabilities, part, k, first=first))
         st.dataframe(top, hide_index=True, height=360, width="stretch")
         csv_button("Top-k table (CSV)", lambda: top, f"{part_stem}_top{k}.csv", "topk_csv", model=ctx.model_name)
     with right:
@@ -123,10 +122,10 @@ def main(ctx: PageContext) -> None:
         masked = np.exp(log_probs.astype(np.float64))
         masked_aa = masked[STANDARD_AA_TOKEN_IDS]
         residue = seq[position - 1]
-        unmasked = analysis.amino_acid_probabilities(logits[position - 1:position])[:, 0]
+        unmasked = amino_acid_probabilities(logits[position - 1:position])[:, 0]
         fig = figures.distribution_bars(masked_aa, unmasked, number, residue, other_mass=1 - masked_aa.sum())
         with show_figure(fig, "masked_bars", f"{stem}_pos{number}_masked"):
-            distribution = analysis.token_distribution(log_probs)
+            distribution = token_distribution(log_probs)
             csv_button(
                 "All 33 tokens (CSV)",
                 lambda: pd.DataFrame(
@@ -152,7 +151,7 @@ def main(ctx: PageContext) -> None:
         log_probs_range = scans.masked_scan(engine, seq, range(shown.start, shown.stop), shown.label(),
                                             "the masked scan", cheaper=CHEAPER)
     if log_probs_range is not None:
-        scored = scores.from_log_probs(log_probs_range, part)  # what scores.substitution_map returns
+        scored = from_log_probs(log_probs_range, part)  # what substitution_maps.substitution_map returns
         substitution, pppl = scored.substitutions, scored.pppl
         st.metric(
             "Pseudo-perplexity" + ("" if shown.whole else f" of {shown.label()}"),

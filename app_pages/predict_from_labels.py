@@ -15,13 +15,12 @@ from app_pages._ui.server.policy import current_limits, hosted_mode, visitor_mod
 from app_pages._ui.server.jobs_panel import about, approve
 from app_pages._ui.predict_from_labels.fit_results import PREDICTOR
 from app_pages._ui.frame.widgets import kept_radio, kept_selectbox, plain
-from flamino_core.inputs.tables import size_problem
+from flamino_core.inputs import size_problem
 from flamino_core.predict import apply, figures
-from flamino_core.jobs.background import DONE
-from flamino_core.predict.cost import problem as cost_problem
-from flamino_core.predict.table_fit import RANDOM_WEIGHTS_NOTE, feature_sets, plan_line, planned_fits, planned_work
-from flamino_core.predict.saved import zip_bytes
-from flamino_core.predict.table import PROTEINGYM_FOLD_COLUMNS, RANDOM_FOLDS, LabelError
+from flamino_core.jobs import DONE
+from flamino_core.predict import (LabelError, PROTEINGYM_FOLD_COLUMNS, RANDOM_FOLDS, RANDOM_WEIGHTS_NOTE,
+                                  feature_sets, plan_line, planned_fits, planned_work, problem as
+                                  cost_problem, zip_bytes)
 
 UPLOAD = "_predict_file"  # (file name, bytes), kept across pages
 FITTED = "_predict_fitted"  # the choices the Fit button was last pressed for

@@ -17,8 +17,7 @@ from app_pages._ui.rerun.context import PageContext, current
 from app_pages._ui.frame.downloads import csv_button
 from app_pages._ui.input.reading import pick_record
 from app_pages._ui.records.search import matching, search_box, search_caption
-from flamino_core.records.metadata import FIELDS
-from flamino_core.records.summary import ENTROPY_COLUMN, PPPL_COLUMN, SHOWN_FIELDS, summary_rows
+from flamino_core.records import ENTROPY_COLUMN, FIELDS, PPPL_COLUMN, SHOWN_FIELDS, summary_rows
 
 PPPL_ASKED = "_pppl_asked"  # session state: the (model, set) whose pseudo-perplexities were asked for
 TABLE = "records_table"

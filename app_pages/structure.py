@@ -11,15 +11,12 @@ from app_pages._ui.frame.downloads import safe_name, show_figure, text_button
 from app_pages._ui.rerun.session import LINK_NOTE
 from app_pages._ui.frame.views import BEST_CHAIN
 from app_pages._ui.frame.widgets import counted, kept_number_input, kept_radio, kept_selectbox, layer_names, plain
-from flamino_core.inputs.numbering import Numbering
-from flamino_core.model.families import contact_families
-from flamino_core.structure.contacts import CUTOFFS, precision_by_model, top_predictions, true_contacts
-from flamino_core.structure.export import pdb_export_problem, pdb_with_track, precision_csv
-from flamino_core.structure.figures import contact_comparison_map, structure_trace_3d
-from flamino_core.structure.files.reading import StructureError
-from flamino_core.structure.scene import molecular_scene
+from flamino_core.inputs import Numbering
+from flamino_core.model import contact_families
+from flamino_core.structure import (CUTOFFS, NEEDS, PARAMS, StructureError, TRACKS, contact_comparison_map,
+                                    molecular_scene, pdb_export_problem, pdb_with_track, precision_by_model,
+                                    precision_csv, structure_trace_3d, top_predictions, true_contacts)
 from flamino_core.options import STRATEGIES
-from flamino_core.structure.tracks import NEEDS, PARAMS, TRACKS
 
 INTRO = (
     "Compare the model's predicted contacts with a structure of this protein, and colour the "

@@ -24,15 +24,11 @@ from app_pages._ui.variants.views import (
     strategy_picker,
 )
 from app_pages._ui.frame.widgets import counted, kept_radio, kept_toggle, plain, widget_key
-from flamino_core.inputs.numbering import Numbering
-from flamino_core.variants import substitution_maps as scores
-from flamino_core.variants.dms import numbering_problem, output_frame
-from flamino_core.variants.figures import dms_heatmaps, dms_scatter, variant_map
-from flamino_core.variants.metrics import dms_metrics
+from flamino_core.inputs import Numbering
+from flamino_core.variants import (COLUMN as STRUCTURE_COLUMN, RANDOM_WEIGHTS_NOTE, dms_heatmaps, dms_metrics,
+                                   dms_scatter, from_log_probs, from_record, numbering_problem, output_frame,
+                                   variant_map, with_structure_column)
 from flamino_core.options import STRATEGIES, names
-from flamino_core.variants.author_numbering import from_record
-from flamino_core.variants.structure_numbering import COLUMN as STRUCTURE_COLUMN, with_structure_column
-from flamino_core.variants.scoring import RANDOM_WEIGHTS_NOTE
 
 STATISTICS = [("spearman", "Spearman ρ"), ("auc", "AUC"), ("mcc", "MCC"), ("ndcg", "NDCG"),
               ("top10_recall", "Top-10% recall")]
@@ -58,7 +54,7 @@ def substitution_scores(engine, seq: str, structure: str | None = None):
                                       cheaper=("Show the wt-marginals map", use_wt_map),
                                       structure=structure)  # (L, 33) or None
         if log_probs is not None:
-            return scores.from_log_probs(log_probs, seq).substitutions, "masked-marginals"
+            return from_log_probs(log_probs, seq).substitutions, "masked-marginals"
         st.caption("Showing the fast wt-marginals map meanwhile.")
     return results.wt_marginal_scores(engine, seq), "wt-marginals"
 

@@ -44,6 +44,18 @@ def test_the_family_neutral_face_names_every_family_and_stays_light():
     assert heavy_modules_after(probe) == []
 
 
+def test_every_door_loads_nothing_heavy():
+    """A package's door (``flamino_core/doors.py``) imports its modules on first use only: the
+    pages import through doors and may not load JAX before a model is loaded."""
+    from pathlib import Path
+
+    core = Path(__file__).resolve().parents[1] / "flamino_core"
+    doors = sorted(".".join(p.parent.relative_to(core.parent).parts) for p in core.rglob("__init__.py")
+                   if "lazy_door(" in p.read_text())
+    assert "flamino_core.structure" in doors and "flamino_core.runtime" in doors  # the probe sees the doors
+    assert heavy_modules_after("\n".join(f"import {door}" for door in doors)) == []
+
+
 @pytest.mark.parametrize("argv", [["--help"], ["embed", "--help"], ["score", "--help"], ["variants", "--help"],
                                   ["dms", "--help"], ["batch", "embed", "--help"],
                                   ["fit", "--help"], ["predict", "--help"], ["suggest", "--help"],

@@ -156,3 +156,111 @@ def test_no_import_cycle_in_the_app_not_even_a_lazy_one():
         graphlib.TopologicalSorter(graph).prepare()
     except graphlib.CycleError as err:
         pytest.fail(f"import cycle: {' -> '.join(err.args[1])}")
+
+
+# --- doors ------------------------------------------------------------------------------------
+# The app takes the core through each package's door (its __init__'s ``_EXPORTS``,
+# ``flamino_core/doors.py``), not through the modules behind it. Left behind a door, each with why
+# (the list may only shrink: a module leaving it is a test failing until it is struck off):
+APP_INTERNALS = {
+    "flamino_core.design.campaign": "a namespace: campaigns.load, campaigns.init (bare load, init say less)",
+    "flamino_core.structure.files.fetch": "the page reads fetch.RCSB_URL at call time: tests move it",
+    "flamino_core.weights.loading": "tests replace loading.load_weights, which the picker reads at call time",
+    "flamino_core.runtime.engine": "tests replace engine.Engine, which load_engine reads at call time",
+    "flamino_core.predict.apply": "apply.prediction_map and figures.prediction_map: one name for two things",
+    "flamino_core.predict.figures": "as predict.apply",
+    "flamino_core.variants.figures": "figures.substitution_map beside substitution_maps.substitution_map",
+    "flamino_core.predict.suggest": "its function suggest is its module's name: a door cannot export it",
+    "flamino_core.variants.indels": "the scoring helpers' parameter `indels` shadows the name",
+    "flamino_core.variants.structure_numbering": "imported on one line with indels",
+}
+
+
+def door_exports(package: str) -> dict[str, str]:
+    """A package's door, read from its ``__init__`` (no import): name -> module, relative. A
+    package that re-exports eagerly (``figures``, light) names what its ``from`` imports bring."""
+    init = ROOT / package.replace(".", "/") / "__init__.py"
+    body = ast.parse(init.read_text()).body
+    for node in body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["_EXPORTS"]:
+            return _unpacked(node.value)
+    eager = [node for node in body if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(package + ".")]
+    return {a.asname or a.name: node.module.removeprefix(package + ".") for node in eager for a in node.names}
+
+
+def _unpacked(value: ast.Dict) -> dict[str, str]:
+    """``{**dict.fromkeys([...], "module"), "name": "module"}`` read statically."""
+    found = {}
+    for key, item in zip(value.keys, value.values):
+        if key is None:  # **dict.fromkeys([names], module)
+            names, module = (ast.literal_eval(arg) for arg in item.args)
+            found.update(dict.fromkeys(names, module))
+        else:
+            found[ast.literal_eval(key)] = ast.literal_eval(item)
+    return found
+
+
+def is_module(dotted: str) -> bool:
+    path = ROOT / dotted.replace(".", "/")
+    return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
+
+
+def app_core_imports() -> list[tuple[str, int, str, str]]:
+    """(file, line, module, name) of every name the app imports from ``flamino_core`` (lazy
+    imports included); ``import flamino_core.x.y`` gives name ''."""
+    found = []
+    for path in [ROOT / "app.py", *sorted((ROOT / "app_pages").rglob("*.py"))]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found += [(path.name, node.lineno, a.name, "") for a in node.names
+                          if a.name.startswith("flamino_core.")]
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("flamino_core"):
+                found += [(path.name, node.lineno, node.module, a.name) for a in node.names]
+    return found
+
+
+def internals_named(imported) -> set[str]:
+    """The core modules (not packages) the app imports from or as a namespace."""
+    named = set()
+    for _, _, module, name in imported:
+        target = f"{module}.{name}" if name and is_module(f"{module}.{name}") else module
+        if target.count(".") >= 2 and not (ROOT / target.replace(".", "/") / "__init__.py").exists():
+            named.add(target)
+    return named
+
+
+def test_the_app_imports_the_core_through_its_doors():
+    imported = app_core_imports()
+    assert internals_named(imported) == set(APP_INTERNALS), "import it through its package's door"
+    def is_package(module: str) -> bool:
+        return (ROOT / module.replace(".", "/") / "__init__.py").exists()
+
+    closed = [(f, line, module, name) for f, line, module, name in imported
+              if is_package(module) and name and not is_module(f"{module}.{name}") and name not in door_exports(module)]
+    assert closed == [], "export these from the package's door (its __init__'s _EXPORTS)"
+
+
+def test_every_door_names_what_its_modules_define_and_shadows_no_module():
+    """Each exported name is defined (or imported) at its module's top level, and no name is a
+    module of the package (``from package import module`` would get the name instead)."""
+    wrong = []
+    for init in sorted((ROOT / "flamino_core").rglob("__init__.py")):
+        package = ".".join(init.parent.relative_to(ROOT).parts)
+        for name, module in door_exports(package).items():
+            source = ROOT / package.replace(".", "/") / (module.replace(".", "/") + ".py")
+            tree = ast.parse(source.read_text())
+            defined = {getattr(n, "name", None) for n in tree.body} | {
+                t.id for n in tree.body if isinstance(n, (ast.Assign, ast.AnnAssign))
+                for target in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                for t in ast.walk(target) if isinstance(t, ast.Name)} | {  # A, B = ... too
+                a.asname or a.name for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))
+                for a in n.names}
+            if name not in defined or is_module(f"{package}.{name}"):
+                wrong.append(f"{package}: {name} from {module}")
+    assert wrong == []
+
+
+def test_the_door_check_finds_a_module_imported_past_its_door():
+    past = [("page.py", 1, "flamino_core.store.passes", "masked_log_probs")]
+    assert internals_named(past) == {"flamino_core.store.passes"}
+    assert internals_named([("page.py", 1, "flamino_core.store", "masked_log_probs")]) == set()

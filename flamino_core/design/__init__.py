@@ -7,3 +7,15 @@
 * ``acquisition``: greedy, UCB, Thompson (and random), picked under diversity rules;
 * ``proposals``: one round's proposals, reproducible from the campaign's seed.
 """
+
+from __future__ import annotations
+
+from flamino_core.doors import lazy_door
+
+# The door (doors.py): each name the app imports from this package -> its module here.
+_EXPORTS = {
+    "ACQUISITIONS": "acquisition",
+    "DesignError": "gaussian_process",
+    **dict.fromkeys(["DEFAULT_ACQUISITION", "DEFAULT_BATCH", "Settings", "propose"], "proposals"),
+}
+__all__, __getattr__, __dir__ = lazy_door(__name__, _EXPORTS)

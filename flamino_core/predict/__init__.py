@@ -18,3 +18,21 @@ does on rows it never saw.
 * ``saved``: the fitted predictor as JSON + NPZ (no pickle), reloaded by ``flamino predict``.
 * ``figures``: the out-of-fold scatter, the comparison, the learning curve, the prediction map.
 """
+
+from __future__ import annotations
+
+from flamino_core.doors import lazy_door
+
+# The door (doors.py): each name the app imports from this package -> its module here.
+_EXPORTS = {
+    **dict.fromkeys(["FitCost", "FitLimits", "problem", "record_fit_times", "seconds_here",
+                     "worker_start_seconds"], "cost"),
+    "FeatureError": "features",
+    **dict.fromkeys(["Predictor", "PredictorError", "from_zip", "zip_bytes"], "saved"),
+    **dict.fromkeys(["LabelError", "LabelledTable", "PROTEINGYM_FOLD_COLUMNS", "RANDOM_FOLDS",
+                     "parse_labelled_table", "read_table_text"], "table"),
+    **dict.fromkeys(["FITS", "FitResult", "RANDOM_WEIGHTS_NOTE", "feature_sets", "fit_table",
+                     "plan_line", "planned_fits", "planned_work"], "table_fit"),
+    "FitWorker": "worker",
+}
+__all__, __getattr__, __dir__ = lazy_door(__name__, _EXPORTS)

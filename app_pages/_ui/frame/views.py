@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping
 
 from flamino_core.options import CONTACT_CUTOFFS, SEPARATION_RANGES, STRATEGIES, map_strategies, scoring_strategies
-from flamino_core.structure.tracks import PARAMS, TRACKS, Param
+from flamino_core.structure import PARAMS, TRACKS, Param
 
 MAX_INT = 10_000_000  # bounds any number a link carries; 8 digits at most
 

@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING
 
 import streamlit as st
 
-from flamino_core.model.families import FAMILIES, PRESETS
-from flamino_core.model.model_id import ModelId
+from flamino_core.model import FAMILIES, ModelId, PRESETS
 from flamino_core.wording import with_article
 
 from app_pages._ui.server.policy import (RANDOM_TEST_MODEL, current_limits, hosted_mode, offered_now, public_model_name,
@@ -24,8 +23,8 @@ from app_pages._ui.server.policy import (RANDOM_TEST_MODEL, current_limits, host
 from app_pages._ui.frame.widgets import plain
 
 if TYPE_CHECKING:
-    from flamino_core.runtime.engine import Engine
-    from flamino_core.weights.loading import ModelWeights
+    from flamino_core.runtime import Engine
+    from flamino_core.weights import ModelWeights
 
 LOG = logging.getLogger("flamino")
 UNAVAILABLE = (  # hosted: what a visitor hears when a model fails to load (the log has the details)
@@ -105,7 +104,7 @@ def active_engine() -> tuple[Engine | None, str | None]:
     A failure is remembered for the session (``st.cache_resource`` does not cache exceptions):
     offline, the Hub client retries for ~25 s, which must not happen again on every click.
     """
-    from flamino_core.weights.loading import ModelError
+    from flamino_core.weights import ModelError
 
     identifier = model_id()
     failures = st.session_state.setdefault(MODEL_FAILURES, {})
@@ -225,7 +224,7 @@ def _use_test_model() -> None:
 def other_engine(identifier: str) -> tuple[Engine | None, str | None]:
     """An engine for a model beside the sidebar's (the pages' "Compare models"), or the reason it
     cannot load: the same policy, progress and cache as the sidebar's model."""
-    from flamino_core.weights.loading import ModelError
+    from flamino_core.weights import ModelError
 
     refused = current_limits().check_model(identifier)
     if refused:

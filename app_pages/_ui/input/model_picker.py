@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from flamino_core.model.families import FAMILIES, PRESETS
-from flamino_core.model.model_id import ModelId
+from flamino_core.model import FAMILIES, ModelId, PRESETS
 
 from app_pages._ui.input.model_loading import LOCAL_CHOICE, MODEL, forget_failure, model_choices
 from app_pages._ui.server.policy import RANDOM_TEST_MODEL, current_limits, hosted_mode, public_model_name
@@ -48,7 +47,7 @@ def model_details(identifier: str) -> str | None:
     """One line under the picker about the chosen model: its family, size, context length and
     licence, and whether it is here."""
     if identifier in PRESETS:
-        from flamino_core.weights.loading import cached_presets
+        from flamino_core.weights import cached_presets
 
         preset = PRESETS[identifier]
         family = FAMILIES[preset.family]
@@ -70,7 +69,7 @@ def model_details(identifier: str) -> str | None:
 
 def model_picker() -> None:
     """Sidebar controls choosing ``st.session_state[MODEL]``."""
-    from flamino_core.weights.loading import default_model
+    from flamino_core.weights import default_model
 
     ss = st.session_state
     choices = model_choices()

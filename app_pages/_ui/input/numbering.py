@@ -19,8 +19,7 @@ import zlib
 
 import streamlit as st
 
-from flamino_core.inputs.fasta import ProteinRecord
-from flamino_core.inputs.numbering import Numbering, first_number
+from flamino_core.inputs import Numbering, ProteinRecord, first_number
 
 from app_pages._ui.server.policy import current_limits
 from app_pages._ui.frame.views import MAX_INT, OPTIONS

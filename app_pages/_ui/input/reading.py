@@ -16,9 +16,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from flamino_core.inputs.numbering import Numbering
-from flamino_core.inputs.fasta import InputIssue, ParsedInput, ProteinRecord, parse_sources, to_fasta
-from flamino_core.inputs.input_limits import InputLimits
+from flamino_core.inputs import (InputIssue, InputLimits, Numbering, ParsedInput, ProteinRecord,
+                                 parse_sources, to_fasta)
 from app_pages._ui.input import numbering, uploads
 from app_pages._ui.server.policy import _size, current_limits, hosted_mode  # _size: the words of the refusal message
 from app_pages._ui.frame.widgets import counted, kept_selectbox, plain, residues, widget_key

@@ -18,9 +18,8 @@ from app_pages._ui.frame.widgets import kept_number_input, kept_selectbox, kept_
 from app_pages._ui.input import reading as inputs
 from app_pages._ui.server.policy import current_limits, hosted_mode
 from flamino_core.design import campaign as campaigns
-from flamino_core.design.acquisition import ACQUISITIONS
-from flamino_core.design.gaussian_process import DesignError
-from flamino_core.design.proposals import DEFAULT_ACQUISITION, DEFAULT_BATCH, Settings, propose
+from flamino_core.design import (ACQUISITIONS, DEFAULT_ACQUISITION, DEFAULT_BATCH, DesignError, Settings,
+                                 propose)
 
 FOLDER = "_design_folder"  # this session's campaign folder (a temporary folder of its own)
 # A hosted server fits its process on at most this many measurements (its cost grows as n^3: 3,000
@@ -49,7 +48,7 @@ def uploaded_wild_type(upload: tuple[str, bytes] | None):
     record), else None: a campaign is then offered on that wild type first (issue 50: it was
     offered only on the selected record, another protein)."""
     from app_pages._ui.frame.views import OPTIONS
-    from flamino_core.variants.dms import DmsError, parse_dms
+    from flamino_core.variants import DmsError, parse_dms
 
     if upload is None or st.session_state.get("pwt", OPTIONS["pwt"].default) == "record":
         return None

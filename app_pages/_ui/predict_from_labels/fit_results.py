@@ -17,18 +17,14 @@ import time
 
 import streamlit as st
 
-from flamino_core.jobs import background as jobs
-from flamino_core.jobs import pass_cost
+from flamino_core.jobs import DONE, default_rates, masked_seconds, unmasked_seconds
 
-from flamino_core.store import passes
-from flamino_core.inputs.tables import TableLimits
+from flamino_core.store import CHUNK
+from flamino_core.inputs import TableLimits
 from flamino_core.predict import apply
-from flamino_core.predict.cost import FitCost, record_fit_times, seconds_here, worker_start_seconds
-from flamino_core.predict.table_fit import FITS, FitResult, fit_table
-from flamino_core.predict.features import FeatureError
-from flamino_core.predict.saved import PredictorError
-from flamino_core.predict.worker import FitWorker
-from flamino_core.predict.table import LabelError, LabelledTable, parse_labelled_table, read_table_text
+from flamino_core.predict import (FITS, FeatureError, FitCost, FitResult, FitWorker, LabelError,
+                                  LabelledTable, PredictorError, fit_table, parse_labelled_table,
+                                  read_table_text, record_fit_times, seconds_here, worker_start_seconds)
 
 from app_pages._ui.server import background, jobs_panel
 from app_pages._ui.input.model_loading import load_engine
@@ -36,7 +32,7 @@ from app_pages._ui.server.policy import current_limits, hosted_mode, visitor_mod
 from app_pages._ui.results.one_record import heavy_slot
 
 HOSTED = hosted_mode()
-CHUNK_PASSES = passes.CHUNK  # passes between two turns in the queue (as a masked scan's chunk of positions)
+CHUNK_PASSES = CHUNK  # passes between two turns in the queue (as a masked scan's chunk of positions)
 PREDICTOR = "_predict_predictor"  # session state: (Predictor, its feature set's label)
 
 
@@ -119,14 +115,14 @@ def fit_seconds(engine, table: LabelledTable, planned: FitCost, plan: list) -> t
     """(seconds of the scikit-learn fits at this machine's measured rate, else the default one;
     seconds of the model passes still to run (``table_fit.planned_work``'s ``plan``), None when this
     machine has not measured the model yet)."""
-    rates = jobs.default_rates()
+    rates = default_rates()
     fits = seconds_here(planned, rates) + worker_start_seconds(rates)
     length = max(len(s) for s in table.sequences if s is not None)
     passes = 0.0
     for _, missing, _, unit in plan:
         kind = "unmasked" if unit.startswith("unmasked") else "masked"
-        seconds = ((pass_cost.unmasked_seconds(engine, [length] * missing, rates) if kind == "unmasked"
-                    else pass_cost.masked_seconds(engine, [(len(table.wild_type or ""), missing)], rates))
+        seconds = ((unmasked_seconds(engine, [length] * missing, rates) if kind == "unmasked"
+                    else masked_seconds(engine, [(len(table.wild_type or ""), missing)], rates))
                    if missing else 0.0)
         if seconds is None:
             return fits, None
@@ -139,7 +135,7 @@ def fit_job(engine, choice: FitChoice, table: LabelledTable, planned: FitCost, s
     drawn with its progress, estimate and Cancel; None before it is asked for."""
     key = choice.key(engine)
     done = background.find(key)
-    if done is not None and done.state == jobs.DONE:
+    if done is not None and done.state == DONE:
         return done
     budget = current_limits().max_fit_seconds
     work = functools.partial(_fit_work, engine, choice, table, planned, 2 * budget if budget else None)
@@ -202,7 +198,7 @@ def _fit_work(engine, choice: FitChoice, table: LabelledTable, planned: FitCost,
                                run_fit=lambda fit: worker.run(fit, check))
         except (FeatureError, LabelError, OverBudget) as err:
             return str(err)
-    record_fit_times(jobs.default_rates(), planned, took, job.visitor or "")
+    record_fit_times(default_rates(), planned, took, job.visitor or "")
     return result
 
 

@@ -18,8 +18,8 @@ from app_pages._ui.frame.widgets import kept_multiselect, plain
 from app_pages._ui.input.model_loading import LOCAL_CHOICE, other_engine
 from app_pages._ui.input.model_picker import model_choices, model_label
 from app_pages._ui.records import set_results
-from flamino_core.records.embedding_map import project, record_map_figure
-from flamino_core.variants.compare import MAX_MODELS
+from flamino_core.records import project, record_map_figure
+from flamino_core.variants import MAX_MODELS
 
 CHOICE = "embedding_compare"
 

@@ -5,7 +5,7 @@ how many match, and that none does."""
 from __future__ import annotations
 
 
-from flamino_core.inputs.fasta import ProteinRecord
+from flamino_core.inputs import ProteinRecord
 
 from app_pages._ui.frame.widgets import kept_text_input, plain
 

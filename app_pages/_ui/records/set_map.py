@@ -11,11 +11,10 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from flamino_core.model.model_id import ModelId
-from flamino_core.records import protspace
-from flamino_core.records.embedding_map import METHODS, project, record_map_figure
-from flamino_core.records.metadata import (FIELDS, column_label, colour_values, grouping_column, join_table,
-                                           metadata_rows)
+from flamino_core.model import ModelId
+from flamino_core.records import (FIELDS, METHODS, colour_values, column_label, grouping_column, h5_bytes,
+                                  join_table, metadata_csv, metadata_rows, model_label, project,
+                                  record_map_figure)
 
 from app_pages._ui.records import set_results
 from app_pages._ui.rerun.context import PageContext
@@ -213,7 +212,7 @@ def protspace_downloads(model: str, found, means: np.ndarray, extra: dict[str, l
             st.caption("The HDF5 export needs the h5py package (`pip install h5py`).")
         else:
             file_button("Embeddings for ProtSpace (HDF5)",
-                        lambda: protspace.h5_bytes([r.id for r in found], means, protspace.model_label(visitor_model_name(model))),
+                        lambda: h5_bytes([r.id for r in found], means, model_label(visitor_model_name(model))),
                         f"{stem}.h5", "protspace_h5", "application/x-hdf5")  # fmt: skip
-        file_button("Metadata for ProtSpace (CSV)", lambda: protspace.metadata_csv(found, extra),
+        file_button("Metadata for ProtSpace (CSV)", lambda: metadata_csv(found, extra),
                     f"{stem}_metadata.csv", "protspace_csv", "text/csv")  # fmt: skip

@@ -25,11 +25,9 @@ import threading
 
 import numpy as np
 
-from flamino_core.jobs import background as jobs
-from flamino_core.jobs.plan import MaskedSet, SetOutputs, stored_outputs
-from flamino_core.store import passes
-from flamino_core.store.result_store import default_store
-from flamino_core.variants.substitution_maps import pseudo_perplexity
+from flamino_core.jobs import Job, MaskedSet, SetOutputs, stored_outputs
+from flamino_core.store import RecordOutputs, default_store
+from flamino_core.variants import pseudo_perplexity
 
 from app_pages._ui.server import background, jobs_panel
 
@@ -43,7 +41,7 @@ class SetValues:
     """Values for some records of a set (by sequence) and the job computing the rest (or None)."""
 
     values: dict[str, object]
-    job: jobs.Job | None
+    job: Job | None
     missing: int  # records without a value yet
 
 
@@ -52,7 +50,7 @@ def set_digest(sequences) -> str:
 
 
 # --- per-record outputs -------------------------------------------------------------------------------
-def _pick(record: passes.RecordOutputs, which: str):
+def _pick(record: RecordOutputs, which: str):
     return record.entropy if which == "entropy" else record.means[int(which.removeprefix("mean/"))]
 
 
@@ -62,7 +60,7 @@ def record_outputs(engine, model: str, sequences: tuple[str, ...], which: str, w
     ``model``: the model's identifier (what a Ray worker loads)."""
     key = ("outputs", engine.fingerprint, set_digest(sequences))
     job = background.find(key)
-    held: dict[str, passes.RecordOutputs] = dict(job.value or {}) if job is not None else {}
+    held: dict[str, RecordOutputs] = dict(job.value or {}) if job is not None else {}
     values = {s: _pick(r, which) for s, r in held.items()}
     missing_here = [s for s in dict.fromkeys(sequences) if s not in values]
     values.update(stored_outputs(engine, missing_here, which))

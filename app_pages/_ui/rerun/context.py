@@ -18,17 +18,16 @@ from typing import TYPE_CHECKING
 
 import streamlit as st
 
-from flamino_core.inputs.numbering import Numbering
-from flamino_core.inputs.fasta import ParsedInput, ProteinRecord
+from flamino_core.inputs import Numbering, ParsedInput, ProteinRecord
 
-from flamino_core.model.model_id import ModelId
+from flamino_core.model import ModelId
 
 from app_pages._ui.frame.downloads import safe_name
 from app_pages._ui.server.policy import visitor_model_name
 from app_pages._ui.frame.views import DEFAULT_PAGE, PAGES
 
 if TYPE_CHECKING:
-    from flamino_core.runtime.engine import Engine
+    from flamino_core.runtime import Engine
 
     from app_pages._ui.rerun.ranges import Shown
 

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 import streamlit as st
 
-from flamino_core.inputs.numbering import Numbering
-from flamino_core.model.config import MAX_RESIDUES
+from flamino_core.inputs import Numbering
+from flamino_core.model import MAX_RESIDUES
 
 from app_pages._ui.input import numbering
 from app_pages._ui.frame.widgets import kept_span, residues, widget_key

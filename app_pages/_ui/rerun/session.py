@@ -12,7 +12,7 @@ import urllib.parse
 
 import streamlit as st
 
-from flamino_core.inputs.fasta import to_fasta
+from flamino_core.inputs import to_fasta
 
 from app_pages._ui.input import numbering
 from app_pages._ui.frame.downloads import IMAGE_FORMAT, IMAGE_FORMATS, text_button
@@ -34,7 +34,7 @@ LINK_NOTE = "_link_note"  # set by the page on each run: what its link does not 
 
 def init_session() -> None:
     """Defaults for a new session, then whatever its link carries (once per session)."""
-    from flamino_core.weights.loading import default_model  # imports Flax (via convert): not at import
+    from flamino_core.weights import default_model  # imports Flax (via convert): not at import
 
     ss = st.session_state
     if "_initialised" in ss:

@@ -20,11 +20,11 @@ from collections.abc import Callable
 import numpy as np
 import streamlit as st
 
-from flamino_core.store import passes
+from flamino_core.store import masked_log_probs, record_outputs
 
-from flamino_core.variants import substitution_maps as scores
-from flamino_core.analysis.outputs import log_softmax
-from flamino_core.model.config import MAX_RESIDUES
+from flamino_core.variants import from_log_probs
+from flamino_core.analysis import log_softmax
+from flamino_core.model import MAX_RESIDUES
 
 from app_pages._ui.server.heavy_jobs import HEAVY_RESIDUES, QueueFull, heavy_job_queue, jobs, ordinal
 from app_pages._ui.server.policy import hosted_mode
@@ -104,20 +104,20 @@ def logits(engine, sequence: str) -> np.ndarray:
     """(L, 33) LM logits of one unmasked pass (which also stores the record's mean embeddings and
     entropy for the Records and Embeddings pages)."""
     with st.spinner("Running the model…"):
-        (out,) = passes.record_outputs(engine, [sequence], logits=True)
+        (out,) = record_outputs(engine, [sequence], logits=True)
     return out.logits
 
 
 def masked_position(engine, sequence: str, position: int) -> np.ndarray:
     """(33,) log-probabilities at 0-based ``position`` with that residue masked."""
     with st.spinner("Masking the position…"):
-        return passes.masked_log_probs(engine, sequence, [position])[0]
+        return masked_log_probs(engine, sequence, [position])[0]
 
 
 def wt_marginal_scores(engine, sequence: str) -> np.ndarray:
     """(L, 20) wt-marginal substitution scores, from the stored unmasked pass's logits."""
     log_probs = log_softmax(logits(engine, sequence).astype(np.float64)).astype(np.float32)
-    return scores.from_log_probs(log_probs, sequence, "wt-marginals").substitutions
+    return from_log_probs(log_probs, sequence, "wt-marginals").substitutions
 
 
 # --- cached here (the store keeps no per-residue maps) -----------------------------------------------

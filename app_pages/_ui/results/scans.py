@@ -17,9 +17,8 @@ from typing import Callable
 
 import numpy as np
 
-from flamino_core.jobs.background import DONE
-from flamino_core.jobs.plan import MaskedScan
-from flamino_core.store import passes
+from flamino_core.jobs import DONE, MaskedScan
+from flamino_core.store import model_key
 
 from app_pages._ui.server import background, jobs_panel
 from app_pages._ui.server.policy import hosted_mode
@@ -29,7 +28,7 @@ HOSTED = hosted_mode()
 
 def scan_key(engine, sequence: str, positions: range, structure: str | None = None) -> tuple:
     digest = hashlib.sha256(sequence.encode()).hexdigest()[:24]
-    return "scan", passes.model_key(engine, structure), digest, positions.start, positions.stop
+    return "scan", model_key(engine, structure), digest, positions.start, positions.stop
 
 
 def masked_scan(engine, sequence: str, positions: range, label: str, what: str,

@@ -8,8 +8,8 @@ one slot of the process-wide queue for heavy jobs (``heavy_jobs.py``), so other 
 runs between the chunks of a long job; the wait is the job's note ("2nd in line"); the job counts
 as its visitor's (the cap per visitor, ``heavy_jobs.visitor_key``, read when it starts). A cancelled
 job, or one whose browser tab was closed, stops at its next engine call; a full queue stops it
-(``jobs.Stopped``); either way what finished is in the result store and the next job asking for
-the same work resumes there.
+(``flamino_core.jobs.Stopped``); either way what finished is in the result store and the next job
+asking for the same work resumes there.
 
 No drawing here; the session's id is Streamlit's (jobs belong to the session that started them).
 """
@@ -22,9 +22,7 @@ import threading
 import time
 from typing import Callable, Hashable
 
-from flamino_core.jobs import background as jobs
-from flamino_core.jobs.background import Job
-from flamino_core.jobs.metered import MeteredEngine
+from flamino_core.jobs import Job, MeteredEngine, Stopped, default_rates, start
 
 from app_pages._ui.server.heavy_jobs import QueueFull, heavy_job_queue, ordinal, visitor_key
 from app_pages._ui.server.heavy_jobs import jobs as jobs_phrase
@@ -91,14 +89,14 @@ def find(key: tuple[Hashable, ...]) -> Job | None:
 def submit(key: tuple[Hashable, ...], title: str, unit: str, work: Callable[[Job], object],
            total: int | None = None, setup: Callable[[Job], None] | None = None) -> Job:
     """The running job for ``key`` in this session, or a new one running ``work(job)`` (``setup``:
-    ``jobs.start``'s, before its thread starts)."""
+    ``flamino_core.jobs.start``'s, before its thread starts)."""
     full = (session_id(), *key)
     visitor = visitor_key()  # read here, in the session's thread: the job's own thread has no session
     with _LOCK:
         running = _JOBS.get(full)
         if running is not None and not running.finished:
             return running
-        job = jobs.start(work, title, unit, total, visitor=visitor, session=full[0], setup=setup)
+        job = start(work, title, unit, total, visitor=visitor, session=full[0], setup=setup)
         _JOBS.pop(full, None)
         _JOBS[full] = job  # the newest last
         _prune(full[0])
@@ -153,7 +151,7 @@ def metered(engine, job: Job) -> MeteredEngine:
     """``engine`` for ``job``: each call waits for a heavy-job slot, stops if the job was
     cancelled, and is timed into this machine's pass rates (the core's functions take it where
     they take an engine; their masked passes go through the result store)."""
-    return MeteredEngine(engine, jobs.default_rates(), slot=lambda: _slot(job), on_compile=job.compiled,
+    return MeteredEngine(engine, default_rates(), slot=lambda: _slot(job), on_compile=job.compiled,
                          on_compiling=job.compiling)
 
 
@@ -194,7 +192,7 @@ def should_stop(job: Job) -> bool:
 def stop_if_asked(job: Job) -> None:
     """Stop ``job`` (``Cancelled``) if it was cancelled or its tab closed, logging a closed tab as
     ``slot`` does: for work that polls between steps of its own (a fit running in its worker)."""
-    from flamino_core.store.passes import Cancelled
+    from flamino_core.store import Cancelled
 
     if should_stop(job):
         _give_up(job)
@@ -211,7 +209,7 @@ def _give_up(job: Job) -> None:
 
 @contextlib.contextmanager
 def _slot(job: Job):
-    from flamino_core.store.passes import Cancelled
+    from flamino_core.store import Cancelled
 
     if job.cancelled() or not _session_open(job):
         _give_up(job)
@@ -230,4 +228,4 @@ def _slot(job: Job):
             job.waiting(None)
             yield
     except QueueFull as err:
-        raise jobs.Stopped(str(err)) from err  # "1 heavy job running, 4 waiting"
+        raise Stopped(str(err)) from err  # "1 heavy job running, 4 waiting"

@@ -28,16 +28,14 @@ from typing import TYPE_CHECKING, Callable, Hashable
 
 import streamlit as st
 
-from flamino_core.jobs.background import CANCELLED, DONE, FAILED, MEASURED, STOPPED, Job
-from flamino_core.jobs import rates
-from flamino_core.jobs.status import about
+from flamino_core.jobs import CANCELLED, DONE, FAILED, Job, MEASURED, STOPPED, about, default_rates
 
 from app_pages._ui.server import background
 from app_pages._ui.server.policy import visitor_model_name
 from app_pages._ui.frame.widgets import counted, plain
 
 if TYPE_CHECKING:  # the plans read the store and the cost model: the pages that only draw jobs do not
-    from flamino_core.jobs.plan import Plan
+    from flamino_core.jobs import Plan
 
 QUICK_SECONDS = 30.0  # work estimated shorter starts at once; longer work is shown with its cost first
 MEASURE_SECONDS = 60.0  # how long a page waits for the first chunk that measures this machine's rate
@@ -103,7 +101,7 @@ def follow(key: tuple[Hashable, ...], title: str, unit: str, work: Callable[...,
         if stopped_job is not None:
             job.carry_on(stopped_job)
         if cost.seconds is not None:  # the time left leans on the cost model until the job measured its own rate
-            job.expect(cost.seconds, log=rates.default_rates().record_job,  # pass_cost.PassSeconds: its parts
+            job.expect(cost.seconds, log=default_rates().record_job,  # pass_cost.PassSeconds: its parts
                        compiling=getattr(cost.seconds, "compiling", None), borrowed=getattr(cost.seconds, "borrowed", False))
 
     job = background.submit(key, title, unit, _measuring(work) if first_only else functools.partial(work, first_only=False),
@@ -302,7 +300,7 @@ def engine_name(engine) -> str:
     """The model an engine runs as a job line names it: a preset by its name, a checkpoint by its
     file or folder name (the sidebar shows its path), the untrained model as such; hosted, the
     operator's checkpoint by its public name."""
-    from flamino_core.model.model_id import ModelId
+    from flamino_core.model import ModelId
 
     if engine.weights.is_random:
         return engine.weights.name  # "untrained test model (tiny)"

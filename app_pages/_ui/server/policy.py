@@ -30,8 +30,8 @@ import re
 import threading
 import time
 
-from flamino_core.model.model_id import RANDOM_TEST_MODEL, ModelId
-from flamino_core.inputs.input_limits import MAX_GUNZIP_BYTES, InputLimits
+from flamino_core.model import RANDOM_TEST_MODEL, ModelId
+from flamino_core.inputs import MAX_GUNZIP_BYTES, InputLimits
 from flamino_core.options import PLL_HOSTED_MAX_PASSES
 
 LOG = logging.getLogger("flamino")
@@ -83,7 +83,7 @@ class Limits:
 
     def structure_limits(self) -> dict[str, int | None]:
         """Keyword arguments for ``structure.files.reading.parse_structure_bytes`` / ``read_structure``."""
-        from flamino_core.structure.files.reading import MAX_STRUCTURE_BYTES  # Biopython: not at import
+        from flamino_core.structure import MAX_STRUCTURE_BYTES  # Biopython: not at import
 
         return {"max_bytes": self.max_inflated_bytes or MAX_STRUCTURE_BYTES, "max_atoms": self.max_atoms,
                 "max_models": self.max_models, "max_chains": self.max_chains}
@@ -98,14 +98,14 @@ class Limits:
     def table_limits(self):
         """``csv_tables.TableLimits`` of a DMS or labelled table: this server's upload size, table
         columns and rows, and its residues per record for the wild type."""
-        from flamino_core.inputs.tables import TableLimits
+        from flamino_core.inputs import TableLimits
 
         return TableLimits(max_bytes=self.max_upload_bytes, max_columns=self.max_table_columns,
                            max_rows=self.max_table_rows, max_residues=self.max_residues_per_record)
 
     def fit_limits(self):
         """``predict.cost.FitLimits`` of one fit on the Predict page."""
-        from flamino_core.predict.cost import FitLimits
+        from flamino_core.predict import FitLimits
 
         return FitLimits(max_rows=self.max_fit_rows, max_cells=self.max_fit_cells, max_seconds=self.max_fit_seconds)
 
@@ -113,7 +113,7 @@ class Limits:
         """Why an uploaded metadata table is refused here (its size, rows, the columns of every
         row: ``inputs.tables.size_problem``, the DMS and labelled tables' check), or None;
         checked before pandas reads it."""
-        from flamino_core.inputs.tables import size_problem
+        from flamino_core.inputs import size_problem
 
         return self.check_upload(len(data), name) or size_problem(data, self.table_limits(), name)
 
@@ -122,7 +122,7 @@ class Limits:
         ``max_pll_passes``, the heaviest job this server takes: any strategy, not only pll), or None."""
         if self.max_pll_passes is None:
             return None
-        from flamino_core.variants.scoring import passes_problem  # pandas: not at import
+        from flamino_core.variants import passes_problem  # pandas: not at import
 
         return passes_problem(sequence, variants, strategy, self.max_pll_passes)
 
@@ -147,7 +147,7 @@ def _size(n: int) -> str:
 
 def hosted_models() -> frozenset[str]:
     """The identifiers a hosted server offers (FLAMINO_HOSTED_MODELS, FLAMINO_MODEL, random:tiny)."""
-    from flamino_core.weights.loading import default_model  # imports Flax (via convert): not at import
+    from flamino_core.weights import default_model  # imports Flax (via convert): not at import
 
     listed = os.environ.get("FLAMINO_HOSTED_MODELS")
     names = listed.split(",") if listed is not None else list(DEFAULT_HOSTED_MODELS)
@@ -269,7 +269,7 @@ _offered_lock = threading.Lock()
 
 def _hub_reachable_now() -> bool:
     global _hub_answer
-    from flamino_core.weights.loading import hub_reachable
+    from flamino_core.weights import hub_reachable
 
     now = time.monotonic()
     if _hub_answer is None or now - _hub_answer[0] > HUB_CHECK_SECONDS:
@@ -284,7 +284,7 @@ def offered_now(identifiers: list[str]) -> list[str]:
     fetch`` and copy a cache folder; it hides the model instead and says so once in the log,
     with the instructions, for the operator.
     """
-    from flamino_core.weights.loading import available_now, offline_message
+    from flamino_core.weights import available_now, offline_message
 
     with _offered_lock:
         reachable: bool | None = None
@@ -334,7 +334,7 @@ def model_from_link(identifier: str, limits: Limits) -> LinkModel:
       identifier: the ``model`` value of a decoded link.
       limits: the limits in force (``current_limits()``).
     """
-    from flamino_core.weights.loading import default_model  # imports Flax (via convert): not at import
+    from flamino_core.weights import default_model  # imports Flax (via convert): not at import
 
     if limits.allowed_models is not None:
         wanted = from_public_name(identifier, limits)

@@ -25,15 +25,15 @@ from pathlib import Path
 import numpy as np
 import streamlit as st
 
-from flamino_core.variants import substitution_maps as scores
-from flamino_core.model.config import MAX_RESIDUES
+from flamino_core.variants import from_log_probs
+from flamino_core.model import MAX_RESIDUES
 from flamino_core.options import STRATEGIES
 from flamino_core.structure.files import fetch
-from flamino_core.structure.align import ChainAlignment, choose_chain
-from flamino_core.structure.files.chain_records import chain_records, looks_like_structure, records_fasta, structure_records
-from flamino_core.structure.files.limits import BYTES_PER_ATOM
-from flamino_core.structure.files.reading import ParsedStructure, StructureError, parse_structure_bytes, read_structure
-from flamino_core.structure.tracks import TRACKS, check_choices, compute_choices, compute_track, track_inputs, track_label
+from flamino_core.structure import (BYTES_PER_ATOM, ChainAlignment, ParsedStructure, StructureError, TRACKS,
+                                    chain_records, check_choices, choose_chain, compute_choices,
+                                    compute_track, looks_like_structure, parse_structure_bytes,
+                                    read_structure, records_fasta, structure_records, track_inputs,
+                                    track_label)
 
 from app_pages._ui.results import one_record as results, scans
 from app_pages._ui.server.byte_cache import ByteBudgetCache
@@ -326,7 +326,7 @@ def track_values(name: str, engine, sequence: str, contacts: np.ndarray | None, 
                                       f"the {name} track", structure=structure)
         if log_probs is None:
             return None, ""
-        have["scores"] = scores.from_log_probs(log_probs, sequence, strategy).substitutions
+        have["scores"] = from_log_probs(log_probs, sequence, strategy).substitutions
     found = results.heavy(_track_inputs, engine.fingerprint, sequence, name, layer, strategy, tuple(have), engine,
                           what=f"the {name} track")
     if found is None:

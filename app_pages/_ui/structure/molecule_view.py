@@ -18,7 +18,7 @@ from pathlib import Path
 
 import streamlit.components.v1 as components
 
-from flamino_core.structure.scene import MolecularScene
+from flamino_core.structure import MolecularScene
 
 FRONTEND = Path(__file__).resolve().parent / "molecule_viewer"
 VENDOR_JS = FRONTEND / "vendor" / "3Dmol-min.js"

@@ -11,14 +11,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from flamino_core.jobs.background import DONE
-from flamino_core.jobs.status import about
-from flamino_core.model.esmfold.config import STEM_PRECISIONS
-from flamino_core.store.result_store import default_store
+from flamino_core.jobs import DONE, about
+from flamino_core.model import STEM_PRECISIONS
+from flamino_core.store import default_store
 from flamino_core.structure import folding
-from flamino_core.structure.folding.figures import pae_heatmap
-from flamino_core.structure.files.reading import parse_structure_bytes
-from flamino_core.structure.scene import molecular_scene
+from flamino_core.structure import molecular_scene, pae_heatmap, parse_structure_bytes
 
 from app_pages._ui.frame.downloads import show_figure, text_button
 from app_pages._ui.frame.widgets import plain
@@ -80,15 +77,15 @@ def model_label(identifier: str) -> str:
 
 @st.cache_resource(show_spinner=False, max_entries=2)
 def _model(identifier: str, stem_precision: str = "fp32"):
-    from flamino_core.weights.esmfold import load_fold_model
+    from flamino_core.weights import load_fold_model
 
     return load_fold_model(identifier, stem_precision)[0]
 
 
 def _config(identifier: str):
-    from flamino_core.model.esmfold.config import FoldConfig
+    from flamino_core.model import FoldConfig
 
-    from flamino_core.weights.esmfold_hub import FOLD_PRESETS, fold_preset_name
+    from flamino_core.weights import FOLD_PRESETS, fold_preset_name
 
     if identifier.startswith(folding.RANDOM_MODEL):
         return FoldConfig.tiny()

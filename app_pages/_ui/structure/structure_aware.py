@@ -12,8 +12,7 @@ from __future__ import annotations
 import streamlit as st
 
 from flamino_core.options import STRATEGIES, scoring_strategies
-from flamino_core.structure.files.reading import StructureError
-from flamino_core.structure.three_di import StructureTokens, is_predicted_structure, structure_tokens
+from flamino_core.structure import StructureError, StructureTokens, is_predicted_structure, structure_tokens
 
 from app_pages._ui.frame.widgets import kept_toggle, plain
 from app_pages._ui.structure import loaded_structure

@@ -28,10 +28,8 @@ from app_pages._ui.input.model_picker import model_choices, model_label
 from app_pages._ui.frame.widgets import kept_multiselect, kept_text_area, plain, widget_key
 from app_pages._ui.server.policy import current_limits, visitor_model_name
 from app_pages._ui.variants import scoring as variant_results
-from flamino_core.model.families import ENSEMBLE_PREFIX, ENSEMBLES, ensemble_members
-from flamino_core.variants.compare import MAX_MODELS, compare_models
-from flamino_core.variants.ensemble import mean_of_members
-from flamino_core.variants.figures import model_scatter
+from flamino_core.model import ENSEMBLE_PREFIX, ENSEMBLES, ensemble_members
+from flamino_core.variants import MAX_MODELS, compare_models, mean_of_members, model_scatter
 
 CHOICE = "dms_compare"  # the multiselect's key
 DONE = "_dms_compare_done"  # session: (model, table key) -> DmsScores of a finished model

@@ -21,14 +21,11 @@ import hashlib
 import pandas as pd
 import streamlit as st
 
-from flamino_core.jobs.background import DONE
-from flamino_core.variants.dms import DmsError, DmsScores, DmsTable, parse_dms, table_variants
+from flamino_core.jobs import DONE
+from flamino_core.variants import (AuthorNumbering, DmsError, DmsScores, DmsTable, ScorePlan, Variant,
+                                   VariantScores, dms_plan, list_plan, parse_dms, table_variants)
 from flamino_core.options import STRATEGIES
-from flamino_core.variants.author_numbering import AuthorNumbering
 from flamino_core.variants import indels, structure_numbering
-from flamino_core.variants.notation import Variant
-from flamino_core.variants.score_plan import ScorePlan, dms_plan, list_plan
-from flamino_core.variants.scoring import VariantScores
 
 from app_pages._ui.server import background, jobs_panel
 from app_pages._ui.server.policy import current_limits, hosted_mode

@@ -8,8 +8,8 @@ import hashlib
 
 import streamlit as st
 
-from flamino_core.inputs.numbering import Numbering
-from flamino_core.predict.saved import Predictor, PredictorError, from_zip, zip_bytes
+from flamino_core.inputs import Numbering
+from flamino_core.predict import Predictor, PredictorError, from_zip, zip_bytes
 from flamino_core.predict.suggest import (
     DEFAULT_COMBINE, DEFAULT_TOP, Constraints, SuggestError, parse_amino_acids, parse_positions, suggest,
 )  # fmt: skip

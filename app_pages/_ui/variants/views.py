@@ -7,11 +7,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from flamino_core.inputs.tables import TableError, table_text
+from flamino_core.inputs import TableError, table_text
 from flamino_core.options import STRATEGIES, names
-from flamino_core.variants.scoring import OK, filter_scored, output_columns
-from flamino_core.variants.sequence_scores import pass_plan
-from flamino_core.variants.structure_numbering import COLUMN as STRUCTURE_COLUMN
+from flamino_core.variants import COLUMN as STRUCTURE_COLUMN, OK, filter_scored, output_columns, pass_plan
 
 from app_pages._ui.input.reading import upload_limit_words, upload_size_mb
 from app_pages._ui.server.policy import current_limits
