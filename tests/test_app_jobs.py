@@ -78,7 +78,7 @@ def test_pll_on_a_dms_table_fills_in_says_how_long_cancels_keeping_rows_and_resu
     # A rate this machine measured (0.01 s per masked pass here): the job's cost is known, over 30 s.
     rates = jobs.default_rates()
     rates.weight = 1.0  # this measurement replaces the one the masked-marginals job made
-    row = pass_cost.row_work(engine.config, engine.masked_pass_shape(len(wild_type))[1], 1)  # one masked row, MFLOP
+    row = pass_cost.masked_position_work(engine, len(wild_type))  # one masked row's work (MFLOP and per token)
     rates.record(engine.fingerprint, "masked", 1000 * row, 10.0)
     monkeypatch.setattr(pass_cost, "compile_seconds", lambda *_: 0.0)  # compilations: tests/test_jobs.py
     monkeypatch.setattr(pass_cost, "BATCH_FIXED_S", 0.0)  # each batch's fixed cost: tests/test_first_guess.py

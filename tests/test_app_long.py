@@ -150,8 +150,8 @@ def test_a_long_scan_says_how_long_it_takes_waits_for_a_click_and_can_be_cancell
     calls = fresh_scans
     engine = Engine(load_weights("random:tiny"))
     # This machine measured 0.5 s per masked row at this width: 300 positions take about 2.5 minutes.
-    # (per row of its width, in MFLOP; compilations are not this test's: pass_cost's tests count them)
-    row = pass_cost.row_work(engine.config, engine.masked_pass_shape(len(MEDIUM))[1], 1)
+    # (per row of its width, in its work's unit; compilations are not this test's: pass_cost's tests count them)
+    row = pass_cost.masked_position_work(engine, len(MEDIUM))
     jobs.default_rates().record(engine.fingerprint, "masked", 10 * row, 5.0)
     monkeypatch.setattr(pass_cost, "compile_seconds", lambda *_: 0.0)
     at = open_page(paste(start(), f">medium\n{MEDIUM}\n"), "predictions")

@@ -139,3 +139,81 @@ def test_a_groups_second_batch_times_the_rate_when_its_first_compiled(tmp_path, 
         tiny.compiled_shapes.add(f"group {group}")
     said = pass_cost.seconds(tiny, "unmasked", batches, rates)
     assert 1 / 1.5 <= TINY_GROUP[2] / said <= 1.5  # the first record's rate alone: 6.2x
+
+
+def test_a_sets_unmasked_cost_plans_the_calls_its_job_makes(tmp_path, monkeypatch):
+    """A set's unmasked passes run its first record alone, then chunks of ``chunk_residues``
+    (``SetOutputs.run``): their batches, so the shapes compiled, are each call's. The cost planned
+    the set as one call, whose shape the job never ran: after a fresh job had compiled every shape
+    it ran, the same job again was said at 1.3 s for 0.2 s, and the fresh one counted one
+    compilation for the two it made (1.2 s said for 2.2 s; the 8M model, quiet, issue 50). Checked
+    against the shapes the engine itself notes it ran."""
+    import numpy as np
+
+    from flamino_core.jobs.background import Job
+    from flamino_core.jobs.plan import SetOutputs
+    from flamino_core.runtime.engine import Engine
+    from flamino_core.weights.loading import load_weights
+
+    monkeypatch.setenv("FLAMINO_CACHE", str(tmp_path))
+    real = Engine(load_weights("random:tiny:3"))
+    rng = np.random.default_rng(50)
+    sequences = tuple("".join(rng.choice(list("ACDEFGHIKLMNPQRSTVWY"), n)) for n in rng.integers(50, 91, 12))
+    plan = SetOutputs(real, "random:tiny:3", sequences, 2_000)
+    rates = Rates(tmp_path / "rates.json")
+    rates.record(real.fingerprint, "unmasked", 1000, 0.01)
+    needed = plan.needed()
+    real.compiled_shapes.clear()
+    before = needed.seconds(real, rates)
+    plan.run(Job("Unmasked passes of 12 records", "records"), real)
+    ran = set(real.compiled_shapes)
+    assert len(ran) >= 2  # the first record alone, then the rest: two shapes at least
+    assert before.compiling == pytest.approx(len(ran) * pass_cost.DEFAULT_COMPILE_S["unmasked compile"])
+    assert needed.seconds(real, rates).compiling == 0  # all compiled: a rerun compiles nothing
+    one_call = pass_cost.unmasked_seconds(real, [n for n, _ in needed.runs], rates)
+    assert one_call.compiling > 0  # the old plan's one shape was never run
+
+
+# Masked passes of a 300-residue sequence (16 rows of 304 tokens a pass), compiled, the fastest of
+# 5-7 calls, by benchmarks/size_rates.py on the 2-core AMD EPYC, 2026-12-06 18:01-18:12 (load 1.6
+# and 4.7: the fastest call of each model seen that hour): (passes, seconds).
+TINY_MASKED_300 = (4, 0.0522)
+EIGHT_M_MASKED_300 = (2, 1.2937)
+
+
+def sized(name: str, config) -> SimpleNamespace:
+    """``engine(name)`` with a real model's shape: what ``pass_cost.batch_work`` reads."""
+    return SimpleNamespace(**{**vars(engine(name)), "config": config})
+
+
+def test_a_never_timed_model_of_another_size_is_guessed_from_the_rate_per_unit_of_the_measured_one(tmp_path):
+    """Issue 50 item 2, the first guess from "the ones measured here and its size": random:tiny (2
+    layers of 32) and ESM-2 8M (6 of 320) ran the same masked passes at 2.24e-5 and 7.8e-6 s per
+    MFLOP, so a guess per MFLOP is 2.9x long one way and 0.35 the other (the quiet estimates run:
+    the 8M's pseudo-perplexity 0.45). Each token's own cost per layer (``TOKEN_LAYER_MFLOP``),
+    most of a narrow model's time, puts both on one rate: each guessed from the other within 1.5x."""
+    from flamino_core.model.config import ModelConfig
+
+    tiny = sized("random:tiny", ModelConfig.tiny())
+    eight = sized("8M", ModelConfig.preset("esm2_t6_8M_UR50D"))
+    shape = (16, 304)
+
+    def plan(model, recorded):
+        return [("shape", pass_cost.batch_work(model.config, "masked", *shape))] * recorded[0]
+
+    def mflop(model, recorded):  # the matmuls alone, as the rate was counted before
+        return recorded[0] * shape[0] * pass_cost.row_work(model.config, shape[1], 1)
+
+    old = ((TINY_MASKED_300[1] - TINY_MASKED_300[0] * pass_cost.BATCH_FIXED_S) / mflop(tiny, TINY_MASKED_300)
+           * mflop(eight, EIGHT_M_MASKED_300))
+    assert old / EIGHT_M_MASKED_300[1] > 2.5
+
+    for measured, guessed in ((tiny, eight), (eight, tiny)):
+        recorded = {tiny.fingerprint: TINY_MASKED_300, eight.fingerprint: EIGHT_M_MASKED_300}
+        rates = Rates(tmp_path / f"{measured.fingerprint}.json")
+        count, seconds = recorded[measured.fingerprint]
+        pass_cost.record_call(rates, measured.fingerprint, "masked", sum(w for _, w in plan(measured, (count,))),
+                              count, seconds)
+        guess = pass_cost.seconds(guessed, "masked", plan(guessed, recorded[guessed.fingerprint]), rates)
+        assert guess.borrowed
+        assert 1 / 1.5 <= recorded[guessed.fingerprint][1] / guess <= 1.5

@@ -204,14 +204,17 @@ def test_work_counts_are_the_batches_the_engine_runs(engine, store):
     """The cost's plan is the engine's: the (rows, width) of every pass it reports compiling, and
     its work counted from them, filler rows included (a pass of 3 masked positions runs 4 rows):
     per row the matmul MFLOPs of docs/benchmarks.md's efficiency count, written out here from
-    that page (layers x (2W(4D^2 + 2DF) + 4W^2 D), the LM head 2D(D + V) per output token)."""
+    that page (layers x (2W(4D^2 + 2DF) + 4W^2 D), the LM head 2D(D + V) per output token), and
+    each token's own cost per layer at the pass kind's measured MFLOP-equivalent."""
     from flamino_core.runtime.planner import bucket_length
 
     c = engine.config
 
     def mflop(width: int, head_tokens: int) -> float:
         layer = 2 * width * (4 * c.embed_dim ** 2 + 2 * c.embed_dim * c.ffn_dim) + 4 * width ** 2 * c.embed_dim
-        return (c.num_layers * layer + head_tokens * 2 * c.embed_dim * (c.embed_dim + c.vocab_size)) / 1e6
+        kind = "masked" if head_tokens == 1 else "unmasked"
+        return ((c.num_layers * layer + head_tokens * 2 * c.embed_dim * (c.embed_dim + c.vocab_size)) / 1e6
+                + pass_cost.TOKEN_LAYER_MFLOP[kind] * width * c.num_layers)
 
     for length, positions in ((22, 3), (300, 70), (1030, 20)):
         sequence = ("MKTAYIAKQRQISFVKSHFSRQ" * 60)[:length]

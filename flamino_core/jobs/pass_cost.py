@@ -1,8 +1,15 @@
 """What model passes cost on this machine before they run: the engine's own plan (the batches
 ``Engine.run`` and ``Engine.compute_masked`` will run, as ``planner`` cuts them, grouped and
-chunked as ``store/passes.py`` calls the engine), its work (``row_work``: the rows' matmul
-MFLOPs, attention's width-squared part included) times the measured seconds per MFLOP
-(``Rates``), plus the compilations the plan needs.
+chunked as ``store/passes.py`` calls the engine), its work (``batch_work``: the rows' matmul
+MFLOPs, attention's width-squared part included, ``row_work``, and each token's own cost per
+layer, ``TOKEN_LAYER_MFLOP``) times the measured seconds per unit of it (``Rates``), plus the
+compilations the plan needs.
+
+Why a cost per token and layer: on this CPU the matmuls are not all of a layer's time, and the
+rest (layer norms, activations, the calls between kernels) grows with the tokens, not the width
+squared: per MFLOP alone a 32-wide model ran 3x slower than a 320-wide one, so a model never
+timed here, guessed from another size's rate, was said 2.2x long or short (issue 50). Counted
+per token-layer too, the two run at one rate, and so does a model of a size between them.
 
 Why work, not tokens: a token's cost grows with its row's width (attention), most for narrow
 models. For random:tiny on the Intel Xeon (2026-12-05) the measured seconds per token of masked
@@ -25,8 +32,8 @@ rest (``record_call``), so a rate timed on a small call (a set's first record al
 fixed cost) is not extrapolated over a long job of big batches; estimates add it back per batch.
 
 A first guess for a pass kind never timed for a model (``Rates.seconds``): the same kind's rate on
-the other models timed here (per MFLOP: the work scales with the model's size), else this model's
-other kind. Issue 50: a pseudo-perplexity borrowed from random:tiny's unmasked passes, whose
+the other models timed here (per unit of ``batch_work``, which scales with the model's size), else
+this model's other kind. Issue 50: a pseudo-perplexity borrowed from random:tiny's unmasked passes, whose
 calls are 2-6x a masked pass's time per MFLOP (every layer kept, and that fixed cost), was
 announced 6-13x long.
 """
@@ -58,6 +65,21 @@ DEFAULT_COMPILE_S = {"unmasked compile": 0.8, "masked compile": 1.6, "cached com
 # position; random:esm2_t6_8M_UR50D's 10-residue call 10.5 ms, of which its 242 MFLOP at its
 # masked rate (1.8e-5 s per MFLOP) are about 4.3. A machine-wide constant, not measured per machine.
 BATCH_FIXED_S = 1e-3
+# What a token costs per layer beyond its matmuls (layer norms, activations, softmax, rotary, the
+# calls between a layer's fused kernels), in MFLOP at the pass kind's rate: a cost per token that
+# does not grow with the model's width, so the smaller the model, the more of its time it is. Per
+# MFLOP alone, random:tiny (32 wide) took 2.9e-5 s and ESM-2 8M (320 wide) 9.0e-6 (the quiet
+# benchmarks/estimates.py run of 2026-12-06 15:45), so the 8M model's first pseudo-perplexity,
+# guessed at tiny's rate, was said 2.2x long (issue 50). Measured on the 2-core AMD EPYC with
+# benchmarks/size_rates.py (compiled passes, fastest of 5), 2026-12-06 18:02-18:13 at load 1-6
+# (other agents' work): masked passes of random:tiny at 64-300 residues 2.2-3.1e-5 s per MFLOP,
+# the 8M model's at its least loaded 7.8e-6; unmasked ones 1.4-2.0e-5 and 5.9-6.5e-6. Tiny's rows
+# have 18-38 token-layers per MFLOP, the 8M's 0.26-0.39: 0.1 (masked) and 0.2 (unmasked) bring
+# both models to one rate per unit, 6.6-9.2e-6 and 6.0-7.7e-6 s (the quiet run's 2.9e-5 and 9.0e-6
+# as well: 0.105). A model's own measured rate absorbs a family's other constants (random:tiny-esmc,
+# its MLP 8x wider than tiny's, measured 3.8-4.7e-6 per unit: a first guess across families is
+# up to 2x off).
+TOKEN_LAYER_MFLOP = {"masked": 0.1, "unmasked": 0.2}
 # A call's time beyond its batches' fixed cost, at least this share of it, is its work's
 # (``record_call``): a call of nearly nothing but fixed cost says little of the rate, and a
 # rate of zero would say a long job is free.
@@ -90,26 +112,37 @@ def row_work(config, width: int, head_positions: int) -> float:
     return (config.num_layers * per_layer + head_positions * 2 * d * (d + v)) / 1e6
 
 
+def batch_work(config, kind: str, rows: int, width: int) -> float:
+    """A batch's work as rates are per (``Rates``): its matmul MFLOP (``row_work``; a masked row's
+    LM head at its one masked position, an unmasked row's at every token) plus ``TOKEN_LAYER_MFLOP``
+    of its kind per token and layer, in MFLOP-equivalents."""
+    head = 1 if kind == "masked" else width
+    return rows * (row_work(config, width, head) + TOKEN_LAYER_MFLOP[kind] * width * config.num_layers)
+
+
 def masked_position_work(engine, length: int) -> float:
     """The work of one masked position of a sequence of ``length`` residues (one row of its
     masked passes), in MFLOP: what a job's own rate weighs its positions by (``Job.progress``)."""
-    return row_work(engine.config, planner.masked_width(length), 1)
+    return batch_work(engine.config, "masked", 1, planner.masked_width(length))
 
 
-def unmasked_batches(engine, lengths: Sequence[int], grouped: bool = True) -> list[tuple[str, float]]:
+def unmasked_batches(engine, lengths: Sequence[int], grouped: bool = True,
+                     chunks: Sequence[Sequence[int]] | None = None) -> list[tuple[str, float]]:
     """(shape key, work in MFLOP) of each batch the unmasked passes over sequences of ``lengths`` run:
     in ``passes.record_outputs``' groups (``grouped``; else one ``Engine.run`` call), each cut
-    into windows and planned as ``Engine.run`` plans them (packed rows where the engine packs)."""
+    into windows and planned as ``Engine.run`` plans them (packed rows where the engine packs).
+    ``chunks``: the lengths of each ``record_outputs`` call the job makes (``plan.SetOutputs``),
+    grouped call by call (instead of ``lengths`` in one call)."""
     capture = record_outputs_capture(engine)
-    placeholders = ["A" * n for n in lengths]
-    groups = record_groups(engine, placeholders) if grouped else [placeholders]
+    calls = [["A" * n for n in chunk] for chunk in chunks] if chunks is not None else [["A" * n for n in lengths]]
+    groups = [g for call in calls for g in record_groups(engine, call)] if grouped else [calls[0]]
     out = []
     for group in groups:
         cut = [len(w.residues) for w in windows.windows(group, True)]
         for batch in planner.plan(cut, engine.max_rows, pack=engine.backend.packing):
             shape = (len(batch.rows), batch.width)
             out.append((planner.shape_key("forward", shape, batch.shared, capture),
-                        shape[0] * row_work(engine.config, shape[1], shape[1])))
+                        batch_work(engine.config, "unmasked", *shape)))
     return out
 
 
@@ -123,7 +156,7 @@ def masked_batches(engine, need: Iterable[tuple[int, int]], chunk: int | None = 
         step = chunk or max(positions, 1)
         for first in range(0, positions, step):
             for rows in planner.masked_batch_rows(min(step, positions - first), max_rows):
-                out.append((planner.shape_key("masked", (rows, width)), rows * row_work(engine.config, width, 1)))
+                out.append((planner.shape_key("masked", (rows, width)), batch_work(engine.config, "masked", rows, width)))
     return out
 
 
@@ -214,8 +247,10 @@ def masked_seconds(engine, need: Iterable[tuple[int, int]], rates=None) -> PassS
     return seconds(engine, "masked", masked_batches(engine, need), rates or default_rates())
 
 
-def unmasked_seconds(engine, lengths: Sequence[int], rates=None) -> PassSeconds | None:
-    """Seconds for the unmasked passes (``passes.record_outputs``) over sequences of ``lengths`` here."""
+def unmasked_seconds(engine, lengths: Sequence[int], rates=None,
+                     chunks: Sequence[Sequence[int]] | None = None) -> PassSeconds | None:
+    """Seconds for the unmasked passes (``passes.record_outputs``) over sequences of ``lengths`` here
+    (``chunks``: in those calls, ``unmasked_batches``)."""
     from flamino_core.jobs.rates import default_rates
 
-    return seconds(engine, "unmasked", unmasked_batches(engine, lengths), rates or default_rates())
+    return seconds(engine, "unmasked", unmasked_batches(engine, lengths, chunks=chunks), rates or default_rates())

@@ -46,6 +46,11 @@ class Needed:
     masked: bool
     runs: tuple[tuple[int, int], ...]
     how: str
+    # Unmasked passes run in chunks of about this many residues, the first record alone
+    # (``SetOutputs.run``): the engine's batches, so the shapes compiled, are each chunk's. None:
+    # one call. Planned as one call, a set's 12 records were one shape its job never ran, and
+    # the rerun of an all-compiled job was said at 1.3 s for 0.2 s (issue 50).
+    chunk_residues: int | None = None
 
     @property
     def passes(self) -> int:
@@ -67,7 +72,12 @@ class Needed:
         """Their seconds on this machine (None: the model's rate never measured here)."""
         if self.masked:
             return pass_cost.masked_seconds(engine, self.runs, rates)
-        return pass_cost.unmasked_seconds(engine, [length for length, _ in self.runs], rates)
+        lengths = [length for length, _ in self.runs]
+        chunks = None
+        if self.chunk_residues:
+            chunks = [[len(s) for s in chunk] for chunk in residue_chunks(["A" * n for n in lengths],
+                                                                         self.chunk_residues, first=1)]
+        return pass_cost.unmasked_seconds(engine, lengths, rates, chunks=chunks)
 
 
 class Plan(Protocol):
@@ -173,7 +183,8 @@ class SetOutputs:
     def needed(self) -> Needed:
         unique = [s for s in dict.fromkeys(self.sequences) if s not in self.known]
         stored = stored_outputs(self.engine, unique, "entropy")
-        return Needed(False, tuple((len(s), 1) for s in unique if s not in stored), "one per record")
+        return Needed(False, tuple((len(s), 1) for s in unique if s not in stored), "one per record",
+                      self.chunk_residues)
 
     def run(self, job, engine, first_only: bool = False, stop: Callable[[], bool] | None = None):
         store, unique = default_store(), list(dict.fromkeys(self.sequences))
@@ -244,7 +255,7 @@ class MaskedSet:
         total = sum(len(s) for s in unique)
         done = sum(len(h) for h in held.values())
         # What a position costs, by its record's length (pass_cost.masked_position_work): the job's
-        # rate is per MFLOP, so records of 150 residues done first say nothing wrong of those of 400.
+        # rate is per unit of work, so records of 150 residues done first say nothing wrong of those of 400.
         cost = {s: pass_cost.masked_position_work(self.engine, len(s)) for s in unique}
         total_work = sum(len(s) * cost[s] for s in unique)
         done_work = [sum(len(held[s]) * cost[s] for s in unique)]

@@ -23,9 +23,10 @@ LOG = logging.getLogger("flamino")
 
 # --- how fast this machine runs a model ---------------------------------------------------------------
 class Rates:
-    """Seconds per MFLOP of masked and unmasked passes, measured on this machine per model
-    (its fingerprint), as a running average; kept in ``FLAMINO_CACHE/pass_rates.json`` so a
-    restarted server still knows them. Thread-safe."""
+    """Seconds per unit of work of masked and unmasked passes (``pass_cost.batch_work``: MFLOP and
+    a cost per token and layer), measured on this machine per model (its fingerprint), as a
+    running average; kept in ``FLAMINO_CACHE/pass_rates.json`` so a restarted server still knows
+    them. Thread-safe."""
 
     # fit: seconds per operation of a scikit-learn fit (predict/cost.py); masked compile, unmasked
     # compile, cached compile: seconds per compilation of a new shape of that pass kind, or of one in
@@ -59,8 +60,10 @@ class Rates:
         """Estimated seconds for ``amount`` more of ``kind`` (None: never measured): MFLOP of passes.
         A pass kind never measured for this model borrows a rate, a first guess
         (``PassSeconds.borrowed``; the job's own rate replaces it as it runs): the median of the
-        same kind's time per MFLOP over the other models measured here (a masked pass of
-        random:tiny and of the 8M model took 2.5e-5 and 1.8e-5 s per MFLOP on the AMD EPYC), else
+        same kind's time per unit over the other models measured here (per unit of
+        ``pass_cost.batch_work``, which counts a narrow model's per-token cost: masked passes of
+        random:tiny and of the 8M model took 8.0e-6 and 7.5e-6 s, 2.2e-5 and 7.8e-6 per MFLOP
+        alone, on the AMD EPYC), else
         this model's other kind (an unmasked pass of the result store keeps every layer: for
         random:tiny 2-6x a masked pass's time per MFLOP, issue 50's pseudo-perplexity 6-13x long)."""
         with self._lock:
@@ -187,9 +190,11 @@ def _sample(x) -> bool:
 HISTORY = "jobs"  # the pass-rate file's list of jobs' predicted and actual times
 MAX_HISTORY = 500
 SHAPES = "shapes"  # the pass-rate file's shapes compiled into the persistent cache, per architecture
-# What a pass rate is per: seconds per MFLOP of a pass's work since 2026-12-05 (``pass_cost.row_work``),
-# seconds per token before; a file without this marker keeps its other rates, not its pass rates.
-PASS_UNIT, PASS_UNIT_NOW = "pass_unit", "MFLOP"
+# What a pass rate is per: seconds per MFLOP of a pass's work (``pass_cost.batch_work``) with each
+# token-layer's own cost counted in MFLOP since 2026-12-06 ("MFLOP+token-layers"; matmul MFLOP
+# alone from 2026-12-05, seconds per token before); a file without this marker keeps its other
+# rates, not its pass rates (random:tiny's per MFLOP alone are 2.4-4.7x its rates now).
+PASS_UNIT, PASS_UNIT_NOW = "pass_unit", "MFLOP+token-layers"
 
 
 def machine() -> str:
