@@ -72,13 +72,13 @@ BATCH_FIXED_S = 1e-3
 # benchmarks/estimates.py run of 2026-12-06 15:45), so the 8M model's first pseudo-perplexity,
 # guessed at tiny's rate, was said 2.2x long (issue 50). Measured on the 2-core AMD EPYC with
 # benchmarks/size_rates.py (compiled passes, fastest of 5), 2026-12-06 18:02-18:13 at load 1-6
-# (other agents' work): masked passes of random:tiny at 64-300 residues 2.2-3.1e-5 s per MFLOP,
-# the 8M model's at its least loaded 7.8e-6; unmasked ones 1.4-2.0e-5 and 5.9-6.5e-6. Tiny's rows
-# have 18-38 token-layers per MFLOP, the 8M's 0.26-0.39: 0.1 (masked) and 0.2 (unmasked) bring
-# both models to one rate per unit, 6.6-9.2e-6 and 6.0-7.7e-6 s (the quiet run's 2.9e-5 and 9.0e-6
-# as well: 0.105). A model's own measured rate absorbs a family's other constants (random:tiny-esmc,
-# its MLP 8x wider than tiny's, measured 3.8-4.7e-6 per unit: a first guess across families is
-# up to 2x off).
+# (other agents' work; each model's fastest call kept): masked passes of random:tiny at 64-300
+# residues 2.2-3.1e-5 s per MFLOP, the 8M model's 7.8e-6; unmasked ones 0.95-1.8e-5 and
+# 5.9-6.5e-6. Tiny's rows have 7-38 token-layers per MFLOP, the 8M's 0.26-0.39: 0.1 (masked) and
+# 0.2 (unmasked) bring both to one rate per unit, masked 6.5-8.0e-6 and 7.5e-6 s, unmasked
+# 3.9-7.7e-6 and 5.5-6.2e-6 (the quiet run's job rates, 2.9e-5 and 9.0e-6 per MFLOP, give 0.105).
+# A model's own measured rate absorbs a family's other constants (random:tiny-esmc, its MLP 8x
+# wider than tiny's, measured 3.8-4.6e-6 per unit: a first guess across families is up to 2x off).
 TOKEN_LAYER_MFLOP = {"masked": 0.1, "unmasked": 0.2}
 # A call's time beyond its batches' fixed cost, at least this share of it, is its work's
 # (``record_call``): a call of nearly nothing but fixed cost says little of the rate, and a
