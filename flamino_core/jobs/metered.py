@@ -105,15 +105,17 @@ class MeteredEngine:
                 if self._on_compile is not None and left_to_tell > 0:
                     self._on_compile(left_to_tell)
                 self._record_compilations(kind, running, spent, fresh, cached, [key for key, _ in batches])
-            # Recorded net of each batch's fixed cost (``pass_cost.record_call``).
+            # Recorded net of each batch's fixed cost (``pass_cost.record_call``), with the model's size.
+            size = pass_cost.token_layer_share(self._engine.config, kind)
             if len(batches) == len(finished) and len(finished) >= 2:  # (a group's two batches: the second)
-                pass_cost.record_call(self._rates, self.fingerprint, kind, *_clean(batches, finished, compiled_before))
+                pass_cost.record_call(self._rates, self.fingerprint, kind, *_clean(batches, finished, compiled_before),
+                                      size=size)
             elif len(finished) >= 3 and not compiled:  # batches not reported one by one: all but the first
                 share = (len(finished) - 1) / len(finished)
                 pass_cost.record_call(self._rates, self.fingerprint, kind, total * share, len(batches) * share,
-                                      finished[-1] - finished[0])
+                                      finished[-1] - finished[0], size=size)
             elif not compiled:
-                pass_cost.record_call(self._rates, self.fingerprint, kind, total, len(batches), spent)
+                pass_cost.record_call(self._rates, self.fingerprint, kind, total, len(batches), spent, size=size)
         return result
 
     def _compiled_in(self, kind: str, batch: tuple[str, float], seen: set[str], finished: list[float],

@@ -31,9 +31,11 @@ numpy cost about a millisecond whatever its work (``BATCH_FIXED_S``). Rates are 
 rest (``record_call``), so a rate timed on a small call (a set's first record alone, mostly that
 fixed cost) is not extrapolated over a long job of big batches; estimates add it back per batch.
 
-A first guess for a pass kind never timed for a model (``Rates.seconds``): the same kind's rate on
-the other models timed here (per unit of ``batch_work``, which scales with the model's size), else
-this model's other kind. Issue 50: a pseudo-perplexity borrowed from random:tiny's unmasked passes, whose
+A first guess for a pass kind never timed for a model: with models of two sizes or more timed
+here, their rates fitted on their sizes (``sized_guess``: it follows a loaded machine, where the
+wide models slow most); else the same kind's median rate on the other models timed here
+(``Rates.seconds``, per unit of ``batch_work``, which scales with the model's size), else this
+model's other kind. Issue 50: a pseudo-perplexity borrowed from random:tiny's unmasked passes, whose
 calls are 2-6x a masked pass's time per MFLOP (every layer kept, and that fixed cost), was
 announced 6-13x long.
 """
@@ -80,6 +82,8 @@ BATCH_FIXED_S = 1e-3
 # A model's own measured rate absorbs a family's other constants (random:tiny-esmc, its MLP 8x
 # wider than tiny's, measured 3.8-4.6e-6 per unit: a first guess across families is up to 2x off).
 TOKEN_LAYER_MFLOP = {"masked": 0.1, "unmasked": 0.2}
+REFERENCE_WIDTH = 256  # tokens of the row a model's size is read at (``token_layer_share``)
+SIZE_SPREAD = 2.0  # the models a guess is fitted on differ at least this much in token_layer_share
 # A call's time beyond its batches' fixed cost, at least this share of it, is its work's
 # (``record_call``): a call of nearly nothing but fixed cost says little of the rate, and a
 # rate of zero would say a long job is free.
@@ -118,6 +122,40 @@ def batch_work(config, kind: str, rows: int, width: int) -> float:
     of its kind per token and layer, in MFLOP-equivalents."""
     head = 1 if kind == "masked" else width
     return rows * (row_work(config, width, head) + TOKEN_LAYER_MFLOP[kind] * width * config.num_layers)
+
+
+def token_layer_share(config, kind: str) -> float:
+    """Token-layers per matmul MFLOP of one row of ``REFERENCE_WIDTH`` tokens of ``kind``: the
+    model's size as the first guess reads it (``sized_guess``), large for a narrow model, ~0 for a
+    wide one."""
+    head = 1 if kind == "masked" else REFERENCE_WIDTH
+    return REFERENCE_WIDTH * config.num_layers / row_work(config, REFERENCE_WIDTH, head)
+
+
+def sized_guess(engine, kind: str, rates) -> float | None:
+    """Seconds per unit of ``batch_work`` of ``kind`` passes for a model never timed here, fitted on
+    the models timed here of at least two sizes (``Rates.sized``; None: fewer, then the median of
+    their rates per unit, ``Rates.seconds``). The fit is seconds per MFLOP = b + c x, x the
+    model's ``token_layer_share``, weighed by relative error. Quiet, c/b is ``TOKEN_LAYER_MFLOP``
+    and this is the median's guess; under load the wide models' threaded matmuls slow most (at
+    load 5.6-5.9 random:tiny and the 8M model ran at 2.3e-5 and 2.0e-5 s per MFLOP, where quiet
+    they differ 3x), c falls, and the fit follows: ESM-2 35M, guessed from those two, is said
+    within 1.5x where the median said 2.5-3.2x short (``tests/test_first_guess.py``). c < 0 (a
+    narrow model faster per MFLOP) is held at 0: one rate per MFLOP."""
+    points = rates.sized(kind, exclude=engine.fingerprint)
+    k = TOKEN_LAYER_MFLOP[kind]
+    if len(points) < 2 or max(x for _, x in points) < SIZE_SPREAD * min(x for _, x in points):
+        return None
+    rho = [r * (1 + k * x) for r, x in points]  # each model's seconds per MFLOP of its reference row
+    xs, w = [x for _, x in points], [1 / y ** 2 for y in rho]  # least squares of the relative error
+    sw, sx, sy = sum(w), sum(a * x for a, x in zip(w, xs)), sum(a * y for a, y in zip(w, rho))
+    sxx, sxy = sum(a * x * x for a, x in zip(w, xs)), sum(a * x * y for a, x, y in zip(w, xs, rho))
+    c = max((sw * sxy - sx * sy) / (sw * sxx - sx * sx), 0.0)
+    b = (sy - c * sx) / sw
+    if b <= 0:
+        return None
+    x = token_layer_share(engine.config, kind)
+    return (b + c * x) / (1 + k * x)
 
 
 def masked_position_work(engine, length: int) -> float:
@@ -200,14 +238,18 @@ def seconds(engine, kind: str, batches: list[tuple[str, float]], rates) -> PassS
 def running_seconds(engine, kind: str, batches: list[tuple[str, float]], rates) -> float | None:
     """Seconds ``batches`` of ``kind`` passes take once compiled: their work at the rate (this
     model's, else a first guess: ``Rates.seconds``) plus ``BATCH_FIXED_S`` each (None: no rate)."""
-    work = rates.seconds(engine.fingerprint, kind, sum(w for _, w in batches))
+    total = sum(w for _, w in batches)
+    rate = None if rates.measured(engine.fingerprint, kind) else sized_guess(engine, kind, rates)
+    work = rates.seconds(engine.fingerprint, kind, total) if rate is None else rate * total
     return None if work is None else work + len(batches) * BATCH_FIXED_S
 
 
-def record_call(rates, model: str, kind: str, work: float, batches: int, seconds: float) -> None:
+def record_call(rates, model: str, kind: str, work: float, batches: int, seconds: float,
+                size: float | None = None) -> None:
     """Record a call's ``seconds`` for ``batches`` batches of ``work`` MFLOP as the rate of its
-    work: the seconds beyond the batches' fixed cost, at least ``MIN_WORK_SHARE`` of them."""
-    rates.record(model, kind, work, max(seconds - batches * BATCH_FIXED_S, MIN_WORK_SHARE * seconds))
+    work: the seconds beyond the batches' fixed cost, at least ``MIN_WORK_SHARE`` of them;
+    ``size``: the model's ``token_layer_share`` (what ``sized_guess`` fits on)."""
+    rates.record(model, kind, work, max(seconds - batches * BATCH_FIXED_S, MIN_WORK_SHARE * seconds), size=size)
 
 
 def compilations_seconds(engine, passes: str, fresh: int, cached: int, rates) -> float:

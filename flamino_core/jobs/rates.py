@@ -42,10 +42,11 @@ class Rates:
         self._history: list[dict] = []  # jobs' predicted and actual times (``record_job``)
         self._shapes: dict[str, list[str]] = {}  # architecture -> shapes compiled into the persistent cache
         self._samples: dict[str, list[list]] = {}  # "model kind" -> [[seconds per unit, source tag]] (``record_sample``)
+        self._sizes: dict[str, float] = {}  # "model kind" -> the model's size (``record``)
 
-    def record(self, model: str, kind: str, amount: float, seconds: float) -> None:
+    def record(self, model: str, kind: str, amount: float, seconds: float, size: float | None = None) -> None:
         """``seconds`` measured for ``amount`` of ``kind``: MFLOP of passes, operations of a fit,
-        compilations."""
+        compilations; ``size``: the model's (``pass_cost.token_layer_share``), kept for ``sized``."""
         if amount <= 0 or seconds <= 0 or kind not in self.KINDS:
             return
         rate = seconds / amount
@@ -54,7 +55,17 @@ class Rates:
             key = f"{model} {kind}"
             old = rates.get(key)
             rates[key] = rate if old is None else (1 - self.weight) * old + self.weight * rate
+            if size is not None and size > 0:
+                self._sizes[key] = float(size)
             self._save(rates)
+
+    def sized(self, kind: str, exclude: str = "") -> list[tuple[float, float]]:
+        """(rate, size) of each model but ``exclude`` whose ``kind`` was timed here with its size
+        (``record``): what a never-timed model's first guess is fitted on (``pass_cost.sized_guess``)."""
+        with self._lock:
+            rates = self._load()
+            return [(v, self._sizes[k]) for k, v in rates.items()
+                    if k.endswith(f" {kind}") and k in self._sizes and not k.startswith(f"{exclude} ")]
 
     def seconds(self, model: str, kind: str, amount: float) -> float | None:
         """Estimated seconds for ``amount`` more of ``kind`` (None: never measured): MFLOP of passes.
@@ -157,6 +168,9 @@ class Rates:
                 samples = found.get(SAMPLES)
                 self._samples = {k: [[float(x[0]), str(x[1])] for x in v if _sample(x)][-RECENT:]
                                  for k, v in samples.items() if isinstance(v, list)} if isinstance(samples, dict) else {}
+                sizes = found.get(SIZES)
+                self._sizes = {k: float(v) for k, v in sizes.items() if isinstance(v, (int, float)) and v > 0
+                               and k in self._rates} if isinstance(sizes, dict) else {}
                 shapes = found.get(SHAPES)
                 self._shapes = {k: [x for x in v if isinstance(x, str)] for k, v in shapes.items()
                                 if isinstance(v, list)} if isinstance(shapes, dict) else {}
@@ -171,7 +185,7 @@ class Rates:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with written_atomically(self.path) as tmp:
                 tmp.write_text(json.dumps({**rates, PASS_UNIT: PASS_UNIT_NOW, HISTORY: self._history,
-                                           SHAPES: self._shapes, SAMPLES: self._samples}, indent=0,
+                                           SHAPES: self._shapes, SAMPLES: self._samples, SIZES: self._sizes}, indent=0,
                                           sort_keys=True))
         except OSError as err:  # a read-only cache: the rates live in memory only
             LOG.debug("pass rates not saved (%s)", err)
@@ -179,6 +193,7 @@ class Rates:
 
 PASS_KINDS = ("masked", "unmasked")
 SAMPLES = "samples"  # the pass-rate file's whole jobs' rates per key (``Rates.record_sample``)
+SIZES = "sizes"  # the pass-rate file's model sizes per pass-rate key (``Rates.record``)
 RECENT = 9  # samples a key keeps
 PRIOR_SAMPLES = 2  # copies of the prior among them: a median that one outlier cannot move
 CLAMP = 4.0  # a robust rate stays within this factor of its prior either way
