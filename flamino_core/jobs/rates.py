@@ -32,7 +32,8 @@ class Rates:
     # compile, cached compile: seconds per compilation of a new shape of that pass kind, or of one in
     # the persistent cache (jobs/pass_cost.compile_kind), keyed by architecture. (A file's old
     # "compile" entries, from before the kinds were apart, are kept and no longer read.)
-    KINDS = ("masked", "unmasked", "fit", "masked compile", "unmasked compile", "cached compile")
+    # fold: seconds per GFLOP of one ESMFold fold, its compilation left out (structure/folding/fold_time.py).
+    KINDS = ("masked", "unmasked", "fit", "masked compile", "unmasked compile", "cached compile", "fold")
 
     def __init__(self, path: str | os.PathLike | None = None, weight: float = 0.3):
         self.path = Path(path) if path is not None else _default_rates_path()
@@ -119,6 +120,13 @@ class Rates:
         values = sorted([prior] * PRIOR_SAMPLES + recent)
         rate = min(max(values[(len(values) - 1) // 2], prior / CLAMP), prior * CLAMP)
         return rate * amount
+
+    def measured_samples(self, model: str, kind: str) -> bool:
+        """Whether ``record_sample`` kept any sample of ``kind`` for ``model`` (``robust_seconds`` then
+        leans on this machine's jobs, not on its prior alone)."""
+        with self._lock:
+            self._load()
+            return bool(self._samples.get(f"{model} {kind}"))
 
     def measured(self, model: str, kind: str) -> bool:
         """Whether ``kind`` passes of ``model`` were timed here (not borrowed from the other kind)."""

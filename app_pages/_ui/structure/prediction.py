@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from flamino_core.jobs import DONE, about
+from flamino_core.jobs import DONE
 from flamino_core.model import STEM_PRECISIONS
 from flamino_core.store import default_store
 from flamino_core.structure import folding
@@ -19,7 +19,7 @@ from flamino_core.structure import molecular_scene, pae_heatmap, parse_structure
 
 from app_pages._ui.frame.downloads import show_figure, text_button
 from app_pages._ui.frame.widgets import plain
-from app_pages._ui.server import background, jobs_panel
+from app_pages._ui.server import background, heavy_jobs, jobs_panel
 from app_pages._ui.server.policy import current_limits, hosted_mode
 from app_pages._ui.structure import loaded_structure, molecule_view
 
@@ -120,9 +120,8 @@ def offer(ctx) -> None:
         hold(found, key, label, ctx.record.id)
         st.rerun()
     memory = folding.fold_memory(config, len(seq), stem_precision=stem)
-    seconds = folding.fold_seconds(config, len(seq))
-    st.caption(plain(f"Memory: {memory.describe()}. Time: {about(seconds) if seconds >= 1 else 'under a second'} of "
-                     "computation (a rough figure from the model's shape), plus 15-30 s to compile a new length."))
+    timing = folding.fold_time_estimate(config, len(seq), key)
+    st.caption(plain(f"Memory: {memory.describe()}. Time: {timing.describe()}."))
     work_key = ("fold", key, seq)
     if background.find(work_key) is None and work_key not in st.session_state.get(jobs_panel.APPROVED, set()):
         st.button("Predict the structure (ESMFold)", on_click=jobs_panel.approve, args=(work_key,),
@@ -130,23 +129,28 @@ def offer(ctx) -> None:
         return
     # One fold is one compiled call: its progress is 0 then 1 structure (the job's unit).
     job = jobs_panel.follow(work_key, f"ESMFold of {ctx.record.id} ({len(seq):,} residues)", "structure",
-                            _work(identifier, stem, store, key, seq),
-                            jobs_panel.Cost(1, "fold", "folds", label, None),
+                            _work(identifier, stem, store, key, seq, config),
+                            jobs_panel.Cost(1, "fold", "folds", label, timing.seconds),
                             what="the predicted structure", model=with_stem(short_label(identifier), stem))
     if job is not None and job.state == DONE and job.value is not None:
         hold(job.value, key, label, ctx.record.id)
         st.rerun()
 
 
-def _work(identifier: str, stem_precision: str, store, key: str, sequence: str):
+def _work(identifier: str, stem_precision: str, store, key: str, sequence: str, config):
+    visitor = heavy_jobs.visitor_key() or ""  # read here, in the page's run: one sample per visitor
+
     def work(job, first_only: bool = False):
         job.progress(0, 1)
         with background.slot(job):  # the heavy-job queue: one fold at a time with the other long work
-            folded = folding.predict_stored(_model(identifier, stem_precision), store, key, sequence)
+            folded = folding.predict_stored(  # its time: this machine's rate for the next estimate
+                _model(identifier, stem_precision), store, key, sequence,
+                folded_in=lambda seconds: folding.record_fold_time(config, len(sequence), key, seconds, source=visitor))
         job.progress(1, 1)
         return folded
 
     return work
+
 
 
 def hold(folded, key: str, label: str, record_id: str) -> None:

@@ -15,7 +15,9 @@ import dataclasses
 import functools
 import io
 import os
+import time
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -127,19 +129,6 @@ def fold_memory(config: FoldConfig, length: int, chunk_size: int | None = 64, pa
     return FoldMemory(length, padded, weights, states + attention, pair, chunk, stem_precision)
 
 
-def fold_seconds(config: FoldConfig, length: int, passes: int | None = None, flops_per_second: float = 2e10) -> float:
-    """A rough time for one fold: the stem's 2 x parameters x tokens multiply-adds once, each trunk
-    pass's triangular updates and attention (~8 L^3 c_z) and sequence layers (24 L c_s^2) per
-    block, at ``flops_per_second`` (20 GFLOP/s: a few CPU cores). Compilation, ~15-30 s per new
-    padded length on a CPU, is not in it."""
-    trunk, stem = config.trunk, config.stem
-    padded = padded_length(length, PAD_TO)
-    passes = passes or trunk.max_recycles
-    stem_flops = 2 * 12 * stem.num_layers * stem.embed_dim ** 2 * (padded + 2)
-    block = 8 * padded ** 3 * trunk.pairwise_state_dim + 24 * padded * trunk.sequence_state_dim ** 2
-    return (stem_flops + passes * trunk.num_blocks * block) / flops_per_second
-
-
 def hosted_fold_limit() -> int:
     """The longest sequence a hosted server folds (``FLAMINO_MAX_FOLD_RESIDUES``, else 400)."""
     value = os.environ.get("FLAMINO_MAX_FOLD_RESIDUES", "").strip()
@@ -210,13 +199,17 @@ def fold(model, sequence: str, passes: int | None = None, chunk_size: int | None
 
 
 def predict_stored(model, store, key: str, sequence: str, passes: int | None = None,
-                   chunk_size: int | None = 64) -> FoldedProtein:
-    """The fold of ``sequence``: read from the store, or folded by ``model`` (``fold``) and stored."""
+                   chunk_size: int | None = 64, folded_in: Callable[[float], None] | None = None) -> FoldedProtein:
+    """The fold of ``sequence``: read from the store, or folded by ``model`` (``fold``) and stored;
+    ``folded_in`` hears the seconds of a fold computed here (not of one read back)."""
     sequence = sequence.upper()
     found = stored_fold(store, key, sequence)
     if found is not None:
         return found
+    started = time.perf_counter()
     folded = fold(model, sequence, passes=passes, chunk_size=chunk_size)
+    if folded_in is not None:
+        folded_in(time.perf_counter() - started)
     store_fold(store, key, folded)
     return folded
 
