@@ -19,7 +19,7 @@ from flamino_core.inputs import size_problem
 from flamino_core.predict import apply, figures
 from flamino_core.jobs import DONE
 from flamino_core.predict import (LabelError, PROTEINGYM_FOLD_COLUMNS, RANDOM_FOLDS, RANDOM_WEIGHTS_NOTE,
-                                  feature_sets, plan_line, planned_fits, planned_work, problem as
+                                  feature_sets, fit_seconds, plan_line, planned_fits, planned_work, problem as
                                   cost_problem, zip_bytes)
 
 UPLOAD = "_predict_file"  # (file name, bytes), kept across pages
@@ -131,11 +131,11 @@ def fit_section(ctx: PageContext, name: str, data: bytes):
     if isinstance(fits, str):
         st.error(plain(f"{name}: {fits}"))
         return None
-    fit_seconds, pass_seconds = predict_results.fit_seconds(engine, table, fits, plan)
-    seconds = fit_seconds + (pass_seconds or 0.0)
-    st.caption(plain(f"Fitting: {fits.describe()}; {about(fit_seconds)} at this machine's rate"
+    fits_seconds, pass_seconds = fit_seconds(engine, table, fits, plan)
+    seconds = fits_seconds + (pass_seconds or 0.0)
+    st.caption(plain(f"Fitting: {fits.describe()}; {about(fits_seconds)} at this machine's rate"
                      + (f", and {about(pass_seconds)} of model passes" if pass_seconds else "") + "."))
-    problem = _too_big(plan, fits, fit_seconds)
+    problem = _too_big(plan, fits, fits_seconds)
     if problem:
         st.error(plain(problem), icon=":material/block:")
         return None
@@ -166,7 +166,7 @@ def _planned_fits(table, available, engine, folds, layer):
         return str(err)
 
 
-def _too_big(plan, fits, fit_seconds: float) -> str | None:
+def _too_big(plan, fits, fits_seconds: float) -> str | None:
     """Why this server refuses the fit: more model passes than one job runs, or scikit-learn work
     over its bounds (rows, rows x features, time), said before any work; None locally."""
     if not hosted_mode():
@@ -176,7 +176,7 @@ def _too_big(plan, fits, fit_seconds: float) -> str | None:
     if limits.max_pll_passes is not None and needed > limits.max_pll_passes:
         return (f"This fit needs {needed:,} model passes; this server runs at most {limits.max_pll_passes:,} per job. "
                 "Use fewer rows or one-hot features, or run flamino locally (flamino fit).")
-    problem = cost_problem(fits, limits.fit_limits(), fit_seconds)
+    problem = cost_problem(fits, limits.fit_limits(), fits_seconds)
     return f"Not fitted here: {problem}." if problem else None
 
 

@@ -3,7 +3,7 @@ scikit-learn in its first fit), measured apart from the fits' rate per operation
 
 Recorded on the shared 2-core AMD EPYC on 2026-12-06 at load 4-5 (other agents' work): four jobs
 of the same fit, 200 rows of the NEIME assay, embedding features of random:tiny, 67 scikit-learn
-fits each, timed fit by fit in a ``FitWorker`` (/tmp probe running ``fit_table`` as ``_fit_work``
+fits each, timed fit by fit in a ``FitWorker`` (/tmp probe running ``fit_table`` as ``FitPlan.run``
 does); and the app's own record of that fit through the page (``benchmarks/estimates.py --only
 fit-200``, warm round): 3.45 s predicted, 10.34 s taken.
 """

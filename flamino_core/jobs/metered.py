@@ -25,7 +25,8 @@ class MeteredEngine:
       engine: an ``engine.Engine``.
       rates: where measured rates go (None: not measured).
       slot: a context manager factory held around each call (None: no queue). It may raise
-        ``Stopped`` (or anything) to refuse the call.
+        ``Stopped`` (or anything) to refuse the call. Public as ``slot()``: a job's steps that
+        are not engine calls (a scikit-learn fit) take their turn in the same queue.
 
     Masked passes go through the result store by handing this engine to
     ``passes.masked_log_probs``, which calls ``compute_masked`` only for what is missing.
@@ -39,6 +40,13 @@ class MeteredEngine:
 
     def __getattr__(self, name):
         return getattr(self._engine, name)
+
+    def slot(self) -> ContextManager:
+        """The caller's heavy-job slot for one step of the job that is not an engine call (a
+        scikit-learn fit): it waits its turn as the engine's calls do, and may refuse the step as
+        it refuses a call (``Stopped``; the app's: ``Cancelled`` once the job is cancelled or its
+        tab closed). Not timed: the pass rates are the engine's."""
+        return self._slot()
 
     def compute_masked(self, sequence: str, positions=None, progress=None, **options):
         """``Engine.compute_masked``, timed in a slot; ``options``: its own (a structure's letters)."""

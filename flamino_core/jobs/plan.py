@@ -6,19 +6,21 @@ A plan is a value the front ends share instead of each re-deriving it (issue 49)
 * ``needed()``: the passes still to run (``Needed``: masked or unmasked, (sequence length,
   passes) per sequence, which ones in words), read from the result store at the time asked;
   ``Needed.seconds(engine)`` is their time here (``pass_cost``: the engine's own batches at the
-  measured rate, plus compilations).
+  measured rate, plus compilations). Work that is not model passes (a predictor's scikit-learn
+  fits, a fold) says its own count, names and seconds (``Steps``): the cost model prices passes only.
 * ``unit``: what the work's progress counts ("positions", "records", "rows").
 * ``run(job, engine, first_only=False, stop=None)``: the work, in chunks, through the result
   store. It reports ``job.progress``, keeps what it has so far on ``job.value`` (a store that
   keeps nothing still shows it), stops between chunks when cancelled (``passes.Cancelled``:
   every finished chunk is stored), and with ``first_only`` runs one chunk only, which measures
   this machine's rate; the caller then knows what the rest costs. ``engine`` is the engine the
-  calls go through (the app's metered one, holding a heavy-job slot per call); ``stop`` is polled
-  by work that does not go through it (a Ray cluster's), ``job.cancelled`` by default.
+  calls go through (the app's metered one, holding a heavy-job slot per call; a step that is not
+  an engine call holds ``engine.slot()``, ``MeteredEngine.slot``); ``stop`` is polled by work that
+  does not go through it (a Ray cluster's, a fit's worker), ``job.cancelled`` by default.
 
 The plans of the app's set and scan work are here; the variant scores' plan is
-``variants/score_plan.py`` (it reads the variants' pass rule). The app's job panel runs any
-plan (``jobs_panel.follow_plan``).
+``variants/score_plan.py`` (it reads the variants' pass rule), a labelled table's fit's
+``predict/fit_plan.py``. The app's job panel runs any plan (``jobs_panel.follow_plan``).
 """
 
 from __future__ import annotations
@@ -38,10 +40,23 @@ MEASURE_POSITIONS = 16  # masked passes that measure this machine's rate: second
 
 
 @dataclasses.dataclass(frozen=True)
+class Steps:
+    """Work that is not model passes (a predictor's ``count`` scikit-learn fits, a fold), named
+    ``one``/``many`` ("scikit-learn fit", "scikit-learn fits"), ``seconds`` said by its plan (None:
+    not known before it runs): the cost model (``pass_cost``) prices model passes only."""
+
+    count: int
+    one: str
+    many: str
+    seconds: float | None
+
+
+@dataclasses.dataclass(frozen=True)
 class Needed:
     """The passes a plan still runs: masked ones or unmasked ones; ``runs``: (sequence length,
     passes over it) of each sequence (for unmasked passes the length is the whole sequence's,
-    which the engine cuts into windows); ``how``: which passes, in words."""
+    which the engine cuts into windows); ``how``: which passes, in words. ``steps``: the work
+    counts steps of its own instead (``Needed.of_steps``), its passes inside their seconds."""
 
     masked: bool
     runs: tuple[tuple[int, int], ...]
@@ -51,17 +66,28 @@ class Needed:
     # one call. Planned as one call, a set's 12 records were one shape its job never ran, and
     # the rerun of an all-compiled job was said at 1.3 s for 0.2 s (issue 50).
     chunk_residues: int | None = None
+    steps: Steps | None = None
+
+    @classmethod
+    def of_steps(cls, count: int, one: str, many: str, how: str, seconds: float | None) -> Needed:
+        """``count`` steps that are not model passes (``Steps``), ``how``: which ones, in words."""
+        return cls(False, (), how, steps=Steps(count, one, many, seconds))
 
     @property
     def passes(self) -> int:
-        return sum(n for _, n in self.runs)
+        """How many units of work: model passes, or the plan's own steps."""
+        return self.steps.count if self.steps else sum(n for _, n in self.runs)
 
     @property
     def one(self) -> str:
+        if self.steps:
+            return self.steps.one
         return "masked pass" if self.masked else "unmasked pass"
 
     @property
     def many(self) -> str:
+        if self.steps:
+            return self.steps.many
         return "masked passes" if self.masked else "unmasked passes"
 
     def describe(self) -> str:
@@ -69,7 +95,9 @@ class Needed:
         return f"{self.passes:,} {self.one if self.passes == 1 else self.many} ({self.how})"
 
     def seconds(self, engine, rates=None) -> pass_cost.PassSeconds | None:
-        """Their seconds on this machine (None: the model's rate never measured here)."""
+        """Their seconds on this machine (None: the model's rate never measured here; steps: their plan's)."""
+        if self.steps:
+            return self.steps.seconds
         if self.masked:
             return pass_cost.masked_seconds(engine, self.runs, rates)
         lengths = [length for length, _ in self.runs]

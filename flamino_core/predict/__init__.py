@@ -14,6 +14,8 @@ does on rows it never saw.
 * ``table_fit``: a labelled table's whole fit, as ``flamino fit`` and the Predict page run it
   (``fit_table``): every feature set on the same folds through ``fitting``, side by side, and the
   predictor kept; its work said before it runs (``planned_work``, ``planned_fits``).
+* ``fit_plan``: that fit as a plan (``FitPlan``, ``jobs/plan.py``'s protocol) for a background
+  job: a heavy-job slot per fit, a time budget, its estimate (``fit_seconds``).
 * ``evaluation``: Spearman / AUC / MCC with bootstrap intervals; the comparison of feature sets.
 * ``saved``: the fitted predictor as JSON + NPZ (no pickle), reloaded by ``flamino predict``.
 * ``figures``: the out-of-fold scatter, the comparison, the learning curve, the prediction map.
@@ -28,6 +30,7 @@ _EXPORTS = {
     **dict.fromkeys(["FitCost", "FitLimits", "problem", "record_fit_times", "seconds_here",
                      "worker_start_seconds"], "cost"),
     "FeatureError": "features",
+    **dict.fromkeys(["FitPlan", "fit_seconds"], "fit_plan"),
     **dict.fromkeys(["Predictor", "PredictorError", "from_zip", "zip_bytes"], "saved"),
     **dict.fromkeys(["LabelError", "LabelledTable", "PROTEINGYM_FOLD_COLUMNS", "RANDOM_FOLDS",
                      "parse_labelled_table", "read_table_text"], "table"),

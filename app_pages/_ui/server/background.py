@@ -156,9 +156,10 @@ def metered(engine, job: Job) -> MeteredEngine:
 
 
 def slot(job: Job):
-    """A heavy-job slot for one step of ``job`` that is not an engine call (a scikit-learn fit of
-    the Predict page): it waits its turn like an engine call, and stops the job (``Cancelled``)
-    if it was cancelled or its tab was closed."""
+    """A heavy-job slot for one step of ``job`` that is not an engine call (the Structure page's
+    fold; a plan's steps take the same slot from its metered engine, ``MeteredEngine.slot``): it
+    waits its turn like an engine call, and stops the job (``Cancelled``) if it was cancelled or
+    its tab was closed."""
     return _slot(job)
 
 
@@ -187,16 +188,6 @@ def should_stop(job: Job) -> bool:
         _give_up(job)
         return True
     return False
-
-
-def stop_if_asked(job: Job) -> None:
-    """Stop ``job`` (``Cancelled``) if it was cancelled or its tab closed, logging a closed tab as
-    ``slot`` does: for work that polls between steps of its own (a fit running in its worker)."""
-    from flamino_core.store import Cancelled
-
-    if should_stop(job):
-        _give_up(job)
-        raise Cancelled(f"{job.title}: cancelled")
 
 
 def _give_up(job: Job) -> None:

@@ -127,21 +127,23 @@ def follow(key: tuple[Hashable, ...], title: str, unit: str, work: Callable[...,
 
 
 def follow_plan(key: tuple[Hashable, ...], title: str, plan: Plan, engine, *, what: str,
-                cheaper: tuple[str, Callable[[], None]] | None = None) -> Job | None:
-    """``follow`` for a core plan (``flamino_core.jobs.plan``): its cost is the plan's passes still
-    needed and their seconds here (``cost_of``); its work is ``plan.run`` with ``engine`` metered
-    for the job (a heavy-job slot per call) and a Ray cluster's work stopped when the job is
-    cancelled or its tab closed."""
+                cheaper: tuple[str, Callable[[], None]] | None = None, keeps: bool = True) -> Job | None:
+    """``follow`` for a core plan (``flamino_core.jobs.plan``): its cost is the plan's passes (or
+    steps) still needed and their seconds here (``cost_of``); its work is ``plan.run`` with
+    ``engine`` metered for the job (a heavy-job slot per call, ``slot()`` for its other steps) and a
+    Ray cluster's work, or a fit's worker, stopped when the job is cancelled or its tab closed.
+    ``keeps``: as ``follow``'s (a fit's scikit-learn fits are not kept)."""
     def work(job: Job, first_only: bool = False):
         return plan.run(job, background.metered(engine, job), first_only=first_only,
                         stop=lambda: background.should_stop(job))
 
     return follow(key, title, plan.unit, work, lambda: cost_of(plan, engine), what=what, cheaper=cheaper,
-                  model=engine_name(engine))
+                  model=engine_name(engine), keeps=keeps)
 
 
 def cost_of(plan: Plan, engine) -> Cost:
-    """What the page says ``plan`` costs: its passes still needed, which ones, their seconds here."""
+    """What the page says ``plan`` costs: its passes (or its own steps: ``Needed.steps``) still
+    needed, which ones, their seconds here."""
     needed = plan.needed()
     return Cost(needed.passes, needed.one, needed.many, needed.how, needed.seconds(engine))
 
