@@ -9,6 +9,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from flamino_core.jobs.rates import Rates
@@ -70,3 +71,52 @@ def test_the_machines_own_folds_take_over_and_one_odd_fold_moves_nothing(tmp_pat
     assert "this machine's rate" in said.describe()
     # A restart reads the samples back (the rates' file), not the first guess.
     assert folding.fold_time_estimate(config, 100, "tiny", "cpu", Rates(tmp_path / "r.json")).compute == pytest.approx(prior * 3)
+
+
+class _Job:
+    def __init__(self):
+        self.reports = []
+
+    def progress(self, done, total):
+        self.reports.append((done, total))
+
+
+class _Slot:
+    """The metered engine a fold's plan is given: only its heavy-job slot, entered once per fold."""
+
+    def __init__(self):
+        self.entered = 0
+
+    def slot(self):
+        import contextlib
+
+        self.entered += 1
+        return contextlib.nullcontext()
+
+
+def test_a_fold_plan_is_one_step_in_the_slot_read_back_from_the_store_and_timed_when_computed(tmp_path, monkeypatch):
+    from flamino_core.model.esmfold import predict
+    from flamino_core.store.result_store import ResultStore
+    from test_fold_estimate import made_fold
+
+    folded_here = []
+    monkeypatch.setattr(predict, "fold_sequence", lambda model, sequence, **_: folded_here.append(sequence) or made_fold(sequence))
+    rates, store, config = Rates(tmp_path / "r.json"), ResultStore(tmp_path / "store.sqlite"), FoldConfig.tiny()
+    monkeypatch.setattr(fold_time, "_rates", lambda _: rates)
+    key = folding.model_key("random:esmfold-tiny", 3)
+    loads = []
+    plan = folding.FoldPlan(lambda: loads.append(1) or "model", store, key, "MKTAYIAKQR", config, 12.0, "the test model",
+                            visitor="a")
+    needed = plan.needed()
+    assert (needed.passes, needed.one, needed.many, needed.seconds(None)) == (1, "fold", "folds", 12.0)
+    job, engine = _Job(), _Slot()
+    first = plan.run(job, engine)
+    assert folded_here == ["MKTAYIAKQR"] and engine.entered == 1 and job.reports == [(0, 1), (1, 1)]
+    assert not rates.measured_samples(key, "fold")  # the length's first fold: its compilation
+    again = plan.run(_Job(), engine)  # the store answers: no fold, nothing timed
+    assert folded_here == ["MKTAYIAKQR"] and not rates.measured_samples(key, "fold")
+    np.testing.assert_array_equal(again.atom37, first.atom37)
+    other = dataclasses.replace(plan, sequence="MKTAYIAKQRQISFVK")  # pads to 64 as the first: compiled
+    plan_run = other.run(_Job(), engine)
+    assert folded_here[-1] == "MKTAYIAKQRQISFVK" and rates.measured_samples(key, "fold")
+    assert len(plan_run.sequence) == 16 and len(loads) == 3

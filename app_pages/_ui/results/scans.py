@@ -6,7 +6,7 @@ its chunks), run by ``jobs_panel.follow_plan``. The positions go through the res
 (``passes.masked_log_probs``): a position masked once for a model and sequence is never run
 again, by any page, session or process, and a scan that
 was cancelled, interrupted or stopped by a busy server resumes where it stopped. The job's cost
-is said before it starts when it is long (``jobs_panel.follow``), with the cheaper wt-marginals
+is said before it starts when it is long (``jobs_panel.follow_plan``), with the cheaper wt-marginals
 offered; while it runs, its progress and Cancel are on the page and in the sidebar.
 """
 

@@ -155,14 +155,6 @@ def metered(engine, job: Job) -> MeteredEngine:
                          on_compiling=job.compiling)
 
 
-def slot(job: Job):
-    """A heavy-job slot for one step of ``job`` that is not an engine call (the Structure page's
-    fold; a plan's steps take the same slot from its metered engine, ``MeteredEngine.slot``): it
-    waits its turn like an engine call, and stops the job (``Cancelled``) if it was cancelled or
-    its tab was closed."""
-    return _slot(job)
-
-
 def _session_open(job: Job) -> bool:
     """Whether the session that started ``job`` is still connected: a job goes on while its
     visitor opens other pages, and stops (its finished chunks kept) once the tab is closed."""

@@ -4,7 +4,8 @@ the session's jobs listed in the sidebar on every page.
 
 ``follow_plan`` is what a page calls for model work: the core's plan of it
 (``flamino_core/jobs/plan.py``: the passes still needed given the store, their cost, its chunks)
-run as a job, its cost the plan's own (``cost_of``). ``follow``, under it, takes any work: it finds
+run as a job, its cost the plan's own (``cost_of``); every page's work is a plan. ``_follow``, under it, runs the
+plan's work: it finds
 the session's job for that work (``background.py``), starts one when the work is quick or was asked
 for, or says first what it costs (passes, and their time at the rate this machine measured for this
 model) and offers the cheaper strategy where there is one. A job of unknown cost (this model never
@@ -64,7 +65,7 @@ class Cost:
 
 
 # --- a page's work ------------------------------------------------------------------------------------------
-def follow(key: tuple[Hashable, ...], title: str, unit: str, work: Callable[..., object],
+def _follow(key: tuple[Hashable, ...], title: str, unit: str, work: Callable[..., object],
            cost: Cost | Callable[[], Cost], *, what: str, model: str | None = None,
            cheaper: tuple[str, Callable[[], None]] | None = None, keeps: bool = True) -> Job | None:
     """The session's job for the work ``key``, drawn on the page; started when it is quick (or
@@ -127,18 +128,22 @@ def follow(key: tuple[Hashable, ...], title: str, unit: str, work: Callable[...,
 
 
 def follow_plan(key: tuple[Hashable, ...], title: str, plan: Plan, engine, *, what: str,
-                cheaper: tuple[str, Callable[[], None]] | None = None, keeps: bool = True) -> Job | None:
-    """``follow`` for a core plan (``flamino_core.jobs.plan``): its cost is the plan's passes (or
+                cheaper: tuple[str, Callable[[], None]] | None = None, keeps: bool = True,
+                model: str | None = None) -> Job | None:
+    """``_follow`` for a core plan (``flamino_core.jobs.plan``): its cost is the plan's passes (or
     steps) still needed and their seconds here (``cost_of``); its work is ``plan.run`` with
     ``engine`` metered for the job (a heavy-job slot per call, ``slot()`` for its other steps) and a
     Ray cluster's work, or a fit's worker, stopped when the job is cancelled or its tab closed.
-    ``keeps``: as ``follow``'s (a fit's scikit-learn fits are not kept)."""
-    def work(job: Job, first_only: bool = False):
-        return plan.run(job, background.metered(engine, job), first_only=first_only,
-                        stop=lambda: background.should_stop(job))
+    ``keeps``: as ``_follow``'s (a fit's scikit-learn fits are not kept). ``engine`` None: a plan
+    whose steps are no engine's (a fold), its job line naming ``model``."""
+    return _follow(key, title, plan.unit, functools.partial(_run_plan, plan, engine), lambda: cost_of(plan, engine),
+                  what=what, cheaper=cheaper, model=model or engine_name(engine), keeps=keeps)
 
-    return follow(key, title, plan.unit, work, lambda: cost_of(plan, engine), what=what, cheaper=cheaper,
-                  model=engine_name(engine), keeps=keeps)
+
+def _run_plan(plan: Plan, engine, job: Job, first_only: bool = False):
+    """A plan's work in its job: the engine metered for it, stopped with it."""
+    return plan.run(job, background.metered(engine, job), first_only=first_only,
+                    stop=lambda: background.should_stop(job))
 
 
 def cost_of(plan: Plan, engine) -> Cost:

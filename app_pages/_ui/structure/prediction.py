@@ -1,13 +1,15 @@
 """The Structure page's predicted structure (ESMFold): for a record without a structure, the
 model to fold with (the untrained test model by default, labelled; a folder on this machine in
 local mode), the fold's memory and time said before it starts, the fold as a background job
-(``jobs_panel.follow``, in the heavy-job queue), and its result held like an uploaded structure
+(``folding.FoldPlan`` run by ``jobs_panel.follow_plan``, in the heavy-job queue), and its result held like an uploaded structure
 (the page's tracks, contacts and SaProt then read it) with its pLDDT view, PAE heatmap and PDB and
 mmCIF downloads. The work is ``flamino_core.structure.folding``'s; the fold is kept in the result
 store by model and sequence (a second session folding the same sequence reads it back).
 """
 
 from __future__ import annotations
+
+import functools
 
 import streamlit as st
 
@@ -127,30 +129,13 @@ def offer(ctx) -> None:
         st.button("Predict the structure (ESMFold)", on_click=jobs_panel.approve, args=(work_key,),
                   icon=":material/neurology:", type="primary")
         return
-    # One fold is one compiled call: its progress is 0 then 1 structure (the job's unit).
-    job = jobs_panel.follow(work_key, f"ESMFold of {ctx.record.id} ({len(seq):,} residues)", "structure",
-                            _work(identifier, stem, store, key, seq, config),
-                            jobs_panel.Cost(1, "fold", "folds", label, timing.seconds),
-                            what="the predicted structure", model=with_stem(short_label(identifier), stem))
+    plan = folding.FoldPlan(functools.partial(_model, identifier, stem), store, key, seq, config, timing.seconds,
+                            label, visitor=heavy_jobs.visitor_key() or "")
+    job = jobs_panel.follow_plan(work_key, f"ESMFold of {ctx.record.id} ({len(seq):,} residues)", plan, None,
+                                 what="the predicted structure", model=with_stem(short_label(identifier), stem))
     if job is not None and job.state == DONE and job.value is not None:
         hold(job.value, key, label, ctx.record.id)
         st.rerun()
-
-
-def _work(identifier: str, stem_precision: str, store, key: str, sequence: str, config):
-    visitor = heavy_jobs.visitor_key() or ""  # read here, in the page's run: one sample per visitor
-
-    def work(job, first_only: bool = False):
-        job.progress(0, 1)
-        with background.slot(job):  # the heavy-job queue: one fold at a time with the other long work
-            folded = folding.predict_stored(  # its time: this machine's rate for the next estimate
-                _model(identifier, stem_precision), store, key, sequence,
-                folded_in=lambda seconds: folding.record_fold_time(config, len(sequence), key, seconds, source=visitor))
-        job.progress(1, 1)
-        return folded
-
-    return work
-
 
 
 def hold(folded, key: str, label: str, record_id: str) -> None:

@@ -1,7 +1,8 @@
 """A predicted structure (ESMFold) as the app and the command line use it: ``prediction`` (the
 fold's memory and time before any work, the hosted length limit, the fold kept in the result
 store by model and sequence, its PDB and mmCIF text), ``fold_time`` (a fold's time before the
-work, from the platform's first guess and this machine's folds) and ``figures`` (the PAE heatmap). The
+work, from the platform's first guess and this machine's folds), ``fold_plan`` (a fold as the
+background job's plan) and ``figures`` (the PAE heatmap). The
 network itself is ``model/esmfold/``; its weights, ``weights/esmfold.py``.
 
 The door: ``from flamino_core.structure import folding`` then ``folding.fold_memory(...)``.
@@ -18,6 +19,7 @@ _EXPORTS = {
          "model_key", "stored_fold", "store_fold", "fold", "predict_stored", "prediction_pdb", "prediction_mmcif"],
         "prediction"),
     **dict.fromkeys(["fold_gflop", "FoldSeconds", "fold_time_estimate", "record_fold_time"], "fold_time"),
+    "FoldPlan": "fold_plan",
     "pae_heatmap": "figures",
 }
 __all__, __getattr__, __dir__ = lazy_door(__name__, _EXPORTS)
