@@ -5,6 +5,8 @@ own numbering (``ctx.first``); the masked scan runs only the range's positions. 
 on a cell of the substitution map masks that position in the panel above and names the variant.
 """
 
+from functools import partial
+
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -80,13 +82,11 @@ def follow_range(shown) -> None:
         ss["pos"] = ss[widget_key("pos")] = shown.start + 1
 
 
-def main(ctx: PageContext) -> None:
-    record, engine, seq, stem, shown = ctx.record, ctx.engine, ctx.sequence, ctx.stem, ctx.shown
-    part, first, part_stem = seq[shown.span], shown.number, stem + shown.stem()
-
-    logits = results.logits(engine, seq)
-    probabilities = amino_acid_probabilities(logits[shown.span])  # (20, shown)
-    entropies = entropy(probabilities)
+def probability_overview(ctx: PageContext, probabilities: np.ndarray,
+                         entropies: np.ndarray) -> None:
+    """The unmasked predictions of the residues shown, as a heatmap with its entropy track."""
+    shown = ctx.shown
+    part, first, part_stem = ctx.sequence[shown.span], shown.number, ctx.stem + shown.stem()
     st.markdown(
         "What the model predicts at each position when it sees the whole sequence (no masking). "
         "Outlined squares are the sequence's own residues; the track below is the entropy of each "
@@ -102,79 +102,108 @@ def main(ctx: PageContext) -> None:
             model=ctx.model_name,
         )
 
-    left, right = st.columns(2)
-    with left:
-        st.subheader("Top predictions per position")
-        k = kept_number_input("How many (k)", "k")
-        top = pd.DataFrame(top_k_rows(probabilities, part, k, first=first))
-        st.dataframe(top, hide_index=True, height=360, width="stretch")
-        csv_button("Top-k table (CSV)", lambda: top, f"{part_stem}_top{k}.csv", "topk_csv", model=ctx.model_name)
-    with right:
-        st.subheader("Mask one position")
-        number_one = ctx.first
-        follow_range(shown)
-        position = kept_number_input(
-            f"Position ({number_one:,}–{number_one + len(seq) - 1:,})", "pos", max_value=len(seq),
-            default=shown.start + 1, shift=number_one - 1,
-        )  # fmt: skip
-        number = position + number_one - 1
-        log_probs = results.masked_position(engine, seq, position - 1)  # (33,)
-        masked = np.exp(log_probs.astype(np.float64))
-        masked_aa = masked[STANDARD_AA_TOKEN_IDS]
-        residue = seq[position - 1]
-        unmasked = amino_acid_probabilities(logits[position - 1:position])[:, 0]
-        fig = figures.distribution_bars(masked_aa, unmasked, number, residue, other_mass=1 - masked_aa.sum())
-        with show_figure(fig, "masked_bars", f"{stem}_pos{number}_masked"):
-            distribution = token_distribution(log_probs)
-            csv_button(
-                "All 33 tokens (CSV)",
-                lambda: pd.DataFrame(
-                    {"token": list(distribution), "probability": list(distribution.values())}
-                ),
-                f"{stem}_pos{number}_masked.csv",
-                "masked_csv",
-                model=ctx.model_name,
-            )
-        if residue in STANDARD_AMINO_ACIDS:
-            p_residue = masked_aa[STANDARD_AMINO_ACIDS.index(residue)]
-            rank = int((masked_aa > p_residue).sum()) + 1
-            st.caption(f"p({residue} | position {number} masked) = {p_residue:.3f}; rank {rank} of 20.")
-            cell = picked(seq)
-            if cell and cell[0] == position - 1 and cell[1] != residue:
-                masked_score = float(log_probs[AA_TO_IDX[cell[1]]]) - float(log_probs[AA_TO_IDX[residue]])
-                st.caption(f"{residue}{number}{cell[1]} (clicked on the map): masked-marginal score {masked_score:.3f}.")
 
-    st.subheader("Single-substitution map")
+def top_predictions(ctx: PageContext, probabilities: np.ndarray) -> None:
+    """The k most probable residues at each position shown, as a table."""
+    part, part_stem = ctx.sequence[ctx.shown.span], ctx.stem + ctx.shown.stem()
+    st.subheader("Top predictions per position")
+    k = kept_number_input("How many (k)", "k")
+    top = pd.DataFrame(top_k_rows(probabilities, part, k, first=ctx.shown.number))
+    st.dataframe(top, hide_index=True, height=360, width="stretch")
+    csv_button("Top-k table (CSV)", lambda: top, f"{part_stem}_top{k}.csv", "topk_csv",
+               model=ctx.model_name)
+
+
+def masked_position(ctx: PageContext, logits: np.ndarray) -> None:
+    """One position masked: the model's distribution there beside the unmasked one, and the
+    residue's (and a clicked variant's) score."""
+    seq, stem, shown = ctx.sequence, ctx.stem, ctx.shown
+    st.subheader("Mask one position")
+    number_one = ctx.first
+    follow_range(shown)
+    position = kept_number_input(
+        f"Position ({number_one:,}–{number_one + len(seq) - 1:,})", "pos", max_value=len(seq),
+        default=shown.start + 1, shift=number_one - 1,
+    )  # fmt: skip
+    number = position + number_one - 1
+    log_probs = results.masked_position(ctx.engine, seq, position - 1)  # (33,)
+    masked = np.exp(log_probs.astype(np.float64))
+    masked_aa = masked[STANDARD_AA_TOKEN_IDS]
+    residue = seq[position - 1]
+    unmasked = amino_acid_probabilities(logits[position - 1:position])[:, 0]
+    fig = figures.distribution_bars(masked_aa, unmasked, number, residue,
+                                    other_mass=1 - masked_aa.sum())
+    with show_figure(fig, "masked_bars", f"{stem}_pos{number}_masked"):
+        distribution = token_distribution(log_probs)
+        csv_button(
+            "All 33 tokens (CSV)",
+            lambda: pd.DataFrame(
+                {"token": list(distribution), "probability": list(distribution.values())}
+            ),
+            f"{stem}_pos{number}_masked.csv",
+            "masked_csv",
+            model=ctx.model_name,
+        )
+    if residue in STANDARD_AMINO_ACIDS:
+        masked_score_captions(seq, position - 1, number, log_probs, masked_aa)
+
+
+def masked_score_captions(seq: str, index: int, number: int, log_probs: np.ndarray,
+                          masked_aa: np.ndarray) -> None:
+    """The masked residue's probability and rank, and the clicked variant's score at it."""
+    residue = seq[index]
+    p_residue = masked_aa[STANDARD_AMINO_ACIDS.index(residue)]
+    rank = int((masked_aa > p_residue).sum()) + 1
+    st.caption(f"p({residue} | position {number} masked) = {p_residue:.3f}; rank {rank} of 20.")
+    cell = picked(seq)
+    if cell and cell[0] == index and cell[1] != residue:
+        masked_score = float(log_probs[AA_TO_IDX[cell[1]]]) - float(log_probs[AA_TO_IDX[residue]])
+        st.caption(f"{residue}{number}{cell[1]} (clicked on the map): "
+                   f"masked-marginal score {masked_score:.3f}.")
+
+
+def substitution_scores(ctx: PageContext) -> tuple[np.ndarray, str]:
+    """The scoring choice and the range's substitution scores by it: the masked scan's, with its
+    pseudo-perplexity, once done; wt-marginals meanwhile or when chosen."""
+    engine, seq, shown = ctx.engine, ctx.sequence, ctx.shown
     scan = kept_radio("Scoring", "scan")
     log_probs_range = None
     if scan == "masked-marginals":  # one pass per position of the range, a background job in queued chunks
         log_probs_range = scans.masked_scan(engine, seq, range(shown.start, shown.stop), shown.label(),
                                             "the masked scan", cheaper=CHEAPER)
     if log_probs_range is not None:
-        scored = from_log_probs(log_probs_range, part)  # what substitution_maps.substitution_map returns
-        substitution, pppl = scored.substitutions, scored.pppl
+        # What substitution_maps.substitution_map returns.
+        scored = from_log_probs(log_probs_range, seq[shown.span])
         st.metric(
             "Pseudo-perplexity" + ("" if shown.whole else f" of {shown.label()}"),
-            f"{pppl:.2f}",
+            f"{scored.pppl:.2f}",
             help="exp(−mean log p(residue | its position masked)). 1 = every residue predicted with "
             "certainty; 20 ≈ uniform guessing over the amino acids. Lower means the model finds the "
             "sequence more natural.",
         )
-        method = "masked-marginals"
+        return scored.substitutions, "masked-marginals"
+    substitution = results.wt_marginal_scores(engine, seq)[shown.span]
+    if scan == "masked-marginals":
+        st.caption("Showing the fast wt-marginals scores meanwhile.")
     else:
-        substitution = results.wt_marginal_scores(engine, seq)[shown.span]
-        if scan == "masked-marginals":
-            st.caption("Showing the fast wt-marginals scores meanwhile.")
-        else:
-            st.caption("Pseudo-perplexity needs the masked scan: choose masked-marginals above.")
-        method = "wt-marginals"
+        st.caption("Pseudo-perplexity needs the masked scan: choose masked-marginals above.")
+    return substitution, "wt-marginals"
+
+
+def substitution_section(ctx: PageContext) -> None:
+    """The clickable single-substitution map of the range, its CSV and the clicked variant."""
+    seq, shown = ctx.sequence, ctx.shown
+    part, first, part_stem = seq[shown.span], shown.number, ctx.stem + shown.stem()
+    st.subheader("Single-substitution map")
+    substitution, method = substitution_scores(ctx)
     st.caption("Dots mark the wild-type residues. Click a cell to mask its position above and see that "
                "variant's score.")
     fig = substitution_map(substitution, part, method, first=first, clickable=True)
-    with show_figure(fig, "subst", f"{part_stem}_{method}", on_select=lambda: pick_cell(seq, part, shown.start, first)):
+    on_select = partial(pick_cell, seq, part, shown.start, first)
+    with show_figure(fig, "subst", f"{part_stem}_{method}", on_select=on_select):
         csv_button(
             f"Scores, {method} (CSV)",
-            lambda: scores_frame(record.id, part, substitution, first),
+            lambda: scores_frame(ctx.record.id, part, substitution, first),
             f"{part_stem}_{method}.csv",
             "subst_csv",
             model=ctx.model_name,
@@ -183,8 +212,21 @@ def main(ctx: PageContext) -> None:
     if cell and shown.start <= cell[0] < shown.start + len(part):
         index, mutant = cell
         value = substitution[index - shown.start, STANDARD_AMINO_ACIDS.index(mutant)]
-        st.info(f"{seq[index]}{Numbering(first).number(index - shown.start)}{mutant}: {method} score {value:.3f} (its position is "
-                "masked in the panel above).", icon=":material/ads_click:")
+        variant = f"{seq[index]}{Numbering(first).number(index - shown.start)}{mutant}"
+        st.info(f"{variant}: {method} score {value:.3f} (its position is masked in the panel "
+                "above).", icon=":material/ads_click:")
+
+
+def main(ctx: PageContext) -> None:
+    logits = results.logits(ctx.engine, ctx.sequence)
+    probabilities = amino_acid_probabilities(logits[ctx.shown.span])  # (20, shown)
+    probability_overview(ctx, probabilities, entropy(probabilities))
+    left, right = st.columns(2)
+    with left:
+        top_predictions(ctx, probabilities)
+    with right:
+        masked_position(ctx, logits)
+    substitution_section(ctx)
 
 
 if __name__ == "__main__":  # run by app.py (context.serve), with this rerun's context
