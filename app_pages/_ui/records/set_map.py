@@ -6,6 +6,7 @@ header metadata and joins tables (``record_metadata``) and writes the files (``p
 from __future__ import annotations
 
 import importlib.util
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -110,6 +111,16 @@ def _colour(colour_key: str, rows: list[dict], table: dict[str, list]) -> tuple[
     return colour_values(rows, column), column_label(column)
 
 
+@dataclass(frozen=True)
+class _MapChoice:
+    """What the map's controls picked."""
+
+    method: str  # the projection
+    colour_key: str
+    labels: bool
+    hits: set[int]  # the found records the search matches, by index
+
+
 def records_section(ctx: PageContext, layer: int, layer_name: str) -> None:
     """The per-sequence map of all records at ``layer``, its controls and downloads.
 
@@ -117,37 +128,64 @@ def records_section(ctx: PageContext, layer: int, layer_name: str) -> None:
     points while the set's job runs (``set_results.record_outputs``: the same unmasked pass per
     record as the Records table's mean entropy)."""
     st.subheader("Per-sequence mean embeddings")
+    arrived = _arrived_means(ctx, layer)
+    if arrived is None:
+        return
+    found, means = arrived
+    rows = metadata_rows(found)
+    table, table_notes, table_problem = _joined(found)
+    choice = _map_controls(ctx, found, rows, table)
+    _table_upload(table_notes, table_problem)
+
+    with st.spinner("Projecting (UMAP's first run compiles numba code: ~20 s)…"):
+        projection = _projection(means, choice.method)
+    if projection.note:
+        st.info(projection.note)
+    _record_map(ctx, layer, layer_name, found, means, rows, table, projection, choice)
+    protspace_downloads(ctx.model, found, means, table, layer)
+
+
+def _arrived_means(ctx: PageContext, layer: int) -> tuple[tuple, np.ndarray] | None:
+    """The records whose mean embedding at ``layer`` has arrived, and those means (N, D); None
+    (and why, where the user can act) while fewer than two are there to map."""
     everything = ctx.records
     if len(everything) < 2:
         st.info("Add two or more records on the Input page to compare sequences here.")
-        return
+        return None
     arrived = set_results.record_outputs(ctx.engine, ctx.model, tuple(r.sequence for r in everything),
                                          f"mean/{layer}", "the records' map")
     found = tuple(r for r in everything if r.sequence in arrived.values)
     if len(found) < len(everything):
         state = f" ({arrived.job.status().line()})" if arrived.job is not None else ""
-        st.caption(f"{len(found):,} of {len(everything):,} records on the map so far; the others appear as they "
-                   f"are computed{state}.")
+        st.caption(f"{len(found):,} of {len(everything):,} records on the map so far; the others "
+                   f"appear as they are computed{state}.")
     if len(found) < 2:
-        return
-    model, ids = ctx.model, [r.id for r in found]
-    means = np.stack([arrived.values[r.sequence] for r in found])  # (N, D)
-    rows = metadata_rows(found)
-    table, table_notes, table_problem = _joined(found)
-    choices = colour_choices(rows, table)
+        return None
+    return found, np.stack([arrived.values[r.sequence] for r in found])
 
+
+def _map_controls(ctx: PageContext, found: tuple, rows: list[dict],
+                  table: dict[str, list]) -> _MapChoice:
+    """The row of projection, colour and labels controls, and the search below it."""
+    everything = ctx.records
+    choices = colour_choices(rows, table)
     controls = st.columns([1, 2, 1], vertical_alignment="bottom")
     with controls[0]:
         method = kept_radio("Map", "smap", horizontal=True, help="UMAP needs the optional umap-learn package")
     with controls[1]:
-        colour_key = kept_selectbox("Colour records by", "scolour", list(choices), default=default_colour(rows, choices),
-                                    format_func=choices.get)  # fmt: skip
+        colour_key = kept_selectbox("Colour records by", "scolour", list(choices),
+                                    default=default_colour(rows, choices), format_func=choices.get)
     with controls[2]:
         labels = labels_toggle(len(everything))
     text = search_box(len(everything))
     hits = matching(found, text)
     if text.strip():
         st.caption(search_caption(text, len(hits), len(found), "ringed and labelled on the map"))
+    return _MapChoice(method, colour_key, labels, hits)
+
+
+def _table_upload(table_notes: list[str], table_problem: str | None) -> None:
+    """The expander to upload a metadata table, what its join noted, and its removal."""
     with st.expander("Colour by your own table (CSV/TSV joined on the record id)", icon=":material/table:"):
         st.file_uploader("Metadata table", type=["csv", "tsv", "txt"], key="_record_table_upload",
                          on_change=_take_table, label_visibility="collapsed",
@@ -161,15 +199,16 @@ def records_section(ctx: PageContext, layer: int, layer_name: str) -> None:
         if st.session_state.get(TABLE):
             st.button("Remove the table", on_click=lambda: st.session_state.pop(TABLE, None))
 
-    with st.spinner("Projecting (UMAP's first run compiles numba code: ~20 s)…"):
-        projection = _projection(means, method)
-    if projection.note:
-        st.info(projection.note)
-    colour, colour_name = _colour(colour_key, rows, table)
+
+def _record_map(ctx: PageContext, layer: int, layer_name: str, found: tuple, means: np.ndarray,
+                rows: list[dict], table: dict[str, list], projection, choice: _MapChoice) -> None:
+    """The map of the records' projected means, with the means and the map's points to download."""
+    ids = [r.id for r in found]
+    colour, colour_name = _colour(choice.colour_key, rows, table)
     selected = ctx.record
     fig = record_map_figure(
-        projection, ids, colour, colour_name, selected.id if selected else None, labels,
-        found=[ids[i] for i in sorted(hits)],
+        projection, ids, colour, colour_name, selected.id if selected else None, choice.labels,
+        found=[ids[i] for i in sorted(choice.hits)],
         title=f"Mean embeddings of {len(ids)} records, {layer_name} ({METHODS[projection.method]})",
     )  # fmt: skip
     extra = table  # the joined table's columns go into the downloads too
@@ -190,7 +229,6 @@ def records_section(ctx: PageContext, layer: int, layer_name: str) -> None:
             "sequence_csv",
             model=ctx.model_name,
         )  # fmt: skip
-    protspace_downloads(model, found, means, extra, layer)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
