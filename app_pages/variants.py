@@ -79,10 +79,45 @@ def structure_numbering_of(record, first: int):
 def list_section(ctx: PageContext) -> None:
     if not ready(ctx):
         return
-    record, engine, seq, stem = ctx.record, ctx.engine, ctx.sequence, ctx.stem
+    record, engine, seq = ctx.record, ctx.engine, ctx.sequence
     inputs.record_caption(record, ctx.record_read, ctx.first)
-    offset = ctx.first
-    author = structure_numbering_of(record, offset)
+    author, numbering = list_numbering(ctx)
+    text = mutation_list()
+    if not text.strip():
+        list_missing()
+        return
+    variants = parsed_list(text, seq, ctx.first, record.id, numbering)
+    if not variants:
+        return
+    strategy = strategy_picker(seq, variants)
+    if strategy is None:
+        return
+    tokens = structure_aware.for_strategy(structure_aware.structure_choice(engine, seq, record.id), strategy)
+    letters = tokens.letters if tokens is not None else None
+    scoring = variant_results.list_scores(engine, seq, text, ctx.first, strategy, record.id, letters,
+                                          numbering)
+    scored = scoring.done
+    if scored is None:
+        partial_rows(scoring.partial, ["mutant", "variant", "score", "status"])
+        return
+    notes(scored.notes)
+    structure_aware.describe(tokens)
+    table = list_scores_table(ctx, scored, strategy, author)
+
+    st.subheader("Your variants on the substitution map")
+    if any(v.edits for v in variants):
+        st.caption("Indels, stops and frameshifts change more than one cell: the map marks substitutions only "
+                   "(the table above has every score).")
+    substitution, method = substitution_scores(engine, seq, letters)
+    fig = variant_map(substitution, seq, variants, first=ctx.first, method=method, table=table)
+    show_figure(fig, "variant_map", f"{ctx.stem}_variants_map")
+
+
+def list_numbering(ctx: PageContext):
+    """The structure's own numbering of the record (None when it has none of its own), and the one
+    the list is read in: the structure's when the user keeps it, else None (the sequence's)."""
+    offset, seq = ctx.first, ctx.sequence
+    author = structure_numbering_of(ctx.record, offset)
     if offset != 1 and author is None:  # (a structure's record: the choice below says how)
         st.caption(f"Positions are numbered from {offset} (from the record id).")
     in_structure = author is not None and kept_radio(
@@ -92,12 +127,12 @@ def list_section(ctx: PageContext) -> None:
                      "sequence": f"along the sequence ({Numbering(offset).span(len(seq))})"}.get,
         help="The record was made of a structure's chain whose file numbers residues its own way (chymotrypsin "
              "numbering skips numbers and inserts 184A). Either way the table shows both numberings.") == "structure"
-    numbering = author if in_structure else None
-    text = mutation_list()
-    if not text.strip():
-        list_missing()
-        return
-    variants, issues = variant_results.parse_list(text, seq, offset, record.id, numbering)
+    return author, author if in_structure else None
+
+
+def parsed_list(text: str, seq: str, offset: int, record_id: str, numbering) -> list:
+    """The list's variants; what is wrong with the list, or with every entry, said on the page."""
+    variants, issues = variant_results.parse_list(text, seq, offset, record_id, numbering)
     for issue in issues:
         if issue.order < 0:  # about the whole list: unreadable, nothing found, a shifted numbering
             st.warning(plain(issue.message))
@@ -107,19 +142,13 @@ def list_section(ctx: PageContext) -> None:
             st.error(f"None of the {len(entries):,} entries can be scored; the reasons are listed below.")
             st.dataframe({"entry": [i.text for i in entries], "problem": [i.message for i in entries]},
                          hide_index=True, width="stretch")
-        return
-    strategy = strategy_picker(seq, variants)
-    if strategy is None:
-        return
-    tokens = structure_aware.for_strategy(structure_aware.structure_choice(engine, seq, record.id), strategy)
-    scoring = variant_results.list_scores(engine, seq, text, offset, strategy, record.id,
-                                          tokens.letters if tokens is not None else None, numbering)
-    scored = scoring.done
-    if scored is None:
-        partial_rows(scoring.partial, ["mutant", "variant", "score", "status"])
-        return
-    notes(scored.notes)
-    structure_aware.describe(tokens)
+    return variants
+
+
+def list_scores_table(ctx: PageContext, scored, strategy: str, author):
+    """The list's counts, its scores table (in both numberings for a structure's record) and
+    CSV; returns the table."""
+    offset, seq = ctx.first, ctx.sequence
     counts = st.columns(3)
     counts[0].metric("Scored", f"{scored.n_scored:,}")
     counts[1].metric("Not scored", f"{scored.n_skipped:,}")
@@ -132,49 +161,29 @@ def list_section(ctx: PageContext) -> None:
     columns += ["non_additivity"] if STRATEGIES[strategy].joint else []
     columns += ["kind", "normalisation"] if STRATEGIES[strategy].whole_sequences else []
     columns += ["label"] if (table["label"] != "").any() else []
-    scores_table(table, offset, offset + len(seq) - 1, columns, source=f"list {record.id}")
+    scores_table(table, offset, offset + len(seq) - 1, columns, source=f"list {ctx.record.id}")
     explain_scores(strategy, table["kind"][table["status"] == "ok"] if "kind" in table else ())
     skipped(table)
-    csv_button("Scores (CSV)", lambda: download_frame(table, strategy), f"{stem}_variants_{strategy}.csv",
-               "variants_csv", model=ctx.model_name)
-
-    st.subheader("Your variants on the substitution map")
-    if any(v.edits for v in variants):
-        st.caption("Indels, stops and frameshifts change more than one cell: the map marks substitutions only "
-                   "(the table above has every score).")
-    substitution, method = substitution_scores(engine, seq, tokens.letters if tokens is not None else None)
-    fig = variant_map(substitution, seq, variants, first=offset, method=method, table=table)
-    show_figure(fig, "variant_map", f"{stem}_variants_map")
+    csv_button("Scores (CSV)", lambda: download_frame(table, strategy),
+               f"{ctx.stem}_variants_{strategy}.csv", "variants_csv", model=ctx.model_name)
+    return table
 
 
 def dms_section(ctx: PageContext) -> None:
     if ctx.engine is None:
         st.info("Choose a model that can be loaded in the sidebar to score a DMS table.")
         return
-    model = ctx.model
     stored = dms_upload()
     if stored is None:
         return
     name, data = stored
-    if kept_radio("Wild type", "dmswt", horizontal=True) == "record":
-        if not ready(ctx):
-            return
-        wild_type, offset, record_id = ctx.sequence, ctx.first, ctx.record.id
-    else:
-        wild_type, offset, record_id = None, 1, Path(name).stem
-    table = variant_results.dms_table(data, wild_type, offset)
-    if isinstance(table, str):
-        hint = (" Choose **the selected record** as the wild type above, with the assay's wild type "
-                "(ProteinGym's target_seq) as the record." if wild_type is None and "target_seq" in table else "")
-        st.error(plain(f"{name}: {table}") + hint)
+    wild = dms_wild_type(ctx, name)
+    if wild is None:
         return
-    st.caption(plain(f"{name}: {len(table.frame):,} rows; wild type of {len(table.wild_type):,} residues, "
-                     f"{table.wild_type_source}."))
-    problem = numbering_problem(table)  # the same stop as flamino dms (exit 2 without --force-offset)
-    if problem:
-        st.error(plain(f"{name}: {problem}"))
-        if not st.checkbox("Score the rows that fit anyway", key="dms_force_offset"):
-            return
+    wild_type, offset, record_id = wild
+    table = checked_dms_table(name, data, wild_type, offset)
+    if table is None:
+        return
     strategy = strategy_picker(table.wild_type, variant_results.dms_variants(data, wild_type, offset))
     if strategy is None:
         return
@@ -196,7 +205,54 @@ def dms_section(ctx: PageContext) -> None:
         with st.expander(f"{counted(len(scored.dms.issues), 'note')} about the table", icon=":material/info:"):
             st.markdown("\n".join(f"- {plain(issue)}" for issue in scored.dms.issues))
     singles = kept_toggle("Single substitutions only (in the statistics and the scatter)", "singles")
-    metrics = dms_metrics(scored, model=visitor_model_name(model), singles_only=singles)
+    metrics = dms_statistics(scored, visitor_model_name(ctx.model), singles)
+    stem = f"{safe_name(record_id)}_{ctx.model_stem}"
+    scatter_tab, maps_tab = st.tabs(["Model vs experiment", "Side by side, per position"])
+    with scatter_tab:
+        show_figure(dms_scatter(scored, metrics, singles), "dms_scatter", f"{stem}_dms_scatter")
+    with maps_tab:
+        show_figure(dms_heatmaps(scored), "dms_maps", f"{stem}_dms_maps")
+    dms_scores_table(scored, table, strategy, f"dms {name} {record_id}")
+    row = st.container(horizontal=True)
+    with row:
+        csv_button("Scored table (CSV)", lambda: output_frame(scored), f"{stem}_dms_{strategy}.csv", "dms_csv",
+                   model=ctx.model_name)
+        json_button("Metrics (JSON)", lambda: metrics, f"{stem}_dms_{strategy}_metrics.json", "dms_json")
+    compare.section(ctx, scored, data, wild_type, offset, strategy, record_id, singles)
+
+
+def dms_wild_type(ctx: PageContext, name: str) -> tuple[str | None, int, str] | None:
+    """The wild type the table is read against (None: the table's own), its first residue's
+    number and the id its files are named by; None while the chosen record is not ready."""
+    if kept_radio("Wild type", "dmswt", horizontal=True) == "record":
+        if not ready(ctx):
+            return None
+        return ctx.sequence, ctx.first, ctx.record.id
+    return None, 1, Path(name).stem
+
+
+def checked_dms_table(name: str, data: bytes, wild_type: str | None, offset: int):
+    """The uploaded table read against the wild type, or None when it cannot be (said on the
+    page), or when its numbering does not fit and the user did not ask to score it anyway."""
+    table = variant_results.dms_table(data, wild_type, offset)
+    if isinstance(table, str):
+        hint = (" Choose **the selected record** as the wild type above, with the assay's wild type "
+                "(ProteinGym's target_seq) as the record." if wild_type is None and "target_seq" in table else "")
+        st.error(plain(f"{name}: {table}") + hint)
+        return None
+    st.caption(plain(f"{name}: {len(table.frame):,} rows; wild type of {len(table.wild_type):,} residues, "
+                     f"{table.wild_type_source}."))
+    problem = numbering_problem(table)  # the same stop as flamino dms (exit 2 without --force-offset)
+    if problem:
+        st.error(plain(f"{name}: {problem}"))
+        if not st.checkbox("Score the rows that fit anyway", key="dms_force_offset"):
+            return None
+    return table
+
+
+def dms_statistics(scored, model_name: str, singles: bool) -> dict:
+    """The row of ProteinGym's statistics and the rows used; returns the metrics."""
+    metrics = dms_metrics(scored, model=model_name, singles_only=singles)
     boxes = st.columns(len(STATISTICS) + 1)
     for box, (key, label) in zip(boxes, STATISTICS):
         box.metric(label, "—" if metrics[key] is None else f"{metrics[key]:.3f}")
@@ -204,12 +260,12 @@ def dms_section(ctx: PageContext) -> None:
     if metrics["n_excluded"]:
         left_out += f"; {metrics['n_excluded']:,} multi-mutants excluded by the toggle"
     boxes[-1].metric("Rows used", f"{metrics['n_scored']:,}", help=left_out)
-    stem = f"{safe_name(record_id)}_{ctx.model_stem}"
-    scatter_tab, maps_tab = st.tabs(["Model vs experiment", "Side by side, per position"])
-    with scatter_tab:
-        show_figure(dms_scatter(scored, metrics, singles), "dms_scatter", f"{stem}_dms_scatter")
-    with maps_tab:
-        show_figure(dms_heatmaps(scored), "dms_maps", f"{stem}_dms_maps")
+    return metrics
+
+
+def dms_scores_table(scored, table, strategy: str, source: str) -> None:
+    """The scored rows, each named by its variant and its positions last, with what the scores
+    mean and the rows left out."""
     frame = scored.frame.drop(columns=["mutated_sequence"], errors="ignore")
     if table.by_sequence:  # the row's edit of the wild type names it (indels.from_sequence)
         named = scored.variants["variant"].where(scored.variants["variant"] != "", scored.variants["mutant"])
@@ -218,15 +274,9 @@ def dms_section(ctx: PageContext) -> None:
     frame["positions"] = scored.variants["positions"].to_numpy()
     columns = [c for c in frame.columns if c not in ("status", "positions")] + ["positions"]
     first = table.first
-    scores_table(frame, first, Numbering(first).last(len(table.wild_type)), columns, source=f"dms {name} {record_id}")
+    scores_table(frame, first, Numbering(first).last(len(table.wild_type)), columns, source=source)
     explain_scores(strategy, scored.variants["kind"])
     skipped(frame)
-    row = st.container(horizontal=True)
-    with row:
-        csv_button("Scored table (CSV)", lambda: output_frame(scored), f"{stem}_dms_{strategy}.csv", "dms_csv",
-                   model=ctx.model_name)
-        json_button("Metrics (JSON)", lambda: metrics, f"{stem}_dms_{strategy}_metrics.json", "dms_json")
-    compare.section(ctx, scored, data, wild_type, offset, strategy, record_id, singles)
 
 
 def main(ctx: PageContext) -> None:
