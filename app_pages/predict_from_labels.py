@@ -90,33 +90,14 @@ def fit_section(ctx: PageContext, name: str, data: bytes):
     if isinstance(found, str):
         st.error(plain(f"{name}: {found}"))
         return None
-    left, right = st.columns(2)
-    with left:
-        numeric_guess = "DMS_score" if "DMS_score" in found else found[-1]
-        target = kept_selectbox("Target: the column to predict", "_predict_target", found, default=numeric_guess)
-    fold_columns = [c for c in found if c.startswith("fold") or c in PROTEINGYM_FOLD_COLUMNS]
-    with right:
-        folds = kept_selectbox(
-            "Folds", "_predict_folds", [RANDOM_FOLDS, *fold_columns], default=RANDOM_FOLDS,
-            format_func=lambda f: "random: 5 folds, seed 0" if f == RANDOM_FOLDS else f"column {f}",
-            help="Random folds over-estimate on DMS data (a held-out mutant's position is in the training folds); "
-                 "ProteinGym's fold_modulo_5 and fold_contiguous_5 hold out whole positions.")
-    wild_type, first = None, 1
-    if "mutant" in found:
-        if kept_radio("Wild type of the mutant column", "pwt", horizontal=True) == "record":
-            if not ready(ctx):
-                return None
-            wild_type, first = ctx.sequence, ctx.first
-    table = predict_results.labelled_table(data, target, wild_type, first)
-    if isinstance(table, str):
-        st.error(plain(f"{name}: {table}"))
+    target, folds = target_and_folds(found)
+    wild = mutants_wild_type(ctx, found)
+    if wild is None:
         return None
-    st.caption(plain(f"{name}: {len(table.frame):,} rows, {int(table.labelled.sum()):,} labelled; "
-                     f"{table.task} of {target}" + (f"; wild type of {len(table.wild_type):,} residues"
-                                                    if table.wild_type else "")))
-    if table.issues:
-        with st.expander(f"{len(table.issues):,} note(s) about the table", icon=":material/info:"):
-            st.markdown("\n".join(f"- {plain(issue)}" for issue in table.issues))
+    wild_type, first = wild
+    table = labelled_table(name, data, target, wild_type, first)
+    if table is None:
+        return None
     kind = kept_radio("Features of the predictor", "pfeat")
     available = feature_sets(table, True)
     if kind not in available:
@@ -124,21 +105,10 @@ def fit_section(ctx: PageContext, name: str, data: bytes):
                    "sequences of one length); choose another.", icon=":material/block:")
         return None
     layer = engine.config.num_layers
-    plan = planned_work(table, available, engine, layer=layer)
-    for planned in plan:
-        st.caption(plain(f"Model passes: {plan_line(*planned)}."))
-    fits = _planned_fits(table, available, engine, folds, layer)
-    if isinstance(fits, str):
-        st.error(plain(f"{name}: {fits}"))
+    planned = fit_plan(name, engine, table, available, folds, layer)
+    if planned is None:
         return None
-    fits_seconds, pass_seconds = fit_seconds(engine, table, fits, plan)
-    seconds = fits_seconds + (pass_seconds or 0.0)
-    st.caption(plain(f"Fitting: {fits.describe()}; {about(fits_seconds)} at this machine's rate"
-                     + (f", and {about(pass_seconds)} of model passes" if pass_seconds else "") + "."))
-    problem = _too_big(plan, fits, fits_seconds)
-    if problem:
-        st.error(plain(problem), icon=":material/block:")
-        return None
+    fits, seconds = planned
     choice = predict_results.FitChoice(model, data, target, wild_type, first, kind, folds, layer)
     key = choice.key(engine)
     if st.button("Fit the predictor", type="primary", icon=":material/model_training:"):
@@ -157,6 +127,70 @@ def fit_section(ctx: PageContext, name: str, data: bytes):
         return None
     st.session_state[PREDICTOR] = result.predictor
     return choice, key, result
+
+
+def target_and_folds(found: list[str]) -> tuple[str, str]:
+    """The column to predict and the folds to evaluate on, side by side."""
+    left, right = st.columns(2)
+    with left:
+        numeric_guess = "DMS_score" if "DMS_score" in found else found[-1]
+        target = kept_selectbox("Target: the column to predict", "_predict_target", found, default=numeric_guess)
+    fold_columns = [c for c in found if c.startswith("fold") or c in PROTEINGYM_FOLD_COLUMNS]
+    with right:
+        folds = kept_selectbox(
+            "Folds", "_predict_folds", [RANDOM_FOLDS, *fold_columns], default=RANDOM_FOLDS,
+            format_func=lambda f: "random: 5 folds, seed 0" if f == RANDOM_FOLDS else f"column {f}",
+            help="Random folds over-estimate on DMS data (a held-out mutant's position is in the training folds); "
+                 "ProteinGym's fold_modulo_5 and fold_contiguous_5 hold out whole positions.")
+    return target, folds
+
+
+def mutants_wild_type(ctx: PageContext, found: list[str]) -> tuple[str | None, int] | None:
+    """The wild type a mutant column is read against (None: the table's own) and its first
+    residue's number; None while the chosen record is not ready."""
+    if "mutant" in found:
+        if kept_radio("Wild type of the mutant column", "pwt", horizontal=True) == "record":
+            if not ready(ctx):
+                return None
+            return ctx.sequence, ctx.first
+    return None, 1
+
+
+def labelled_table(name: str, data: bytes, target: str, wild_type: str | None, first: int):
+    """The table read for ``target``, with what it holds and its notes said; None (and why) when
+    it cannot be read."""
+    table = predict_results.labelled_table(data, target, wild_type, first)
+    if isinstance(table, str):
+        st.error(plain(f"{name}: {table}"))
+        return None
+    st.caption(plain(f"{name}: {len(table.frame):,} rows, {int(table.labelled.sum()):,} labelled; "
+                     f"{table.task} of {target}" + (f"; wild type of {len(table.wild_type):,} residues"
+                                                    if table.wild_type else "")))
+    if table.issues:
+        with st.expander(f"{len(table.issues):,} note(s) about the table", icon=":material/info:"):
+            st.markdown("\n".join(f"- {plain(issue)}" for issue in table.issues))
+    return table
+
+
+def fit_plan(name: str, engine, table, available, folds: str, layer: int):
+    """The model passes and fits the button would run and their time, said on the page; returns
+    the fits and the seconds, or None (and why) when they cannot run here."""
+    plan = planned_work(table, available, engine, layer=layer)
+    for planned in plan:
+        st.caption(plain(f"Model passes: {plan_line(*planned)}."))
+    fits = _planned_fits(table, available, engine, folds, layer)
+    if isinstance(fits, str):
+        st.error(plain(f"{name}: {fits}"))
+        return None
+    fits_seconds, pass_seconds = fit_seconds(engine, table, fits, plan)
+    seconds = fits_seconds + (pass_seconds or 0.0)
+    st.caption(plain(f"Fitting: {fits.describe()}; {about(fits_seconds)} at this machine's rate"
+                     + (f", and {about(pass_seconds)} of model passes" if pass_seconds else "") + "."))
+    problem = _too_big(plan, fits, fits_seconds)
+    if problem:
+        st.error(plain(problem), icon=":material/block:")
+        return None
+    return fits, seconds
 
 
 def _planned_fits(table, available, engine, folds, layer):
@@ -185,23 +219,7 @@ def results_section(ctx: PageContext, name: str, fitted) -> None:
     model, kind = choice.model, choice.kind
     if result.model_is_random:
         st.caption(plain(f"Note: {RANDOM_WEIGHTS_NOTE}."))
-    # (Not named ``key``: that is the fit's, which the prediction map below is cached by.)
-    statistic = "spearman" if result.table.task == "regression" else "auc"
-    head = result.headline
-    boxes = st.columns(3)
-    value, spread = interval(head, statistic)
-    boxes[0].metric(f"Out-of-fold {STATISTICS[statistic]}", value, help=spread)
-    if spread:  # the headline's uncertainty on the tile itself, not only in its tooltip (issue #37)
-        boxes[0].caption(spread)
-    if statistic == "auc":
-        value, spread = interval(head, "mcc")
-        boxes[1].metric("Out-of-fold MCC", value, help=spread)
-        if spread:
-            boxes[1].caption(spread)
-    else:
-        boxes[1].metric("Rows evaluated", f"{head['n']:,}")
-    regularisation = ", ".join(f"{k} {v:g}" for k, v in result.predictor.model.regularisation.items())
-    boxes[2].metric("Chosen by inner CV", regularisation or "—")
+    headline(result)
     stem = safe_name(Path(name).stem)
     scatter, compare, curve = st.tabs(["Out-of-fold predictions", "Feature sets side by side", "Learning curve"])
     with scatter:
@@ -219,7 +237,33 @@ def results_section(ctx: PageContext, name: str, fitted) -> None:
                     "predict_json")
         file_button("Predictor (.zip, for flamino predict)", lambda: zip_bytes(result.predictor),
                     f"{stem}_{kind}_predictor.zip", "predict_zip", "application/zip")
+    prediction_map(ctx, name, choice, key, result)
 
+
+def headline(result) -> None:
+    """The three tiles: the out-of-fold statistic (and MCC for classes) with its interval, and the
+    regularisation inner CV chose."""
+    statistic = "spearman" if result.table.task == "regression" else "auc"
+    head = result.headline
+    boxes = st.columns(3)
+    value, spread = interval(head, statistic)
+    boxes[0].metric(f"Out-of-fold {STATISTICS[statistic]}", value, help=spread)
+    if spread:  # the headline's uncertainty on the tile itself, not only in its tooltip (issue #37)
+        boxes[0].caption(spread)
+    if statistic == "auc":
+        value, spread = interval(head, "mcc")
+        boxes[1].metric("Out-of-fold MCC", value, help=spread)
+        if spread:
+            boxes[1].caption(spread)
+    else:
+        boxes[1].metric("Rows evaluated", f"{head['n']:,}")
+    regularisation = ", ".join(f"{k} {v:g}" for k, v in result.predictor.model.regularisation.items())
+    boxes[2].metric("Chosen by inner CV", regularisation or "—")
+
+
+def prediction_map(ctx: PageContext, name: str, choice, key, result) -> None:
+    """The fitted predictor's map of every single substitution of the table's wild type (or the
+    chosen record), computed when asked, with its CSV."""
     st.subheader("Prediction map: every single substitution")
     if result.table.wild_type is not None:
         sequence, record_first, record_id = result.table.wild_type, result.table.first, Path(name).stem
@@ -236,7 +280,8 @@ def results_section(ctx: PageContext, name: str, fitted) -> None:
         st.session_state[MAPPED] = asked
     if st.session_state.get(MAPPED) != asked:
         return
-    found = predict_results.prediction_map(model, key, result.predictor, sequence, record_first)
+    found = predict_results.prediction_map(choice.model, key, result.predictor, sequence,
+                                           record_first)
     if isinstance(found, str):
         st.error(plain(found))
         return
