@@ -168,13 +168,17 @@ def _map_controls(ctx: PageContext, found: tuple, rows: list[dict],
                   table: dict[str, list]) -> _MapChoice:
     """The row of projection, colour and labels controls, and the search below it."""
     everything = ctx.records
-    choices = colour_choices(rows, table)
+    # The choices and the default from every record, not from those whose means have arrived: the
+    # colour is kept once shown, and a first map of two or three records (a model new to the server
+    # computes them in chunks) has no column grouping them, so 'nothing' stayed when the rest arrived.
+    every_row = metadata_rows(everything) if len(everything) > len(found) else rows
+    choices = colour_choices(every_row, table)
     controls = st.columns([1, 2, 1], vertical_alignment="bottom")
     with controls[0]:
         method = kept_radio("Map", "smap", horizontal=True, help="UMAP needs the optional umap-learn package")
     with controls[1]:
         colour_key = kept_selectbox("Colour records by", "scolour", list(choices),
-                                    default=default_colour(rows, choices), format_func=choices.get)
+                                    default=default_colour(every_row, choices), format_func=choices.get)
     with controls[2]:
         labels = labels_toggle(len(everything))
     text = search_box(len(everything))
