@@ -79,7 +79,7 @@ BATCH_FIXED_S = 1e-3
 # 5.9-6.5e-6. Tiny's rows have 7-38 token-layers per MFLOP, the 8M's 0.26-0.39: 0.1 (masked) and
 # 0.2 (unmasked) bring both to one rate per unit, masked 6.5-8.0e-6 and 7.5e-6 s, unmasked
 # 3.9-7.7e-6 and 5.5-6.2e-6 (the quiet run's job rates, 2.9e-5 and 9.0e-6 per MFLOP, give 0.105).
-# A model's own measured rate absorbs a family's other constants (random:tiny-esmc, its MLP 8x
+# A model's own measured rate absorbs a family's other constants (the tiny ESM C test model, its MLP 8x
 # wider than tiny's, measured 3.8-4.6e-6 per unit: a first guess across families is up to 2x off).
 TOKEN_LAYER_MFLOP = {"masked": 0.1, "unmasked": 0.2}
 REFERENCE_WIDTH = 256  # tokens of the row a model's size is read at (``token_layer_share``)
