@@ -134,6 +134,12 @@ def test_a_fit_of_the_shared_assay_shows_progress_an_estimate_cancels_and_stops_
         page.get_by_text("was cancelled after", exact=False).first.wait_for()
         assert page.get_by_text("its fits start again", exact=False).count() >= 1
         page.get_by_role("button", name="Resume").click()
+        # The resumed job's own panel, not the cancelled one's last line (the sidebar can still show
+        # it): a suite run closed the tab on that stale line before the Resume's rerun had started a
+        # job, so no job ran, none was abandoned, and the wait below failed (no job thread in the
+        # server's stacks, only the cancelled job in its log).
+        page.get_by_role("button", name="Resume").wait_for(state="detached")
+        page.get_by_role("button", name="Cancel").first.wait_for()
         page.get_by_text(running).first.wait_for()
         context.close()  # the tab closes mid-fit
         # A closed socket stops it within a poll (0.2 s); a socket that lingers, once the browser
