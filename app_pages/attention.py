@@ -20,7 +20,7 @@ from flamino_core.analysis import (apc, attention_view, contacts_frame, crop_squ
                                    strip_special, symmetrize, top_contacts_frame)
 from flamino_core import figures
 from flamino_core.model import MAX_RESIDUES, contact_families
-from flamino_core.runtime import WINDOW_STEP, residue_window_start
+from flamino_core.engine import WINDOW_STEP, residue_window_start
 
 
 def contact_note(contacts: np.ndarray, length: int) -> str | None:

@@ -16,9 +16,9 @@ from app_pages._ui.server.jobs_panel import about, approve
 from app_pages._ui.predict_from_labels.fit_results import PREDICTOR
 from app_pages._ui.frame.widgets import kept_radio, kept_selectbox, plain
 from flamino_core.inputs import size_problem
-from flamino_core.predict import apply, figures
+from flamino_core.predictors import apply, figures
 from flamino_core.jobs import DONE
-from flamino_core.predict import (LabelError, PROTEINGYM_FOLD_COLUMNS, RANDOM_FOLDS, RANDOM_WEIGHTS_NOTE,
+from flamino_core.predictors import (LabelError, PROTEINGYM_FOLD_COLUMNS, RANDOM_FOLDS, RANDOM_WEIGHTS_NOTE,
                                   feature_sets, fit_seconds, plan_line, planned_fits, planned_work, problem as
                                   cost_problem, zip_bytes)
 

@@ -85,7 +85,7 @@ def measure_shape(shape: str, mode: str, out: Path, peak: float, device: str, sc
     import jax
 
     from flamino_core import Engine
-    from flamino_core.runtime.hardware import refuse_before_loading
+    from flamino_core.engine.hardware import refuse_before_loading
     from flamino_core.model.config import ModelConfig
 
     preset = SHAPES[shape]
@@ -231,7 +231,7 @@ def main(argv=None) -> int:
         whole_process(folder, args.out)
     import jax
 
-    from flamino_core.runtime.engine import enable_compilation_cache
+    from flamino_core.engine.engine import enable_compilation_cache
 
     enable_compilation_cache(os.environ.get("FLAMINO_JAX_CACHE") or root / "jax")
     device = jax.devices()[0].device_kind

@@ -39,7 +39,7 @@ def dense_rows(engine, width: int, peak: float) -> dict:
     import numpy as np
 
     from flamino_core.model.stack import Capture
-    from flamino_core.runtime.engine import to_device
+    from flamino_core.engine.engine import to_device
 
     rows = engine.token_budget // width
     rng = np.random.default_rng(0)

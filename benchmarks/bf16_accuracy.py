@@ -37,7 +37,7 @@ import common  # noqa: E402
 
 from flamino_core import Engine, load_weights
 
-from flamino_core.runtime import hardware
+from flamino_core.engine import hardware
 
 from flamino_core.variants import substitution_maps as scores  # noqa: E402
 from flamino_core.analysis.outputs import log_softmax  # noqa: E402

@@ -229,7 +229,7 @@ def forward_flops(
 # --- machine -----------------------------------------------------------------------------------
 # The instruction sets that decide both systems' kernels (fp32 FMA width, int8 dot products,
 # bf16): every recorded run names them, so tables from different machines are never mixed.
-# (As flamino_core.runtime.hardware.CPU_FEATURES; not imported here to keep this module light.)
+# (As flamino_core.engine.hardware.CPU_FEATURES; not imported here to keep this module light.)
 ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_bf16", "amx_int8", "amx_tile",
              "asimd", "bf16", "sve")
 
@@ -248,7 +248,7 @@ def machine_info() -> dict:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith(("flags", "Features")):
                 have = set(line.split(":", 1)[1].split())
-                # The vector extensions that matter to both systems' kernels (as flamino_core.runtime.hardware
+                # The vector extensions that matter to both systems' kernels (as flamino_core.engine.hardware
                 # reports them; not imported here to keep this module light).
                 flags = " ".join(f for f in ISA_FLAGS if f in have) or "no AVX2"
                 break

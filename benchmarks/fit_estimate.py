@@ -22,9 +22,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from flamino_core.predict.table_fit import feature_sets, fit_table, planned_fits  # noqa: E402
-from flamino_core.predict.table import parse_labelled_table  # noqa: E402
-from flamino_core.predict.worker import FitWorker  # noqa: E402
+from flamino_core.predictors.table_fit import feature_sets, fit_table, planned_fits  # noqa: E402
+from flamino_core.predictors.table import parse_labelled_table  # noqa: E402
+from flamino_core.predictors.worker import FitWorker  # noqa: E402
 
 AMINO_ACIDS = "ACDEFGHIKLMNPQRSTVWY"
 ASSAY = Path("/work/shared/dms/A0A1I9GEU1_NEIME_Kennouche_2019.csv")

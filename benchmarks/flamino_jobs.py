@@ -64,7 +64,7 @@ class ShapeLog:
 
 def trace_count() -> int:
     """How often flamino's forward pass has been traced (compiled) in this process."""
-    from flamino_core.runtime import engine as eng
+    from flamino_core.engine import engine as eng
 
     counts = getattr(eng, "TRACE_COUNTS", None)
     return counts["forward"] if counts is not None else eng._forward._cache_size()
@@ -73,9 +73,9 @@ def trace_count() -> int:
 def same_bucket_length(length: int, delta: int) -> int | None:
     """A length ``delta`` residues shorter that pads to the same bucket (None: none)."""
     try:
-        from flamino_core.runtime.planner import bucket_length
+        from flamino_core.engine.planner import bucket_length
     except ImportError:  # flamino before the second architecture round (#21): the engine held it
-        from flamino_core.runtime.engine import bucket_length
+        from flamino_core.engine.engine import bucket_length
     return length - delta if bucket_length(length - delta + 2) == bucket_length(length + 2) else None
 
 

@@ -53,7 +53,7 @@ CBLAS_ROW_MAJOR, CBLAS_NO_TRANS = 101, 111
 def gemm_cases(shape: str, length: int) -> tuple[dict[str, tuple[int, int, int]], int]:
     """{name: (M, K, N)} of one layer's dense layers plus the LM head's, and the layer count."""
     from flamino_core.model.config import ESM2Config
-    from flamino_core.runtime.planner import bucket_length
+    from flamino_core.engine.planner import bucket_length
 
     cfg = ESM2Config.preset(PRESETS[shape])
     m, d, f = bucket_length(length + 2), cfg.embed_dim, cfg.ffn_dim

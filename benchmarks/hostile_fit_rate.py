@@ -25,7 +25,7 @@ from fit_estimate import ASSAY, classes_table
 from hostile_visitor import Server, Visit
 
 from flamino_core.jobs.rates import Rates
-from flamino_core.predict.cost import DEFAULT_SECONDS_PER_OP, WORKER_KEY, WORKER_START_S
+from flamino_core.predictors.cost import DEFAULT_SECONDS_PER_OP, WORKER_KEY, WORKER_START_S
 
 MiB = 2**20
 AMINO = "ACDEFGHIKLMNPQRSTVWY"

@@ -57,7 +57,7 @@ def _structure(file: Path, copies: int = 1):
 
 def _attack(name: str):
     from flamino_core.design import campaign
-    from flamino_core.predict.table import parse_labelled_table
+    from flamino_core.predictors.table import parse_labelled_table
     from flamino_core.variants.dms import parse_dms
 
     wide, commas = hostile_files.wide_row_table(FOLDER).read_bytes(), hostile_files.comma_table(FOLDER).read_bytes()

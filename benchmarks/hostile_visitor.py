@@ -93,7 +93,7 @@ class Server:
         self.peak, self.children_peak = self.rss(), self.children_rss()
 
     def workers(self) -> list[int]:
-        return [c.pid for c in self.ps.children(recursive=True) if "flamino_core.predict.worker" in " ".join(c.cmdline())]
+        return [c.pid for c in self.ps.children(recursive=True) if "flamino_core.predictors.worker" in " ".join(c.cmdline())]
 
     def warm(self, browser) -> None:
         """A first visitor's page, then its memory left to settle (within 8 MiB over 10 s, at most

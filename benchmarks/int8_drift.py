@@ -100,7 +100,7 @@ def main() -> None:
     from flamino_core import Engine, load_weights
     from flamino_core.alphabet import AA_TO_IDX
     from flamino_core.model.precision import replace_block_linears
-    from flamino_core.runtime import hardware
+    from flamino_core.engine import hardware
     from flamino_core.variants import substitution_maps as scores
     from scipy.stats import spearmanr
 

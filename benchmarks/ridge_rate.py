@@ -1,7 +1,7 @@
-"""What a ridge fit costs here, against ``predict.cost.fit_work``'s count (issue 50 row 3).
+"""What a ridge fit costs here, against ``predictors.cost.fit_work``'s count (issue 50 row 3).
 
 Times ``fitting.fit_estimator("regression", ...)`` (RidgeCV after StandardScaler, as the Predict page
-fits) on one thread (the server's fit worker runs one: ``predict/worker.py``) over dense and one-hot
+fits) on one thread (the server's fit worker runs one: ``predictors/worker.py``) over dense and one-hot
 tables through both of scikit-learn's routes (the Gram matrix when there are fewer rows than
 features, the SVD otherwise), and prints each fit's seconds beside the estimate at the default rate.
 The constants ``RIDGE_GRAM``, ``RIDGE_EIGEN`` and ``RIDGE_OP`` were fitted to its output on a quiet
@@ -38,7 +38,7 @@ def table(kind: str, rows: int, features: int, rng) -> np.ndarray:
 def main(argv=None) -> int:
     from threadpoolctl import threadpool_limits
 
-    from flamino_core.predict import cost, fitting
+    from flamino_core.predictors import cost, fitting
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the shapes under 1,000 rows only")

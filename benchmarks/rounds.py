@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from flamino_core.design.acquisition import UCB_BETA, ZERO_SHOT, Diversity  # noqa: E402
 from flamino_core.design.proposals import design_matrix, fit_posterior, pick  # noqa: E402
-from flamino_core.predict.table import parse_labelled_table  # noqa: E402
+from flamino_core.predictors.table import parse_labelled_table  # noqa: E402
 
 ASSAY = ROOT.parent / "shared" / "dms" / "A0A1I9GEU1_NEIME_Kennouche_2019.csv"
 STRATEGIES = ("random", ZERO_SHOT, "greedy", "ucb", "thompson")

@@ -56,7 +56,7 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from flamino_core.jobs import pass_cost
-    from flamino_core.runtime.engine import Engine
+    from flamino_core.engine.engine import Engine
     from flamino_core.weights.loading import load_weights
 
     for model in args.models:

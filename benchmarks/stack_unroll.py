@@ -118,8 +118,8 @@ def main(argv=None) -> int:
     from flamino_core import Engine, load_weights
     from flamino_core.alphabet import batch_encode
     from flamino_core.model.stack import Capture
-    from flamino_core.runtime import engine as engine_module
-    from flamino_core.runtime.planner import bucket_length
+    from flamino_core.engine import engine as engine_module
+    from flamino_core.engine.planner import bucket_length
 
     engine = Engine(load_weights(str(checkpoint)))
     n = engine.config.num_layers

@@ -32,9 +32,9 @@ _EXPORTS = {
     "ESMC": "model.esmc",
     "CheckpointMismatchError": "weights.convert",
     "state_dict_to_params": "weights.convert",
-    "Engine": "runtime.engine",
-    "SequenceOutput": "runtime.engine",
-    "enable_compilation_cache": "runtime.engine",
+    "Engine": "engine.engine",
+    "SequenceOutput": "engine.engine",
+    "enable_compilation_cache": "engine.engine",
     "ParsedInput": "inputs.fasta",
     "ProteinRecord": "inputs.fasta",
     "iter_records": "inputs.fasta",
@@ -83,7 +83,7 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     from flamino_core.numbering import Numbering
     from flamino_core.model.esmc import ESMC
     from flamino_core.weights.convert import CheckpointMismatchError, state_dict_to_params
-    from flamino_core.runtime.engine import Engine, SequenceOutput, enable_compilation_cache
+    from flamino_core.engine.engine import Engine, SequenceOutput, enable_compilation_cache
     from flamino_core.inputs.fasta import ParsedInput, ProteinRecord, iter_records, parse_fasta_bytes, parse_fasta_text, read_fasta
     from flamino_core.model.esm2 import ESM2
     from flamino_core.options import LONG_POLICIES, STRATEGIES

@@ -162,7 +162,7 @@ def strategy_of(name: str, *kinds: str) -> Strategy:
 # variants for indels).
 VARIANT_STRATEGIES = ("masked-marginals", "wt-marginals", "joint-masked", "pll")
 
-# What a predictor fitted on the user's labels reads (``predict.features``): the model's mean
+# What a predictor fitted on the user's labels reads (``predictors.features``): the model's mean
 # embedding, one-hot + the model's zero-shot score (Hsu et al. 2022), or one-hot alone.
 PREDICT_FEATURES = ("embedding", "augmented", "onehot")
 # PLL costs L x (variants + 1) masked passes. A hosted server already accepts one masked scan of

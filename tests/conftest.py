@@ -363,7 +363,7 @@ def pytest_terminal_summary(terminalreporter):
     """How many times the engine's jitted passes were traced (= compiled) in this run."""
     import sys
 
-    engine = sys.modules.get("flamino_core.runtime.engine")
+    engine = sys.modules.get("flamino_core.engine.engine")
     if engine is not None and engine.TRACE_COUNTS:
         counts = ", ".join(f"{name} {n}" for name, n in sorted(engine.TRACE_COUNTS.items()))
         terminalreporter.write_line(f"flamino compilations in this run: {counts}")

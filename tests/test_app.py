@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 import pytest
 
 from flamino_core.alphabet import AA_TO_IDX
-from flamino_core.runtime.engine import Engine
+from flamino_core.engine.engine import Engine
 from flamino_core.weights.loading import ModelNotAvailableError, load_weights, save_checkpoint
 
 from app_pages._ui.frame.links import decode_fasta, encode_fasta
@@ -595,7 +595,7 @@ def test_pages_and_their_helpers_do_not_import_jax_flax_orbax_or_ray():
     assert any("app_pages._ui.frame.widgets" in s for s in statements) and any("streamlit" in s for s in statements)
     assert heavy_packages_after(statements) == set()
     # The probe sees a heavy import when there is one.
-    assert {"jax", "flax"} <= heavy_packages_after(["import flamino_core.runtime.engine"])
+    assert {"jax", "flax"} <= heavy_packages_after(["import flamino_core.engine.engine"])
 
 
 def test_there_is_no_legacy_pages_folder():
@@ -794,8 +794,8 @@ def test_hosted_full_queue_on_the_attention_page_of_a_long_sequence(hosted, monk
 
 
 def counting_engines(monkeypatch) -> list:
-    """The engines the app builds from now on (``flamino_core.runtime.engine.Engine`` wrapped)."""
-    from flamino_core.runtime import engine as engine_mod
+    """The engines the app builds from now on (``flamino_core.engine.engine.Engine`` wrapped)."""
+    from flamino_core.engine import engine as engine_mod
 
     built = []
 
@@ -810,7 +810,7 @@ def counting_engines(monkeypatch) -> list:
 
 def test_one_engine_and_one_compilation_per_shape_serve_every_session(monkeypatch):
     """Two sessions on the same model share one engine (st.cache_resource) and its compiled code."""
-    from flamino_core.runtime import engine as engine_mod
+    from flamino_core.engine import engine as engine_mod
 
     built = counting_engines(monkeypatch)
     monkeypatch.setenv("FLAMINO_MODEL", "random:tiny:11")  # not cached by other tests
@@ -828,7 +828,7 @@ def test_switching_models_and_back_compiles_nothing_again(monkeypatch, tmp_path)
     """Engines share compiled functions by architecture (``engine.compiled``): once one model's
     page has run, switching to other checkpoints of that shape and back compiles nothing, also
     when the app has dropped an engine (it keeps two) and builds it again."""
-    from flamino_core.runtime import engine as engine_mod
+    from flamino_core.engine import engine as engine_mod
 
     built = counting_engines(monkeypatch)
     folders = []

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from flamino_core.runtime.engine import Engine
+from flamino_core.engine.engine import Engine
 from flamino_core.variants.dms import parse_dms, score_dms
 from flamino_core.weights.loading import load_weights
 from test_app import assert_clean, environment, figures, settle, start  # noqa: F401  (autouse: random:tiny)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.decomposition import PCA
 
-from flamino_core.runtime.engine import Engine
+from flamino_core.engine.engine import Engine
 from flamino_core.weights.loading import load_weights
 from test_app import UBIQUITIN, assert_clean, environment, figures, open_page, paste, settle, start  # noqa: F401
 from test_app import values

@@ -33,7 +33,7 @@ def held_compilation(monkeypatch, tmp_path):
     """The engine's unmasked passes wait on a gate (the test's stand-in for a long compilation),
     and the process's compiled passes are dropped: the architecture is new to this process (the
     app's other tests may have compiled tiny-esmc), so its first call really compiles."""
-    from flamino_core.runtime import engine as engine_module
+    from flamino_core.engine import engine as engine_module
 
     monkeypatch.setenv("FLAMINO_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("FLAMINO_MODEL", MODEL)

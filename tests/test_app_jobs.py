@@ -15,9 +15,9 @@ from app_pages._ui.server import background, jobs_panel
 
 from app_pages._ui.variants import scoring as variant_results
 from flamino_core.jobs import background as jobs, pass_cost
-from flamino_core.runtime.planner import masked_batch_rows
+from flamino_core.engine.planner import masked_batch_rows
 from flamino_core.store.passes import CHUNK
-from flamino_core.runtime.engine import Engine
+from flamino_core.engine.engine import Engine
 from flamino_core.weights.loading import load_weights
 from test_app import assert_clean, environment, open_page, paste, settle, start, unescaped  # noqa: F401
 

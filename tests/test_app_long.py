@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from flamino_core.alphabet import AA_TO_IDX
-from flamino_core.runtime.engine import Engine
+from flamino_core.engine.engine import Engine
 from flamino_core.weights.loading import load_weights
 
 from app_pages._ui.server import background

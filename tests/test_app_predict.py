@@ -14,11 +14,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from flamino_core.runtime.engine import Engine
-from flamino_core.predict.table_fit import fit_table
-from flamino_core.predict.saved import JSON_NAME, from_zip, zip_bytes
-from flamino_core.predict.table import parse_labelled_table
-from flamino_core.predict.suggest import Constraints, suggest
+from flamino_core.engine.engine import Engine
+from flamino_core.predictors.table_fit import fit_table
+from flamino_core.predictors.saved import JSON_NAME, from_zip, zip_bytes
+from flamino_core.predictors.table import parse_labelled_table
+from flamino_core.predictors.suggest import Constraints, suggest
 from flamino_core.weights.loading import load_weights
 # The AppTest helpers of tests/test_app.py, and its autouse ``environment`` fixture (random:tiny).
 from test_app import (  # noqa: F401
@@ -101,7 +101,7 @@ def test_fit_shows_out_of_fold_statistics_figures_and_the_prediction_map(engine,
         if isinstance(z, dict) else np.array(z, dtype=float)  # (20, L)
     wild_type = reference.table.wild_type
     assert grid.shape == (20, len(wild_type))
-    from flamino_core.predict.apply import prediction_map
+    from flamino_core.predictors.apply import prediction_map
 
     expected, _ = prediction_map(reference.predictor, wild_type, engine)
     np.testing.assert_allclose(grid, expected.T, atol=1e-9)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from flamino_core.alphabet import AA_TO_IDX, STANDARD_AMINO_ACIDS
-from flamino_core.runtime.engine import Engine
+from flamino_core.engine.engine import Engine
 from flamino_core.weights.loading import load_weights
 
 from app_pages._ui.frame.links import decode_fasta

@@ -14,7 +14,7 @@ import scipy.stats
 
 from flamino_core.variants import substitution_maps as scores
 from flamino_core.alphabet import AA_TO_IDX
-from flamino_core.runtime.engine import Engine
+from flamino_core.engine.engine import Engine
 from flamino_core.inputs.fasta import read_fasta
 from flamino_core.variants.dms import parse_dms, score_dms
 from flamino_core.variants.notation import parse_mutations

@@ -21,7 +21,7 @@ from flamino_core.variants import substitution_maps as scores
 from flamino_core.batch import BatchError, Job, process_shard, read_records, read_results, run_batch, to_numpy
 from flamino_core.cli import main as cli_main
 from flamino_core.progress import duration
-from flamino_core.runtime.engine import Engine
+from flamino_core.engine.engine import Engine
 from flamino_core.inputs.fasta import parse_fasta_text, read_fasta
 from flamino_core.weights.loading import load_weights
 

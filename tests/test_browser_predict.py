@@ -74,7 +74,7 @@ def test_predict_page_upload_fit_map_download_and_reload(server, browser, tmp_pa
     from sklearn.preprocessing import StandardScaler
 
     from flamino_core.cli import main
-    from flamino_core.runtime.engine import Engine
+    from flamino_core.engine.engine import Engine
     from flamino_core.store.passes import record_outputs
     from flamino_core.weights.loading import load_weights
 

@@ -103,7 +103,7 @@ def test_the_structure_page_offline_table_downloads_and_the_viewer_coloured_by_t
         pytest.skip(f"real structure not found at {structure}")
     from Bio.PDB import PDBParser
 
-    from flamino_core.runtime.engine import Engine
+    from flamino_core.engine.engine import Engine
     from flamino_core.weights.loading import load_weights
 
     page, outside, frame = _structure_page(browser, server, f"seq={ABETA42}", structure)

@@ -25,7 +25,7 @@ from test_imports import heavy_modules_after
 
 from flamino_core.alphabet import AA_TO_IDX
 from flamino_core.cli import main
-from flamino_core.runtime.engine import Engine
+from flamino_core.engine.engine import Engine
 from flamino_core.structure.files import fetch
 from flamino_core.weights.loading import load_weights
 

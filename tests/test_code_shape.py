@@ -26,7 +26,7 @@ def _modules(package: str) -> list[Path]:
 
 
 def page_name(path: Path) -> str:
-    """How the page writes a module: relative to ``flamino_core/`` (``runtime/engine.py``), to
+    """How the page writes a module: relative to ``flamino_core/`` (``engine/engine.py``), to
     ``app_pages/`` for the app's helpers (``_ui/frame/views.py``), from the root for pages."""
     rel = path.relative_to(ROOT)
     if rel.parts[0] == "flamino_core":

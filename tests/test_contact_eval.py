@@ -194,7 +194,7 @@ def test_shape_mismatch_names_the_record():
 def test_random_tiny_model_contacts_against_the_structure():
     """The contact head's map from an untrained model (not biology: only the plumbing from the
     engine's output to the table is checked) on 1A7G's sequence."""
-    from flamino_core.runtime.engine import Engine
+    from flamino_core.engine.engine import Engine
     from flamino_core.weights.loading import load_weights
 
     sequence, _, xyz = reference_case("1A7G.cif")

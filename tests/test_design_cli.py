@@ -121,7 +121,7 @@ def test_unusable_inputs_are_refused_in_one_line(three_rounds, tmp_path, capsys)
 def test_a_model_ranks_round_one_and_is_the_prior_after(tmp_path, capsys):
     """With -m (random:tiny here: the arithmetic, not biology): round 1 has no measurement, so the
     zero-shot score ranks the plate; round 2 fits the augmented features (the score as the prior)."""
-    from flamino_core.runtime.engine import Engine
+    from flamino_core.engine.engine import Engine
     from flamino_core.variants.notation import parse_variant
     from flamino_core.variants.scoring import score_variants
     from flamino_core.weights.loading import load_weights

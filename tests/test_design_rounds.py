@@ -18,8 +18,8 @@ from flamino_core.design.acquisition import Diversity, select, similarity
 from flamino_core.design.candidates import Measured, build_pool, read_given
 from flamino_core.design.gaussian_process import DesignError, LinearGP, calibration, centred
 from flamino_core.design.proposals import Settings, design_matrix, propose
-from flamino_core.predict.suggest import Constraints
-from flamino_core.predict.table import parse_labelled_table
+from flamino_core.predictors.suggest import Constraints
+from flamino_core.predictors.table import parse_labelled_table
 
 DMS = Path(__file__).resolve().parents[2] / "shared" / "dms" / "A0A1I9GEU1_NEIME_Kennouche_2019.csv"
 

@@ -19,7 +19,7 @@ from flamino_core import Engine, load_weights
 from flamino_core.model.config import ModelConfig
 from flamino_core.model.precision import use_bf16_matmuls
 from flamino_core.model.stack import Capture
-from flamino_core.runtime import device_memory, hardware
+from flamino_core.engine import device_memory, hardware
 from flamino_core.weights.loading import config_network
 
 V5E = device_memory.DeviceMemory("TPU v5 lite", int(15.75 * 2**30), 0)  # what JAX reports on one v5e chip

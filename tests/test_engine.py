@@ -9,11 +9,11 @@ from flamino_core import Engine, load_weights
 
 from flamino_core.model import fused_attention
 
-from flamino_core.runtime import memory, planner
-from flamino_core.runtime.engine import TRACE_COUNTS
+from flamino_core.engine import memory, planner
+from flamino_core.engine.engine import TRACE_COUNTS
 from flamino_core.options import DEFAULT_TOKEN_BUDGET
-from flamino_core.runtime.planner import LENGTH_BUCKETS, bucket_length
-from flamino_core.runtime.windows import window_starts
+from flamino_core.engine.planner import LENGTH_BUCKETS, bucket_length
+from flamino_core.engine.windows import window_starts
 
 
 @pytest.fixture(scope="module")
@@ -317,7 +317,7 @@ def test_token_rows_reach_the_device_without_a_compilation():
 
     import jax
 
-    from flamino_core.runtime.engine import to_device
+    from flamino_core.engine.engine import to_device
 
     class Compilations(logging.Handler):
         def __init__(self):

@@ -37,7 +37,7 @@ from esmfold_checkpoints import V1_WIDTHS, hf_fold, make_hf_esmfold, write_hf_es
 from flamino_core.model.esmfold.config import FoldConfig
 from flamino_core.model.esmfold.pdb import to_pdb
 from flamino_core.model.esmfold.predict import fold_arrays, fold_sequence
-from flamino_core.runtime import hardware
+from flamino_core.engine import hardware
 from flamino_core.model.esmfold.residue_tables import atom_types
 from flamino_core.weights.convert import CheckpointMismatchError
 from flamino_core.weights.esmfold import load_esmfold

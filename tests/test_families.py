@@ -51,7 +51,7 @@ def test_nothing_outside_the_model_and_weights_packages_names_a_family():
 
 def test_the_structural_check_can_fail(tmp_path, monkeypatch):
     """The check above finds a family named in code (it is not vacuous)."""
-    fake = ROOT / "flamino_core" / "runtime" / "_family_probe.py"
+    fake = ROOT / "flamino_core" / "engine" / "_family_probe.py"
     fake.write_text('from flamino_core.model.esmc import ESMC\nKIND = "esm1b"\n')
     try:
         with pytest.raises(AssertionError, match=r"ESMC[\s\S]*'esm1b'"):

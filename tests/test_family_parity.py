@@ -16,7 +16,7 @@ import torch
 from flamino_core import Engine, load_weights
 from flamino_core.alphabet import MASK_IDX, batch_encode
 from flamino_core.model.config import ModelConfig
-from flamino_core.runtime import windows
+from flamino_core.engine import windows
 from flamino_core.variants import substitution_maps
 from conftest import checkpoint_seed
 from family_checkpoints import (

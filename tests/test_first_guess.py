@@ -152,7 +152,7 @@ def test_a_sets_unmasked_cost_plans_the_calls_its_job_makes(tmp_path, monkeypatc
 
     from flamino_core.jobs.background import Job
     from flamino_core.jobs.plan import SetOutputs
-    from flamino_core.runtime.engine import Engine
+    from flamino_core.engine.engine import Engine
     from flamino_core.weights.loading import load_weights
 
     monkeypatch.setenv("FLAMINO_CACHE", str(tmp_path))

@@ -1,4 +1,4 @@
-"""Issue 49 item 2: a labelled table's fit as a plan (``flamino_core/predict/fit_plan.py``), run as the
+"""Issue 49 item 2: a labelled table's fit as a plan (``flamino_core/predictors/fit_plan.py``), run as the
 app's job panel runs any plan, without the app: its cost is its scikit-learn fits with the seconds
 said before it (``Needed.of_steps``), each fit takes the metered engine's slot (``MeteredEngine.slot``,
 public for steps that are not engine calls), its result is ``fit_table``'s, and a stop or a spent
@@ -14,9 +14,9 @@ import pytest
 
 from flamino_core.jobs.metered import MeteredEngine
 from flamino_core.jobs.plan import Needed
-from flamino_core.predict.fit_plan import UNIT, FitPlan
-from flamino_core.predict.table import parse_labelled_table
-from flamino_core.predict.table_fit import feature_sets, fit_table, planned_fits
+from flamino_core.predictors.fit_plan import UNIT, FitPlan
+from flamino_core.predictors.table import parse_labelled_table
+from flamino_core.predictors.table_fit import feature_sets, fit_table, planned_fits
 from flamino_core.store.passes import Cancelled
 
 AMINO_ACIDS = "ACDEFGHIKLMNPQRSTVWY"
@@ -51,7 +51,7 @@ def table():
 
 @pytest.fixture(scope="module")
 def engine():
-    from flamino_core.runtime.engine import Engine
+    from flamino_core.engine.engine import Engine
     from flamino_core.weights.loading import load_weights
 
     return Engine(load_weights("random:tiny"))

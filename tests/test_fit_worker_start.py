@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from flamino_core.jobs.rates import Rates
-from flamino_core.predict import cost
+from flamino_core.predictors import cost
 
 # (the first fit's seconds, the other 66 fits' seconds summed) of each recorded job.
 JOBS = [(2.89, 13.26), (2.50, 5.61), (4.79, 9.27), (3.10, 10.26)]

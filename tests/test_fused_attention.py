@@ -15,7 +15,7 @@ import pytest
 
 from flamino_core.model import fused_attention
 
-from flamino_core.runtime import hardware
+from flamino_core.engine import hardware
 from flamino_core.model.attention import AttentionImpl, Positions, Spans, attend
 from flamino_core.model.config import PRESETS, ESM2Config
 from flamino_core.model.rotary import RotaryEmbedding

@@ -457,7 +457,7 @@ def test_a_labelled_tables_wild_type_is_refused_before_any_row_is_applied(hosted
     derived wild type is refused as a DMS table's is; the reading allocates a few times the file
     (pandas' frame and the derivation's one row), never a sequence per row (4,000 x 50 kB = 200 MB)."""
     import hostile_files
-    from flamino_core.predict.table import LabelError, parse_labelled_table
+    from flamino_core.predictors.table import LabelError, parse_labelled_table
 
     data = hostile_files.long_wild_type_labels(tmp_path, rows=4_000).read_bytes()
     # Warm: the modules the derivation imports (variants.dms and its scoring), and pandas' reader,
@@ -529,10 +529,10 @@ def test_a_fits_cost_counts_what_it_runs_and_the_reviews_duplicates_are_over_eve
     The cost now counts the fits (folds x feature sets, the learning curve) and their size; the
     count is the number of fits the fit then runs."""
     import hostile_files
-    from flamino_core.runtime.engine import Engine
-    from flamino_core.predict import cost
-    from flamino_core.predict.table_fit import feature_sets, fit_table, planned_fits
-    from flamino_core.predict.table import parse_labelled_table
+    from flamino_core.engine.engine import Engine
+    from flamino_core.predictors import cost
+    from flamino_core.predictors.table_fit import feature_sets, fit_table, planned_fits
+    from flamino_core.predictors.table import parse_labelled_table
     from flamino_core.weights.loading import load_weights
 
     engine = Engine(load_weights("random:tiny"))
@@ -575,8 +575,8 @@ def test_a_fit_gives_way_to_another_visitor_between_two_of_its_fits():
     import threading
 
     from app_pages._ui.server.heavy_jobs import HeavyJobQueue
-    from flamino_core.predict.table_fit import fit_table
-    from flamino_core.predict.table import parse_labelled_table
+    from flamino_core.predictors.table_fit import fit_table
+    from flamino_core.predictors.table import parse_labelled_table
 
     table = parse_labelled_table(_small_assay(), "DMS_score")
     queue = HeavyJobQueue(workers=1, max_waiting=4, per_visitor=2)
@@ -636,7 +636,7 @@ def test_a_running_fit_stops_past_twice_its_time_limit(hosted, monkeypatch):
     cannot be made so fast (a robust median clamped near the default: issue #53), so the default
     itself is; and the fit worker's start, a term of its own in the estimate (issue #50 row 3), is
     made nothing."""
-    from flamino_core.predict import cost
+    from flamino_core.predictors import cost
     from test_app import open_page, settle, start, unescaped
 
     monkeypatch.setenv("FLAMINO_MAX_FIT_SECONDS", "1")

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 from flamino_core.jobs.rates import CLAMP, Rates
-from flamino_core.predict import cost
-from flamino_core.predict.table_fit import feature_sets, fit_table, planned_fits
-from flamino_core.predict.table import parse_labelled_table
-from flamino_core.predict.worker import FitWorker
+from flamino_core.predictors import cost
+from flamino_core.predictors.table_fit import feature_sets, fit_table, planned_fits
+from flamino_core.predictors.table import parse_labelled_table
+from flamino_core.predictors.worker import FitWorker
 
 AMINO_ACIDS = "ACDEFGHIKLMNPQRSTVWY"
 
@@ -118,7 +118,7 @@ def test_the_worker_does_not_run_the_servers_main_script(tmp_path):
         if __name__ != "__main__":
             open({str(marker)!r}, "w").write(__name__)
         else:
-            from flamino_core.predict.worker import FitWorker
+            from flamino_core.predictors.worker import FitWorker
             with FitWorker() as worker:
                 print(worker.run(functools.partial(sum, [1, 2, 3])))
     """))

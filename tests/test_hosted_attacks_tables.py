@@ -56,7 +56,7 @@ def refusal(call, match: str) -> tuple[float, int]:
 
 
 def _predict(data: bytes):
-    from flamino_core.predict.table import parse_labelled_table
+    from flamino_core.predictors.table import parse_labelled_table
 
     return parse_labelled_table(data, "y", limits=HOSTED)
 
@@ -174,7 +174,7 @@ def test_a_mutation_table_row_wider_than_its_header_is_refused_before_csv_reads_
 
 # --- CR-only line breaks (issue #53's Low row): a table of rows, not one header of 2,770 columns --------
 def test_an_old_mac_table_reads_as_its_unix_copy():
-    from flamino_core.predict.table import parse_labelled_table
+    from flamino_core.predictors.table import parse_labelled_table
     from flamino_core.variants.dms import parse_dms
 
     text = ASSAY.read_text()

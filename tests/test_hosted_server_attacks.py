@@ -307,7 +307,7 @@ def _worker_pids(server) -> set[int]:
     pids = set()
     for child in psutil.Process(server.pid).children(recursive=True):
         try:
-            if child.status() != psutil.STATUS_ZOMBIE and "flamino_core.predict.worker" in " ".join(child.cmdline()):
+            if child.status() != psutil.STATUS_ZOMBIE and "flamino_core.predictors.worker" in " ".join(child.cmdline()):
                 pids.add(child.pid)
         except (psutil.ZombieProcess, psutil.NoSuchProcess):
             continue

@@ -52,7 +52,7 @@ def test_every_door_loads_nothing_heavy():
     core = Path(__file__).resolve().parents[1] / "flamino_core"
     doors = sorted(".".join(p.parent.relative_to(core.parent).parts) for p in core.rglob("__init__.py")
                    if "lazy_door(" in p.read_text())
-    assert "flamino_core.structure" in doors and "flamino_core.runtime" in doors  # the probe sees the doors
+    assert "flamino_core.structure" in doors and "flamino_core.engine" in doors  # the probe sees the doors
     assert heavy_modules_after("\n".join(f"import {door}" for door in doors)) == []
 
 
@@ -72,8 +72,8 @@ def test_help_loads_no_heavy_library(argv):
     "module",
     ["alphabet", "model.config", "options", "progress", "atomic", "inputs.formats", "inputs.fasta_records",
      "inputs.fasta", "inputs.fasta_reader", "inputs.flat_files", "inputs.tables", "records.metadata",
-     "records.protspace", "inputs.three_letter", "variants.substitution_maps", "runtime.planner",
-     "runtime.windows", "runtime.memory", "analysis.outputs", "figures", "cli", "batch"],
+     "records.protspace", "inputs.three_letter", "variants.substitution_maps", "engine.planner",
+     "engine.windows", "engine.memory", "analysis.outputs", "figures", "cli", "batch"],
 )
 def test_modules_the_light_paths_use_do_not_load_jax(module):
     assert heavy_modules_after(f"import flamino_core.{module}") == []

@@ -17,7 +17,7 @@ import pytest
 
 from flamino_core import Engine, load_weights
 from flamino_core.model.config import MAX_RESIDUES
-from flamino_core.runtime.windows import edit_window, window_starts
+from flamino_core.engine.windows import edit_window, window_starts
 from flamino_core.variants import substitution_maps as scores
 from flamino_core.variants.indels import parse_mutations
 from flamino_core.variants.scoring import score_variants

@@ -19,7 +19,7 @@ from flamino_core.jobs.metered import MeteredEngine
 from test_time_left import resumed_after_cancel
 
 from flamino_core.store import passes
-from flamino_core.runtime.engine import TRACE_COUNTS
+from flamino_core.engine.engine import TRACE_COUNTS
 from flamino_core.store.result_store import ResultStore
 
 
@@ -206,7 +206,7 @@ def test_work_counts_are_the_batches_the_engine_runs(engine, store):
     per row the matmul MFLOPs of docs/benchmarks.md's efficiency count, written out here from
     that page (layers x (2W(4D^2 + 2DF) + 4W^2 D), the LM head 2D(D + V) per output token), and
     each token's own cost per layer at the pass kind's measured MFLOP-equivalent."""
-    from flamino_core.runtime.planner import bucket_length
+    from flamino_core.engine.planner import bucket_length
 
     c = engine.config
 

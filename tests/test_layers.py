@@ -2,7 +2,7 @@
 app's ``_ui`` folders, its pages and ``app.py``, every import statement counted, the lazy ones
 inside functions and under ``TYPE_CHECKING`` too. Read from the source files, no import.
 
-A package is one unit (``flamino_core/runtime/``, ``app_pages/_ui/input/``); a unit may import
+A package is one unit (``flamino_core/engine/``, ``app_pages/_ui/input/``); a unit may import
 itself and any unit on a lower floor. Units on one floor are independent of each other unless
 the pair is listed in ``SIDEWAYS`` with its reason.
 """
@@ -23,11 +23,11 @@ FLOORS = [
     ["core.inputs", "core.analysis"],  # text and bytes to records; NumPy over model outputs
     ["core.model"],  # the only JAX/Flax network code
     ["core.weights"],  # checkpoints to the model's parameters
-    ["core.runtime"],  # the engine and its plans
+    ["core.engine"],  # the engine and its plans
     ["core.store"],  # the result store and the one masked-pass path through it
     ["core.jobs", "core.figures"],  # long work in the background / Plotly builders
     ["core.records", "core.variants"],  # sets of records / the user's mutations and maps
-    ["core.structure", "core.predict"],  # structures / predictors fitted on labels
+    ["core.structure", "core.predictors"],  # structures / predictors fitted on labels
     ["core.design"],  # design rounds on the predictors
     ["core.batch"],  # proteome-scale jobs on Ray
     ["core.cli"],  # the command line (its `batch` command runs core.batch)
@@ -125,7 +125,7 @@ def test_imports_run_downward_only():
     assert arrows_against_the_floors(source_files()) == []
 
 
-@pytest.mark.parametrize("statement", ["from flamino_core.runtime.engine import Engine",
+@pytest.mark.parametrize("statement", ["from flamino_core.engine.engine import Engine",
                                        "import flamino_core.store.passes",
                                        "from app_pages._ui.server import policy"])
 def test_an_upward_import_fails_even_inside_a_function(statement, tmp_path, monkeypatch):
@@ -166,11 +166,11 @@ APP_INTERNALS = {
     "flamino_core.design.campaign": "a namespace: campaigns.load, campaigns.init (bare load, init say less)",
     "flamino_core.structure.files.fetch": "the page reads fetch.RCSB_URL at call time: tests move it",
     "flamino_core.weights.loading": "tests replace loading.load_weights, which the picker reads at call time",
-    "flamino_core.runtime.engine": "tests replace engine.Engine, which load_engine reads at call time",
-    "flamino_core.predict.apply": "apply.prediction_map and figures.prediction_map: one name for two things",
-    "flamino_core.predict.figures": "as predict.apply",
+    "flamino_core.engine.engine": "tests replace engine.Engine, which load_engine reads at call time",
+    "flamino_core.predictors.apply": "apply.prediction_map and figures.prediction_map: one name for two things",
+    "flamino_core.predictors.figures": "as predictors.apply",
     "flamino_core.variants.figures": "figures.substitution_map beside substitution_maps.substitution_map",
-    "flamino_core.predict.suggest": "its function suggest is its module's name: a door cannot export it",
+    "flamino_core.predictors.suggest": "its function suggest is its module's name: a door cannot export it",
     "flamino_core.variants.indels": "the scoring helpers' parameter `indels` shadows the name",
     "flamino_core.variants.structure_numbering": "imported on one line with indels",
 }

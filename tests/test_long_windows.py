@@ -20,7 +20,7 @@ import torch
 
 from flamino_core import Engine, load_weights
 from flamino_core.model.config import ESM2Config
-from flamino_core.runtime.windows import masked_window
+from flamino_core.engine.windows import masked_window
 from reference_checkpoints import hf_forward
 
 TINY = ESM2Config.tiny()

@@ -12,7 +12,7 @@ import torch
 from flamino_core import Engine, load_weights
 
 from flamino_core.model import fused_attention
-from flamino_core.runtime import hardware
+from flamino_core.engine import hardware
 
 from flamino_core.variants import substitution_maps as scores
 from flamino_core.alphabet import MASK_IDX, batch_encode
@@ -28,7 +28,7 @@ from reference_checkpoints import hf_forward
 ATOL, RTOL = 1e-4, 1e-5
 
 
-# Attention paths of a pass that captures no maps (flamino_core.runtime.hardware): the fused C++ kernel
+# Attention paths of a pass that captures no maps (flamino_core.engine.hardware): the fused C++ kernel
 # (the CPU default when built), the pure-JAX fallback, and jax.nn.dot_product_attention (the
 # GPU default; XLA's implementation here). Each must give the references' numbers.
 KERNEL = fused_attention.status()
@@ -201,7 +201,7 @@ def test_plain_forward_and_scan_match_hf_on_long_rows(hf_checkpoints, real_seque
 
 def packed_rows_of(seqs):
     """Which sequences ``Engine.run`` puts in a row together (its packing plan)."""
-    from flamino_core.runtime import planner
+    from flamino_core.engine import planner
 
     batches = planner.plan([len(s) for s in seqs], lambda width: 8192 // width, pack=True)
     return [row.items for batch in batches for row in batch.rows]
@@ -230,7 +230,7 @@ def test_packed_rows_keep_token_dropout_per_sequence(hf_checkpoints, real_sequen
     sequences packed into one row (different fractions) against HF on each alone."""
     import jax.numpy as jnp
 
-    from flamino_core.runtime import planner
+    from flamino_core.engine import planner
     from flamino_core.weights.convert import params_to_model
 
     directory, hf = hf_checkpoints(config, "2022")

@@ -7,7 +7,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from flamino_core.runtime import memory, planner, windows
+from flamino_core.engine import memory, planner, windows
 from flamino_core.model.config import MAX_RESIDUES
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from flamino_core.alphabet import STANDARD_AMINO_ACIDS, encode
 from flamino_core.jobs.plan import MEASURE_POSITIONS, MaskedScan, MaskedSet, SetOutputs, stored_outputs
-from flamino_core.runtime.engine import Engine
+from flamino_core.engine.engine import Engine
 from flamino_core.store.passes import CHUNK
 from flamino_core.variants import indels
 from flamino_core.variants.score_plan import list_plan

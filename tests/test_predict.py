@@ -92,7 +92,7 @@ def random_folds(n: int) -> np.ndarray:
 
 def stored_embeddings(store_dir, sequences, monkeypatch) -> np.ndarray:
     """The embedding features as the result store holds them (the fit is what is reimplemented)."""
-    from flamino_core.runtime.engine import Engine
+    from flamino_core.engine.engine import Engine
     from flamino_core.store.passes import record_outputs
     from flamino_core.weights.loading import load_weights
 
@@ -160,7 +160,7 @@ def test_onehot_and_augmented_fits_equal_scikit_learn(fitted, assay, store_dir, 
 
     # Augmented (Hsu et al. 2022): one-hot plus the zero-shot score scaled by sqrt(1 / 1e-8),
     # as their JointPredictor does; the score is flamino variants' masked-marginals.
-    from flamino_core.runtime.engine import Engine
+    from flamino_core.engine.engine import Engine
     from flamino_core.variants.notation import parse_variant
     from flamino_core.variants.scoring import score_variants
     from flamino_core.weights.loading import load_weights
@@ -177,7 +177,7 @@ def test_onehot_and_augmented_fits_equal_scikit_learn(fitted, assay, store_dir, 
 
 def test_a_refit_runs_no_model_pass(fitted, store_dir, tmp_path, monkeypatch):
     """Embeddings come from the result store: another fit of the same table runs nothing."""
-    from flamino_core.runtime.engine import Engine
+    from flamino_core.engine.engine import Engine
 
     def refuse(*args, **kwargs):
         raise AssertionError("the model ran")

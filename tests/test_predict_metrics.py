@@ -1,4 +1,4 @@
-"""The fit's AUC and MCC (flamino_core/predict/evaluation.py, written out for the bootstrap's speed)
+"""The fit's AUC and MCC (flamino_core/predictors/evaluation.py, written out for the bootstrap's speed)
 against scikit-learn's ``roc_auc_score`` and ``matthews_corrcoef`` themselves, on the NEIME assay's
 own bins and on drawn labels with ties, several classes and resamples missing a class.
 
@@ -15,7 +15,7 @@ import pytest
 from sklearn.metrics import matthews_corrcoef, roc_auc_score
 
 from conftest import SHARED
-from flamino_core.predict.evaluation import auc, classification_metrics, mcc
+from flamino_core.predictors.evaluation import auc, classification_metrics, mcc
 
 BOUND = 1e-12
 
@@ -65,7 +65,7 @@ def test_mcc_is_scikit_learns(seed, rows, classes):
 def test_bootstrap_intervals_are_those_of_scikit_learns_statistics():
     """The intervals on the real assay's bins, resample by resample as the bootstrap draws them
     (the same seed), with scikit-learn's functions in place of ours."""
-    from flamino_core.predict import evaluation
+    from flamino_core.predictors import evaluation
 
     path = SHARED / "dms" / "A0A1I9GEU1_NEIME_Kennouche_2019.csv"
     if not path.is_file():

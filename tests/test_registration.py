@@ -21,7 +21,7 @@ from flamino_core import options
 from flamino_core.alphabet import AA_TO_IDX, STANDARD_AA_TOKEN_IDS
 from flamino_core.analysis.outputs import log_softmax
 from flamino_core.cli import main
-from flamino_core.runtime.engine import Engine
+from flamino_core.engine.engine import Engine
 from flamino_core.options import Strategy
 from flamino_core.structure import tracks
 from flamino_core.structure.tracks import Track

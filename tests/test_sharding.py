@@ -1,4 +1,4 @@
-"""Several devices (``runtime.sharding``), on the CPU with XLA's forced host devices: rows split
+"""Several devices (``engine.sharding``), on the CPU with XLA's forced host devices: rows split
 over 2 and 4 devices, and weights sharded over them (one device's capacity pretended small with
 $FLAMINO_DEVICE_CAPACITY_BYTES), give one device's numbers, in plain and masked passes, for real
 proteins; the sharded kernels really are split. Each device count runs in a subprocess (the count
@@ -34,8 +34,8 @@ import json, os, sys
 sys.path.insert(0, {tests!r})
 import jax, numpy as np
 from test_sharding import outputs
-from flamino_core.runtime import sharding
-from flamino_core.runtime.engine import Engine
+from flamino_core.engine import sharding
+from flamino_core.engine.engine import Engine
 from flamino_core.weights.loading import load_weights
 sequences, checkpoints, out = json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3]
 arrays, facts = {{}}, {{"devices": len(jax.devices())}}
@@ -98,7 +98,7 @@ def checkpoints(weights, tmp_path_factory) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def one_device(proteins, weights) -> dict[str, np.ndarray]:
-    from flamino_core.runtime.engine import Engine
+    from flamino_core.engine.engine import Engine
 
     assert len(jax.devices()) == 1, "the reference must run on one device (this process sees several)"
     return {f"{model}|{k}": v for model in MODELS for k, v in outputs(Engine(weights[model]), proteins).items()}
@@ -140,7 +140,7 @@ def test_several_devices_give_one_devices_numbers(count, models, proteins, check
 
 def test_plan_on_one_device_changes_nothing():
     from flamino_core.model.config import ModelConfig
-    from flamino_core.runtime import sharding
+    from flamino_core.engine import sharding
 
     plan = sharding.plan_devices(ModelConfig.preset("esm2_t6_8M_UR50D"), "fp32", jax.devices()[:1])
     assert plan.mode == "one device" and plan.describe() == "" and plan.weight_shards == 1

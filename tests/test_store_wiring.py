@@ -157,7 +157,7 @@ def test_flamino_score_numbers_positions_like_the_other_commands(tmp_path, real_
 
 COUNTED_RUN = """
 import json, sys
-from flamino_core.runtime.engine import Engine
+from flamino_core.engine.engine import Engine
 from flamino_core.cli import main
 sent = []
 inner = Engine.compute_masked

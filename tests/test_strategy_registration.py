@@ -21,7 +21,7 @@ from flamino_core.alphabet import STANDARD_AA_TOKEN_IDS, STANDARD_AMINO_ACIDS
 from flamino_core.analysis.outputs import log_softmax
 from flamino_core.cli import main
 from flamino_core.options import Strategy
-from flamino_core.runtime.engine import Engine
+from flamino_core.engine.engine import Engine
 from flamino_core.variants import indels
 from flamino_core.weights.loading import load_weights
 from test_variant_passes import rows_run  # noqa: F401  (a fixture: the rows the engine builds)

@@ -18,7 +18,7 @@ from test_app import assert_clean, figures, open_page, paste, start, titles, une
 from test_cli_contacts import _OnePdbEntry, check_rows, entropy_bits
 from test_contact_eval import reference_case
 
-from flamino_core.runtime.engine import Engine
+from flamino_core.engine.engine import Engine
 from flamino_core.structure.files import fetch
 from flamino_core.weights.loading import load_weights
 

@@ -15,7 +15,7 @@ import pytest
 
 from flamino_core.inputs.fasta import read_fasta
 from flamino_core.inputs.tables import TableError, TableLimits, read_table, size_problem
-from flamino_core.predict.table import parse_labelled_table
+from flamino_core.predictors.table import parse_labelled_table
 from flamino_core.records.metadata import join_table
 from flamino_core.variants.dms import DmsError, parse_dms
 

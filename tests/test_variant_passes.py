@@ -18,8 +18,8 @@ import pytest
 from app_pages._ui.server import jobs_panel
 from flamino_core.alphabet import STANDARD_AMINO_ACIDS
 from flamino_core.model.config import MAX_RESIDUES
-from flamino_core.runtime import planner
-from flamino_core.runtime.engine import Engine
+from flamino_core.engine import planner
+from flamino_core.engine.engine import Engine
 from flamino_core.variants import indels
 from flamino_core.variants.score_plan import list_plan
 from flamino_core.variants.scoring import score_variants
@@ -113,7 +113,7 @@ def test_the_pages_pass_count_is_the_passes_the_engine_runs(engine, rows_run, st
 def test_a_fits_plan_counts_the_zero_shot_passes_the_engine_runs(engine, rows_run, strategy):
     """``flamino fit`` / the Predict page say the augmented features' passes before the work
     (``features.missing_passes``); they are the passes ``zero_shot_scores`` then runs."""
-    from flamino_core.predict import features
+    from flamino_core.predictors import features
 
     sequence = _sequence()
     variants = [v for v in _variants(sequence) if not v.edits]  # a fit's table: substitutions

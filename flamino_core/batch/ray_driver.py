@@ -63,7 +63,7 @@ class ShardWorker:
     def __init__(self) -> None:
         # Before JAX starts its CPU backend: its thread pool is sized to the cores allowed here.
         self._cores_claim = pin_to_free_cores(self.cores) if self.cores else None
-        from flamino_core.runtime.engine import Engine, enable_compilation_cache
+        from flamino_core.engine.engine import Engine, enable_compilation_cache
         from flamino_core.weights.loading import load_weights
 
         enable_compilation_cache()

@@ -32,9 +32,9 @@ class UserError(Exception):
 
 def load_engine(model: str | None, verbose: bool = False):
     """The engine for a model identifier, or a ``UserError`` saying why it cannot load."""
-    from flamino_core.runtime.device_memory import ModelTooLargeError
-    from flamino_core.runtime.hardware import refuse_named_model
-    from flamino_core.runtime.engine import Engine, enable_compilation_cache
+    from flamino_core.engine.device_memory import ModelTooLargeError
+    from flamino_core.engine.hardware import refuse_named_model
+    from flamino_core.engine.engine import Engine, enable_compilation_cache
     from flamino_core.weights.loading import ModelError, default_model, load_weights
 
     enable_compilation_cache()

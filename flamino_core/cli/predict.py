@@ -56,10 +56,10 @@ def _interval(row: dict, key: str) -> str:
 
 
 def cmd_fit(args) -> int:
-    from flamino_core.predict import features
-    from flamino_core.predict.table_fit import feature_sets, fit_table, plan_line, planned_work
-    from flamino_core.predict.saved import save
-    from flamino_core.predict.table import LabelError, parse_labelled_table
+    from flamino_core.predictors import features
+    from flamino_core.predictors.table_fit import feature_sets, fit_table, plan_line, planned_work
+    from flamino_core.predictors.saved import save
+    from flamino_core.predictors.table import LabelError, parse_labelled_table
     from flamino_core.weights.loading import default_model
 
     out_path = check_output(args.output, ".csv")
@@ -116,9 +116,9 @@ def _is_table(path: str) -> bool:
 def cmd_predict(args) -> int:
     import pandas as pd
 
-    from flamino_core.predict import apply, features
-    from flamino_core.predict.saved import PredictorError, load
-    from flamino_core.predict.table import LabelError
+    from flamino_core.predictors import apply, features
+    from flamino_core.predictors.saved import PredictorError, load
+    from flamino_core.predictors.table import LabelError
 
     out_path = check_output(args.output, ".csv")
     try:

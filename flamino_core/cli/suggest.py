@@ -17,8 +17,8 @@ from flamino_core.cli.variants import SCORE_FORMAT
 def cmd_suggest(args) -> int:
     import pandas as pd
 
-    from flamino_core.predict.saved import PredictorError, load
-    from flamino_core.predict.suggest import Constraints, SuggestError, parse_amino_acids, parse_positions, suggest
+    from flamino_core.predictors.saved import PredictorError, load
+    from flamino_core.predictors.suggest import Constraints, SuggestError, parse_amino_acids, parse_positions, suggest
     from flamino_core.weights.loading import default_model
 
     out_path = check_output(args.output, ".csv")

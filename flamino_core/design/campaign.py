@@ -35,7 +35,7 @@ from flamino_core.design.candidates import Measured, read_given
 from flamino_core.design.gaussian_process import DesignError
 from flamino_core.design.proposals import Proposals, Settings
 from flamino_core.inputs.tables import NO_LIMITS, TableLimits, check_protein, read_table, size_problem
-from flamino_core.predict.table import LabelError, parse_labelled_table, read_table_text
+from flamino_core.predictors.table import LabelError, parse_labelled_table, read_table_text
 
 FORMAT, VERSION = "flamino-campaign", 1
 JSON_NAME, CANDIDATES_NAME = "campaign.json", "candidates.csv"

@@ -19,7 +19,7 @@ import dataclasses
 import numpy as np
 
 from flamino_core.inputs.numbering import Numbering
-from flamino_core.predict.suggest import Constraints, candidates, combinations
+from flamino_core.predictors.suggest import Constraints, candidates, combinations
 from flamino_core.variants.notation import Variant, parse_variant
 
 COMBINE_TOP = 6  # measured singles joined: 6 make 15 doubles and 20 triples

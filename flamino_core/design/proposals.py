@@ -6,7 +6,7 @@ checks its intervals on held-out folds, and picks the batch by the acquisition u
 diversity rules (``acquisition``). Everything random draws from one generator seeded with
 (campaign seed, round number): the same folder and settings give the same proposals.
 
-Features, built by the functions ``flamino fit`` builds them with (``predict.features``):
+Features, built by the functions ``flamino fit`` builds them with (``predictors.features``):
 
 * ``onehot`` (default): the residues, centred on the wild type's; no model: the only features
   whose numbers mean anything on a machine without pretrained weights;
@@ -34,8 +34,8 @@ from flamino_core.design.acquisition import (
 from flamino_core.design.candidates import COMBINE_TOP, DEFAULT_MAX_MUTATIONS, Measured, Pool, build_pool
 from flamino_core.design.gaussian_process import MIN_LABELS, DesignError, LinearGP, calibration, centred
 from flamino_core.options import DEFAULT_VARIANT_STRATEGY, PREDICT_FEATURES
-from flamino_core.predict import features
-from flamino_core.predict.suggest import Constraints, SuggestError, parse_amino_acids, parse_positions
+from flamino_core.predictors import features
+from flamino_core.predictors.suggest import Constraints, SuggestError, parse_amino_acids, parse_positions
 
 DESIGN_FEATURES = PREDICT_FEATURES  # the feature sets of ``flamino fit``, built by the same functions
 DEFAULT_FEATURES = "onehot"

@@ -85,7 +85,7 @@ class MeteredEngine:
         (``_record_compilations``). The job hears of a compilation when the batch that paid it
         reports (``_compiled_in``), not at the call's end: the reports in between would count it
         as the batches' own time."""
-        from flamino_core.runtime.engine import TRACE_COUNTS  # the engine is loaded: it is what this wraps
+        from flamino_core.engine.engine import TRACE_COUNTS  # the engine is loaded: it is what this wraps
 
         fresh, cached = pass_cost.new_shapes(self._engine, batches, self._rates) if self._rates else (0, 0)
         compiled_before = set(self._engine.compiled_shapes) if self._rates else set()

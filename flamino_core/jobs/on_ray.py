@@ -50,7 +50,7 @@ class ModelActor:
         from flamino_core.jobs.ray_pool import pin_to_free_cores
 
         self._cores_claim = pin_to_free_cores(self.cores) if self.cores else None
-        from flamino_core.runtime.engine import Engine, enable_compilation_cache
+        from flamino_core.engine.engine import Engine, enable_compilation_cache
         from flamino_core.weights.loading import load_weights
 
         enable_compilation_cache()

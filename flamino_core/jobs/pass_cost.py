@@ -44,7 +44,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable, Sequence
 
-from flamino_core.runtime import planner, windows
+from flamino_core.engine import planner, windows
 from flamino_core.store.passes import CHUNK, record_groups
 
 if TYPE_CHECKING:  # model.stack imports JAX; the pages that show costs must not (tests/test_app.py)

@@ -20,7 +20,7 @@ A plan is a value the front ends share instead of each re-deriving it (issue 49)
 
 The plans of the app's set and scan work are here; the variant scores' plan is
 ``variants/score_plan.py`` (it reads the variants' pass rule), a labelled table's fit's
-``predict/fit_plan.py``. The app's job panel runs any plan (``jobs_panel.follow_plan``).
+``predictors/fit_plan.py``. The app's job panel runs any plan (``jobs_panel.follow_plan``).
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ class Rates:
     running average; kept in ``FLAMINO_CACHE/pass_rates.json`` so a restarted server still knows
     them. Thread-safe."""
 
-    # fit: seconds per operation of a scikit-learn fit (predict/cost.py); masked compile, unmasked
+    # fit: seconds per operation of a scikit-learn fit (predictors/cost.py); masked compile, unmasked
     # compile, cached compile: seconds per compilation of a new shape of that pass kind, or of one in
     # the persistent cache (jobs/pass_cost.compile_kind), keyed by architecture. (A file's old
     # "compile" entries, from before the kinds were apart, are kept and no longer read.)

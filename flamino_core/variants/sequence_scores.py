@@ -37,7 +37,7 @@ from flamino_core.variants import substitution_maps as scores
 from flamino_core.analysis.outputs import log_softmax
 from flamino_core.model.config import MAX_RESIDUES
 from flamino_core.options import strategy_of
-from flamino_core.runtime.windows import edit_window
+from flamino_core.engine.windows import edit_window
 from flamino_core.store.passes import masked_log_probs, record_outputs
 from flamino_core.variants.variant import Variant
 

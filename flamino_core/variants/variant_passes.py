@@ -26,7 +26,7 @@ from typing import Callable, Sequence
 
 from flamino_core.model.config import MAX_RESIDUES
 from flamino_core.options import STRATEGIES
-from flamino_core.runtime.windows import window_starts
+from flamino_core.engine.windows import window_starts
 from flamino_core.variants.sequence_scores import pass_plan
 from flamino_core.variants.variant import Variant
 

@@ -36,10 +36,10 @@ if _LOG:
         engine_class.run, engine_class.compute_masked = logged_run, logged_masked
 
     class _Hook(importlib.abc.MetaPathFinder):
-        """Wraps ``flamino_core.runtime.engine.Engine`` right after the module is imported."""
+        """Wraps ``flamino_core.engine.engine.Engine`` right after the module is imported."""
 
         def find_spec(self, name, path=None, target=None):
-            if name != "flamino_core.runtime.engine":
+            if name != "flamino_core.engine.engine":
                 return None
             sys.meta_path.remove(self)
             spec = importlib.util.find_spec(name)

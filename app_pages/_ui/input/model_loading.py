@@ -2,7 +2,7 @@
 picker is ``model_picker.py``).
 
 The model is loaded once per process (``st.cache_resource``) and shared by all sessions; the
-engine is thread-safe. ``flamino_core.runtime.engine`` and ``flamino_core.weights.loading`` import JAX and Flax,
+engine is thread-safe. ``flamino_core.engine.engine`` and ``flamino_core.weights.loading`` import JAX and Flax,
 so they are imported inside the functions that load a model, never when a page is imported.
 What this server may load is decided in ``policy.py``.
 """
@@ -23,7 +23,7 @@ from app_pages._ui.server.policy import (RANDOM_TEST_MODEL, current_limits, host
 from app_pages._ui.frame.widgets import plain
 
 if TYPE_CHECKING:
-    from flamino_core.runtime import Engine
+    from flamino_core.engine import Engine
     from flamino_core.weights import ModelWeights
 
 LOG = logging.getLogger("flamino")
@@ -59,7 +59,7 @@ def load_engine(identifier: str) -> Engine:
     """The engine for a model identifier: built once per process and shared by all sessions
     (``st.cache_resource`` holds one instance per identifier; the engine is thread-safe and its
     jitted functions compile once per shape for the whole process)."""
-    from flamino_core.runtime import engine
+    from flamino_core.engine import engine
 
     weights = _prepared.pop(identifier, None)
     if weights is None:

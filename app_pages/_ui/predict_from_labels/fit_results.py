@@ -20,8 +20,8 @@ from flamino_core.jobs import DONE
 
 from flamino_core.store import CHUNK
 from flamino_core.inputs import TableLimits
-from flamino_core.predict import apply
-from flamino_core.predict import (FeatureError, FitCost, FitPlan, LabelError, LabelledTable, PredictorError,
+from flamino_core.predictors import apply
+from flamino_core.predictors import (FeatureError, FitCost, FitPlan, LabelError, LabelledTable, PredictorError,
                                   parse_labelled_table, read_table_text)
 
 from app_pages._ui.server import background, jobs_panel

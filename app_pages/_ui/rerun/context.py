@@ -27,7 +27,7 @@ from app_pages._ui.server.policy import visitor_model_name
 from app_pages._ui.frame.views import DEFAULT_PAGE, PAGES
 
 if TYPE_CHECKING:
-    from flamino_core.runtime import Engine
+    from flamino_core.engine import Engine
 
     from app_pages._ui.rerun.ranges import Shown
 

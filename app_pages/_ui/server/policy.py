@@ -104,8 +104,8 @@ class Limits:
                            max_rows=self.max_table_rows, max_residues=self.max_residues_per_record)
 
     def fit_limits(self):
-        """``predict.cost.FitLimits`` of one fit on the Predict page."""
-        from flamino_core.predict import FitLimits
+        """``predictors.cost.FitLimits`` of one fit on the Predict page."""
+        from flamino_core.predictors import FitLimits
 
         return FitLimits(max_rows=self.max_fit_rows, max_cells=self.max_fit_cells, max_seconds=self.max_fit_seconds)
 
@@ -188,7 +188,7 @@ def current_limits() -> Limits:
         max_table_rows=env_int("FLAMINO_MAX_TABLE_ROWS", 20_000),
         # A fit's memory is its widest feature matrix (augmented features are dense: 6,000,000
         # values are 48 MB, and ridge centres a copy) and the n x n Gram matrix with its
-        # eigenvectors (3,000 rows: 2 x 72 MB); its time is estimated by predict/cost.py at this
+        # eigenvectors (3,000 rows: 2 x 72 MB); its time is estimated by predictors/cost.py at this
         # machine's measured rate, and a running fit stops at twice the limit. The shared assay
         # (922 rows of a 161-residue protein: 2,968,420 one-hot values) fits well within them.
         # A list entry is a row of the scores the session keeps (~1.3 kB with its variant): the

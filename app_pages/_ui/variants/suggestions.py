@@ -1,5 +1,5 @@
 """The Variant effects page's "Mutations worth trying": the selected record's substitutions the
-model finds more likely than the wild type (``flamino_core.predict.suggest``, as ``flamino suggest``),
+model finds more likely than the wild type (``flamino_core.predictors.suggest``, as ``flamino suggest``),
 with the Predict page's predictor beside them when it describes this record (docs/predict.md)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import hashlib
 import streamlit as st
 
 from flamino_core.inputs import Numbering
-from flamino_core.predict import Predictor, PredictorError, from_zip, zip_bytes
-from flamino_core.predict.suggest import (
+from flamino_core.predictors import Predictor, PredictorError, from_zip, zip_bytes
+from flamino_core.predictors.suggest import (
     DEFAULT_COMBINE, DEFAULT_TOP, Constraints, SuggestError, parse_amino_acids, parse_positions, suggest,
 )  # fmt: skip
 

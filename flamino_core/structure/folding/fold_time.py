@@ -74,7 +74,7 @@ def fold_time_estimate(config: FoldConfig, length: int, model_key: str, platform
     """The time one fold of ``length`` residues will take with the model ``model_key`` here
     (``platform``: cpu, tpu or gpu; None: this process's JAX backend)."""
     if platform is None:
-        from flamino_core.runtime import hardware  # JAX: imported when an estimate is asked, not with the page
+        from flamino_core.engine import hardware  # JAX: imported when an estimate is asked, not with the page
 
         platform = hardware.detect().platform
     rates = _rates(rates)

@@ -192,7 +192,7 @@ def fold(model, sequence: str, passes: int | None = None, chunk_size: int | None
     pass; the CPU's default otherwise), as the language-model engine runs (docs/accelerators.md).
     The app, the CLI and ``predict_stored`` fold through this."""
     from flamino_core.model.esmfold.predict import fold_sequence
-    from flamino_core.runtime import hardware
+    from flamino_core.engine import hardware
 
     precision = hardware.exact_matmul_precision(hardware.detect(), "fp32")
     return fold_sequence(model, sequence, passes=passes, chunk_size=chunk_size, matmul_precision=precision)

@@ -27,7 +27,7 @@ import jax
 import numpy as np
 from flax import nnx
 
-from flamino_core.runtime import device_memory, hardware, memory, planner, run_checks, sharding, windows
+from flamino_core.engine import device_memory, hardware, memory, planner, run_checks, sharding, windows
 from flamino_core.analysis.outputs import log_softmax
 from flamino_core.model.attention import AttentionImpl
 from flamino_core.model.config import ModelConfig

@@ -19,7 +19,7 @@ import platform
 import jax
 
 from flamino_core.model import fused_attention
-from flamino_core.runtime import device_memory, sharding
+from flamino_core.engine import device_memory, sharding
 from flamino_core.model.attention import PATHS as ATTENTION_PATHS
 from flamino_core.model.attention import AttentionImpl
 from flamino_core.options import DEFAULT_TOKEN_BUDGET

@@ -25,8 +25,8 @@ from pathlib import Path
 import numpy as np
 
 from flamino_core.atomic import written_atomically
-from flamino_core.predict.features import FeatureSpec
-from flamino_core.predict.fitting import LinearModel
+from flamino_core.predictors.features import FeatureSpec
+from flamino_core.predictors.fitting import LinearModel
 
 FORMAT, VERSION = "flamino-predictor", 1
 JSON_NAME, ARRAYS_NAME = "predictor.json", "coefficients.npz"

@@ -45,9 +45,9 @@ import dataclasses
 
 import numpy as np
 
-from flamino_core.predict import fitting
-from flamino_core.predict.evaluation import BOOTSTRAP
-from flamino_core.predict.features import COMPOSITION
+from flamino_core.predictors import fitting
+from flamino_core.predictors.evaluation import BOOTSTRAP
+from flamino_core.predictors.features import COMPOSITION
 
 DEFAULT_SECONDS_PER_OP = 1e-9
 # A ridge fit's floating-point operations in operations at the default rate, measured single-threaded

@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 
 from flamino_core.figures.heatmaps import mark_wild_type, substitution_grid
 from flamino_core.figures.style import _layout, _qualitative, escape
-from flamino_core.predict.table_fit import FitResult
+from flamino_core.predictors.table_fit import FitResult
 
 RANDOM_WEIGHTS_MARK = " · RANDOM WEIGHTS: not biology"
 MANY_POINTS = 5_000  # WebGL scatter above this many points

@@ -13,7 +13,7 @@ scored under every strategy of ``flamino variants`` by each model, by the same f
 gives the same mutant. The first ``combine`` proposals at distinct positions are then joined
 into multi-mutants (every subset of two or more), scored jointly masked and by pll;
 ``non_additivity`` (joint - additive) at or beyond ``NON_ADDITIVE_NATS`` is flagged: the model
-thinks those substitutions interact. A fitted predictor (``predict.saved``) adds its prediction.
+thinks those substitutions interact. A fitted predictor (``predictors.saved``) adds its prediction.
 """
 
 from __future__ import annotations
@@ -168,7 +168,7 @@ def suggest(
       top: proposals kept (best first).
       combine: the first this many proposals at distinct positions are combined (0: none).
       strategies: the ``flamino variants`` strategies every proposal is scored by.
-      predictor: a fitted ``predict.saved.Predictor``, whose prediction is added.
+      predictor: a fitted ``predictors.saved.Predictor``, whose prediction is added.
       predictor_engine: the model its features need (embedding, augmented).
       progress: a (done, total) callback for a named stage.
       notify: told what the scoring will cost before it runs.
@@ -277,8 +277,8 @@ def _score_columns(engines, sequence: str, proposals: list[Variant], strategies:
 
 def _predictions(predictor, engine, sequence: str, proposals: list[Variant], stage, *, store=None,
                  cancelled=None) -> pd.DataFrame:
-    from flamino_core.predict.apply import predict
-    from flamino_core.predict.features import Inputs
+    from flamino_core.predictors.apply import predict
+    from flamino_core.predictors.features import Inputs
 
     if predictor.spec.kind != "embedding" and predictor.wild_type not in (None, sequence):
         raise SuggestError(f"the predictor was fitted on mutants of another wild type; its {predictor.spec.kind} "

@@ -20,7 +20,7 @@ from typing import Callable, TypeVar
 
 import numpy as np
 
-from flamino_core.predict.table import SEED, LabelledTable
+from flamino_core.predictors.table import SEED, LabelledTable
 
 ALPHAS = 10.0 ** np.arange(-2, 5.5, 0.5)  # ridge strengths tried: 1e-2 ... 1e5
 CS = 10.0 ** np.arange(-4, 4.5, 1.0)  # inverse logistic strengths tried: 1e-4 ... 1e4
@@ -263,7 +263,7 @@ def _fit_and_score(task: str, n_classes: int, standardise: bool, X_train, y_trai
 
 def _score(table: LabelledTable, truth, predicted, probabilities) -> float:
     """The learning curve's statistic of one fold, as its scorer computes it."""
-    from flamino_core.predict.evaluation import auc, spearman
+    from flamino_core.predictors.evaluation import auc, spearman
 
     if table.task == "regression":
         return spearman(truth.astype(np.float64), predicted.astype(np.float64))

@@ -31,8 +31,8 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from flamino_core.runtime import device_memory
-from flamino_core.runtime.memory import gigabytes
+from flamino_core.engine import device_memory
+from flamino_core.engine.memory import gigabytes
 
 # Pretend one device holds this many bytes (tests of the weight-sharded path on forced CPU
 # devices; a smaller share of a chip shared with another process).

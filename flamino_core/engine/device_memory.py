@@ -20,8 +20,8 @@ import math
 
 import jax
 
-from flamino_core.runtime import planner
-from flamino_core.runtime.memory import gigabytes
+from flamino_core.engine import planner
+from flamino_core.engine.memory import gigabytes
 
 log = logging.getLogger(__name__)
 

@@ -12,10 +12,10 @@ import pandas as pd
 from flamino_core.alphabet import STANDARD_AMINO_ACIDS
 from flamino_core.inputs.numbering import Numbering
 from flamino_core.variants.notation import Substitution, Variant
-from flamino_core.predict import features
-from flamino_core.predict.features import Inputs
-from flamino_core.predict.saved import Predictor, PredictorError
-from flamino_core.predict.table import read_rows, read_table_text, variant_of
+from flamino_core.predictors import features
+from flamino_core.predictors.features import Inputs
+from flamino_core.predictors.saved import Predictor, PredictorError
+from flamino_core.predictors.table import read_rows, read_table_text, variant_of
 
 ProgressFn = Callable[[int, int], None]
 

@@ -21,7 +21,7 @@ from typing import Callable
 
 import numpy as np
 
-from flamino_core.predict.table import SEED
+from flamino_core.predictors.table import SEED
 
 BOOTSTRAP = 1000
 LEVEL = 0.95

@@ -19,11 +19,11 @@ import numpy as np
 import pandas as pd
 
 from flamino_core.options import DEFAULT_VARIANT_STRATEGY
-from flamino_core.predict import cost as costs
-from flamino_core.predict import evaluation, features, fitting
-from flamino_core.predict.features import COMPOSITION, FeatureSpec, Inputs
-from flamino_core.predict.saved import Predictor
-from flamino_core.predict.table import RANDOM_FOLDS, SEED, LabelledTable, fold_ids
+from flamino_core.predictors import cost as costs
+from flamino_core.predictors import evaluation, features, fitting
+from flamino_core.predictors.features import COMPOSITION, FeatureSpec, Inputs
+from flamino_core.predictors.saved import Predictor
+from flamino_core.predictors.table import RANDOM_FOLDS, SEED, LabelledTable, fold_ids
 
 RANDOM_WEIGHTS_NOTE = ("the model has random weights (a test model): its embeddings and scores carry no biology; "
                        "only the one-hot and composition baselines mean anything here")

@@ -20,11 +20,11 @@ from typing import Callable
 from flamino_core.jobs.pass_cost import masked_seconds, unmasked_seconds
 from flamino_core.jobs.plan import Needed
 from flamino_core.jobs.rates import default_rates
-from flamino_core.predict.cost import FitCost, record_fit_times, seconds_here, worker_start_seconds
-from flamino_core.predict.features import FeatureError
-from flamino_core.predict.table import LabelError, LabelledTable
-from flamino_core.predict.table_fit import FITS, FitResult, fit_table
-from flamino_core.predict.worker import FitWorker
+from flamino_core.predictors.cost import FitCost, record_fit_times, seconds_here, worker_start_seconds
+from flamino_core.predictors.features import FeatureError
+from flamino_core.predictors.table import LabelError, LabelledTable
+from flamino_core.predictors.table_fit import FITS, FitResult, fit_table
+from flamino_core.predictors.worker import FitWorker
 from flamino_core.store.passes import Cancelled
 
 UNIT = "scikit-learn fits"
