@@ -37,7 +37,7 @@ def main(ctx: PageContext) -> None:
     fig = figures.residue_pca_scatter(
         result, part, colour_by=colour, dims=int(dims), first=first,
         title=f"Per-residue embeddings{'' if shown.whole else ' of ' + shown.label()}, {names[layer]} (PCA)",
-    )  # fmt: skip
+    )
     left, right = st.columns([3, 1])
     with left, show_figure(fig, "residue_pca", f"{part_stem}_layer{layer}_pca{dims}d"):
         npz_button(

@@ -123,7 +123,8 @@ def nucleotide_choice(result) -> None:
     count = len(result.nucleotide_labels)
     if count and not st.session_state.get(inputs.ALLOW_DNA):
         st.info(
-            f"{counted(count, 'record')} {'is' if count == 1 else 'are'} nucleotide sequence. ESM-2 reads proteins: translate DNA to protein first "
+            f"{counted(count, 'record')} {'is' if count == 1 else 'are'} nucleotide sequence. "
+            "ESM-2 reads proteins: translate DNA to protein first "
             "(e.g. Biopython's `Seq.translate`, EMBOSS `transeq`), or tick the box to read the letters as amino acids.",
             icon=":material/genetics:",
         )

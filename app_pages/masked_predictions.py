@@ -124,7 +124,7 @@ def masked_position(ctx: PageContext, logits: np.ndarray) -> None:
     position = kept_number_input(
         f"Position ({number_one:,}–{number_one + len(seq) - 1:,})", "pos", max_value=len(seq),
         default=shown.start + 1, shift=number_one - 1,
-    )  # fmt: skip
+    )
     number = position + number_one - 1
     log_probs = results.masked_position(ctx.engine, seq, position - 1)  # (33,)
     masked = np.exp(log_probs.astype(np.float64))

@@ -50,8 +50,10 @@ def shown_frame(frame: pd.DataFrame) -> pd.DataFrame:
     for column in [c for c in frame.columns if c not in numeric and frame[c].isna().any()]:  # fields some lack
         frame[column] = [_cell(v) for v in frame[column]]
     for column in [c for c in frame.columns if c not in numeric and frame[c].dtype == object]:
-        if len({type(v) for v in frame[column]}) > 1:  # Arrow takes one type a column: text, then
-            frame[column] = [str(v) for v in frame[column]]  # (2,387 mixed key=value columns logged a traceback each run)
+        # Arrow takes one type a column: text, then (2,387 mixed key=value columns logged a
+        # traceback each run)
+        if len({type(v) for v in frame[column]}) > 1:
+            frame[column] = [str(v) for v in frame[column]]
     return frame
 
 
@@ -77,7 +79,7 @@ def main(ctx: PageContext) -> None:
     frame = shown_frame(pd.DataFrame(summary_rows(
         found, {r.id: entropies.values.get(r.sequence) for r in found},
         {r.id: pppl.values.get(r.sequence) for r in found},
-    )))  # fmt: skip
+    )))
     text = search_box(len(found))
     hits = matching(found, text)
     rows = frame
@@ -101,7 +103,8 @@ def main(ctx: PageContext) -> None:
     )
     if entropies.missing or (asked and pppl.missing):  # pseudo-perplexity fills in only once asked for
         st.caption(filling_caption(found, entropies, pppl if asked else None))
-    csv_button("Records table (CSV)", lambda: frame, f"records_{ctx.model_stem}.csv", "records_csv", model=ctx.model_name)
+    csv_button("Records table (CSV)", lambda: frame, f"records_{ctx.model_stem}.csv", "records_csv",
+               model=ctx.model_name)
 
 
 def filling_caption(found, entropies, pppl) -> str:

@@ -95,7 +95,8 @@ def precision_section(alignment, contacts, record, seq, file_stem, first):
         "structure are judged; n_pairs says how many. One block per model run on this page in this session."
     )
     st.dataframe(table, hide_index=True, width="stretch")
-    text_button("Precision (CSV)", lambda: precision_csv(table), f"{file_stem}_precision.csv", "text/csv", "precision_csv")
+    text_button("Precision (CSV)", lambda: precision_csv(table), f"{file_stem}_precision.csv", "text/csv",
+                "precision_csv")
 
     st.subheader("Predicted contacts vs the structure")
     left, right = st.columns(2)
@@ -119,7 +120,8 @@ def track_choices(n_layers, n_heads, seq, first, family):
     view vanished on choosing one); a kept one (a link, another model before) is said, not dropped silently."""
     offered = [name for name, spec in TRACKS.items() if family.contact_head or "contacts" not in spec.needs]
     wanted = st.session_state.get("strack")
-    track = kept_selectbox("Colour the chain by", "strack", offered, format_func=lambda t: f"{t}: {TRACKS[t].description}")
+    track = kept_selectbox("Colour the chain by", "strack", offered,
+                           format_func=lambda t: f"{t}: {TRACKS[t].description}")
     if wanted in TRACKS and wanted not in offered:
         st.caption(f"The {wanted} track needs predicted contacts, which {family.title} cannot give (no contact head): "
                    f"showing {track}; choose {contact_families()} in the sidebar for it.")

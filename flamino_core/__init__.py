@@ -84,11 +84,15 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     from flamino_core.model.esmc import ESMC
     from flamino_core.weights.convert import CheckpointMismatchError, state_dict_to_params
     from flamino_core.engine.engine import Engine, SequenceOutput, enable_compilation_cache
-    from flamino_core.inputs.fasta import ParsedInput, ProteinRecord, iter_records, parse_fasta_bytes, parse_fasta_text, read_fasta
+    from flamino_core.inputs.fasta import (
+        ParsedInput, ProteinRecord, iter_records, parse_fasta_bytes, parse_fasta_text, read_fasta,
+    )
     from flamino_core.model.esm2 import ESM2
     from flamino_core.options import LONG_POLICIES, STRATEGIES
     from flamino_core.store.passes import masked_log_probs, record_outputs
-    from flamino_core.variants.substitution_maps import SequenceScores, pseudo_perplexity, substitution_map, substitution_scores
+    from flamino_core.variants.substitution_maps import (
+        SequenceScores, pseudo_perplexity, substitution_map, substitution_scores,
+    )
     from flamino_core.weights.loading import (
         ModelError,
         ModelNotAvailableError,

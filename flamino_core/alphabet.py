@@ -12,7 +12,7 @@ TOKENS: tuple[str, ...] = (
     "<cls>", "<pad>", "<eos>", "<unk>",
     *"LAGVSERTIDPKQNFYMHWCXBUZO.-",
     "<null_1>", "<mask>",
-)  # fmt: skip
+)
 
 CLS_IDX = 0
 PAD_IDX = 1

@@ -18,7 +18,8 @@ import sys
 from typing import Callable
 
 
-def lazy_door(package: str, exports: dict[str, str]) -> tuple[list[str], Callable[[str], object], Callable[[], list[str]]]:
+def lazy_door(package: str, exports: dict[str, str],
+              ) -> tuple[list[str], Callable[[str], object], Callable[[], list[str]]]:
     """``(__all__, __getattr__, __dir__)`` for ``package``'s ``__init__``: ``exports`` maps each
     public name to the module, relative to the package, that defines it.
 

@@ -27,7 +27,8 @@ def contacts_frame(contacts: np.ndarray, sequence: str, first: int) -> pd.DataFr
     return _pairs(contacts, sequence, Numbering(first), i, j)
 
 
-def top_contacts_frame(contacts: np.ndarray, sequence: str, first: int, min_separation: int = MIN_SEPARATION) -> pd.DataFrame:
+def top_contacts_frame(contacts: np.ndarray, sequence: str, first: int,
+                       min_separation: int = MIN_SEPARATION) -> pd.DataFrame:
     """The L most probable pairs at least ``min_separation`` apart, most probable first (ties by
     i, then j); a pair that was not predicted (NaN) is never among them. Columns as
     ``contacts_frame``."""

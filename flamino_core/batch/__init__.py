@@ -33,4 +33,4 @@ __all__ = [
     "FAILURES", "MANIFEST", "WORK_DIR", "BatchError", "BatchSummary", "FileIssue", "InputRecord", "Job",
     "JobProgress", "fasta_inputs", "output_schema", "process_shard", "read_records", "read_results",
     "run_batch", "shard_info", "shard_path", "spool_path", "spool_shards", "to_numpy",
-]  # fmt: skip
+]

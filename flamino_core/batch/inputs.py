@@ -97,14 +97,15 @@ def read_records(
                     continue
                 sequence = item.record.sequence if item.record else None
                 error = "; ".join(item.errors) or None
-                yield InputRecord(index, file_number, item.id, item.description, sequence, "; ".join(item.warnings), error)
+                warnings = "; ".join(item.warnings)
+                yield InputRecord(index, file_number, item.id, item.description, sequence, warnings, error)
                 index += 1
 
 
 SPOOL_SCHEMA = pa.schema([
     ("index", pa.int64()), ("file", pa.int32()), ("id", pa.string()), ("description", pa.string()),
     ("sequence", pa.string()), ("warnings", pa.string()), ("error", pa.string()),
-])  # fmt: skip
+])
 
 
 def spool_shards(

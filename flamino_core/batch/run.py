@@ -20,13 +20,13 @@ from flamino_core.atomic import TEMPORARY_MARK, written_atomically
 from flamino_core.options import (
     BATCH_EMBED_PARTS, BATCH_SCORE_PARTS, DEFAULT_SHARD_SIZE, DEFAULT_STRATEGY, DEFAULT_TOKEN_BUDGET, LONG_POLICIES,
     names,
-)  # fmt: skip
+)
 from flamino_core.progress import Progress, duration, say as say_on_stderr
 from flamino_core.batch.inputs import fasta_inputs, spool_shards
 from flamino_core.batch.job import (
     COMMANDS, FAILURES, MANIFEST, WORK_DIR, BatchError, DirectoryLock, Job, clear, file_fingerprint, identity,
     identity_differences, job_key, now, shard_path, spool_path, write_json,
-)  # fmt: skip
+)
 from flamino_core.batch.ray_driver import run_on_ray
 from flamino_core.batch.results import shard_info
 

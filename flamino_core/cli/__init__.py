@@ -29,11 +29,11 @@ __all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "UserError", "build_parser",
 
 # Modules of flamino_core.cli, in the order `flamino --help` lists their commands.
 COMMAND_MODULES = ("models", "embed", "score", "variants", "predict", "suggest", "campaign", "contacts", "fold",
-                   "batch_jobs")  # fmt: skip
+                   "batch_jobs")
 # Each command and the module that declares it.
 COMMANDS = {"fetch": "models", "convert": "models", "embed": "embed", "score": "score", "variants": "variants",
             "dms": "variants", "fit": "predict", "predict": "predict", "suggest": "suggest",
-            "campaign": "campaign", "contacts": "contacts", "fold": "fold", "batch": "batch_jobs"}  # fmt: skip
+            "campaign": "campaign", "contacts": "contacts", "fold": "fold", "batch": "batch_jobs"}
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

@@ -69,7 +69,8 @@ def add_parsers(subparsers) -> None:
     common.add_argument("--overwrite", action="store_true", help="replace a different job's results in OUT_DIR")
 
     embed = kinds.add_parser("embed", parents=[common], help="embeddings to Parquet")
-    embed.add_argument("--include", default="mean", help=f"comma-separated: {','.join(BATCH_EMBED_PARTS)} (default mean)")
+    embed.add_argument("--include", default="mean",
+                       help=f"comma-separated: {','.join(BATCH_EMBED_PARTS)} (default mean)")
     score = kinds.add_parser("score", parents=[common], help="variant scores or pseudo-perplexity to Parquet")
     score.add_argument("--include", default="mean", help="'mean' (default) or 'none'")
     score.add_argument("--strategy", choices=names("map"), default=DEFAULT_STRATEGY,

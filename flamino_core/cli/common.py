@@ -92,7 +92,7 @@ def read_records(path: str, *, allow_dna: bool = False):
     refused_dna = len(parsed.nucleotide_labels) if not allow_dna else 0
     if refused_dna:
         say(f"note: {refused_dna:,} record(s) refused as nucleotide sequence; translate them to protein, "
-            "or pass --allow-dna to analyse the letters as amino acids anyway")  # fmt: skip
+            "or pass --allow-dna to analyse the letters as amino acids anyway")
     if not parsed.records:
         raise UserError(f"{path}: no usable protein sequence")
     return parsed.records, bool(parsed.errors)

@@ -19,7 +19,7 @@ from flamino_core.progress import Progress, say
 from flamino_core.cli.common import (
     EXIT_OK, EXIT_USAGE, MODEL_HELP, VERBOSE_HELP, UserError, add_fasta_argument, check_output, load_engine,
     read_fasta_argument,
-)  # fmt: skip
+)
 
 FETCH_PREFIXES = {"pdb": "an RCSB PDB entry", "afdb": "an AlphaFold DB model"}
 

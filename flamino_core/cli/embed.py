@@ -11,7 +11,7 @@ from flamino_core.progress import Progress, say
 from flamino_core.cli.common import (
     EXIT_OK, EXIT_USAGE, MODEL_HELP, VERBOSE_HELP, UserError, add_fasta_argument, check_output, load_engine,
     read_fasta_argument,
-)  # fmt: skip
+)
 
 NPZ_DEFAULT_PARTS = "mean,per_tok"
 H5_SUFFIXES = (".h5", ".hdf5")
@@ -57,7 +57,7 @@ def _parts(given: str | None, as_h5: bool) -> list[str]:
         raise UserError(f"--include: unknown part(s) {', '.join(unknown)}; choose from {', '.join(EMBED_PARTS)}")
     if as_h5 and include != ["mean"]:
         raise UserError("--include: an .h5 output (ProtSpace's layout) holds the per-sequence mean embeddings "
-                        "only; write an .npz for per-residue states, logits, attention or contacts")  # fmt: skip
+                        "only; write an .npz for per-residue states, logits, attention or contacts")
     return include
 
 
@@ -106,7 +106,7 @@ def _write_protspace(out_path: Path, records, results, layer: int, model: str) -
     for note in notes:
         say(f"note: {note}")
     print(f"wrote {out_path} and {table} ({len(records)} sequences; for ProtSpace: "
-          f"protspace prepare -i {out_path} -a {table} -m pca2 -o OUT)")  # fmt: skip
+          f"protspace prepare -i {out_path} -a {table} -m pca2 -o OUT)")
 
 
 def add_parsers(sub) -> None:
@@ -115,12 +115,12 @@ def add_parsers(sub) -> None:
         description="Embed every record. -o OUT.npz: per-residue and mean embeddings (and what --include asks "
                     "for). -o OUT.h5: ProtSpace's layout, one per-sequence mean embedding per record keyed by its "
                     "id, with OUT_metadata.csv (identifier, length, header fields) beside it.",
-    )  # fmt: skip
+    )
     add_fasta_argument(embed)
     embed.add_argument("-m", "--model", help=MODEL_HELP)
     embed.add_argument("-o", "--output", required=True, help="output .npz, or .h5 for ProtSpace")
     embed.add_argument("--include", help=f"comma-separated: {','.join(EMBED_PARTS)} "
-                                         f"(default {NPZ_DEFAULT_PARTS}; .h5: mean only)")  # fmt: skip
+                                         f"(default {NPZ_DEFAULT_PARTS}; .h5: mean only)")
     embed.add_argument("--repr-layers", type=int, nargs="+", default=[-1],
                        help="hidden layers to save (0 = embeddings, -1 = final); .h5: the one layer averaged")
     embed.add_argument("--long", choices=LONG_POLICIES, default="window",

@@ -101,7 +101,7 @@ def add_parsers(sub) -> None:
         description="Fold every record with ESMFold. Writes DIR/<record>.pdb (pLDDT 0-100 in the B-factor "
                     f"column, as ESMFold's own files) and DIR/{TABLE} (name, length, mean pLDDT, pTM). Records "
                     f"over {MAX_RESIDUES} residues are skipped, named on stderr.",
-    )  # fmt: skip
+    )
     add_fasta_argument(fold)
     fold.add_argument("-m", "--model", required=True, help=MODEL_HELP)
     fold.add_argument("-o", "--output", required=True, metavar="DIR", help="output folder (created if missing)")

@@ -18,7 +18,7 @@ from flamino_core.progress import Progress, say
 from flamino_core.cli.common import (
     EXIT_OK, MODEL_HELP, OFFSET_HELP, VERBOSE_HELP, UserError, add_fasta_argument, check_output, first_residue_number,
     load_engine, read_fasta_argument, read_records,
-)  # fmt: skip
+)
 
 TABLE_SUFFIXES = (".csv", ".tsv", ".tab", ".txt")
 FEATURES_HELP = ("embedding (default: the model's mean embedding at --layer), augmented (one-hot + the model's "
@@ -88,7 +88,8 @@ def cmd_fit(args) -> int:
         say(plan_line(*planned))
     try:
         result = fit_table(table, args.features, engine=engine, model=model, folds=args.folds, layer=args.layer,
-                           zero_shot=args.zero_shot, compare=not args.no_compare, progress=lambda stage: Progress(stage))
+                           zero_shot=args.zero_shot, compare=not args.no_compare,
+                           progress=lambda stage: Progress(stage))
     except (features.FeatureError, LabelError) as err:
         raise UserError(str(err)) from None
     for note in result.notes:
@@ -136,8 +137,8 @@ def cmd_predict(args) -> int:
             data = Path(args.fasta).read_bytes() if Path(args.fasta).is_file() else None
             if data is None:
                 raise UserError(f"cannot read the table {args.fasta!r}: no such file")
-            frame, inputs, rows, issues = apply.table_inputs(predictor, data, wild_type,
-                                                             None if args.sequence is None and args.offset is None else first)
+            numbered_from = None if args.sequence is None and args.offset is None else first
+            frame, inputs, rows, issues = apply.table_inputs(predictor, data, wild_type, numbered_from)
             for issue in issues:
                 say(f"warning: {issue}")
             result = apply.predict(predictor, inputs, engine, progress=Progress("features"))
@@ -200,7 +201,8 @@ def add_parsers(sub) -> None:
     fit.set_defaults(call=cmd_fit)
 
     predict = sub.add_parser("predict", help="apply a predictor from flamino fit to new sequences or mutants")
-    predict.add_argument("predictor", metavar="DIR", help="the folder flamino fit --save-model wrote, or the app's .zip")
+    predict.add_argument("predictor", metavar="DIR",
+                         help="the folder flamino fit --save-model wrote, or the app's .zip")
     add_fasta_argument(predict, help="a table (.csv/.tsv with sequence, mutated_sequence or mutant) or FASTA "
                                      "(one prediction per record; with --singles, every single substitution)")
     for action in predict._actions:  # the shared FASTA positional is named INPUT here: it also takes tables

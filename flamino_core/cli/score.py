@@ -2,7 +2,8 @@
 
 Positions are numbered like every other command's: from ``--offset``, else from the record id's
 ``/start-end`` suffix, else from 1; a record made of a structure's chain also names each position
-as the file numbers it (``structure_position``: ``184A``). Masked passes go through the result store (``FLAMINO_CACHE``),
+as the file numbers it (``structure_position``: ``184A``). Masked passes go through the result
+store (``FLAMINO_CACHE``),
 so scoring the same record again with the same model runs no masked pass.
 """
 
@@ -16,7 +17,7 @@ from flamino_core.progress import Progress
 from flamino_core.cli.common import (
     EXIT_OK, EXIT_USAGE, MODEL_HELP, OFFSET_HELP, VERBOSE_HELP, add_fasta_argument, check_output,
     first_residue_number, load_engine, read_fasta_argument,
-)  # fmt: skip
+)
 
 
 def cmd_score(args) -> int:
@@ -36,7 +37,8 @@ def cmd_score(args) -> int:
         if per_record:
             writer.writerow(["record_id", args.strategy])
         else:
-            writer.writerow(["record_id", "position", *(["structure_position"] if labelled else []), "wt", "mt", "score"])
+            labels = ["structure_position"] if labelled else []
+            writer.writerow(["record_id", "position", *labels, "wt", "mt", "score"])
         for index, record in enumerate(records):
             label = f"{record.id} ({index + 1}/{len(records)})"
             scored = scores.substitution_map(engine, record.sequence, args.strategy, progress=Progress(label))

@@ -10,7 +10,7 @@ from flamino_core.progress import Progress, say
 from flamino_core.cli.common import (
     EXIT_OK, MODEL_HELP, OFFSET_HELP, VERBOSE_HELP, UserError, add_fasta_argument, check_output, first_residue_number,
     load_engine, read_fasta_argument,
-)  # fmt: skip
+)
 from flamino_core.cli.variants import SCORE_FORMAT
 
 
@@ -38,7 +38,8 @@ def cmd_suggest(args) -> int:
     predictor_engine = None
     if predictor is not None and predictor.spec.uses_model:
         fingerprints = {engine.fingerprint: engine for _, engine in engines}
-        predictor_engine = fingerprints.get(predictor.model_fingerprint) or load_engine(predictor.model_id, args.verbose)
+        predictor_engine = (fingerprints.get(predictor.model_fingerprint)
+                            or load_engine(predictor.model_id, args.verbose))
     tables = []
     for record in records:
         first = first_residue_number(record, args.offset)
@@ -57,8 +58,9 @@ def cmd_suggest(args) -> int:
             raise UserError(f"{record.id}: {err}") from None
         for note in found.notes:
             say(f"note: {note}")
+        under = "every model" if len(names) > 1 else "the model"
         say(f"{record.id}: {found.n_passing:,} of {found.n_candidates:,} allowed substitutions score above "
-            f"{args.threshold:g} under {'every model' if len(names) > 1 else 'the model'}; {min(found.n_passing, args.top):,} kept")
+            f"{args.threshold:g} under {under}; {min(found.n_passing, args.top):,} kept")
         tables.append(found.table)
     table = pd.concat(tables, ignore_index=True)
     with written_atomically(out_path) as tmp:

@@ -18,7 +18,7 @@ from flamino_core.progress import Progress, say
 from flamino_core.cli.common import (
     EXIT_OK, MODEL_HELP, OFFSET_HELP, VERBOSE_HELP, UserError, add_fasta_argument, check_output, first_residue_number,
     load_engine, read_fasta_argument, read_records,
-)  # fmt: skip
+)
 
 SCORE_FORMAT = "%.6g"  # as ``flamino score`` writes scores
 # A --mutations value ending like this (or a path into an existing folder) is meant as a file: a
@@ -331,8 +331,8 @@ def add_parsers(sub) -> None:
     dms.add_argument("-m", "--model", help=MODEL_HELP)
     dms.add_argument("-o", "--output", required=True, help="output .csv: every input column plus score and status")
     dms.add_argument("--metrics", required=True, metavar="METRICS.json",
-                     help="output .json: spearman, auc, mcc, ndcg, top10_recall, n_scored, n_skipped, n_excluded, model, "
-                          "strategy")
+                     help="output .json: spearman, auc, mcc, ndcg, top10_recall, n_scored, n_skipped, "
+                          "n_excluded, model, strategy")
     dms.add_argument("--compare", action="append", metavar="MODEL", default=[],
                      help="another model (up to 3, an ensemble counts as one) scoring the same table: a score_<model> "
                           "column each, and their agreement in --comparison")

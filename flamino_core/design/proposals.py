@@ -30,7 +30,7 @@ import pandas as pd
 
 from flamino_core.design.acquisition import (
     ACQUISITIONS, UCB_BETA, ZERO_SHOT, Choice, Diversity, reason, select, values_for,
-)  # fmt: skip
+)
 from flamino_core.design.candidates import COMBINE_TOP, DEFAULT_MAX_MUTATIONS, Measured, Pool, build_pool
 from flamino_core.design.gaussian_process import MIN_LABELS, DesignError, LinearGP, calibration, centred
 from flamino_core.options import DEFAULT_VARIANT_STRATEGY, PREDICT_FEATURES

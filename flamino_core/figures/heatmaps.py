@@ -283,11 +283,11 @@ def contact_map(contacts: np.ndarray, sequence: str, title: str = "", first: int
             colorscale=[[0, NOT_PREDICTED], [1, NOT_PREDICTED]], showscale=False, hoverongaps=False,
             hovertemplate="%{y} – %{x}<br>not predicted (no window holds both)<extra></extra>",
             name="not predicted",
-        ))  # fmt: skip
+        ))
         fig.add_trace(go.Scatter(
             x=[None], y=[None], mode="markers", name="not predicted: no window holds both residues",
             marker={"symbol": "square", "size": 12, "color": NOT_PREDICTED},
-        ))  # fmt: skip
+        ))
     fig.add_trace(
         go.Heatmap(
             z=contacts,

@@ -34,7 +34,7 @@ CLASS_COLOURS = {
 SAFE_CATEGORY_COLOURS = (
     "#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#000000",
     "#004488", "#661100", "#99DDFF", "#882255",
-)  # fmt: skip
+)
 OTHER_COLOUR = "#666666"  # the values past the palette, together
 MISSING_COLOUR = "#BBBBBB"  # records without a value
 

@@ -27,7 +27,7 @@ from flamino_core.inputs.input_limits import MAX_GUNZIP_BYTES, NO_LIMITS, InputL
 __all__ = [
     "FastaError", "InputIssue", "InputLimits", "MAX_GUNZIP_BYTES", "ParsedInput", "ProteinRecord", "file_problem",
     "iter_records", "parse_fasta_bytes", "parse_fasta_text", "parse_sources", "read_fasta", "to_fasta",
-]  # fmt: skip
+]
 
 
 
@@ -147,7 +147,8 @@ def parse_sources(
         items = list(iter_records(io.StringIO(data), used_ids=used, first_number=number, limits=left,
                                   allow_nucleotides=allow_nucleotides))
         # A valid record dropped by the total: the residues, not the records, are what is spent.
-        residues_full = residues_full or any(isinstance(i, CheckedRecord) and i.record is None and not i.errors for i in items)
+        dropped = any(isinstance(i, CheckedRecord) and i.record is None and not i.errors for i in items)
+        residues_full = residues_full or dropped
         parsed = _tagged(ParsedInput.collect(items), name, notes)
         read = sum(isinstance(item, CheckedRecord) for item in items)
         number += read
@@ -177,7 +178,7 @@ def _tagged(parsed: ParsedInput, name: str | None, notes: list[str]) -> ParsedIn
         tuple(tagged) + tuple(replace(issue, source=name) for issue in parsed.warnings),
         tuple(replace(issue, source=name) for issue in parsed.errors),
         parsed.nucleotide_labels,
-    )  # fmt: skip
+    )
 
 
 def _joined(parts: list[ParsedInput]) -> ParsedInput:
@@ -185,7 +186,7 @@ def _joined(parts: list[ParsedInput]) -> ParsedInput:
     return ParsedInput(
         tuple(r for p in parts for r in p.records), tuple(w for p in parts for w in p.warnings),
         tuple(e for p in parts for e in p.errors), tuple(n for p in parts for n in p.nucleotide_labels),
-    )  # fmt: skip
+    )
 
 
 def file_problem(path: str | PathLike[str], exc: OSError) -> str:

@@ -79,7 +79,7 @@ def iter_records(
     reader = _Reader(
         bare_sequence, set() if used_ids is None else used_ids, first_number,
         limits.max_records, limits.max_residues_per_record, limits.max_total_residues, allow_nucleotides,
-    )  # fmt: skip
+    )
     lines = _lines(source)
     try:
         yield from reader.read(lines)
@@ -161,7 +161,7 @@ class _Reader:
         notes = ()
         if numbered_blocks(head):
             notes = ("read the numbered blocks of 10 residues (as UniProt's web page shows a sequence); "
-                     "dropped the numbers",)  # fmt: skip
+                     "dropped the numbers",)
         yield from self._headed(lines, notes)
 
     def _headed(self, lines: Iterator[str], notes: tuple[str, ...]) -> Iterator[CheckedRecord | InputIssue]:
@@ -179,7 +179,8 @@ class _Reader:
                     yield from self._record(title, typed, _comment_note(comments))
                 title, typed, comments = line[1:], [], 0
             elif title is not None and line.startswith(COMMENT_STARTS):
-                comments += 1  # Pearson's ';' comment lines, BLAST's '#' and '!' (Biopython's fasta-pearson, fasta-blast)
+                # Pearson's ';' comment lines, BLAST's '#' and '!' (Biopython's fasta-pearson, fasta-blast)
+                comments += 1
             elif title is not None:
                 if self.max_records is None or self.seen < self.max_records:
                     typed.append(line)
@@ -196,7 +197,8 @@ class _Reader:
                 yield InputIssue(None, "no sequence found: no line starts a record with '>'", "error")
         yield from self._closing_issues()
 
-    def _flat_file(self, raw_lines: Iterator[str], name: str, seqio_format: str) -> Iterator[CheckedRecord | InputIssue]:
+    def _flat_file(self, raw_lines: Iterator[str], name: str,
+                   seqio_format: str) -> Iterator[CheckedRecord | InputIssue]:
         """Every sequence of a flat file, each checked as a FASTA record is."""
         for item in read_flat_records(raw_lines, name, seqio_format):
             if isinstance(item, str):

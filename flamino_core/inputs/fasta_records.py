@@ -140,10 +140,10 @@ def check_record(
             share += ", the rest IUPAC ambiguity codes (R, Y, K, M, S, W, B, D, H, V)"
         if not allow_nucleotides:
             errors.append(f"this is nucleotide sequence, not protein ({share}); ESM-2 reads protein "
-                          "sequences: translate it first, or choose to analyse it as protein anyway")  # fmt: skip
+                          "sequences: translate it first, or choose to analyse it as protein anyway")
         else:
             seq_warnings.insert(0, f"nucleotide sequence ({share}), analysed as protein as asked; ESM-2 was "
-                                   "trained on proteins, so its output on these letters means little")  # fmt: skip
+                                   "trained on proteins, so its output on these letters means little")
     if not errors and max_residues is not None and len(sequence) > max_residues:
         errors.append(f"{len(sequence):,} residues, more than the limit of {max_residues:,} per sequence")
     if errors:

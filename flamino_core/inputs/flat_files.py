@@ -70,12 +70,13 @@ def read_flat_records(lines: Iterable[str], name: str, seqio_format: str) -> Ite
             after = f" after {count:,} record(s)" if count else ""
             detail = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
             yield (f"this looks like {_a(name)} flat file, but it could not be read{after} ({detail}); "
-                   "export the entry as FASTA instead")  # fmt: skip
+                   "export the entry as FASTA instead")
             return
         if entry is None:
             break
         count += 1
-        tolerated = list(dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, BiopythonParserWarning)))
+        messages = (str(w.message) for w in caught if issubclass(w.category, BiopythonParserWarning))
+        tolerated = list(dict.fromkeys(messages))
         records = [_swiss_record(entry)] if seqio_format == "swiss" else _sequence_records(entry, name)
         for record in records:
             yield dataclasses.replace(record, note="; ".join([record.note, *tolerated]))
@@ -143,7 +144,7 @@ def _sequence_records(entry, name: str) -> Iterator[FlatRecord]:
     if protein:
         kind = "GenPept" if name == "GenBank" else name
         yield FlatRecord(f"{entry.id} {entry.description}".strip(), sequence,
-                         f"read {kind} protein record {entry.id}: its sequence")  # fmt: skip
+                         f"read {kind} protein record {entry.id}: its sequence")
         return
     for number, feature in enumerate(cds, 1):
         qualifiers = feature.qualifiers
@@ -154,10 +155,10 @@ def _sequence_records(entry, name: str) -> Iterator[FlatRecord]:
         product = qualifiers.get("product", [""])[0]
         description = f"{product} [{organism}]" if organism else product
         yield FlatRecord(f"{protein_id} {description}".strip(), "".join(qualifiers["translation"][0].split()),
-                         f"read the /translation of CDS {protein_id} in {name} record {entry.id}")  # fmt: skip
+                         f"read the /translation of CDS {protein_id} in {name} record {entry.id}")
     if not cds:
         yield FlatRecord(f"{entry.id} {entry.description}".strip(), sequence,
-                         f"{name} record {entry.id} holds a nucleotide sequence and no CDS /translation")  # fmt: skip
+                         f"{name} record {entry.id} holds a nucleotide sequence and no CDS /translation")
 
 
 class _LineHandle(io.TextIOBase):

@@ -4,7 +4,8 @@ Sequences cut from a longer entry (a Pfam domain, a UniProt fragment) are number
 they start in that entry, and users quote positions in that numbering (``SECY_CHLTR/73-433``
 starts at 73). That number is called ``first`` everywhere (core, command line, app): every
 page, figure axis, download and command that shows positions numbers them from it (the
-command line's ``--offset`` sets it), read by default from the record id here. ``Numbering`` (``flamino_core/numbering.py``) turns numbers into indices and back.
+command line's ``--offset`` sets it), read by default from the record id here. ``Numbering``
+(``flamino_core/numbering.py``) turns numbers into indices and back.
 """
 
 from __future__ import annotations

@@ -116,7 +116,8 @@ class ModelConfig:
             family_id = rotary_esm_family(int(hf.get("vocab_size", 33)))  # ESM-2, or SaProt's 446 tokens
         else:
             raise ValueError(f"an ESM model with {positions!r} positions and emb_layer_norm_before="
-                             f"{hf.get('emb_layer_norm_before')} is none of those flamino reads; it reads {families_sentence()}")
+                             f"{hf.get('emb_layer_norm_before')} is none of those flamino reads; "
+                             f"it reads {families_sentence()}")
         return cls(
             num_layers=int(hf["num_hidden_layers"]),
             embed_dim=int(hf["hidden_size"]),

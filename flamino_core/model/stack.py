@@ -178,7 +178,8 @@ class LayerStack(nnx.Module):
                 # A run of kept layers (single-layer segments merged): one loop emitting each state;
                 # one small loop per layer had XLA copy each layer's weights (142 MB of
                 # temporaries for t12's 134 MB of weights with every hidden state kept).
-                x, every = self._run_part(*nnx.split(self.layers), start, stop, x, *rows.queries(), attention, emit=True)
+                x, every = self._run_part(*nnx.split(self.layers), start, stop, x, *rows.queries(), attention,
+                                          emit=True)
                 hidden.update({start + offset + 1: every[offset] for offset in range(stop - start - 1)})
                 if stop in repr_layers and stop < n:
                     hidden[stop] = x
@@ -211,7 +212,8 @@ class LayerStack(nnx.Module):
         merged: list[tuple[int, int]] = []  # without maps, consecutive one-layer segments run as one
         for start, stop in segments:
             if merged and stop - start == 1 and merged[-1][1] == start and (
-                    merged[-1][1] - merged[-1][0] == 1 or all(l in repr_layers for l in range(merged[-1][0] + 1, start + 1))):
+                    merged[-1][1] - merged[-1][0] == 1
+                    or all(l in repr_layers for l in range(merged[-1][0] + 1, start + 1))):
                 merged[-1] = (merged[-1][0], stop)
             else:
                 merged.append((start, stop))

@@ -116,7 +116,8 @@ def map_cost(predictor: Predictor, wild_type: str, engine=None, store=None) -> t
 
 
 def prediction_map(predictor: Predictor, wild_type: str, engine=None, *, first: int | None = None, store=None,
-                   progress: ProgressFn | None = None, cancelled: Callable[[], bool] | None = None) -> tuple[np.ndarray, float]:
+                   progress: ProgressFn | None = None,
+                   cancelled: Callable[[], bool] | None = None) -> tuple[np.ndarray, float]:
     """(L, 20) the prediction for every single substitution, and the wild type's own prediction
     (its cells hold it). For classes: the probability of the last class."""
     first = predictor.first if first is None else first

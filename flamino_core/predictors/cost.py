@@ -34,7 +34,8 @@ assay's bins): ``LOGISTIC_ITERATIONS`` is their measured typical value, and a ru
 to its budget by the worker, not by the estimate.
 
 ``DEFAULT_SECONDS_PER_OP`` turns operations into seconds until this machine has measured its own
-rate (``jobs.Rates.robust_seconds``, kind ``fit``, per task and size class: ``rate_key``): 1e-9 s, the slow end of what this 2-core machine measured
+rate (``jobs.Rates.robust_seconds``, kind ``fit``, per task and size class: ``rate_key``): 1e-9 s,
+the slow end of what this 2-core machine measured
 under load (1.4e-10 to 1.2e-9 s per operation over ridge fits of 700-3,000 rows, sparse and
 dense; see docs/reliability.md), so an estimate errs long.
 """

@@ -69,6 +69,16 @@ def out_of_fold_scatter(fit: FitResult) -> go.Figure:
     return _layout(fig, title, height=520, legend={"orientation": "h", "y": -0.18})
 
 
+def _above(row: dict, key: str) -> float:
+    """How far the interval reaches above the statistic (0 without one)."""
+    return (row[f"{key}_high"] - row[key]) if row.get(f"{key}_high") is not None else 0
+
+
+def _below(row: dict, key: str) -> float:
+    """How far the interval reaches below the statistic (0 without one)."""
+    return (row[key] - row[f"{key}_low"]) if row.get(f"{key}_low") is not None else 0
+
+
 def comparison_bars(fit: FitResult) -> go.Figure:
     """Each feature set's out-of-fold statistic with its interval, on the same folds."""
     key = "spearman" if fit.table.task == "regression" else "auc"
@@ -78,8 +88,8 @@ def comparison_bars(fit: FitResult) -> go.Figure:
         x=values, y=[escape(row["label"]) for row in rows], orientation="h",
         marker={"color": ["#0072B2" if row["uses_model"] else "#999999" for row in rows]},
         error_x={"type": "data", "symmetric": False,
-                 "array": [(row[f"{key}_high"] - row[key]) if row.get(f"{key}_high") is not None else 0 for row in rows],
-                 "arrayminus": [(row[key] - row[f"{key}_low"]) if row.get(f"{key}_low") is not None else 0 for row in rows]},
+                 "array": [_above(row, key) for row in rows],
+                 "arrayminus": [_below(row, key) for row in rows]},
         hovertemplate="%{y}<br>" + STATISTIC_LABELS[key] + " %{x:.3f}<extra></extra>",
     ))
     fig.update_xaxes(title=f"out-of-fold {STATISTIC_LABELS[key]} (95% bootstrap interval)")

@@ -153,7 +153,8 @@ def from_parts(text: str, data: bytes, where: str = "predictor") -> Predictor:
         raise PredictorError(f"{where}: predictor format version {meta.get('version')!r}; this flamino reads "
                              f"version {VERSION}")
     coef, p = arrays["coef"], arrays["mean"].shape[0]
-    if coef.ndim != 2 or coef.shape[1] != p or arrays["scale"].shape != (p,) or arrays["intercept"].shape != (coef.shape[0],):
+    fits = coef.ndim == 2 and coef.shape[1] == p and arrays["scale"].shape == (p,)
+    if not fits or arrays["intercept"].shape != (coef.shape[0],):
         raise PredictorError(f"{where}: the coefficient arrays do not fit together")
     classes = tuple(str(c) for c in meta.get("classes") or ())
     model = LinearModel(meta["task"], arrays["mean"], arrays["scale"], coef, arrays["intercept"], classes,

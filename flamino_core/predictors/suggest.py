@@ -235,8 +235,8 @@ def _ranked_singles(engines, sequence: str, pool: list[Variant], threshold: floa
     first and renumbered from 0; how many passed the threshold)."""
     from flamino_core.variants.scoring import score_variants
 
-    selection = np.stack([score_variants(engine, sequence, pool, SELECTION, **passes).table["score"].to_numpy(np.float64)
-                          for _, engine in engines])  # (models, candidates)
+    selection = np.stack([score_variants(engine, sequence, pool, SELECTION, **passes).table["score"]
+                          .to_numpy(np.float64) for _, engine in engines])  # (models, candidates)
     passing = np.flatnonzero((selection > threshold).all(axis=0))
     consensus = selection.mean(axis=0)
     ranked = sorted(passing, key=lambda c: (-consensus[c], c))[:max(top, 0)]
@@ -271,7 +271,8 @@ def _score_columns(engines, sequence: str, proposals: list[Variant], strategies:
                                     **passes)
             columns[label] = result.table["score"].to_numpy(np.float64)
             if STRATEGIES[strategy].joint:
-                columns[score_column("non_additivity", model, models)] = result.table["non_additivity"].to_numpy(np.float64)
+                non_additivity = result.table["non_additivity"].to_numpy(np.float64)
+                columns[score_column("non_additivity", model, models)] = non_additivity
     return columns
 
 
@@ -307,7 +308,8 @@ def _table(record_id, singles, combos, models, columns, consensus, prediction) -
     joint = [score_column("joint-masked", m, models) for m in models]
     non_additivity = [score_column("non_additivity", m, models) for m in models]
     if all(c in table for c in non_additivity):
-        table["non_additive"] = (table[non_additivity].abs() >= NON_ADDITIVE_NATS).any(axis=1) & (table["n_mutations"] > 1)
+        beyond = (table[non_additivity].abs() >= NON_ADDITIVE_NATS).any(axis=1)
+        table["non_additive"] = beyond & (table["n_mutations"] > 1)
     if prediction is not None:
         for name in prediction.columns:
             table[name] = prediction[name].to_numpy()

@@ -180,8 +180,8 @@ class FitWorker:
         self.kill()
         root = str(Path(__file__).resolve().parents[2])  # where flamino_core is, installed or not
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
-        self._process = subprocess.Popen([sys.executable, "-m", "flamino_core.predictors.worker"], stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, bufsize=0, env=env, cwd=root)
+        self._process = subprocess.Popen([sys.executable, "-m", "flamino_core.predictors.worker"],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0, env=env, cwd=root)
 
 
 if __name__ == "__main__":

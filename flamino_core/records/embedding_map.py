@@ -112,7 +112,7 @@ def record_map_figure(
     fig.update_yaxes(title=projection.axis_titles[1])
     legend_title = {"title": {"text": escape(colour_name)}} if colour_name else {}
     return _layout(fig, title or f"Per-sequence mean embeddings ({METHODS[projection.method]})", height=520,
-                   legend=legend_title)  # fmt: skip
+                   legend=legend_title)
 
 
 class _PointGroup(NamedTuple):
@@ -133,7 +133,7 @@ def _colour_groups(values: list[object], colour_name: str) -> list[_PointGroup]:
     numbers = all(isinstance(values[i], (int, float)) and not isinstance(values[i], bool) for i in present)
     if numbers and len({values[i] for i in present}) >= CONTINUOUS_MIN_VALUES:
         scale = {"color": [values[i] for i in present], "colorscale": "Viridis",
-                 "colorbar": {"title": {"text": escape(colour_name)}}}  # fmt: skip
+                 "colorbar": {"title": {"text": escape(colour_name)}}}
         groups = [_PointGroup(present, colour_name, scale, showlegend=False)]
     else:
         groups = _category_groups(values, present)
@@ -168,7 +168,7 @@ def _group_trace(
         showlegend=group.showlegend, text=[names[i] for i in rows], textposition="top center",
         customdata=[hover[i] for i in rows], hovertemplate="%{customdata}<extra></extra>",
         marker={"size": 11, **group.marker},
-    )  # fmt: skip
+    )
 
 
 def _found_trace(coords: np.ndarray, hits: list[int], names: list[str], hover: list[str]) -> go.Scatter:
@@ -178,7 +178,7 @@ def _found_trace(coords: np.ndarray, hits: list[int], names: list[str], hover: l
         text=[names[i] for i in hits], textposition="bottom center", customdata=[hover[i] for i in hits],
         hovertemplate="%{customdata} (found)<extra></extra>",
         marker={"size": 18, "symbol": "circle-open", "color": FOUND_COLOUR, "line": {"width": 3}},
-    )  # fmt: skip
+    )
 
 
 def _selected_trace(coords: np.ndarray, i: int, names: list[str], hover: list[str]) -> go.Scatter:
@@ -187,4 +187,4 @@ def _selected_trace(coords: np.ndarray, i: int, names: list[str], hover: list[st
         x=[coords[i, 0]], y=[coords[i, 1]], mode="markers+text", name=f"selected: {names[i]}",
         text=[names[i]], textposition="bottom center", hovertemplate=f"{hover[i]} (selected)<extra></extra>",
         marker={"size": 22, "symbol": "circle-open", "color": "#000000", "line": {"width": 3}},
-    )  # fmt: skip
+    )

@@ -225,7 +225,7 @@ def join_table(records: Sequence[ProteinRecord], data: bytes, limits=None) -> tu
     columns = {
         str(column): [None if i is None else _number(table[column].iloc[i]) for i in matched]
         for column in table.columns if column != key
-    }  # fmt: skip
+    }
     found = sum(i is not None for i in matched)
     notes = [f"joined {found:,} of {len(records):,} record(s) on the table's '{key}' column"]
     missing = [r.id for r, i in zip(records, matched, strict=True) if i is None]

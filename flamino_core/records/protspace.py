@@ -49,7 +49,8 @@ def model_label(identifier: str) -> str:
     return (Path(identifier.rstrip("/\\")).name or identifier) if local else identifier
 
 
-def write_h5(target: str | PathLike[str] | BinaryIO, ids: Sequence[str], embeddings: np.ndarray, model: str) -> list[str]:
+def write_h5(target: str | PathLike[str] | BinaryIO, ids: Sequence[str], embeddings: np.ndarray,
+             model: str) -> list[str]:
     """Write per-protein embeddings in ProtSpace's layout.
 
     Args:
@@ -80,7 +81,7 @@ def write_h5(target: str | PathLike[str] | BinaryIO, ids: Sequence[str], embeddi
         return []
     shown = ", ".join(f"{i} → {n}" for i, n in renamed[:3]) + (" …" if len(renamed) > 3 else "")
     return [f"HDF5 names cannot hold '/': {len(renamed)} id(s) renamed in the .h5 ({shown}); "
-            "the metadata table keeps each record's id in record_id"]  # fmt: skip
+            "the metadata table keeps each record's id in record_id"]
 
 
 def h5_bytes(ids: Sequence[str], embeddings: np.ndarray, model: str) -> bytes:

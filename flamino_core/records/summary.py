@@ -24,14 +24,15 @@ def summary_rows(
 
     Args:
       records: the records, in input order.
-      mean_entropies, pseudo_perplexities: by record id (``passes.RecordOutputs.mean_entropy``, ``substitution_maps.pseudo_perplexity``).
+      mean_entropies, pseudo_perplexities: by record id (``passes.RecordOutputs.mean_entropy``,
+        ``substitution_maps.pseudo_perplexity``).
     """
     rows = []
     for record, fields in zip(records, metadata_rows(records), strict=True):
         row = {"id": record.id, "length": len(record.sequence)}
         row.update({column: fields[column] for column in SHOWN_FIELDS if column in fields})
         row.update({column: value for column, value in fields.items()
-                    if column not in FIELDS and column not in (ENTROPY_COLUMN, PPPL_COLUMN, "id")})  # fmt: skip
+                    if column not in FIELDS and column not in (ENTROPY_COLUMN, PPPL_COLUMN, "id")})
         row[ENTROPY_COLUMN] = (mean_entropies or {}).get(record.id)
         row[PPPL_COLUMN] = (pseudo_perplexities or {}).get(record.id)
         rows.append(row)

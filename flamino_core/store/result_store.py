@@ -255,7 +255,8 @@ class ResultStore:
                 raise TypeError(f"output {name!r}: only numeric arrays are stored")
             dtype, shape = array.dtype.str, ",".join(str(d) for d in array.shape)
             value = np.ascontiguousarray(array).tobytes()
-            prepared.append((name, dtype, shape, value, checksum(_output_key(model, digest, name, dtype, shape), value)))
+            key = _output_key(model, digest, name, dtype, shape)
+            prepared.append((name, dtype, shape, value, checksum(key, value)))
         if not prepared:
             return
 

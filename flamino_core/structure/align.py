@@ -22,7 +22,9 @@ import math
 import numpy as np
 from Bio.Align import PairwiseAligner, substitution_matrices
 
-from flamino_core.structure.files.reading import ChainResidues, ParsedStructure, StructureError, chain_residues, protein_chains
+from flamino_core.structure.files.reading import (
+    ChainResidues, ParsedStructure, StructureError, chain_residues, protein_chains,
+)
 
 GAP_OPEN, GAP_EXTEND = -10.0, -0.5
 # Any identity at or above this is the same protein (or a point mutant), whatever the length.
@@ -85,7 +87,8 @@ class ChainAlignment:
         """(L,) per sequence position -> (N,) per residue of the chain, ``fill`` for unaligned residues."""
         values = np.asarray(values, dtype=np.float64)
         if values.shape != (len(self.sequence),):
-            raise ValueError(f"expected {len(self.sequence)} values (one per sequence position), got shape {values.shape}")
+            raise ValueError(f"expected {len(self.sequence)} values (one per sequence position), "
+                             f"got shape {values.shape}")
         out = np.full(len(self.chain), fill, dtype=np.float64)
         aligned = np.flatnonzero(self.residue_at >= 0)
         out[self.residue_at[aligned]] = values[aligned]

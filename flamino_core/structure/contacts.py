@@ -83,7 +83,8 @@ class TopPairs:
         return float(self.is_contact.mean()) if len(self) else float("nan")
 
 
-def top_predictions(predicted: np.ndarray, contacts: np.ndarray, separation: str = "all", k: int | None = None) -> TopPairs:
+def top_predictions(predicted: np.ndarray, contacts: np.ndarray, separation: str = "all",
+                    k: int | None = None) -> TopPairs:
     """The ``k`` highest predicted pairs ``i < j`` in a separation range that the structure can judge.
 
     Args:
@@ -160,13 +161,15 @@ def precision_table(alignment: ChainAlignment, predicted: np.ndarray, record_id:
     return frame[list(PRECISION_COLUMNS)]
 
 
-def precision_by_model(alignment: ChainAlignment, predictions: Mapping[str, np.ndarray], record_id: str) -> pd.DataFrame:
+def precision_by_model(alignment: ChainAlignment, predictions: Mapping[str, np.ndarray],
+                       record_id: str) -> pd.DataFrame:
     """``precision_table`` for several models' predictions of the same sequence, with a ``model`` column first.
 
     Args:
       predictions: model name -> (L, L) predicted contacts, in the order to list them.
     """
-    frames = [precision_table(alignment, predicted, record_id).assign(model=name) for name, predicted in predictions.items()]
+    frames = [precision_table(alignment, predicted, record_id).assign(model=name)
+              for name, predicted in predictions.items()]
     if not frames:
         return pd.DataFrame(columns=["model", *PRECISION_COLUMNS])
     table = pd.concat(frames, ignore_index=True)

@@ -17,7 +17,8 @@ from flamino_core.figures.style import _layout, escape, top_colourbar
 from flamino_core.inputs.numbering import Numbering
 from flamino_core.structure.align import ChainAlignment
 from flamino_core.structure.contacts import TopPairs
-from flamino_core.structure.scene import FALSE_POSITIVE, NO_VALUE, TRUE_POSITIVE, ColourScale, colour_scale  # one palette for both views
+# One palette for both views.
+from flamino_core.structure.scene import FALSE_POSITIVE, NO_VALUE, TRUE_POSITIVE, ColourScale, colour_scale
 
 # Consecutive C-alpha atoms of a chain are 3.8 A apart (trans peptide; ~2.9 A cis). Farther
 # than this, residues are missing between them and the trace is broken rather than drawn across.
@@ -100,7 +101,8 @@ def _predicted_triangle_trace(upper: np.ndarray, centres: np.ndarray, where: str
 def _structure_triangle_trace(lower: np.ndarray, centres: np.ndarray, where: str) -> go.Heatmap:
     return go.Heatmap(
         z=lower, x=centres, y=centres, zmin=-1, zmax=1, showscale=False,
-        colorscale=[[0, "#ececec"], [0.33, "#ececec"], [0.34, "#ffffff"], [0.66, "#ffffff"], [0.67, "#303030"], [1, "#303030"]],
+        colorscale=[[0, "#ececec"], [0.33, "#ececec"], [0.34, "#ffffff"], [0.66, "#ffffff"],
+                    [0.67, "#303030"], [1, "#303030"]],
         **_structure_hover(lower, where),
         name="structure",
     )
@@ -115,7 +117,8 @@ def _top_pair_traces(top: TopPairs, first: int) -> list[go.Scatter]:
     ):
         pick = top.is_contact == is_contact
         traces.append(go.Scatter(
-            x=numbering.number(top.j[pick]), y=numbering.number(top.i[pick]), mode="markers", name=f"{name} ({int(pick.sum())})",
+            x=numbering.number(top.j[pick]), y=numbering.number(top.i[pick]), mode="markers",
+            name=f"{name} ({int(pick.sum())})",
             marker={"color": colour, "symbol": symbol, "size": 8, "line": {"width": 2, "color": colour}},
             cliponaxis=False,  # a mark on the first or last position stays whole
             customdata=top.probability[pick],
@@ -193,7 +196,8 @@ def _residue_hover(alignment: ChainAlignment, per_residue: np.ndarray, label_tex
     position_of[alignment.residue_at[aligned]] = aligned
     return [
         f"{escape(chain.chain_id)} {escape(number)} {escape(name)}<br>"
-        + (f"position {numbering.number(p)} ({escape(alignment.sequence[p])})" if p >= 0 else "not aligned to the sequence")
+        + (f"position {numbering.number(p)} ({escape(alignment.sequence[p])})" if p >= 0
+           else "not aligned to the sequence")
         + (f"<br>{label_text} = {value:.3g}" if np.isfinite(value) else "")
         for number, name, p, value in zip(chain.labels, chain.names, position_of, per_residue)
     ]

@@ -149,7 +149,8 @@ def molecular_scene(
     position_of[alignment.residue_at[aligned]] = aligned
     residues, numbering = [], Numbering(first)
     for rid, name, p, value, colour in zip(chain.residue_ids, chain.names, position_of, per_residue, colours):
-        where = f"position {numbering.number(p):,} ({alignment.sequence[p]})" if p >= 0 else "not aligned to the sequence"
+        where = (f"position {numbering.number(p):,} ({alignment.sequence[p]})" if p >= 0
+                 else "not aligned to the sequence")
         shown = f"{label} = {value:.3g}" if np.isfinite(value) else "no value"
         residues.append({
             "key": residue_key(chain.chain_id, rid, with_icode),
@@ -185,8 +186,8 @@ def _contacts(alignment: ChainAlignment, top: TopPairs | None, first: int) -> li
             "end": [round(float(v), 3) for v in xyz[b]],
             "colour": TRUE_POSITIVE if is_contact else FALSE_POSITIVE,
             "contact": bool(is_contact),
-            "text": f"positions {numbering.number(i):,}–{numbering.number(j):,}: predicted p = {probability:.3f}, {truth} "
-                    f"({distance:.1f} Å)",
+            "text": f"positions {numbering.number(i):,}–{numbering.number(j):,}: "
+                    f"predicted p = {probability:.3f}, {truth} ({distance:.1f} Å)",
         })
     return out
 

@@ -131,7 +131,8 @@ TRACKS: dict[str, Track] = {
               f"{_VALUES}:substitution_values", "score of {amino_acid} at each position, {strategy}", signed=True,
               description="log p(mt) - log p(wt) for one chosen amino acid at every position"),
         Track("contact-count", "predicted contacts", ("contacts",), (), f"{_VALUES}:contact_count_values",
-              description=f"partners with p(contact) >= {CONTACT_PROBABILITY} and separation >= {CONTACT_MIN_SEPARATION}"),
+              description=f"partners with p(contact) >= {CONTACT_PROBABILITY} "
+                          f"and separation >= {CONTACT_MIN_SEPARATION}"),
         Track("attention", "attention from residue", ("attention",), ("residue", "layer", "head"),
               f"{_VALUES}:attention_values", "attention from residue {residue} (layer {layer}, {head})",
               pdb_scale=100.0, description="attention weights from one chosen residue to every residue, one layer, "

@@ -29,7 +29,7 @@ from flamino_core.options import STRATEGIES
 from flamino_core.variants import indels as indel_notation
 from flamino_core.variants.notation import (
     OUT_OF_RANGE, WRONG_WILD_TYPE, Variant, VariantIssue, parse_variant, read_changes, suggest_offset,
-)  # fmt: skip
+)
 from flamino_core.variants.scoring import DEFAULT_VARIANT_STRATEGY, OK, score_variants
 
 REQUIRED_COLUMNS = ("mutant", "DMS_score")

@@ -50,7 +50,8 @@ def score_dms_ensemble(
     """
     scored: list[DmsScores] = []
     for index, member in enumerate(members):
-        step = None if progress is None else (lambda done, total, i=index: progress(i * total + done, len(members) * total))
+        step = None if progress is None else (
+            lambda done, total, i=index: progress(i * total + done, len(members) * total))
         engine = load(member)
         scored.append(score_dms(engine, dms, strategy, record_id=record_id, progress=step, cancelled=cancelled,
                                 store=store))

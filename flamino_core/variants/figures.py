@@ -105,7 +105,8 @@ def experiment_neutral(scores: DmsScores) -> tuple[float, str]:
     values = frame["DMS_score"].to_numpy(dtype=np.float64)[synonymous]
     values = values[np.isfinite(values)]
     if values.size:
-        return float(np.median(values)), f"white: {np.median(values):.3g}, the median of {values.size:,} synonymous rows"
+        median = np.median(values)
+        return float(median), f"white: {median:.3g}, the median of {values.size:,} synonymous rows"
     return 0.0, "white: 0 (no synonymous rows: 0 taken as wild-type-like, as for log-fitness scores)"
 
 

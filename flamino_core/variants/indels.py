@@ -33,7 +33,7 @@ from flamino_core.inputs.three_letter import CODES
 from flamino_core.variants import notation as n
 from flamino_core.variants.variant import (
     DELETION, DELINS, DUPLICATION, FRAMESHIFT, INSERTION, STOP, SUBSTITUTION, Edit, Variant, overlapping,
-)  # fmt: skip
+)
 
 _SITE = r"([A-Za-z]{3}|[A-Za-z*])(\d{1,9})"
 _RANGED = re.compile(_SITE + r"(?:_" + _SITE + r")?(delins|del|dup|ins)(.*)", re.DOTALL | re.IGNORECASE)
@@ -255,7 +255,8 @@ def _allele_problem(edits: list[Edit], sequence: str, first: int) -> tuple[str, 
         return n.INDEL, "a stop or frameshift together with other changes; give it as an entry of its own"
     clash = overlapping(edits)
     if clash:
-        return n.REPEATED, f"two changes touch position {Numbering(first).number(clash[1].start):,}; give them as one (delins)"
+        where = Numbering(first).number(clash[1].start)
+        return n.REPEATED, f"two changes touch position {where:,}; give them as one (delins)"
     if len(sequence) + sum(e.growth for e in edits) <= 0:  # counted, not built
         return n.INDEL, "deletes the whole protein: nothing is left to score"
     return None

@@ -13,7 +13,8 @@ Accepted notation, one variant per line or separated by spaces, commas or semico
   named as what they are.
 
 Positions are numbered from ``first``, the number of the sequence's first residue (1 unless the
-sequence is a piece of a longer entry; see ``numbering.first_number``). Every variant is checked against the sequence; one that cannot be scored
+sequence is a piece of a longer entry; see ``numbering.first_number``). Every variant is checked
+against the sequence; one that cannot be scored
 becomes a ``VariantIssue`` with a message naming it, and the others are still returned. No str or
 bytes input makes ``parse_mutations`` raise.
 
@@ -35,7 +36,8 @@ import numpy as np
 from flamino_core.alphabet import STANDARD_AMINO_ACIDS
 from flamino_core.inputs.numbering import Numbering
 from flamino_core.inputs.three_letter import CODES
-from flamino_core.variants.variant import Edit, Substitution, Variant, VariantIssue  # noqa: F401  (re-exported: callers import them here)
+# Re-exported: callers import them here.
+from flamino_core.variants.variant import Edit, Substitution, Variant, VariantIssue  # noqa: F401
 from flamino_core.variants.pasted import is_table, list_entries, protein_part, table_entries
 
 # Kinds of VariantIssue, so callers can filter or count them without parsing messages.
@@ -235,7 +237,8 @@ def parse_variant(
         index = numbering.index_within(number, len(sequence))
         name = f"{wt}{number}{mt}"
         if index is None:
-            problems.append(f"{name}: position {number:,} is outside the sequence ({numbering.span_note(len(sequence))})")
+            span = numbering.span_note(len(sequence))
+            problems.append(f"{name}: position {number:,} is outside the sequence ({span})")
             kinds.append(OUT_OF_RANGE)
         elif sequence[index] != wt:
             problems.append(f"{name}: the sequence has {sequence[index]} at position {number:,}, not {wt}")

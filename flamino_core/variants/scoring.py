@@ -35,7 +35,9 @@ import pandas as pd
 from flamino_core.variants import substitution_maps as scores
 from flamino_core.alphabet import STANDARD_AMINO_ACIDS
 from flamino_core.model.config import MAX_RESIDUES
-from flamino_core.options import DEFAULT_VARIANT_STRATEGY, PLL_HOSTED_MAX_PASSES, STRATEGIES, Strategy, scoring_strategies
+from flamino_core.options import (
+    DEFAULT_VARIANT_STRATEGY, PLL_HOSTED_MAX_PASSES, STRATEGIES, Strategy, scoring_strategies,
+)
 from flamino_core.store.passes import joint_masked_log_probs, masked_log_probs
 from flamino_core.variants.notation import INDEL, Variant, VariantIssue
 from flamino_core.variants.variant import SUBSTITUTION
@@ -200,13 +202,17 @@ def _structure_of(engine, sequence: str, structure: str | None, strategy: str) -
 _Results = dict[int, tuple[float, float, str]]
 
 
+def _indel_refused(variant: Variant, strategy: str) -> str:
+    return (f"{variant.text!r}: {with_article(variant.kind)}; {strategy} scores substitutions only "
+            "(the strategies pll and wt-pll-approx score it)")
+
+
 def _substitutions_only(variants, issues, strategy: str) -> tuple[list[Variant], list[VariantIssue]]:
     """Under a substitution strategy, variants with ``edits`` (indels, stops) become issues."""
     variants, issues = list(variants), list(issues)
     if STRATEGIES[strategy].whole_sequences:
         return variants, issues
-    refused = [VariantIssue(v.order, v.text, INDEL, f"{v.text!r}: {with_article(v.kind)}; {strategy} scores substitutions only "
-                                                     "(the strategies pll and wt-pll-approx score it)", v.label)
+    refused = [VariantIssue(v.order, v.text, INDEL, _indel_refused(v, strategy), v.label)
                for v in variants if v.edits]
     return [v for v in variants if not v.edits], issues + refused
 
@@ -282,8 +288,9 @@ def _notes(engine, length: int, strategy: str, record_id: str) -> list[str]:
             how = ("each position was masked in ProteinGym's 1,024-token window of it, each multi-mutant in that "
                    "window of the middle of its span; multi-mutants spanning more are not scored")
         elif declared.masked:
-            how = ("each mutated position was masked in ProteinGym's 1,024-token window of it (its get_optimal_window: "
-                   "centred, clamped to the ends; only the end windows hold <cls>/<eos>), so the scores are ProteinGym's")
+            how = ("each mutated position was masked in ProteinGym's 1,024-token window of it "
+                   "(its get_optimal_window: centred, clamped to the ends; only the end windows hold "
+                   "<cls>/<eos>), so the scores are ProteinGym's")
         else:
             how = ("log-probabilities come from overlapping 1,022-residue windows (step 511), each with <cls>/<eos>, "
                    "averaged where they overlap (not ProteinGym's: see docs/variants.md)")

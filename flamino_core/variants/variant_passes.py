@@ -109,7 +109,8 @@ def _sequence_passes(sequence: str, variants: Sequence[Variant], strategy: str, 
     runs = tuple((len(s), len(set(range(first, len(s))) - held(s))) for s, first in plan.runs)
     to_run = sum(n for _, n in runs)
     # The plan counts every pass; what is stored is said here, so the two counts agree.
-    stored = f"; the other {plan.total - to_run:,} of the plan's {plan.total:,} are stored" if plan.total > to_run else ""
+    stored = (f"; the other {plan.total - to_run:,} of the plan's {plan.total:,} are stored"
+              if plan.total > to_run else "")
     return VariantPasses(True, runs, plan.total,
                          f"every residue of the wild type (or its windows) and of each distinct mutant, once{stored}")
 

@@ -19,7 +19,9 @@ from flamino_core.model.config import ModelConfig
 from flamino_core.model.families import families_sentence, family, family_from_name, rotary_esm_family
 from flamino_core.weights.convert import state_dict_to_params
 from flamino_core.weights.key_maps import evolutionaryscale_shape, is_evolutionaryscale
-from flamino_core.weights.model_cache import CONFIG_FILE, PARAMS_FILE, ModelError, ModelWeights, Progress, cached_or_convert, restore
+from flamino_core.weights.model_cache import (
+    CONFIG_FILE, PARAMS_FILE, ModelError, ModelWeights, Progress, cached_or_convert, restore,
+)
 
 
 def load_local(path: Path, identifier: str, progress: Progress, allow_pickle: bool) -> ModelWeights:
@@ -153,7 +155,8 @@ def _convert_fair_esm(path: Path):
         raise ModelError(f"{path}: a fair-esm {arch!r} model is not one flamino reads; it reads {families_sentence()}")
     try:
         dim = int(get("encoder_embed_dim"))
-        token_dropout = bool(get("token_dropout")) if family_id == "esm2" else bool(getattr(cfg, "token_dropout", False))
+        token_dropout = (bool(get("token_dropout")) if family_id == "esm2"
+                         else bool(getattr(cfg, "token_dropout", False)))
         config = ModelConfig(
             num_layers=int(get("encoder_layers")),
             embed_dim=dim,
@@ -196,8 +199,9 @@ def _convert_esm_style_config(path: Path, data: dict):
     try:
         vocab = int(np.shape(state_dict["embed_tokens.weight"])[0])
         dim = int(cfg["embed_dim"])
-        config = ModelConfig(num_layers=int(cfg["num_layers"]), embed_dim=dim, attention_heads=int(cfg["attention_heads"]),
-                             ffn_dim=4 * dim, vocab_size=vocab, token_dropout=bool(cfg.get("token_dropout", True)),
+        config = ModelConfig(num_layers=int(cfg["num_layers"]), embed_dim=dim,
+                             attention_heads=int(cfg["attention_heads"]), ffn_dim=4 * dim, vocab_size=vocab,
+                             token_dropout=bool(cfg.get("token_dropout", True)),
                              name=path.stem, family=rotary_esm_family(vocab))
     except (KeyError, TypeError, ValueError) as err:
         raise ModelError(f"{path}: an incomplete ESM-2-style checkpoint ({err})") from None

@@ -3,7 +3,8 @@ transformers 5.x, fair-esm) and ESM C (transformers' ``EsmcForMaskedLM``; Evolut
 ``.pth`` through ``key_maps.esmc_from_evolutionaryscale``).
 
 Every external key is first renamed to the model's attribute path (fair-esm's stripped names
-for the ESM family, transformers' for ESM C), then placed into the model's nested state: per-layer tensors are stacked on the
+for the ESM family, transformers' for ESM C), then placed into the model's nested state:
+per-layer tensors are stacked on the
 leading layer axis that ``nnx.vmap`` gave ``ESM2.layers``, and PyTorch ``Linear`` weights
 (out, in) are transposed into Flax kernels (in, out).
 """
@@ -44,7 +45,8 @@ _HF_RULES: list[tuple[str, str]] = [
     (r"encoder\.layer\.(\d+)\.attention\.self\.key\.(weight|bias)", r"layers.\1.self_attn.k_proj.\2"),
     (r"encoder\.layer\.(\d+)\.attention\.self\.value\.(weight|bias)", r"layers.\1.self_attn.v_proj.\2"),
     # transformers 5.x saves one shared copy, as a literal "*" layer or at model level.
-    (r"encoder\.layer\.(\d+|\*)\.attention\.self\.rotary_embeddings\.inv_freq", r"layers.\1.self_attn.rot_emb.inv_freq"),
+    (r"encoder\.layer\.(\d+|\*)\.attention\.self\.rotary_embeddings\.inv_freq",
+     r"layers.\1.self_attn.rot_emb.inv_freq"),
     (r"rotary_embeddings\.inv_freq", "layers.*.self_attn.rot_emb.inv_freq"),
     (r"encoder\.layer\.(\d+)\.attention\.output\.dense\.(weight|bias)", r"layers.\1.self_attn.out_proj.\2"),
     (r"encoder\.layer\.(\d+)\.attention\.LayerNorm\.(weight|bias)", r"layers.\1.self_attn_layer_norm.\2"),

@@ -64,11 +64,11 @@ def _module_path(key: str) -> tuple[str, ...]:
 
 
 _TORCH_LEAF = {"kernel": "weight", "scale": "weight", "embedding": "weight"}
+_MLP_NAMES = {"0": "norm", "1": "fc1", "3": "fc2"}
+_LDDT_NAMES = {"0": "norm", "1": "linear_1", "2": "linear_2", "3": "linear_3"}
 _SEQUENTIAL_BACK = [(re.compile(rf"(^|\.)({owner})\.({'|'.join(names.values())})\."), owner, names)
-                    for owner, names in (("mlp_seq", {"0": "norm", "1": "fc1", "3": "fc2"}),
-                                         ("mlp_pair", {"0": "norm", "1": "fc1", "3": "fc2"}),
-                                         ("esm_s_mlp", {"0": "norm", "1": "fc1", "3": "fc2"}),
-                                         ("lddt_head", {"0": "norm", "1": "linear_1", "2": "linear_2", "3": "linear_3"}))]
+                    for owner, names in (("mlp_seq", _MLP_NAMES), ("mlp_pair", _MLP_NAMES),
+                                         ("esm_s_mlp", _MLP_NAMES), ("lddt_head", _LDDT_NAMES))]
 
 
 def checkpoint_key(path: tuple) -> str:
@@ -77,7 +77,8 @@ def checkpoint_key(path: tuple) -> str:
     key = ".".join(map(str, path[:-1] + (_TORCH_LEAF.get(path[-1], path[-1]),)))
     for pattern, owner, names in _SEQUENTIAL_BACK:
         index = {name: i for i, name in names.items()}
-        key = pattern.sub(lambda m: f"{m.group(1)}{owner}{'.mlp' if owner.startswith('mlp_') else ''}.{index[m.group(3)]}.", key)
+        inner = ".mlp" if owner.startswith("mlp_") else ""
+        key = pattern.sub(lambda m: f"{m.group(1)}{owner}{inner}.{index[m.group(3)]}.", key)
     return key
 
 
@@ -99,8 +100,10 @@ def _stem_params(state_dict: Mapping[str, np.ndarray], config: FoldConfig, sourc
     are dropped from the result (no checkpoint value is ever replaced by them)."""
     stem = {k: v for k, v in state_dict.items() if k.startswith("esm.")}
     dim, vocab = config.stem.embed_dim, config.stem.vocab_size
-    stand_in = {"lm_head.dense.weight": np.zeros((dim, dim), np.float32), "lm_head.dense.bias": np.zeros(dim, np.float32),
-                "lm_head.layer_norm.weight": np.ones(dim, np.float32), "lm_head.layer_norm.bias": np.zeros(dim, np.float32),
+    stand_in = {"lm_head.dense.weight": np.zeros((dim, dim), np.float32),
+                "lm_head.dense.bias": np.zeros(dim, np.float32),
+                "lm_head.layer_norm.weight": np.ones(dim, np.float32),
+                "lm_head.layer_norm.bias": np.zeros(dim, np.float32),
                 "lm_head.bias": np.zeros(vocab, np.float32)}
     try:
         params = language_model_params({**stem, **stand_in}, config.stem, source)

@@ -25,7 +25,7 @@ from flamino_core.weights.hub import offline_message  # noqa: F401  (re-exported
 from flamino_core.weights.model_cache import (  # noqa: F401  (re-exported: the rest of flamino imports them from here)
     ModelError, ModelNotAvailableError, ModelWeights, Progress, cache_root, cached_or_convert, cached_presets,
     preset_key, save_checkpoint,
-)  # fmt: skip
+)
 
 DEFAULT_MODEL = "esm2_t12_35M_UR50D"
 
@@ -71,8 +71,8 @@ def load_weights(
     except ValueError as err:
         raise ModelError(str(err)) from None
     if members:
-        raise ModelError(f"{identifier} is an ensemble of {len(members)} models: it scores variants (flamino dms, flamino "
-                         "variants, the Variant effects page's Compare models); "
+        raise ModelError(f"{identifier} is an ensemble of {len(members)} models: it scores variants "
+                         "(flamino dms, flamino variants, the Variant effects page's Compare models); "
                          f"for anything else choose one of its members ({', '.join(members)})")
     hub_name = model_id.preset
     if hub_name is not None:

@@ -3,7 +3,8 @@ of converted weights under ``FLAMINO_CACHE`` (default ``~/.cache/flamino``).
 
 A checkpoint folder holds the config as JSON (``CONFIG_FILE``), the parameters as one
 safetensors file (``PARAMS_FILE``, ``param_files.py``: read in one piece, milliseconds for the
-small models) and where they came from with a CRC-32 per tensor (``SOURCE_FILE``). Every source is converted once into such a folder under ``models/``
+small models) and where they came from with a CRC-32 per tensor (``SOURCE_FILE``). Every source
+is converted once into such a folder under ``models/``
 in the cache; later starts restore it. Folders written by flamino before 2026-12 hold an Orbax
 checkpoint (``PARAMS_DIR``) with a SHA-256 instead: still read (Orbax is imported only then),
 and a cache entry of that kind is rewritten in the new layout on first use. The identifiers
@@ -24,7 +25,9 @@ from typing import Callable
 import numpy as np
 
 from flamino_core.model.config import PRESETS, ModelConfig
-from flamino_core.weights.param_files import ParamFileError, checksums, flatten, flatten_shapes, read_params, write_params
+from flamino_core.weights.param_files import (
+    ParamFileError, checksums, flatten, flatten_shapes, read_params, write_params,
+)
 
 # Files of a flamino checkpoint directory (also the layout of each cache entry).
 CONFIG_FILE = "flamino_config.json"

@@ -127,10 +127,10 @@ def csv_button(
     an empty cell would read as a value lost on the way). ``model``: the model that computed the
     table, written in a last ``model`` column (two models' files read alike without it).
     """
-    _button(
-        label, lambda: formula_safe_frame(with_model(make_frame(), model)).to_csv(index=False, na_rep=na_rep).encode("utf-8"),
-        file_name, "text/csv", key, help=help,
-    )  # fmt: skip
+    def csv_bytes() -> bytes:
+        return formula_safe_frame(with_model(make_frame(), model)).to_csv(index=False, na_rep=na_rep).encode("utf-8")
+
+    _button(label, csv_bytes, file_name, "text/csv", key, help=help)
 
 
 def with_model(frame: pd.DataFrame, model: str | None) -> pd.DataFrame:

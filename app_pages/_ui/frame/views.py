@@ -246,10 +246,11 @@ def _strategy_choice(names) -> Choice:
 # The Structure page: chain and model in the file, the contact map's range and cutoff, and the
 # track on the 3D view with its own choices.
 BEST_CHAIN = "best"  # the chain that best matches the sequence
+_SEPARATION_LABELS = {name: f"{name} ({_span(*bounds)})" for name, bounds in SEPARATION_RANGES.items()}
 STRUCTURE_OPTIONS = (
     ViewOption("schain", "structure", Word(), BEST_CHAIN),
     ViewOption("smodel", "structure", Integer(0, 9999), 0),  # 0-based model in the file
-    ViewOption("srange", "structure", Choice({name: f"{name} ({_span(*bounds)})" for name, bounds in SEPARATION_RANGES.items()}), "all"),
+    ViewOption("srange", "structure", Choice(_SEPARATION_LABELS), "all"),
     ViewOption("scut", "structure", Choice({cutoff: f"top {cutoff}" for cutoff in CONTACT_CUTOFFS}), "L"),
     ViewOption("strack", "structure", Choice(LiveChoices(lambda: {name: name for name in TRACKS})), "entropy"),
     # Each track choice (saa, sres, slayer, shead, spc, sscore), from structure.tracks.PARAMS.

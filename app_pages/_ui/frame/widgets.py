@@ -183,7 +183,7 @@ def kept_span(
         with column:
             parts.append(kept_number_input(
                 label, part_key, min_value=1, max_value=length, default=kept[index], shift=shift, **kwargs
-            ))  # fmt: skip
+            ))
     ss[key] = (min(parts), max(parts))
     return ss[key]
 

@@ -112,9 +112,9 @@ def model_picker() -> None:
         default=default_choice,
         format_func=model_label,
         on_change=choose,
-        help=f"Published checkpoints by family ({', '.join(f.title for f in FAMILIES.values())}) from the Hugging Face Hub, "
-        "converted once and cached; docs/models.md says what each offers. Bigger models are slower "
-        "and need more memory.",
+        help=f"Published checkpoints by family ({', '.join(f.title for f in FAMILIES.values())}) from the "
+        "Hugging Face Hub, converted once and cached; docs/models.md says what each offers. Bigger models "
+        "are slower and need more memory.",
     )
     details = model_details(choice)
     if details:

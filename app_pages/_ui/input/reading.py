@@ -77,7 +77,7 @@ def upload_limit_words() -> str:
 @st.cache_data(show_spinner=False, max_entries=16 if hosted_mode() else 64)
 def _parse(
     text: str, files: tuple[tuple[str, str], ...], _data: tuple[bytes, ...], allow_dna: bool, limits: InputLimits,
-) -> tuple[ParsedInput, tuple[int, ...]]:  # fmt: skip
+) -> tuple[ParsedInput, tuple[int, ...]]:
     sources = ([(None, text)] if text.strip() else []) + [(name, data) for (name, _), data in zip(files, _data)]
     combined, kept = parse_sources(sources, allow_nucleotides=allow_dna, limits=limits)
     return combined, kept if text.strip() else (0, *kept)
@@ -94,12 +94,12 @@ def parse_input(text: str, files: tuple[uploads.Upload, ...] = (), allow_dna: bo
         refused = ParsedInput((), (), (InputIssue(None, problem, "error"),))
         combined, kept = parse_input("", files, allow_dna)
         return ParsedInput(refused.records, combined.warnings, refused.errors + combined.errors,
-                           combined.nucleotide_labels), kept  # fmt: skip
+                           combined.nucleotide_labels), kept
     readable = tuple(f for f in files if f.problem is None)
     combined, kept = _parse(
         text, tuple((f.name, f.digest) for f in readable), tuple(f.data for f in readable), allow_dna,
         input_limits(),
-    )  # fmt: skip
+    )
     counts = iter(kept[1:])
     per_file = tuple(0 if f.problem else next(counts) for f in files)
     problems = tuple(InputIssue(None, f.problem, "error", f.name) for f in files if f.problem)
@@ -108,7 +108,7 @@ def parse_input(text: str, files: tuple[uploads.Upload, ...] = (), allow_dna: bo
         InputIssue(r.id, f"{len(r.sequence):,} residues, more than this server analyses at once "
                    f"({size:,}): the pages show a window of {size:,} residues, chosen in the sidebar", "warning")
         for r in combined.records if size is not None and len(r.sequence) > size
-    )  # fmt: skip
+    )
     combined = dataclasses.replace(combined, errors=problems + combined.errors, warnings=combined.warnings + windowed)
     return combined, (kept[0], *per_file)
 
@@ -231,7 +231,8 @@ def record_caption(record: ProteinRecord, read: ProteinRecord | None = None, fir
     number of the window's first residue) shows the protein's own length and the window apart."""
     length = residues(len(record.sequence))
     if read is not None and read.id == record.id and len(read.sequence) > len(record.sequence):
+        last_number = Numbering(first).last(len(record.sequence))
         length = (f"{residues(len(read.sequence))}; analysed here: residues {first:,}–"
-                  f"{Numbering(first).last(len(record.sequence)):,} (this server's {len(record.sequence):,}-residue window)")
+                  f"{last_number:,} (this server's {len(record.sequence):,}-residue window)")
     parts = [record.id, length, record.description]
     st.text("  ·  ".join(part for part in parts if part))

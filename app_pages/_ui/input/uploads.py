@@ -104,7 +104,7 @@ def file_list(records_per_file: tuple[int, ...]) -> None:
             status = status if upload.problem or not upload.note else f"{upload.note}: {status}"
             st.text(f"{upload.name} · {status}")
             st.button("Remove", key=f"_remove_upload_{index}", on_click=remove, args=(upload.name,),
-                      icon=":material/close:", help="Remove this file and its records")  # fmt: skip
+                      icon=":material/close:", help="Remove this file and its records")
 
 
 # --- Streamlit's own store of uploaded files ------------------------------------------------------------------
@@ -174,7 +174,7 @@ def bound_store(manager, session_id: str, file_id: str) -> None:
         visitor = _visitors.get(session_id) or _visitors.setdefault(session_id, _visitor_of(session_id))
         theirs = sorted(((_arrived.get((session, name), (-1, 0.0))[0], session, name)
                          for session in list(storage) if _visitors.get(session) == visitor
-                         for name in list(storage.get(session, {}))))  # fmt: skip
+                         for name in list(storage.get(session, {}))))
         for _, session, name in theirs[:-VISITOR_STORE_FILES]:
             _forget(manager, session, name)
 
@@ -197,7 +197,7 @@ def make_room(manager, size: int, is_active: Callable[[str], bool] = lambda sess
         now = _now()
         droppable = sorted((is_active(session), _arrived.get((session, name), (-1, 0.0))[0], session, name)
                            for session in list(storage) for name in list(storage.get(session, {}))
-                           if now - _arrived.get((session, name), (-1, 0.0))[1] >= GRACE_SECONDS)  # fmt: skip
+                           if now - _arrived.get((session, name), (-1, 0.0))[1] >= GRACE_SECONDS)
         for _, _, session, name in droppable:
             held -= len(storage[session][name].data)
             _forget(manager, session, name)

@@ -84,7 +84,7 @@ def colour_choices(rows: list[dict], table: dict[str, list]) -> dict[str, str]:
     present = {column for row in rows for column, value in row.items() if value is not None}
     known = [column for column in FIELDS if column in present]
     own = [column for column in (rows[0] if rows else {})
-           if column in present and column not in FIELDS and column != "id"]  # fmt: skip
+           if column in present and column not in FIELDS and column != "id"]
     choices.update({column: FIELDS[column] for column in known})
     choices.update({HEADER_PREFIX + column: column_label(column) for column in own})
     choices.update({TABLE_PREFIX + column: f"{column} (table)" for column in table})
@@ -193,9 +193,9 @@ def _table_upload(table_notes: list[str], table_problem: str | None) -> None:
     with st.expander("Colour by your own table (CSV/TSV joined on the record id)", icon=":material/table:"):
         st.file_uploader("Metadata table", type=["csv", "tsv", "txt"], key="_record_table_upload",
                          on_change=_take_table, label_visibility="collapsed",
-                         max_upload_size=upload_size_mb())  # fmt: skip
+                         max_upload_size=upload_size_mb())
         st.caption("Its id column (id, identifier, record_id, accession … or the first) is matched to record ids "
-                   "or UniProt accessions; every other column can colour the map.")  # fmt: skip
+                   "or UniProt accessions; every other column can colour the map.")
         for note in table_notes:
             st.caption(plain(note))
         if table_problem or st.session_state.get(TABLE_PROBLEM):
@@ -214,7 +214,7 @@ def _record_map(ctx: PageContext, layer: int, layer_name: str, found: tuple, mea
         projection, ids, colour, colour_name, selected.id if selected else None, choice.labels,
         found=[ids[i] for i in sorted(choice.hits)],
         title=f"Mean embeddings of {len(ids)} records, {layer_name} ({METHODS[projection.method]})",
-    )  # fmt: skip
+    )
     extra = table  # the joined table's columns go into the downloads too
     stem = f"records_{ctx.model_stem}_layer{layer}"  # the model in every name (issue 50)
     with show_figure(fig, "sequence_pca", f"{stem}_{projection.method}"):
@@ -232,7 +232,7 @@ def _record_map(ctx: PageContext, layer: int, layer_name: str, found: tuple, mea
             f"{stem}_{projection.method}.csv",
             "sequence_csv",
             model=ctx.model_name,
-        )  # fmt: skip
+        )
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -255,6 +255,6 @@ def protspace_downloads(model: str, found, means: np.ndarray, extra: dict[str, l
         else:
             file_button("Embeddings for ProtSpace (HDF5)",
                         lambda: h5_bytes([r.id for r in found], means, model_label(visitor_model_name(model))),
-                        f"{stem}.h5", "protspace_h5", "application/x-hdf5")  # fmt: skip
+                        f"{stem}.h5", "protspace_h5", "application/x-hdf5")
         file_button("Metadata for ProtSpace (CSV)", lambda: metadata_csv(found, extra),
-                    f"{stem}_metadata.csv", "protspace_csv", "text/csv")  # fmt: skip
+                    f"{stem}_metadata.csv", "protspace_csv", "text/csv")

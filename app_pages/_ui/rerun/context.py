@@ -113,7 +113,7 @@ def build(page: str, parsed: ParsedInput | None, counts: tuple[int, ...], first_
         record_read=record_read, record=record, window_start=window, first=base + window,
         model=models.model_id(), engine=engine, engine_problem=problem,
         missing_link_record=inputs.missing_link_record(records_read),
-    )  # fmt: skip
+    )
 
 
 def ready(ctx: PageContext, *, record: bool = True) -> bool:

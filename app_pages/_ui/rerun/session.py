@@ -139,7 +139,8 @@ def link_params(ctx: PageContext) -> tuple[dict[str, str], str | None]:
     if params is not None and len(urllib.parse.urlencode(params)) <= MAX_LINK_CHARS:
         return params, None
     records = len(ctx.records_read)
-    size = f"{counted(records, 'record')}, {len(encode_fasta(view.fasta)) / 1000:,.0f} kB compressed" if view.fasta else ""
+    compressed_kb = len(encode_fasta(view.fasta)) / 1000 if view.fasta else 0
+    size = f"{counted(records, 'record')}, {compressed_kb:,.0f} kB compressed" if view.fasta else ""
     whole = (f"The whole input ({size}) is more than a link can hold ({MAX_LINK_CHARS / 1000:,.0f} kB): send its "
              "FASTA file (below) with the link, to be uploaded on the Input page.")
     record = ctx.record_read

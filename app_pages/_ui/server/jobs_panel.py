@@ -65,6 +65,18 @@ class Cost:
 
 
 # --- a page's work ------------------------------------------------------------------------------------------
+def _setup(stopped_job: Job | None, cost: Cost) -> Callable[[Job], None]:
+    """What a job does before its thread starts: its first report must know these."""
+    def setup(job: Job) -> None:
+        if stopped_job is not None:
+            job.carry_on(stopped_job)
+        if cost.seconds is not None:  # the time left leans on the cost model until the job measured its own rate
+            job.expect(cost.seconds, log=default_rates().record_job,  # pass_cost.PassSeconds: its parts
+                       compiling=getattr(cost.seconds, "compiling", None),
+                       borrowed=getattr(cost.seconds, "borrowed", False))
+    return setup
+
+
 def _follow(key: tuple[Hashable, ...], title: str, unit: str, work: Callable[..., object],
            cost: Cost | Callable[[], Cost], *, what: str, model: str | None = None,
            cheaper: tuple[str, Callable[[], None]] | None = None, keeps: bool = True) -> Job | None:
@@ -97,16 +109,8 @@ def _follow(key: tuple[Hashable, ...], title: str, unit: str, work: Callable[...
         return None
     first_only = cost.seconds is None and not asked  # measure the rate on one chunk first
     stopped_job = st.session_state.get(PACES, {}).pop(key, None)  # a Resume goes on at its pace (approve)
-
-    def setup(job: Job) -> None:  # before the job's thread starts: its first report must know these
-        if stopped_job is not None:
-            job.carry_on(stopped_job)
-        if cost.seconds is not None:  # the time left leans on the cost model until the job measured its own rate
-            job.expect(cost.seconds, log=default_rates().record_job,  # pass_cost.PassSeconds: its parts
-                       compiling=getattr(cost.seconds, "compiling", None), borrowed=getattr(cost.seconds, "borrowed", False))
-
-    job = background.submit(key, title, unit, _measuring(work) if first_only else functools.partial(work, first_only=False),
-                            setup=setup)
+    run = _measuring(work) if first_only else functools.partial(work, first_only=False)
+    job = background.submit(key, title, unit, run, setup=_setup(stopped_job, cost))
     if model is not None:
         _MODEL_OF[job] = model
     if first_only:  # one chunk measures the rate: then the page says what the rest costs, or goes on
@@ -176,7 +180,8 @@ def ask(key, cost: Cost, what: str, cheaper) -> None:
     """What the work costs, a Start button and the cheaper strategy's."""
     per = cost.seconds / max(cost.passes, 1)
     st.info(
-        f"{what[:1].upper()}{what[1:]} needs {plain(cost.describe())}: {about(cost.seconds)} {rate_words(cost.seconds)} "
+        f"{what[:1].upper()}{what[1:]} needs {plain(cost.describe())}: "
+        f"{about(cost.seconds)} {rate_words(cost.seconds)} "
         f"({per:.2g} s per pass). It runs in the background in chunks, can be "
         "cancelled, and keeps what it finished.",
         icon=":material/schedule:",
@@ -208,7 +213,8 @@ def running(job: Job, key: tuple[Hashable, ...]) -> None:
     st.progress(status.fraction, text=status.line())
     st.button("Cancel", key=f"page-cancel-{_widget(key)}", on_click=cancel_work, args=(key,),
               icon=":material/stop_circle:",
-              help="Stops after the chunk in flight; everything finished is kept.", disabled=status.phase == "cancelling")
+              help="Stops after the chunk in flight; everything finished is kept.",
+              disabled=status.phase == "cancelling")
 
 
 def cancel_work(key: tuple[Hashable, ...]) -> None:

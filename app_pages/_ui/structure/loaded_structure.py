@@ -3,13 +3,15 @@
 Where a structure comes from (an upload here or on the Input page, a file on this machine, a
 download by PDB id or UniProt accession), holding it for the session, its chains as records (a
 structure uploaded on the Input page gives one record per protein chain, and the page opens on
-the record's own chain; "use this chain's sequence" makes a chain the analysed record), the chain's alignment (cached), the contacts of every
+the record's own chain; "use this chain's sequence" makes a chain the analysed record), the
+chain's alignment (cached), the contacts of every
 model run on the page this session (for the precision table by model), and the per-residue
 track values from the cached model results.
 
 The parsed structure lives in session state, so it survives page switches; flamino never
 modifies it (exports work on copies). Uploads are parsed once per content for every session
-(a cache keyed by the bytes' hash, bounded by the memory the parsed structures hold). A file that is not a structure, a refused path
+(a cache keyed by the bytes' hash, bounded by the memory the parsed structures hold). A file
+that is not a structure, a refused path
 or a failed download is a message under the source widgets, never a traceback. Hosted mode
 (``policy.py``) offers no local paths; downloads are allowed, capped at the upload size.
 """
@@ -230,7 +232,8 @@ def link_note() -> str:
         return ("The link carries the chains' sequences as records, not the structure file: whoever opens it "
                 "uploads the file again (here or on the Input page) to see the structure.")
     if st.session_state.get(LINK_ID):
-        return f"The link carries the structure's id ({st.session_state[LINK_ID]}): it is downloaded again when the link is opened."
+        return (f"The link carries the structure's id ({st.session_state[LINK_ID]}): "
+                "it is downloaded again when the link is opened.")
     return ("The link does not carry the structure file (an upload, or a file on this machine): whoever opens it "
             "sees the page without the structure and uploads the file again (the chain, track and other choices "
             "are kept).")
@@ -278,7 +281,8 @@ def held() -> tuple[ParsedStructure, str, str] | None:
 
 # --- what the page computes ----------------------------------------------------------------------
 @st.cache_data(show_spinner=False, max_entries=32)
-def alignment(key: str, sequence: str, chain_id: str | None, model_index: int, _parsed: ParsedStructure) -> ChainAlignment:
+def alignment(key: str, sequence: str, chain_id: str | None, model_index: int,
+              _parsed: ParsedStructure) -> ChainAlignment:
     """``choose_chain`` for the held structure (``key`` stands for it); a StructureError is not cached."""
     return choose_chain(_parsed, sequence, chain_id, model_index)
 
@@ -343,7 +347,8 @@ def track_values(name: str, engine, sequence: str, contacts: np.ndarray | None, 
 def _track_inputs(model: str, sequence: str, name: str, layer: int | None, strategy: str | None,
                   held: tuple[str, ...], _engine):
     """(the residues covered, the track's model inputs but the ``held`` ones, which the page has):
-    ``tracks.track_inputs``, cached by the engine's fingerprint (``model``). Attention maps of a sequence over 1022 residues cover its first 1022
+    ``tracks.track_inputs``, cached by the engine's fingerprint (``model``). Attention maps of a
+    sequence over 1022 residues cover its first 1022
     (maps cannot be stitched from windows); those of a long sequence wait in the heavy-job
     queue, as the cached attention maps this replaced did."""
     needs = TRACKS[name].needs

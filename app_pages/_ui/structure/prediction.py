@@ -1,7 +1,8 @@
 """The Structure page's predicted structure (ESMFold): for a record without a structure, the
 model to fold with (the untrained test model by default, labelled; a folder on this machine in
 local mode), the fold's memory and time said before it starts, the fold as a background job
-(``folding.FoldPlan`` run by ``jobs_panel.follow_plan``, in the heavy-job queue), and its result held like an uploaded structure
+(``folding.FoldPlan`` run by ``jobs_panel.follow_plan``, in the heavy-job queue), and its
+result held like an uploaded structure
 (the page's tracks, contacts and SaProt then read it) with its pLDDT view, PAE heatmap and PDB and
 mmCIF downloads. The work is ``flamino_core.structure.folding``'s; the fold is kept in the result
 store by model and sequence (a second session folding the same sequence reads it back).

@@ -24,7 +24,8 @@ _TOKENS = "_structure_tokens"  # (structure key, sequence, chain) -> StructureTo
 def structure_choice(engine, sequence: str, record_id: str | None = None,
                      chain: str | None = None) -> StructureTokens | None:
     """The 3Di letters to score ``sequence`` (the record ``record_id``'s, if it is one; from
-    ``chain``, else the record's own chain, else the chain most like it) with, or None (a sequence model, no structure held, the choice switched off, or a structure with no
+    ``chain``, else the record's own chain, else the chain most like it) with, or None (a
+    sequence model, no structure held, the choice switched off, or a structure with no
     chain like the sequence: said on the page)."""
     if engine is None or not engine.family.structure_aware:
         return None

@@ -79,7 +79,8 @@ def _local_paths() -> None:
                            "mean of their scores)", LOCAL_PATHS, height=100,
                            placeholder="/data/esm1v_t33_650M_UR90S_1\n/data/esm1v_t33_650M_UR90S_2\n...",
                            help="Folders (Hugging Face or flamino), fair-esm .pt or ESM C .pth files, as the "
-                           "sidebar's Local checkpoint reads them; e.g. the five ESM-1v folders as the ESM-1v ensemble.")
+                           "sidebar's Local checkpoint reads them; e.g. the five ESM-1v folders as the "
+                           "ESM-1v ensemble.")
     if any("," in line for line in paths.splitlines()):
         st.error("A path with a comma cannot be part of an ensemble (commas separate its members).")
         return

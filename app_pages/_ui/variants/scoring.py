@@ -2,7 +2,8 @@
 
 Every strategy runs as a background job (``background.py``; one unmasked pass of a long
 sequence is heavy too), each engine call holding one slot of the heavy-job queue, so other
-visitors' work runs between its chunks. Every masked pass goes through the result store (a mutated position, or a pll mutant's positions, is masked once per
+visitors' work runs between its chunks. Every masked pass goes through the result store (a
+mutated position, or a pll mutant's positions, is masked once per
 model across pages and sessions; a cancelled job resumes where it stopped), one engine call per
 heavy-job slot. Each score is the core's plan (``variants/score_plan.py``: the passes still
 needed, their cost, its chunks), run by ``jobs_panel.follow_plan``. The masked sequence

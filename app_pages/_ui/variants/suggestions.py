@@ -12,7 +12,7 @@ from flamino_core.inputs import Numbering
 from flamino_core.predictors import Predictor, PredictorError, from_zip, zip_bytes
 from flamino_core.predictors.suggest import (
     DEFAULT_COMBINE, DEFAULT_TOP, Constraints, SuggestError, parse_amino_acids, parse_positions, suggest,
-)  # fmt: skip
+)
 
 from app_pages._ui.rerun.context import PageContext
 from app_pages._ui.frame.downloads import csv_button, safe_name
@@ -83,8 +83,9 @@ def section(ctx: PageContext) -> None:
     first = ctx.first
     left, middle, right, last = st.columns([2, 1, 1, 1])
     with left:
+        last_number = Numbering(first).last(len(record.sequence))
         keep = kept_text_input("Keep these positions", "_suggest_keep", placeholder="1-20, 45",
-                               help=f"in the record's numbering ({first}-{Numbering(first).last(len(record.sequence))})")
+                               help=f"in the record's numbering ({first}-{last_number})")
     with middle:
         avoid = kept_text_input("Never introduce", "_suggest_avoid", placeholder="C, P")
     with right:

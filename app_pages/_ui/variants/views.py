@@ -175,7 +175,8 @@ def _filters_words(low: int, high: int, effect: str, first: int, last: int) -> l
     """The filters that hide rows, as the widgets name them."""
     words = [f"From position {low:,}"] if low != first else []
     words += [f"To position {high:,}"] if high != last else []
-    words += [f"Predicted effect {OPTIONS['veffect'].kind.labels[effect]}"] if effect != OPTIONS["veffect"].default else []
+    veffect = OPTIONS["veffect"]
+    words += [f"Predicted effect {veffect.kind.labels[effect]}"] if effect != veffect.default else []
     return words
 
 

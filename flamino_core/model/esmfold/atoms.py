@@ -40,8 +40,9 @@ def torsion_angles_to_frames(backbone: Rigid, angles: jax.Array, aatype: jax.Arr
     chain = [_take(frames, 4)]
     for group in (5, 6, 7):
         chain.append(chain[-1].compose(_take(frames, group)))
-    to_backbone = Rigid(jnp.concatenate([frames.rot[..., :5, :, :]] + [c.rot[..., None, :, :] for c in chain[1:]], axis=-3),
-                        jnp.concatenate([frames.trans[..., :5, :]] + [c.trans[..., None, :] for c in chain[1:]], axis=-2))
+    rotations = [frames.rot[..., :5, :, :]] + [c.rot[..., None, :, :] for c in chain[1:]]
+    translations = [frames.trans[..., :5, :]] + [c.trans[..., None, :] for c in chain[1:]]
+    to_backbone = Rigid(jnp.concatenate(rotations, axis=-3), jnp.concatenate(translations, axis=-2))
     return backbone.expand(-1).compose(to_backbone)
 
 

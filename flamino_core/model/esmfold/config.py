@@ -53,7 +53,8 @@ class TrunkConfig:
     structure_module: StructureModuleConfig = StructureModuleConfig()
 
     def __post_init__(self) -> None:
-        for width, head in (("sequence_state_dim", "sequence_head_width"), ("pairwise_state_dim", "pairwise_head_width")):
+        for width, head in (("sequence_state_dim", "sequence_head_width"),
+                            ("pairwise_state_dim", "pairwise_head_width")):
             if getattr(self, width) % getattr(self, head):
                 raise ValueError(f"{width} {getattr(self, width)} is not a multiple of {head} {getattr(self, head)}")
 
@@ -96,11 +97,13 @@ class FoldConfig:
             raise ValueError(f"{name}: not an ESMFold checkpoint (config.json has no esmfold_config)")
         for flag in ("use_esm_attn_map", "bypass_lm", "esm_ablate_sequence", "esm_ablate_pairwise"):
             if fold.get(flag):
-                raise ValueError(f"{name}: esmfold_config.{flag} is set; no published ESMFold uses it and flamino does not run it")
+                raise ValueError(f"{name}: esmfold_config.{flag} is set; no published ESMFold uses it "
+                                 "and flamino does not run it")
         trunk = dict(fold.get("trunk") or {})
         structure = _known(StructureModuleConfig, trunk.pop("structure_module", None) or {})
         stem = ModelConfig.from_hf_config({**hf, "is_folding_model": False}, name=f"{name}-stem")
-        return cls(stem=stem, trunk=TrunkConfig(**_known(TrunkConfig, trunk), structure_module=StructureModuleConfig(**structure)),
+        trunk_config = TrunkConfig(**_known(TrunkConfig, trunk), structure_module=StructureModuleConfig(**structure))
+        return cls(stem=stem, trunk=trunk_config,
                    lddt_head_hid_dim=int(fold.get("lddt_head_hid_dim", 128)), embed_aa=bool(fold.get("embed_aa", True)),
                    name=name)
 

@@ -163,7 +163,8 @@ class ESMFold(nnx.Module):
                                                      mask.astype(jnp.float32))
             return (s, z, structure), bins
 
-        start = (jnp.zeros_like(s0), jnp.zeros_like(z0), StructureOutput.zeros(sm.num_blocks, aatype.shape, sm.sequence_dim))
+        no_structure = StructureOutput.zeros(sm.num_blocks, aatype.shape, sm.sequence_dim)
+        start = (jnp.zeros_like(s0), jnp.zeros_like(z0), no_structure)
         (s, z, structure), bins = jax.lax.scan(one_pass, start, jnp.arange(passes))
         return self._heads(structure, s, z, aatype, mask, bins)
 

@@ -312,7 +312,8 @@ restype_name_to_atom14_names: dict[str, list[str]] = {
 }
 
 # AlphaFold's residue order (three-letter codes sorted): the trunk's and the structure module's aatype.
-restypes: list[str] = ["A", "R", "N", "D", "C", "Q", "E", "G", "H", "I", "L", "K", "M", "F", "P", "S", "T", "W", "Y", "V"]
+restypes: list[str] = ["A", "R", "N", "D", "C", "Q", "E", "G", "H", "I",
+                        "L", "K", "M", "F", "P", "S", "T", "W", "Y", "V"]
 
 restype_1to3: dict[str, str] = {
     "A": "ALA", "R": "ARG", "N": "ASN", "D": "ASP", "C": "CYS", "Q": "GLN", "E": "GLU", "G": "GLY",

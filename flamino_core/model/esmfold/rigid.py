@@ -64,7 +64,8 @@ def quat_multiply_by_vec(q: jax.Array, v: jax.Array) -> jax.Array:
     """The quaternion product q * (0, v) for q (..., 4) and v (..., 3)."""
     a, b, c, d = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
     x, y, z = v[..., 0], v[..., 1], v[..., 2]
-    return jnp.stack([-b * x - c * y - d * z, a * x + c * z - d * y, a * y - b * z + d * x, a * z + b * y - c * x], axis=-1)
+    return jnp.stack([-b * x - c * y - d * z, a * x + c * z - d * y,
+                      a * y - b * z + d * x, a * z + b * y - c * x], axis=-1)
 
 
 @struct.dataclass

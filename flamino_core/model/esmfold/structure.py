@@ -65,7 +65,8 @@ class InvariantPointAttention(nnx.Module):
         o_pt_norm = jnp.sqrt(jnp.sum(o_pt**2, axis=-1) + self.c.epsilon).reshape(s.shape[:2] + (-1,))
         o_pt = o_pt.reshape(s.shape[:2] + (-1, 3))
         o_pair = jnp.einsum("bhij,bijc->bihc", a, z).reshape(s.shape[:2] + (-1,))
-        return self.linear_out(jnp.concatenate([o, o_pt[..., 0], o_pt[..., 1], o_pt[..., 2], o_pt_norm, o_pair], axis=-1))
+        parts = [o, o_pt[..., 0], o_pt[..., 1], o_pt[..., 2], o_pt_norm, o_pair]
+        return self.linear_out(jnp.concatenate(parts, axis=-1))
 
 
 class TransitionLayer(nnx.Module):
@@ -139,8 +140,8 @@ class StructureOutput:
     def zeros(cls, iterations: int, shape: tuple[int, int], dim: int) -> "StructureOutput":
         """All zeros, the shapes of ``iterations`` iterations on (B, L) residues of state width ``dim``."""
         lead = (iterations,) + tuple(shape)
-        return cls(jnp.zeros(lead + (14, 3)), jnp.zeros(lead + (7,)), jnp.zeros(lead + (7, 2)), jnp.zeros(lead + (7, 2)),
-                   jnp.zeros(lead + (dim,)))
+        return cls(jnp.zeros(lead + (14, 3)), jnp.zeros(lead + (7,)), jnp.zeros(lead + (7, 2)),
+                   jnp.zeros(lead + (7, 2)), jnp.zeros(lead + (dim,)))
 
 
 class StructureModule(nnx.Module):

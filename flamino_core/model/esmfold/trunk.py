@@ -17,7 +17,9 @@ import jax.numpy as jnp
 from flax import nnx
 
 from flamino_core.model.esmfold.config import TrunkConfig
-from flamino_core.model.esmfold.pair import TriangleAttention, TriangleMultiplicativeUpdate, layer_norm, linear, rows_in_chunks
+from flamino_core.model.esmfold.pair import (
+    TriangleAttention, TriangleMultiplicativeUpdate, layer_norm, linear, rows_in_chunks,
+)
 from flamino_core.model.esmfold.structure import StructureModule
 
 RECYCLE_BINS = 15  # pseudo-beta distance bins fed back at each recycle

@@ -76,7 +76,8 @@ class SpecialResidues:
         if kind_counts[VIRTUAL_CB]:
             notes.append(f"{kind_counts[VIRTUAL_CB]} residue(s) without a CB atom: C-beta placed from N, CA, C")
         if kind_counts[CA_ONLY]:
-            notes.append(f"{kind_counts[CA_ONLY]} residue(s) without a CB atom or the N, CA, C to place one: C-alpha used for contacts")
+            notes.append(f"{kind_counts[CA_ONLY]} residue(s) without a CB atom or the N, CA, C to place one: "
+                         "C-alpha used for contacts")
         return notes
 
 

@@ -22,7 +22,9 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from flamino_core.structure.files.reading import MAX_STRUCTURE_BYTES, ParsedStructure, StructureError, parse_structure_bytes
+from flamino_core.structure.files.reading import (
+    MAX_STRUCTURE_BYTES, ParsedStructure, StructureError, parse_structure_bytes,
+)
 
 RCSB_URL = "https://files.rcsb.org/download"
 ALPHAFOLD_API = "https://alphafold.ebi.ac.uk/api/prediction"

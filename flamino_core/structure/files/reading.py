@@ -211,7 +211,8 @@ def _gunzip(data: bytes, name: str, max_bytes: int) -> bytes:
     try:
         return gunzip(data, max_bytes)
     except TooLarge:
-        raise StructureError(f"{name} decompresses to more than {max_bytes:,} bytes; the limit is {max_bytes:,}") from None
+        raise StructureError(f"{name} decompresses to more than {max_bytes:,} bytes; "
+                             f"the limit is {max_bytes:,}") from None
     except Unreadable:
         raise StructureError(f"{name} is a damaged or truncated gzip file") from None
 

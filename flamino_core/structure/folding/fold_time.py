@@ -15,7 +15,8 @@ from flamino_core.model.esmfold.folded import PAD_TO, padded_length
 
 # Seconds per GFLOP of ``fold_gflop``, measured with benchmarks/esmfold_speed.py (2026-12-06; docs/esmfold.md):
 # - cpu: the 2-core AMD EPYC at load 4.5-5, esmfold_v1's widths at one block: 100 residues 10.7 GFLOP/s,
-#   300 residues 4.5, 1,000 residues 4.9 (load 2-7); the untrained test model (random:esmfold-tiny, narrow: its many small products
+#   300 residues 4.5, 1,000 residues 4.9 (load 2-7); the untrained test model (random:esmfold-tiny,
+#   narrow: its many small products
 #   run far below the matmul rate) 1.7-2.3 at 64-128 residues, 0.75 at 300. 4 GFLOP/s stands for a
 #   model of published widths; a narrow model's own folds correct it (at most CLAMP-fold, jobs/rates).
 # - tpu: one TPU v5e chip, fp32 at `highest`, esmfold_v1's 48-block trunk: 1.6 TFLOP/s at 100 residues,
@@ -62,7 +63,8 @@ class FoldSeconds:
     def describe(self) -> str:
         from flamino_core.jobs.status import about
 
-        basis = "this machine's rate over its earlier folds" if self.measured else "a first guess from the model's shape"
+        basis = ("this machine's rate over its earlier folds" if self.measured
+                 else "a first guess from the model's shape")
         said = f"{about(self.compute) if self.compute >= 1 else 'under a second'} of computation ({basis})"
         if self.compile:
             said += f", plus {self.compile[0]:.0f}-{self.compile[1]:.0f} s to compile this length the first time"
