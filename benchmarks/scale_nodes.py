@@ -41,7 +41,7 @@ from local_cluster import LocalCluster  # noqa: E402
 
 def run_job(fasta: Path, out: Path, model: str, address: str, actors: int, env: dict) -> dict:
     shutil.rmtree(out, ignore_errors=True)
-    command = [sys.executable, "-m", "flamino_core.batch", "embed", str(fasta), "-m", model, "-o", str(out),
+    command = [sys.executable, "-m", "flamino_core.cli", "batch", "embed", str(fasta), "-m", model, "-o", str(out),
                "--shard-size", "4", "--include", "mean", "--ray-address", address, "--actors", str(actors)]
     start = time.monotonic()
     proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=7200)

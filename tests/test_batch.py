@@ -282,7 +282,7 @@ def _finished_shards(out: Path) -> dict[str, tuple[int, int]]:
 def test_killed_worker_and_crashed_driver_then_rerun_match_single_process_embed(tmp_path):
     fasta = _proteome(tmp_path / "proteome.fa", 240)
     out = tmp_path / "out"
-    command = [sys.executable, "-m", "flamino_core.batch", "embed", str(fasta), "-m", TINY, "-o", str(out),
+    command = [sys.executable, "-m", "flamino_core.cli", "batch", "embed", str(fasta), "-m", TINY, "-o", str(out),
                "--shard-size", "8", "--include", "mean,per_tok"]
     n_shards = -(-241 // 8)
     with open(tmp_path / "first.log", "w") as log:

@@ -40,7 +40,7 @@ def _proteome(path: Path, n: int) -> Path:
 
 
 def _batch(fasta: Path, out: Path, env: dict, *extra: str) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "flamino_core.batch", "embed", str(fasta), "-m", TINY, "-o", str(out),
+    command = [sys.executable, "-m", "flamino_core.cli", "batch", "embed", str(fasta), "-m", TINY, "-o", str(out),
                "--shard-size", "4", "--include", "mean,per_tok", *extra]
     return subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
 

@@ -824,7 +824,7 @@ def test_a_local_ray_cluster_listens_on_127_0_0_1_and_dies_with_a_killed_job(tmp
 
     fasta = tmp_path / "proteome.fa"
     fasta.write_text("".join(f">p{i}\n{'MKVLAAGIVGLLLAAQPAMA' * 3}\n" for i in range(400)))
-    command = [sys.executable, "-m", "flamino_core.batch", "embed", str(fasta), "-m", "random:tiny",
+    command = [sys.executable, "-m", "flamino_core.cli", "batch", "embed", str(fasta), "-m", "random:tiny",
                "-o", str(tmp_path / "out"), "--shard-size", "4", "--include", "mean"]
     with open(tmp_path / "job.log", "w") as log:
         job = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

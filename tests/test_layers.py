@@ -42,8 +42,6 @@ FLOORS = [
     ["app"],
 ]
 SIDEWAYS = {
-    # `python -m flamino_core.batch` is the CLI's `batch` command: a two-line entry point back up.
-    ("core.batch", "core.cli"): "flamino_core/batch/__main__.py runs flamino_core.cli.main",
     # The Variant effects page's suggestions rank by the Predict page's fitted predictor when one
     # is in the session.
     ("ui.variants", "ui.predict_from_labels"): "suggestions read the session's predictor",
