@@ -30,8 +30,14 @@ class UserError(Exception):
     """Bad input, options or model identifier: reported as one message, exit status 2."""
 
 
-def load_engine(model: str | None, verbose: bool = False):
-    """The engine for a model identifier, or a ``UserError`` saying why it cannot load."""
+def _text(model) -> str | None:
+    """A model identifier as written (a ``ModelId``'s text)."""
+    return getattr(model, "text", model)
+
+
+def load_engine(model, verbose: bool = False):
+    """The engine for a model identifier (text, a parsed ``ModelId`` or None for the default), or
+    a ``UserError`` saying why it cannot load."""
     from flamino_core.engine.device_memory import ModelTooLargeError
     from flamino_core.engine.hardware import refuse_named_model
     from flamino_core.engine.engine import Engine, enable_compilation_cache
@@ -39,14 +45,14 @@ def load_engine(model: str | None, verbose: bool = False):
 
     enable_compilation_cache()
     try:
-        refuse_named_model(model or default_model())  # before a download an accelerator cannot hold
+        refuse_named_model(_text(model) or default_model())  # before a download an accelerator cannot hold
         weights = load_weights(model, progress=Progress("model").message)
         engine = Engine(weights)
     except (ModelError, ModelTooLargeError) as err:
         raise UserError(str(err)) from None
     except (ValueError, OSError) as err:  # a damaged checkpoint folder, an unreadable file
         first_line = (str(err).splitlines() or [""])[0]
-        name = model or default_model()
+        name = _text(model) or default_model()
         raise UserError(f"cannot use model {name!r}: {type(err).__name__}: {first_line}") from None
     if weights.is_random:
         say("note: untrained test model (random weights): outputs are not biology")

@@ -117,11 +117,13 @@ def _variants_of_every_model(args, records, mutations):
     from flamino_core.variants.ensemble import mean_frame
 
     try:
-        members = ModelId.parse(args.model or "").members
+        model_id = ModelId.parse(args.model or "")
+        members = model_id.members
     except ValueError as err:
         raise UserError(str(err)) from None
     if not members:
-        return _variants(args, records, mutations, load_engine(args.model, args.verbose))
+        model = model_id if args.model else None  # None: the default model
+        return _variants(args, records, mutations, load_engine(model, args.verbose))
     results = [_variants(args, records, mutations, load_engine(member, args.verbose)) for member in members]
     return mean_frame(members, [table for table, _ in results]), results[0][1]
 
@@ -261,11 +263,12 @@ def _score_dms(args, dms, record_id: str, model: str):
     from flamino_core.weights.loading import default_model
 
     try:
-        members = ModelId.parse(model).members
+        model_id = ModelId.parse(model)
+        members = model_id.members
     except ValueError as err:
         raise UserError(str(err)) from None
     if not members:
-        engine = load_engine(model, args.verbose)
+        engine = load_engine(model_id, args.verbose)
         # --structure is the -m model's: a compared model that reads sequences only scores without it.
         main = model == (args.model or default_model())
         structure = structure_letters(args, dms.wild_type, engine) if engine.family.structure_aware or main else None

@@ -40,7 +40,7 @@ def _noop(fraction: float | None, message: str) -> None:
 
 # --- the public entry point ----------------------------------------------------------------
 def load_weights(
-    identifier: str | None = None,
+    identifier: str | ModelId | None = None,
     *,
     progress: Progress | None = None,
     allow_local_paths: bool = True,
@@ -51,8 +51,8 @@ def load_weights(
     Args:
       identifier: a preset name (``esm2_t33_650M_UR50D``, optionally ``facebook/``-prefixed), a
         local HF model directory, a fair-esm ``.pt`` file, a flamino checkpoint directory, or
-        ``random:<preset|tiny|tiny-<family>>[:seed]`` for an untrained test model. None: ``FLAMINO_MODEL`` or
-        the default.
+        ``random:<preset|tiny|tiny-<family>>[:seed]`` for an untrained test model, as text or
+        already parsed (a ``ModelId``: not parsed again). None: ``FLAMINO_MODEL`` or the default.
       progress: called with (fraction or None, message) during long steps.
       allow_local_paths: False on the hosted demo: server paths cannot be named.
       allow_pickle: False on the hosted demo: no ``.pt``/``.bin`` pickles are opened.
@@ -62,7 +62,7 @@ def load_weights(
       ModelNotAvailableError: offline and not cached (message says how to get the weights).
     """
     progress = progress or _noop
-    model_id = ModelId.parse(identifier or default_model())
+    model_id = _parsed(identifier or default_model())
     identifier = model_id.text
     if model_id.is_random:
         return random_weights(model_id)
@@ -93,6 +93,11 @@ def load_weights(
         f"model.safetensors, a fair-esm .pt or EvolutionaryScale .pth file, or 'random:tiny' for an "
         f"untrained test model"
     )
+
+
+def _parsed(identifier: str | ModelId) -> ModelId:
+    """The identifier as a ``ModelId``, parsed only when the caller has not (issue 49)."""
+    return identifier if isinstance(identifier, ModelId) else ModelId.parse(identifier)
 
 
 def random_weights(model_id: ModelId) -> ModelWeights:
@@ -140,16 +145,17 @@ def convert_to_checkpoint(source: str, output: Path | None = None, progress: Pro
     return save_checkpoint(output, weights.config, weights.params, weights.source, weights.is_random)
 
 
-def available_now(identifier: str, reachable: bool | None = None) -> bool:
+def available_now(identifier: str | ModelId, reachable: bool | None = None) -> bool:
     """Whether ``load_weights(identifier)`` can find the weights now, without a download that
     cannot happen: an untrained model; a preset converted in the cache, in the Hugging Face cache
     (``HF_HOME``) or on a reachable Hub; an existing local path. Says nothing about whether the
     files are valid (loading says that).
 
     Args:
+      identifier: as text, or already parsed (a ``ModelId``).
       reachable: whether the Hub answers, if the caller knows (it takes up to 3 s to ask).
     """
-    model_id = ModelId.parse(identifier)
+    model_id = _parsed(identifier)
     if model_id.is_random:
         return True
     name = model_id.preset

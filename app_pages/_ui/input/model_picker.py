@@ -73,11 +73,11 @@ def model_picker() -> None:
 
     ss = st.session_state
     choices = model_choices()
-    if LOCAL_CHOICE not in choices and (ModelId.parse(ss[MODEL]).preset or ss[MODEL]) not in choices:
+    active, active_id = ss[MODEL], ModelId.parse(ss[MODEL])
+    if LOCAL_CHOICE not in choices and (active_id.preset or active) not in choices:
         # Hosted: only the server's models that can load now, whatever came before.
         ss[MODEL] = default_model() if default_model() in choices else (choices or [RANDOM_TEST_MODEL])[0]
-    active = ss[MODEL]
-    active_id = ModelId.parse(active)
+        active, active_id = ss[MODEL], ModelId.parse(ss[MODEL])
     if active_id.is_random and active not in choices and LOCAL_CHOICE in choices:
         choices.append(active)
     is_path = active not in choices and active_id.preset is None

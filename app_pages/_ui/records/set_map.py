@@ -12,7 +12,6 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from flamino_core.model import ModelId
 from flamino_core.records import (FIELDS, METHODS, colour_values, column_label, grouping_column, h5_bytes,
                                   join_table, metadata_csv, metadata_rows, model_label, project,
                                   record_map_figure)
@@ -22,7 +21,7 @@ from app_pages._ui.rerun.context import PageContext
 from app_pages._ui.records.search import matching, search_box, search_caption
 from app_pages._ui.frame.downloads import csv_button, file_button, npz_button, safe_name, show_figure
 from app_pages._ui.input.reading import upload_size_mb
-from app_pages._ui.server.policy import current_limits, visitor_model_name
+from app_pages._ui.server.policy import current_limits, visitor_model_name, visitor_short_name
 from app_pages._ui.frame.widgets import kept_radio, kept_selectbox, plain, widget_key
 
 TABLE = "_record_table"  # session state: (file name, bytes) of the uploaded metadata table
@@ -247,7 +246,7 @@ def protspace_downloads(model: str, found, means: np.ndarray, extra: dict[str, l
         "-a records_metadata.csv -m pca2,umap2 -o out`, then open the bundle in its web app."
     )
     # The model in the name (issue 50): the same records under two models gave two records_layer12.h5.
-    stem = safe_name(f"records_{ModelId.parse(visitor_model_name(model)).short_name}_layer{layer}")
+    stem = safe_name(f"records_{visitor_short_name(model)}_layer{layer}")
     row = st.container(horizontal=True)
     with row:
         if importlib.util.find_spec("h5py") is None:

@@ -20,10 +20,9 @@ import streamlit as st
 
 from flamino_core.inputs import Numbering, ParsedInput, ProteinRecord
 
-from flamino_core.model import ModelId
 
 from app_pages._ui.frame.downloads import safe_name
-from app_pages._ui.server.policy import visitor_model_name
+from app_pages._ui.server.policy import visitor_model_name, visitor_short_name
 from app_pages._ui.frame.views import DEFAULT_PAGE, PAGES
 
 if TYPE_CHECKING:
@@ -70,7 +69,7 @@ class PageContext:
     @property
     def model_stem(self) -> str:
         """The model as a file-name part: a preset's name, a checkpoint's file or folder name."""
-        return safe_name(ModelId.parse(self.model_name).short_name)
+        return safe_name(visitor_short_name(self.model))
 
     @property
     def stem(self) -> str:

@@ -32,7 +32,7 @@ import streamlit as st
 from flamino_core.jobs import CANCELLED, DONE, FAILED, Job, MEASURED, STOPPED, about, default_rates
 
 from app_pages._ui.server import background
-from app_pages._ui.server.policy import visitor_model_name
+from app_pages._ui.server.policy import visitor_model_name, visitor_short_name
 from app_pages._ui.frame.widgets import counted, plain
 
 if TYPE_CHECKING:  # the plans read the store and the cost model: the pages that only draw jobs do not
@@ -313,11 +313,9 @@ def engine_name(engine) -> str:
     """The model an engine runs as a job line names it: a preset by its name, a checkpoint by its
     file or folder name (the sidebar shows its path), the untrained model as such; hosted, the
     operator's checkpoint by its public name."""
-    from flamino_core.model import ModelId
-
     if engine.weights.is_random:
         return engine.weights.name  # "untrained test model (tiny)"
-    return ModelId.parse(visitor_model_name(engine.weights.name)).short_name
+    return visitor_short_name(engine.weights.name)
 
 
 def quick(seconds: float | None) -> bool:

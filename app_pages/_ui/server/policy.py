@@ -241,6 +241,12 @@ def visitor_model_name(identifier: str) -> str:
     return public_model_name(identifier, current_limits())
 
 
+def visitor_short_name(identifier: str) -> str:
+    """``visitor_model_name`` as a file-name-like name (``ModelId.short_name``): a preset's name,
+    a checkpoint's file or folder name, hosted the operator's checkpoint by its public name."""
+    return ModelId.parse(visitor_model_name(identifier)).short_name
+
+
 def from_public_name(name: str, limits: Limits) -> str:
     """The identifier a public model name (from a link) stands for on this server."""
     operator = operator_model()
@@ -290,10 +296,11 @@ def offered_now(identifiers: list[str]) -> list[str]:
         reachable: bool | None = None
         offered = []
         for identifier in identifiers:
-            preset = ModelId.parse(identifier).preset
+            model_id = ModelId.parse(identifier)
+            preset = model_id.preset
             if preset is not None and reachable is None:
                 reachable = _hub_reachable_now()
-            if available_now(identifier, reachable=reachable):
+            if available_now(model_id, reachable=reachable):
                 offered.append(identifier)
             elif identifier not in _reported:
                 _reported.add(identifier)
