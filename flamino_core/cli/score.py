@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 
 from flamino_core.atomic import written_atomically
+from flamino_core.numbering import Numbering
 from flamino_core.options import DEFAULT_STRATEGY, STRATEGIES, names
 from flamino_core.progress import Progress
 from flamino_core.cli.common import (
@@ -46,9 +47,9 @@ def cmd_score(args) -> int:
                 writer.writerow([record.id, f"{scored.pppl:.6g}"])
                 continue
             first = first_residue_number(record, args.offset)
-            numbering = structure[record.id]
+            numbering, record_numbering = structure[record.id], Numbering(first)
             for row in scores.score_rows(record.id, scored.sequence, scored.substitutions, first):
-                label = ([numbering.label(row[1] - first) if numbering else ""] if labelled else [])
+                label = ([numbering.label(record_numbering.index(row[1])) if numbering else ""] if labelled else [])
                 writer.writerow([*row[:2], *label, *row[2:4], f"{row[4]:.6g}"])
     print(f"wrote {out_path} ({len(records)} sequences, {args.strategy})")
     return EXIT_USAGE if had_errors else EXIT_OK

@@ -25,6 +25,7 @@ import dataclasses
 import re
 
 from flamino_core.inputs.three_letter import CODES
+from flamino_core.numbering import Numbering
 
 KEY = "numbering"  # the header's key=value field
 _RUN = re.compile(r"(-?\d+)\.\.(-?\d+)")
@@ -100,18 +101,22 @@ class AuthorNumbering:
         """``entry`` with its positions read in the structure's numbering and written in the
         record's (numbered from ``first``): ``("S192A", "")`` for ``S195A`` on 1GBT's chain A,
         or ``(entry, why)`` when a position is not one of the structure's residues."""
+        numbering = Numbering(first)
+
         def number(label: str) -> str | None:
             index = self.index(label)
-            return None if index is None else str(first + index)
+            return None if index is None else str(numbering.number(index))
 
         return self._rewrite(entry, number, lambda label: f"{label}")
 
     def to_structure(self, mutant: str, first: int) -> str:
         """A mutant written in the record's numbering (from ``first``) in the structure's:
         ``S192A`` -> ``S195A``; a position outside the record is left as written."""
+        numbering = Numbering(first)
+
         def label(number: str) -> str | None:
-            index = int(number) - first
-            return self.labels[index] if 0 <= index < len(self.labels) else None
+            index = numbering.index_within(int(number), len(self.labels))
+            return None if index is None else self.labels[index]
 
         return self._rewrite(mutant, label, None, codes=False)[0]
 
