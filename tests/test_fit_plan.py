@@ -2,19 +2,23 @@
 app's job panel runs any plan, without the app: its cost is its scikit-learn fits with the seconds
 said before it (``Needed.of_steps``), each fit takes the metered engine's slot (``MeteredEngine.slot``,
 public for steps that are not engine calls), its result is ``fit_table``'s, and a stop or a spent
-budget ends it in words or as a cancel.
+budget ends it in words or as a cancel. Issue 50: the fits report their work, each fit's and each
+bootstrap's own, so the time left is the work left at the pace measured per operation.
 """
 
 from __future__ import annotations
 
 import contextlib
+import types
 
 import numpy as np
 import pytest
 
+from flamino_core.jobs import background
 from flamino_core.jobs.metered import MeteredEngine
 from flamino_core.jobs.plan import Needed
-from flamino_core.predictors.fit_plan import UNIT, FitPlan
+from flamino_core.predictors import cost, evaluation, fitting
+from flamino_core.predictors.fit_plan import UNIT, FitPlan, _Fitting
 from flamino_core.predictors.table import parse_labelled_table
 from flamino_core.predictors.table_fit import feature_sets, fit_table, planned_fits
 from flamino_core.store.passes import Cancelled
@@ -29,6 +33,7 @@ class Job:
 
     def __init__(self, cancelled: bool = False):
         self.unit, self.stages, self.last, self._cancelled = UNIT, [], None, cancelled
+        self.reports = []  # (unit, done, total, work) of every report
 
     def stage(self, unit, total):
         self.unit = unit
@@ -36,6 +41,7 @@ class Job:
 
     def progress(self, done, total, work=None):
         self.last = (done, total)
+        self.reports.append((self.unit, done, total, work))
 
     def cancelled(self):
         return self._cancelled
@@ -101,3 +107,110 @@ def test_a_stop_cancels_and_a_spent_budget_is_said_in_words(table, engine):
         plan_of(table, engine).run(Job(), MeteredEngine(engine), stop=lambda: True)
     said = plan_of(table, engine, budget=0.0).run(Job(), MeteredEngine(engine))
     assert isinstance(said, str) and "past the 0 s this server gives one" in said
+
+
+def work_of(step) -> float:
+    """What ``step`` (a fit or a bootstrap, as ``table_fit.FitSteps`` runs it) costs by the cost
+    model, counted from the matrices it was actually given, not from the plan: rows, features and
+    non-zero entries of its training matrix, or the rows of its comparison row's bootstrap."""
+    if step.func is fitting.fit_estimator:
+        X = step.args[2]
+    elif step.func is fitting._fit_and_score:
+        X = step.args[3]
+    else:  # a comparison row's bootstrap: a feature set's, or the zero-shot score's
+        assert step.func in (evaluation.regression_metrics, evaluation.zero_shot_metrics), step.func
+        return cost.bootstrap_work("regression", len(step.args[0]))
+    rows, features = X.shape
+    nonzero = X.nnz // rows if hasattr(X, "nnz") else features
+    return cost.fit_work("regression", rows, features, nonzero)
+
+
+def is_fit(step) -> bool:
+    return step.func in (fitting.fit_estimator, fitting._fit_and_score)
+
+
+def counted(table, kind="onehot", **choices):
+    """Each step's work, in the order ``fit_table`` ran them: (is a fit, work)."""
+    steps = []
+
+    def run_fit(step):
+        steps.append((is_fit(step), work_of(step)))
+        return step()
+
+    fit_table(table, kind, run_fit=run_fit, **choices)
+    return steps
+
+
+@pytest.fixture(scope="module")
+def variants():
+    """60 single mutants of a 30-residue wild type: a variant table, whose comparison adds the
+    model's zero-shot score (its bootstrap runs after every feature set's) and the augmented set."""
+    rng = np.random.default_rng(3)
+    wild = "".join(rng.choice(list(AMINO_ACIDS), 30))
+    rows = []
+    for _ in range(60):
+        at = int(rng.integers(30))
+        to = rng.choice([a for a in AMINO_ACIDS if a != wild[at]])
+        rows.append(f"{wild[at]}{at + 1}{to},{rng.normal():.4f}")
+    return parse_labelled_table(("mutant,y\n" + "\n".join(rows)).encode(), "y", wild_type=wild)
+
+
+@pytest.mark.parametrize("which, steps_run", [("table", 42 + 2), ("variants", 63 + 3 + 1)])
+def test_the_fits_report_each_fits_and_each_bootstraps_own_work(which, steps_run, engine, request):
+    table = request.getfixturevalue(which)
+    plan = plan_of(table, engine)
+    job = Job()
+    plan.run(job, MeteredEngine(engine))
+    steps = counted(table, engine=engine)
+    reports = [r for r in job.reports if r[0] == UNIT]
+    # One report per fit and per comparison row's bootstrap, each with the work done so far: the
+    # sum of what the steps run until then cost, counted from their own matrices.
+    assert len(reports) == len(steps) == steps_run
+    done = np.cumsum([w for _, w in steps])
+    np.testing.assert_allclose([r[3][0] for r in reports], done, rtol=1e-9)
+    assert [r[1] for r in reports] == list(np.cumsum([fit for fit, _ in steps]))
+    assert [r[3][1] for r in reports] == pytest.approx([plan.cost.work] * len(reports))  # the estimate's count
+    assert plan.cost.work == pytest.approx(done[-1])
+
+
+@pytest.fixture(scope="module")
+def heavy_first():
+    """800 rows of 50 residues: the one-hot folds (640 rows x 1,000 features) and the final model
+    cost several times the learning curve's fits (64-320 rows), and the bootstrap comes between."""
+    rng = np.random.default_rng(2)
+    seqs = ["".join(rng.choice(list(AMINO_ACIDS), 50)) for _ in range(800)]
+    data = "sequence,y\n" + "\n".join(f"{s},{s.count('A') + rng.normal():.4f}" for s in seqs)
+    return parse_labelled_table(data.encode(), "y")
+
+
+def test_the_time_left_at_a_tenth_of_the_fits_is_the_work_left_at_the_pace_measured(heavy_first, monkeypatch):
+    # A clock that each step advances by its own work, counted from its matrices (``work_of``):
+    # the time left said at each report should be the time the rest of the steps then take.
+    clock = [0.0]
+    monkeypatch.setattr(background, "time", types.SimpleNamespace(monotonic=lambda: clock[0]))
+    job = background.Job("Fitting the predictor", UNIT)
+    bridge = _Fitting(job, lambda: False, contextlib.nullcontext, None)  # as ``FitPlan.run`` reports
+    said, works = [], []
+
+    def run_fit(step):
+        value = step()
+        works.append((is_fit(step), work_of(step)))
+        clock[0] += works[-1][1] * 1e-9
+        return value
+
+    def weighed(done, total, work):
+        bridge.fits(done, total, work)
+        said.append((done, total, clock[0], job.seconds_left()))
+
+    fit_table(heavy_first, "onehot", run_fit=run_fit, weighed=weighed, progress=bridge.stage)
+    fits = [w for fit, w in works if fit]
+    assert min(fits[:6]) > 3 * max(fits[6:])  # the folds and the final model: several times the curve's fits
+    end, total = clock[0], said[0][1]
+    tenth = next(s for s in said if s[0] - 1 >= 0.1 * (total - 1))  # the job's baseline is its first fit
+    assert tenth[3] == pytest.approx(end - tenth[2], rel=0.02)
+    for _, _, at, left in said[1:]:
+        assert left == pytest.approx(end - at, rel=0.02, abs=1e-3)
+    # Per fit, the same pace said otherwise: the first fits' pace for the light ones left.
+    first = said[0]
+    per_fit = (tenth[2] - first[2]) / (tenth[0] - first[0]) * (total - tenth[0])
+    assert not 1 / 1.2 < per_fit / (end - tenth[2]) < 1.2

@@ -6,7 +6,9 @@ fraction of a second, mid-fit, when cancelled, when its tab closes, or past its 
 
 Its cost is not model passes only: ``needed()`` counts the scikit-learn fits (``jobs.plan.Steps``)
 and says the seconds its caller estimated before it (``fit_seconds``: the fits at this machine's
-rate, the worker's start, the passes still to run).
+rate, the worker's start, the passes still to run). Its fits' progress carries their work as that
+estimate counts it, each fit's and each bootstrap's own (``cost.FitCost.schedule``), so the time
+left is the work left at the pace measured per operation, not per fit.
 """
 
 from __future__ import annotations
@@ -86,7 +88,7 @@ class FitPlan:
             try:
                 result = fit_table(self.table, self.kind, engine=engine, model=self.model, folds=self.folds,
                                    layer=self.layer, progress=fitting.stage, cancelled=fitting.stop,
-                                   each_fit=fitting.each_fit, run_fit=in_worker)
+                                   each_fit=fitting.each_fit, run_fit=in_worker, weighed=fitting.fits)
             except (FeatureError, LabelError, OverBudget) as err:
                 return str(err)
         record_fit_times(default_rates(), self.cost, fitting.took, job.visitor or "")
@@ -130,11 +132,18 @@ class _Fitting:
                 self.spent += self.took[-1]
                 self.started = None
 
-    def stage(self, name: str) -> Callable[[int, int], None]:
-        """``fit_table``'s progress of stage ``name``: the model passes of a feature set, then the fits."""
-        return functools.partial(self._report, UNIT if name == FITS else f"model passes ({name})")
+    def stage(self, name: str) -> Callable[[int, int], None] | None:
+        """``fit_table``'s progress of stage ``name``: the model passes of a feature set (the fits
+        report through ``fits``)."""
+        return None if name == FITS else functools.partial(self._report, f"model passes ({name})")
 
-    def _report(self, unit: str, done: int, total: int) -> None:
+    def fits(self, done: int, total: int, work: tuple[float, float]) -> None:
+        """The fits' progress with their work (``table_fit.FitSteps``: each fit's and each bootstrap's
+        operations, as the estimate counted them), so the time left is the work left at the pace
+        measured per operation: the first fits of a set, on the most rows, cost several of its last."""
+        self._report(UNIT, done, total, work)
+
+    def _report(self, unit: str, done: int, total: int, work: tuple[float, float] | None = None) -> None:
         if self.job.unit != unit:  # a new stage: its own count and rate
             self.job.stage(unit, total)
-        self.job.progress(done, total)
+        self.job.progress(done, total, work)

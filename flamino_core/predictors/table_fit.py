@@ -30,6 +30,7 @@ RANDOM_WEIGHTS_NOTE = ("the model has random weights (a test model): its embeddi
 ZERO_SHOT = "zero-shot"
 MAJORITY = "majority"
 StageProgress = Callable[[str], Callable[[int, int], None] | None]
+WeighedProgress = Callable[[int, int, tuple[float, float]], None]  # (fits done, fits, (work done, work))
 FITS = "fits"  # the stage of ``fit_table``'s progress that counts scikit-learn fits
 
 
@@ -132,9 +133,10 @@ def plan_line(label: str, missing: int, asked: int, unit: str) -> str:
 
 
 def planned_fits(table: LabelledTable, kinds: list[str], engine, *, folds: str = RANDOM_FOLDS,
-                 layer: int | None = None, curves: bool = True) -> costs.FitCost:
+                 layer: int | None = None, curves: bool = True, compare: bool = True) -> costs.FitCost:
     """The scikit-learn work of fitting ``kinds`` on ``table`` under ``folds`` (said before the
-    work, beside the model passes; ``cost.problem`` holds it to a server's bounds).
+    work, beside the model passes; ``cost.problem`` holds it to a server's bounds), with the
+    comparison's zero-shot row of a variant table (``compare``, a model).
 
     Raises:
       table.LabelError: the folds do not apply to the table.
@@ -146,28 +148,38 @@ def planned_fits(table: LabelledTable, kinds: list[str], engine, *, folds: str =
     labels = [(k, features.spec_for(k, num_layers=num_layers, layer=layer, length=length).label) for k in kinds]
     n_folds = costs.folds_count(fold_ids(table, folds))
     return costs.fit_cost(table.task, int(table.labelled.sum()), n_folds, labels, length, width, curves,
-                          classes=len(table.classes))
+                          classes=len(table.classes),
+                          zero_shot=compare and table.is_variant_table and engine is not None)
 
 
 class FitSteps:
     """Runs each scikit-learn fit of a whole fit inside ``each_fit()`` (a caller's context: a
     heavy-job slot, a time budget; it may raise to stop between two fits), through ``run_fit``
     (None: here; a server's: ``worker.FitWorker``, stoppable mid-fit), and counts it on
-    ``report(done, total)``."""
+    ``report(done, total)``. With ``planned`` (the fit's ``cost.FitCost``) and ``weighed``, each
+    fit and each bootstrap also counts its own work (``FitCost.schedule``):
+    ``weighed(done, total, (work done, work in all))``, the operations the estimate counted."""
 
     def __init__(self, total: int, each_fit: Callable[[], ContextManager] | None = None,
-                 report: Callable[[int, int], None] | None = None, run_fit: Callable | None = None):
+                 report: Callable[[int, int], None] | None = None, run_fit: Callable | None = None,
+                 planned: costs.FitCost | None = None, weighed: WeighedProgress | None = None):
         self.done, self.total = 0, total
         self.each_fit = each_fit or contextlib.nullcontext
-        self.report = report
+        self.report, self.weighed = report, weighed
         self.run_fit = run_fit or (lambda fit: fit())
+        fits, sides = planned.schedule() if planned is not None else ((), ())
+        self._fits, self._sides = list(fits), list(sides)
+        self.work_done, self.work_total = 0.0, planned.work if planned is not None else 0.0
 
     def side(self, work):
         """``work`` (a picklable callable: a comparison row's bootstrap intervals) where the fits
         run and in their context, so it waits its turn, counts in their time and stops with them,
         but is not counted as a fit (51 classes' 1,000 resampled AUCs took a minute a row)."""
         with self.each_fit():
-            return self.run_fit(work)
+            value = self.run_fit(work)
+        if self._sides:
+            self._weigh(self._sides.pop(0))
+        return value
 
     def __call__(self, fit):
         with self.each_fit():
@@ -176,7 +188,14 @@ class FitSteps:
         self.total = max(self.total, self.done)  # the estimate counted the learning curve's sizes as 3
         if self.report is not None:
             self.report(self.done, self.total)
+        self._weigh(self._fits.pop(0) if self._fits else 0.0)
         return value
+
+    def _weigh(self, work: float) -> None:
+        self.work_done += work
+        self.work_total = max(self.work_total, self.work_done)
+        if self.weighed is not None:
+            self.weighed(self.done, self.total, (self.work_done, self.work_total))
 
 
 def fit_table(
@@ -195,6 +214,7 @@ def fit_table(
     cancelled: Callable[[], bool] | None = None,
     each_fit: Callable[[], ContextManager] | None = None,
     run_fit: Callable | None = None,
+    weighed: WeighedProgress | None = None,
 ) -> FitResult:
     """Fit ``kind`` features on ``table`` under ``folds``, with every other feature set beside it.
 
@@ -209,11 +229,11 @@ def fit_table(
       compare: also evaluate the other feature sets (the comparison table).
       curves: learning curves for each evaluated feature set.
       store: the result store.
-      progress: gives a (done, total) callback for a named stage (a feature set's label, then
-        ``FITS``: the scikit-learn fits).
+      progress: gives a (done, total) callback for a named stage (a feature set's label, then ``FITS``).
       cancelled: polled between groups of model passes.
       each_fit: a context held around each fit and each row's bootstrap (``FitSteps``).
       run_fit: runs each scikit-learn fit, a picklable callable (``FitSteps``; None: here).
+      weighed: the fits' progress with their work, as ``planned_fits`` counts it (``FitSteps``).
 
     Raises:
       features.FeatureError, table.LabelError: the choice does not apply to the table.
@@ -228,11 +248,10 @@ def fit_table(
     built = {name: _feature_matrix(name, table, inputs, rows, engine, layer=layer, zero_shot=zero_shot, store=store,
                                    progress=stage, cancelled=cancelled) for name in kinds}
     specs, matrices = {n: b[0] for n, b in built.items()}, {n: b[1] for n, b in built.items()}
-    zero = None
-    if table.is_variant_table and engine is not None and compare:
-        zero = _zero_shot_column(table, inputs, rows, engine, matrices, zero_shot)
-    steps = FitSteps(len(kinds) * costs.fits_per_set(costs.folds_count(fold_of), curves), each_fit, stage(FITS),
-                     run_fit)
+    zero = (_zero_shot_column(table, inputs, rows, engine, matrices, zero_shot)
+            if table.is_variant_table and engine is not None and compare else None)
+    planned = planned_fits(table, kinds, engine, folds=folds, layer=layer, curves=curves, compare=compare)
+    steps = FitSteps(planned.fits, each_fit, stage(FITS), run_fit, planned, weighed)
     comparison, learning, results = _cross_validated(specs, matrices, table, fold_of, curves, steps)
     chosen = results[kind]
     comparison += _label_free_rows(table, fold_of, chosen, zero, zero_shot, steps)
