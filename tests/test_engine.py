@@ -340,3 +340,23 @@ def test_token_rows_reach_the_device_without_a_compilation():
     assert seen.names == ["jit(<lambda>)"]
     assert rows.dtype == np.int32  # canonicalized as jnp.asarray does (x64 off)
     np.testing.assert_array_equal(np.asarray(rows), np.arange(3 * 13).reshape(3, 13))
+
+
+def test_batches_dispatched_ahead_give_the_same_outputs_and_progress(real_sequences):
+    """An accelerator dispatches the next batch before fetching the last (``batches_ahead`` 2):
+    the outputs must be exactly those of one batch at a time (the same compiled calls on the
+    same rows, only fetched later), every sequence in its place, and progress still counts the
+    batches in order, up to all of them."""
+    import dataclasses
+
+    proteins = list(real_sequences.values())[:24]
+    engine = Engine(load_weights("random:tiny"), token_budget=2048)
+    one_at_a_time, reports = engine.run(proteins), []
+    engine.backend = dataclasses.replace(engine.backend, batches_ahead=2)
+    ahead = engine.run(proteins, progress=lambda done, total: reports.append((done, total)))
+    total = reports[-1][1]
+    assert total > 2 and reports == [(done, total) for done in range(1, total + 1)]
+    for single, early in zip(one_at_a_time, ahead, strict=True):
+        assert single.sequence == early.sequence
+        np.testing.assert_array_equal(single.logits, early.logits)
+        np.testing.assert_array_equal(single.final, early.final)

@@ -169,9 +169,10 @@ class Engine:
         numbers well beyond rounding, so it is part of the key.
         """
         weights = self.weights.checksum
-        # The window scheme of masked passes over long sequences changes their numbers too, and so
-        # do an accelerator's 3-pass products (3e-4 off, measured), unlike its true fp32 ones.
+        # The masked windows change numbers too, and an accelerator's 3-pass products (3e-4 off).
         mode = self.backend.precision + ("@high" if self.backend.matmul_precision == "high" else "")
+        # Pallas flash (TPU) and cuDNN (GPU) round attention's inputs to bf16: other numbers again.
+        mode += "@bf16-attention" if self.backend.implementation.dtype == "bfloat16" else ""
         key = f"{weights}\0{mode}\0{windows.MASKED_WINDOWS}"
         return hashlib.sha256(key.encode()).hexdigest()[:32]
 
@@ -240,17 +241,21 @@ class Engine:
         heavy = bool(attention_layers or contacts)
         batches = planner.plan(lengths, lambda width: self.max_rows(width, heavy),
                                pack=self.backend.packing and not heavy)
-        for done, batch in enumerate(batches):
+        ahead = self.backend.batches_ahead if not heavy and len(repr_layers) <= 2 else 1  # small outputs only
+        in_flight: collections.deque = collections.deque()
+        for number, batch in enumerate(batches, 1):
             tokens, segments = planner.pack(batch, encoded, lambda ids: ids)  # each window encoded once
             # Segment ids only when rows share; omitted otherwise, so the call is the unpacked one
             # (same arguments, same compiled function).
             extra = () if segments is None else (to_device(segments),)
-            out = jax.device_get(self._forward(self.state, to_device(tokens), *extra, capture=capture))
+            in_flight.append((number, batch, self._forward(self.state, to_device(tokens), *extra, capture=capture)))
             self.compiled_shapes.add(planner.shape_key("forward", tokens.shape, bool(extra), capture))
-            for item, output in planner.unpack(out, batch, lengths):
-                merge.add(item, output)
-            if progress:
-                progress(done + 1, len(batches))
+            while len(in_flight) >= ahead or (in_flight and number == len(batches)):
+                fetched, done_batch, out = in_flight.popleft()
+                for item, output in planner.unpack(jax.device_get(out), done_batch, lengths):
+                    merge.add(item, output)
+                if progress:
+                    progress(fetched, len(batches))
         return [self._output(seq, merge.result(index), attention_layers) for index, seq in enumerate(used)]
 
     def _window_tokens(self, cut, sequences: Sequence[str], structures) -> list[np.ndarray]:

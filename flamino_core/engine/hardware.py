@@ -25,7 +25,7 @@ from flamino_core.model.attention import AttentionImpl
 from flamino_core.options import DEFAULT_TOKEN_BUDGET
 from flamino_core.model.precision import use_bf16_matmuls, use_int8_matmuls
 
-ATTENTION_ENV = "FLAMINO_ATTENTION"  # auto | fused | xla | dot-product-attention
+ATTENTION_ENV = "FLAMINO_ATTENTION"  # auto | fused | xla | dot-product-attention | pallas-flash
 PRECISION_ENV = "FLAMINO_PRECISION"  # fp32 (default) | bf16 | int8
 PACKING_ENV = "FLAMINO_PACKING"  # auto (default) | on | off
 PRECISIONS = ("fp32", "bf16", "int8")
@@ -108,8 +108,9 @@ class Backend:
     token_budget: int
     hardware: Hardware
     # Several sequences per row in plain forward passes (``planner``): on by default with the
-    # fused kernel, which computes only each sequence's own keys; the other paths would compute
-    # every key of a packed row and mask most of them away.
+    # fused kernel, which computes only each sequence's own keys, and on an accelerator, where
+    # full rows pay for the masked keys (measured); XLA:CPU's paths would compute every key of
+    # a packed row and mask most of them away.
     packing: bool = False
     # JAX's matmul precision the passes are traced under (``jax.default_matmul_precision``):
     # None on a CPU and in the opt-in modes (JAX's default), "highest"/"high" for fp32 elsewhere.
@@ -121,6 +122,10 @@ class Backend:
     # Several devices (``sharding.DevicePlan.describe``): "2 devices, rows split", "weights
     # sharded over 4 devices (...)"; "" on one.
     devices: str = ""
+    # Batches dispatched before the first one's outputs are fetched: on an accelerator the next
+    # batch computes while the host fetches and merges the last (both batches' outputs then sit on
+    # the device, so the engine does it for small outputs only); a CPU's cores do both: one there.
+    batches_ahead: int = 1
 
     @property
     def attention(self) -> str:
@@ -143,7 +148,8 @@ class Backend:
         if self.matmul_precision:
             words += f" (matrix products at JAX precision '{self.matmul_precision}': float32 arithmetic)"
         elif self.precision == "bf16" and self.hardware.platform != "cpu":
-            words = "bf16 weights and matmul inputs, fp32 accumulation and softmax (opt-in fast mode; not reference numbers)"
+            words = ("bf16 weights and matmul inputs, fp32 accumulation and softmax "
+                     "(opt-in fast mode; not reference numbers)")
         return f"{words}: {self.precision_why}" if self.precision_why else words
 
     def describe(self) -> str:
@@ -177,7 +183,14 @@ def _attention_for(requested: str, hw: Hardware, head_dim: int, precision: str) 
         return AttentionImpl("xla"), "requested"
     if requested == "dot-product-attention":
         return dot_product, "requested"
+    if requested == "pallas-flash":
+        if hw.platform != "tpu" or precision != "bf16":
+            raise ValueError("attention path 'pallas-flash' is a TPU kernel of the bf16 fast mode (bf16 inputs); "
+                             f"this is {hw.platform} in {precision}")
+        return AttentionImpl("pallas-flash", "bfloat16"), "requested"
     # auto
+    if hw.platform == "tpu" and precision == "bf16":
+        return AttentionImpl("pallas-flash", "bfloat16"), ""  # the fast mode's rows (docs/accelerators.md)
     if hw.platform != "cpu":
         return dot_product, ""
     if not kernel.available:
@@ -197,7 +210,8 @@ def choose(head_dim: int, attention: str | None = None, precision: str | None = 
       precision: "fp32" (default, or $FLAMINO_PRECISION), "bf16" or "int8" (opt-in; outside the
         1e-4 parity, see docs/benchmarks.md for their measured cost).
       token_budget: tokens per batch (default: ``TOKEN_BUDGET`` for the platform).
-      packing: "auto" (default, or $FLAMINO_PACKING: on with the fused kernel), "on" or "off".
+      packing: "auto" (default, or $FLAMINO_PACKING: on with the fused kernel and on an
+        accelerator), "on" or "off".
 
     Returns:
       A ``Backend``. Raises ValueError for an unknown or unavailable request.
@@ -212,8 +226,11 @@ def choose(head_dim: int, attention: str | None = None, precision: str | None = 
         raise ValueError(f"packing {packing!r}: choose one of {', '.join(PACKING)}")
     implementation, reason = _attention_for(attention, hw, head_dim, precision)
     budget = token_budget or TOKEN_BUDGET.get(hw.platform, TOKEN_BUDGET["cpu"])
-    packed = packing == "on" or (packing == "auto" and implementation.path == "fused")
-    return Backend(implementation, reason, precision, budget, hw, packed, exact_matmul_precision(hw, precision))
+    # Packed rows on an accelerator: the chip's parity tests pass with them, and whole rows run the
+    # 64-protein set 1.27x faster in fp32 and 1.16x in bf16 at t33 (docs/accelerators.md).
+    packed = packing == "on" or (packing == "auto" and (implementation.path == "fused" or hw.platform != "cpu"))
+    return Backend(implementation, reason, precision, budget, hw, packed, exact_matmul_precision(hw, precision),
+                   batches_ahead=1 if hw.platform == "cpu" else 2)
 
 
 def requested_precision(precision: str | None = None) -> tuple[str, bool]:

@@ -7,6 +7,9 @@ packed row several). ``impl`` is a value, chosen once per engine by ``hardware.c
 
 - ``fused``: flamino's C++ kernel on XLA:CPU (``fused_attention``), the CPU default when built;
 - ``xla``: pure JAX, the fallback everywhere;
+- ``pallas-flash``: Pallas's flash-attention kernel for TPUs, in the bf16 fast mode only (bf16
+  inputs, fp32 softmax statistics and accumulation, the scores never leave the chip's vector
+  memory); rows whose width is not a multiple of ``FLASH_BLOCK`` take ``dot-product-attention``;
 - ``dot-product-attention``: ``jax.nn.dot_product_attention``, the TPU and GPU default; cuDNN's
   fused attention when ``impl.cudnn`` (bf16 inputs on a GPU) for rows of one sequence, XLA's
   implementation with a mask otherwise. Rows wider than ``LONG_ROW_TOKENS`` (``--long full``
@@ -30,7 +33,13 @@ from flax import struct
 from flamino_core.model import fused_attention
 from flamino_core.model.rotary import rotate_at
 
-PATHS = ("fused", "xla", "dot-product-attention")
+PATHS = ("fused", "xla", "dot-product-attention", "pallas-flash")
+# Pallas's TPU flash attention walks the keys in blocks; a row's width must be a multiple of the
+# block (packed rows are multiples of 128 tokens, long rows of 256; rows of one sequence are
+# padded to 16-token buckets and mostly are not). Wider blocks where the width allows: fewer grid
+# steps, each a larger matmul on the chip's 128x128 units.
+FLASH_BLOCK = 128
+FLASH_BLOCK_MAX = 512
 # Pure JAX, rows of up to ALL_HEADS_AT_ONCE_UP_TO keys: attention for all heads of the batch at
 # once. Longer rows: a few heads at a time, as many as keep their scores within
 # ATTENTION_CHUNK_BYTES (see ``_pure_jax``).
@@ -62,6 +71,9 @@ class AttentionImpl:
             return f"C++ kernel, {fused_attention.status().variant}"
         if self.path == "xla":
             return "pure JAX"
+        if self.path == "pallas-flash":
+            return (f"Pallas flash attention on bf16 inputs (rows of a multiple of {FLASH_BLOCK} tokens; "
+                    "others jax.nn.dot_product_attention)")
         if self.cudnn:
             return "jax.nn.dot_product_attention, cuDNN on bf16 inputs (XLA's for packed rows)"
         return "jax.nn.dot_product_attention, XLA implementation"
@@ -120,6 +132,11 @@ def attend(q: jax.Array, k: jax.Array, v: jax.Array, positions: Positions, spans
         return _pure_jax(q, k, v, positions, spans, table, scale, probabilities=True)
     if impl.path == "fused":
         return _fused(q, k, v, positions, spans, table, scale)
+    if impl.path == "pallas-flash":
+        # Self-attention over every token (queries picked at masked positions have Tq != Tk).
+        if q.shape[1] == k.shape[1] and k.shape[1] % FLASH_BLOCK == 0:
+            return _flash(q, k, v, positions, spans, table, scale)
+        impl = AttentionImpl("dot-product-attention")
     if impl.path == "dot-product-attention":
         if k.shape[1] > LONG_ROW_TOKENS:
             return _pure_jax(q, k, v, positions, spans, table, scale, chunk_bytes=LONG_ROW_CHUNK_BYTES)
@@ -159,6 +176,28 @@ def _dot_product(q, k, v, positions, spans, table, scale, impl):
         implementation="cudnn" if cudnn else "xla",
     )
     return out.astype(jnp.float32)
+
+
+# --- Pallas flash attention (TPU, the bf16 fast mode) --------------------------------------------
+def _flash(q, k, v, positions, spans, table, scale):
+    from jax.experimental.pallas.ops.tpu import flash_attention as pallas  # TPU only: imported when traced
+
+    q = rotate_at(q * scale, table, positions.queries)
+    k = rotate_at(k, table, positions.keys)
+    # The kernel's mask is segment ids (a query sees the keys of its own id). A token's id is its
+    # sequence's first key (its span's start: the same for every token of a sequence, distinct
+    # between the sequences of a packed row); a padding key, outside its own token's span, gets
+    # -1 and is seen by no query. Queries and keys are the same tokens here (Tq == Tk).
+    width = k.shape[1]
+    start = jnp.broadcast_to(spans.start, (k.shape[0], width))
+    stop = jnp.broadcast_to(spans.stop, (k.shape[0], width))
+    key_ids = jnp.where(jnp.arange(width) < stop, start, -1)
+    block = next(b for b in (FLASH_BLOCK_MAX, 256, FLASH_BLOCK) if width % b == 0)
+    out = pallas.flash_attention(
+        *(_heads_major(a).astype(jnp.bfloat16) for a in (q, k, v)),
+        segment_ids=pallas.SegmentIds(q=start, kv=key_ids), sm_scale=1.0,
+        block_sizes=pallas.BlockSizes(block_q=block, block_k_major=block, block_k=block, block_b=1))
+    return _heads_major(out).astype(jnp.float32)
 
 
 # --- pure JAX ------------------------------------------------------------------------------------
