@@ -63,7 +63,17 @@ def main(argv=None) -> int:
     parser.add_argument("--budgets", default="8192,16384,32768")
     parser.add_argument("--widths", default="256,1024")
     parser.add_argument("--out", type=Path, default=common.RESULTS / "accelerator-mfu.jsonl")
+    # attention:packing:ahead triples, e.g. "dot-product-attention:off:1,pallas-flash:on:2" (the
+    # engine's defaults when omitted: "auto:auto:default").
+    parser.add_argument("--variants", default="auto:auto:default")
+    parser.add_argument("--flash-block", type=int, help="the flash kernel's widest block (attention.FLASH_BLOCK_MAX)")
     args = parser.parse_args(argv)
+    if args.flash_block:
+        from flamino_core.model import attention
+
+        attention.FLASH_BLOCK_MAX = args.flash_block
+    import dataclasses
+
     import jax
 
     from flamino_core import Engine
@@ -72,19 +82,29 @@ def main(argv=None) -> int:
     weights = device_weights(SHAPES[args.shape])
     proteins = common.varlen_workload()
     residues = sum(map(len, proteins))
+    widths = [int(w) for w in args.widths.split(",") if w]
     for budget in map(int, args.budgets.split(",")):
-        engine = Engine(weights, precision=args.mode, token_budget=budget)
-        engine.run(proteins)  # compile every shape the set needs
-        seconds = best_of(lambda: engine.run(proteins), 2)
-        row = {"shape": args.shape, "mode": args.mode, "token_budget": engine.token_budget,
-               "set_s": round(seconds, 3), "residues_per_s": round(residues / seconds),
-               "set_mfu": round(useful_flops(engine.config, proteins) / seconds / peak, 3),
-               "dense": [dense_rows(engine, int(w), peak) for w in args.widths.split(",")]}
-        print(json.dumps(row), flush=True)
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        with args.out.open("a") as handle:
-            handle.write(json.dumps(row) + "\n")
-        del engine
+        for variant in args.variants.split(","):
+            attention, packing, ahead = variant.split(":")
+            engine = Engine(weights, precision=args.mode, token_budget=budget,
+                            attention=None if attention == "auto" else attention,
+                            packing=None if packing == "auto" else packing)
+            if ahead != "default":
+                engine.backend = dataclasses.replace(engine.backend, batches_ahead=int(ahead))
+            engine.run(proteins)  # compile every shape the set needs
+            seconds = best_of(lambda: engine.run(proteins), 3)
+            row = {"shape": args.shape, "mode": args.mode, "token_budget": engine.token_budget,
+                   "flash_block_max": args.flash_block,
+                   "attention": engine.attention_path, "packing": engine.backend.packing,
+                   "batches_ahead": engine.backend.batches_ahead,
+                   "set_s": round(seconds, 3), "residues_per_s": round(residues / seconds),
+                   "set_mfu": round(useful_flops(engine.config, proteins) / seconds / peak, 3),
+                   "dense": [dense_rows(engine, w, peak) for w in widths]}
+            print(json.dumps(row), flush=True)
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            with args.out.open("a") as handle:
+                handle.write(json.dumps(row) + "\n")
+            del engine
     return 0
 
 
