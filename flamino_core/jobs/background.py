@@ -45,8 +45,9 @@ class Job:
 
     ``work(job)`` runs in a thread of its own (``start``); it reports ``job.progress(done,
     total)`` in the job's ``unit``, polls ``job.cancelled`` between chunks, and returns the
-    job's value (it may set ``job.value`` to what it has so far: a job that stops keeps that). ``passes.Cancelled`` (raised by the passes when ``cancelled`` says so) ends it
-    as cancelled, ``Stopped`` as stopped, any other exception as failed (logged).
+    job's value (it may set ``job.value`` to what it has so far: a job that stops keeps that).
+    ``passes.Cancelled`` (raised by the passes when ``cancelled`` says so) ends it as cancelled,
+    ``Stopped`` as stopped, any other exception as failed (logged).
     """
 
     def __init__(self, title: str, unit: str, total: int | None = None, visitor: str | None = None,

@@ -68,8 +68,10 @@ class MeteredEngine:
     def run(self, sequences, progress=None, **options):
         batches = self._planned(pass_cost.unmasked_batches, [len(s) for s in sequences], grouped=False)
         with self._slot():
-            return self._timed("unmasked", batches, lambda report: self._engine.run(sequences, progress=report, **options),
-                               progress)
+            def unmasked(report):
+                return self._engine.run(sequences, progress=report, **options)
+
+            return self._timed("unmasked", batches, unmasked, progress)
 
     def _planned(self, plan, *args, **options) -> list[tuple[str, int]]:
         """The call's batches (``pass_cost``), planned only when rates are measured."""
@@ -109,7 +111,8 @@ class MeteredEngine:
             total = sum(t for _, t in batches)
             if fresh or cached:
                 running = pass_cost.running_seconds(self._engine, kind, batches, self._rates)  # at the rate so far
-                left_to_tell = self._compiling_seconds(kind, running, spent, fresh, cached) - told[0]  # (batches told some)
+                # What the compilation still takes, less what batches already told (told[0]).
+                left_to_tell = self._compiling_seconds(kind, running, spent, fresh, cached) - told[0]
                 if self._on_compile is not None and left_to_tell > 0:
                     self._on_compile(left_to_tell)
                 self._record_compilations(kind, running, spent, fresh, cached, [key for key, _ in batches])
@@ -160,7 +163,8 @@ class MeteredEngine:
         in the persistent cache for a later process."""
         architecture = pass_cost.architecture(self._engine)
         if running is not None and not (fresh and cached):
-            self._rates.record(architecture, pass_cost.compile_kind(kind, cached=not fresh), fresh or cached, spent - running)
+            compile_kind = pass_cost.compile_kind(kind, cached=not fresh)
+            self._rates.record(architecture, compile_kind, fresh or cached, spent - running)
         if pass_cost.persistent_cache_on():
             self._rates.add_compiled(architecture, keys)
 

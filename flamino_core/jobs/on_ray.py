@@ -117,8 +117,8 @@ def record_outputs_on_ray(model: str, fingerprint: str, num_layers: int, sequenc
             entropy = np.frombuffer(row["entropy"], dtype=np.float32)
             at = 0
             for sequence, layers in zip(group, means):
-                record = passes.RecordOutputs(sequence, {layer: layers[layer].copy() for layer in range(num_layers + 1)},
-                                              entropy[at:at + len(sequence)].copy())
+                by_layer = {layer: layers[layer].copy() for layer in range(num_layers + 1)}
+                record = passes.RecordOutputs(sequence, by_layer, entropy[at:at + len(sequence)].copy())
                 at += len(sequence)
                 passes.keep_record_outputs(store, fingerprint, num_layers, sequence, record)
                 on_record(sequence, record)

@@ -194,7 +194,8 @@ def masked_batches(engine, need: Iterable[tuple[int, int]], chunk: int | None = 
         step = chunk or max(positions, 1)
         for first in range(0, positions, step):
             for rows in planner.masked_batch_rows(min(step, positions - first), max_rows):
-                out.append((planner.shape_key("masked", (rows, width)), batch_work(engine.config, "masked", rows, width)))
+                key = planner.shape_key("masked", (rows, width))
+                out.append((key, batch_work(engine.config, "masked", rows, width)))
     return out
 
 

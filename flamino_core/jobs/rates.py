@@ -3,7 +3,8 @@ masked and unmasked passes (and per operation of a fit, per compilation), measur
 running average (``Rates``; per MFLOP of a pass's matmul work, its plan's, ``jobs/pass_cost.py``;
 a fit's as a median of recent jobs, one per visitor, that one job cannot poison: ``robust_seconds``),
 the shapes compiled into the persistent cache, and each job's predicted and actual times
-(``Rates.record_job``), all in ``FLAMINO_CACHE/pass_rates.json`` so a restarted server knows them. ``jobs/background.py`` re-exports these names.
+(``Rates.record_job``), all in ``FLAMINO_CACHE/pass_rates.json`` so a restarted server knows them.
+``jobs/background.py`` re-exports these names.
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ class Rates:
         self._rates: dict[str, float] | None = None  # "model kind" -> seconds per token
         self._history: list[dict] = []  # jobs' predicted and actual times (``record_job``)
         self._shapes: dict[str, list[str]] = {}  # architecture -> shapes compiled into the persistent cache
-        self._samples: dict[str, list[list]] = {}  # "model kind" -> [[seconds per unit, source tag]] (``record_sample``)
+        # "model kind" -> [[seconds per unit, source tag]] (``record_sample``)
+        self._samples: dict[str, list[list]] = {}
         self._sizes: dict[str, float] = {}  # "model kind" -> the model's size (``record``)
 
     def record(self, model: str, kind: str, amount: float, seconds: float, size: float | None = None) -> None:
@@ -174,8 +176,9 @@ class Rates:
                 jobs = found.get(HISTORY)
                 self._history = [e for e in jobs if isinstance(e, dict)] if isinstance(jobs, list) else []
                 samples = found.get(SAMPLES)
+                samples = samples if isinstance(samples, dict) else {}
                 self._samples = {k: [[float(x[0]), str(x[1])] for x in v if _sample(x)][-RECENT:]
-                                 for k, v in samples.items() if isinstance(v, list)} if isinstance(samples, dict) else {}
+                                 for k, v in samples.items() if isinstance(v, list)}
                 sizes = found.get(SIZES)
                 self._sizes = {k: float(v) for k, v in sizes.items() if isinstance(v, (int, float)) and v > 0
                                and k in self._rates} if isinstance(sizes, dict) else {}
@@ -230,7 +233,8 @@ def machine() -> str:
                 break
     except OSError:
         pass
-    return f"{name or 'unknown CPU'}, {len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()} cores"
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return f"{name or 'unknown CPU'}, {cores} cores"
 
 
 def _default_rates_path() -> Path:

@@ -183,8 +183,8 @@ def _clusters_off():
     start``) must not inherit the switch."""
     from ray._private import ray_constants
 
-    name, before_env, before = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"), \
-        ray_constants.ENABLE_RAY_CLUSTER
+    name = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+    before_env, before = os.environ.get(name), ray_constants.ENABLE_RAY_CLUSTER
     os.environ[name] = "0"
     ray_constants.ENABLE_RAY_CLUSTER = False
     try:
@@ -284,7 +284,7 @@ def _watch(session_dir: str | None):
     return subprocess.Popen(
         [sys.executable, "-m", "flamino_core.jobs.ray_watchdog", str(os.getpid()), session_dir],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
+    )
 
 
 

@@ -81,7 +81,8 @@ class Status:
             return f"cancelling: the chunk in flight finishes, then it stops ({self.count()} so far, kept)"
         if self.phase == "measured":
             left = self.total - self.done
-            return f"rate measured on {self.count()}; the other {left:,} wait{'s' if left == 1 else ''} for Start on its page"
+            verb = "waits" if left == 1 else "wait"
+            return f"rate measured on {self.count()}; the other {left:,} {verb} for Start on its page"
         if self.phase == "done":
             return f"done ({self.total:,} {self.unit})" if self.total is not None else "done"
         after = f" after {self.count()}, kept" if self.total is not None and self.done else ""
