@@ -171,6 +171,7 @@ def _attention_for(requested: str, hw: Hardware, head_dim: int, precision: str) 
     # cuDNN's fused attention: on a GPU, on bf16 inputs (it has no fp32 kernel).
     on_cudnn = hw.platform == "gpu" and precision == "bf16"
     dot_product = AttentionImpl("dot-product-attention", "bfloat16" if on_cudnn else "float32", on_cudnn)
+    flash = AttentionImpl("pallas-flash", "bfloat16")  # the fast mode's TPU kernel (bf16 inputs)
     if requested == "fused":
         if hw.platform != "cpu":
             raise ValueError(f"attention path 'fused' is a CPU kernel; this machine runs JAX on {hw.platform}")
@@ -187,10 +188,10 @@ def _attention_for(requested: str, hw: Hardware, head_dim: int, precision: str) 
         if hw.platform != "tpu" or precision != "bf16":
             raise ValueError("attention path 'pallas-flash' is a TPU kernel of the bf16 fast mode (bf16 inputs); "
                              f"this is {hw.platform} in {precision}")
-        return AttentionImpl("pallas-flash", "bfloat16"), "requested"
+        return flash, "requested"
     # auto
     if hw.platform == "tpu" and precision == "bf16":
-        return AttentionImpl("pallas-flash", "bfloat16"), ""  # the fast mode's rows (docs/accelerators.md)
+        return flash, ""  # the fast mode's packed and long rows (docs/accelerators.md)
     if hw.platform != "cpu":
         return dot_product, ""
     if not kernel.available:
