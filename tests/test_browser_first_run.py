@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from shared_cpu import sharing_reason
 from test_browser import CHROMIUM, TIMEOUT_MS, VIEWPORT, _nav, _settle, start_server, stop_server
 from test_app_sets import SET
 
@@ -22,12 +23,13 @@ pytestmark = [
 FASTA = "".join(f">{i} {d}\n{s}\n" for i, d, s in SET[:3])
 # The bound. The click's own round trip and the page's drawing take well under a second
 # on an idle machine; what used to take 77-91 s was the wait for the compiled first chunk. On a
-# CPU shared with other work (inside make test, the 1-minute load average above the cores + 1.5,
-# test_browser_estimates.py's rule) a browser round trip alone was measured at 1.8 s, so there the
-# bar is 10 s: still a fraction of the 77 s this test exists to catch, and the times are printed.
+# CPU shared with other work (shared_cpu.py: inside make test, two workers on the cores) a browser
+# round trip alone was measured at 1.8 s and the whole 2.8 s in CI (2026-12-07, load 3.4 on 2
+# cores), so there the bar is 10 s: still a fraction of the 77 s this test exists to catch, and
+# the times are printed. That the page is drawn before the compilation is over is shown apart
+# from the clock: the progress line naming the compilation is on the page.
 WITHIN_S = 2.0
 WITHIN_S_SHARED = 10.0
-SHARED_LOAD = os.cpu_count() + 1.5
 
 
 def test_records_on_a_never_measured_architecture_draws_the_table_and_the_progress_line_at_once(browser, tmp_path):
@@ -50,8 +52,9 @@ def test_records_on_a_never_measured_architecture_draws_the_table_and_the_progre
         line_s = time.monotonic() - began
         loads = (round(load, 2), round(os.getloadavg()[0], 2))
         print(f"Records on a never-measured architecture: table after {table_s:.2f} s, progress line after "
-              f"{line_s:.2f} s (load average {loads[0]} -> {loads[1]} on {os.cpu_count()} cores)")
-        bound = WITHIN_S_SHARED if max(loads) > SHARED_LOAD else WITHIN_S
+              f"{line_s:.2f} s (load average {loads[0]} -> {loads[1]} on {os.cpu_count()} cores; "
+              f"{sharing_reason(*loads) or 'the machine to itself'})")
+        bound = WITHIN_S_SHARED if sharing_reason(*loads) else WITHIN_S
         assert table_s < bound and line_s < bound, (table_s, line_s, loads)
         # ...and the work goes on: the entropy column fills in without a click (read once the
         # page's run is over: before, its caption may not be drawn yet).
