@@ -139,7 +139,7 @@ def contacts_panel(ctx: PageContext, contact_probs: np.ndarray, stem: str) -> No
         pairs = len(part) * (len(part) - 1) // 2
         csv_button(
             "Contacts (CSV)",
-            lambda: contacts_frame(shown_contacts, part, first),
+            lambda: contacts_frame(shown_contacts, part, shown.numbering),
             f"{stem}_contacts.csv",
             "contacts_csv",
             model=ctx.model_name,
@@ -148,7 +148,7 @@ def contacts_panel(ctx: PageContext, contact_probs: np.ndarray, stem: str) -> No
         )
         csv_button(
             f"Top {len(part):,} contacts (CSV)",
-            lambda: top_contacts_frame(shown_contacts, part, first),
+            lambda: top_contacts_frame(shown_contacts, part, shown.numbering),
             f"{stem}_top_contacts.csv",
             "top_contacts_csv",
             model=ctx.model_name,

@@ -108,7 +108,7 @@ def top_predictions(ctx: PageContext, probabilities: np.ndarray) -> None:
     part, part_stem = ctx.sequence[ctx.shown.span], ctx.stem + ctx.shown.stem()
     st.subheader("Top predictions per position")
     k = kept_number_input("How many (k)", "k")
-    top = pd.DataFrame(top_k_rows(probabilities, part, k, first=ctx.shown.number))
+    top = pd.DataFrame(top_k_rows(probabilities, part, k, numbering=ctx.shown.numbering))
     st.dataframe(top, hide_index=True, height=360, width="stretch")
     csv_button("Top-k table (CSV)", lambda: top, f"{part_stem}_top{k}.csv", "topk_csv",
                model=ctx.model_name)

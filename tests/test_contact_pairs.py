@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from flamino_core.analysis.contact_pairs import contacts_frame, top_contacts_frame
+from flamino_core.numbering import Numbering
 
 
 def test_top_l_pairs_match_a_plain_ranking_and_skip_close_and_unpredicted_pairs():
@@ -17,14 +18,14 @@ def test_top_l_pairs_match_a_plain_ranking_and_skip_close_and_unpredicted_pairs(
     sequence = "".join(rng.choice(list("ACDEFGHIKLMNPQRSTVWY"), length))
     pairs = [(p, i, j) for i in range(length) for j in range(i + 6, length) if not np.isnan(p := contacts[i, j])]
     expected = sorted(pairs, key=lambda t: (-t[0], t[1], t[2]))[:length]
-    top = top_contacts_frame(contacts, sequence, first)
+    top = top_contacts_frame(contacts, sequence, Numbering(first))
     assert list(zip(top.probability, top.i - first, top.j - first)) == expected
     assert list(top.residue_i) == [sequence[i] for _, i, _ in expected]
-    assert len(top) == length and list(top.columns) == list(contacts_frame(contacts, sequence, first).columns)
+    assert len(top) == length and list(top.columns) == list(contacts_frame(contacts, sequence, Numbering(first)).columns)
 
 
 def test_every_pair_once():
     contacts = np.arange(25, dtype=float).reshape(5, 5)
-    frame = contacts_frame(contacts, "MKVLA", 1)
+    frame = contacts_frame(contacts, "MKVLA", Numbering(1))
     assert list(zip(frame.i, frame.j)) == [(i, j) for i in range(1, 6) for j in range(i + 1, 6)]
     assert list(frame.probability) == [contacts[i - 1, j - 1] for i, j in zip(frame.i, frame.j)]

@@ -15,19 +15,19 @@ from flamino_core.numbering import Numbering
 MIN_SEPARATION = 6  # as contact precision (structure/contacts.py): closer pairs are not judged
 
 
-def contacts_frame(contacts: np.ndarray, sequence: str, first: int) -> pd.DataFrame:
+def contacts_frame(contacts: np.ndarray, sequence: str, numbering: Numbering) -> pd.DataFrame:
     """Every residue pair i < j with its contact probability (NaN: not predicted).
 
     Args:
       contacts: (L, L) predicted probabilities.
       sequence: the L residues.
-      first: the number of the first residue (``i`` and ``j`` are in the record's numbering).
+      numbering: the sequence's residue numbering (``i`` and ``j`` are numbered in it).
     """
     i, j = np.triu_indices(len(sequence), k=1)
-    return _pairs(contacts, sequence, Numbering(first), i, j)
+    return _pairs(contacts, sequence, numbering, i, j)
 
 
-def top_contacts_frame(contacts: np.ndarray, sequence: str, first: int,
+def top_contacts_frame(contacts: np.ndarray, sequence: str, numbering: Numbering,
                        min_separation: int = MIN_SEPARATION) -> pd.DataFrame:
     """The L most probable pairs at least ``min_separation`` apart, most probable first (ties by
     i, then j); a pair that was not predicted (NaN) is never among them. Columns as
@@ -36,7 +36,7 @@ def top_contacts_frame(contacts: np.ndarray, sequence: str, first: int,
     probability = contacts[i, j]
     finite = np.flatnonzero(np.isfinite(probability))
     order = finite[np.argsort(-probability[finite], kind="stable")][: len(sequence)]
-    return _pairs(contacts, sequence, Numbering(first), i[order], j[order])
+    return _pairs(contacts, sequence, numbering, i[order], j[order])
 
 
 def _pairs(contacts: np.ndarray, sequence: str, numbering: Numbering, i: np.ndarray, j: np.ndarray) -> pd.DataFrame:

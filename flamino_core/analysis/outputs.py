@@ -93,17 +93,17 @@ def residue_entropy(logits: np.ndarray) -> np.ndarray:
     return entropy(amino_acid_probabilities(logits), axis=0)
 
 
-def top_k_rows(probabilities: np.ndarray, sequence: str, k: int = 3, first: int = 1) -> list[dict]:
+def top_k_rows(probabilities: np.ndarray, sequence: str, k: int = 3, numbering: Numbering = Numbering()) -> list[dict]:
     """One table row per position: the residue, its probability and rank, and the top k.
 
     Args:
       probabilities: (20, L) from ``amino_acid_probabilities`` (or a masked pass).
       sequence: the L residues.
       k: how many predictions to list (1..20).
-      first: the number of the first residue (the sequence's numbering).
+      numbering: the sequence's residue numbering.
 
     Returns:
-      Dicts with keys ``position`` (from ``first``), ``residue``, ``p(residue)``, ``rank`` (1 = the
+      Dicts with keys ``position`` (numbered by ``numbering``), ``residue``, ``p(residue)``, ``rank`` (1 = the
       model's favourite; None for X/B/Z/U/O, which are not among the 20), then
       ``top1``, ``p1`` ... ``topk``, ``pk``.
     """
@@ -114,7 +114,7 @@ def top_k_rows(probabilities: np.ndarray, sequence: str, k: int = 3, first: int 
         raise ValueError(f"probabilities have shape {p.shape}, expected (20, {len(sequence)})")
     # Stable sort on -p: ties keep alphabetical order, so the table is deterministic.
     order = np.argsort(-p, axis=0, kind="stable")  # (20, L)
-    numbering, rows = Numbering(first), []
+    rows = []
     for i, residue in enumerate(sequence):
         column = STANDARD_AMINO_ACIDS.find(residue)
         row: dict = {

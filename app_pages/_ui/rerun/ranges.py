@@ -43,6 +43,11 @@ class Shown:
         return Numbering(self.first).number(self.start)
 
     @property
+    def numbering(self) -> Numbering:
+        """The shown part's numbering: its index 0 is residue ``number``."""
+        return Numbering(self.number)
+
+    @property
     def last(self) -> int:
         """The number of the last residue shown."""
         return Numbering(self.first).number(self.stop - 1)
