@@ -21,6 +21,7 @@ from flamino_core.analysis import (apc, attention_view, contacts_frame, crop_squ
 from flamino_core import figures
 from flamino_core.model import MAX_RESIDUES, contact_families
 from flamino_core.engine import WINDOW_STEP, residue_window_start
+from flamino_core.numbering import Numbering
 
 
 def contact_note(contacts: np.ndarray, length: int) -> str | None:
@@ -45,7 +46,7 @@ class _Window:
     start: int  # the window's first residue in the sequence
     seq: str
     maps_stop: int  # one past the maps' last residue, in the sequence
-    maps_first: int  # the number of the maps' first residue
+    numbering: Numbering  # the maps' numbering (index 0: their first residue)
     crop: tuple[int, int]  # the maps' residues within the window
 
 
@@ -77,9 +78,9 @@ def maps_window(ctx: PageContext) -> _Window:
             f"Attention maps cover at most {MAX_RESIDUES:,} residues (the models' training length): these show"
             f"{cut} from the {MAX_RESIDUES:,}-residue window of the sequence that holds them."
         )
-    window_seq, maps_first = seq[start:start + MAX_RESIDUES], ctx.numbering.number(shown.start)
+    window_seq = seq[start:start + MAX_RESIDUES]
     crop = (shown.start - start, maps_stop - start)
-    return _Window(start, window_seq, maps_stop, maps_first, crop)
+    return _Window(start, window_seq, maps_stop, shown.numbering, crop)
 
 
 def controls(n: int, heads: int) -> _Choice:
@@ -115,7 +116,7 @@ def attention_map(ctx: PageContext, maps: np.ndarray, window: _Window, choice: _
     head = None if choice.head == 0 else choice.head - 1
     view = attention_view(maps, head, choice.use_apc, keep_special)
     matrix = crop_square(view, *window.crop, with_special=keep_special)
-    labels = residue_labels(ctx.sequence[ctx.shown.start:window.maps_stop], window.maps_first)
+    labels = residue_labels(ctx.sequence[ctx.shown.start:window.maps_stop], window.numbering.first)
     if keep_special:
         labels = ["<cls>", *labels, "<eos>"]
     title = f"{choice.what}, {choice.names[choice.layer]}, {choice.head_names[choice.head]}"
@@ -133,13 +134,13 @@ def attention_map(ctx: PageContext, maps: np.ndarray, window: _Window, choice: _
 def contacts_panel(ctx: PageContext, contact_probs: np.ndarray, stem: str) -> None:
     """The contact map of the residues shown, its three downloads, what a long sequence misses."""
     seq, shown = ctx.sequence, ctx.shown
-    part, first = seq[shown.span], shown.number
+    part, numbering = seq[shown.span], shown.numbering
     shown_contacts = contact_probs[shown.span, shown.span]
-    with show_figure(figures.contact_map(shown_contacts, part, first=first), "contacts", f"{stem}_contacts"):
+    with show_figure(figures.contact_map(shown_contacts, part, numbering=numbering), "contacts", f"{stem}_contacts"):
         pairs = len(part) * (len(part) - 1) // 2
         csv_button(
             "Contacts (CSV)",
-            lambda: contacts_frame(shown_contacts, part, shown.numbering),
+            lambda: contacts_frame(shown_contacts, part, numbering),
             f"{stem}_contacts.csv",
             "contacts_csv",
             model=ctx.model_name,
@@ -148,7 +149,7 @@ def contacts_panel(ctx: PageContext, contact_probs: np.ndarray, stem: str) -> No
         )
         csv_button(
             f"Top {len(part):,} contacts (CSV)",
-            lambda: top_contacts_frame(shown_contacts, part, shown.numbering),
+            lambda: top_contacts_frame(shown_contacts, part, numbering),
             f"{stem}_top_contacts.csv",
             "top_contacts_csv",
             model=ctx.model_name,
@@ -181,7 +182,7 @@ def all_heads(ctx: PageContext, maps: np.ndarray, window: _Window, choice: _Choi
     per_head = crop_square(per_head, *window.crop)
     grid = figures.attention_grid(
         per_head, title=f"{choice.what} of every head, {choice.names[layer]}",
-        diverging=choice.use_apc, first=window.maps_first,
+        diverging=choice.use_apc, numbering=window.numbering,
     )
     with show_figure(grid, "attention_grid", f"{stem}_layer{layer}_all_heads"):
         npz_button(

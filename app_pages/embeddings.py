@@ -11,7 +11,6 @@ from app_pages._ui.frame.downloads import csv_button, npz_button, show_figure
 from app_pages._ui.records import compare_maps
 from app_pages._ui.records.set_map import records_section
 from app_pages._ui.frame.widgets import kept_radio, kept_selectbox, layer_names
-from flamino_core.inputs import Numbering
 from flamino_core.analysis import pca, residue_class
 from flamino_core import figures
 
@@ -35,7 +34,7 @@ def main(ctx: PageContext) -> None:
     result = pca(reps, n_components=3)
     ratios = result.explained_variance_ratio
     fig = figures.residue_pca_scatter(
-        result, part, colour_by=colour, dims=int(dims), first=first,
+        result, part, colour_by=colour, dims=int(dims), numbering=shown.numbering,
         title=f"Per-residue embeddings{'' if shown.whole else ' of ' + shown.label()}, {names[layer]} (PCA)",
     )
     left, right = st.columns([3, 1])
@@ -58,7 +57,7 @@ def main(ctx: PageContext) -> None:
             "PCA coordinates (CSV)",
             lambda: pd.DataFrame(
                 {
-                    "position": np.asarray(Numbering(first).numbers(len(part))),
+                    "position": np.asarray(shown.numbering.numbers(len(part))),
                     "residue": list(part),
                     "class": [residue_class(aa) for aa in part],
                     **{f"PC{i + 1}": result.coords[:, i] for i in range(result.coords.shape[1])},

@@ -92,7 +92,7 @@ def probability_overview(ctx: PageContext, probabilities: np.ndarray,
         "Outlined squares are the sequence's own residues; the track below is the entropy of each "
         "prediction (high: the model is unsure what belongs there)."
     )
-    overview = figures.probability_heatmap(probabilities, part, entropies, first=first)
+    overview = figures.probability_heatmap(probabilities, part, entropies, numbering=shown.numbering)
     with show_figure(overview, "prob_heatmap", f"{part_stem}_probabilities"):
         csv_button(
             "Probabilities and entropy (CSV)",

@@ -10,6 +10,7 @@ from flamino_core.analysis import outputs as analysis
 
 from flamino_core import figures
 from flamino_core.alphabet import STANDARD_AMINO_ACIDS
+from flamino_core.numbering import Numbering
 
 RNG = np.random.default_rng(11)
 SEQ = "MKTAYIAKQRQISFVKSHFSRQ"
@@ -36,18 +37,19 @@ def contrast(a: str, b: str) -> float:
 
 def test_positions_follow_the_sequences_numbering_on_every_axis():
     first = 73  # SECY_CHLTR/73-433
+    numbering = Numbering(first)
     probs = analysis.amino_acid_probabilities(RNG.normal(size=(len(SEQ), 33)))
     expected = [f"{aa}{first + i}" for i, aa in enumerate(SEQ)]
-    heatmap = figures.probability_heatmap(probs, SEQ, analysis.entropy(probs), first=first)
+    heatmap = figures.probability_heatmap(probs, SEQ, analysis.entropy(probs), numbering=numbering)
     assert list(heatmap.data[0].x) == expected and list(heatmap.data[3].x) == expected
-    substitution = figures.substitution_heatmap(RNG.normal(size=(len(SEQ), 20)), SEQ, "wt-marginals", first=first)
+    substitution = figures.substitution_heatmap(RNG.normal(size=(len(SEQ), 20)), SEQ, "wt-marginals", numbering)
     assert list(substitution.data[0].x) == expected
-    contact = figures.contact_map(RNG.random((len(SEQ), len(SEQ))), SEQ, first=first)
+    contact = figures.contact_map(RNG.random((len(SEQ), len(SEQ))), SEQ, numbering=numbering)
     assert list(contact.data[-1].x) == expected and list(contact.data[-1].y) == expected
-    scatter = figures.residue_pca_scatter(analysis.pca(RNG.normal(size=(len(SEQ), 6)), 2), SEQ, first=first)
+    scatter = figures.residue_pca_scatter(analysis.pca(RNG.normal(size=(len(SEQ), 6)), 2), SEQ, numbering=numbering)
     assert scatter.data[0].text[0] == f"M{first} (hydrophobic)"
     assert list(scatter.data[0].marker.color)[:2] == [first, first + 1]
-    grid = figures.attention_grid(RNG.random((2, 10, 10)), max_size=5, first=first)
+    grid = figures.attention_grid(RNG.random((2, 10, 10)), max_size=5, numbering=numbering)
     assert list(grid.data[0].x) == [first, first + 2, first + 4, first + 6, first + 8]  # 2-residue blocks
 
 

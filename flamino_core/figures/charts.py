@@ -62,7 +62,8 @@ def distribution_bars(
 
 # --- embeddings ---------------------------------------------------------------------------------
 def residue_pca_scatter(
-    result: PCAResult, sequence: str, colour_by: str = "position", dims: int = 2, title: str = "", first: int = 1
+    result: PCAResult, sequence: str, colour_by: str = "position", dims: int = 2, title: str = "",
+    numbering: Numbering = Numbering(),
 ) -> go.Figure:
     """Per-residue embeddings projected on their principal components.
 
@@ -71,13 +72,13 @@ def residue_pca_scatter(
       sequence: the L residues, for hover text and colouring.
       colour_by: ``position`` (continuous), ``residue`` (one colour per letter) or ``class``.
       dims: 2 or 3.
-      first: the number of the first residue (hover text and the position colour scale).
+      numbering: the sequence's numbering (hover text and the position colour scale).
     """
     if dims not in (2, 3):
         raise ValueError(f"dims must be 2 or 3, not {dims}")
     if colour_by not in ("position", "residue", "class"):
         raise ValueError(f"colour_by must be position, residue or class, not {colour_by!r}")
-    positions = np.asarray(Numbering(first).numbers(len(sequence)))
+    positions = np.asarray(numbering.numbers(len(sequence)))
     hover = [f"{aa}{i} ({residue_class(aa)})" for i, aa in zip(positions, sequence, strict=True)]
     fig = go.Figure()
     for mask, name, marker, showlegend in _residue_groups(sequence, positions, colour_by, size=4 if dims == 3 else 8):

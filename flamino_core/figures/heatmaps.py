@@ -1,9 +1,9 @@
 """Heatmaps over sequence positions: predicted probabilities, substitution scores, attention, contacts.
 
 Pure Plotly builders ``(result arrays) -> go.Figure``, no Streamlit. Positions are shown in the
-sequence's own numbering: ``first`` is the number of the first residue drawn (1 for a whole
-sequence numbered from 1; 73 for ``SECY_CHLTR/73-433``; the range's start when a page shows a
-part of the sequence), so axes, hover text and ticks read as the user quotes positions.
+sequence's own numbering: ``numbering`` (a ``Numbering``) numbers the residues drawn (from 1 for
+a whole sequence numbered from 1; from 73 for ``SECY_CHLTR/73-433``; from the range's start when a
+page shows a part of the sequence), so axes, hover text and ticks read as the user quotes positions.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ NOT_PREDICTED = "#F4A582"  # contact pairs no window held: a colour the grey sca
 
 def probability_heatmap(
     probabilities: np.ndarray, sequence: str, entropies: np.ndarray | None = None, title: str = "",
-    first: int = 1,
+    numbering: Numbering = Numbering(),
 ) -> go.Figure:
     """20 x L heatmap of predicted amino-acid probabilities; the sequence's residues outlined.
 
@@ -39,9 +39,9 @@ def probability_heatmap(
       sequence: the L residues (axis labels such as ``M1``).
       entropies: (L,) per-position entropy in bits; when given, drawn as a track under the
         heatmap on the same position axis, so the two line up when zooming.
-      first: the number of the first residue drawn.
+      numbering: the numbering of the residues drawn.
     """
-    labels = residue_labels(sequence, first)
+    labels = residue_labels(sequence, numbering.first)
     with_entropy = entropies is not None
     fig = make_subplots(
         rows=2 if with_entropy else 1,
@@ -127,7 +127,7 @@ def _probability_layout(fig: go.Figure, title: str, with_entropy: bool) -> go.Fi
     return fig
 
 
-def substitution_grid(values: np.ndarray, sequence: str, *, first: int = 1, centre: float = 0,
+def substitution_grid(values: np.ndarray, sequence: str, *, numbering: Numbering = Numbering(), centre: float = 0,
                       what: str = "score") -> go.Figure:
     """Every position x every mutant as one diverging heatmap centred on ``centre`` (red below,
     blue above, symmetric limits): the substitution map and the Predict page's prediction map.
@@ -137,7 +137,7 @@ def substitution_grid(values: np.ndarray, sequence: str, *, first: int = 1, cent
       centre: the value drawn white (0 for scores, the wild type's own prediction).
       what: the colour bar's title and the hover's name of a value.
     """
-    labels = residue_labels(sequence, first)
+    labels = residue_labels(sequence, numbering.first)
     finite = np.abs(values[np.isfinite(values)] - centre)
     limit = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
     return go.Figure(
@@ -155,12 +155,13 @@ def substitution_grid(values: np.ndarray, sequence: str, *, first: int = 1, cent
     )
 
 
-def mark_wild_type(fig: go.Figure, sequence: str, first: int = 1, *, keep_when_selected: bool = False) -> go.Figure:
+def mark_wild_type(fig: go.Figure, sequence: str, numbering: Numbering = Numbering(), *,
+                   keep_when_selected: bool = False) -> go.Figure:
     """The wild type's cell of each position marked on a ``substitution_grid``, whose cells then
     fill the plot (autorange would pad the category axes for the markers' size).
 
     ``keep_when_selected``: the marks stay visible while a cell of a clickable map is selected."""
-    labels = residue_labels(sequence, first)
+    labels = residue_labels(sequence, numbering.first)
     wild = [(labels[i], aa) for i, aa in enumerate(sequence) if aa in STANDARD_AMINO_ACIDS]
     fig.add_trace(go.Scatter(
         x=[x for x, _ in wild], y=[y for _, y in wild], mode="markers", name="wild type",
@@ -171,15 +172,16 @@ def mark_wild_type(fig: go.Figure, sequence: str, first: int = 1, *, keep_when_s
     return fig.update_yaxes(autorange=False, range=[len(STANDARD_AMINO_ACIDS) - 0.5, -0.5])
 
 
-def substitution_heatmap(scores: np.ndarray, sequence: str, method: str, first: int = 1) -> go.Figure:
+def substitution_heatmap(scores: np.ndarray, sequence: str, method: str,
+                         numbering: Numbering = Numbering()) -> go.Figure:
     """Single-substitution map: log p(mutant) - log p(wild type) for every position and mutant.
 
     Args:
       scores: (L, 20), columns in ``STANDARD_AMINO_ACIDS`` order.
       method: ``masked-marginals`` or ``wt-marginals`` (shown in the title).
-      first: the number of the first residue drawn.
+      numbering: the numbering of the residues drawn.
     """
-    fig = substitution_grid(scores, sequence, first=first)
+    fig = substitution_grid(scores, sequence, numbering=numbering)
     fig.update_xaxes(type="category", title="position (wild type)")
     fig.update_yaxes(type="category", title="mutant", autorange="reversed")
     title = (
@@ -218,14 +220,14 @@ def attention_heatmap(
 
 def attention_grid(
     maps: np.ndarray, title: str = "", max_size: int = 64, columns: int = 5, diverging: bool = False,
-    first: int = 1,
+    numbering: Numbering = Numbering(),
 ) -> go.Figure:
     """Small multiples: one thumbnail per head, averaged into at most ``max_size`` square blocks.
 
     Args:
       maps: (H, n, n) attention of every head of one layer (one shared colour scale).
       diverging: colour around zero, for APC-corrected maps.
-      first: the number of the first residue drawn (the hover names each block's first one).
+      numbering: the numbering of the residues drawn (the hover names each block's first one).
     """
     heads = maps.shape[0]
     columns = min(columns, heads)
@@ -239,7 +241,7 @@ def attention_grid(
     )
     step = max(-(-maps.shape[-1] // max_size), 1)
     small = block_mean(maps, max_size)
-    ticks = Numbering(first).number(np.arange(small.shape[-1]) * step)  # number of each block's first residue
+    ticks = numbering.number(np.arange(small.shape[-1]) * step)  # number of each block's first residue
     for h in range(heads):
         fig.add_trace(
             go.Heatmap(
@@ -263,15 +265,15 @@ def attention_grid(
     return _layout(fig, (title or "All heads") + note, height=170 * rows + 80)
 
 
-def contact_map(contacts: np.ndarray, sequence: str, title: str = "", first: int = 1) -> go.Figure:
+def contact_map(contacts: np.ndarray, sequence: str, title: str = "", numbering: Numbering = Numbering()) -> go.Figure:
     """(L, L) contact probabilities from the contact head; NaN pairs drawn as *not predicted*.
 
     Args:
       contacts: (L, L) probabilities; NaN where no window held both residues (long sequences).
       sequence: the L residues (axis labels such as ``M1``).
-      first: the number of the first residue drawn.
+      numbering: the numbering of the residues drawn.
     """
-    labels = residue_labels(sequence, first)
+    labels = residue_labels(sequence, numbering.first)
     contacts = np.asarray(contacts, dtype=np.float32)
     missing = np.isnan(contacts)
     fig = go.Figure()

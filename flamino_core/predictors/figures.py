@@ -10,6 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from flamino_core.figures.heatmaps import mark_wild_type, substitution_grid
+from flamino_core.numbering import Numbering
 from flamino_core.figures.style import _layout, _qualitative, escape
 from flamino_core.predictors.table_fit import FitResult
 
@@ -123,10 +124,10 @@ def prediction_map(grid: np.ndarray, wild_type: str, wild_value: float, *, targe
     """The predictor's output for every single substitution (wild-type cells: the wild type's own
     prediction), centred on the wild type's, laid out like the substitution map."""
     what = f"p({escape(classes[-1])})" if task == "classification" and classes else f"predicted {escape(target)}"
-    fig = substitution_grid(grid, wild_type, first=first, centre=wild_value, what=what)
+    fig = substitution_grid(grid, wild_type, numbering=Numbering(first), centre=wild_value, what=what)
     fig.update_xaxes(type="category", title="position (wild type)")
     fig.update_yaxes(type="category", title="mutant")
-    mark_wild_type(fig, wild_type, first)
+    mark_wild_type(fig, wild_type, Numbering(first))
     title = (f"Predicted effect of every single substitution: {what}{_mark(random_weights)}"
              f"<br><sup>wild type {wild_value:.3f}; blue: above it, red: below</sup>")
     return _layout(fig, title, height=500, showlegend=True,

@@ -187,7 +187,7 @@ def substitution_map(
         heatmaps emit no selection events (streamlit issue #8760); scatter points do, and the
         selected one is drawn as an outlined square. ``clicked_cell`` reads the selection back.
     """
-    fig = substitution_heatmap(substitution_scores, sequence, method, first=first)
+    fig = substitution_heatmap(substitution_scores, sequence, method, Numbering(first))
     labels = residue_labels(sequence, first)
     aas = list(STANDARD_AMINO_ACIDS)
     if clickable:
@@ -205,7 +205,7 @@ def substitution_map(
             selected={"marker": {"opacity": 1, "size": 12}}, unselected={"marker": {"opacity": 0}},
             hovertemplate="%{x} → %{y}<br>score %{customdata:.3f}<br>click: mask this position<extra></extra>",
         ))
-    mark_wild_type(fig, sequence, first, keep_when_selected=True)
+    mark_wild_type(fig, sequence, Numbering(first), keep_when_selected=True)
     legend = {"orientation": "h", "y": 1.0, "x": 1, "xanchor": "right", "yanchor": "bottom"}
     return fig.update_layout(showlegend=True, legend=legend)
 
