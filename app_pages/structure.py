@@ -11,7 +11,6 @@ from app_pages._ui.frame.downloads import safe_name, show_figure, text_button
 from app_pages._ui.rerun.session import LINK_NOTE
 from app_pages._ui.frame.views import BEST_CHAIN
 from app_pages._ui.frame.widgets import counted, kept_number_input, kept_radio, kept_selectbox, layer_names, plain
-from flamino_core.inputs import Numbering
 from flamino_core.model import contact_families
 from flamino_core.structure import (CUTOFFS, NEEDS, PARAMS, StructureError, TRACKS, contact_comparison_map,
                                     molecular_scene, pdb_export_problem, pdb_with_track, precision_by_model,
@@ -83,7 +82,7 @@ def chain_and_alignment(parsed, key, ctx: PageContext):
     return alignment
 
 
-def precision_section(alignment, contacts, record, seq, file_stem, first):
+def precision_section(alignment, contacts, record, seq, file_stem, numbering):
     """The precision table and the contact map; returns the top pairs marked (the 3D view draws them)."""
     st.subheader("Contact precision")
     by_model = structures.contacts_by_model(seq)
@@ -108,14 +107,14 @@ def precision_section(alignment, contacts, record, seq, file_stem, first):
     top = top_predictions(contacts, truth, separation, k=len(seq) // CUTOFFS[cutoff])
     title = (f"Predicted (above the diagonal) vs chain {alignment.chain_id} (below); top {cutoff} {separation}-range "
              f"pairs marked: {int(top.is_contact.sum())} of {len(top)} true")
-    figure = contact_comparison_map(contacts, truth, top, title, first=first)  # the record's numbering
+    figure = contact_comparison_map(contacts, truth, top, title, numbering=numbering)  # the record's
     show_figure(figure, "structure_contacts", f"{file_stem}_contacts")
     return top
 
 
-def track_choices(n_layers, n_heads, seq, first, family):
+def track_choices(n_layers, n_heads, seq, numbering, family):
     """The track picker and a kept widget for each choice the chosen track declares
-    (``structure.tracks``), four to a row; ``first``: the number of the record's first residue.
+    (``structure.tracks``), four to a row; ``numbering``: the record's residue numbering.
     A ``family`` without a contact head is not offered the tracks of predicted contacts (the 3D
     view vanished on choosing one); a kept one (a link, another model before) is said, not dropped silently."""
     offered = [name for name, spec in TRACKS.items() if family.contact_head or "contacts" not in spec.needs]
@@ -129,21 +128,20 @@ def track_choices(n_layers, n_heads, seq, first, family):
     columns = st.columns(4)
     for index, key in enumerate(spec.params):
         with columns[index % len(columns)]:
-            choice[key] = track_widget(PARAMS[key], spec, n_layers, n_heads, seq, first)
+            choice[key] = track_widget(PARAMS[key], spec, n_layers, n_heads, seq, numbering)
     if "residue" not in spec.params:  # the residue the 3D view draws as sticks (kept in the same link key)
         with columns[3]:
-            choice["residue"] = track_widget(PARAMS["residue"], spec, n_layers, n_heads, seq, first,
+            choice["residue"] = track_widget(PARAMS["residue"], spec, n_layers, n_heads, seq, numbering,
                                              label="Residue drawn as sticks")
     return track, choice
 
 
-def track_widget(param, spec, n_layers, n_heads, seq, first, label=None):
+def track_widget(param, spec, n_layers, n_heads, seq, numbering, label=None):
     """One track choice's kept widget, generated from its ``tracks.Param`` (``label``: another
     label than the param's); returns the value as people count it (``tracks.check_choices``' terms)."""
     label = label or param.label
     if param.limit == "length":  # asked in the record's own numbering; the link keeps the 1-based position
-        numbering = Numbering(first)
-        return kept_number_input(f"{label} ({first:,}–{numbering.last(len(seq)):,})", param.link,
+        return kept_number_input(f"{label} ({numbering.first:,}–{numbering.last(len(seq)):,})", param.link,
                                  max_value=len(seq), shift=numbering.shift)
     if param.limit == "layers":  # attention comes from layers 1 and up
         names = layer_names(n_layers, first=max(NEEDS[need].first_layer for need in spec.needs))
@@ -160,15 +158,16 @@ def track_widget(param, spec, n_layers, n_heads, seq, first, label=None):
 
 def view_3d(ctx: PageContext, parsed, alignment, contacts, top, file_stem):
     st.subheader("The structure in 3D")
-    seq, engine, first = ctx.sequence, ctx.engine, ctx.first
-    track, choice = track_choices(engine.config.num_layers, engine.config.attention_heads, seq, first, engine.family)
+    seq, engine, numbering = ctx.sequence, ctx.engine, ctx.numbering
+    track, choice = track_choices(engine.config.num_layers, engine.config.attention_heads, seq, numbering,
+                                  engine.family)
     tokens = structure_aware.structure_choice(engine, seq, chain=alignment.chain_id)
     if tokens is not None and not ("scores" in TRACKS[track].needs and STRATEGIES[choice["strategy"]].masked):
         st.caption(f"This track reads the sequence only; the score tracks of a masked strategy read the "
                    "structure's 3Di letters.")
         tokens = None
     try:
-        values, label = structures.track_values(track, engine, seq, contacts, choice, first,
+        values, label = structures.track_values(track, engine, seq, contacts, choice, numbering,
                                                 tokens.letters if tokens is not None else None)
     except ValueError as err:
         st.warning(plain(str(err)))
@@ -182,7 +181,7 @@ def view_3d(ctx: PageContext, parsed, alignment, contacts, top, file_stem):
         # The best L/5 of the marked pairs: all L of them hide the chain (223 lines on 1GBT).
         drawn = None if top is None else top.first(max(1, len(seq) // 5))
         scene = molecular_scene(parsed, alignment, values, label, signed=spec.signed, scale=spec.pdb_scale,
-                                first=first, chosen=choice["residue"] - 1, top=drawn)
+                                numbering=numbering, chosen=choice["residue"] - 1, top=drawn)
         st.markdown(f"**{plain(title)}**")
         st.caption(
             "Cartoon coloured by the track (grey: no value), other chains in light grey, ligands as sticks; the "
@@ -193,7 +192,7 @@ def view_3d(ctx: PageContext, parsed, alignment, contacts, top, file_stem):
         molecule_view.molecule_view(scene, key="structure_viewer")
         row = st.container(horizontal=True)
     else:  # the viewer's script is missing: the C-alpha trace, on the same colours
-        fig = structure_trace_3d(alignment, values, label, title, signed=spec.signed, first=first)
+        fig = structure_trace_3d(alignment, values, label, title, signed=spec.signed, numbering=numbering)
         st.caption("C-alpha trace (the molecular viewer's script is missing from this installation); hover a "
                    "residue for its number in the file, its name, its position and the value. Grey: no value.")
         row = show_figure(fig, "structure_3d", f"{file_stem}_{track}_3d")
@@ -266,7 +265,7 @@ def main(ctx: PageContext) -> None:
     top = None
     if contacts is not None:
         structures.remember_contacts(model, seq, contacts)
-        top = precision_section(alignment, contacts, record, seq, file_stem, ctx.first)
+        top = precision_section(alignment, contacts, record, seq, file_stem, ctx.numbering)
     view_3d(ctx, parsed, alignment, contacts, top, file_stem)
 
 

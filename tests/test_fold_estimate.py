@@ -17,6 +17,7 @@ from flamino_core.model.esmfold.predict import FoldedProtein
 from flamino_core.store.result_store import ResultStore
 from flamino_core.structure import folding
 from flamino_core.structure.folding.figures import pae_heatmap
+from flamino_core.numbering import Numbering
 
 GIB = 1 << 30
 
@@ -120,7 +121,7 @@ def test_the_mmcif_holds_the_pdbs_atoms_and_pldds():
 
 def test_the_pae_heatmap_shows_the_matrix_in_the_records_numbering():
     pae = np.arange(9, dtype=float).reshape(3, 3)
-    figure = pae_heatmap(pae, "PAE <b>", first=10)
+    figure = pae_heatmap(pae, "PAE <b>", numbering=Numbering(10))
     heat = figure.data[0]
     np.testing.assert_array_equal(np.asarray(heat.z), pae)
     assert list(heat.x) == [10, 11, 12] and heat.zmin == 0 and heat.zmax == 30

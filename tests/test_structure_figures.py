@@ -14,6 +14,7 @@ from flamino_core.figures import figure_html
 from flamino_core.structure.files.reading import read_structure
 from flamino_core.structure.align import align_chain, choose_chain
 from flamino_core.structure.figures import contact_comparison_map, structure_trace_3d
+from flamino_core.numbering import Numbering
 
 pytestmark = pytest.mark.skipif(not STRUCTURES.is_dir(), reason=f"real structures not found at {STRUCTURES}")
 CHROMIUM = Path("/usr/bin/chromium")
@@ -155,7 +156,7 @@ def test_contact_marks_are_not_blue_on_blue_nor_clipped_and_axes_use_the_records
     length = len(alignment.sequence)
     predicted = symmetric_map(length, seed=1)
     top = top_predictions(predicted, true_contacts(alignment), "all", k=length)
-    fig = contact_comparison_map(predicted, true_contacts(alignment), top, first=151)
+    fig = contact_comparison_map(predicted, true_contacts(alignment), top, numbering=Numbering(151))
     upper, _, hits, misses = fig.data
     assert list(fig.layout.xaxis.range) == [150.5, 150.5 + length] and list(fig.layout.yaxis.range) == [150.5 + length, 150.5]
     assert upper.x[0] == 151 and upper.x[-1] == 150 + length
@@ -171,7 +172,7 @@ def test_contact_marks_are_not_blue_on_blue_nor_clipped_and_axes_use_the_records
 def test_signed_tracks_are_red_blue_around_zero_in_the_trace(gbt):
     _, alignment = gbt
     values = np.linspace(-3, 1, len(alignment.sequence))
-    fig = structure_trace_3d(alignment, values, "score", signed=True, first=20)
+    fig = structure_trace_3d(alignment, values, "score", signed=True, numbering=Numbering(20))
     coloured = fig.data[-1]
     assert coloured.marker.colorscale[0][1] == "rgb(103,0,31)"  # RdBu starts dark red
     assert coloured.marker.cmin == -3 and coloured.marker.cmax == 3  # symmetric: white is 0
@@ -195,7 +196,7 @@ def test_the_viewer_scene_holds_the_model_the_values_and_the_top_pairs(gbt):
     predicted = symmetric_map(length, seed=2)
     truth = true_contacts(alignment)
     top = top_predictions(predicted, truth, "long", k=length // 5)
-    scene = molecular_scene(parsed, alignment, values, "position / 10", first=1, chosen=5, top=top)
+    scene = molecular_scene(parsed, alignment, values, "position / 10", numbering=Numbering(1), chosen=5, top=top)
     reference = [r for r in read_reference(STRUCTURES / "1GBT.cif", "A") if not r.hetero]  # the amino acids
     # One entry per residue of the chain, keyed as 3Dmol.js reads a PDB (number, insertion code).
     assert [r["key"] for r in scene.residues] == [f"A|{r.label[:-1]}|{r.label[-1]}" if r.label[-1].isalpha()

@@ -9,6 +9,7 @@ import pytest
 
 from flamino_core.alphabet import TOKENS
 from flamino_core.structure.tracks import TRACKS, compute_track, track_label
+from flamino_core.numbering import Numbering
 
 STANDARD = "ACDEFGHIKLMNPQRSTVWY"
 SEQUENCE = "MKVLAXGHW"  # with an X: its wild type is not among the 20
@@ -95,7 +96,8 @@ def test_labels_say_the_choices_one_based():
     assert track_label("attention", residue=16, layer=6, head=2) == "attention from residue 17 (layer 6, head 3)"
     assert track_label("attention", residue=0, layer=2) == "attention from residue 1 (layer 2, mean of heads)"
     # Aβ42 numbered as in APP770 (its residue 1 is APP's 672): position 20 is residue 691.
-    assert track_label("attention", residue=19, layer=2, first=672) == "attention from residue 691 (layer 2, mean of heads)"
+    from_672 = track_label("attention", residue=19, layer=2, numbering=Numbering(672))
+    assert from_672 == "attention from residue 691 (layer 2, mean of heads)"
     assert track_label("substitution", amino_acid="P", strategy="wt-marginals") == "score of P at each position, wt-marginals"
     assert track_label("pca", component=2, layer=0) == "PC2 of layer 0"
     with pytest.raises(ValueError, match="unknown track"):

@@ -33,7 +33,7 @@ def contact_comparison_map(
     top: TopPairs | None = None,
     title: str = "",
     max_cells: int = MAX_CELLS,
-    first: int = 1,
+    numbering: Numbering = Numbering(),
 ) -> go.Figure:
     """Predicted contacts above the diagonal, true contacts below, top predictions marked.
 
@@ -47,10 +47,10 @@ def contact_comparison_map(
       max_cells: longer sequences are drawn in k x k blocks holding each block's maximum (a
         block shows a contact if any pair in it is one), so the figure stays a few megabytes;
         the marks stay at their exact positions.
-      first: the number of the sequence's first residue: axes, hover and marks use the record's
+      numbering: the sequence's residue numbering: axes, hover and marks use the record's
         own numbering (``SECY_CHLTR/73-433`` starts at 73), as on every other page.
     """
-    length, numbering = len(predicted), Numbering(first)
+    length = len(predicted)
     upper, lower, block = _comparison_triangles(predicted, contacts, max_cells)
     # Cell centres as residue numbers: position p for single cells, a block's middle otherwise
     # (half-integers: exact in floating point, so the order of the sums does not matter).
@@ -60,9 +60,9 @@ def contact_comparison_map(
     fig.add_trace(_predicted_triangle_trace(upper, centres, where))
     fig.add_trace(_structure_triangle_trace(lower, centres, where))
     if top is not None and len(top):
-        for trace in _top_pair_traces(top, first):
+        for trace in _top_pair_traces(top, numbering):
             fig.add_trace(trace)
-    low, high = first - 0.5, numbering.last(length) + 0.5
+    low, high = numbering.first - 0.5, numbering.last(length) + 0.5
     fig.update_xaxes(title="position (predicted above the diagonal)", range=[low, high], constrain="domain")
     fig.update_yaxes(title="position (structure below the diagonal)", range=[high, low], scaleanchor="x")
     note = f" ({block}×{block} blocks, maximum shown)" if block > 1 else ""
@@ -108,9 +108,9 @@ def _structure_triangle_trace(lower: np.ndarray, centres: np.ndarray, where: str
     )
 
 
-def _top_pair_traces(top: TopPairs, first: int) -> list[go.Scatter]:
+def _top_pair_traces(top: TopPairs, numbering: Numbering) -> list[go.Scatter]:
     """The top predictions at their exact positions: true contacts, then false positives."""
-    traces, numbering = [], Numbering(first)
+    traces = []
     for is_contact, name, colour, symbol in (
         (True, "top predictions: contact", TRUE_POSITIVE, "circle-open"),
         (False, "top predictions: no contact", FALSE_POSITIVE, "x-thin-open"),
@@ -154,7 +154,7 @@ def structure_trace_3d(
     label: str,
     title: str = "",
     signed: bool = False,
-    first: int = 1,
+    numbering: Numbering = Numbering(),
 ) -> go.Figure:
     """The chain's C-alpha trace, residues coloured by a per-position track: the fallback of the
     molecular viewer (``scene.py``), on the same colour scale.
@@ -166,7 +166,7 @@ def structure_trace_3d(
       label: what the values are (colour-bar title and hover).
       title: figure title (escaped).
       signed: a quantity around 0 (scores, PCA): red-blue centred on 0, else Viridis.
-      first: the number of the sequence's first residue (positions in hover text).
+      numbering: the sequence's residue numbering (positions in hover text).
 
     Hover shows the residue as the file numbers it (with insertion code), its name, the
     sequence position it is aligned to, and the value.
@@ -174,7 +174,7 @@ def structure_trace_3d(
     chain = alignment.chain
     per_residue = alignment.per_residue(values)
     label_text = escape(label)
-    hover = np.array(_residue_hover(alignment, per_residue, label_text, first), dtype=object)
+    hover = np.array(_residue_hover(alignment, per_residue, label_text, numbering), dtype=object)
     fig = go.Figure()
     fig.add_trace(_ca_line_trace(chain.ca))
     for trace in _residue_marker_traces(chain.ca, per_residue, hover, colour_scale(values, signed), label_text):
@@ -187,10 +187,11 @@ def structure_trace_3d(
     )
 
 
-def _residue_hover(alignment: ChainAlignment, per_residue: np.ndarray, label_text: str, first: int) -> list[str]:
+def _residue_hover(alignment: ChainAlignment, per_residue: np.ndarray, label_text: str,
+                   numbering: Numbering) -> list[str]:
     """Per chain residue: its chain, number and name as the file has them, the sequence position
     it is aligned to, and its value."""
-    chain, numbering = alignment.chain, Numbering(first)
+    chain = alignment.chain
     position_of = np.full(len(chain), -1)
     aligned = np.flatnonzero(alignment.residue_at >= 0)
     position_of[alignment.residue_at[aligned]] = aligned

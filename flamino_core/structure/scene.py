@@ -121,7 +121,7 @@ def molecular_scene(
     *,
     signed: bool = False,
     scale: float = 1.0,
-    first: int = 1,
+    numbering: Numbering = Numbering(),
     chosen: int | None = None,
     top: TopPairs | None = None,
 ) -> MolecularScene:
@@ -133,7 +133,7 @@ def molecular_scene(
       label: what the values are (legend and hover).
       signed: a quantity around 0 (scores, PCA): red-blue centred on 0; else Viridis.
       scale: the track's ``pdb_scale`` (attention x100) for the B-factor column.
-      first: the number of the sequence's first residue (positions in hover text).
+      numbering: the sequence's residue numbering (positions in hover text).
       chosen: 0-based sequence position of the residue to draw as sticks, or None.
       top: the top predicted pairs (``contacts.top_predictions``), drawn between contact atoms
         (C-beta; C-alpha for glycine), coloured as true or false contacts.
@@ -147,7 +147,7 @@ def molecular_scene(
     position_of = np.full(len(chain), -1)
     aligned = np.flatnonzero(alignment.residue_at >= 0)
     position_of[alignment.residue_at[aligned]] = aligned
-    residues, numbering = [], Numbering(first)
+    residues = []
     for rid, name, p, value, colour in zip(chain.residue_ids, chain.names, position_of, per_residue, colours):
         where = (f"position {numbering.number(p):,} ({alignment.sequence[p]})" if p >= 0
                  else "not aligned to the sequence")
@@ -165,15 +165,15 @@ def molecular_scene(
         picked = {"key": residues[k]["key"], "text": residues[k]["text"]}
     return MolecularScene(
         model_text=text, model_format=fmt, chain_id=chain.chain_id, residues=tuple(residues),
-        chosen=picked, contacts=tuple(_contacts(alignment, top, first)), scale=colour_of, label=label,
+        chosen=picked, contacts=tuple(_contacts(alignment, top, numbering)), scale=colour_of, label=label,
         values_in_bfactors=scale if in_bfactors else None,
     )
 
 
-def _contacts(alignment: ChainAlignment, top: TopPairs | None, first: int) -> list[dict]:
+def _contacts(alignment: ChainAlignment, top: TopPairs | None, numbering: Numbering) -> list[dict]:
     if top is None or not len(top):
         return []
-    xyz, numbering = alignment.chain.contact_xyz, Numbering(first)
+    xyz = alignment.chain.contact_xyz
     out = []
     for i, j, probability, is_contact in list(zip(top.i, top.j, top.probability, top.is_contact))[:MAX_CONTACTS_DRAWN]:
         a, b = alignment.residue_at[i], alignment.residue_at[j]

@@ -21,6 +21,7 @@ import dataclasses
 import importlib
 from typing import Callable
 
+from flamino_core.numbering import Numbering
 from flamino_core.options import map_strategies
 
 CONTACT_PROBABILITY = 0.5  # a predicted contact, for the contact-count track
@@ -240,13 +241,13 @@ def compute_choices(name: str, choices: dict) -> dict:
 
 
 # --- titles ----------------------------------------------------------------------------------------
-def track_label(name: str, *, first: int = 1, **choices) -> str:
+def track_label(name: str, *, numbering: Numbering = Numbering(), **choices) -> str:
     """What a track's values are, with its choices, for a colour bar, a title or the PDB REMARK.
 
     Takes ``compute_track``'s choices (``residue`` and ``head`` 0-based, as there) plus ``layer``
     (fair-esm numbering) and ``strategy``; heads are written 1-based and the residue in the
-    sequence's own numbering, whose first residue is ``first`` (1 unless the record says
-    otherwise): ``attention from residue 17 (layer 6, head 3)``.
+    sequence's own ``numbering`` (from 1 unless the record says otherwise): ``attention from residue
+    17 (layer 6, head 3)``.
     """
     track = _track(name)
     if not track.title:
@@ -258,7 +259,7 @@ def track_label(name: str, *, first: int = 1, **choices) -> str:
             shown[key] = param.none_shown
             continue
         if param.index:  # back to how people count: a residue in the sequence's numbering, others from 1
-            value += first if param.limit == "length" else 1
+            value = numbering.number(value) if param.limit == "length" else value + 1
         shown[key] = param.shown.format(value)
     return track.title.format(**shown)
 

@@ -29,6 +29,7 @@ import streamlit as st
 
 from flamino_core.variants import from_log_probs
 from flamino_core.model import MAX_RESIDUES
+from flamino_core.numbering import Numbering
 from flamino_core.options import STRATEGIES
 from flamino_core.structure.files import fetch
 from flamino_core.structure import (BYTES_PER_ATOM, ChainAlignment, ParsedStructure, StructureError, TRACKS,
@@ -302,7 +303,7 @@ def contacts_by_model(sequence: str) -> dict[str, np.ndarray]:
 
 
 def track_values(name: str, engine, sequence: str, contacts: np.ndarray | None, choice: dict,
-                 first: int = 1, structure: str | None = None) -> tuple[np.ndarray | None, str]:
+                 numbering: Numbering = Numbering(), structure: str | None = None) -> tuple[np.ndarray | None, str]:
     """(L,) values of a track and its label, from what its declaration says it needs
     (``structure.tracks``: the choices checked, the model outputs from ``track_inputs``); None
     while a queued result is unavailable (``results.heavy`` has said why).
@@ -310,7 +311,7 @@ def track_values(name: str, engine, sequence: str, contacts: np.ndarray | None, 
     Args:
       choice: the track's choices as people count them (``tracks.check_choices``' terms: the
         residue 1-based, no head for the mean of heads).
-      first: the number of the record's first residue, for the label.
+      numbering: the record's residue numbering, for the label.
       structure: a structure-aware model's 3Di letters for the masked scan (score tracks).
 
     Raises:
@@ -340,7 +341,7 @@ def track_values(name: str, engine, sequence: str, contacts: np.ndarray | None, 
     picked = compute_choices(name, check_choices(name, checked, length=len(shown)))
     values = compute_track(name, shown, **inputs, **picked)
     values = np.pad(values, (0, len(sequence) - len(shown)), constant_values=np.nan)  # no value past the maps
-    return values, track_label(name, first=first, layer=layer, strategy=strategy, **picked)
+    return values, track_label(name, numbering=numbering, layer=layer, strategy=strategy, **picked)
 
 
 @st.cache_data(show_spinner="Running the model for the track…", max_entries=8)

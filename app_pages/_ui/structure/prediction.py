@@ -170,11 +170,11 @@ def section(ctx, parsed, alignment, structure_key: str, file_stem: str) -> None:
                      f"backbone is usually right, above 90 the side chains too, for trained weights), "
                      f"pTM {folded.ptm:.3f}."))
     if molecule_view.available():
-        scene = molecular_scene(parsed, alignment, plddt, "pLDDT", scale=1.0, first=ctx.first)
+        scene = molecular_scene(parsed, alignment, plddt, "pLDDT", scale=1.0, numbering=ctx.numbering)
         st.caption("Cartoon coloured by pLDDT (0-100, the predicted lDDT of each residue's C-alpha); hover a "
                    "residue for its value. The PDB download holds it in the B-factor column, as ESMFold writes it.")
         molecule_view.molecule_view(scene, key="prediction_viewer")
-    figure = pae_heatmap(folded.pae, f"Predicted aligned error ({label})", first=ctx.first)
+    figure = pae_heatmap(folded.pae, f"Predicted aligned error ({label})", ctx.numbering)
     show_figure(figure, "prediction_pae", f"{file_stem}_pae")
     pdb_text = folding.prediction_pdb(folded, label, record_id)
     row = st.container(horizontal=True)

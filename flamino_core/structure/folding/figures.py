@@ -17,14 +17,14 @@ PAE_COLOURS = [[0.0, "#0a4d1f"], [0.5, "#8cc68c"], [1.0, "#ffffff"]]
 PAE_MAX = 30.0
 
 
-def pae_heatmap(pae: np.ndarray, title: str = "", first: int = 1) -> go.Figure:
+def pae_heatmap(pae: np.ndarray, title: str = "", numbering: Numbering = Numbering()) -> go.Figure:
     """The (L, L) predicted aligned error in Angstrom: row i, column j is the expected error in
     residue j's position when the prediction is aligned on residue i (as AlphaFold DB shows it).
-    ``first``: the number of the first residue (the record's numbering)."""
+    ``numbering``: the record's residue numbering (the axes' numbers)."""
     pae = np.asarray(pae, dtype=float)
     if pae.ndim != 2 or pae.shape[0] != pae.shape[1]:
         raise ValueError(f"the predicted aligned error is a square matrix, not {pae.shape}")
-    numbers = Numbering(first).number(np.arange(pae.shape[0]))
+    numbers = numbering.number(np.arange(pae.shape[0]))
     fig = go.Figure(go.Heatmap(
         z=pae, x=numbers, y=numbers, zmin=0.0, zmax=PAE_MAX, colorscale=PAE_COLOURS,
         colorbar=top_colourbar("Expected<br>error (Å)", 1.0),
