@@ -63,7 +63,7 @@ def test_two_rounds_on_the_page(assay, tmp_path):
     shown = plate(at)
     folder = Path(at.session_state[FOLDER])
     found = campaigns.load(folder)
-    expected = propose(found.wild_type, found.first, found.measured(before=2), Settings(batch=24), seed=0,
+    expected = propose(found.wild_type, found.numbering, found.measured(before=2), Settings(batch=24), seed=0,
                        round_number=2).table
     assert list(shown["mutant"]) == list(expected["mutant"])  # the core's proposals, same seed
     # shown to 3 significant digits (the plate's CSV holds every digit)

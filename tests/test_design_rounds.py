@@ -18,6 +18,7 @@ from flamino_core.design.acquisition import Diversity, select, similarity
 from flamino_core.design.candidates import Measured, build_pool, read_given
 from flamino_core.design.gaussian_process import DesignError, LinearGP, calibration, centred
 from flamino_core.design.proposals import Settings, design_matrix, propose
+from flamino_core.numbering import Numbering
 from flamino_core.predictors.suggest import Constraints
 from flamino_core.predictors.table import parse_labelled_table
 
@@ -126,7 +127,7 @@ def test_the_pool_keeps_the_constraints_and_combines_the_good_singles(assay):
     # and the 4 worst: the median of the 7 is the highest of those, so only the 3 are above it
     measured = measured_rows(assay, np.concatenate([best, np.argsort(y)[:4]]))
     keep = frozenset(range(0, 20))
-    pool = build_pool(wild_type, 1, measured, Constraints(keep=keep, avoid=frozenset("CP")), max_mutations=2)
+    pool = build_pool(wild_type, Numbering(), measured, Constraints(keep=keep, avoid=frozenset("CP")), max_mutations=2)
     assert not set(pool.sequences) & set(measured.sequences)
     for variant in pool.variants:
         assert all(s.index not in keep and s.mt not in "CP" for s in variant.substitutions)
@@ -145,9 +146,9 @@ def test_the_pool_keeps_the_constraints_and_combines_the_good_singles(assay):
 
 def test_given_candidates_bound_the_pool(assay):
     wild_type, variants, _, y, _ = assay
-    given, problems = read_given([v.mutant for v in variants[:50]] + ["X5A", "F1F"], wild_type, 1)
+    given, problems = read_given([v.mutant for v in variants[:50]] + ["X5A", "F1F"], wild_type, Numbering())
     assert len(given) == 50 and len(problems) == 2
-    pool = build_pool(wild_type, 1, measured_rows(assay, np.arange(10)), given=given)
+    pool = build_pool(wild_type, Numbering(), measured_rows(assay, np.arange(10)), given=given)
     assert [v.mutant for v in pool.variants] == [v.mutant for v in variants[10:50]]
 
 
@@ -157,7 +158,7 @@ def test_proposals_are_reproduced_by_the_same_seed(assay, acquisition):
     measured = measured_rows(assay, np.arange(0, 900, 30))
     settings = Settings(batch=12, acquisition=acquisition)
     given = variants
-    make = lambda seed, number: propose(wild_type, 1, measured, settings, seed=seed, round_number=number,  # noqa: E731
+    make = lambda seed, number: propose(wild_type, Numbering(), measured, settings, seed=seed, round_number=number,  # noqa: E731
                                         given=given).table
     first, again = make(0, 2), make(0, 2)
     pd.testing.assert_frame_equal(first, again)
@@ -178,7 +179,7 @@ def test_a_campaign_folder_round_trip(assay, tmp_path):
     start = pd.DataFrame({"mutant": [variants[r].mutant for r in range(0, 240, 10)], "DMS_score": y[0:240:10]})
     assert made.add_round(start.to_csv(index=False).encode(), "start.csv")[:2] == (1, 24)
     loaded = campaign.load(tmp_path / "c")
-    proposals = propose(loaded.wild_type, loaded.first, loaded.measured(before=2), loaded.settings, seed=loaded.seed,
+    proposals = propose(loaded.wild_type, loaded.numbering, loaded.measured(before=2), loaded.settings, seed=loaded.seed,
                         round_number=2, given=loaded.given())
     loaded.save_proposals(proposals)
     again = campaign.load(tmp_path / "c")

@@ -58,19 +58,21 @@ def cmd_init(args) -> int:
     from flamino_core.cli.common import first_residue_number, read_records
     from flamino_core.design import campaign
     from flamino_core.design.proposals import Settings
+    from flamino_core.numbering import Numbering
 
     records, _ = read_records(args.wild_type)
     if len(records) > 1:
         raise UserError(f"--wild-type {args.wild_type}: {len(records)} records; give the one wild-type sequence")
-    wild_type, first = records[0].sequence, first_residue_number(records[0], args.offset)
+    wild_type, numbering = records[0].sequence, Numbering(first_residue_number(records[0], args.offset))
     candidates = Path(args.candidates).read_bytes() if args.candidates else None
     try:
-        made = campaign.init(args.folder, wild_type, args.target, first=first, seed=args.seed,
+        made = campaign.init(args.folder, wild_type, args.target, numbering=numbering, seed=args.seed,
                              settings=_overrides(args, Settings()), candidates=candidates,
                              record_id=records[0].id)
     except _design_error() as err:
         raise UserError(str(err)) from None
-    print(f"campaign {made.folder}: wild type of {len(wild_type)} residues (from {first}), target {args.target!r}, "
+    print(f"campaign {made.folder}: wild type of {len(wild_type)} residues (from {numbering.first}), "
+          f"target {args.target!r}, "
           f"seed {args.seed}{', candidates from ' + args.candidates if candidates else ''}")
     return EXIT_OK
 
@@ -107,7 +109,7 @@ def cmd_propose(args) -> int:
     settings = base if again else _overrides(args, found.settings)
     engine = _engine(settings)
     try:
-        made = propose(found.wild_type, found.first, found.measured(before=number), settings, seed=found.seed,
+        made = propose(found.wild_type, found.numbering, found.measured(before=number), settings, seed=found.seed,
                        round_number=number, engine=engine, given=found.given())
     except _design_error() as err:
         raise UserError(str(err)) from None

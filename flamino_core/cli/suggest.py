@@ -5,6 +5,7 @@ of ``flamino variants`` and combined into a few multi-mutants (docs/predict.md).
 from __future__ import annotations
 
 from flamino_core.atomic import written_atomically
+from flamino_core.numbering import Numbering
 from flamino_core.options import VARIANT_STRATEGIES
 from flamino_core.progress import Progress, say
 from flamino_core.cli.common import (
@@ -42,14 +43,14 @@ def cmd_suggest(args) -> int:
                             or load_engine(predictor.model_id, args.verbose))
     tables = []
     for record in records:
-        first = first_residue_number(record, args.offset)
+        numbering = Numbering(first_residue_number(record, args.offset))
         try:
             constraints = Constraints(
-                keep=parse_positions(args.keep, len(record.sequence), first),
-                explore=parse_positions(args.explore, len(record.sequence), first) if args.explore else None,
+                keep=parse_positions(args.keep, len(record.sequence), numbering),
+                explore=parse_positions(args.explore, len(record.sequence), numbering) if args.explore else None,
                 avoid=parse_amino_acids(args.avoid),
             )
-            found = suggest(engines, record.sequence, first=first, record_id=record.id, constraints=constraints,
+            found = suggest(engines, record.sequence, numbering=numbering, record_id=record.id, constraints=constraints,
                             threshold=args.threshold, top=args.top, combine=args.combine, strategies=strategies,
                             predictor=predictor, predictor_engine=predictor_engine,
                             progress=lambda stage, rid=record.id: Progress(f"{rid} {stage}"),

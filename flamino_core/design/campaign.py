@@ -34,6 +34,7 @@ from flamino_core.atomic import written_atomically
 from flamino_core.design.candidates import Measured, read_given
 from flamino_core.design.gaussian_process import DesignError
 from flamino_core.design.proposals import Proposals, Settings
+from flamino_core.numbering import Numbering
 from flamino_core.inputs.tables import NO_LIMITS, TableLimits, check_protein, read_table, size_problem
 from flamino_core.predictors.table import LabelError, parse_labelled_table, read_table_text
 
@@ -59,6 +60,11 @@ class Campaign:
     @property
     def first(self) -> int:
         return int(self.data.get("first", 1))
+
+    @property
+    def numbering(self) -> Numbering:
+        """The wild type's residue numbering (campaign.json keeps its ``first``)."""
+        return Numbering(self.first)
 
     @property
     def target(self) -> str:
@@ -112,7 +118,7 @@ class Campaign:
         if not name:
             return None
         frame = read_table_text((self.folder / name).read_bytes())
-        variants, _ = read_given(list(frame["mutant"]), self.wild_type, self.first)
+        variants, _ = read_given(list(frame["mutant"]), self.wild_type, self.numbering)
         return variants
 
     def add_round(self, data: bytes, source: str = "", limits: TableLimits = NO_LIMITS) -> tuple[int, int, list[str]]:
@@ -166,8 +172,8 @@ class Campaign:
             tmp.write_text(json.dumps(self.data, indent=2) + "\n")
 
 
-def init(folder: str | Path, wild_type: str, target: str, *, first: int = 1, record_id: str = "", seed: int = 0,
-         settings: Settings = Settings(), candidates: bytes | None = None) -> Campaign:
+def init(folder: str | Path, wild_type: str, target: str, *, numbering: Numbering = Numbering(), record_id: str = "",
+         seed: int = 0, settings: Settings = Settings(), candidates: bytes | None = None) -> Campaign:
     """A new campaign folder (refused when it already holds one).
 
     Raises:
@@ -178,15 +184,16 @@ def init(folder: str | Path, wild_type: str, target: str, *, first: int = 1, rec
     if (folder / JSON_NAME).exists():
         raise DesignError(f"{folder} already holds a campaign ({JSON_NAME}); choose another folder")
     settings.check()
-    settings.constraints(wild_type, first)
+    settings.constraints(wild_type, numbering)
     folder.mkdir(parents=True, exist_ok=True)
-    data = {"format": FORMAT, "version": VERSION, "wild_type": wild_type, "first": first, "record_id": record_id,
-            "target": target, "seed": seed, "settings": settings.to_json(), "candidates": None, "rounds": []}
+    data = {"format": FORMAT, "version": VERSION, "wild_type": wild_type, "first": numbering.first,
+            "record_id": record_id, "target": target, "seed": seed, "settings": settings.to_json(),
+            "candidates": None, "rounds": []}
     if candidates is not None:
         frame = read_table_text(candidates)
         if "mutant" not in frame.columns:
             raise DesignError("the candidate table needs a mutant column (A23V, A23V:G45D)")
-        variants, problems = read_given(list(frame["mutant"]), wild_type, first)
+        variants, problems = read_given(list(frame["mutant"]), wild_type, numbering)
         if not variants:
             raise DesignError(f"no candidate is a variant of the wild type; first problem: {problems[:1]}")
         with written_atomically(folder / CANDIDATES_NAME) as tmp:

@@ -95,13 +95,13 @@ def good_singles(measured: Measured, wild_type: str, constraints: Constraints, t
     return chosen, means, reference
 
 
-def build_pool(wild_type: str, first: int, measured: Measured, constraints: Constraints = Constraints(),
+def build_pool(wild_type: str, numbering: Numbering, measured: Measured, constraints: Constraints = Constraints(),
                max_mutations: int = DEFAULT_MAX_MUTATIONS, given: list[Variant] | None = None,
                combine_top: int = COMBINE_TOP) -> Pool:
     """The candidates of the next round (see the module's docstring).
 
     Args:
-      wild_type, first: the campaign's wild type and the number of its first residue.
+      wild_type, numbering: the campaign's wild type and its residue numbering.
       measured: what was measured so far (never proposed again).
       constraints: positions kept or explored, amino acids avoided (``suggest.Constraints``).
       max_mutations: substitutions per variant at most.
@@ -120,8 +120,8 @@ def build_pool(wild_type: str, first: int, measured: Measured, constraints: Cons
             parents.append(parent)
             additive.append(value)
 
-    pool = given if given is not None else candidates(wild_type, first, constraints)
-    multis = _multi_mutants(wild_type, first, measured, constraints, max_mutations, combine_top)
+    pool = given if given is not None else candidates(wild_type, numbering, constraints)
+    multis = _multi_mutants(wild_type, numbering, measured, constraints, max_mutations, combine_top)
     allowed_given = {v.apply(wild_type) for v in given} if given is not None else None
     for variant, parent, value in multis:
         if allowed_given is None or variant.apply(wild_type) in allowed_given:
@@ -132,29 +132,29 @@ def build_pool(wild_type: str, first: int, measured: Measured, constraints: Cons
     return Pool(variants, sequences, kinds, parents, np.array(additive, dtype=np.float64))
 
 
-def _multi_mutants(wild_type: str, first: int, measured: Measured, constraints: Constraints, max_mutations: int,
-                   combine_top: int) -> list[tuple[Variant, str, float]]:
+def _multi_mutants(wild_type: str, numbering: Numbering, measured: Measured, constraints: Constraints,
+                   max_mutations: int, combine_top: int) -> list[tuple[Variant, str, float]]:
     """Every multi-mutant of 2 to ``max_mutations`` of the good singles, with the singles it
     joins and its additive prediction."""
     if combine_top < 2 or max_mutations < 2 or not len(measured):
         return []
     singles, means, reference = good_singles(measured, wild_type, constraints, combine_top)
     out = []
-    for variant in combinations(singles, wild_type, first, len(singles)):
+    for variant in combinations(singles, wild_type, numbering, len(singles)):
         if len(variant.substitutions) > max_mutations:
             continue
-        names = [f"{s.wt}{Numbering(first).number(s.index)}{s.mt}" for s in variant.substitutions]
+        names = [f"{s.wt}{numbering.number(s.index)}{s.mt}" for s in variant.substitutions]
         gain = sum(means[name] - reference for name in names)
         out.append((variant, " + ".join(names), reference + gain))
     return out
 
 
-def read_given(mutants: list[str], wild_type: str, first: int) -> tuple[list[Variant], list[str]]:
+def read_given(mutants: list[str], wild_type: str, numbering: Numbering) -> tuple[list[Variant], list[str]]:
     """A candidate table's ``mutant`` column as variants of the wild type (and the problems of
     the rows that are not: line numbers as in the file, header = line 1)."""
     variants, problems = [], []
     for row, text in enumerate(mutants):
-        parsed = parse_variant(str(text).strip(), wild_type, first, row)
+        parsed = parse_variant(str(text).strip(), wild_type, numbering.first, row)
         if isinstance(parsed, Variant) and parsed.substitutions:
             variants.append(parsed)
         else:

@@ -33,6 +33,7 @@ from flamino_core.design.acquisition import (
 )
 from flamino_core.design.candidates import COMBINE_TOP, DEFAULT_MAX_MUTATIONS, Measured, Pool, build_pool
 from flamino_core.design.gaussian_process import MIN_LABELS, DesignError, LinearGP, calibration, centred
+from flamino_core.numbering import Numbering
 from flamino_core.options import DEFAULT_VARIANT_STRATEGY, PREDICT_FEATURES
 from flamino_core.predictors import features
 from flamino_core.predictors.suggest import Constraints, SuggestError, parse_amino_acids, parse_positions
@@ -83,11 +84,11 @@ class Settings:
         if self.per_position is not None and self.per_position < 1:
             raise DesignError("proposals per position must be at least 1 (or unlimited)")
 
-    def constraints(self, wild_type: str, first: int) -> Constraints:
+    def constraints(self, wild_type: str, numbering: Numbering) -> Constraints:
         try:
-            return Constraints(keep=parse_positions(self.keep, len(wild_type), first),
-                               explore=parse_positions(self.explore, len(wild_type), first) if self.explore else None,
-                               avoid=parse_amino_acids(self.avoid))
+            keep = parse_positions(self.keep, len(wild_type), numbering)
+            explore = parse_positions(self.explore, len(wild_type), numbering) if self.explore else None
+            return Constraints(keep=keep, explore=explore, avoid=parse_amino_acids(self.avoid))
         except SuggestError as err:
             raise DesignError(str(err)) from None
 
@@ -183,12 +184,12 @@ def zero_shot(engine, wild_type: str, variants: list, strategy: str, store=None)
     return features.zero_shot_scores(engine, wild_type, variants, strategy, store=store)
 
 
-def propose(wild_type: str, first: int, measured: Measured, settings: Settings, *, seed: int, round_number: int,
-            engine=None, given: list | None = None, store=None) -> Proposals:
+def propose(wild_type: str, numbering: Numbering, measured: Measured, settings: Settings, *, seed: int,
+            round_number: int, engine=None, given: list | None = None, store=None) -> Proposals:
     """The proposals of round ``round_number`` from the measurements of the rounds before it.
 
     Args:
-      wild_type, first: the campaign's wild type and the number of its first residue.
+      wild_type, numbering: the campaign's wild type and its residue numbering.
       measured: the measurements of the earlier rounds (``campaign.Campaign.measured``).
       settings: acquisition, features, batch, constraints, diversity.
       seed, round_number: the generator of every random choice is seeded with both.
@@ -201,8 +202,8 @@ def propose(wild_type: str, first: int, measured: Measured, settings: Settings, 
     settings.check()
     if settings.features != "onehot" and engine is None:
         raise DesignError(f"{settings.features} features need a model (-m)")
-    constraints = settings.constraints(wild_type, first)
-    pool = build_pool(wild_type, first, measured, constraints, settings.max_mutations, given, settings.combine_top)
+    constraints = settings.constraints(wild_type, numbering)
+    pool = build_pool(wild_type, numbering, measured, constraints, settings.max_mutations, given, settings.combine_top)
     if not len(pool):
         raise DesignError("no candidate is left: every allowed variant was measured (loosen --keep, --avoid or "
                           "--max-mutations)")

@@ -58,14 +58,13 @@ class Constraints:
         return in_scope and index not in self.keep and mt not in self.avoid
 
 
-def parse_positions(text: str, length: int, first: int = 1) -> frozenset[int]:
-    """``1-20,45`` (the record's numbering, from ``first``) as 0-based indices.
+def parse_positions(text: str, length: int, numbering: Numbering = Numbering()) -> frozenset[int]:
+    """``1-20,45`` (in the record's ``numbering``) as 0-based indices.
 
     Raises:
       SuggestError: unreadable, or a position outside the sequence.
     """
     indices: set[int] = set()
-    numbering = Numbering(first)
     last = numbering.last(length)
     for part in filter(None, (p.strip() for p in re.split(r"[,\s]+", text or ""))):
         match = re.fullmatch(r"(-?\d{1,9})(?:\s*[-–]\s*(-?\d{1,9}))?", part)
@@ -75,8 +74,8 @@ def parse_positions(text: str, length: int, first: int = 1) -> frozenset[int]:
         high = int(match[2]) if match[2] is not None else low
         if low > high:
             raise SuggestError(f"{part!r}: the range runs backwards")
-        if low < first or high > last:
-            raise SuggestError(f"{part!r} is outside the sequence ({first}-{last})")
+        if low < numbering.first or high > last:
+            raise SuggestError(f"{part!r} is outside the sequence ({numbering.first}-{last})")
         indices.update(range(numbering.index(low), numbering.index(high) + 1))
     return frozenset(indices)
 
@@ -94,17 +93,18 @@ def parse_amino_acids(text: str) -> frozenset[str]:
     return frozenset(letters)
 
 
-def candidates(sequence: str, first: int = 1, constraints: Constraints = Constraints()) -> list[Variant]:
+def candidates(sequence: str, numbering: Numbering = Numbering(),
+               constraints: Constraints = Constraints()) -> list[Variant]:
     """Every single substitution the constraints allow, position by position."""
-    found, numbering = [], Numbering(first)
+    found = []
     for index, wt in enumerate(sequence):
         for mt in STANDARD_AMINO_ACIDS:
             if mt != wt and wt in STANDARD_AMINO_ACIDS and constraints.allows(index, mt):
-                found.append(parse_variant(f"{wt}{numbering.number(index)}{mt}", sequence, first, len(found)))
+                found.append(parse_variant(f"{wt}{numbering.number(index)}{mt}", sequence, numbering.first, len(found)))
     return found
 
 
-def combinations(singles: Sequence[Variant], sequence: str, first: int, size: int) -> list[Variant]:
+def combinations(singles: Sequence[Variant], sequence: str, numbering: Numbering, size: int) -> list[Variant]:
     """Every multi-mutant of two or more of the first ``size`` singles at distinct positions."""
     chosen, seen = [], set()
     for v in singles:
@@ -117,7 +117,7 @@ def combinations(singles: Sequence[Variant], sequence: str, first: int, size: in
     combos = []
     for k in range(2, len(chosen) + 1):
         for group in itertools.combinations(chosen, k):
-            combos.append(parse_variant(":".join(v.mutant for v in group), sequence, first, len(combos)))
+            combos.append(parse_variant(":".join(v.mutant for v in group), sequence, numbering.first, len(combos)))
     return combos
 
 
@@ -142,7 +142,7 @@ def suggest(
     engines: Sequence[tuple[str, object]],
     sequence: str,
     *,
-    first: int = 1,
+    numbering: Numbering = Numbering(),
     record_id: str = "",
     constraints: Constraints = Constraints(),
     threshold: float = DEFAULT_THRESHOLD,
@@ -161,7 +161,7 @@ def suggest(
     Args:
       engines: ``(model identifier, Engine)`` for every model that must agree.
       sequence: the wild type.
-      first: the number of its first residue (mutants are written in that numbering).
+      numbering: its residue numbering (mutants are written in it).
       record_id: written in every row.
       constraints: positions kept / explored, amino acids avoided.
       threshold: a proposal's wt-marginal log-ratio must exceed it under every model.
@@ -178,10 +178,10 @@ def suggest(
     """
     strategies, models = _checked_choices(engines, combine, strategies)
     stage = progress or (lambda name: None)
-    pool = _candidate_pool(sequence, first, constraints)
+    pool = _candidate_pool(sequence, numbering, constraints)
     passes = dict(store=store, cancelled=cancelled)
     singles, n_passing = _ranked_singles(engines, sequence, pool, threshold, top, passes)
-    combos = combinations(singles, sequence, first, combine) if combine >= 2 else []
+    combos = combinations(singles, sequence, numbering, combine) if combine >= 2 else []
     proposals = singles + [dataclasses.replace(v, order=len(singles) + n) for n, v in enumerate(combos)]
     notes = _notes(engines)
     if not proposals:
@@ -213,9 +213,9 @@ def _checked_choices(engines, combine: int, strategies: Sequence[str]) -> tuple[
     return strategies, models
 
 
-def _candidate_pool(sequence: str, first: int, constraints: Constraints) -> list[Variant]:
+def _candidate_pool(sequence: str, numbering: Numbering, constraints: Constraints) -> list[Variant]:
     """``candidates``, or a SuggestError when the constraints leave none."""
-    pool = candidates(sequence, first, constraints)
+    pool = candidates(sequence, numbering, constraints)
     if not pool:
         raise SuggestError("the constraints leave no substitution to propose (every position kept, or every "
                            "amino acid avoided)")

@@ -62,6 +62,11 @@ class DmsTable:
     as_written: pd.DataFrame | None = None  # DMS_score (and DMS_score_bin) as text
 
     @property
+    def numbering(self) -> Numbering:
+        """The wild type's residue numbering in the mutant column."""
+        return Numbering(self.first)
+
+    @property
     def has_bins(self) -> bool:
         return "DMS_score_bin" in self.frame.columns
 

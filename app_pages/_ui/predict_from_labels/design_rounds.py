@@ -18,6 +18,7 @@ from app_pages._ui.frame.widgets import kept_number_input, kept_selectbox, kept_
 from app_pages._ui.input import reading as inputs
 from app_pages._ui.server.policy import current_limits, hosted_mode
 from flamino_core.design import campaign as campaigns
+from flamino_core.numbering import Numbering
 from flamino_core.design import (ACQUISITIONS, DEFAULT_ACQUISITION, DEFAULT_BATCH, DesignError, Settings,
                                  propose)
 
@@ -59,9 +60,10 @@ def uploaded_wild_type(upload: tuple[str, bytes] | None):
     return Path(upload[0]).stem, table
 
 
-def _init(sequence: str, target: str, first: int, seed: int, record_id: str) -> None:
+def _init(sequence: str, target: str, numbering: Numbering, seed: int, record_id: str) -> None:
     try:
-        campaigns.init(_new_folder(), sequence, target.strip(), first=first, seed=int(seed), record_id=record_id)
+        campaigns.init(_new_folder(), sequence, target.strip(), numbering=numbering, seed=int(seed),
+                       record_id=record_id)
     except DesignError as err:
         st.error(plain(str(err)))
 
@@ -80,12 +82,12 @@ def _start(ctx, uploaded=None) -> None:
             if st.button(f"Start a campaign on {name}'s wild type", key="_design_start_table", type="primary",
                          icon=":material/science:",
                          help=f"{len(table.wild_type):,} residues, {table.wild_type_source}"):
-                _init(table.wild_type, target, table.first, seed, name)
+                _init(table.wild_type, target, table.numbering, seed, name)
         if ctx.record is None:
             st.info("Choose the wild type on the Input page to start a campaign on it.")
         elif st.button("Start a campaign on the selected record", key="_design_start", icon=":material/science:",
                        help=f"{ctx.record.id}: {len(ctx.sequence):,} residues"):
-            _init(ctx.sequence, target, ctx.first, seed, ctx.record.id)
+            _init(ctx.sequence, target, ctx.numbering, seed, ctx.record.id)
     with right:
         resumed = st.file_uploader("Or resume a campaign (.zip from this section)", type=["zip"],
                                    key="_design_resume", max_upload_size=inputs.upload_size_mb())
@@ -148,7 +150,7 @@ def _proposals(found) -> None:
                      f"{n:,}. Run flamino campaign locally.", icon=":material/block:")
             return
         try:
-            made = propose(found.wild_type, found.first, found.measured(before=number), settings, seed=found.seed,
+            made = propose(found.wild_type, found.numbering, found.measured(before=number), settings, seed=found.seed,
                            round_number=number, given=found.given())
         except DesignError as err:
             st.error(plain(str(err)))

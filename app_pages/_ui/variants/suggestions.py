@@ -35,19 +35,20 @@ CONSENSUS = ("consensus: the mean wt-marginal log-ratio (nats) over the models a
 
 
 @st.cache_data(show_spinner=False, max_entries=8 if HOSTED else 32)
-def proposals(model: str, sequence: str, first: int, record_id: str, keep: str, avoid: str, threshold: float,
-              top: int, predictor_zip: bytes | None):
+def proposals(model: str, sequence: str, numbering: Numbering, record_id: str, keep: str, avoid: str,
+              threshold: float, top: int, predictor_zip: bytes | None):
     """``suggest`` for one model, or the message saying why not (queued: it runs masked passes)."""
     engine = load_engine(model)
     predictor = from_zip(predictor_zip) if predictor_zip else None
     try:
-        constraints = Constraints(keep=parse_positions(keep, len(sequence), first), avoid=parse_amino_acids(avoid))
+        constraints = Constraints(keep=parse_positions(keep, len(sequence), numbering), avoid=parse_amino_acids(avoid))
         with heavy_slot("proposing mutations") as give_way:  # gives way every CHUNK_PASSES passes
             bar, stage = stage_bar("Scoring the proposals", give_way)
             try:
                 # The model as the page names it (hosted: not a server path) in the progress text.
-                return suggest([(visitor_model_name(model), engine)], sequence, first=first, record_id=record_id,
-                               constraints=constraints, threshold=threshold, top=top, combine=DEFAULT_COMBINE,
+                return suggest([(visitor_model_name(model), engine)], sequence, numbering=numbering,
+                               record_id=record_id, constraints=constraints, threshold=threshold, top=top,
+                               combine=DEFAULT_COMBINE,
                                strategies=STRATEGIES, predictor=predictor, progress=stage,
                                predictor_engine=engine if predictor is not None and predictor.spec.uses_model else None)
             finally:
@@ -80,12 +81,12 @@ def section(ctx: PageContext) -> None:
         "multi-mutants scored jointly masked (non-additivity: the model thinks they interact). "
         "The command line's `flamino suggest` also takes several models that must agree."
     )
-    first = ctx.first
+    numbering = ctx.numbering
     left, middle, right, last = st.columns([2, 1, 1, 1])
     with left:
-        last_number = Numbering(first).last(len(record.sequence))
+        last_number = numbering.last(len(record.sequence))
         keep = kept_text_input("Keep these positions", "_suggest_keep", placeholder="1-20, 45",
-                               help=f"in the record's numbering ({first}-{last_number})")
+                               help=f"in the record's numbering ({numbering.first}-{last_number})")
     with middle:
         avoid = kept_text_input("Never introduce", "_suggest_avoid", placeholder="C, P")
     with right:
@@ -96,7 +97,7 @@ def section(ctx: PageContext) -> None:
     predictor = _usable_predictor(engine, record.sequence)
     packed = zip_bytes(predictor) if predictor is not None else None
     model = ctx.model
-    choice = (model, record.sequence, first, keep, avoid, float(threshold), int(top),
+    choice = (model, record.sequence, numbering.first, keep, avoid, float(threshold), int(top),
               hashlib.sha256(packed).hexdigest() if packed else None)
     if st.button("Propose mutations", icon=":material/lightbulb:"):
         st.session_state[PROPOSED] = choice
@@ -104,7 +105,7 @@ def section(ctx: PageContext) -> None:
         if predictor is not None:
             st.caption("The predictor fitted on the Predict page will be shown beside each proposal.")
         return
-    found = proposals(model, record.sequence, first, record.id, keep, avoid, float(threshold), int(top), packed)
+    found = proposals(model, record.sequence, numbering, record.id, keep, avoid, float(threshold), int(top), packed)
     if isinstance(found, str):
         st.error(plain(found))
         return
