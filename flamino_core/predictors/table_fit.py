@@ -24,6 +24,7 @@ from flamino_core.predictors import evaluation, features, fitting
 from flamino_core.predictors.features import COMPOSITION, FeatureSpec, Inputs
 from flamino_core.predictors.saved import Predictor
 from flamino_core.predictors.table import RANDOM_FOLDS, SEED, LabelledTable, fold_ids
+from flamino_core.predictors.worker import run_on_one_thread
 
 RANDOM_WEIGHTS_NOTE = ("the model has random weights (a test model): its embeddings and scores carry no biology; "
                        "only the one-hot and composition baselines mean anything here")
@@ -166,7 +167,7 @@ class FitSteps:
         self.done, self.total = 0, total
         self.each_fit = each_fit or contextlib.nullcontext
         self.report, self.weighed = report, weighed
-        self.run_fit = run_fit or (lambda fit: fit())
+        self.run_fit = run_fit or run_on_one_thread  # here, as in a worker: one thread
         fits, sides = planned.schedule() if planned is not None else ((), ())
         self._fits, self._sides = list(fits), list(sides)
         self.work_done, self.work_total = 0.0, planned.work if planned is not None else 0.0
@@ -232,7 +233,7 @@ def fit_table(
       progress: gives a (done, total) callback for a named stage (a feature set's label, then ``FITS``).
       cancelled: polled between groups of model passes.
       each_fit: a context held around each fit and each row's bootstrap (``FitSteps``).
-      run_fit: runs each scikit-learn fit, a picklable callable (``FitSteps``; None: here).
+      run_fit: runs each scikit-learn fit, a picklable callable (``FitSteps``; None: here, on one thread).
       weighed: the fits' progress with their work, as ``planned_fits`` counts it (``FitSteps``).
 
     Raises:

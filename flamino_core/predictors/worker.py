@@ -35,6 +35,19 @@ _LENGTH = struct.Struct("<Q")  # a frame: its length, then the pickle; length 0 
 T = TypeVar("T")
 
 
+def run_on_one_thread(fit: Callable[[], T]) -> T:
+    """``fit()`` with every BLAS and OpenMP pool of this process held to one thread, as the worker
+    holds its own (the module's docstring): the fits run in the caller's process (``flamino fit``,
+    a notebook) are the same fits. ``flamino fit`` of the shared assay's fitness bins (308 rows x
+    3,220 one-hot features, 21 LogisticRegressionCV fits) took 73.5 s on OpenBLAS's two threads
+    and 17.8 s on one, the same predictions to the byte (AMD EPYC, 2 cores, load 4.7,
+    2026-12-07): scipy's L-BFGS-B iterations are small vector work that two threads only spin on."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1):
+        return fit()
+
+
 class WorkerLost(RuntimeError):
     """The worker's process ended without answering (killed from outside, out of memory)."""
 
