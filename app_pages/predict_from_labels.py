@@ -266,32 +266,32 @@ def prediction_map(ctx: PageContext, name: str, choice, key, result) -> None:
     chosen record), computed when asked, with its CSV."""
     st.subheader("Prediction map: every single substitution")
     if result.table.wild_type is not None:
-        sequence, record_first, record_id = result.table.wild_type, result.table.first, Path(name).stem
+        sequence, numbering, record_id = result.table.wild_type, result.table.numbering, Path(name).stem
     elif ctx.record is not None:
-        sequence, record_first, record_id = ctx.sequence, ctx.first, ctx.record.id
+        sequence, numbering, record_id = ctx.sequence, ctx.numbering, ctx.record.id
     else:
         st.info("Choose a record on the Input page to predict its substitution map.")
         return
     missing, asked, unit = apply.map_cost(result.predictor, sequence, ctx.engine)
     st.caption(plain(f"{record_id}: {len(sequence) * 19:,} substitutions"
                      + (f"; {missing:,} of {asked:,} {unit} to run" if asked else "; no model pass needed")))
-    asked = (key, sequence, record_first)
+    asked = (key, sequence, numbering.first)  # the session keeps the number, as before
     if st.button("Predict the substitution map", icon=":material/grid_on:"):
         st.session_state[MAPPED] = asked
     if st.session_state.get(MAPPED) != asked:
         return
     found = predict_results.prediction_map(choice.model, key, result.predictor, sequence,
-                                           record_first)
+                                           numbering)
     if isinstance(found, str):
         st.error(plain(found))
         return
     grid, wild_value = found
     fig = figures.prediction_map(grid, sequence, wild_value, target=choice.target, task=result.table.task,
-                                 first=record_first, random_weights=result.predictor.random_weights,
+                                 numbering=numbering, random_weights=result.predictor.random_weights,
                                  classes=result.table.classes)
     row = show_figure(fig, "predict_map", f"{safe_name(record_id)}_prediction_map")
     with row:
-        csv_button("Prediction map (CSV)", lambda: apply.map_rows(record_id, sequence, grid, record_first),
+        csv_button("Prediction map (CSV)", lambda: apply.map_rows(record_id, sequence, grid, numbering),
                    f"{safe_name(record_id)}_prediction_map.csv", "predict_map_csv")
 
 

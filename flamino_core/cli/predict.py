@@ -13,6 +13,7 @@ import math
 from pathlib import Path
 
 from flamino_core.atomic import written_atomically
+from flamino_core.numbering import Numbering
 from flamino_core.options import DEFAULT_VARIANT_STRATEGY, PREDICT_FEATURES, VARIANT_STRATEGIES
 from flamino_core.progress import Progress, say
 from flamino_core.cli.common import (
@@ -137,7 +138,7 @@ def cmd_predict(args) -> int:
             data = Path(args.fasta).read_bytes() if Path(args.fasta).is_file() else None
             if data is None:
                 raise UserError(f"cannot read the table {args.fasta!r}: no such file")
-            numbered_from = None if args.sequence is None and args.offset is None else first
+            numbered_from = None if args.sequence is None and args.offset is None else Numbering(first)
             frame, inputs, rows, issues = apply.table_inputs(predictor, data, wild_type, numbered_from)
             for issue in issues:
                 say(f"warning: {issue}")
@@ -149,10 +150,10 @@ def cmd_predict(args) -> int:
             if args.singles:
                 parts = []
                 for record in records:
-                    record_first = first_residue_number(record, args.offset)
-                    grid, _ = apply.prediction_map(predictor, record.sequence, engine, first=record_first,
+                    numbering = Numbering(first_residue_number(record, args.offset))
+                    grid, _ = apply.prediction_map(predictor, record.sequence, engine, numbering=numbering,
                                                    progress=Progress(record.id))
-                    parts.append(apply.map_rows(record.id, record.sequence, grid, record_first))
+                    parts.append(apply.map_rows(record.id, record.sequence, grid, numbering))
                 out = pd.concat(parts, ignore_index=True)
                 what = f"every single substitution of {len(records):,} record(s)"
             else:

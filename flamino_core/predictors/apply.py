@@ -63,16 +63,17 @@ def inputs_for(predictor: Predictor, sequences: list[str], variants: list | None
 
 
 def table_inputs(predictor: Predictor, data: bytes | str, wild_type: str | None = None,
-                 first: int | None = None) -> tuple[pd.DataFrame, Inputs, np.ndarray, list[str]]:
+                 numbering: Numbering | None = None) -> tuple[pd.DataFrame, Inputs, np.ndarray, list[str]]:
     """A CSV to predict: (its frame, the usable rows' ``Inputs``, their row numbers, issues).
 
     A ``mutant`` column refers to ``wild_type`` (default: the predictor's), a sequence column
-    holds proteins, as in the fit (``table.read_rows``).
+    holds proteins, as in the fit (``table.read_rows``); ``numbering`` numbers that column (default: the
+    predictor's).
     """
     frame = read_table_text(data)
     issues: list[str] = []
-    first = predictor.first if first is None else first
-    sequences, variants, wild = read_rows(frame, wild_type or predictor.wild_type, first, issues)
+    numbering = predictor.numbering if numbering is None else numbering
+    sequences, variants, wild = read_rows(frame, wild_type or predictor.wild_type, numbering.first, issues)
     rows = np.flatnonzero([s is not None for s in sequences])
     kept = [variants[r] for r in rows] if wild is not None else None
     inputs = Inputs([sequences[r] for r in rows], kept, wild)
@@ -93,17 +94,17 @@ def output_frame(predictor: Predictor, frame: pd.DataFrame, rows: np.ndarray, pr
     return out
 
 
-def single_substitutions(wild_type: str, first: int = 1) -> Inputs:
+def single_substitutions(wild_type: str, numbering: Numbering = Numbering()) -> Inputs:
     """The wild type itself, then every single substitution (position by position, mutants in
-    ``STANDARD_AMINO_ACIDS`` order, the wild-type letter skipped): 1 + 19 L rows."""
-    variants = [Variant(0, "", "", (), first)]
+    ``STANDARD_AMINO_ACIDS`` order, the wild-type letter skipped): 1 + 19 L rows, named in ``numbering``."""
+    variants = [Variant(0, "", "", (), numbering.first)]
     sequences = [wild_type]
-    for (index, wt), number in zip(enumerate(wild_type), Numbering(first).numbers(len(wild_type))):
+    for (index, wt), number in zip(enumerate(wild_type), numbering.numbers(len(wild_type))):
         for mt in STANDARD_AMINO_ACIDS:
             if mt == wt:
                 continue
             name = f"{wt}{number}{mt}"
-            variants.append(Variant(len(variants), name, name, (Substitution(index, wt, mt),), first))
+            variants.append(Variant(len(variants), name, name, (Substitution(index, wt, mt),), numbering.first))
             sequences.append(wild_type[:index] + mt + wild_type[index + 1:])
     return Inputs(sequences, variants, wild_type)
 
@@ -112,16 +113,16 @@ def map_cost(predictor: Predictor, wild_type: str, engine=None, store=None) -> t
     """(passes to run, passes asked, unit) for the prediction map of ``wild_type``."""
     if not predictor.spec.uses_model:
         return 0, 0, "passes"
-    return features.missing_passes(predictor.spec, single_substitutions(wild_type, predictor.first), engine, store)
+    return features.missing_passes(predictor.spec, single_substitutions(wild_type, predictor.numbering), engine, store)
 
 
-def prediction_map(predictor: Predictor, wild_type: str, engine=None, *, first: int | None = None, store=None,
+def prediction_map(predictor: Predictor, wild_type: str, engine=None, *, numbering: Numbering | None = None, store=None,
                    progress: ProgressFn | None = None,
                    cancelled: Callable[[], bool] | None = None) -> tuple[np.ndarray, float]:
     """(L, 20) the prediction for every single substitution, and the wild type's own prediction
-    (its cells hold it). For classes: the probability of the last class."""
-    first = predictor.first if first is None else first
-    inputs = single_substitutions(wild_type, first)
+    (its cells hold it). For classes: the probability of the last class. ``numbering``: the wild
+    type's (default: the predictor's)."""
+    inputs = single_substitutions(wild_type, predictor.numbering if numbering is None else numbering)
     result = predict(predictor, inputs, engine, store=store, progress=progress, cancelled=cancelled)
     values = result.probabilities[:, -1] if result.probabilities is not None else result.values.astype(np.float64)
     grid = np.full((len(wild_type), 20), values[0])
@@ -132,10 +133,10 @@ def prediction_map(predictor: Predictor, wild_type: str, engine=None, *, first: 
     return grid, float(values[0])
 
 
-def map_rows(record_id: str, wild_type: str, grid: np.ndarray, first: int = 1) -> pd.DataFrame:
+def map_rows(record_id: str, wild_type: str, grid: np.ndarray, numbering: Numbering = Numbering()) -> pd.DataFrame:
     """The map as a table: ``record_id, position, wt, mt, prediction`` (as ``flamino score`` lays
     out scores), the wild-type letter's row holding the wild type's own prediction."""
-    positions = np.repeat(Numbering(first).number(np.arange(len(wild_type))), 20)
+    positions = np.repeat(numbering.number(np.arange(len(wild_type))), 20)
     return pd.DataFrame({
         "record_id": record_id, "position": positions, "wt": np.repeat(list(wild_type), 20),
         "mt": list(STANDARD_AMINO_ACIDS) * len(wild_type), "prediction": grid.reshape(-1),

@@ -120,14 +120,15 @@ def learning_curves(fit: FitResult) -> go.Figure:
 
 
 def prediction_map(grid: np.ndarray, wild_type: str, wild_value: float, *, target: str, task: str,
-                   first: int = 1, random_weights: bool = False, classes: tuple[str, ...] = ()) -> go.Figure:
+                   numbering: Numbering = Numbering(), random_weights: bool = False,
+                   classes: tuple[str, ...] = ()) -> go.Figure:
     """The predictor's output for every single substitution (wild-type cells: the wild type's own
     prediction), centred on the wild type's, laid out like the substitution map."""
     what = f"p({escape(classes[-1])})" if task == "classification" and classes else f"predicted {escape(target)}"
-    fig = substitution_grid(grid, wild_type, numbering=Numbering(first), centre=wild_value, what=what)
+    fig = substitution_grid(grid, wild_type, numbering=numbering, centre=wild_value, what=what)
     fig.update_xaxes(type="category", title="position (wild type)")
     fig.update_yaxes(type="category", title="mutant")
-    mark_wild_type(fig, wild_type, Numbering(first))
+    mark_wild_type(fig, wild_type, numbering)
     title = (f"Predicted effect of every single substitution: {what}{_mark(random_weights)}"
              f"<br><sup>wild type {wild_value:.3f}; blue: above it, red: below</sup>")
     return _layout(fig, title, height=500, showlegend=True,

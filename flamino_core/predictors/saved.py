@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from flamino_core.atomic import written_atomically
+from flamino_core.numbering import Numbering
 from flamino_core.predictors.features import FeatureSpec
 from flamino_core.predictors.fitting import LinearModel
 
@@ -56,6 +57,11 @@ class Predictor:
     @property
     def task(self) -> str:
         return self.model.task
+
+    @property
+    def numbering(self) -> Numbering:
+        """The wild type's residue numbering (the saved metadata keeps its ``first``)."""
+        return Numbering(self.first)
 
     @classmethod
     def from_fit(cls, spec: FeatureSpec, linear: LinearModel, table, *, engine=None, model_id: str | None = None,

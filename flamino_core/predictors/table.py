@@ -68,6 +68,11 @@ class LabelledTable:
     issues: list[str]
 
     @property
+    def numbering(self) -> Numbering:
+        """The wild type's residue numbering in the ``mutant`` column."""
+        return Numbering(self.first)
+
+    @property
     def is_variant_table(self) -> bool:
         return self.wild_type is not None
 

@@ -20,6 +20,7 @@ from flamino_core.jobs import DONE
 
 from flamino_core.store import CHUNK
 from flamino_core.inputs import TableLimits
+from flamino_core.numbering import Numbering
 from flamino_core.predictors import apply
 from flamino_core.predictors import (FeatureError, FitCost, FitPlan, LabelError, LabelledTable, PredictorError,
                                   parse_labelled_table, read_table_text)
@@ -122,7 +123,7 @@ def fit_job(engine, choice: FitChoice, table: LabelledTable, planned: FitCost, s
 
 
 @st.cache_data(show_spinner=False, max_entries=4 if HOSTED else 16)
-def prediction_map(model: str, fitted: tuple, _predictor, record: str, record_first: int):
+def prediction_map(model: str, fitted: tuple, _predictor, record: str, record_numbering: Numbering):
     """(grid (L, 20), the wild type's own prediction) of the fitted predictor (the fit job
     ``fitted``'s) over every single substitution of ``record``, or why it cannot describe that
     sequence."""
@@ -132,7 +133,8 @@ def prediction_map(model: str, fitted: tuple, _predictor, record: str, record_fi
     with queued as give_way:
         bar, stage = stage_bar("Predicting every substitution", give_way)
         try:
-            return apply.prediction_map(predictor, record, engine, first=record_first, progress=stage("features"))
+            return apply.prediction_map(predictor, record, engine, numbering=record_numbering,
+                                        progress=stage("features"))
         except (FeatureError, PredictorError) as err:
             return str(err)
         finally:
