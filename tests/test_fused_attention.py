@@ -97,11 +97,13 @@ def assert_close(ours, ref, what):
 @needs_kernel
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("head_dim", HEAD_DIMS)
-@pytest.mark.parametrize("tokens", [1, 7, 37, 193, 301, 530])
+@pytest.mark.parametrize("tokens", [1, 7, 37, 193, 301])
 def test_kernel_matches_reference(monkeypatch, variant, head_dim, tokens):
     """Full passes (queries at 0..T-1) with right padding, lengths odd and even, below and
     above 192 tokens and over two key blocks (256); heads as the presets have (20) for small
-    head dims, fewer for large ones to keep the test quick."""
+    head dims, fewer for large ones to keep the test quick. Three key blocks (530 tokens) are
+    the packed-row test's width below, at every head dimension: here they took 38 of this
+    grid's 57 s in the suite (2026-12-06) for a loop the 301-token case already runs twice."""
     heads = 20 if head_dim <= 32 else 4
     q, k, v, bias, inv_freq = random_case(tokens * 1000 + head_dim, 3, tokens, tokens, heads, head_dim)
     positions = np.broadcast_to(np.arange(tokens), (3, tokens))
