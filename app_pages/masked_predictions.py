@@ -33,30 +33,31 @@ def use_wt_marginals() -> None:
 CHEAPER = ("Use wt-marginals instead (one unmasked pass)", use_wt_marginals)
 
 
-def probabilities_frame(probabilities: np.ndarray, sequence: str, entropies: np.ndarray, first: int) -> pd.DataFrame:
+def probabilities_frame(probabilities: np.ndarray, sequence: str, entropies: np.ndarray,
+                        numbering: Numbering) -> pd.DataFrame:
     frame = pd.DataFrame(probabilities.T, columns=list(STANDARD_AMINO_ACIDS))
     frame.insert(0, "entropy_bits", entropies)
     frame.insert(0, "residue", list(sequence))
-    frame.insert(0, "position", np.asarray(Numbering(first).numbers(len(sequence))))
+    frame.insert(0, "position", np.asarray(numbering.numbers(len(sequence))))
     return frame
 
 
-def scores_frame(record_id: str, part: str, substitution: np.ndarray, first: int) -> pd.DataFrame:
+def scores_frame(record_id: str, part: str, substitution: np.ndarray, numbering: Numbering) -> pd.DataFrame:
     """The map as CSV rows, with each substitution also named as a variant (``V1A``, numbered
-    from the record's first residue, as the Variants page and ``flamino variants`` write it)."""
+    in ``numbering``, the record's, as the Variants page and ``flamino variants`` write it)."""
     frame = pd.DataFrame(
-        list(score_rows(record_id, part, substitution, first=first)),
+        list(score_rows(record_id, part, substitution, numbering)),
         columns=["record", "position", "wt", "mt", "score"],
     )
-    frame["mutant"] = substitution_names(part, first)
+    frame["mutant"] = substitution_names(part, numbering)
     return frame
 
 
-def pick_cell(sequence: str, part: str, start: int, first: int) -> None:
-    """A click on the map of ``part`` (``sequence[start:]``, numbered from ``first``): mask that
+def pick_cell(sequence: str, part: str, start: int, numbering: Numbering) -> None:
+    """A click on the map of ``part`` (``sequence[start:]``, numbered in ``numbering``): mask that
     position in the panel above and remember the variant."""
     event = st.session_state.get("subst")
-    cell = clicked_cell(event["selection"]["points"], part, first) if event else None
+    cell = clicked_cell(event["selection"]["points"], part, numbering) if event else None
     if cell is None:
         return
     index, mutant = start + cell[0], cell[1]
@@ -86,7 +87,7 @@ def probability_overview(ctx: PageContext, probabilities: np.ndarray,
                          entropies: np.ndarray) -> None:
     """The unmasked predictions of the residues shown, as a heatmap with its entropy track."""
     shown = ctx.shown
-    part, first, part_stem = ctx.sequence[shown.span], shown.number, ctx.stem + shown.stem()
+    part, part_stem = ctx.sequence[shown.span], ctx.stem + shown.stem()
     st.markdown(
         "What the model predicts at each position when it sees the whole sequence (no masking). "
         "Outlined squares are the sequence's own residues; the track below is the entropy of each "
@@ -96,7 +97,7 @@ def probability_overview(ctx: PageContext, probabilities: np.ndarray,
     with show_figure(overview, "prob_heatmap", f"{part_stem}_probabilities"):
         csv_button(
             "Probabilities and entropy (CSV)",
-            lambda: probabilities_frame(probabilities, part, entropies, first),
+            lambda: probabilities_frame(probabilities, part, entropies, shown.numbering),
             f"{part_stem}_probabilities.csv",
             "prob_csv",
             model=ctx.model_name,
@@ -193,17 +194,17 @@ def substitution_scores(ctx: PageContext) -> tuple[np.ndarray, str]:
 def substitution_section(ctx: PageContext) -> None:
     """The clickable single-substitution map of the range, its CSV and the clicked variant."""
     seq, shown = ctx.sequence, ctx.shown
-    part, first, part_stem = seq[shown.span], shown.number, ctx.stem + shown.stem()
+    part, numbering, part_stem = seq[shown.span], shown.numbering, ctx.stem + shown.stem()
     st.subheader("Single-substitution map")
     substitution, method = substitution_scores(ctx)
     st.caption("Dots mark the wild-type residues. Click a cell to mask its position above and see that "
                "variant's score.")
-    fig = substitution_map(substitution, part, method, first=first, clickable=True)
-    on_select = partial(pick_cell, seq, part, shown.start, first)
+    fig = substitution_map(substitution, part, method, numbering=numbering, clickable=True)
+    on_select = partial(pick_cell, seq, part, shown.start, numbering)
     with show_figure(fig, "subst", f"{part_stem}_{method}", on_select=on_select):
         csv_button(
             f"Scores, {method} (CSV)",
-            lambda: scores_frame(ctx.record.id, part, substitution, first),
+            lambda: scores_frame(ctx.record.id, part, substitution, numbering),
             f"{part_stem}_{method}.csv",
             "subst_csv",
             model=ctx.model_name,
@@ -212,7 +213,7 @@ def substitution_section(ctx: PageContext) -> None:
     if cell and shown.start <= cell[0] < shown.start + len(part):
         index, mutant = cell
         value = substitution[index - shown.start, STANDARD_AMINO_ACIDS.index(mutant)]
-        variant = f"{seq[index]}{Numbering(first).number(index - shown.start)}{mutant}"
+        variant = f"{seq[index]}{numbering.number(index - shown.start)}{mutant}"
         st.info(f"{variant}: {method} score {value:.3f} (its position is masked in the panel "
                 "above).", icon=":material/ads_click:")
 

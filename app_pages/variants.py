@@ -109,7 +109,7 @@ def list_section(ctx: PageContext) -> None:
         st.caption("Indels, stops and frameshifts change more than one cell: the map marks substitutions only "
                    "(the table above has every score).")
     substitution, method = substitution_scores(engine, seq, letters)
-    fig = variant_map(substitution, seq, variants, first=ctx.first, method=method, table=table)
+    fig = variant_map(substitution, seq, variants, numbering=ctx.numbering, method=method, table=table)
     show_figure(fig, "variant_map", f"{ctx.stem}_variants_map")
 
 

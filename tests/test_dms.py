@@ -18,6 +18,7 @@ from flamino_core.variants import substitution_maps as scores
 from flamino_core.variants.dms import DmsError, output_frame, parse_dms, read_dms, score_dms
 from flamino_core.variants.metrics import agreement_metrics, dms_metrics
 from flamino_core.inputs.fasta import read_fasta
+from flamino_core.numbering import Numbering
 from flamino_core.variants.notation import parse_mutations
 from flamino_core.variants.figures import clicked_cell, dms_heatmaps, dms_scatter, substitution_map, variant_map
 from flamino_core.variants.scoring import filter_scored, score_variants
@@ -254,7 +255,7 @@ def test_variant_map_marks_every_substitution_by_label(engine):
     assert not issues
     sequence = HBB[10:40]
     result = score_variants(engine, sequence, variants)
-    fig = variant_map(scores.substitution_map(engine, sequence, "masked-marginals").substitutions, sequence, variants, first=11, table=result.table)
+    fig = variant_map(scores.substitution_map(engine, sequence, "masked-marginals").substitutions, sequence, variants, numbering=Numbering(11), table=result.table)
     heatmap = fig.data[0]
     assert heatmap.x[0] == "A11" and heatmap.x[-1] == f"{sequence[-1]}40"
     marked = {t.name: list(zip(t.x, t.y)) for t in fig.data[1:]}
@@ -269,7 +270,7 @@ def test_variant_map_marks_every_substitution_by_label(engine):
 def test_substitution_map_marks_wild_types_and_a_click_selects_a_cell():
     sequence = HBB[10:40]
     table = np.random.default_rng(3).normal(size=(len(sequence), 20))
-    fig = substitution_map(table, sequence, "wt-marginals", first=11, clickable=True)
+    fig = substitution_map(table, sequence, "wt-marginals", numbering=Numbering(11), clickable=True)
     heatmap, cells, wild = fig.data
     assert heatmap.x[0] == "A11" and list(wild.x) == [f"{aa}{i + 11}" for i, aa in enumerate(sequence)]
     assert list(wild.y) == list(sequence)
@@ -277,10 +278,10 @@ def test_substitution_map_marks_wild_types_and_a_click_selects_a_cell():
     assert sequence[:2] == "AV"
     assert len(cells.x) == 20 * len(sequence) and cells.x[21] == "V12" and cells.y[21] == "C"
     assert cells.customdata[21] == table[1, 1] == heatmap.z[1][1]
-    assert clicked_cell([{"x": "V12", "y": "C", "curve_number": 1}], sequence, first=11) == (1, "C")
-    assert clicked_cell([], sequence, 11) is None and clicked_cell(None, sequence, 11) is None
-    assert clicked_cell([{"x": "V2", "y": "C"}], sequence, 11) is None  # not this numbering
-    assert clicked_cell([{"x": "V12", "y": "X"}], sequence, 11) is None
+    assert clicked_cell([{"x": "V12", "y": "C", "curve_number": 1}], sequence, Numbering(11)) == (1, "C")
+    assert clicked_cell([], sequence, Numbering(11)) is None and clicked_cell(None, sequence, Numbering(11)) is None
+    assert clicked_cell([{"x": "V2", "y": "C"}], sequence, Numbering(11)) is None  # not this numbering
+    assert clicked_cell([{"x": "V12", "y": "X"}], sequence, Numbering(11)) is None
     plain = substitution_map(table, sequence, "wt-marginals")
     assert [t.name for t in plain.data] == [None, "wild type"] and plain.data[0].x[0] == "A1"
 

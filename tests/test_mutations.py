@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from flamino_core.variants import notation as m
-from flamino_core.inputs.numbering import first_number
+from flamino_core.inputs.numbering import Numbering, first_number
 from flamino_core.variants.notation import Substitution, Variant, parse_mutations, parse_variant
 
 # Human beta-globin; positions counted by hand: M1 V2 H3 L4 T5 P6 E7 E8 K9 S10 A11 V12 T13 A14 L15 W16 G17.
@@ -187,7 +187,7 @@ def test_substitution_names_follow_the_map_rows_and_the_numbering():
     from flamino_core.variants.substitution_maps import score_rows
     from flamino_core.variants.notation import substitution_names
 
-    names = substitution_names("VHL", first=73)
+    names = substitution_names("VHL", Numbering(73))
     rows = list(score_rows("x", "VHL", np.zeros((3, 20))))
     assert len(names) == len(rows) == 60
     assert [f"{wt}{position + 72}{mt}" for _, position, wt, mt, _ in rows] == names

@@ -46,9 +46,8 @@ def cmd_score(args) -> int:
             if per_record:
                 writer.writerow([record.id, f"{scored.pppl:.6g}"])
                 continue
-            first = first_residue_number(record, args.offset)
-            numbering, record_numbering = structure[record.id], Numbering(first)
-            for row in scores.score_rows(record.id, scored.sequence, scored.substitutions, first):
+            numbering, record_numbering = structure[record.id], Numbering(first_residue_number(record, args.offset))
+            for row in scores.score_rows(record.id, scored.sequence, scored.substitutions, record_numbering):
                 label = ([numbering.label(record_numbering.index(row[1])) if numbering else ""] if labelled else [])
                 writer.writerow([*row[:2], *label, *row[2:4], f"{row[4]:.6g}"])
     print(f"wrote {out_path} ({len(records)} sequences, {args.strategy})")

@@ -174,7 +174,8 @@ def dms_heatmaps(scores: DmsScores) -> go.Figure:
 
 
 def substitution_map(
-    substitution_scores: np.ndarray, sequence: str, method: str, *, first: int = 1, clickable: bool = False
+    substitution_scores: np.ndarray, sequence: str, method: str, *, numbering: Numbering = Numbering(),
+    clickable: bool = False,
 ) -> go.Figure:
     """The full single-substitution map, wild-type cells marked, positions in the user's numbering.
 
@@ -182,13 +183,13 @@ def substitution_map(
       substitution_scores: (L, 20) ``scores.substitution_map(...).substitutions``.
       sequence: the wild type.
       method: the strategy of ``substitution_scores``, for the title.
-      first: the number of the first residue (the axis labels follow it).
+      numbering: the sequence's residue numbering (the axis labels follow it).
       clickable: add one invisible point per cell, so a click selects that cell. Plotly
         heatmaps emit no selection events (streamlit issue #8760); scatter points do, and the
         selected one is drawn as an outlined square. ``clicked_cell`` reads the selection back.
     """
-    fig = substitution_heatmap(substitution_scores, sequence, method, Numbering(first))
-    labels = residue_labels(sequence, first)
+    fig = substitution_heatmap(substitution_scores, sequence, method, numbering)
+    labels = residue_labels(sequence, numbering.first)
     aas = list(STANDARD_AMINO_ACIDS)
     if clickable:
         # The cells' hover moves to the points (two hovers on one cell would flicker).
@@ -205,23 +206,23 @@ def substitution_map(
             selected={"marker": {"opacity": 1, "size": 12}}, unselected={"marker": {"opacity": 0}},
             hovertemplate="%{x} → %{y}<br>score %{customdata:.3f}<br>click: mask this position<extra></extra>",
         ))
-    mark_wild_type(fig, sequence, Numbering(first), keep_when_selected=True)
+    mark_wild_type(fig, sequence, numbering, keep_when_selected=True)
     legend = {"orientation": "h", "y": 1.0, "x": 1, "xanchor": "right", "yanchor": "bottom"}
     return fig.update_layout(showlegend=True, legend=legend)
 
 
-def clicked_cell(points: Sequence[dict], sequence: str, first: int = 1) -> tuple[int, str] | None:
+def clicked_cell(points: Sequence[dict], sequence: str, numbering: Numbering = Numbering()) -> tuple[int, str] | None:
     """The cell a click on ``substitution_map`` selected: (0-based residue index, mutant letter).
 
     Args:
       points: the selection's points (``event.selection.points`` in Streamlit): each has the
         ``x`` (position label such as ``V1``) and ``y`` (amino acid) of the point clicked.
-      sequence, first: as the map was drawn.
+      sequence, numbering: as the map was drawn.
 
     Returns:
       None when nothing (or nothing on the map) is selected; the last point otherwise.
     """
-    index_of = {label: i for i, label in enumerate(residue_labels(sequence, first))}
+    index_of = {label: i for i, label in enumerate(residue_labels(sequence, numbering.first))}
     for point in reversed(list(points or ())):
         index, aa = index_of.get(str(point.get("x"))), point.get("y")
         if index is not None and aa in STANDARD_AMINO_ACIDS:
@@ -234,7 +235,7 @@ def variant_map(
     sequence: str,
     variants: Sequence[Variant],
     *,
-    first: int = 1,
+    numbering: Numbering = Numbering(),
     method: str = "masked-marginals",
     table: pd.DataFrame | None = None,
 ) -> go.Figure:
@@ -244,12 +245,12 @@ def variant_map(
       substitution_scores: (L, 20) ``scores.substitution_map(...).substitutions``.
       sequence: the wild type.
       variants: the variants to mark (each substitution of a multi-mutant gets a marker).
-      first: the number of the first residue (the axis labels follow it).
+      numbering: the sequence's residue numbering (the axis labels follow it).
       method: the strategy of ``substitution_scores``, for the title.
       table: ``VariantScores.table``, to show each variant's own score on hover.
     """
-    fig = substitution_map(substitution_scores, sequence, method, first=first)
-    labels = residue_labels(sequence, first)
+    fig = substitution_map(substitution_scores, sequence, method, numbering=numbering)
+    labels = residue_labels(sequence, numbering.first)
     own = {} if table is None else dict(zip(table["order"], table["score"]))
     groups: dict[str, list[Variant]] = {}
     for v in variants:

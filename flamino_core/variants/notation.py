@@ -257,11 +257,11 @@ def parse_variant(
     return Variant(order, entry, mutant, tuple(substitutions), first, label)
 
 
-def substitution_names(sequence: str, first: int = 1) -> list[str]:
+def substitution_names(sequence: str, numbering: Numbering = Numbering()) -> list[str]:
     """``V1A``-style names of every cell of a substitution map, position by position and in
-    ``STANDARD_AMINO_ACIDS`` order within one (the rows of ``scores.score_rows``), numbered from
-    ``first``. The wild type's own letter gives names such as ``V1V`` (score 0)."""
-    return [f"{wt}{number}{mt}" for number, wt in zip(Numbering(first).numbers(len(sequence)), sequence)
+    ``STANDARD_AMINO_ACIDS`` order within one (the rows of ``scores.score_rows``), numbered in
+    ``numbering``. The wild type's own letter gives names such as ``V1V`` (score 0)."""
+    return [f"{wt}{number}{mt}" for number, wt in zip(numbering.numbers(len(sequence)), sequence)
             for mt in STANDARD_AMINO_ACIDS]
 
 

@@ -160,9 +160,10 @@ def pseudo_perplexity(masked_log_probs: np.ndarray, sequence: str) -> float:
     return float(np.exp(-pseudo_log_likelihood(masked_log_probs, sequence) / len(sequence)))
 
 
-def score_rows(record_id: str, sequence: str, scores: np.ndarray, first: int = 1) -> Iterator[tuple]:
+def score_rows(record_id: str, sequence: str, scores: np.ndarray,
+               numbering: Numbering = Numbering()) -> Iterator[tuple]:
     """CSV rows ``record_id, position, wt, mt, score`` for every position and mt; positions are
-    numbered from ``first`` (the number of the sequence's first residue, 1 by default)."""
-    for i, (number, wt) in enumerate(zip(Numbering(first).numbers(len(sequence)), sequence)):
+    numbered in ``numbering`` (the sequence's, from 1 by default)."""
+    for i, (number, wt) in enumerate(zip(numbering.numbers(len(sequence)), sequence)):
         for j, mt in enumerate(STANDARD_AMINO_ACIDS):
             yield record_id, number, wt, mt, float(scores[i, j])
