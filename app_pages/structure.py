@@ -216,7 +216,7 @@ def main(ctx: PageContext) -> None:
     # can become the records ("use this chain's sequence").
     st.header("Structure")
     if ctx.record is not None:
-        record_caption(ctx.record, ctx.record_read, ctx.first)
+        record_caption(ctx.record, ctx.record_read, ctx.numbering)
     record, model, seq, stem = ctx.record, ctx.model, ctx.sequence, ctx.stem
     st.markdown(INTRO)
     structures.source_panel()

@@ -80,7 +80,7 @@ def list_section(ctx: PageContext) -> None:
     if not ready(ctx):
         return
     record, engine, seq = ctx.record, ctx.engine, ctx.sequence
-    inputs.record_caption(record, ctx.record_read, ctx.first)
+    inputs.record_caption(record, ctx.record_read, ctx.numbering)
     author, numbering = list_numbering(ctx)
     text = mutation_list()
     if not text.strip():

@@ -80,14 +80,14 @@ def analysed_records(records: tuple[ProteinRecord, ...], selected_id: str | None
     return tuple(out)
 
 
-def window_note(record: ProteinRecord, full_length: int, first: int) -> str | None:
+def window_note(record: ProteinRecord, full_length: int, numbering: Numbering) -> str | None:
     """What a windowed record's analysis covers, for the pages (None when it is analysed whole);
-    ``first``: the number of its first residue as analysed."""
+    ``numbering``: its residue numbering as analysed."""
     if full_length <= len(record.sequence):
         return None
     return (
         f"This server analyses at most {window_size():,} residues of a sequence at a time: these pages "
-        f"show residues {first:,}–{Numbering(first).last(len(record.sequence)):,} of the {full_length:,}. "
+        f"show residues {numbering.first:,}–{numbering.last(len(record.sequence)):,} of the {full_length:,}. "
         "Choose the window in the sidebar."
     )
 

@@ -225,14 +225,15 @@ def show_issues(result: ParsedInput, limit: int = 25) -> None:
         show(f"**{counted(len(issues), one, many)}{detail}**\n\n" + "\n".join(lines))
 
 
-def record_caption(record: ProteinRecord, read: ProteinRecord | None = None, first: int = 1) -> None:
+def record_caption(record: ProteinRecord, read: ProteinRecord | None = None,
+                   numbering: Numbering = Numbering()) -> None:
     """The record's id, length and description, as plain text (headers are user input). A record
-    a hosted server analyses in a window (``read``: the record as read, longer; ``first``: the
-    number of the window's first residue) shows the protein's own length and the window apart."""
+    a hosted server analyses in a window (``read``: the record as read, longer; ``numbering``: the
+    window's residue numbering) shows the protein's own length and the window apart."""
     length = residues(len(record.sequence))
     if read is not None and read.id == record.id and len(read.sequence) > len(record.sequence):
-        last_number = Numbering(first).last(len(record.sequence))
-        length = (f"{residues(len(read.sequence))}; analysed here: residues {first:,}–"
+        last_number = numbering.last(len(record.sequence))
+        length = (f"{residues(len(read.sequence))}; analysed here: residues {numbering.first:,}–"
                   f"{last_number:,} (this server's {len(record.sequence):,}-residue window)")
     parts = [record.id, length, record.description]
     st.text("  ·  ".join(part for part in parts if part))

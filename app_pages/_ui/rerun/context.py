@@ -154,7 +154,7 @@ def serve(page, ctx: PageContext) -> None:
             return
         st.header(PAGES[ctx.page].title)
         if frame in ("record", "range"):
-            inputs.record_caption(ctx.record, ctx.record_read, ctx.first)
+            inputs.record_caption(ctx.record, ctx.record_read, ctx.numbering)
         if frame == "range":
             ctx = dataclasses.replace(ctx, shown=ranges.page_range(ctx))
         sequence_only_note(ctx)

@@ -123,7 +123,7 @@ def _show_whole(length: int) -> None:
 def page_range(ctx: PageContext) -> Shown:
     """What an analysis page shows of the selected record (as analysed): a note when a hosted
     server cut it to a window, then the range inputs."""
-    note = numbering.window_note(ctx.record, len(ctx.record_read.sequence), ctx.first)
+    note = numbering.window_note(ctx.record, len(ctx.record_read.sequence), ctx.numbering)
     if note:
         st.info(note, icon=":material/crop:")
     return range_picker(len(ctx.sequence), ctx.first, windowed=len(ctx.record_read.sequence) > len(ctx.sequence))
