@@ -35,12 +35,12 @@ class Shown:
     start: int  # 0-based index of the first residue shown
     stop: int  # 0-based, exclusive
     length: int  # residues in the analysed sequence
-    first: int  # number of the sequence's first residue (its numbering)
+    sequence_numbering: Numbering  # the analysed sequence's residue numbering
 
     @property
     def number(self) -> int:
         """The number of the first residue shown (what figure axes start at)."""
-        return Numbering(self.first).number(self.start)
+        return self.sequence_numbering.number(self.start)
 
     @property
     def numbering(self) -> Numbering:
@@ -50,7 +50,7 @@ class Shown:
     @property
     def last(self) -> int:
         """The number of the last residue shown."""
-        return Numbering(self.first).number(self.stop - 1)
+        return self.sequence_numbering.number(self.stop - 1)
 
     @property
     def size(self) -> int:
@@ -78,24 +78,24 @@ def default_range(length: int) -> tuple[int, int]:
     return (1, length) if length <= LONG_VIEW else (1, DEFAULT_SPAN)
 
 
-def range_picker(length: int, first: int, windowed: bool = False) -> Shown:
+def range_picker(length: int, numbering: Numbering, windowed: bool = False) -> Shown:
     """The page's range inputs (first and last residue, in the sequence's numbering) and a caption.
 
     Args:
       length: residues in the analysed sequence.
-      first: the number of its first residue (``ctx.first``).
+      numbering: its residue numbering (``ctx.numbering``).
       windowed: the sequence is a hosted server's window of a longer record (the caption says so).
     """
     if length < 2:
-        return Shown(0, length, length, first)
+        return Shown(0, length, length, numbering)
     default = default_range(length)
     columns = st.columns([2, 3], vertical_alignment="bottom")
     with columns[0]:
         # "Show residues … to …": "First residue" read like the sidebar's "First residue number" (now
         # "Numbering: the first residue is number"), which does something else (issue 24).
-        start, end = kept_span(("Show residues", "to"), RANGE, length, default=default, shift=Numbering(first).shift,
+        start, end = kept_span(("Show residues", "to"), RANGE, length, default=default, shift=numbering.shift,
                                help="The stretch of the sequence this page shows, in its numbering.")
-    shown = Shown(start - 1, end, length, first)
+    shown = Shown(start - 1, end, length, numbering)
     with columns[1]:
         if shown.whole:
             st.caption(f"Showing the whole analysed window ({residues(length)})." if windowed else
@@ -126,4 +126,4 @@ def page_range(ctx: PageContext) -> Shown:
     note = numbering.window_note(ctx.record, len(ctx.record_read.sequence), ctx.numbering)
     if note:
         st.info(note, icon=":material/crop:")
-    return range_picker(len(ctx.sequence), ctx.first, windowed=len(ctx.record_read.sequence) > len(ctx.sequence))
+    return range_picker(len(ctx.sequence), ctx.numbering, windowed=len(ctx.record_read.sequence) > len(ctx.sequence))
