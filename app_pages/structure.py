@@ -163,7 +163,7 @@ def view_3d(ctx: PageContext, parsed, alignment, contacts, top, file_stem):
                                   engine.family)
     tokens = structure_aware.structure_choice(engine, seq, chain=alignment.chain_id)
     if tokens is not None and not ("scores" in TRACKS[track].needs and STRATEGIES[choice["strategy"]].masked):
-        st.caption(f"This track reads the sequence only; the score tracks of a masked strategy read the "
+        st.caption("This track reads the sequence only; the score tracks of a masked strategy read the "
                    "structure's 3Di letters.")
         tokens = None
     try:
