@@ -21,6 +21,7 @@ flamino_core/model/ (each log's `-v` line says which attention path ran).
 """
 
 import argparse
+import contextlib
 import difflib
 import hashlib
 import io
@@ -184,21 +185,33 @@ def write_manifest(out: Path, paths: dict[str, str]) -> None:
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
 
 
-def compare(a: Path, b: Path, lines: int) -> int:
-    """identical / different / missing per file; a unified diff's head for text that differs."""
+def compare_manifests(a: Path, b: Path, unit: str, describe) -> int:
+    """identical / different / missing per entry of two runs' manifests (also used by
+    figure_outputs.py); ``describe(name)`` says how an entry that differs differs. 0: all identical."""
     ma, mb = (json.loads((d / "manifest.json").read_text()) for d in (a, b))
+    names = sorted(set(ma) | set(mb))
     same = 0
-    for rel in sorted(set(ma) | set(mb)):
-        if rel not in ma or rel not in mb:
-            print(f"missing   {rel} (only in {a if rel in ma else b})")
-        elif ma[rel] == mb[rel]:
+    for name in names:
+        if name not in ma or name not in mb:
+            print(f"missing   {name} (only in {a if name in ma else b})")
+        elif ma[name] == mb[name]:
             same += 1
-            print(f"identical {rel}")
+            print(f"identical {name}")
         else:
-            print(f"different {rel}")
+            print(f"different {name}{describe(name)}")
+    print(f"\n{same} of {len(names)} {unit} identical")
+    return 0 if same == len(names) else 1
+
+
+def compare(a: Path, b: Path, lines: int) -> int:
+    """Per file; a unified diff's head for text that differs."""
+    def describe(rel: str) -> str:
+        diff = io.StringIO()
+        with contextlib.redirect_stdout(diff):  # printed under its "different" line
             print_diff(a / rel, b / rel, lines)
-    print(f"\n{same} of {len(set(ma) | set(mb))} files identical")
-    return 0 if same == len(set(ma) | set(mb)) else 1
+        return "\n" + diff.getvalue().rstrip("\n") if diff.getvalue() else ""
+
+    return compare_manifests(a, b, "files", describe)
 
 
 def print_diff(a: Path, b: Path, lines: int) -> None:

@@ -250,20 +250,14 @@ def difference(ta: str, tb: str) -> str:
 
 
 def compare(a: Path, b: Path) -> int:
-    ma, mb = (json.loads((d / "manifest.json").read_text()) for d in (a, b))
-    names = sorted(set(ma) | set(mb))
-    same = 0
-    for name in names:
-        if name not in ma or name not in mb:
-            print(f"missing   {name} (only in {a if name in ma else b})")
-        elif ma[name] == mb[name]:
-            same += 1
-            print(f"identical {name}")
-        else:
-            ta, tb = ((d / f"{name}.json").read_text() for d in (a, b))
-            print(f"different {name}: {difference(ta, tb)}")
-    print(f"\n{same} of {len(names)} figures identical")
-    return 0 if same == len(names) else 1
+    """Per figure; where the JSON first differs and the largest numeric difference."""
+    from cli_outputs import compare_manifests  # the same manifests, the same report
+
+    def describe(name: str) -> str:
+        ta, tb = ((d / f"{name}.json").read_text() for d in (a, b))
+        return f": {difference(ta, tb)}"
+
+    return compare_manifests(a, b, "figures", describe)
 
 
 def main() -> int:
