@@ -156,7 +156,7 @@ def list_scores_table(ctx: PageContext, scored, strategy: str, author):
     table = scored.table
     columns = ["mutant", "variant", "positions", "score"]
     if author is not None:  # both numberings, on the page and in the CSV
-        table = with_structure_column(table, author, offset)
+        table = with_structure_column(table, author, ctx.numbering)
         columns.insert(2, STRUCTURE_COLUMN)
     columns += ["non_additivity"] if STRATEGIES[strategy].joint else []
     columns += ["kind", "normalisation"] if STRATEGIES[strategy].whole_sequences else []

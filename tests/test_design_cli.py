@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from flamino_core.numbering import Numbering
 from flamino_core.cli import main
 from flamino_core.design.proposals import COLUMNS
 
@@ -138,7 +139,7 @@ def test_a_model_ranks_round_one_and_is_the_prior_after(tmp_path, capsys):
     assert (first["acquisition"] == "zero-shot").all() and first["prediction"].isna().all()
     # the scores are flamino variants' masked-marginals, and the plate takes the best per position
     wild_type = "".join(WILD_TYPE.read_text().splitlines()[1:])
-    variants = [parse_variant(m, wild_type, 1, n) for n, m in enumerate(assay["mutant"])]
+    variants = [parse_variant(m, wild_type, Numbering(1), n) for n, m in enumerate(assay["mutant"])]
     scores = score_variants(Engine(load_weights("random:tiny")), wild_type, variants, "masked-marginals").table
     by_mutant = dict(zip(assay["mutant"], scores["score"]))
     np.testing.assert_allclose(first["zero_shot"], [by_mutant[m] for m in first["mutant"]], rtol=1e-6)

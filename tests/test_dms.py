@@ -251,7 +251,7 @@ def test_undefined_statistics_are_none():
 
 
 def test_variant_map_marks_every_substitution_by_label(engine):
-    variants, issues = parse_mutations("mutant,label\nE23V,pathogenic\nK18A:V19D,benign\nG25A,\n", HBB[10:40], first=11)
+    variants, issues = parse_mutations("mutant,label\nE23V,pathogenic\nK18A:V19D,benign\nG25A,\n", HBB[10:40], Numbering(11))
     assert not issues
     sequence = HBB[10:40]
     result = score_variants(engine, sequence, variants)

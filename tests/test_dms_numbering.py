@@ -15,6 +15,7 @@ import pytest
 from test_app import environment, open_page, paste, start, unescaped  # noqa: F401  (its autouse fixture: random:tiny)
 from test_app_variants import upload_dms
 
+from flamino_core.numbering import Numbering
 from flamino_core.cli import main
 from flamino_core.inputs.fasta import read_fasta
 from flamino_core.variants.dms import numbering_problem, read_dms
@@ -28,7 +29,7 @@ pytestmark = pytest.mark.skipif(not ASSAY.exists(), reason=f"the ProteinGym assa
 def fitting_rows(offset: int) -> int:
     """Rows whose mutant fits the given wild type numbered from ``offset`` (counted here, directly)."""
     wild_type = read_fasta(WILD_TYPE).records[0].sequence
-    return sum(isinstance(parse_variant(m, wild_type, offset), Variant) for m in pd.read_csv(ASSAY)["mutant"])
+    return sum(isinstance(parse_variant(m, wild_type, Numbering(offset)), Variant) for m in pd.read_csv(ASSAY)["mutant"])
 
 
 @pytest.mark.parametrize("given", [True, False])

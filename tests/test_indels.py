@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from flamino_core.numbering import Numbering
 from flamino_core.variants import notation as m
 from flamino_core.variants.indels import parse_mutations, parse_variant
 from flamino_core.variants.notation import Variant
@@ -18,8 +19,8 @@ SEQ = "MKVLAGHEWYPQRSTDCINF"
 HBB = "MVHLTPEEKSAVTALWGKVNVDEVGGEALGRLLVVYPWTQRFFESFGDLSTPDAVMGNPKVKAHGKKVLGAFSDGLAHLDNLKGTFATLSELHCDKLHVDPENFRLLGNVLVCVLAHHFGKEFTPPVQAAYQKVVAGVANALAHKYH"
 
 
-def indel(text: str, sequence: str = SEQ, first: int = 1) -> Variant:
-    parsed = parse_variant(text, sequence, first)
+def indel(text: str, sequence: str = SEQ, numbering: Numbering = Numbering()) -> Variant:
+    parsed = parse_variant(text, sequence, numbering)
     assert isinstance(parsed, Variant), parsed
     return parsed
 
@@ -60,16 +61,16 @@ def test_each_indel_is_one_mutated_sequence(text, mutant, kind, expected):
 def test_the_record_numbering_applies():
     # HBB numbered from 2 (its initiator Met dropped), as a /2-147 record would be.
     without_met = HBB[1:]
-    variant = indel("p.Glu7_Glu8del", without_met, first=2)
+    variant = indel("p.Glu7_Glu8del", without_met, Numbering(2))
     assert variant.apply(without_met)[:10] == "VHLTPKSAVT" and variant.positions == (7, 8)
     assert variant.mutant == "E7_E8del"
     shifted = parse_variant("p.Glu7_Glu8del", without_met)  # numbered from 1: P6, E7
     assert isinstance(shifted, m.VariantIssue) and shifted.kind == m.WRONG_WILD_TYPE
     assert "the sequence has K at position 8, not E" in shifted.message
-    outside = parse_variant("p.Met1del", without_met, first=2)
+    outside = parse_variant("p.Met1del", without_met, Numbering(2))
     assert outside.kind == m.OUT_OF_RANGE and "position 1 is outside the sequence (2-147" in outside.message
-    assert indel("p.Val2_His3insGly", without_met, first=2).apply(without_met)[:5] == "VGHLT"
-    assert indel("p.Glu7Ter", without_met, first=2).apply(without_met) == "VHLTP"
+    assert indel("p.Val2_His3insGly", without_met, Numbering(2)).apply(without_met)[:5] == "VGHLT"
+    assert indel("p.Glu7Ter", without_met, Numbering(2)).apply(without_met) == "VHLTP"
 
 
 @pytest.mark.parametrize(

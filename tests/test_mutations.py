@@ -14,8 +14,8 @@ from flamino_core.variants.notation import Substitution, Variant, parse_mutation
 HBB = "MVHLTPEEKSAVTALWGKVNVDEVGGEALGRLLVVYPWTQRFFESFGDLSTPDAVMGNPKVKAHGKKVLGAFSDGLAHLDNLKGTFATLSELHCDKLHVDPENFRLLGNVLVCVLAHHFGKEFTPPVQAAYQKVVAGVANALAHKYH"
 
 
-def single(text, sequence=HBB, first=1):
-    parsed = parse_variant(text, sequence, first)
+def single(text, sequence=HBB, numbering=Numbering()):
+    parsed = parse_variant(text, sequence, numbering)
     assert isinstance(parsed, Variant), parsed
     return parsed
 
@@ -98,10 +98,10 @@ def test_valid_variants_are_kept_beside_refused_ones():
 
 def test_offset_numbering():
     domain = HBB[20:60]  # residues 21..60 of the full chain
-    variant = single("E23V", domain, first=21)  # HBB[22] is E
+    variant = single("E23V", domain, Numbering(21))  # HBB[22] is E
     assert HBB[22] == "E" and variant.substitutions == (Substitution(2, "E", "V"),)
     assert variant.mutant == "E23V" and variant.positions == (23,)
-    issue = parse_variant("V20A", domain, 21)
+    issue = parse_variant("V20A", domain, Numbering(21))
     assert issue.kind == m.OUT_OF_RANGE and "outside the sequence (21-60, numbering starts at 21)" in issue.message
 
 
@@ -118,11 +118,11 @@ def test_a_shifted_numbering_is_noticed():
     # Variants numbered as in the full chain, pasted against the domain numbered from 1.
     domain = HBB[20:60]
     listed = " ".join(f"{HBB[i]}{i + 1}{'A' if HBB[i] != 'A' else 'G'}" for i in range(25, 35))
-    variants, issues = parse_mutations(listed, domain, first=1)
+    variants, issues = parse_mutations(listed, domain, Numbering(1))
     assert len(variants) < 5  # a few fit by chance (L29A: domain[28] is L too)
     (hint,) = [i for i in issues if i.order == -1]
     assert "all of them fit if the numbering starts at 21" in hint.message
-    assert len(parse_mutations(listed, domain, first=21)[0]) == 10
+    assert len(parse_mutations(listed, domain, Numbering(21))[0]) == 10
     # Few variants: no hint (a chance fit is too likely).
     _, issues = parse_mutations("A7V", HBB)
     assert all(i.order >= 0 for i in issues)
@@ -159,7 +159,7 @@ junk = st.one_of(st.text(max_size=200), st.lists(_PIECES, max_size=40).map("".jo
 @settings(deadline=None, max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(junk, st.integers(-5, 200))
 def test_any_text_gives_variants_or_messages_never_an_exception(text, first):
-    variants, issues = parse_mutations(text, HBB, first)
+    variants, issues = parse_mutations(text, HBB, Numbering(first))
     orders = [v.order for v in variants] + [i.order for i in issues if i.order >= 0]
     assert len(orders) == len(set(orders))
     assert sorted(orders) == list(range(len(orders)))
@@ -169,7 +169,7 @@ def test_any_text_gives_variants_or_messages_never_an_exception(text, first):
         for s in v.substitutions:
             assert 0 <= s.index < len(HBB) and HBB[s.index] == s.wt
             assert s.mt in "ACDEFGHIKLMNPQRSTVWY" and s.mt != s.wt
-        assert single(v.mutant, HBB, first).substitutions == v.substitutions  # the spelling reads back
+        assert single(v.mutant, HBB, Numbering(first)).substitutions == v.substitutions  # the spelling reads back
     for issue in issues:
         assert issue.message.strip() and issue.kind
 
@@ -192,5 +192,5 @@ def test_substitution_names_follow_the_map_rows_and_the_numbering():
     assert len(names) == len(rows) == 60
     assert [f"{wt}{position + 72}{mt}" for _, position, wt, mt, _ in rows] == names
     assert names[:2] == ["V73A", "V73C"] and names[-1] == "L75Y"
-    variants, issues = parse_mutations(" ".join(names), "VHL", first=73)  # each reads back (but synonyms)
+    variants, issues = parse_mutations(" ".join(names), "VHL", Numbering(73))  # each reads back (but synonyms)
     assert len(variants) == 57 and {i.kind for i in issues} == {"synonymous"}

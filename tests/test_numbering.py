@@ -37,8 +37,8 @@ def test_the_same_residue_in_two_numberings():
     assert HBB[hgvs.index(7)] == HBB[mature.index(6)] == "E"  # the sickle-cell glutamate
     assert hgvs.span_note(len(HBB)) == "1-147" and mature.span_note(len(HBB)) == "0-146, numbering starts at 0"
     # What parse_variant reads through it: E7V from 1, E6V from 0, the same substitution.
-    assert parse_variant("E7V", HBB, 1).substitutions == parse_variant("E6V", HBB, 0).substitutions
-    assert "(0-146, numbering starts at 0)" in parse_variant("E147V", HBB, 0).message
+    assert parse_variant("E7V", HBB, hgvs).substitutions == parse_variant("E6V", HBB, mature).substitutions
+    assert "(0-146, numbering starts at 0)" in parse_variant("E147V", HBB, mature).message
 
 
 def test_arrays_keep_their_type_and_thousands_are_grouped():

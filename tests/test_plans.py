@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from flamino_core.numbering import Numbering
 from flamino_core.alphabet import STANDARD_AMINO_ACIDS, encode
 from flamino_core.jobs.plan import MEASURE_POSITIONS, MaskedScan, MaskedSet, SetOutputs, stored_outputs
 from flamino_core.engine.engine import Engine
@@ -119,7 +120,7 @@ def test_a_masked_sets_plan_gives_each_records_pseudo_perplexity(engine, rows_ru
 def test_a_chunked_score_plan_keeps_each_chunk_and_runs_what_it_said(engine, rows_run):
     sequence = protein(40, 7)
     text = ", ".join(f"{sequence[i]}{i + 1}{'A' if sequence[i] != 'A' else 'G'}" for i in (2, 9, 17, 25, 33))
-    variants, _ = indels.parse_mutations(text, sequence, 1)
+    variants, _ = indels.parse_mutations(text, sequence, Numbering(1))
     plan = list_plan(engine, sequence, variants, "pll", record_id="r", chunk_rows=2)
     assert plan.chunks == [(0, 1), (1, 3), (3, 5)] and plan.unit == "variants"
     said = plan.needed().passes

@@ -22,6 +22,7 @@ from sklearn.model_selection import KFold
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
+from flamino_core.numbering import Numbering
 from flamino_core.cli import main
 
 DMS_DIR = Path(__file__).resolve().parents[2] / "shared" / "dms"
@@ -178,7 +179,7 @@ def test_onehot_and_augmented_fits_equal_scikit_learn(fitted, assay, store_dir, 
     from flamino_core.weights.loading import load_weights
 
     wild_type = "".join(WILD_TYPE.read_text().split("\n", 1)[1].split())
-    variants = [parse_variant(m, wild_type, 1, n) for n, m in enumerate(assay["mutant"])]
+    variants = [parse_variant(m, wild_type, Numbering(1), n) for n, m in enumerate(assay["mutant"])]
     scores = score_variants(Engine(load_weights(MODEL)), wild_type, variants).table["score"].to_numpy(float)
     augmented = np.hstack([X, 1e4 * scores[:, None]])
     oof, metrics = run_fit(tmp_path, "--features", "augmented", "--no-compare")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from flamino_core.numbering import Numbering
 from flamino_core.variants.author_numbering import AuthorNumbering, from_record
 from flamino_core.structure.files.chain_records import chain_records
 from flamino_core.structure.files.reading import read_structure
@@ -21,6 +22,7 @@ from structure_reference import STANDARD, STRUCTURES, read_reference
 
 GBT = STRUCTURES / "1GBT.cif"
 FIRST = 16  # 1GBT_A/16-245: the pages number the record from its first residue
+NUMBERING = Numbering(FIRST)
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +83,7 @@ def test_a_header_that_does_not_number_the_sequence_is_ignored_not_expanded():
 def test_a_structure_numbered_list_reads_as_the_same_residues(trypsin, reference):
     numbering = from_record(trypsin)
     written = "S195A, H57A, D102N, Y184AF, p.Ser195Ala, S195A:H57A"
-    variants, issues = parse_mutations(written, trypsin.sequence, FIRST, numbering, reference=trypsin.id)
+    variants, issues = parse_mutations(written, trypsin.sequence, NUMBERING, numbering, reference=trypsin.id)
     assert issues == []
     assert [v.text for v in variants] == ["S195A", "H57A", "D102N", "Y184AF", "p.Ser195Ala", "S195A:H57A"]
     expected = [sequence_name(reference, "195", "A"), sequence_name(reference, "57", "A"),
@@ -89,7 +91,7 @@ def test_a_structure_numbered_list_reads_as_the_same_residues(trypsin, reference
                 sequence_name(reference, "195", "A"),
                 f"{sequence_name(reference, '195', 'A')}:{sequence_name(reference, '57', 'A')}"]
     assert [v.mutant for v in variants] == expected
-    plain, _ = notation.parse_mutations(" ".join(expected), trypsin.sequence, FIRST)
+    plain, _ = notation.parse_mutations(" ".join(expected), trypsin.sequence, NUMBERING)
     assert [v.substitutions for v in variants] == [v.substitutions for v in plain]
 
 
@@ -97,15 +99,16 @@ def test_an_insertion_code_is_read_only_where_the_structure_has_one(trypsin, ref
     numbering = from_record(trypsin)
     g184 = reference["184"][1]
     # G184A: residue 184 to A (nothing follows the A); Y184AF: residue 184A to F.
-    assert numbering.to_sequence(f"{g184}184A", FIRST)[0] == sequence_name(reference, "184", "A")
-    assert numbering.to_sequence("Y184AF", FIRST)[0] == sequence_name(reference, "184A", "F")
+    assert numbering.to_sequence(f"{g184}184A", NUMBERING)[0] == sequence_name(reference, "184", "A")
+    assert numbering.to_sequence("Y184AF", NUMBERING)[0] == sequence_name(reference, "184A", "F")
     k188 = reference["188"][1]  # 188A exists, but 'Arg' is a three-letter target
-    assert numbering.to_sequence(f"{k188}188Arg", FIRST)[0] == sequence_name(reference, "188", "Arg")
+    assert numbering.to_sequence(f"{k188}188Arg", NUMBERING)[0] == sequence_name(reference, "188", "Arg")
 
 
 def test_a_position_the_structure_lacks_or_a_wrong_letter_is_named_in_both_numberings(trypsin, reference):
     numbering = from_record(trypsin)
-    variants, issues = parse_mutations("A35G, A196V", trypsin.sequence, FIRST, numbering, read=indels.parse_variant)
+    variants, issues = parse_mutations("A35G, A196V", trypsin.sequence, NUMBERING, numbering,
+                                       read=indels.parse_variant)
     assert variants == []
     assert [i.kind for i in issues] == [notation.OUT_OF_RANGE, notation.WRONG_WILD_TYPE]
     assert "35 is not in the structure's numbering" in issues[0].message and "16–245" in issues[0].message
@@ -122,14 +125,14 @@ def test_a_hostile_list_in_the_structures_numbering_is_read_in_linear_time(tryps
     # more); 20 s leaves room for a loaded machine, and a quadratic scan of 1 MB would take hours.
     for text in [":" * 1_000_000, "A1:" * 300_000, "S195A " * 50_000]:
         began = time.monotonic()
-        parse_mutations(text, trypsin.sequence, FIRST, numbering, max_entries=200_000)
+        parse_mutations(text, trypsin.sequence, NUMBERING, numbering, max_entries=200_000)
         assert time.monotonic() - began < 20, text[:10]
 
 
 def test_the_results_name_each_variant_in_both_numberings(trypsin, reference):
     numbering = from_record(trypsin)
     table = pd.DataFrame({"variant": [sequence_name(reference, "195", "A"), ""]})
-    shown = with_structure_column(table, numbering, FIRST)
+    shown = with_structure_column(table, numbering, NUMBERING)
     assert list(shown[COLUMN]) == ["S195A", ""]
 
 

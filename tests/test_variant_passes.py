@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 
 from app_pages._ui.server import jobs_panel
+from flamino_core.numbering import Numbering
 from flamino_core.alphabet import STANDARD_AMINO_ACIDS
 from flamino_core.model.config import MAX_RESIDUES
 from flamino_core.engine import planner
@@ -80,7 +81,7 @@ def _variants(sequence: str):
                       f"{m(5)}:{m(1090)}",  # spans 1,086 residues: wider than a window, not scored
                       f"p.{sequence[49]}50del",  # an indel: a substitution strategy scores none
                       f"p.{sequence[999]}1000*"])  # a stop: wt-pll-approx reads the whole wild type's windows
-    variants, issues = indels.parse_mutations(text, sequence, 1)
+    variants, issues = indels.parse_mutations(text, sequence, Numbering(1))
     assert not issues and len(variants) == 7
     assert 1090 - 5 >= MAX_RESIDUES  # the wide one is wider than a window
     return variants

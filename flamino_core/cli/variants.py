@@ -131,6 +131,7 @@ def _variants_of_every_model(args, records, mutations):
 def _variants(args, records, mutations, engine):
     import pandas as pd
 
+    from flamino_core.numbering import Numbering
     from flamino_core.variants import indels, notation, structure_numbering as in_structure
     from flamino_core.variants.score_plan import list_plan
     from flamino_core.variants.scoring import OK, output_columns, score_variants
@@ -138,16 +139,16 @@ def _variants(args, records, mutations, engine):
 
     tables, scored, shown = [], 0, set()
     for n, record in enumerate(records):
-        first = first_residue_number(record, args.offset)
+        numbering = Numbering(first_residue_number(record, args.offset))
         whole = STRATEGIES[args.strategy].whole_sequences  # the strategies that score indels and stops
         author = structure_numbering_of(args, record)
         if args.structure_numbering:  # positions as the structure file numbers them (S195A on 1GBT)
             read = indels.parse_variant if whole else notation.parse_variant
-            variants, issues = in_structure.parse_mutations(mutations, record.sequence, first, author, read=read,
+            variants, issues = in_structure.parse_mutations(mutations, record.sequence, numbering, author, read=read,
                                                             reference=record.id)
         else:
             parse = indels.parse_mutations if whole else notation.parse_mutations
-            variants, issues = parse(mutations, record.sequence, first, reference=record.id)
+            variants, issues = parse(mutations, record.sequence, numbering, reference=record.id)
         for issue in issues:
             if issue.order < 0:  # about the whole list: unreadable, empty, a shifted numbering
                 say(f"{record.id}: {issue.message}")
@@ -166,7 +167,7 @@ def _variants(args, records, mutations, engine):
         columns = output_columns(args.strategy)
         table = result.table
         if author is not None:  # both numberings: the record's (variant) and the structure's
-            table = in_structure.with_structure_column(table, author, first)
+            table = in_structure.with_structure_column(table, author, numbering)
             columns = columns[:2] + ["variant", in_structure.COLUMN] + columns[2:]
         tables.append(table[columns])
         scored += result.n_scored

@@ -154,7 +154,7 @@ def read_given(mutants: list[str], wild_type: str, numbering: Numbering) -> tupl
     the rows that are not: line numbers as in the file, header = line 1)."""
     variants, problems = [], []
     for row, text in enumerate(mutants):
-        parsed = parse_variant(str(text).strip(), wild_type, numbering.first, row)
+        parsed = parse_variant(str(text).strip(), wild_type, numbering, row)
         if isinstance(parsed, Variant) and parsed.substitutions:
             variants.append(parsed)
         else:

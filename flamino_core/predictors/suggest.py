@@ -100,7 +100,7 @@ def candidates(sequence: str, numbering: Numbering = Numbering(),
     for index, wt in enumerate(sequence):
         for mt in STANDARD_AMINO_ACIDS:
             if mt != wt and wt in STANDARD_AMINO_ACIDS and constraints.allows(index, mt):
-                found.append(parse_variant(f"{wt}{numbering.number(index)}{mt}", sequence, numbering.first, len(found)))
+                found.append(parse_variant(f"{wt}{numbering.number(index)}{mt}", sequence, numbering, len(found)))
     return found
 
 
@@ -117,7 +117,7 @@ def combinations(singles: Sequence[Variant], sequence: str, numbering: Numbering
     combos = []
     for k in range(2, len(chosen) + 1):
         for group in itertools.combinations(chosen, k):
-            combos.append(parse_variant(":".join(v.mutant for v in group), sequence, numbering.first, len(combos)))
+            combos.append(parse_variant(":".join(v.mutant for v in group), sequence, numbering, len(combos)))
     return combos
 
 

@@ -226,7 +226,7 @@ def _mutant_rows(column: pd.Series, wild_type: str, first: int, issues: list[str
     variants: list[Variant | None] = []
     problems: list[tuple[int, str, str]] = []
     for row, mutant in enumerate(column.str.strip()):
-        parsed = parse_variant(mutant, wild_type, first, row)
+        parsed = parse_variant(mutant, wild_type, Numbering(first), row)
         if isinstance(parsed, Variant):
             variants.append(parsed)
             sequences.append(parsed.apply(wild_type))

@@ -97,23 +97,19 @@ class AuthorNumbering:
         return cls(tuple(labels))
 
     # --- mutations ---------------------------------------------------------------------------
-    def to_sequence(self, entry: str, first: int) -> tuple[str, str]:
+    def to_sequence(self, entry: str, numbering: Numbering) -> tuple[str, str]:
         """``entry`` with its positions read in the structure's numbering and written in the
-        record's (numbered from ``first``): ``("S192A", "")`` for ``S195A`` on 1GBT's chain A,
+        record's (``numbering``): ``("S192A", "")`` for ``S195A`` on 1GBT's chain A,
         or ``(entry, why)`` when a position is not one of the structure's residues."""
-        numbering = Numbering(first)
-
         def number(label: str) -> str | None:
             index = self.index(label)
             return None if index is None else str(numbering.number(index))
 
         return self._rewrite(entry, number, lambda label: f"{label}")
 
-    def to_structure(self, mutant: str, first: int) -> str:
-        """A mutant written in the record's numbering (from ``first``) in the structure's:
+    def to_structure(self, mutant: str, numbering: Numbering) -> str:
+        """A mutant written in the record's ``numbering`` in the structure's:
         ``S192A`` -> ``S195A``; a position outside the record is left as written."""
-        numbering = Numbering(first)
-
         def label(number: str) -> str | None:
             index = numbering.index_within(int(number), len(self.labels))
             return None if index is None else self.labels[index]

@@ -236,7 +236,7 @@ def _check_mutated_sequences(frame: pd.DataFrame, wild_type: str, first: int, is
         return
     differ = np.zeros(len(frame), bool)
     for row, (mutant, mutated) in enumerate(zip(frame["mutant"], frame["mutated_sequence"].str.strip().str.upper())):
-        variant = parse_variant(mutant, wild_type, first)
+        variant = parse_variant(mutant, wild_type, Numbering(first))
         if isinstance(variant, Variant) and mutated and variant.apply(wild_type) != mutated:
             differ[row] = True
     if differ.any():
@@ -256,7 +256,7 @@ def numbering_problem(dms: DmsTable) -> str | None:
         return None  # whole sequences: no numbering to miss
     variants, missed = [], []
     for row, mutant in enumerate(dms.frame["mutant"]):
-        parsed = parse_variant(mutant, dms.wild_type, dms.first, order=row)
+        parsed = parse_variant(mutant, dms.wild_type, dms.numbering, order=row)
         if isinstance(parsed, Variant):
             variants.append(parsed)
         elif parsed.kind in (WRONG_WILD_TYPE, OUT_OF_RANGE):
@@ -264,10 +264,10 @@ def numbering_problem(dms: DmsTable) -> str | None:
     checked = len(variants) + len(missed)
     if not variants or not missed or len(missed) <= MOSTLY_MISSED * checked:
         return None  # no row fits: scoring says "nothing could be scored", with the same hint
-    hint = suggest_offset(variants, missed, dms.wild_type, dms.first)
+    hint = suggest_offset(variants, missed, dms.wild_type, dms.numbering)
     consensus = _consensus(dms.frame) if not hint and "mutated_sequence" in dms.frame.columns else ""
     if consensus:  # a wild type derived under a wrong numbering is wrong too; the columns' majority is not
-        hint = suggest_offset(variants, missed, consensus, dms.first)
+        hint = suggest_offset(variants, missed, consensus, dms.numbering)
     where = f"the wild type ({dms.wild_type_source}) numbered from {dms.first}"
     return (f"{len(missed):,} of {checked:,} rows do not fit {where} (first: line {missed[0].order + 2}: "
             f"{missed[0].message})" + (f"; {hint}" if hint else "; check the numbering and the wild type"))
@@ -295,8 +295,8 @@ def table_variants(dms: DmsTable, indels: bool = False) -> tuple[list[Variant], 
     problems: list[VariantIssue] = []
     read = indel_notation.parse_variant if indels else parse_variant
     for row, name in enumerate(dms.names):
-        parsed = (indel_notation.from_sequence(dms.wild_type, name, dms.first, order=row) if dms.by_sequence
-                  else read(name, dms.wild_type, dms.first, order=row))
+        parsed = (indel_notation.from_sequence(dms.wild_type, name, dms.numbering, order=row) if dms.by_sequence
+                  else read(name, dms.wild_type, dms.numbering, order=row))
         (variants if isinstance(parsed, Variant) else problems).append(parsed)
     return variants, problems
 
@@ -335,7 +335,7 @@ def score_dms(
         example = problems[0]
         issues.append(f"{len(problems):,} rows cannot be scored ({', '.join(f'{n:,} {k}' for k, n in kinds.items())}); "
                       f"first: line {example.order + 2}: {example.message}")
-        hint = suggest_offset(variants, problems, dms.wild_type, dms.first)
+        hint = suggest_offset(variants, problems, dms.wild_type, dms.numbering)
         if hint:
             issues.append(hint)
     result = score_variants(engine, dms.wild_type, variants, strategy, issues=problems,

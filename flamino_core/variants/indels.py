@@ -58,29 +58,30 @@ class _Written:
     new: str = ""  # a frameshift's first new residue, as written (one letter)
 
 
-def parse_variant(text: str, sequence: str, first: int = 1, order: int = 0, label: str = "",
+def parse_variant(text: str, sequence: str, numbering: Numbering = Numbering(), order: int = 0, label: str = "",
                   reference: str = "") -> Variant | n.VariantIssue:
     """``notation.parse_variant``, with indels, stops and frameshifts read too (the entries it
     refuses as such go to ``parse_indel``)."""
     if n._is_indel(text):  # read once, as an indel (the notation would refuse it, then this read it)
-        parsed = parse_indel(text, sequence, first, order, label, reference)
+        parsed = parse_indel(text, sequence, numbering, order, label, reference)
         if not (isinstance(parsed, Variant) and all(e.kind == SUBSTITUTION for e in parsed.edits)):
             return parsed  # (a word such as "del" in a gene symbol: substitutions, read below)
-    parsed = n.parse_variant(text, sequence, first, order, label, reference)
+    parsed = n.parse_variant(text, sequence, numbering, order, label, reference)
     if isinstance(parsed, n.VariantIssue) and parsed.kind in (n.INDEL, n.STOP):
-        return parse_indel(text, sequence, first, order, label, reference)
+        return parse_indel(text, sequence, numbering, order, label, reference)
     return parsed
 
 
-def parse_mutations(text: str | bytes, sequence: str, first: int = 1, **options) -> tuple[list, list]:
+def parse_mutations(text: str | bytes, sequence: str, numbering: Numbering = Numbering(),
+                    **options) -> tuple[list, list]:
     """``notation.parse_mutations`` (same arguments), each entry read by ``parse_variant``."""
-    return n.parse_mutations(text, sequence, first, read=parse_variant, **options)
+    return n.parse_mutations(text, sequence, numbering, read=parse_variant, **options)
 
 
-def parse_indel(text: str, sequence: str, first: int = 1, order: int = 0, label: str = "",
+def parse_indel(text: str, sequence: str, numbering: Numbering = Numbering(), order: int = 0, label: str = "",
                 reference: str = "") -> Variant | n.VariantIssue:
     """One entry holding an indel, stop or frameshift (and maybe substitutions), checked against
-    ``sequence`` numbered from ``first``: a ``Variant`` with ``edits``, or the issue naming it.
+    ``sequence`` numbered in ``numbering``: a ``Variant`` with ``edits``, or the issue naming it.
     Arguments as ``notation.parse_variant``."""
     entry = text.strip()
     parts, refused = n.allele_parts(entry, reference)
@@ -90,16 +91,16 @@ def parse_indel(text: str, sequence: str, first: int = 1, order: int = 0, label:
     for part in parts:
         written = _read(part)
         if not isinstance(written, n.VariantIssue):
-            written = _place(written, sequence, first)
+            written = _place(written, sequence, numbering)
         if isinstance(written, n.VariantIssue):
             where = _quote(entry) if len(parts) == 1 or not part else f"{part} in {_quote(entry)}"
             return n.VariantIssue(order, entry, written.kind, written.message.replace("{}", where), label)
         edits.append(written[0])
         names.append(written[1])
-    problem = _allele_problem(edits, sequence, first)
+    problem = _allele_problem(edits, sequence, numbering)
     if problem:
         return n.VariantIssue(order, entry, problem[0], f"{_quote(entry)}: {problem[1]}", label)
-    return Variant(order, entry, ":".join(names), (), first, label, tuple(edits))
+    return Variant(order, entry, ":".join(names), (), numbering.first, label, tuple(edits))
 
 
 def _quote(text: str) -> str:
@@ -215,10 +216,10 @@ def _read_frameshift(part: str) -> _Written | n.VariantIssue | None:
 
 
 # --- a change on the sequence ------------------------------------------------------------------
-def _place(written: _Written, sequence: str, first: int) -> tuple[Edit, str] | n.VariantIssue:
+def _place(written: _Written, sequence: str, numbering: Numbering) -> tuple[Edit, str] | n.VariantIssue:
     """The ``Edit`` a written change makes of ``sequence`` and its one-letter name, or the issue
     (a residue outside the sequence or not the one named, a change that changes nothing)."""
-    indices, numbering = [], Numbering(first)
+    indices = []
     for wt, number in written.sites:
         index = numbering.index_within(number, len(sequence))
         if index is None:
@@ -249,13 +250,13 @@ def _place(written: _Written, sequence: str, first: int) -> tuple[Edit, str] | n
     return Edit(start, last + 1, inserted, kind), f"{site}{word}{written.inserted if kind == DELINS else ''}"
 
 
-def _allele_problem(edits: list[Edit], sequence: str, first: int) -> tuple[str, str] | None:
+def _allele_problem(edits: list[Edit], sequence: str, numbering: Numbering) -> tuple[str, str] | None:
     """(kind, message) when the changes of one allele cannot be applied together, else None."""
     if len(edits) > 1 and any(e.kind in (STOP, FRAMESHIFT) for e in edits):
         return n.INDEL, "a stop or frameshift together with other changes; give it as an entry of its own"
     clash = overlapping(edits)
     if clash:
-        where = Numbering(first).number(clash[1].start)
+        where = numbering.number(clash[1].start)
         return n.REPEATED, f"two changes touch position {where:,}; give them as one (delins)"
     if len(sequence) + sum(e.growth for e in edits) <= 0:  # counted, not built
         return n.INDEL, "deletes the whole protein: nothing is left to score"
@@ -263,7 +264,8 @@ def _allele_problem(edits: list[Edit], sequence: str, first: int) -> tuple[str, 
 
 
 # --- a mutated sequence given whole (ProteinGym's indel tables) ----------------------------------
-def from_sequence(wild: str, mutated: str, first: int = 1, order: int = 0, label: str = "") -> Variant | n.VariantIssue:
+def from_sequence(wild: str, mutated: str, numbering: Numbering = Numbering(), order: int = 0,
+                  label: str = "") -> Variant | n.VariantIssue:
     """The variant that turns ``wild`` into ``mutated``, as one edit: the span between their
     longest common start and end, replaced (a row of ProteinGym's indel tables gives only the
     mutated sequence). A duplication or a repeat-shifted indel is placed as far to the
@@ -287,17 +289,17 @@ def from_sequence(wild: str, mutated: str, first: int = 1, order: int = 0, label
         kind, word = DELETION, "del"
     else:
         kind, word = (SUBSTITUTION, "") if end - start == 1 and len(inserted) == 1 else (DELINS, "delins")
-    span = _span(wild, start, end, first)
+    span = _span(wild, start, end, numbering)
     edit = Edit(start, end, inserted, kind)
     name = f"{span}{word}{inserted if kind != DELETION else ''}"
-    return Variant(order, mutated[:60], name, (), first, label, (edit,))
+    return Variant(order, mutated[:60], name, (), numbering.first, label, (edit,))
 
 
-def _span(wild: str, start: int, end: int, first: int) -> str:
+def _span(wild: str, start: int, end: int, numbering: Numbering) -> str:
     """The residues an edit of ``start:end`` names, HGVS-like: ``K2``, ``K2_L4``, an insertion's
     two neighbours ``G6_H7`` (its one neighbour at either end of the protein)."""
     def site(i: int) -> str:
-        return f"{wild[i]}{Numbering(first).number(i)}"
+        return f"{wild[i]}{numbering.number(i)}"
 
     if end > start:
         return site(start) + (f"_{site(end - 1)}" if end - start > 1 else "")

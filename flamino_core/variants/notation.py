@@ -12,8 +12,8 @@ Accepted notation, one variant per line or separated by spaces, commas or semico
   (p.Gly12Val)``: its protein part); legacy stops (``W1282X``) and deletions (``ΔF508``) are
   named as what they are.
 
-Positions are numbered from ``first``, the number of the sequence's first residue (1 unless the
-sequence is a piece of a longer entry; see ``numbering.first_number``). Every variant is checked
+Positions are numbered in a ``Numbering``, from the number of the sequence's first residue (1 unless
+the sequence is a piece of a longer entry; see ``numbering.first_number``). Every variant is checked
 against the sequence; one that cannot be scored
 becomes a ``VariantIssue`` with a message naming it, and the others are still returned. No str or
 bytes input makes ``parse_mutations`` raise.
@@ -212,14 +212,15 @@ def _quote(text: str) -> str:
 
 
 def parse_variant(
-    text: str, sequence: str, first: int = 1, order: int = 0, label: str = "", reference: str = ""
+    text: str, sequence: str, numbering: Numbering = Numbering(), order: int = 0, label: str = "",
+    reference: str = "",
 ) -> Variant | VariantIssue:
     """One entry (``A23V``, ``A23V:G45D``, ``p.[Ala23Val;Gly45Asp]`` ...) checked against ``sequence``.
 
     Args:
       text: the entry as written.
       sequence: the (wild-type) sequence the positions refer to.
-      first: the number of its first residue.
+      numbering: how its residues are numbered (``Numbering(first)``).
       order: the entry's place in the input.
       label: a user label carried along (the CSV ``label`` column).
       reference: the record's id, checked against a prefix that names a sequence of its kind.
@@ -232,7 +233,6 @@ def parse_variant(
     if problem is not None:
         return dataclasses.replace(problem, order=order, label=label)
     substitutions, problems, kinds, seen = [], [], [], set()
-    numbering = Numbering(first)
     for wt, number, mt in changes:
         index = numbering.index_within(number, len(sequence))
         name = f"{wt}{number}{mt}"
@@ -254,7 +254,7 @@ def parse_variant(
         where = "" if plain else f"{_quote(entry)}: "
         return VariantIssue(order, entry, kinds[0], where + "; ".join(problems), label)
     mutant = ":".join(f"{s.wt}{numbering.number(s.index)}{s.mt}" for s in substitutions)
-    return Variant(order, entry, mutant, tuple(substitutions), first, label)
+    return Variant(order, entry, mutant, tuple(substitutions), numbering.first, label)
 
 
 def substitution_names(sequence: str, numbering: Numbering = Numbering()) -> list[str]:
@@ -267,7 +267,8 @@ def substitution_names(sequence: str, numbering: Numbering = Numbering()) -> lis
 
 # --- a whole list -------------------------------------------------------------------------------
 def parse_mutations(
-    text: str | bytes, sequence: str, first: int = 1, max_chars: int | None = None, reference: str = "",
+    text: str | bytes, sequence: str, numbering: Numbering = Numbering(), max_chars: int | None = None,
+    reference: str = "",
     max_entries: int | None = None, read: Callable[..., Variant | VariantIssue] | None = None,
 ) -> tuple[list[Variant], list[VariantIssue]]:
     """Every variant in a pasted list or CSV, checked against ``sequence``.
@@ -277,7 +278,7 @@ def parse_mutations(
         ``;`` inside ``p.[...]`` joins substitutions) or a CSV with a ``mutant`` column and an
         optional ``label`` column. Bytes are read as UTF-8.
       sequence: the wild-type sequence (validated, uppercase).
-      first: the number of its first residue (1 unless numbered like a longer entry).
+      numbering: how its residues are numbered (from 1 unless numbered like a longer entry).
       max_chars: refuse a longer list (bytes: a larger one) before reading any of it; a hosted
         server passes its upload limit, None reads any length.
       reference: the record's id (``pasted``: a prefix naming another sequence is refused).
@@ -309,7 +310,7 @@ def parse_mutations(
     issues = [VariantIssue(-1, "", INPUT, problem)] if problem else []
     variants = []
     for order, (entry, label, row) in enumerate(entries):
-        parsed = (read or parse_variant)(entry, sequence, first, order, label, reference)
+        parsed = (read or parse_variant)(entry, sequence, numbering, order, label, reference)
         if isinstance(parsed, Variant):
             variants.append(parsed)
         elif row:  # a table's entries are named by line too
@@ -319,15 +320,15 @@ def parse_mutations(
             issues.append(parsed)
     if not entries and not issues:
         issues.append(VariantIssue(-1, "", INPUT, "no variants found in the mutation list"))
-    shifted = suggest_offset(variants, issues, sequence, first)
+    shifted = suggest_offset(variants, issues, sequence, numbering)
     if shifted:
         issues.append(VariantIssue(-1, "", WRONG_WILD_TYPE, shifted))
     return variants, issues
 
 
-def suggest_offset(variants: list[Variant], issues: list[VariantIssue], sequence: str, first: int) -> str:
-    """A hint when wild-type letters miss but every entry fits under one other numbering (another
-    ``first``, which the user sets as the offset), else "".
+def suggest_offset(variants: list[Variant], issues: list[VariantIssue], sequence: str, numbering: Numbering) -> str:
+    """A hint when wild-type letters miss but every entry fits under one other numbering than
+    ``numbering`` (another first number, which the user sets as the offset), else "".
 
     An offset fits a substitution if its wild-type letter is where it says under that offset;
     the largest offset that fits every substitution is suggested. Only offsets that put every
@@ -340,7 +341,7 @@ def suggest_offset(variants: list[Variant], issues: list[VariantIssue], sequence
     if len(wrong) < MIN_WRONG_FOR_HINT or not sequence:
         return ""
     changes = [(wt, number) for entry in wrong for wt, number, _ in read_changes(entry.text)[0]]
-    changes += [(s.wt, Numbering(v.first).number(s.index)) for v in variants for s in v.substitutions]
+    changes += [(s.wt, v.numbering.number(s.index)) for v in variants for s in v.substitutions]
     if len(changes) < MIN_CHANGES_FOR_HINT:
         return ""
     numbers = [number for _, number in changes]
@@ -356,7 +357,7 @@ def suggest_offset(variants: list[Variant], issues: list[VariantIssue], sequence
         if not fits.any():
             return ""
     best = low + int(np.flatnonzero(fits)[-1])
-    if best == first:
+    if best == numbering.first:
         return ""
     return (f"{len(wrong)} of {len(wrong) + len(variants)} variants do not fit the sequence as numbered from "
-            f"{first}, but all of them fit if the numbering starts at {best}: set the offset to {best}")
+            f"{numbering.first}, but all of them fit if the numbering starts at {best}: set the offset to {best}")

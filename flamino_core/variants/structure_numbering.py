@@ -16,30 +16,32 @@ from typing import Callable
 
 import pandas as pd
 
+from flamino_core.numbering import Numbering
 from flamino_core.variants.author_numbering import AuthorNumbering
 from flamino_core.variants import notation as n
 
 COLUMN = "structure_numbering"  # the results' column of each variant in the structure's numbering
 
 
-def parse_mutations(text: str | bytes, sequence: str, first: int, numbering: AuthorNumbering,
+def parse_mutations(text: str | bytes, sequence: str, numbering: Numbering, author: AuthorNumbering,
                     read: Callable[..., n.Variant | n.VariantIssue] | None = None,
                     **options) -> tuple[list[n.Variant], list[n.VariantIssue]]:
-    """``notation.parse_mutations`` with every entry's positions read in ``numbering`` (the
-    structure's labels of the record's residues); ``read``: as there (``indels.parse_variant``
+    """``notation.parse_mutations`` (the record's residues numbered in ``numbering``) with every
+    entry's positions read in ``author`` (the structure's labels of the record's residues);
+    ``read``: as there (``indels.parse_variant``
     reads indels too). A whole-list hint of another offset is left out: positions in the
     structure's numbering are not an offset away from the record's."""
     read = read or n.parse_variant
 
-    def read_in_structure(entry: str, sequence: str, first: int, order: int = 0, label: str = "",
+    def read_in_structure(entry: str, sequence: str, numbering: Numbering, order: int = 0, label: str = "",
                           reference: str = ""):
         if len(entry) > n.MAX_ENTRY_CHARS:  # refused by the reader, before any scan of it here
-            return read(entry, sequence, first, order, label, reference)
-        translated, unknown = numbering.to_sequence(entry, first)
+            return read(entry, sequence, numbering, order, label, reference)
+        translated, unknown = author.to_sequence(entry, numbering)
         stripped = entry.strip()
         if unknown:
             return n.VariantIssue(order, stripped, n.OUT_OF_RANGE, f"{stripped!r}: {unknown}", label)
-        parsed = read(translated, sequence, first, order, label, reference)
+        parsed = read(translated, sequence, numbering, order, label, reference)
         if isinstance(parsed, n.Variant):
             return dataclasses.replace(parsed, text=stripped)
         if translated.strip() == stripped:
@@ -47,15 +49,15 @@ def parse_mutations(text: str | bytes, sequence: str, first: int, numbering: Aut
         said = f"{stripped!r} in the structure's numbering is {translated.strip()!r} in the sequence's"
         return dataclasses.replace(parsed, text=stripped, message=f"{said}: {parsed.message}")
 
-    variants, issues = n.parse_mutations(text, sequence, first, read=read_in_structure, **options)
+    variants, issues = n.parse_mutations(text, sequence, numbering, read=read_in_structure, **options)
     return variants, [i for i in issues if not (i.order < 0 and i.kind == n.WRONG_WILD_TYPE)]
 
 
-def with_structure_column(table: pd.DataFrame, numbering: AuthorNumbering, first: int) -> pd.DataFrame:
-    """``table`` (``scoring.VariantScores.table``: ``variant`` in the record's numbering) with a
+def with_structure_column(table: pd.DataFrame, author: AuthorNumbering, numbering: Numbering) -> pd.DataFrame:
+    """``table`` (``scoring.VariantScores.table``: ``variant`` in the record's ``numbering``) with a
     ``structure_numbering`` column after ``variant``: each scored variant in the structure's
-    numbering, "" where a row was not read."""
-    names = [numbering.to_structure(variant, first) if variant else "" for variant in table["variant"]]
+    numbering (``author``), "" where a row was not read."""
+    names = [author.to_structure(variant, numbering) if variant else "" for variant in table["variant"]]
     shown = table.copy()
     shown.insert(list(shown.columns).index("variant") + 1, COLUMN, names)
     return shown

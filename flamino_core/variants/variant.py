@@ -106,6 +106,11 @@ class Variant:
     edits: tuple[Edit, ...] = ()
 
     @property
+    def numbering(self) -> Numbering:
+        """The numbering of the sequence the variant was read against (``first``, kept as written)."""
+        return Numbering(self.first)
+
+    @property
     def indices(self) -> tuple[int, ...]:
         """0-based residue indices of the mutated positions (an edit's: the ends of its range,
         ``Edit.indices``)."""
@@ -139,7 +144,7 @@ class Variant:
     @property
     def positions(self) -> tuple[int, ...]:
         """Mutated positions in the user's numbering (an indel's: the ends of each range)."""
-        return tuple(Numbering(self.first).number(i) for i in self.indices)
+        return tuple(self.numbering.number(i) for i in self.indices)
 
     def apply(self, sequence: str) -> str:
         """The mutated sequence."""

@@ -26,6 +26,7 @@ from flamino_core.jobs import DONE
 from flamino_core.variants import (AuthorNumbering, DmsError, DmsScores, DmsTable, ScorePlan, Variant,
                                    VariantScores, dms_plan, list_plan, parse_dms, table_variants)
 from flamino_core.options import STRATEGIES
+from flamino_core.numbering import Numbering
 from flamino_core.variants import indels, structure_numbering
 
 from app_pages._ui.server import background, jobs_panel
@@ -69,9 +70,9 @@ def parse_list(text: str, sequence: str, offset: int, record_id: str, numbering:
     limits = {"max_chars": current_limits().max_upload_bytes, "max_entries": current_limits().max_mutations,
               "reference": record_id}
     if numbering is not None:
-        return structure_numbering.parse_mutations(text, sequence, offset, numbering, read=indels.parse_variant,
-                                                   **limits)
-    return indels.parse_mutations(text, sequence, offset, **limits)
+        return structure_numbering.parse_mutations(text, sequence, Numbering(offset), numbering,
+                                                   read=indels.parse_variant, **limits)
+    return indels.parse_mutations(text, sequence, Numbering(offset), **limits)
 
 
 def list_scores(engine, sequence: str, text: str, offset: int, strategy: str, record_id: str,
