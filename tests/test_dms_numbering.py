@@ -64,7 +64,7 @@ def test_the_app_says_the_same_and_scores_only_when_told():
     at = upload_dms(at, ASSAY.name, ASSAY.read_bytes())
     at.radio(key="_w_dmswt").set_value("record").run()
     assert not at.exception
-    expected = numbering_problem(read_dms(ASSAY, wild_type, 5))
+    expected = numbering_problem(read_dms(ASSAY, wild_type, Numbering(5)))
     assert "set the offset to 1" in expected
     assert any(unescaped(e.value) == f"{ASSAY.name}: {expected}" for e in at.error)  # as the reader sees it
     assert not at.metric  # nothing scored

@@ -175,6 +175,7 @@ def _variants(args, records, mutations, engine):
 
 
 def cmd_dms(args) -> int:
+    from flamino_core.numbering import Numbering
     from flamino_core.variants.dms import DmsError, numbering_problem, output_frame, read_dms, table_variants
     from flamino_core.variants.metrics import dms_metrics
     from flamino_core.variants.scoring import OK
@@ -193,7 +194,7 @@ def cmd_dms(args) -> int:
         wild_type, record_id = records[0].sequence, records[0].id
         first = first_residue_number(records[0], first)
     try:
-        dms = read_dms(args.dms, wild_type, 1 if first is None else first)
+        dms = read_dms(args.dms, wild_type, Numbering(1 if first is None else first))
     except DmsError as err:
         raise UserError(f"{args.dms}: {err}") from None
     if wild_type is None:

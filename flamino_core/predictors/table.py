@@ -216,7 +216,7 @@ def _derived_wild_type(frame: pd.DataFrame, first: int, issues: list[str]) -> st
     from flamino_core.variants.dms import DmsError, _derive_wild_type
 
     try:
-        return _derive_wild_type(frame.assign(mutant=frame[MUTANT_COLUMN].str.strip()), first, issues)
+        return _derive_wild_type(frame.assign(mutant=frame[MUTANT_COLUMN].str.strip()), Numbering(first), issues)
     except DmsError as err:
         raise LabelError(str(err)) from None
 

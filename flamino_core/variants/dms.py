@@ -109,17 +109,17 @@ class DmsScores:
         return self.in_metrics & (self.kinds == "substitution") if singles_only else self.in_metrics.copy()
 
 
-def read_dms(path: str | os.PathLike, wild_type: str | None = None, first: int = 1) -> DmsTable:
+def read_dms(path: str | os.PathLike, wild_type: str | None = None, numbering: Numbering = Numbering()) -> DmsTable:
     """``parse_dms`` on a file; a missing or unreadable file raises ``DmsError``."""
     try:
         with open(path, "rb") as handle:
             data = handle.read()
     except OSError as exc:
         raise DmsError(f"cannot read the DMS table {os.fspath(path)!r}: {exc.strerror or exc}") from None
-    return parse_dms(data, wild_type, first)
+    return parse_dms(data, wild_type, numbering)
 
 
-def parse_dms(data: bytes | str, wild_type: str | None = None, first: int = 1,
+def parse_dms(data: bytes | str, wild_type: str | None = None, numbering: Numbering = Numbering(),
               limits: TableLimits = NO_LIMITS) -> DmsTable:
     """Read a ProteinGym-style DMS table and settle its wild type.
 
@@ -127,7 +127,7 @@ def parse_dms(data: bytes | str, wild_type: str | None = None, first: int = 1,
       data: the CSV (comma or tab separated) as bytes or text.
       wild_type: the sequence the mutants refer to (validated, e.g. from ``fasta``); None to
         derive it from ``mutated_sequence`` and ``mutant``.
-      first: the number of the wild type's first residue in the ``mutant`` column.
+      numbering: how the ``mutant`` column numbers the wild type's residues.
       limits: the table's bounds (a hosted server's: bytes, columns, rows checked before pandas
         reads it; the wild type, given or derived, before any row is applied or scored); the
         Predict page's labelled tables are held to the same (``csv_tables``).
@@ -161,13 +161,13 @@ def parse_dms(data: bytes | str, wild_type: str | None = None, first: int = 1,
             issues.append(f"{_lines(odd)}: DMS_score_bin is not 0 or 1; those rows are left out of AUC and MCC")
             frame.loc[odd, "DMS_score_bin"] = np.nan
     if wild_type is None:
-        wild_type, source = _derive_wild_type(frame, first, issues), "derived from mutated_sequence"
+        wild_type, source = _derive_wild_type(frame, numbering, issues), "derived from mutated_sequence"
     else:
         source = "given"
     check_protein(len(wild_type), f"the wild type ({source})", limits, does="scores DMS tables of",
                   run="flamino dms", error=DmsError)
     if source == "given" and not by_sequence:
-        _check_mutated_sequences(frame, wild_type, first, issues)
+        _check_mutated_sequences(frame, wild_type, numbering, issues)
     counts = frame.loc[frame[names] != "", names].value_counts()
     repeated = counts[counts > 1]
     if len(repeated):
@@ -176,7 +176,7 @@ def parse_dms(data: bytes | str, wild_type: str | None = None, first: int = 1,
         which = "1 mutant appears" if len(repeated) == 1 else f"{len(repeated):,} mutants appear"
         issues.append(f"{which} on more than one row ({shown}{more}); each is scored, but only its first row "
                       "counts in the statistics")
-    return DmsTable(frame, wild_type, first, source, issues, as_written)
+    return DmsTable(frame, wild_type, numbering.first, source, issues, as_written)
 
 
 def _numbers(frame: pd.DataFrame, column: str, issues: list[str]) -> pd.Series:
@@ -196,13 +196,13 @@ def _lines(mask) -> str:
     return f"line {shown}" if len(rows) == 1 else f"{len(rows):,} rows (lines {shown}{more})"
 
 
-def _derive_wild_type(frame: pd.DataFrame, first: int, issues: list[str]) -> str:
+def _derive_wild_type(frame: pd.DataFrame, numbering: Numbering, issues: list[str]) -> str:
     """Undo each row's substitutions in its ``mutated_sequence``; the rows must agree."""
     if "mutated_sequence" not in frame.columns:
         raise DmsError("the DMS table has no mutated_sequence column to derive the wild type from; "
                        "give the wild-type sequence as FASTA")
     votes: collections.Counter = collections.Counter()
-    row_wild, numbering = np.full(len(frame), None, dtype=object), Numbering(first)
+    row_wild = np.full(len(frame), None, dtype=object)
     for row, (mutant, mutated) in enumerate(zip(frame["mutant"], frame["mutated_sequence"].str.strip().str.upper())):
         changes, problem = read_changes(mutant)
         residues = list(mutated)
@@ -231,12 +231,12 @@ def _derive_wild_type(frame: pd.DataFrame, first: int, issues: list[str]) -> str
     return wild_type
 
 
-def _check_mutated_sequences(frame: pd.DataFrame, wild_type: str, first: int, issues: list[str]) -> None:
+def _check_mutated_sequences(frame: pd.DataFrame, wild_type: str, numbering: Numbering, issues: list[str]) -> None:
     if "mutated_sequence" not in frame.columns:
         return
     differ = np.zeros(len(frame), bool)
     for row, (mutant, mutated) in enumerate(zip(frame["mutant"], frame["mutated_sequence"].str.strip().str.upper())):
-        variant = parse_variant(mutant, wild_type, Numbering(first))
+        variant = parse_variant(mutant, wild_type, numbering)
         if isinstance(variant, Variant) and mutated and variant.apply(wild_type) != mutated:
             differ[row] = True
     if differ.any():

@@ -54,7 +54,7 @@ def uploaded_wild_type(upload: tuple[str, bytes] | None):
     if upload is None or st.session_state.get("pwt", OPTIONS["pwt"].default) == "record":
         return None
     try:  # read as the Variant effects page reads it (the same limits), its wild type from the table
-        table = parse_dms(upload[1], None, 1, limits=current_limits().table_limits())
+        table = parse_dms(upload[1], None, Numbering(), limits=current_limits().table_limits())
     except DmsError:
         return None
     return Path(upload[0]).stem, table

@@ -95,7 +95,7 @@ def dms_table(data: bytes, wild_type: str | None, offset: int) -> DmsTable | str
     hosted server refuses a table over its bytes, columns or rows before reading it, and a wild
     type longer than its limit per record before any work: ``Limits.table_limits``)."""
     try:
-        return parse_dms(data, wild_type, offset, limits=current_limits().table_limits())
+        return parse_dms(data, wild_type, Numbering(offset), limits=current_limits().table_limits())
     except DmsError as err:
         return str(err)
 
