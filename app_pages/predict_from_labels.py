@@ -16,6 +16,7 @@ from app_pages._ui.server.jobs_panel import about, approve
 from app_pages._ui.predict_from_labels.fit_results import PREDICTOR
 from app_pages._ui.frame.widgets import kept_radio, kept_selectbox, plain
 from flamino_core.inputs import size_problem
+from flamino_core.numbering import Numbering
 from flamino_core.predictors import apply, figures
 from flamino_core.jobs import DONE
 from flamino_core.predictors import (LabelError, PROTEINGYM_FOLD_COLUMNS, RANDOM_FOLDS, RANDOM_WEIGHTS_NOTE,
@@ -94,8 +95,8 @@ def fit_section(ctx: PageContext, name: str, data: bytes):
     wild = mutants_wild_type(ctx, found)
     if wild is None:
         return None
-    wild_type, first = wild
-    table = labelled_table(name, data, target, wild_type, first)
+    wild_type, numbering = wild
+    table = labelled_table(name, data, target, wild_type, numbering)
     if table is None:
         return None
     kind = kept_radio("Features of the predictor", "pfeat")
@@ -109,7 +110,7 @@ def fit_section(ctx: PageContext, name: str, data: bytes):
     if planned is None:
         return None
     fits, seconds = planned
-    choice = predict_results.FitChoice(model, data, target, wild_type, first, kind, folds, layer)
+    choice = predict_results.FitChoice(model, data, target, wild_type, numbering.first, kind, folds, layer)
     key = choice.key(engine)
     if st.button("Fit the predictor", type="primary", icon=":material/model_training:"):
         st.session_state[FITTED] = key
@@ -145,21 +146,21 @@ def target_and_folds(found: list[str]) -> tuple[str, str]:
     return target, folds
 
 
-def mutants_wild_type(ctx: PageContext, found: list[str]) -> tuple[str | None, int] | None:
-    """The wild type a mutant column is read against (None: the table's own) and its first
-    residue's number; None while the chosen record is not ready."""
+def mutants_wild_type(ctx: PageContext, found: list[str]) -> tuple[str | None, Numbering] | None:
+    """The wild type a mutant column is read against (None: the table's own) and its
+    numbering; None while the chosen record is not ready."""
     if "mutant" in found:
         if kept_radio("Wild type of the mutant column", "pwt", horizontal=True) == "record":
             if not ready(ctx):
                 return None
-            return ctx.sequence, ctx.first
-    return None, 1
+            return ctx.sequence, ctx.numbering
+    return None, Numbering()
 
 
-def labelled_table(name: str, data: bytes, target: str, wild_type: str | None, first: int):
+def labelled_table(name: str, data: bytes, target: str, wild_type: str | None, numbering: Numbering):
     """The table read for ``target``, with what it holds and its notes said; None (and why) when
     it cannot be read."""
-    table = predict_results.labelled_table(data, target, wild_type, first)
+    table = predict_results.labelled_table(data, target, wild_type, numbering)
     if isinstance(table, str):
         st.error(plain(f"{name}: {table}"))
         return None

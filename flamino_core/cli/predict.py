@@ -28,14 +28,14 @@ FOLDS_HELP = ("random (default: 5 folds, seed 0; stratified for classes) or a co
               "ProteinGym's fold_modulo_5 or fold_contiguous_5 (random folds over-estimate on DMS data)")
 
 
-def _wild_type(fasta: str | None, offset: int | None):
-    """(sequence, first residue number) of ``--sequence``, or (None, --offset or 1)."""
+def _wild_type(fasta: str | None, offset: int | None) -> tuple[str | None, Numbering]:
+    """(sequence, its numbering) of ``--sequence``, or (None, numbered from --offset or 1)."""
     if not fasta:
-        return None, 1 if offset is None else offset
+        return None, Numbering(1 if offset is None else offset)
     records, _ = read_records(fasta)
     if len(records) > 1:
         raise UserError(f"--sequence {fasta}: {len(records)} records; give the one wild-type sequence")
-    return records[0].sequence, first_residue_number(records[0], offset)
+    return records[0].sequence, Numbering(first_residue_number(records[0], offset))
 
 
 def _finite(value):
@@ -68,13 +68,13 @@ def cmd_fit(args) -> int:
     model_dir = Path(args.save_model)
     if model_dir.exists() and not model_dir.is_dir():
         raise UserError(f"--save-model {args.save_model}: a file is in the way; give a folder")
-    wild_type, first = _wild_type(args.sequence, args.offset)
+    wild_type, numbering = _wild_type(args.sequence, args.offset)
     try:
         data = Path(args.table).read_bytes()
     except OSError as err:
         raise UserError(f"cannot read the table {args.table!r}: {err.strerror or err}") from None
     try:
-        table = parse_labelled_table(data, args.target, wild_type, first, args.task)
+        table = parse_labelled_table(data, args.target, wild_type, numbering, args.task)
     except LabelError as err:
         raise UserError(f"{args.table}: {err}") from None
     for issue in table.issues:
@@ -129,7 +129,7 @@ def cmd_predict(args) -> int:
         raise UserError(str(err)) from None
     if predictor.random_weights:
         say("note: this predictor was fitted on a model with random weights (a test model): not biology")
-    wild_type, first = _wild_type(args.sequence, args.offset)
+    wild_type, given_numbering = _wild_type(args.sequence, args.offset)
     engine = None
     if predictor.spec.uses_model:
         engine = load_engine(args.model or predictor.model_id, args.verbose)
@@ -138,7 +138,7 @@ def cmd_predict(args) -> int:
             data = Path(args.fasta).read_bytes() if Path(args.fasta).is_file() else None
             if data is None:
                 raise UserError(f"cannot read the table {args.fasta!r}: no such file")
-            numbered_from = None if args.sequence is None and args.offset is None else Numbering(first)
+            numbered_from = None if args.sequence is None and args.offset is None else given_numbering
             frame, inputs, rows, issues = apply.table_inputs(predictor, data, wild_type, numbered_from)
             for issue in issues:
                 say(f"warning: {issue}")

@@ -107,7 +107,7 @@ class Campaign:
     def _read_measured(self, path: Path, data: bytes | None = None, limits: TableLimits = NO_LIMITS):
         try:
             return parse_labelled_table(path.read_bytes() if data is None else data, self.target,
-                                        wild_type=self.wild_type, first=self.first, task="regression",
+                                        wild_type=self.wild_type, numbering=self.numbering, task="regression",
                                         limits=limits)
         except LabelError as err:
             raise DesignError(f"{path.name}: {err}") from None

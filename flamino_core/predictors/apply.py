@@ -58,7 +58,7 @@ def inputs_for(predictor: Predictor, sequences: list[str], variants: list | None
     """``Inputs`` for sequences, as substitutions of the predictor's wild type where they fit it."""
     wild_type = wild_type or predictor.wild_type
     if variants is None and wild_type is not None and all(len(s) == len(wild_type) for s in sequences):
-        variants = [variant_of(wild_type, s, predictor.first, n) for n, s in enumerate(sequences)]
+        variants = [variant_of(wild_type, s, predictor.numbering, n) for n, s in enumerate(sequences)]
     return Inputs(list(sequences), variants, wild_type if variants is not None else None)
 
 
@@ -73,7 +73,7 @@ def table_inputs(predictor: Predictor, data: bytes | str, wild_type: str | None 
     frame = read_table_text(data)
     issues: list[str] = []
     numbering = predictor.numbering if numbering is None else numbering
-    sequences, variants, wild = read_rows(frame, wild_type or predictor.wild_type, numbering.first, issues)
+    sequences, variants, wild = read_rows(frame, wild_type or predictor.wild_type, numbering, issues)
     rows = np.flatnonzero([s is not None for s in sequences])
     kept = [variants[r] for r in rows] if wild is not None else None
     inputs = Inputs([sequences[r] for r in rows], kept, wild)

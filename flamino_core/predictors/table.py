@@ -110,7 +110,7 @@ def parse_labelled_table(
     data: bytes | str,
     target: str,
     wild_type: str | None = None,
-    first: int = 1,
+    numbering: Numbering = Numbering(),
     task: str = "auto",
     limits: TableLimits = NO_LIMITS,
 ) -> LabelledTable:
@@ -121,7 +121,7 @@ def parse_labelled_table(
       target: the column to learn.
       wild_type: the sequence a ``mutant`` column refers to (validated, e.g. from FASTA); None to
         derive it from ``mutated_sequence`` (ProteinGym), or for a table of sequences.
-      first: the number of the wild type's first residue in the ``mutant`` column.
+      numbering: how the ``mutant`` column numbers the wild type's residues.
       task: ``auto`` (numbers with more than two distinct values: regression; anything else:
         classification), ``regression`` or ``classification``.
       limits: the bounds of a DMS table on the Variant effects page (``csv_tables``): bytes,
@@ -139,14 +139,15 @@ def parse_labelled_table(
                          f"{', '.join(map(str, frame.columns[:20]))}")
     issues: list[str] = []
     task, values, classes = _target(frame[target], task, target, issues)
-    sequences, variants, wild_type = read_rows(frame, wild_type, first, issues, limits)
-    table = LabelledTable(frame, target, task, values, classes, sequences, wild_type, first, variants, issues)
+    sequences, variants, wild_type = read_rows(frame, wild_type, numbering, issues, limits)
+    table = LabelledTable(frame, target, task, values, classes, sequences, wild_type, numbering.first, variants,
+                          issues)
     if not table.labelled.any():
         raise LabelError(f"no row has both a usable sequence and a value of {target!r}")
     return table
 
 
-def read_rows(frame: pd.DataFrame, wild_type: str | None, first: int, issues: list[str],
+def read_rows(frame: pd.DataFrame, wild_type: str | None, numbering: Numbering, issues: list[str],
               limits: TableLimits = NO_LIMITS) -> tuple[list[str | None], list[Variant | None], str | None]:
     """Each row's protein (None: unusable, said in ``issues``) and, for mutants of a wild type,
     its substitutions; the wild type (given, derived from a ProteinGym table, or None).
@@ -160,18 +161,18 @@ def read_rows(frame: pd.DataFrame, wild_type: str | None, first: int, issues: li
     variants: list[Variant | None] = [None] * len(frame)
     source = "given"
     if MUTANT_COLUMN in frame.columns and wild_type is None:
-        wild_type, source = _derived_wild_type(frame, first, issues), "derived from mutated_sequence"
+        wild_type, source = _derived_wild_type(frame, numbering, issues), "derived from mutated_sequence"
     if wild_type is not None:
         check_protein(len(wild_type), f"the wild type ({source})", limits, does="fits predictors on",
                       run="flamino fit", error=LabelError)
     if MUTANT_COLUMN in frame.columns:
-        sequences, variants = _mutant_rows(frame[MUTANT_COLUMN], wild_type, first, issues)
+        sequences, variants = _mutant_rows(frame[MUTANT_COLUMN], wild_type, numbering, issues)
     elif sequence_column is not None:
         sequences = _sequence_rows(frame[sequence_column], sequence_column, issues)
         check_protein(max((len(s) for s in sequences if s is not None), default=0), "the table's longest sequence",
                       limits, does="fits", run="flamino fit", error=LabelError)
         if wild_type is not None:
-            variants = [variant_of(wild_type, s, first, row) if s is not None else None
+            variants = [variant_of(wild_type, s, numbering, row) if s is not None else None
                         for row, s in enumerate(sequences)]
             _report(issues, [s is not None and v is None for s, v in zip(sequences, variants)],
                     f"the {sequence_column} differs in length from the wild type; those rows are left out")
@@ -211,22 +212,22 @@ def _target(column: pd.Series, task: str, name: str, issues: list[str]):
     return task, values, classes
 
 
-def _derived_wild_type(frame: pd.DataFrame, first: int, issues: list[str]) -> str:
+def _derived_wild_type(frame: pd.DataFrame, numbering: Numbering, issues: list[str]) -> str:
     """The wild type of a ProteinGym table, derived as ``flamino dms`` derives it."""
     from flamino_core.variants.dms import DmsError, _derive_wild_type
 
     try:
-        return _derive_wild_type(frame.assign(mutant=frame[MUTANT_COLUMN].str.strip()), Numbering(first), issues)
+        return _derive_wild_type(frame.assign(mutant=frame[MUTANT_COLUMN].str.strip()), numbering, issues)
     except DmsError as err:
         raise LabelError(str(err)) from None
 
 
-def _mutant_rows(column: pd.Series, wild_type: str, first: int, issues: list[str]):
+def _mutant_rows(column: pd.Series, wild_type: str, numbering: Numbering, issues: list[str]):
     sequences: list[str | None] = []
     variants: list[Variant | None] = []
     problems: list[tuple[int, str, str]] = []
     for row, mutant in enumerate(column.str.strip()):
-        parsed = parse_variant(mutant, wild_type, Numbering(first), row)
+        parsed = parse_variant(mutant, wild_type, numbering, row)
         if isinstance(parsed, Variant):
             variants.append(parsed)
             sequences.append(parsed.apply(wild_type))
@@ -255,13 +256,13 @@ def _sequence_rows(column: pd.Series, name: str, issues: list[str]) -> list[str 
     return sequences
 
 
-def variant_of(wild_type: str, sequence: str, first: int, order: int) -> Variant | None:
+def variant_of(wild_type: str, sequence: str, numbering: Numbering, order: int) -> Variant | None:
     """``sequence`` as substitutions of ``wild_type`` (None when the lengths differ)."""
     if len(sequence) != len(wild_type):
         return None
     substitutions = tuple(Substitution(i, w, m) for i, (w, m) in enumerate(zip(wild_type, sequence)) if w != m)
-    mutant = ":".join(f"{s.wt}{Numbering(first).number(s.index)}{s.mt}" for s in substitutions)
-    return Variant(order, mutant, mutant, substitutions, first)
+    mutant = ":".join(f"{s.wt}{numbering.number(s.index)}{s.mt}" for s in substitutions)
+    return Variant(order, mutant, mutant, substitutions, numbering.first)
 
 
 def _report(issues: list[str], mask, message: str) -> None:

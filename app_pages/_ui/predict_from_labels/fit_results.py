@@ -48,18 +48,18 @@ def _columns(data: bytes, limits: TableLimits) -> list[str] | str:
         return str(err)
 
 
-def labelled_table(data: bytes, target: str, wild_type: str | None, first: int) -> LabelledTable | str:
+def labelled_table(data: bytes, target: str, wild_type: str | None, numbering: Numbering) -> LabelledTable | str:
     """The labelled table, or the message saying why it cannot be used: held to this server's
     limits as a DMS table is (bytes, columns, rows, the wild type's length, before any row is
     applied to it)."""
-    return _labelled_table(data, target, wild_type, first, current_limits().table_limits())
+    return _labelled_table(data, target, wild_type, numbering, current_limits().table_limits())
 
 
 @st.cache_data(show_spinner="Reading the table…", max_entries=8 if HOSTED else 32)
-def _labelled_table(data: bytes, target: str, wild_type: str | None, first: int,
+def _labelled_table(data: bytes, target: str, wild_type: str | None, numbering: Numbering,
                     limits: TableLimits) -> LabelledTable | str:
     try:
-        return parse_labelled_table(data, target, wild_type, first, limits=limits)
+        return parse_labelled_table(data, target, wild_type, numbering, limits=limits)
     except LabelError as err:
         return str(err)
 
