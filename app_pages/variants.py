@@ -68,11 +68,11 @@ def partial_rows(partial, columns: list[str]) -> None:
     st.dataframe(partial[shown], hide_index=True, width="stretch", height=min(420, 38 + 35 * max(len(partial), 1)))
 
 
-def structure_numbering_of(record, first: int):
+def structure_numbering_of(record, numbering: Numbering):
     """The structure's own numbering of a record made of a structure's chain, when it is not the
-    sequence's (gaps, insertion codes, another start); else None."""
+    sequence's (gaps, insertion codes, another start than ``numbering``'s); else None."""
     author = from_record(record)
-    plain_numbers = tuple(str(n) for n in Numbering(first).numbers(len(record.sequence)))
+    plain_numbers = tuple(str(n) for n in numbering.numbers(len(record.sequence)))
     return None if author is None or author.labels == plain_numbers else author
 
 
@@ -116,15 +116,15 @@ def list_section(ctx: PageContext) -> None:
 def list_numbering(ctx: PageContext):
     """The structure's own numbering of the record (None when it has none of its own), and the one
     the list is read in: the structure's when the user keeps it, else None (the sequence's)."""
-    offset, seq = ctx.first, ctx.sequence
-    author = structure_numbering_of(ctx.record, offset)
-    if offset != 1 and author is None:  # (a structure's record: the choice below says how)
-        st.caption(f"Positions are numbered from {offset} (from the record id).")
+    numbering, seq = ctx.numbering, ctx.sequence
+    author = structure_numbering_of(ctx.record, numbering)
+    if numbering.first != 1 and author is None:  # (a structure's record: the choice below says how)
+        st.caption(f"Positions are numbered from {numbering.first} (from the record id).")
     in_structure = author is not None and kept_radio(
         "Positions are numbered", "vnumbering", ["structure", "sequence"], default="structure", horizontal=True,
         format_func={"structure": f"as the structure numbers them ({author.span()}, with its gaps and insertion "
                                   "codes: S195A, Y184AF)",
-                     "sequence": f"along the sequence ({Numbering(offset).span(len(seq))})"}.get,
+                     "sequence": f"along the sequence ({numbering.span(len(seq))})"}.get,
         help="The record was made of a structure's chain whose file numbers residues its own way (chymotrypsin "
              "numbering skips numbers and inserts 184A). Either way the table shows both numberings.") == "structure"
     return author, author if in_structure else None
