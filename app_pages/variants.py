@@ -81,12 +81,12 @@ def list_section(ctx: PageContext) -> None:
         return
     record, engine, seq = ctx.record, ctx.engine, ctx.sequence
     inputs.record_caption(record, ctx.record_read, ctx.numbering)
-    author, numbering = list_numbering(ctx)
+    author, read_in = list_numbering(ctx)
     text = mutation_list()
     if not text.strip():
         list_missing()
         return
-    variants = parsed_list(text, seq, ctx.first, record.id, numbering)
+    variants = parsed_list(text, seq, ctx.numbering, record.id, read_in)
     if not variants:
         return
     strategy = strategy_picker(seq, variants)
@@ -94,8 +94,7 @@ def list_section(ctx: PageContext) -> None:
         return
     tokens = structure_aware.for_strategy(structure_aware.structure_choice(engine, seq, record.id), strategy)
     letters = tokens.letters if tokens is not None else None
-    scoring = variant_results.list_scores(engine, seq, text, ctx.first, strategy, record.id, letters,
-                                          numbering)
+    scoring = variant_results.list_scores(engine, seq, text, ctx.numbering, strategy, record.id, letters, read_in)
     scored = scoring.done
     if scored is None:
         partial_rows(scoring.partial, ["mutant", "variant", "score", "status"])
@@ -130,9 +129,10 @@ def list_numbering(ctx: PageContext):
     return author, author if in_structure else None
 
 
-def parsed_list(text: str, seq: str, offset: int, record_id: str, numbering) -> list:
-    """The list's variants; what is wrong with the list, or with every entry, said on the page."""
-    variants, issues = variant_results.parse_list(text, seq, offset, record_id, numbering)
+def parsed_list(text: str, seq: str, numbering: Numbering, record_id: str, author) -> list:
+    """The list's variants (``author``: read in the structure's numbering); what is wrong with the
+    list, or with every entry, said on the page."""
+    variants, issues = variant_results.parse_list(text, seq, numbering, record_id, author)
     for issue in issues:
         if issue.order < 0:  # about the whole list: unreadable, nothing found, a shifted numbering
             st.warning(plain(issue.message))
@@ -148,7 +148,7 @@ def parsed_list(text: str, seq: str, offset: int, record_id: str, numbering) -> 
 def list_scores_table(ctx: PageContext, scored, strategy: str, author):
     """The list's counts, its scores table (in both numberings for a structure's record) and
     CSV; returns the table."""
-    offset, seq = ctx.first, ctx.sequence
+    numbering, seq = ctx.numbering, ctx.sequence
     counts = st.columns(3)
     counts[0].metric("Scored", f"{scored.n_scored:,}")
     counts[1].metric("Not scored", f"{scored.n_skipped:,}")
@@ -161,7 +161,7 @@ def list_scores_table(ctx: PageContext, scored, strategy: str, author):
     columns += ["non_additivity"] if STRATEGIES[strategy].joint else []
     columns += ["kind", "normalisation"] if STRATEGIES[strategy].whole_sequences else []
     columns += ["label"] if (table["label"] != "").any() else []
-    scores_table(table, offset, offset + len(seq) - 1, columns, source=f"list {ctx.record.id}")
+    scores_table(table, numbering.first, numbering.last(len(seq)), columns, source=f"list {ctx.record.id}")
     explain_scores(strategy, table["kind"][table["status"] == "ok"] if "kind" in table else ())
     skipped(table)
     csv_button("Scores (CSV)", lambda: download_frame(table, strategy),
@@ -180,11 +180,11 @@ def dms_section(ctx: PageContext) -> None:
     wild = dms_wild_type(ctx, name)
     if wild is None:
         return
-    wild_type, offset, record_id = wild
-    table = checked_dms_table(name, data, wild_type, offset)
+    wild_type, numbering, record_id = wild
+    table = checked_dms_table(name, data, wild_type, numbering)
     if table is None:
         return
-    strategy = strategy_picker(table.wild_type, variant_results.dms_variants(data, wild_type, offset))
+    strategy = strategy_picker(table.wild_type, variant_results.dms_variants(data, wild_type, numbering))
     if strategy is None:
         return
     if table.by_sequence and not STRATEGIES[strategy].whole_sequences:
@@ -193,7 +193,7 @@ def dms_section(ctx: PageContext) -> None:
         return
     tokens = structure_aware.for_strategy(
         structure_aware.structure_choice(ctx.engine, table.wild_type, record_id if wild_type else None), strategy)
-    scoring = variant_results.dms_scores(ctx.engine, data, wild_type, offset, strategy, record_id,
+    scoring = variant_results.dms_scores(ctx.engine, data, wild_type, numbering, strategy, record_id,
                                          tokens.letters if tokens is not None else None)
     scored = scoring.done
     if scored is None:
@@ -218,23 +218,23 @@ def dms_section(ctx: PageContext) -> None:
         csv_button("Scored table (CSV)", lambda: output_frame(scored), f"{stem}_dms_{strategy}.csv", "dms_csv",
                    model=ctx.model_name)
         json_button("Metrics (JSON)", lambda: metrics, f"{stem}_dms_{strategy}_metrics.json", "dms_json")
-    compare.section(ctx, scored, data, wild_type, offset, strategy, record_id, singles)
+    compare.section(ctx, scored, data, wild_type, numbering, strategy, record_id, singles)
 
 
-def dms_wild_type(ctx: PageContext, name: str) -> tuple[str | None, int, str] | None:
-    """The wild type the table is read against (None: the table's own), its first residue's
-    number and the id its files are named by; None while the chosen record is not ready."""
+def dms_wild_type(ctx: PageContext, name: str) -> tuple[str | None, Numbering, str] | None:
+    """The wild type the table is read against (None: the table's own), its numbering and the id
+    its files are named by; None while the chosen record is not ready."""
     if kept_radio("Wild type", "dmswt", horizontal=True) == "record":
         if not ready(ctx):
             return None
-        return ctx.sequence, ctx.first, ctx.record.id
-    return None, 1, Path(name).stem
+        return ctx.sequence, ctx.numbering, ctx.record.id
+    return None, Numbering(), Path(name).stem
 
 
-def checked_dms_table(name: str, data: bytes, wild_type: str | None, offset: int):
+def checked_dms_table(name: str, data: bytes, wild_type: str | None, numbering: Numbering):
     """The uploaded table read against the wild type, or None when it cannot be (said on the
     page), or when its numbering does not fit and the user did not ask to score it anyway."""
-    table = variant_results.dms_table(data, wild_type, offset)
+    table = variant_results.dms_table(data, wild_type, numbering)
     if isinstance(table, str):
         hint = (" Choose **the selected record** as the wild type above, with the assay's wild type "
                 "(ProteinGym's target_seq) as the record." if wild_type is None and "target_seq" in table else "")
@@ -273,8 +273,8 @@ def dms_scores_table(scored, table, strategy: str, source: str) -> None:
         frame.insert(1, "kind", scored.variants["kind"].to_numpy())
     frame["positions"] = scored.variants["positions"].to_numpy()
     columns = [c for c in frame.columns if c not in ("status", "positions")] + ["positions"]
-    first = table.first
-    scores_table(frame, first, Numbering(first).last(len(table.wild_type)), columns, source=source)
+    numbering = table.numbering
+    scores_table(frame, numbering.first, numbering.last(len(table.wild_type)), columns, source=source)
     explain_scores(strategy, scored.variants["kind"])
     skipped(frame)
 

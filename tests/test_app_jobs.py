@@ -15,6 +15,7 @@ from app_pages._ui.server import background, jobs_panel
 
 from app_pages._ui.variants import scoring as variant_results
 from flamino_core.jobs import background as jobs, pass_cost
+from flamino_core.numbering import Numbering
 from flamino_core.engine.planner import masked_batch_rows
 from flamino_core.store.passes import CHUNK
 from flamino_core.engine.engine import Engine
@@ -73,7 +74,7 @@ def test_pll_on_a_dms_table_fills_in_says_how_long_cancels_keeping_rows_and_resu
     monkeypatch.setattr(variant_results, "CHUNK_ROWS", 10)
     engine = Engine(load_weights("random:tiny"))
     at = settle(dms_page(start(), assay))  # scored with masked-marginals first (the default strategy)
-    wild_type = variant_results.dms_table(assay, None, 1).wild_type
+    wild_type = variant_results.dms_table(assay, None, Numbering()).wild_type
     held = len(default_store().held_positions(engine.fingerprint, wild_type))  # masked-marginals' positions
     # A rate this machine measured (0.01 s per masked pass here): the job's cost is known, over 30 s.
     rates = jobs.default_rates()

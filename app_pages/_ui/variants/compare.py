@@ -28,6 +28,7 @@ from app_pages._ui.input.model_picker import model_choices, model_label
 from app_pages._ui.frame.widgets import kept_multiselect, kept_text_area, plain, widget_key
 from app_pages._ui.server.policy import current_limits, visitor_model_name
 from app_pages._ui.variants import scoring as variant_results
+from flamino_core.numbering import Numbering
 from flamino_core.model import ENSEMBLE_PREFIX, ENSEMBLES, ensemble_members
 from flamino_core.variants import MAX_MODELS, compare_models, mean_of_members, model_scatter
 
@@ -99,7 +100,8 @@ def _add_local() -> None:
         ss[widget_key(CHOICE)] = chosen + [identifier]
 
 
-def section(ctx, scored, data: bytes, wild_type, offset: int, strategy: str, record_id: str, singles: bool) -> None:
+def section(ctx, scored, data: bytes, wild_type, numbering: Numbering, strategy: str, record_id: str,
+            singles: bool) -> None:
     """The comparison, under the page's own DMS results (``scored``: the page's model's)."""
     with st.expander("Compare models", icon=":material/compare_arrows:", expanded=bool(st.session_state.get(CHOICE))):
         others = kept_multiselect(f"Compare with (up to {MAX_MODELS - 1} models; an ensemble counts as one)", CHOICE,
@@ -110,10 +112,10 @@ def section(ctx, scored, data: bytes, wild_type, offset: int, strategy: str, rec
         if not others:
             st.caption("Choose models to score this table beside the one in the sidebar.")
             return
-        table_key = hashlib.sha256(data + repr((wild_type, offset, strategy, record_id)).encode()).hexdigest()
+        table_key = hashlib.sha256(data + repr((wild_type, numbering.first, strategy, record_id)).encode()).hexdigest()
         found = {ctx.model: scored}
         for model in others:
-            result = _scored(model, table_key, data, wild_type, offset, strategy, record_id)
+            result = _scored(model, table_key, data, wild_type, numbering, strategy, record_id)
             if result is None:
                 return  # a job is running (its panel shows progress) or a model cannot load (said)
             found[model] = result
@@ -123,7 +125,7 @@ def section(ctx, scored, data: bytes, wild_type, offset: int, strategy: str, rec
         _show(comparison, record_id, strategy)
 
 
-def _scored(model: str, table_key: str, data, wild_type, offset, strategy, record_id):
+def _scored(model: str, table_key: str, data, wild_type, numbering: Numbering, strategy, record_id):
     """The model's (or ensemble's) scores of the table when done, else None (after starting or
     following the next member's job)."""
     done = st.session_state.setdefault(DONE, {})
@@ -136,7 +138,7 @@ def _scored(model: str, table_key: str, data, wild_type, offset, strategy, recor
             engine = _engine(member)
             if engine is None:
                 return None
-            scoring = variant_results.dms_scores(engine, data, wild_type, offset, strategy, record_id)
+            scoring = variant_results.dms_scores(engine, data, wild_type, numbering, strategy, record_id)
             if scoring.done is None:
                 return None
             done[(member, table_key)] = scoring.done

@@ -63,26 +63,26 @@ def _cheaper(strategy: str, indels: bool = False):
 
 
 # --- a mutation list ----------------------------------------------------------------------------------
-def parse_list(text: str, sequence: str, offset: int, record_id: str, numbering: AuthorNumbering | None = None):
-    """The mutation list read with indels and stops, under this server's limits; ``numbering``: its
-    positions are in a structure's own numbering (``structure_numbering.parse_mutations``, as
-    ``flamino variants --structure-numbering`` reads them)."""
+def parse_list(text: str, sequence: str, numbering: Numbering, record_id: str, author: AuthorNumbering | None = None):
+    """The mutation list read against ``sequence`` in its ``numbering``, with indels and stops, under
+    this server's limits; ``author``: its positions are in a structure's own numbering
+    (``structure_numbering.parse_mutations``, as ``flamino variants --structure-numbering`` reads them)."""
     limits = {"max_chars": current_limits().max_upload_bytes, "max_entries": current_limits().max_mutations,
               "reference": record_id}
-    if numbering is not None:
-        return structure_numbering.parse_mutations(text, sequence, Numbering(offset), numbering,
-                                                   read=indels.parse_variant, **limits)
-    return indels.parse_mutations(text, sequence, Numbering(offset), **limits)
+    if author is not None:
+        return structure_numbering.parse_mutations(text, sequence, numbering, author, read=indels.parse_variant,
+                                                   **limits)
+    return indels.parse_mutations(text, sequence, numbering, **limits)
 
 
-def list_scores(engine, sequence: str, text: str, offset: int, strategy: str, record_id: str,
-                structure: str | None = None, numbering: AuthorNumbering | None = None) -> Scoring:
+def list_scores(engine, sequence: str, text: str, numbering: Numbering, strategy: str, record_id: str,
+                structure: str | None = None, author: AuthorNumbering | None = None) -> Scoring:
     """The mutation list ``text`` checked against ``sequence`` and scored with ``strategy``;
     ``structure``: a structure-aware model's 3Di letters (``structure_aware.structure_choice``);
-    ``numbering``: as ``parse_list``."""
-    variants, issues = parse_list(text, sequence, offset, record_id, numbering)
-    key = ("variants", engine.fingerprint, _digest(sequence, text, offset, strategy, record_id, structure or "",
-                                                   numbering.encode() if numbering else ""))
+    ``numbering``, ``author``: as ``parse_list``."""
+    variants, issues = parse_list(text, sequence, numbering, record_id, author)
+    key = ("variants", engine.fingerprint, _digest(sequence, text, numbering.first, strategy, record_id,
+                                                   structure or "", author.encode() if author else ""))
     plan = list_plan(engine, sequence, variants, strategy, issues=issues, record_id=record_id, chunk_rows=CHUNK_ROWS,
                      structure=structure)
     return _follow(key, plan, f"Scoring {len(variants):,} variants ({strategy})", "scoring the variants")
@@ -90,30 +90,31 @@ def list_scores(engine, sequence: str, text: str, offset: int, strategy: str, re
 
 # --- a DMS table --------------------------------------------------------------------------------------
 @st.cache_data(show_spinner="Reading the DMS table…", max_entries=8 if HOSTED else 32)
-def dms_table(data: bytes, wild_type: str | None, offset: int) -> DmsTable | str:
-    """The DMS table read with its wild type, or the message saying why it cannot be used (a
-    hosted server refuses a table over its bytes, columns or rows before reading it, and a wild
-    type longer than its limit per record before any work: ``Limits.table_limits``)."""
+def dms_table(data: bytes, wild_type: str | None, numbering: Numbering) -> DmsTable | str:
+    """The DMS table read with its wild type (its ``mutant`` column in ``numbering``), or the message
+    saying why it cannot be used (a hosted server refuses a table over its bytes, columns or rows
+    before reading it, and a wild type longer than its limit per record before any work:
+    ``Limits.table_limits``)."""
     try:
-        return parse_dms(data, wild_type, Numbering(offset), limits=current_limits().table_limits())
+        return parse_dms(data, wild_type, numbering, limits=current_limits().table_limits())
     except DmsError as err:
         return str(err)
 
 
 @st.cache_data(show_spinner=False, max_entries=8 if HOSTED else 32)
-def dms_variants(data: bytes, wild_type: str | None, offset: int, indels: bool = True) -> list[Variant]:
+def dms_variants(data: bytes, wild_type: str | None, numbering: Numbering, indels: bool = True) -> list[Variant]:
     """The table's mutants read against its wild type (what the strategy check counts passes of),
     indels and stops included unless ``indels`` is False; ``dms_table`` must accept it."""
-    return table_variants(dms_table(data, wild_type, offset), indels=indels)[0]
+    return table_variants(dms_table(data, wild_type, numbering), indels=indels)[0]
 
 
-def dms_scores(engine, data: bytes, wild_type: str | None, offset: int, strategy: str, record_id: str,
+def dms_scores(engine, data: bytes, wild_type: str | None, numbering: Numbering, strategy: str, record_id: str,
                structure: str | None = None) -> Scoring:
     """Every row of the DMS table scored; ``dms_table`` must accept it. ``structure``: as
     ``list_scores``."""
-    table = dms_table(data, wild_type, offset)
-    key = ("dms", engine.fingerprint, _digest(data, wild_type, offset, strategy, record_id, structure or ""))
-    variants = dms_variants(data, wild_type, offset, STRATEGIES[strategy].whole_sequences)
+    table = dms_table(data, wild_type, numbering)
+    key = ("dms", engine.fingerprint, _digest(data, wild_type, numbering.first, strategy, record_id, structure or ""))
+    variants = dms_variants(data, wild_type, numbering, STRATEGIES[strategy].whole_sequences)
     plan = dms_plan(engine, table, variants, strategy, record_id=record_id, chunk_rows=CHUNK_ROWS, structure=structure)
     return _follow(key, plan, f"Scoring {len(table.frame):,} DMS rows ({strategy})", "scoring the DMS table")
 
