@@ -138,7 +138,7 @@ def dms_heatmaps(scores: DmsScores) -> go.Figure:
         return _layout(go.Figure(), "No single substitutions to map", height=300)
     positions = [p for (p,) in scores.variants["positions"][used]]
     low, high = min(positions), max(positions)
-    numbering = Numbering(dms.first)
+    numbering = dms.numbering
     labels = residue_labels(dms.wild_type[numbering.index(low):numbering.index(high) + 1], low)
     aas = list(STANDARD_AMINO_ACIDS)
     neutral, how = experiment_neutral(scores)

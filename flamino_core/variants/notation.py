@@ -220,7 +220,7 @@ def parse_variant(
     Args:
       text: the entry as written.
       sequence: the (wild-type) sequence the positions refer to.
-      numbering: how its residues are numbered (``Numbering(first)``).
+      numbering: how its residues are numbered.
       order: the entry's place in the input.
       label: a user label carried along (the CSV ``label`` column).
       reference: the record's id, checked against a prefix that names a sequence of its kind.
