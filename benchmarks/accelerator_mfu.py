@@ -56,6 +56,21 @@ def dense_rows(engine, width: int, peak: float) -> dict:
     return {"rows": rows, "width": width, "seconds": round(seconds, 4), "mfu": round(flops / seconds / peak, 3)}
 
 
+def profile(engine, proteins, widths, peak, folder: Path) -> None:
+    """One warm set and one dense batch under ``jax.profiler.trace``. The Perfetto trace (JSON, read
+    without TensorBoard) is copied up to ``folder/trace.json.gz``: the profiler nests it three
+    folders down."""
+    import shutil
+
+    import jax
+
+    with jax.profiler.trace(str(folder / "raw"), create_perfetto_trace=True):
+        engine.run(proteins)
+        dense_rows(engine, widths[-1], peak)
+    trace = next((folder / "raw").rglob("perfetto_trace.json.gz"))
+    shutil.copy(trace, folder / "trace.json.gz")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shape", default="t33")
@@ -67,6 +82,8 @@ def main(argv=None) -> int:
     # engine's defaults when omitted: "auto:auto:default").
     parser.add_argument("--variants", default="auto:auto:default")
     parser.add_argument("--flash-block", type=int, help="the flash kernel's widest block (attention.FLASH_BLOCK_MAX)")
+    parser.add_argument("--profile", type=Path, help="also trace one set and one dense batch of the last variant "
+                        "with jax.profiler; the Perfetto trace is copied to PROFILE/trace.json.gz")
     args = parser.parse_args(argv)
     if args.flash_block:
         from flamino_core.model import attention
@@ -101,6 +118,8 @@ def main(argv=None) -> int:
                    "set_mfu": round(useful_flops(engine.config, proteins) / seconds / peak, 3),
                    "dense": [dense_rows(engine, w, peak) for w in widths]}
             print(json.dumps(row), flush=True)
+            if args.profile:
+                profile(engine, proteins, widths, peak, args.profile)
             args.out.parent.mkdir(parents=True, exist_ok=True)
             with args.out.open("a") as handle:
                 handle.write(json.dumps(row) + "\n")
