@@ -119,6 +119,14 @@ def rates(server) -> dict[str, float]:
     return {k: v for k, v in json.loads(path.read_text()).items() if isinstance(v, float)} if path.is_file() else {}
 
 
+def rate_recorded(server, kind: str, timeout_s: float = 120) -> None:
+    """Wait until the server's pass-rate file holds a measured rate of ``kind`` passes."""
+    deadline = time.monotonic() + timeout_s
+    while not any(key.endswith(f" {kind}") for key in rates(server)):
+        assert time.monotonic() < deadline, f"no {kind} rate recorded in {timeout_s:.0f} s: {rates(server)}"
+        time.sleep(0.5)
+
+
 def first_rows(page, job: JobLine, clicked: float, first: int, samples: list) -> float:
     """Seconds from the go-ahead (``clicked``) until the page counts ``first`` units done."""
     job.watch(page, lambda s: s[1] is not None and s[1][0] >= first, samples)
@@ -202,6 +210,10 @@ def test_pseudo_perplexity_of_40_records_first_rows_estimate_cancel_resume(serve
     page.wait_for_function("!document.body.innerText.includes('fill in as the records are computed')",
                            timeout=TIMEOUT_MS)
     _settle(page)
+    # The entropies' rate is recorded when their last call returns, after its last report filled
+    # the table: clicked before, the pseudo-perplexity started with no rate, so no prediction and
+    # no logged record of its cancelled part (2026-12-07, load 7.8: only the resumed job logged).
+    rate_recorded(server, "unmasked")
     logged, rates_before = len(history(server)), rates(server)
     clicked, load = time.monotonic(), os.getloadavg()[0]
     page.get_by_role("button", name="Compute pseudo-perplexity").click()  # the click is the go-ahead
