@@ -214,3 +214,30 @@ def test_the_time_left_at_a_tenth_of_the_fits_is_the_work_left_at_the_pace_measu
     first = said[0]
     per_fit = (tenth[2] - first[2]) / (tenth[0] - first[0]) * (total - tenth[0])
     assert not 1 / 1.2 < per_fit / (end - tenth[2]) < 1.2
+
+
+def test_a_machine_that_timed_nothing_counts_the_fits_passes_at_the_default_rate(table, engine, tmp_path):
+    """Issue 50: a machine's first fit (no pass timed here yet) said its scikit-learn fits alone,
+    10.5 s, and took 23.2 s, 10.9 s of them its 1,083 model passes. Its passes are now counted at
+    the cost model's first guess: the same seconds as a rate of ``DEFAULT_SECONDS_PER_UNIT``
+    measured here would give (plus the default compilations), said as borrowed."""
+    from flamino_core.jobs import pass_cost
+    from flamino_core.jobs.rates import Rates
+    from flamino_core.predictors.fit_plan import fit_seconds
+    from flamino_core.predictors.table_fit import planned_work
+
+    kinds = feature_sets(table, True)
+    work = planned_work(table, kinds, engine)
+    assert sum(missing for _, missing, _, _ in work) > 0  # the embedding's passes are still to run
+    fits = planned_fits(table, kinds, engine)
+    nothing_timed = Rates(tmp_path / "empty.json")
+    length = max(len(s) for s in table.sequences)
+    assert pass_cost.unmasked_seconds(engine, [length] * len(table.sequences), nothing_timed) is None
+    fits_s, passes_s = fit_seconds(engine, table, fits, work, nothing_timed)
+    assert fits_s > 0 and passes_s > 0
+    timed = Rates(tmp_path / "timed.json")  # the default rate, as if measured for this model here
+    timed.record(engine.fingerprint, "unmasked", 1.0, pass_cost.DEFAULT_SECONDS_PER_UNIT)
+    timed.record(engine.fingerprint, "masked", 1.0, pass_cost.DEFAULT_SECONDS_PER_UNIT)
+    assert fit_seconds(engine, table, fits, work, timed)[1] == pytest.approx(passes_s)
+    guessed = pass_cost.unmasked_seconds(engine, [length] * len(table.sequences), nothing_timed, first_guess=True)
+    assert guessed.borrowed  # a first guess: the job's own rate replaces it quickly (BORROWED_SHARE)

@@ -60,6 +60,13 @@ if TYPE_CHECKING:  # model.stack imports JAX; the pages that show costs must not
 # first unmasked job at 15.2 s for 2.6 s (issue 50). The layers are one nnx.scan, so the model's
 # depth barely changes it; wider models are measured.
 DEFAULT_COMPILE_S = {"unmasked compile": 0.8, "masked compile": 1.6, "cached compile": 1.0}
+# Seconds per unit of ``batch_work``, either kind, where nothing was timed on this machine yet and
+# a job must say its time before it runs (``first_guess=True``: a fit's model passes, which the
+# Predict page counts in the time it says beside its button). Measured on the 2-core AMD EPYC:
+# random:tiny and ESM-2 8M 7.5-8.0e-6 quiet (2026-12-06), random:tiny 6.3-6.7e-6 in a fresh
+# process (2026-12-07). Without it a machine's first fit said 10.5 s (its fits alone) and took
+# 23.2 s, 10.9 s of them the 1,083 model passes it had not counted (issue 50).
+DEFAULT_SECONDS_PER_UNIT = 8e-6
 
 # Seconds each batch (one compiled call) costs beyond its work. Measured on the 2-core AMD EPYC at
 # load 3-5 (2026-12-06, /tmp probe: medians of 30 compiled calls of near-zero work): random:tiny
@@ -225,23 +232,29 @@ class PassSeconds(float):
         return value
 
 
-def seconds(engine, kind: str, batches: list[tuple[str, float]], rates) -> PassSeconds | None:
+def seconds(engine, kind: str, batches: list[tuple[str, float]], rates,
+            first_guess: bool = False) -> PassSeconds | None:
     """Seconds for ``batches`` of ``kind`` passes (``masked``/``unmasked``) here: their work at
     the measured rate and their fixed cost (``running_seconds``), plus their new shapes'
-    compilations (None: no rate to go by)."""
-    running = running_seconds(engine, kind, batches, rates)
+    compilations (None: no rate to go by, unless ``first_guess``: then
+    ``DEFAULT_SECONDS_PER_UNIT``, said as borrowed)."""
+    running = running_seconds(engine, kind, batches, rates, first_guess)
     if running is None:
         return None
     compiling = compilations_seconds(engine, kind, *new_shapes(engine, batches, rates), rates)
     return PassSeconds(running + compiling, compiling, borrowed=not rates.measured(engine.fingerprint, kind))
 
 
-def running_seconds(engine, kind: str, batches: list[tuple[str, float]], rates) -> float | None:
+def running_seconds(engine, kind: str, batches: list[tuple[str, float]], rates,
+                    first_guess: bool = False) -> float | None:
     """Seconds ``batches`` of ``kind`` passes take once compiled: their work at the rate (this
-    model's, else a first guess: ``Rates.seconds``) plus ``BATCH_FIXED_S`` each (None: no rate)."""
+    model's, else a first guess: ``Rates.seconds``, else with ``first_guess`` the default) plus
+    ``BATCH_FIXED_S`` each (None: no rate)."""
     total = sum(w for _, w in batches)
     rate = None if rates.measured(engine.fingerprint, kind) else sized_guess(engine, kind, rates)
     work = rates.seconds(engine.fingerprint, kind, total) if rate is None else rate * total
+    if work is None and first_guess:
+        work = DEFAULT_SECONDS_PER_UNIT * total
     return None if work is None else work + len(batches) * BATCH_FIXED_S
 
 
@@ -298,17 +311,19 @@ def persistent_cache_on() -> bool:
     return bool(jax.config.jax_compilation_cache_dir)
 
 
-def masked_seconds(engine, need: Iterable[tuple[int, int]], rates=None) -> PassSeconds | None:
+def masked_seconds(engine, need: Iterable[tuple[int, int]], rates=None,
+                   first_guess: bool = False) -> PassSeconds | None:
     """Seconds for the masked passes of ``need``, (sequence length, positions) pairs, here."""
     from flamino_core.jobs.rates import default_rates
 
-    return seconds(engine, "masked", masked_batches(engine, need), rates or default_rates())
+    return seconds(engine, "masked", masked_batches(engine, need), rates or default_rates(), first_guess)
 
 
-def unmasked_seconds(engine, lengths: Sequence[int], rates=None,
-                     chunks: Sequence[Sequence[int]] | None = None) -> PassSeconds | None:
+def unmasked_seconds(engine, lengths: Sequence[int], rates=None, chunks: Sequence[Sequence[int]] | None = None,
+                     first_guess: bool = False) -> PassSeconds | None:
     """Seconds for the unmasked passes (``passes.record_outputs``) over sequences of ``lengths`` here
     (``chunks``: in those calls, ``unmasked_batches``)."""
     from flamino_core.jobs.rates import default_rates
 
-    return seconds(engine, "unmasked", unmasked_batches(engine, lengths, chunks=chunks), rates or default_rates())
+    batches = unmasked_batches(engine, lengths, chunks=chunks)
+    return seconds(engine, "unmasked", batches, rates or default_rates(), first_guess)

@@ -36,22 +36,20 @@ class OverBudget(Exception):
     """A running fit passed the time it is given (the message says so)."""
 
 
-def fit_seconds(engine, table: LabelledTable, planned: FitCost, work: list, rates=None) -> tuple[float, float | None]:
+def fit_seconds(engine, table: LabelledTable, planned: FitCost, work: list, rates=None) -> tuple[float, float]:
     """(seconds of the scikit-learn fits at this machine's measured rate, else the default one, and
     the worker's start; seconds of the model passes still to run (``table_fit.planned_work``'s
-    ``work``), None when this machine has not measured the model yet)."""
+    ``work``) at this machine's rates, else the cost model's first guess: a fit says its whole
+    time before it runs, as the fits' own default rate does)."""
     rates = rates or default_rates()
     fits = seconds_here(planned, rates) + worker_start_seconds(rates)
     length = max(len(s) for s in table.sequences if s is not None)
     passes = 0.0
     for _, missing, _, unit in work:
-        seconds = 0.0
         if missing:
-            seconds = (unmasked_seconds(engine, [length] * missing, rates) if unit.startswith("unmasked")
-                       else masked_seconds(engine, [(len(table.wild_type or ""), missing)], rates))
-        if seconds is None:
-            return fits, None
-        passes += seconds
+            passes += (unmasked_seconds(engine, [length] * missing, rates, first_guess=True)
+                       if unit.startswith("unmasked")
+                       else masked_seconds(engine, [(len(table.wild_type or ""), missing)], rates, first_guess=True))
     return fits, passes
 
 
