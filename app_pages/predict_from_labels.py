@@ -184,7 +184,7 @@ def fit_plan(name: str, engine, table, available, folds: str, layer: int):
         st.error(plain(f"{name}: {fits}"))
         return None
     fits_seconds, pass_seconds = fit_seconds(engine, table, fits, plan)
-    seconds = fits_seconds + (pass_seconds or 0.0)
+    seconds = fits_seconds + pass_seconds  # (0.0 when nothing is left to run)
     st.caption(plain(f"Fitting: {fits.describe()}; {about(fits_seconds)} at this machine's rate"
                      + (f", and {about(pass_seconds)} of model passes" if pass_seconds else "") + "."))
     problem = _too_big(plan, fits, fits_seconds)
