@@ -116,18 +116,30 @@ class MeteredEngine:
                 if self._on_compile is not None and left_to_tell > 0:
                     self._on_compile(left_to_tell)
                 self._record_compilations(kind, running, spent, fresh, cached, [key for key, _ in batches])
-            # Recorded net of each batch's fixed cost (``pass_cost.record_call``), with the model's size.
+            # Recorded net of each batch's fixed cost (``pass_cost.record_call``), with the model's size,
+            # full and narrow batches apart (``pass_cost.is_narrow``; a call of both, 32 + 1 rows,
+            # records each class's batches as its own).
             size = pass_cost.token_layer_share(self._engine.config, kind)
             if len(batches) == len(finished) and len(finished) >= 2:  # (a group's two batches: the second)
-                pass_cost.record_call(self._rates, self.fingerprint, kind, *_clean(batches, finished, compiled_before),
-                                      size=size)
-            elif len(finished) >= 3 and not compiled:  # batches not reported one by one: all but the first
-                share = (len(finished) - 1) / len(finished)
-                pass_cost.record_call(self._rates, self.fingerprint, kind, total * share, len(batches) * share,
-                                      finished[-1] - finished[0], size=size)
-            elif not compiled:
-                pass_cost.record_call(self._rates, self.fingerprint, kind, total, len(batches), spent, size=size)
+                for narrow in (False, True):
+                    work, counted, seconds = _clean(batches, finished, compiled_before,
+                                                    lambda key, narrow=narrow: self._narrow(key) == narrow)
+                    if counted:
+                        pass_cost.record_call(self._rates, self.fingerprint, kind, work, counted, seconds,
+                                              size=size, narrow=narrow)
+            elif not compiled:  # not timed batch by batch: the call's class is its biggest batch's
+                narrow = self._narrow(max(batches, key=lambda batch: batch[1])[0])
+                if len(finished) >= 3:  # batches not reported one by one: all but the first
+                    share = (len(finished) - 1) / len(finished)
+                    pass_cost.record_call(self._rates, self.fingerprint, kind, total * share, len(batches) * share,
+                                          finished[-1] - finished[0], size=size, narrow=narrow)
+                else:
+                    pass_cost.record_call(self._rates, self.fingerprint, kind, total, len(batches), spent,
+                                          size=size, narrow=narrow)
         return result
+
+    def _narrow(self, key: str) -> bool:
+        return pass_cost.is_narrow(self._engine, key)
 
     def _compiled_in(self, kind: str, batch: tuple[str, float], seen: set[str], finished: list[float],
                      started: float) -> float:
@@ -169,16 +181,17 @@ class MeteredEngine:
             self._rates.add_compiled(architecture, keys)
 
 
-def _clean(batches: list[tuple[str, float]], finished: list[float],
-           compiled_before: set[str]) -> tuple[float, int, float]:
-    """(work, batches, seconds) of a call's batches that compiled nothing: not the first (it also carries the
+def _clean(batches: list[tuple[str, float]], finished: list[float], compiled_before: set[str],
+           counts: Callable[[str], bool] = lambda key: True) -> tuple[float, int, float]:
+    """(work, batches, seconds) of a call's batches that compiled nothing and whose shape ``counts``
+    (one class of batch, ``pass_cost.is_narrow``): not the first (it also carries the
     call's setup), nor the first of a shape not compiled before the call. The last batch of a
     record's chunk has rows of its own (16, 16, 16, 4): counting its compilation in the rate made
     a set's pseudo-perplexity measure 1.4e-4 s per MFLOP where its passes took about 3e-5, and the
     DMS pll after it was predicted 92 s for 18.6 s (Chromium, 2026-12-05)."""
     seen, work, counted, seconds = set(compiled_before), 0.0, 0, 0.0
     for index, ((key, amount), end) in enumerate(zip(batches, finished)):
-        if index and key in seen:
+        if index and key in seen and counts(key):
             work, counted, seconds = work + amount, counted + 1, seconds + end - finished[index - 1]
         seen.add(key)
     return work, counted, seconds

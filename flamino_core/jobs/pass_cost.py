@@ -31,6 +31,18 @@ numpy cost about a millisecond whatever its work (``BATCH_FIXED_S``). Rates are 
 rest (``record_call``), so a rate timed on a small call (a set's first record alone, mostly that
 fixed cost) is not extrapolated over a long job of big batches; estimates add it back per batch.
 
+Full and narrow batches (``is_narrow``: under half the rows their width allows, the last batch of
+a chunk, a record's last positions, a short set's records) are timed into rates of their own and
+each batch is estimated at its class's. A narrow batch is little work, its measured rate mostly
+jitter: random:tiny's 1-row masked batches (width 176, load 2-4, 2026-12-07) took 0.8-4.2 ms,
+1.2 median: net of the fixed cost 6.2e-6 s per unit in the median, 4.7e-6 to 1.2e-5 from the
+10th to the 90th percentile, up to 6.6e-5; its 32-row batches 5.0e-6, 4.4-7.5e-6. With one
+running average per model and kind, each call weighing 0.3 whatever its work, a DMS pll's and a
+fit's 1-row batches (one call in three: 161 positions, 64 a call, 32 rows a batch) moved the
+masked rate from 5.8e-6 to 1.7e-5, and the warm pseudo-perplexity after them, almost all in full
+batches, was said 9.3 s for 4.8 s (docs/reliability.md). In medians the batches follow one law,
+~1 ms per batch plus 0.24 ms a row at width 176: ``BATCH_FIXED_S`` and the rate.
+
 A first guess for a pass kind never timed for a model: with models of two sizes or more timed
 here, their rates fitted on their sizes (``sized_guess``: it follows a loaded machine, where the
 wide models slow most); else the same kind's median rate on the other models timed here
@@ -45,6 +57,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 from flamino_core.engine import planner, windows
+from flamino_core.jobs.rates import NARROW
 from flamino_core.store.passes import CHUNK, record_groups
 
 if TYPE_CHECKING:  # model.stack imports JAX; the pages that show costs must not (tests/test_app.py)
@@ -242,28 +255,71 @@ def seconds(engine, kind: str, batches: list[tuple[str, float]], rates,
     if running is None:
         return None
     compiling = compilations_seconds(engine, kind, *new_shapes(engine, batches, rates), rates)
-    return PassSeconds(running + compiling, compiling, borrowed=not rates.measured(engine.fingerprint, kind))
+    return PassSeconds(running + compiling, compiling, borrowed=not measured(engine, kind, rates))
 
 
 def running_seconds(engine, kind: str, batches: list[tuple[str, float]], rates,
                     first_guess: bool = False) -> float | None:
-    """Seconds ``batches`` of ``kind`` passes take once compiled: their work at the rate (this
-    model's, else a first guess: ``Rates.seconds``, else with ``first_guess`` the default) plus
-    ``BATCH_FIXED_S`` each (None: no rate)."""
-    total = sum(w for _, w in batches)
-    rate = None if rates.measured(engine.fingerprint, kind) else sized_guess(engine, kind, rates)
-    work = rates.seconds(engine.fingerprint, kind, total) if rate is None else rate * total
-    if work is None and first_guess:
-        work = DEFAULT_SECONDS_PER_UNIT * total
-    return None if work is None else work + len(batches) * BATCH_FIXED_S
+    """Seconds ``batches`` of ``kind`` passes take once compiled: each batch's work at its class's
+    rate (``unit_rate``: full and narrow batches are measured apart) plus ``BATCH_FIXED_S`` each
+    (None: no rate)."""
+    work = 0.0
+    for narrow in (False, True):
+        total = sum(w for key, w in batches if is_narrow(engine, key) == narrow)
+        if total:
+            rate = unit_rate(engine, kind, rates, narrow, first_guess)
+            if rate is None:
+                return None
+            work += rate * total
+    return work + len(batches) * BATCH_FIXED_S
+
+
+def unit_rate(engine, kind: str, rates, narrow: bool = False, first_guess: bool = False) -> float | None:
+    """Seconds per unit of ``batch_work`` of ``kind`` passes of one class (``is_narrow``) of this
+    model: its own measured rate of that class, else of the other class as it is, else a first
+    guess (``sized_guess``, else ``Rates.seconds``'s borrowed rate), else with ``first_guess``
+    ``DEFAULT_SECONDS_PER_UNIT`` (None: no rate). Unscaled across classes: net of ``BATCH_FIXED_S``
+    the two differ less than the 1.5x bar in the median (random:tiny's 1-row masked batches
+    6.2e-6 s per unit, its 32-row ones 5.0e-6, at width 176; the per-batch cost is what a narrow
+    batch loses, and it is counted apart); they differ in spread (``Rates.NARROW``)."""
+    model = engine.fingerprint
+    for key in ((narrow_kind(kind), kind) if narrow else (kind, narrow_kind(kind))):
+        if rates.measured(model, key):
+            return rates.seconds(model, key, 1.0)
+    rate = sized_guess(engine, kind, rates)
+    rate = rates.seconds(model, kind, 1.0) if rate is None else rate
+    return DEFAULT_SECONDS_PER_UNIT if rate is None and first_guess else rate
+
+
+def measured(engine, kind: str, rates) -> bool:
+    """Whether ``kind`` passes of this model were timed here, in batches of either class."""
+    return rates.measured(engine.fingerprint, kind) or rates.measured(engine.fingerprint, narrow_kind(kind))
+
+
+def narrow_kind(kind: str) -> str:
+    """The rates' kind of ``kind`` passes in narrow batches (``Rates.KINDS``): ``masked narrow``."""
+    return f"{kind} {NARROW}"
+
+
+def is_narrow(engine, key: str) -> bool:
+    """Whether the batch of shape ``key`` (``planner.shape_key``) holds under half the rows a batch
+    of its width may (``Engine.max_rows``, the power of two ``planner`` fills): its rate is the
+    narrow batches' (``Rates.NARROW``). A key or an engine that says no rows and width: full."""
+    try:
+        rows, width = (int(n) for n in key.split()[1].split("x"))
+        return 2 * rows < planner.pow2_at_most(engine.max_rows(width))
+    except (AttributeError, IndexError, TypeError, ValueError):
+        return False
 
 
 def record_call(rates, model: str, kind: str, work: float, batches: int, seconds: float,
-                size: float | None = None) -> None:
+                size: float | None = None, narrow: bool = False) -> None:
     """Record a call's ``seconds`` for ``batches`` batches of ``work`` MFLOP as the rate of its
     work: the seconds beyond the batches' fixed cost, at least ``MIN_WORK_SHARE`` of them;
-    ``size``: the model's ``token_layer_share`` (what ``sized_guess`` fits on)."""
-    rates.record(model, kind, work, max(seconds - batches * BATCH_FIXED_S, MIN_WORK_SHARE * seconds), size=size)
+    ``size``: the model's ``token_layer_share`` (what ``sized_guess`` fits on); ``narrow``: the
+    batches were narrow (``is_narrow``), their rate is kept apart (and not fitted on)."""
+    rate_kind, size = (narrow_kind(kind), None) if narrow else (kind, size)
+    rates.record(model, rate_kind, work, max(seconds - batches * BATCH_FIXED_S, MIN_WORK_SHARE * seconds), size=size)
 
 
 def compilations_seconds(engine, passes: str, fresh: int, cached: int, rates) -> float:

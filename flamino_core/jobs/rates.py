@@ -1,6 +1,7 @@
-"""How fast this machine runs a model, and how right the estimates were: seconds per token of
-masked and unmasked passes (and per operation of a fit, per compilation), measured per model as a
-running average (``Rates``; per MFLOP of a pass's matmul work, its plan's, ``jobs/pass_cost.py``;
+"""How fast this machine runs a model, and how right the estimates were: seconds per unit of work
+of masked and unmasked passes (and per operation of a fit, per compilation), measured per model and
+batch class (a full batch or a narrow one, ``pass_cost.is_narrow``) as a running average (``Rates``;
+per MFLOP of a pass's matmul work, its plan's, ``jobs/pass_cost.py``;
 a fit's as a median of recent jobs, one per visitor, that one job cannot poison: ``robust_seconds``),
 the shapes compiled into the persistent cache, and each job's predicted and actual times
 (``Rates.record_job``), all in ``FLAMINO_CACHE/pass_rates.json`` so a restarted server knows them.
@@ -25,16 +26,20 @@ LOG = logging.getLogger("flamino")
 # --- how fast this machine runs a model ---------------------------------------------------------------
 class Rates:
     """Seconds per unit of work of masked and unmasked passes (``pass_cost.batch_work``: MFLOP and
-    a cost per token and layer), measured on this machine per model (its fingerprint), as a
-    running average; kept in ``FLAMINO_CACHE/pass_rates.json`` so a restarted server still knows
-    them. Thread-safe."""
+    a cost per token and layer), measured on this machine per model (its fingerprint) and batch
+    class (full or narrow batches: ``NARROW``), as a running average; kept in
+    ``FLAMINO_CACHE/pass_rates.json`` so a restarted server still knows them. Thread-safe."""
 
     # fit: seconds per operation of a scikit-learn fit (predictors/cost.py); masked compile, unmasked
     # compile, cached compile: seconds per compilation of a new shape of that pass kind, or of one in
     # the persistent cache (jobs/pass_cost.compile_kind), keyed by architecture. (A file's old
     # "compile" entries, from before the kinds were apart, are kept and no longer read.)
     # fold: seconds per GFLOP of one ESMFold fold, its compilation left out (structure/folding/fold_time.py).
-    KINDS = ("masked", "unmasked", "fit", "masked compile", "unmasked compile", "cached compile", "fold")
+    # masked narrow, unmasked narrow: the same passes' rates measured on narrow batches (under half the
+    # rows their width allows, ``pass_cost.is_narrow``), kept apart from full batches' (issue 50: see
+    # ``NARROW``).
+    KINDS = ("masked", "unmasked", "fit", "masked compile", "unmasked compile", "cached compile", "fold",
+             "masked narrow", "unmasked narrow")
 
     def __init__(self, path: str | os.PathLike | None = None, weight: float = 0.3):
         self.path = Path(path) if path is not None else _default_rates_path()
@@ -85,8 +90,11 @@ class Rates:
         rate = rates.get(f"{model} {kind}")
         if rate is None and kind in PASS_KINDS:
             others = sorted(v for k, v in rates.items() if k.endswith(f" {kind}") and not k.startswith(f"{model} "))
+            other = PASS_KINDS[1 - PASS_KINDS.index(kind)]
+            # (the other kind's full batches, else its narrow ones: a set of a few records runs
+            # only narrow unmasked batches)
             rate = (others[(len(others) - 1) // 2] if others
-                    else rates.get(f"{model} {PASS_KINDS[1 - PASS_KINDS.index(kind)]}"))
+                    else rates.get(f"{model} {other}", rates.get(f"{model} {other} {NARROW}")))
         return None if rate is None else rate * amount
 
     def typical(self, kind: str) -> float | None:
@@ -172,7 +180,8 @@ class Rates:
                 found = json.loads(self.path.read_text())
                 self._rates = {k: float(v) for k, v in found.items() if isinstance(v, (int, float)) and v > 0}
                 if found.get(PASS_UNIT) != PASS_UNIT_NOW:  # a file of per-token rates: those are not per MFLOP
-                    self._rates = {k: v for k, v in self._rates.items() if k.rsplit(" ", 1)[-1] not in PASS_KINDS}
+                    self._rates = {k: v for k, v in self._rates.items()
+                                   if not any(k.endswith(f" {kind}") for kind in PASS_KINDS + NARROW_KINDS)}
                 jobs = found.get(HISTORY)
                 self._history = [e for e in jobs if isinstance(e, dict)] if isinstance(jobs, list) else []
                 samples = found.get(SAMPLES)
@@ -203,6 +212,16 @@ class Rates:
 
 
 PASS_KINDS = ("masked", "unmasked")
+# A pass kind's rate on narrow batches is its own key, "<model> <kind> narrow"; "<model> <kind>" is
+# its full batches' (and, in a file written before 2026-12-07, every batch's: read as the full
+# batches', which the next full batches correct). Why apart: a narrow batch is a few dozen MFLOP, so
+# a millisecond of jitter moves its measured rate several-fold, and the running average weighs each
+# call alike whatever its work: random:tiny's 1-row masked batches (a DMS pll's and a fit's, one
+# call in three) moved its one masked rate from 5.8e-6 to 1.7e-5 s per unit, and the warm
+# pseudo-perplexity after them, almost all full batches, was said 9.3 s for 4.8 s (issue 50; the
+# measurements: ``pass_cost``'s docstring). Older code reads none of these keys (they end in " narrow").
+NARROW = "narrow"
+NARROW_KINDS = tuple(f"{kind} {NARROW}" for kind in PASS_KINDS)
 SAMPLES = "samples"  # the pass-rate file's whole jobs' rates per key (``Rates.record_sample``)
 SIZES = "sizes"  # the pass-rate file's model sizes per pass-rate key (``Rates.record``)
 RECENT = 9  # samples a key keeps
