@@ -9,7 +9,7 @@ from flamino_core import Engine, load_weights
 
 from flamino_core.model import fused_attention
 
-from flamino_core.engine import memory, planner
+from flamino_core.engine import hardware, memory, planner
 from flamino_core.engine.engine import TRACE_COUNTS
 from flamino_core.options import DEFAULT_TOKEN_BUDGET
 from flamino_core.engine.planner import LENGTH_BUCKETS, bucket_length
@@ -268,7 +268,7 @@ def test_packed_runs_do_not_recompile_for_slightly_different_lengths():
 
 
 # --- compiled functions shared between engines -----------------------------------------------------
-def test_engines_of_one_architecture_share_compiled_functions():
+def test_engines_of_one_architecture_share_compiled_functions(monkeypatch):
     """A second engine on another checkpoint of the same shape compiles nothing for shapes the
     first ran, and still computes with its own weights (they are an argument, not baked in);
     a different attention implementation or precision gets functions of its own."""
@@ -296,6 +296,9 @@ def test_engines_of_one_architecture_share_compiled_functions():
     expected = np.asarray(model(jnp.asarray(batch_encode(seqs[:1])))["logits"])[0, 1:-1]
     np.testing.assert_allclose(out.logits, expected, atol=1e-5)
     assert Engine(other_weights, attention="dot-product-attention")._forward is not first._forward
+    # bf16 is refused on a CPU without bf16 arithmetic (a CI machine may be one): this checks the
+    # compiled functions' key, not bf16's speed, so it runs emulated there (hardware.EMULATED_BF16_ENV).
+    monkeypatch.setenv(hardware.EMULATED_BF16_ENV, "1")
     assert Engine(other_weights, attention="xla", precision="bf16")._forward is not first._forward
 
 

@@ -39,7 +39,7 @@ def load_engine(model, verbose: bool = False):
     """The engine for a model identifier (text, a parsed ``ModelId`` or None for the default), or
     a ``UserError`` saying why it cannot load."""
     from flamino_core.engine.device_memory import ModelTooLargeError
-    from flamino_core.engine.hardware import refuse_named_model
+    from flamino_core.engine.hardware import PrecisionRefused, refuse_named_model
     from flamino_core.engine.engine import Engine, enable_compilation_cache
     from flamino_core.weights.loading import ModelError, default_model, load_weights
 
@@ -48,7 +48,7 @@ def load_engine(model, verbose: bool = False):
         refuse_named_model(_text(model) or default_model())  # before a download an accelerator cannot hold
         weights = load_weights(model, progress=Progress("model").message)
         engine = Engine(weights)
-    except (ModelError, ModelTooLargeError) as err:
+    except (ModelError, ModelTooLargeError, PrecisionRefused) as err:  # the reason, as it is worded
         raise UserError(str(err)) from None
     except (ValueError, OSError) as err:  # a damaged checkpoint folder, an unreadable file
         first_line = (str(err).splitlines() or [""])[0]
@@ -56,6 +56,8 @@ def load_engine(model, verbose: bool = False):
         raise UserError(f"cannot use model {name!r}: {type(err).__name__}: {first_line}") from None
     if weights.is_random:
         say("note: untrained test model (random weights): outputs are not biology")
+    if engine.backend.precision != "fp32":  # an opt-in fast mode ($FLAMINO_PRECISION): labelled, as in the app
+        say(f"note: precision {engine.backend.precision_words}")
     if verbose:  # which attention path, precision and hardware (hardware.Backend.describe)
         say(f"running on {engine.backend.describe()}")
     return engine

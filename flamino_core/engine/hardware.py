@@ -50,6 +50,17 @@ CPU_FEATURES = ("avx2", "fma", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf1
                 "asimd", "bf16", "sve")
 # Flags that mean the CPU does bf16 dot products natively (x86: AVX512_BF16, AMX; Arm: BF16).
 NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")
+# The bf16 mode is a speed option: on a CPU without bf16 arithmetic XLA emulates it (converts
+# around fp32 products), slower than fp32 with none of its exactness (docs/benchmarks.md, the AVX2
+# machine), so it is refused there (issue 52). This variable set to 1 runs it emulated anyway, for
+# what needs bf16's numbers and not its speed: a test that builds a bf16 engine on a CI machine
+# without the flags (it sets the variable itself, so a refusal elsewhere is still seen), accuracy
+# studies (benchmarks/bf16_accuracy.py). The mode's label then says "emulated".
+EMULATED_BF16_ENV = "FLAMINO_ALLOW_EMULATED_BF16"
+
+
+class PrecisionRefused(ValueError):
+    """A precision mode this machine would only emulate (bf16 on a CPU without bf16 arithmetic)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,29 +74,39 @@ class Hardware:
     native_bf16_why: str
 
 
-def _cpu_from_proc() -> tuple[str, set[str]]:
+def cpu_from_cpuinfo(text: str) -> tuple[str, set[str]]:
+    """(the CPU model, its flags) from the text of Linux's /proc/cpuinfo (x86's "model name" and
+    "flags" lines, Arm's "Model" and "Features"; the first processor's)."""
     model, flags = "", set()
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if key in ("model name", "Model") and not model:
+            model = value.strip()
+        elif key in ("flags", "Features") and not flags:
+            flags = set(value.split())
+    return model, flags
+
+
+def _cpu_from_proc() -> tuple[str, set[str]]:
     try:
         with open("/proc/cpuinfo") as handle:
-            for line in handle:
-                key, _, value = line.partition(":")
-                key = key.strip()
-                if key in ("model name", "Model") and not model:
-                    model = value.strip()
-                elif key in ("flags", "Features") and not flags:
-                    flags = set(value.split())
+            return cpu_from_cpuinfo(handle.read())
     except OSError:
-        pass
-    return model, flags
+        return "", set()
 
 
 @functools.cache
 def detect() -> Hardware:
     """Detect the CPU, the accelerator and native bf16 support (once per process)."""
-    model, flags = _cpu_from_proc()
+    return hardware_from(*_cpu_from_proc(), jax.default_backend())
+
+
+def hardware_from(model: str, flags: set[str], backend: str) -> Hardware:
+    """The machine as flamino sees it from its CPU model, CPU flags (``cpu_from_cpuinfo``) and
+    JAX's default backend: ``detect()``'s answer for this machine, anyone's for theirs."""
     model = model or platform.processor() or platform.machine() or "unknown CPU"
     features = tuple(f for f in CPU_FEATURES if f in flags)
-    backend = jax.default_backend()
     if backend == "cpu":
         bf16_flags = [f for f in NATIVE_BF16_FLAGS if f in flags]
         native = bool(bf16_flags)
@@ -226,12 +247,35 @@ def choose(head_dim: int, attention: str | None = None, precision: str | None = 
     if packing not in PACKING:
         raise ValueError(f"packing {packing!r}: choose one of {', '.join(PACKING)}")
     implementation, reason = _attention_for(attention, hw, head_dim, precision)
+    emulated = bf16_emulation(hw, precision)
     budget = token_budget or TOKEN_BUDGET.get(hw.platform, TOKEN_BUDGET["cpu"])
     # Packed rows on an accelerator: the chip's parity tests pass with them, and whole rows run the
     # 64-protein set 1.27x faster in fp32 and 1.16x in bf16 at t33 (docs/accelerators.md).
     packed = packing == "on" or (packing == "auto" and (implementation.path == "fused" or hw.platform != "cpu"))
     return Backend(implementation, reason, precision, budget, hw, packed, exact_matmul_precision(hw, precision),
-                   batches_ahead=1 if hw.platform == "cpu" else 2)
+                   precision_why=emulated, batches_ahead=1 if hw.platform == "cpu" else 2)
+
+
+def bf16_emulation(hw: Hardware, precision: str) -> str:
+    """Why ``precision`` runs emulated on ``hw``: "" unless it is bf16 on hardware without bf16
+    arithmetic, where it is refused (``PrecisionRefused``, naming the reason) unless
+    $FLAMINO_ALLOW_EMULATED_BF16 is 1 (``EMULATED_BF16_ENV``); then the label's words."""
+    if precision != "bf16" or hw.native_bf16:
+        return ""
+    if os.environ.get(EMULATED_BF16_ENV) == "1":
+        return f"emulated, {EMULATED_BF16_ENV}=1 ({hw.native_bf16_why}; slower than fp32)"
+    raise PrecisionRefused(
+        f"precision bf16 is refused on this machine ({hw.device}): {hw.native_bf16_why}. The bf16 mode "
+        "only pays where the hardware multiplies bf16 (AVX512_BF16, AMX, Arm BF16 or an accelerator); "
+        "emulated it is slower than fp32 and less exact. Use fp32 (the default: unset FLAMINO_PRECISION) "
+        f"or int8 (opt-in, any x86-64 CPU); {EMULATED_BF16_ENV}=1 runs bf16 emulated anyway "
+        "(accuracy studies, tests).")
+
+
+def refuse_precision(precision: str | None = None) -> None:
+    """Refuse, before any weight is read, a precision mode this machine would only emulate
+    (``bf16_emulation``): the CLI and the app call it before loading a model."""
+    bf16_emulation(detect(), requested_precision(precision)[0])
 
 
 def requested_precision(precision: str | None = None) -> tuple[str, bool]:
@@ -313,6 +357,7 @@ def refuse_named_model(identifier: str) -> None:
     from flamino_core.model.config import PRESETS, ModelConfig
     from flamino_core.model.model_id import ModelId
 
+    refuse_precision()  # bf16 this CPU would only emulate: before a download, whatever the source
     try:
         model_id = ModelId.parse(identifier)
     except ValueError:

@@ -104,6 +104,7 @@ def active_engine() -> tuple[Engine | None, str | None]:
     A failure is remembered for the session (``st.cache_resource`` does not cache exceptions):
     offline, the Hub client retries for ~25 s, which must not happen again on every click.
     """
+    from flamino_core.engine import hardware
     from flamino_core.weights import ModelError
 
     identifier = model_id()
@@ -115,9 +116,12 @@ def active_engine() -> tuple[Engine | None, str | None]:
         failures[identifier] = refused[:1].upper() + refused[1:]
         return None, failures[identifier]
     try:
+        # The server's precision ($FLAMINO_PRECISION) refused before any download: bf16 on a CPU
+        # that would only emulate it (the message says why and what to set instead).
+        hardware.refuse_precision()
         _prepare(identifier)
         return load_engine(identifier), None
-    except ModelError as err:
+    except (ModelError, hardware.PrecisionRefused) as err:
         failures[identifier] = str(err)
     except ValueError as err:  # a config the engine cannot build: still the user's model file
         failures[identifier] = f"Cannot use model {identifier!r}: {err}"
