@@ -4,18 +4,20 @@
 
 Two or more engines on the same random weights (``random:<preset>``), each timed on the same
 calls in turn, round after round (this machine is shared: compare within a round, not across
-runs). An engine is ``path[:precision[:packing]]``, e.g. ``fused``, ``fused:bf16``,
-``fused:fp32:off`` (sequence packing off). Prints median and spread (min-max) of the
-per-round medians, in ms, then in brackets the median CPU time per call (all threads, ms: less
-disturbed than wall time when other work shares the cores, though a busy machine slows that
-too), and the CPU share of the timed calls (process CPU time / (wall time x cores): about 1
-when the process had the machine to itself). A development tool; ``make
-bench`` is the measurement of record.
+runs). An engine is ``path[:precision[:packing[:stored]]]``, e.g. ``fused``, ``fused:bf16``,
+``fused:fp32:off`` (sequence packing off), ``fused:bf16::stored`` (the CPU's bf16 mode with its
+dense kernels stored as bf16 once, as an accelerator's are, instead of rounded in every call).
+Prints median and spread (min-max) of the per-round medians, in ms, then in brackets the median
+CPU time per call (all threads, ms: less disturbed than wall time when other work shares the
+cores, though a busy machine slows that too), and the CPU share of the timed calls (process CPU
+time / (wall time x cores): about 1 when the process had the machine to itself). A development
+tool; ``make bench`` is the measurement of record.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -28,6 +30,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
 
 from flamino_core import Engine, load_weights  # noqa: E402
+from flamino_core.engine import hardware  # noqa: E402
+
+
+@contextlib.contextmanager
+def stored_bf16(on: bool):
+    """While an engine is built: its bf16 kernels stored rounded (``store_bf16=True``, the
+    accelerator's way) whatever the platform, to time that against the CPU's per-call rounding."""
+    if not on:
+        yield
+        return
+    original = hardware.use_bf16_matmuls
+    hardware.use_bf16_matmuls = lambda model, store_bf16=False, **kw: original(model, store_bf16=True, **kw)
+    try:
+        yield
+    finally:
+        hardware.use_bf16_matmuls = original
 
 
 def main() -> None:
@@ -37,30 +55,34 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--work", default="latency,scan", help="comma-separated: latency, scan, varlen")
+    p.add_argument("--lengths", default=",".join(map(str, common.LATENCY_LENGTHS)), help="latency: residues")
+    p.add_argument("--varlen-count", type=int, help="varlen: proteins (default: make bench's count for the shape)")
     args = p.parse_args()
     weights = load_weights(f"random:{common.SHAPES[args.shape]}")
     engines = {}
     for spec in args.paths.split(","):
-        path, precision, packing = (spec.split(":") + ["", ""])[:3]
-        engines[spec] = Engine(weights, attention=path, precision=precision or "fp32", packing=packing or None)
+        path, precision, packing, stored = (spec.split(":") + ["", "", ""])[:4]
+        with stored_bf16(stored == "stored"):
+            engines[spec] = Engine(weights, attention=path, precision=precision or "fp32", packing=packing or None)
         print(f"{spec}: {engines[spec].backend.describe()}", file=sys.stderr)
     calls = {}
     work = args.work.split(",")
     if "latency" in work:
-        for length in common.LATENCY_LENGTHS:
+        for length in map(int, args.lengths.split(",")):
             seq = common.fixed_protein(length)
             calls[f"latency {length}"] = lambda e, seq=seq: e.run([seq])
     if "scan" in work:
         seq = common.fixed_protein(common.SCAN_LENGTH)
         calls["scan batch 16x304"] = lambda e, seq=seq: e.compute_masked(seq, positions=range(16))
     if "varlen" in work:
-        seqs = common.varlen_workload()
-        calls["varlen 64 proteins"] = lambda e: e.run(seqs)
+        count = args.varlen_count or common.varlen_count(args.shape)
+        seqs = common.varlen_workload(count)
+        calls[f"varlen {count} proteins ({sum(map(len, seqs))} residues)"] = lambda e: e.run(seqs)
     for fn in calls.values():  # compile everything first
         for engine in engines.values():
             fn(engine)
             fn(engine)
-    print(f"load average {os.getloadavg()[0]:.2f}", file=sys.stderr)
+    print(f"load average {os.getloadavg()}", file=sys.stderr)
     names = list(engines)
     cores = len(os.sched_getaffinity(0))
     print("| call | " + " | ".join(f"{n} (ms)" for n in names) + f" | {names[-1]} / {names[0]} | CPU share |")
@@ -84,7 +106,7 @@ def main() -> None:
                  f"[{statistics.median(cpu_times[n]):.0f}]" for n in names]
         ratio = statistics.median(medians[names[-1]]) / statistics.median(medians[names[0]])
         print(f"| {label} | " + " | ".join(cells) + f" | {ratio:.2f}x | {cpu / (wall * cores):.2f} |", flush=True)
-    print(f"load average after {os.getloadavg()[0]:.2f}", file=sys.stderr)
+    print(f"load average after {os.getloadavg()}", file=sys.stderr)
 
 
 if __name__ == "__main__":
