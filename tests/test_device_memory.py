@@ -32,12 +32,37 @@ def state_bytes(model) -> int:
 @pytest.mark.parametrize("family", ["esm2", "esm1b", "esmc", "saprot"])
 def test_weights_bytes_are_the_bytes_of_the_built_model(family):
     """Counted from the abstract shapes and leaf names, checked against the arrays of a built
-    network, in fp32 and after the accelerator's bf16 kernels (an independent count)."""
+    network, in fp32 and after the accelerator's bf16 kernels, with the block stack's dense layers
+    giving bf16 outputs as the fast mode on a device has them (an independent count)."""
     config = ModelConfig.tiny(family)
     model = config_network(config)(config, nnx.Rngs(0))
     assert device_memory.weights_bytes(config, "fp32") == state_bytes(model)
-    use_bf16_matmuls(model, store_bf16=True)
+    use_bf16_matmuls(model, store_bf16=True, round_outputs=True)
     assert device_memory.weights_bytes(config, "bf16") == state_bytes(model)
+
+
+def test_a_bf16_output_layer_rounds_once_after_fp32_accumulation_and_bias():
+    """``Bf16Linear`` against NumPy: operands rounded to bf16 (ml_dtypes), the product and the
+    bias summed in float64, the sum rounded to bf16 once. fp32 accumulation of 64 products of
+    bf16 values differs from float64's by ~1e-6 relative, far under a bf16 step (2^-8 = 3.9e-3
+    relative), so at most one step apart where the sum falls near a rounding boundary; a missing
+    rounding of an operand (~4e-3 relative each) or a second rounding after the bias would show
+    as many elements off by a step or more. Weights drawn at scale 1 so every element matters."""
+    import ml_dtypes
+
+    from flamino_core.model.precision import Bf16Linear
+
+    rng = np.random.default_rng(7)
+    x, kernel, bias = rng.normal(size=(3, 5, 64)), rng.normal(size=(64, 48)), rng.normal(size=48)
+    layer = Bf16Linear(jax.numpy.asarray(kernel, jax.numpy.float32), jax.numpy.asarray(bias, jax.numpy.float32))
+    got = np.asarray(layer(jax.numpy.asarray(x, jax.numpy.float32)))
+    assert got.dtype == ml_dtypes.bfloat16
+    bf16 = lambda a: a.astype(np.float32).astype(ml_dtypes.bfloat16).astype(np.float64)  # noqa: E731
+    want = (bf16(x) @ bf16(kernel) + bias.astype(np.float32)).astype(np.float32).astype(ml_dtypes.bfloat16)
+    step = np.abs(want.astype(np.float64)) * 2.0 ** -7  # one bf16 step (8 bits of mantissa, 7 stored)
+    off = np.abs(got.astype(np.float64) - want.astype(np.float64))
+    assert (off <= step + 1e-30).all()
+    assert (off == 0).mean() > 0.99  # near a boundary only: 1 in 128 elements at most expected
 
 
 def test_published_sizes_give_the_published_parameter_counts():

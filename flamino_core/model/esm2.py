@@ -30,7 +30,8 @@ MASK_RATIO_TRAIN = 0.15 * 0.8
 
 def gelu(x: jax.Array) -> jax.Array:
     # Exact erf GELU as in fair-esm and HF; jax.nn.gelu's default tanh approximation drifts.
-    return jax.nn.gelu(x, approximate=False)
+    # In fp32 whatever comes in (the fast mode's bf16 MLP intermediate, precision.Bf16Linear).
+    return jax.nn.gelu(x.astype(jnp.float32), approximate=False)
 
 
 def layer_norm(dim: int, config: ModelConfig, rngs: nnx.Rngs) -> nnx.LayerNorm:

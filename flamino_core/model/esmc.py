@@ -75,7 +75,8 @@ class SwiGLU(nnx.Module):
         self.down_proj = linear(config.ffn_dim, config.embed_dim, rngs)
 
     def __call__(self, x: jax.Array) -> jax.Array:
-        return self.down_proj(jax.nn.silu(self.gate_proj(x)) * self.up_proj(x))
+        # In fp32 whatever the projections give (the fast mode's bf16 outputs, precision.Bf16Linear).
+        return self.down_proj(jax.nn.silu(self.gate_proj(x).astype(jnp.float32)) * self.up_proj(x))
 
 
 class Block(nnx.Module):
@@ -91,7 +92,7 @@ class Block(nnx.Module):
     def __call__(self, x: jax.Array, positions: Positions, spans: Spans, attention: AttentionImpl,
                  at: jax.Array | None = None, capture: bool = False) -> jax.Array:
         attended = self.self_attn(self.input_layernorm(x), positions, spans, attention, at, capture)
-        x = take_tokens(x, at) + attended / self.scaling
+        x = take_tokens(x, at) + attended.astype(x.dtype) / self.scaling  # (scaled in fp32: see SwiGLU)
         return x + self.mlp(self.post_attention_layernorm(x)) / self.scaling
 
 

@@ -24,7 +24,30 @@ def bf16_dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_elem
                                precision=precision, preferred_element_type=jnp.float32, **kwargs)
 
 
-def use_bf16_matmuls(model: nnx.Module, store_bf16: bool = False) -> None:
+class Bf16Linear(nnx.Module):
+    """``nnx.Linear`` of the fast mode on an accelerator with a bf16 output: bf16 operands, fp32
+    accumulation and bias, the sum rounded to bf16 once (``round_outputs`` of ``use_bf16_matmuls``).
+
+    Why: a bf16 pass on the TPU v5e spent 25% of its time in elementwise fusions over the fp32
+    outputs of the dense layers (the MLP's 4D-wide intermediate, rotary on fp32 queries and keys)
+    and 11% in copies of them (docs/benchmarks.md "Accelerators"); bf16 halves their bytes. The
+    residual stream, LayerNorm, GELU (computed in fp32, ``esm2.gelu``) and softmax stay fp32.
+    Keeps ``kernel`` and ``bias`` under the same names as ``nnx.Linear``.
+    """
+
+    def __init__(self, kernel: jax.Array, bias: jax.Array | None):
+        self.kernel = nnx.Param(kernel.astype(jnp.bfloat16))
+        self.bias = nnx.Param(bias) if bias is not None else None
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        y = jax.lax.dot_general(x.astype(jnp.bfloat16), self.kernel[...], (((x.ndim - 1,), (0,)), ((), ())),
+                                preferred_element_type=jnp.float32)
+        if self.bias is not None:
+            y = y + self.bias[...]  # in fp32, before the one rounding
+        return y.astype(jnp.bfloat16)
+
+
+def use_bf16_matmuls(model: nnx.Module, store_bf16: bool = False, round_outputs: bool = False) -> None:
     """Switch every ``nnx.Linear`` in ``model`` to bf16 operands with fp32 accumulation.
 
     On a CPU (``store_bf16=False``) the fp32 kernels are kept and rounded in every call. Rounding
@@ -32,7 +55,11 @@ def use_bf16_matmuls(model: nnx.Module, store_bf16: bool = False) -> None:
     XLA:CPU 0.10.2 (t12, one protein of 100 residues: 214 ms against 91 ms; docs/benchmarks.md).
     On an accelerator they are stored rounded (``store_bf16=True``): half the device memory, and
     XLA there does not keep a rounded copy of every layer's kernels beside the fp32 ones.
+    ``round_outputs``: the block stack's dense layers also give bf16 outputs (``Bf16Linear``).
     """
+    if round_outputs:  # the block stack's dense layers (``Bf16Linear``); the LM head below as before
+        replace_block_linears(model, lambda linear, _name: Bf16Linear(
+            linear.kernel[...], linear.bias[...] if linear.bias is not None else None))
     for _, module in nnx.iter_modules(model):
         if isinstance(module, nnx.Linear):
             module.dot_general = bf16_dot_general
