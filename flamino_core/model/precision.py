@@ -51,8 +51,10 @@ def use_bf16_matmuls(model: nnx.Module, store_bf16: bool = False, round_outputs:
     """Switch every ``nnx.Linear`` in ``model`` to bf16 operands with fp32 accumulation.
 
     On a CPU (``store_bf16=False``) the fp32 kernels are kept and rounded in every call. Rounding
-    them once at load (bf16 kernels, no dtype promotion) gives the same numbers but was slower on
-    XLA:CPU 0.10.2 (t12, one protein of 100 residues: 214 ms against 91 ms; docs/benchmarks.md).
+    them once at load gives the same numbers but is slower there, even where the CPU multiplies
+    bf16 (t30 on an AVX512_BF16 EPYC, one protein: 1.33-1.76x slower): XLA:CPU converts the stacked
+    bf16 kernels to fp32 before the layer loop on every pass and each layer's slice back to bf16
+    (it turns a bf16 dynamic slice into an fp32 one; docs/benchmarks.md "bf16 on AVX512_BF16").
     On an accelerator they are stored rounded (``store_bf16=True``): half the device memory, and
     XLA there does not keep a rounded copy of every layer's kernels beside the fp32 ones.
     ``round_outputs``: the block stack's dense layers also give bf16 outputs (``Bf16Linear``).
