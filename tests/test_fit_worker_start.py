@@ -65,3 +65,32 @@ def test_a_job_of_one_fit_records_its_rate_only(tmp_path):
     cost.record_fit_times(rates, planned(), [5.0])
     assert cost.worker_start_seconds(rates) == cost.WORKER_START_S
     cost.record_fit_times(rates, planned(), [])  # a job stopped before its first fit: nothing
+
+
+@pytest.mark.parametrize("pass_rate, faster", [(2.77e-6, True), (2.0e-5, False)])
+def test_before_any_fit_the_guess_follows_the_speed_of_this_machines_passes(tmp_path, pass_rate, faster):
+    """The fits' defaults were measured on a day when model passes ran at ~8e-6 s per unit. On
+    2026-12-07 the same kind of machine ran random:tiny's masked passes at 2.77e-6 (measured by the
+    app's jobs, benchmarks/estimates.py) and a fresh process's first fits took 0.52-0.56 of the
+    default guess; under load (2.0e-5, load 5-6 on 2026-12-06) fits ran 2.75-3.0x long. A machine
+    whose passes were timed faster or slower guesses its first fit shorter or longer, never past
+    half or twice the default (one day's passes are no measure of scikit-learn's exact speed)."""
+    rates = Rates(tmp_path / "rates.json")
+    fit = planned()
+    default_fits, default_start = cost.seconds_here(fit, rates), cost.worker_start_seconds(rates)
+    rates.record("some model", "masked", 1e6, pass_rate * 1e6)
+    here_fits, here_start = cost.seconds_here(fit, rates), cost.worker_start_seconds(rates)
+    for here, default in ((here_fits, default_fits), (here_start, default_start)):
+        if faster:
+            assert default / 2 <= here < default
+        else:
+            assert default < here <= 2 * default
+    if faster:  # the recorded fresh fits took 0.52-0.56 of the default: now within 1.5x of them
+        assert 1 / 1.5 <= 0.54 * default_fits / here_fits <= 1.5
+
+
+def test_narrow_batches_alone_do_not_set_the_machines_pace(tmp_path):
+    """A few-row batch's rate is mostly jitter (docs/reliability.md): only full batches' rates read."""
+    rates = Rates(tmp_path / "rates.json")
+    rates.record("some model", "masked narrow", 1e6, 2e-6 * 1e6)
+    assert cost.seconds_here(planned(), rates) == pytest.approx(PAGE_FITS_PREDICTED)

@@ -242,16 +242,44 @@ def rate_key(cost: FitCost) -> tuple[str, str]:
     return f"{RATE_MODEL} {RATE_TASK.get(cost.task, cost.task)} 1e{decade}", RATE_KIND
 
 
+# How a fit's defaults follow this machine before any fit ran here (``machine_pace``). They were
+# measured on the 2-core AMD EPYC on 2026-12-06, when its model passes ran at about
+# ``pass_cost.DEFAULT_SECONDS_PER_UNIT`` (8e-6 s per unit). On 2026-12-07 the same kind of machine,
+# quiet, ran random:tiny's passes at 2.3-2.8e-6 (0.29-0.35 of that) and a fresh process's first fits
+# (922 and 200 rows, benchmarks/estimates.py) took 0.52-0.56 of their default estimates: the fits
+# (single-threaded BLAS, a process importing scikit-learn) gain less than the passes (XLA on both
+# cores), about as the square root (0.35^0.5 = 0.59). Two days are what this rests on; the pace is
+# held within PACE_BOUNDS, and this machine's own fits replace it (``Rates.robust_seconds``).
+PACE_EXPONENT = 0.5
+PACE_BOUNDS = (0.5, 2.0)
+
+
+def machine_pace(rates) -> float:
+    """How much longer (over 1) or shorter (under 1) a fit takes here than the defaults say, read
+    from the model passes this machine timed: the median full-batch masked rate over the models
+    measured here (else the unmasked one) against ``pass_cost.DEFAULT_SECONDS_PER_UNIT``, to
+    ``PACE_EXPONENT``, within ``PACE_BOUNDS``; 1 where no pass was timed."""
+    from flamino_core.jobs.pass_cost import DEFAULT_SECONDS_PER_UNIT  # (jobs sits below predictors)
+
+    measured = rates.typical("masked") or rates.typical("unmasked")
+    if not measured:
+        return 1.0
+    low, high = PACE_BOUNDS
+    return min(max((measured / DEFAULT_SECONDS_PER_UNIT) ** PACE_EXPONENT, low), high)
+
+
 def seconds_here(cost: FitCost, rates) -> float:
-    """``cost``'s seconds at this machine's robust measured rate (``DEFAULT_SECONDS_PER_OP`` until
-    three fits of its key were measured; never more than ``Rates``' clamp from it)."""
-    return rates.robust_seconds(*rate_key(cost), cost.work, DEFAULT_SECONDS_PER_OP)
+    """``cost``'s seconds at this machine's robust measured rate (``DEFAULT_SECONDS_PER_OP`` at
+    this machine's pace, ``machine_pace``, until three fits of its key were measured; never more
+    than ``Rates``' clamp from it)."""
+    return rates.robust_seconds(*rate_key(cost), cost.work, DEFAULT_SECONDS_PER_OP * machine_pace(rates))
 
 
 def worker_start_seconds(rates) -> float:
     """Seconds a fit job's worker takes to start and import scikit-learn here: its robust measured
-    value (``record_fit_times``), ``WORKER_START_S`` until three jobs measured it."""
-    return rates.robust_seconds(WORKER_KEY, RATE_KIND, 1.0, WORKER_START_S)
+    value (``record_fit_times``), ``WORKER_START_S`` at this machine's pace until three jobs
+    measured it."""
+    return rates.robust_seconds(WORKER_KEY, RATE_KIND, 1.0, WORKER_START_S * machine_pace(rates))
 
 
 def record_fit_times(rates, cost: FitCost, took: list[float], source: str = "") -> None:
