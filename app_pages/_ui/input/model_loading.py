@@ -104,7 +104,7 @@ def active_engine() -> tuple[Engine | None, str | None]:
     A failure is remembered for the session (``st.cache_resource`` does not cache exceptions):
     offline, the Hub client retries for ~25 s, which must not happen again on every click.
     """
-    from flamino_core.engine import hardware
+    from flamino_core.engine import PrecisionRefused, refuse_precision
     from flamino_core.weights import ModelError
 
     identifier = model_id()
@@ -118,10 +118,10 @@ def active_engine() -> tuple[Engine | None, str | None]:
     try:
         # The server's precision ($FLAMINO_PRECISION) refused before any download: bf16 on a CPU
         # that would only emulate it (the message says why and what to set instead).
-        hardware.refuse_precision()
+        refuse_precision()
         _prepare(identifier)
         return load_engine(identifier), None
-    except (ModelError, hardware.PrecisionRefused) as err:
+    except (ModelError, PrecisionRefused) as err:
         failures[identifier] = str(err)
     except ValueError as err:  # a config the engine cannot build: still the user's model file
         failures[identifier] = f"Cannot use model {identifier!r}: {err}"
