@@ -106,21 +106,13 @@ def test_a_call_of_nearly_nothing_but_fixed_cost_keeps_a_share_of_its_time_as_wo
     assert rates.seconds("m", "masked", 10.0) == pytest.approx(pass_cost.MIN_WORK_SHARE * 0.002)
 
 
-def test_a_groups_second_batch_times_the_rate_when_its_first_compiled(tmp_path, monkeypatch):
-    """Why the Records job's first record alone was the model's only rate: each later call (a group
-    of records, two batches here) compiled its shape in its first batch, and a call of fewer than
-    three batches set no rate. Its second batch, of the shape its first compiled, is timed now
-    (``_clean``), so the job's groups replace the first record's rate (running average, 0.3 a
-    call). Fake clock; the batch times are the recorded calls' (the group's two batches: half of
-    its 31.6 ms each, the first also compiling for 3 s)."""
+def timed_calls(monkeypatch):
+    """``MeteredEngine``'s clock frozen, and a maker of engine calls whose batches report one by one
+    after the given seconds each (the clock moved by them): recorded times replayed exactly."""
     from flamino_core.jobs import metered as metered_module
-    from flamino_core.jobs.metered import MeteredEngine
 
     now = [0.0]
     monkeypatch.setattr(metered_module.time, "monotonic", lambda: now[0])
-    tiny = engine("random:tiny")
-    rates = Rates(tmp_path / "rates.json")
-    metered = MeteredEngine(tiny, rates)
 
     def calls(times):
         def call(report):
@@ -128,6 +120,22 @@ def test_a_groups_second_batch_times_the_rate_when_its_first_compiled(tmp_path, 
                 now[0] += took
                 report(done, len(times))
         return call
+    return calls
+
+
+def test_a_groups_second_batch_times_the_rate_when_its_first_compiled(tmp_path, monkeypatch):
+    """Why the Records job's first record alone was the model's only rate: each later call (a group
+    of records, two batches here) compiled its shape in its first batch, and a call of fewer than
+    three batches set no rate. Its second batch, of the shape its first compiled, is timed now
+    (``_clean``), so the job's groups replace the first record's rate (running average, 0.3 a
+    call). Fake clock; the batch times are the recorded calls' (the group's two batches: half of
+    its 31.6 ms each, the first also compiling for 3 s)."""
+    from flamino_core.jobs.metered import MeteredEngine
+
+    calls = timed_calls(monkeypatch)
+    tiny = engine("random:tiny")
+    rates = Rates(tmp_path / "rates.json")
+    metered = MeteredEngine(tiny, rates)
 
     count, work, seconds = TINY_FIRST_RECORD
     tiny.compiled_shapes.add("one")
@@ -282,11 +290,9 @@ def test_narrow_batches_are_timed_apart_so_a_full_batch_job_keeps_its_rate(tmp_p
     every shape compiled before), a job of the same calls' 32-row batches is now said within 1.5x
     of their recorded time; the old single rate said it 1.75x long. The 1-row batches' own rate is
     kept (``masked narrow``) and read for narrow batches."""
-    from flamino_core.jobs import metered as metered_module
     from flamino_core.jobs.metered import MeteredEngine
 
-    now = [0.0]
-    monkeypatch.setattr(metered_module.time, "monotonic", lambda: now[0])
+    call = timed_calls(monkeypatch)
     tiny = tiny_with_rows()
     full, narrow = (planner_key(rows) for rows in (32, 1))
     tiny.compiled_shapes = {full, narrow}
@@ -294,13 +300,6 @@ def test_narrow_batches_are_timed_apart_so_a_full_batch_job_keeps_its_rate(tmp_p
     assert (pass_cost.is_narrow(tiny, full), pass_cost.is_narrow(tiny, narrow)) == (False, True)
     rates, single = Rates(tmp_path / "rates.json"), Rates(tmp_path / "single.json")
     metered = MeteredEngine(tiny, rates)
-
-    def call(times):
-        def run(report):
-            for done, took in enumerate(times, start=1):
-                now[0] += took
-                report(done, len(times))
-        return run
 
     for rows, ms in TINY_DMS_AND_FIT_CALLS:
         batches = [(full, work[32]), (planner_key(rows), work[rows])]

@@ -39,9 +39,12 @@ class Bf16Linear(nnx.Module):
         self.kernel = nnx.Param(kernel.astype(jnp.bfloat16))
         self.bias = nnx.Param(bias) if bias is not None else None
 
+    @classmethod
+    def from_linear(cls, linear: nnx.Linear) -> "Bf16Linear":
+        return cls(linear.kernel[...], linear.bias[...] if linear.bias is not None else None)
+
     def __call__(self, x: jax.Array) -> jax.Array:
-        y = jax.lax.dot_general(x.astype(jnp.bfloat16), self.kernel[...], (((x.ndim - 1,), (0,)), ((), ())),
-                                preferred_element_type=jnp.float32)
+        y = bf16_dot_general(x, self.kernel[...], (((x.ndim - 1,), (0,)), ((), ())))  # fp32 out
         if self.bias is not None:
             y = y + self.bias[...]  # in fp32, before the one rounding
         return y.astype(jnp.bfloat16)
@@ -60,8 +63,7 @@ def use_bf16_matmuls(model: nnx.Module, store_bf16: bool = False, round_outputs:
     ``round_outputs``: the block stack's dense layers also give bf16 outputs (``Bf16Linear``).
     """
     if round_outputs:  # the block stack's dense layers (``Bf16Linear``); the LM head below as before
-        replace_block_linears(model, lambda linear, _name: Bf16Linear(
-            linear.kernel[...], linear.bias[...] if linear.bias is not None else None))
+        replace_block_linears(model, lambda linear, _name: Bf16Linear.from_linear(linear))
     for _, module in nnx.iter_modules(model):
         if isinstance(module, nnx.Linear):
             module.dot_general = bf16_dot_general
