@@ -253,3 +253,27 @@ def test_sidebar_job_lines_count_their_true_units_and_name_the_model():
     assert jobs_panel.engine_name(engine("facebook/esm1b_t33_650M_UR50S")) == "esm1b_t33_650M_UR50S"
     assert jobs_panel.engine_name(engine("/data/models/my-esm1b/")) == "my-esm1b"  # the path is in the sidebar
     assert jobs_panel.engine_name(engine("/data/esm2_t6_8M_UR50D.pt")) == "esm2_t6_8M_UR50D"
+
+
+def test_a_job_replaced_under_its_key_is_news_even_with_the_same_history(monkeypatch):
+    """A set's first chunks while no rate is measured: each a new job under the same key, each with
+    the same history (started, one record, measured). The second finishing while the page drew must
+    still read as news (``jobs_panel.version`` changes), or no watcher reruns the page and the
+    table stops filling: a sum of the jobs' change counts ended on the same number for both, and
+    the 186-record Records table of a fresh clone stopped after 11 records."""
+    monkeypatch.setattr(background, "session_id", lambda: "replaced-job session")
+    monkeypatch.setattr(background, "visitor_key", lambda: "replaced-job visitor")
+    key = ("records", "same work")
+
+    def one_record(job):
+        job.progress(1, 3)
+        return None
+
+    first = background.submit(key, "Unmasked passes", "records", one_record)
+    assert first.wait(30)
+    seen = jobs_panel.version()  # what the page read before drawing
+    second = background.submit(key, "Unmasked passes", "records", one_record)
+    assert second is not first and second.wait(30)
+    assert second.version == first.version  # the same history: the old sum could not tell them apart
+    assert jobs_panel.version() != seen
+    background.forget(key)

@@ -108,8 +108,13 @@ def records_done(page, timeout_ms: int = 600_000) -> int:
     asked = 0
     deadline = time.monotonic() + timeout_ms / 1000
     while True:
-        assert time.monotonic() < deadline, "the Records table did not complete"
-        page.wait_for_function(f"({DONE}) || ({ASKED})", timeout=max(1000, (deadline - time.monotonic()) * 1000))
+        if time.monotonic() >= deadline:  # what the page shows then says why (a job stopped, failed, never rerun)
+            page.screenshot(path=str(SCREENSHOTS / "records_186_incomplete.png"), full_page=True)
+            raise AssertionError("the Records table did not complete; the page said:\n" + page.inner_text("body")[-3000:])
+        try:
+            page.wait_for_function(f"({DONE}) || ({ASKED})", timeout=max(1000, (deadline - time.monotonic()) * 1000))
+        except PlaywrightTimeout:
+            continue  # past the deadline: the check above says what the page shows
         if page.evaluate(f"() => {ASKED}"):
             try:  # a button of a run being replaced can be gone before the click: then look again
                 page.get_by_role("button", name="Start (", exact=False).first.click(timeout=10_000)
