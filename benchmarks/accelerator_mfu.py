@@ -82,6 +82,10 @@ def main(argv=None) -> int:
     # engine's defaults when omitted: "auto:auto:default").
     parser.add_argument("--variants", default="auto:auto:default")
     parser.add_argument("--flash-block", type=int, help="the flash kernel's widest block (attention.FLASH_BLOCK_MAX)")
+    # flamino's TPU kernel (flash_tpu) against Pallas's, in one process: "tokens-major:512" (its
+    # query block), "pallas" (flash_tpu off: every row in Pallas's heads-major kernel).
+    parser.add_argument("--kernels", default="default",
+                        help="comma-separated: default | tokens-major:QUERY_BLOCK | pallas")
     parser.add_argument("--profile", type=Path, help="also trace one set and one dense batch of the last variant "
                         "with jax.profiler; the Perfetto trace is copied to PROFILE/trace.json.gz")
     args = parser.parse_args(argv)
@@ -100,30 +104,40 @@ def main(argv=None) -> int:
     proteins = common.varlen_workload()
     residues = sum(map(len, proteins))
     widths = [int(w) for w in args.widths.split(",") if w]
-    for budget in map(int, args.budgets.split(",")):
-        for variant in args.variants.split(","):
-            attention, packing, ahead = variant.split(":")
-            engine = Engine(weights, precision=args.mode, token_budget=budget,
-                            attention=None if attention == "auto" else attention,
-                            packing=None if packing == "auto" else packing)
-            if ahead != "default":
-                engine.backend = dataclasses.replace(engine.backend, batches_ahead=int(ahead))
-            engine.run(proteins)  # compile every shape the set needs
-            seconds = best_of(lambda: engine.run(proteins), 3)
-            row = {"shape": args.shape, "mode": args.mode, "token_budget": engine.token_budget,
-                   "flash_block_max": args.flash_block,
-                   "attention": engine.attention_path, "packing": engine.backend.packing,
-                   "batches_ahead": engine.backend.batches_ahead,
-                   "set_s": round(seconds, 3), "residues_per_s": round(residues / seconds),
-                   "set_mfu": round(useful_flops(engine.config, proteins) / seconds / peak, 3),
-                   "dense": [dense_rows(engine, w, peak) for w in widths]}
-            print(json.dumps(row), flush=True)
-            if args.profile:
-                profile(engine, proteins, widths, peak, args.profile)
-            args.out.parent.mkdir(parents=True, exist_ok=True)
-            with args.out.open("a") as handle:
-                handle.write(json.dumps(row) + "\n")
-            del engine
+    from flamino_core.model import flash_tpu
+
+    runs = [(budget, variant, kernel) for budget in map(int, args.budgets.split(","))
+            for variant in args.variants.split(",") for kernel in args.kernels.split(",")]
+    defaults = (flash_tpu.MAX_WIDTH, flash_tpu.QUERY_BLOCK)
+    for budget, variant, kernel in runs:
+        flash_tpu.MAX_WIDTH, flash_tpu.QUERY_BLOCK = defaults
+        if kernel == "pallas":
+            flash_tpu.MAX_WIDTH = 0
+        elif kernel.startswith("tokens-major:"):
+            flash_tpu.QUERY_BLOCK = int(kernel.split(":")[1])
+        jax.clear_caches()  # the kernel is chosen when a pass is traced: trace each variant anew
+        attention, packing, ahead = variant.split(":")
+        engine = Engine(weights, precision=args.mode, token_budget=budget,
+                        attention=None if attention == "auto" else attention,
+                        packing=None if packing == "auto" else packing)
+        if ahead != "default":
+            engine.backend = dataclasses.replace(engine.backend, batches_ahead=int(ahead))
+        engine.run(proteins)  # compile every shape the set needs
+        seconds = best_of(lambda: engine.run(proteins), 3)
+        row = {"shape": args.shape, "mode": args.mode, "token_budget": engine.token_budget, "kernel": kernel,
+               "flash_block_max": args.flash_block,
+               "attention": engine.attention_path, "packing": engine.backend.packing,
+               "batches_ahead": engine.backend.batches_ahead,
+               "set_s": round(seconds, 3), "residues_per_s": round(residues / seconds),
+               "set_mfu": round(useful_flops(engine.config, proteins) / seconds / peak, 3),
+               "dense": [dense_rows(engine, w, peak) for w in widths]}
+        print(json.dumps(row), flush=True)
+        if args.profile:
+            profile(engine, proteins, widths, peak, args.profile)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        with args.out.open("a") as handle:
+            handle.write(json.dumps(row) + "\n")
+        del engine
     return 0
 
 

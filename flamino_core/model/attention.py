@@ -7,9 +7,11 @@ packed row several). ``impl`` is a value, chosen once per engine by ``hardware.c
 
 - ``fused``: flamino's C++ kernel on XLA:CPU (``fused_attention``), the CPU default when built;
 - ``xla``: pure JAX, the fallback everywhere;
-- ``pallas-flash``: Pallas's flash-attention kernel for TPUs, in the bf16 fast mode only (bf16
-  inputs, fp32 softmax statistics and accumulation, the scores never leave the chip's vector
-  memory); rows whose width is not a multiple of ``FLASH_BLOCK`` take ``dot-product-attention``;
+- ``pallas-flash``: flash attention on a TPU, in the bf16 fast mode only (bf16 inputs, fp32
+  softmax statistics and accumulation, the scores never leave the chip's vector memory): rows of
+  up to ``flash_tpu.MAX_WIDTH`` tokens in flamino's own kernel (``flash_tpu``: tokens-major,
+  rotary inside; its output bf16), wider ones in Pallas's (heads-major); rows whose width is not
+  a multiple of ``FLASH_BLOCK`` take ``dot-product-attention``;
 - ``dot-product-attention``: ``jax.nn.dot_product_attention``, the TPU and GPU default; cuDNN's
   fused attention when ``impl.cudnn`` (bf16 inputs on a GPU) for rows of one sequence, XLA's
   implementation with a mask otherwise. Rows wider than ``LONG_ROW_TOKENS`` (``--long full``
@@ -30,7 +32,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from flamino_core.model import fused_attention
+from flamino_core.model import flash_tpu, fused_attention
 from flamino_core.model.rotary import rotate_at
 
 PATHS = ("fused", "xla", "dot-product-attention", "pallas-flash")
@@ -128,7 +130,8 @@ def attend(q: jax.Array, k: jax.Array, v: jax.Array, positions: Positions, spans
       probabilities: also return the (B, H, Tq, Tk) attention probabilities (pure JAX).
 
     Returns:
-      (B, Tq, H, hd) float32; with ``probabilities``, (that, probabilities).
+      (B, Tq, H, hd) float32 (bf16 from ``flash_tpu``: the fast mode's out projection reads bf16);
+      with ``probabilities``, (that, probabilities).
     """
     if probabilities:
         return _pure_jax(q, k, v, positions, spans, table, scale, probabilities=True)
@@ -136,6 +139,8 @@ def attend(q: jax.Array, k: jax.Array, v: jax.Array, positions: Positions, spans
         return _fused(q, k, v, positions, spans, table, scale)
     if impl.path == "pallas-flash":
         # Self-attention over every token (queries picked at masked positions have Tq != Tk).
+        if q.shape[1] == k.shape[1] and flash_tpu.fits(q.shape[2], q.shape[3], k.shape[1]):
+            return _flash_tokens_major(q, k, v, positions, spans, table, scale)
         if q.shape[1] == k.shape[1] and k.shape[1] % FLASH_BLOCK == 0:
             return _flash(q, k, v, positions, spans, table, scale)
         impl = AttentionImpl("dot-product-attention")
@@ -186,20 +191,36 @@ def _flash(q, k, v, positions, spans, table, scale):
 
     q = rotate_at(q * scale, table, positions.queries)
     k = rotate_at(k, table, positions.keys)
-    # The kernel's mask is segment ids (a query sees the keys of its own id). A token's id is its
-    # sequence's first key (its span's start: the same for every token of a sequence, distinct
-    # between the sequences of a packed row); a padding key, outside its own token's span, gets
-    # -1 and is seen by no query. Queries and keys are the same tokens here (Tq == Tk).
     width = k.shape[1]
-    start = jnp.broadcast_to(spans.start, (k.shape[0], width))
-    stop = jnp.broadcast_to(spans.stop, (k.shape[0], width))
-    key_ids = jnp.where(jnp.arange(width) < stop, start, -1)
+    start, key_ids = _segment_ids(spans, k.shape[0], width)
     block = next(b for b in (FLASH_BLOCK_MAX, 512, 256, FLASH_BLOCK) if b <= FLASH_BLOCK_MAX and width % b == 0)
     out = pallas.flash_attention(
         *(_heads_major(a).astype(jnp.bfloat16) for a in (q, k, v)),
         segment_ids=pallas.SegmentIds(q=start, kv=key_ids), sm_scale=1.0,
         block_sizes=pallas.BlockSizes(block_q=block, block_k_major=block, block_k=block, block_b=1))
     return _heads_major(out).astype(jnp.float32)
+
+
+def _segment_ids(spans: Spans, batch: int, width: int) -> tuple[jax.Array, jax.Array]:
+    """The flash kernels' mask as segment ids (a query sees the keys of its own id). A token's id
+    is its sequence's first key (its span's start: the same for every token of a sequence,
+    distinct between the sequences of a packed row); a padding key, outside its own token's span,
+    gets -1 and is seen by no query. Queries and keys are the same tokens (Tq == Tk)."""
+    start = jnp.broadcast_to(spans.start, (batch, width))
+    stop = jnp.broadcast_to(spans.stop, (batch, width))
+    return start, jnp.where(jnp.arange(width) < stop, start, -1)
+
+
+def _flash_tokens_major(q, k, v, positions, spans, table, scale, interpret: bool = False):
+    """flamino's TPU kernel (``flash_tpu``): q, k and v as the projections gave them, rotary
+    inside. Returns (B, T, H, hd) bf16 (the out projection of the fast mode reads bf16)."""
+    batch, width, heads, head_dim = q.shape
+    cos, sin = (flash_tpu.lane_table(t, positions.queries, head_dim) for t in table)
+    q_ids, kv_ids = _segment_ids(spans, batch, width)
+    flat = lambda a: a.reshape(batch, width, heads * head_dim)  # noqa: E731  (no copy)
+    out = flash_tpu.rotary_flash(flat(q), flat(k), flat(v), cos, sin, q_ids, kv_ids, head_dim=head_dim,
+                                 scale=scale, interpret=interpret)
+    return out.reshape(batch, width, heads, head_dim)
 
 
 # --- pure JAX ------------------------------------------------------------------------------------
