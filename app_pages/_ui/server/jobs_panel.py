@@ -45,7 +45,8 @@ WATCH_SECONDS = 1.5  # how often the browser asks whether the session's jobs hav
 RECENT_SECONDS = 60.0  # finished jobs stay in the sidebar this long
 APPROVED = "_jobs_approved"  # session state: work keys the user asked to run whatever their cost
 PACES = "_jobs_paces"  # session state: work key -> the stopped job a Resume goes on from (Job.carry_on)
-SEEN = "_jobs_seen"  # session state: the jobs' version the last full run drew
+SEEN = "_jobs_seen"  # session state: each job's change count as the last full run drew it
+DRAWN = "_jobs_drawn"  # session state, within a run: the counts of the jobs ``_follow`` drew (job id -> count)
 _MODEL_OF: weakref.WeakKeyDictionary[Job, str] = weakref.WeakKeyDictionary()  # job -> the model it runs
 
 
@@ -99,6 +100,7 @@ def _follow(key: tuple[Hashable, ...], title: str, unit: str, work: Callable[...
         running(job, key)
         return job
     if job is not None and job.state in (CANCELLED, FAILED):  # until the user says go on
+        _drawn(job)
         stopped(job, key, what, keeps)
         return job
     # A job stopped by a busy server is tried again on the page's next run (as a Retry click would).
@@ -127,6 +129,7 @@ def _follow(key: tuple[Hashable, ...], title: str, unit: str, work: Callable[...
     elif job.state == MEASURED:  # a compiling first chunk came in meanwhile: the page says what the rest costs
         st.rerun()
     elif job.state != DONE:
+        _drawn(job)
         stopped(job, key, what, keeps)
     return job
 
@@ -249,13 +252,25 @@ def stopped(job: Job, key, what: str, keeps: bool = True) -> None:
 
 
 # --- the sidebar --------------------------------------------------------------------------------------------
-def version() -> tuple[tuple[int, int], ...]:
-    """What the session's jobs have done so far, as one value: ``app.py`` reads it before the
-    page draws, so news that arrives while the page draws still reruns it."""
+def version() -> dict[int, int]:
+    """What the session's jobs have done so far (job id -> its count of changes): ``app.py`` reads
+    it before the page draws, so news that arrives while the page draws still reruns it. (A run
+    that ``st.rerun`` cut short left its ``_drawn`` counts behind: a new run starts without them.)"""
+    st.session_state.pop(DRAWN, None)
     return _version()
 
 
-def sidebar_panel(seen: tuple[tuple[int, int], ...] | None = None) -> None:
+def _drawn(job: Job) -> None:
+    """``_follow`` drew how ``job`` ended without a result (stopped by a full queue, cancelled,
+    failed): its count replaces what ``version()`` said of it before the page drew, so a job the
+    page started and that ended at once is no news (counted from before the page drew, it was,
+    and every rerun started the next try: AppTest's hosted full-queue runs never ended). Not for
+    a job that runs or is done: a page may have drawn its table from what was there before
+    ``_follow`` (a Records table of 40 records stayed at 6 when a quick job's end was marked)."""
+    st.session_state.setdefault(DRAWN, {})[job.id] = job.version
+
+
+def sidebar_panel(seen: dict[int, int] | None = None) -> None:
     """The session's running and recently finished jobs, on every page; and the watcher that
     reruns the app when they have news.
 
@@ -279,8 +294,10 @@ def sidebar_panel(seen: tuple[tuple[int, int], ...] | None = None) -> None:
                 st.progress(status.fraction, text=line)
                 st.button("Cancel", key=f"sidebar-cancel-{job.id}", on_click=job.cancel, type="tertiary",
                           icon=":material/stop_circle:", disabled=status.phase == "cancelling")
-    st.session_state[SEEN] = _version() if seen is None else seen
-    if any(not job.finished for job in background.session_jobs()) or _version() != st.session_state[SEEN]:
+    drawn = st.session_state.pop(DRAWN, {})
+    baseline = _version() if seen is None else {**seen, **drawn}
+    st.session_state[SEEN] = baseline
+    if any(not job.finished for job in background.session_jobs()) or has_news(baseline, _version()):
         _watch()
 
 
@@ -295,13 +312,18 @@ def sidebar_line(job: Job, status) -> str:
     return line + (f" · {_MODEL_OF[job]}" if job in _MODEL_OF else "")
 
 
-def _version() -> tuple[tuple[int, int], ...]:
-    """Each job's id and count of changes. Not a sum of the counts: a job replaced by the next under
-    the same key (a set's first chunks, one record each, while no rate is measured) starts its
-    count again and ends on the same number, so a second first chunk that finished while the
-    page drew read as no news, no watcher reran the page, and the Records table of 186 records
-    stopped after 11 (a fresh clone, 2026-12-07)."""
-    return tuple((job.id, job.version) for job in background.session_jobs())
+def _version() -> dict[int, int]:
+    return {job.id: job.version for job in background.session_jobs()}
+
+
+def has_news(seen: dict[int, int], now: dict[int, int]) -> bool:
+    """Whether a job changed since ``seen``: a job not in it, or one whose count moved (a job
+    dropped is no news). Per job, not a sum of the counts: a job replaced by the next under the
+    same key (a set's first chunks, one record each, while no rate is measured) starts its count
+    again and ends on the same number, so a second first chunk that finished while the page drew
+    read as no news, no watcher reran the page, and the Records table of 186 records stopped
+    after 11 (a fresh clone, 2026-12-07)."""
+    return any(seen.get(job) != count for job, count in now.items())
 
 
 @st.fragment(run_every=WATCH_SECONDS)
@@ -309,7 +331,7 @@ def _watch() -> None:
     """Rerun the whole app when a job of this session has news (the page redraws what arrived);
     each of its runs says the session's browser is still there (``background.browser_run``)."""
     with background.browser_run():
-        changed = _version() != st.session_state.get(SEEN)
+        changed = has_news(st.session_state.get(SEEN, {}), _version())
     if changed:
         st.rerun(scope="app")
 
