@@ -39,6 +39,7 @@ class Job:
 
     def progress(self, done, total, work=None):
         self.reports.append((done, total))
+        self.work = work
 
     def cancelled(self) -> bool:
         return False
@@ -95,6 +96,28 @@ def test_a_sets_outputs_plan_runs_each_distinct_record_once_the_first_alone(engi
         np.testing.assert_allclose(stored_outputs(engine, [sequence], f"mean/{layer}")[sequence],
                                    direct.representations[layer].mean(axis=0), atol=1e-5)
         assert entropies[sequence].shape == (len(sequence),)
+
+
+def test_a_sets_outputs_plan_weighs_its_records_by_their_work(engine, rows_run):
+    """A set's job reports the work done beside the records (its rate is then per MFLOP): a
+    40-residue record first, then a 300-residue one, are not two equal units. The work of a
+    record's pass is its row's matmul MFLOP (``row_work``'s count, written out here: 2W(4D^2 +
+    2DF) + 4W^2 D per layer and the LM head at every token) plus its per-token cost."""
+    from flamino_core.jobs import pass_cost
+
+    short, long = protein(40, 5), protein(300, 6)
+    plan = SetOutputs(engine, MODEL, (short, long), chunk_residues=50)
+    _, job, _ = run_counted(plan, engine, rows_run, first_only=True)
+    config = engine.config
+    d, f, v, n = config.embed_dim, config.ffn_dim, config.vocab_size, config.num_layers
+
+    def by_hand(width):
+        matmul = (n * (2 * width * (4 * d * d + 2 * d * f) + 4 * width * width * d) + width * 2 * d * (d + v)) / 1e6
+        return matmul + pass_cost.TOKEN_LAYER_MFLOP["unmasked"] * width * n
+
+    done, total = job.work
+    assert done == pytest.approx(by_hand(42)) and total == pytest.approx(by_hand(42) + by_hand(302))
+    assert done / total < 0.25  # the short record: far less than half the set's work
 
 
 def test_a_masked_sets_plan_gives_each_records_pseudo_perplexity(engine, rows_run):

@@ -184,6 +184,16 @@ def masked_position_work(engine, length: int) -> float:
     return batch_work(engine.config, "masked", 1, planner.masked_width(length))
 
 
+def record_work(engine, length: int) -> float:
+    """The work of one record's unmasked pass (``passes.record_outputs``), in MFLOP: what a set's
+    job weighs its records by (``Job.progress``). A record's tokens attend only to their own
+    sequence whether it is packed with others or not; a record beyond ``MAX_RESIDUES`` is read in
+    overlapping windows (``windows.window_starts``), each its own row."""
+    starts = windows.window_starts(length)
+    width = min(length, windows.MAX_RESIDUES) + 2
+    return len(starts) * batch_work(engine.config, "unmasked", 1, width)
+
+
 def unmasked_batches(engine, lengths: Sequence[int], grouped: bool = True,
                      chunks: Sequence[Sequence[int]] | None = None) -> list[tuple[str, float]]:
     """(shape key, work in MFLOP) of each batch the unmasked passes over sequences of ``lengths`` run:
