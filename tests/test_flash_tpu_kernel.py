@@ -42,11 +42,11 @@ def reference(q, k, v, cos, sin, q_ids, kv_ids, head_dim, scale):
     return (out / weights.sum(-1).transpose(0, 2, 1)[..., None]).reshape(batch, width, dim)
 
 
-def tables(width: int, head_dim: int, positions: np.ndarray):
+def rotary_table(width: int, head_dim: int) -> tuple[jax.Array, jax.Array]:
+    """(cos, sin) of ESM-2's rotary angles (base 10,000) for positions 0..width-1: (width, hd / 2) each."""
     inv_freq = 1.0 / (10000 ** (np.arange(0, head_dim, 2) / head_dim))
     angles = np.arange(width)[:, None] * inv_freq
-    cos, sin = jnp.asarray(np.cos(angles), jnp.float32), jnp.asarray(np.sin(angles), jnp.float32)
-    return cos[positions], sin[positions], (cos, sin)
+    return jnp.asarray(np.cos(angles), jnp.float32), jnp.asarray(np.sin(angles), jnp.float32)
 
 
 @pytest.mark.parametrize("head_dim, heads, dtype", [
@@ -63,9 +63,9 @@ def test_the_kernel_computes_the_fast_modes_attention(head_dim, heads, dtype):
     q_ids = np.stack([np.where(np.arange(width) < 100, 0, 100), np.zeros(width, int)])
     kv_ids = q_ids.copy()
     kv_ids[1, 200:] = -1
-    cos, sin, _ = tables(width, head_dim, positions)
-    cos_lanes, sin_lanes = (flash_tpu.lane_table(t, jnp.asarray(positions), head_dim)
-                            for t in tables(width, head_dim, np.arange(width))[2])
+    table = rotary_table(width, head_dim)
+    cos, sin = (t[positions] for t in table)
+    cos_lanes, sin_lanes = (flash_tpu.lane_table(t, jnp.asarray(positions), head_dim) for t in table)
     out = flash_tpu.rotary_flash(q, k, v, cos_lanes, sin_lanes, jnp.asarray(q_ids), jnp.asarray(kv_ids),
                                  head_dim=head_dim, scale=head_dim**-0.5, query_block=128, interpret=True)
     assert out.shape == q.shape and out.dtype == jnp.bfloat16
@@ -112,9 +112,7 @@ def test_attention_wires_the_kernel_to_packed_rows():
     heads, head_dim = 4, 64
     rng = np.random.default_rng(50)
     q, k, v = (jnp.asarray(rng.normal(size=(1, 256, heads, head_dim)), jnp.float32) for _ in range(3))
-    inv_freq = 1.0 / (10000 ** (np.arange(0, head_dim, 2) / head_dim))
-    angles = np.arange(256)[:, None] * inv_freq
-    table = (jnp.asarray(np.cos(angles), jnp.float32), jnp.asarray(np.sin(angles), jnp.float32))
+    table = rotary_table(256, head_dim)
     fast = attention._flash_tokens_major(q, k, v, positions, spans, table, head_dim**-0.5, interpret=True)
     exact = attention._pure_jax(q, k, v, positions, spans, table, head_dim**-0.5)
     real = int(segments.shape[1] - np.sum(np.asarray(tokens) == 1))  # padding queries are not compared
