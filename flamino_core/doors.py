@@ -8,7 +8,7 @@ A package's ``__init__`` declares its door once::
     _EXPORTS = {"pae_heatmap": "figures", "fold_memory": "prediction"}
     __all__, __getattr__, __dir__ = lazy_door(__name__, _EXPORTS)
 
-``tests/test_doors.py`` holds the app to its doors and each door to names its modules define.
+``tests/test_layers.py`` holds the app to its doors and each door to names its modules define.
 """
 
 from __future__ import annotations

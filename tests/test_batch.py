@@ -174,11 +174,31 @@ def test_score_shard_matches_score_functions(tmp_path, engine):
             np.testing.assert_allclose(to_numpy(table.column("mean"))[row], engine.run([seq])[0].mean, atol=1e-5)
 
 
+@pytest.mark.parametrize("model, width", [("random:tiny-saprot", 33), ("random:tiny-esmc", 64)])
+def test_logits_shard_of_each_family_holds_what_the_engine_returns(tmp_path, model, width):
+    # SaProt's engine returns each amino acid's log-probability in the alphabet's 33 columns (not
+    # its 446 tokens); ESM C its head's 64 logits. The shard's schema once asked SaProt for 446.
+    fam_engine = Engine(load_weights(model))
+    fasta = tmp_path / "in.fa"
+    fasta.write_text(">s1\nMKTAYIAKQR\n>s2\nWWYV\n")
+    job = _job(tmp_path, model=model, include=("mean", "logits"))
+    batch.spool_shards(job, [fasta])
+    info = process_shard(fam_engine, job, 0)
+    assert info["rows"] == 2 and info["failures"] == []
+    logits = pq.read_table(batch.shard_path(job.out_dir, 0)).column("logits").to_pylist()
+    for row, seq in enumerate(["MKTAYIAKQR", "WWYV"]):
+        expected = fam_engine.run([seq], logits=True)[0].logits
+        assert expected.shape == (len(seq), width)
+        # 1e-5: the bound docs/scale.md states for a row against `flamino embed` of the record alone
+        # (the shard batches both records: fp32 rounding, 7e-7 measured); -inf columns equal.
+        np.testing.assert_allclose(np.array(logits[row], np.float32), expected, rtol=0, atol=1e-5)
+
+
 class _FailsOn:
     """An engine that raises on one sequence, as a model running out of memory would."""
 
     def __init__(self, engine, poison: str):
-        self.engine, self.poison, self.config = engine, poison, engine.config
+        self.engine, self.poison, self.config, self.family = engine, poison, engine.config, engine.family
 
     def run(self, sequences, **options):
         if self.poison in sequences:

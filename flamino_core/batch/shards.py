@@ -115,8 +115,11 @@ def process_shard(engine, job: Job, shard: int) -> dict:
     attempts = _AttemptLog(Path(job.out_dir) / WORK_DIR / f"attempts-{shard:05d}.jsonl")
     careful = attempts.begin() >= CAREFUL_AFTER
     config = engine.config
-    width = {"mean": config.embed_dim, "per_tok": config.embed_dim, "logits": config.vocab_size, "scores": 20}
-    schema = output_schema(job, config.embed_dim, config.vocab_size)
+    # The logits the engine returns, not the model's vocabulary: a structure-aware family's
+    # (SaProt: 446 tokens) are each amino acid's log-probability in the alphabet's 33 columns.
+    logits_width = engine.family.masked_width
+    width = {"mean": config.embed_dim, "per_tok": config.embed_dim, "logits": logits_width, "scores": 20}
+    schema = output_schema(job, config.embed_dim, logits_width)
     rows = residues = 0
     with written_atomically(out, durable=True) as tmp, pq.ParquetWriter(tmp, schema) as writer:
         for chunk in _chunks(valid, 1 if careful else CHUNK_RESIDUES):
