@@ -124,24 +124,7 @@ def prepare_features(chains: Sequence[Chain | str], name: str = "input") -> dict
             res_type.append(RES_TYPE.get(residue, UNK_RES_TYPE))
             input_ids.append(ESM_VOCAB.get(letter, ESM_VOCAB["X"]))
     tokens = len(token_chain)
-    n_atoms = math.ceil(len(atoms) / ATOM_PAD) * ATOM_PAD
-
-    ref_pos = np.zeros((n_atoms, 3), np.float32)
-    ref_element = np.zeros(n_atoms, np.int64)
-    ref_charge = np.zeros(n_atoms, np.int8)
-    ref_atom_name_chars = np.zeros((n_atoms, 4), np.int64)
-    ref_space_uid = np.zeros(n_atoms, np.int64)
-    atom_attention_mask = np.zeros(n_atoms, bool)
-    atom_to_token = np.zeros(n_atoms, np.int64)
-    for i, (token, residue, atom) in enumerate(atoms):
-        ref_pos[i] = REF_POS[residue][atom]
-        ref_element[i] = ELEMENT_TO_ATOMIC_NUMBER[atom[0]]
-        ref_charge[i] = CHARGED_ATOMS.get((residue, atom), 0)
-        ref_atom_name_chars[i] = _encode_atom_name(atom)
-        ref_space_uid[i] = token
-        atom_attention_mask[i] = True
-        atom_to_token[i] = token
-
+    atom_arrays = _atom_arrays(atoms)
     chain_of = np.asarray(token_chain, np.int64)
     res_type_arr = np.asarray(res_type, np.int64)
     features = {
@@ -155,13 +138,7 @@ def prepare_features(chains: Sequence[Chain | str], name: str = "input") -> dict
         "input_ids": np.asarray(input_ids, np.int64),
         "token_bonds": np.zeros((tokens, tokens, 1), np.float32),
         "attention_mask": np.ones(tokens, bool),
-        "ref_pos": ref_pos,
-        "ref_element": ref_element,
-        "ref_charge": ref_charge,
-        "ref_atom_name_chars": ref_atom_name_chars,
-        "ref_space_uid": ref_space_uid,
-        "atom_attention_mask": atom_attention_mask,
-        "atom_to_token": atom_to_token,
+        **atom_arrays,
         "distogram_atom_idx": np.asarray(distogram_atom_idx, np.int64),
         # A single-sequence MSA (depth 1: the query itself), as the reference's featuriser writes.
         "msa": res_type_arr[None],
@@ -171,6 +148,24 @@ def prepare_features(chains: Sequence[Chain | str], name: str = "input") -> dict
         "deletion_mean": np.zeros(tokens, np.float32),
     }
     return {key: value[None] for key, value in features.items()}
+
+
+def _atom_arrays(atoms: list[tuple[int, str, str]]) -> dict[str, np.ndarray]:
+    """The per-atom arrays of ``(token, residue, atom name)`` records, padded to a multiple of 32."""
+    n_atoms = math.ceil(len(atoms) / ATOM_PAD) * ATOM_PAD
+    out = {"ref_pos": np.zeros((n_atoms, 3), np.float32), "ref_element": np.zeros(n_atoms, np.int64),
+           "ref_charge": np.zeros(n_atoms, np.int8), "ref_atom_name_chars": np.zeros((n_atoms, 4), np.int64),
+           "ref_space_uid": np.zeros(n_atoms, np.int64), "atom_attention_mask": np.zeros(n_atoms, bool),
+           "atom_to_token": np.zeros(n_atoms, np.int64)}
+    for i, (token, residue, atom) in enumerate(atoms):
+        out["ref_pos"][i] = REF_POS[residue][atom]
+        out["ref_element"][i] = ELEMENT_TO_ATOMIC_NUMBER[atom[0]]
+        out["ref_charge"][i] = CHARGED_ATOMS.get((residue, atom), 0)
+        out["ref_atom_name_chars"][i] = _encode_atom_name(atom)
+        out["ref_space_uid"][i] = token  # the atom's group: its token, unique over the complex
+        out["atom_attention_mask"][i] = True
+        out["atom_to_token"][i] = token
+    return out
 
 
 def atom_names(features: dict[str, np.ndarray]) -> list[str]:
