@@ -112,13 +112,14 @@ def attention(q: jax.Array, k: jax.Array, v: jax.Array, scaling: float, bias: ja
               mask: jax.Array | None = None) -> jax.Array:
     """Attention as the reference's interface runs it: ``softmax(q k^T * scaling + bias)`` in fp32,
     then ``@ v``. q/k/v (B, H, N, D); ``bias`` additive, broadcast to (B, H, Q, K); ``mask`` boolean,
-    broadcast to (B, H, Q, K), False keys excluded. A query with no key left gets NaN weights here
-    as under torch's SDPA, which the callers that can meet it turn into zeros as the reference does
-    (``nan_to_num``). Returns (B, Q, H, D), the heads not yet merged."""
+    broadcast to (B, H, Q, K), False keys given the dtype's lowest value as the reference's eager
+    path adds it (``torch.finfo.min``): a query with no key left then averages every value evenly
+    rather than giving NaN (only padding atoms far from any real one meet that, and nothing real
+    reads them). Returns (B, Q, H, D), the heads not yet merged."""
     logits = jnp.einsum("bhqd,bhkd->bhqk", q, k) * scaling
     if bias is not None:
         logits = logits + bias
     if mask is not None:
-        logits = jnp.where(mask, logits, -jnp.inf)
+        logits = jnp.where(mask, logits, jnp.finfo(logits.dtype).min)
     weights = jax.nn.softmax(logits.astype(jnp.float32), axis=-1).astype(q.dtype)
     return jnp.einsum("bhqk,bhkd->bqhd", weights, v)
