@@ -1,0 +1,209 @@
+"""ESMFold2 checkpoints: a folder written by transformers' ``EsmFold2Model.save_pretrained``
+(``config.json`` + ``model.safetensors``, its key names) into ``model.esmfold2.model.EsmFold2``.
+
+The bundled language model (``esmc.*``) goes through the language models' converter
+(``convert.state_dict_to_params``, ESM C's transformers names; ESMFold2 bundles ``EsmcModel``, which
+has no LM head: zeros stand in for flamino's and are dropped). Every other key names its module as
+our attributes do: a torch ``Linear``'s ``weight`` is our ``kernel`` transposed, a LayerNorm's our
+``scale``, an ``Embedding``'s our ``embedding``, anything else (buffers such as the Fourier
+``frequencies`` and ``boundaries``, raw parameters such as ``plddt_weight``) the same name. A
+``<stack>.layers.<i>.*`` key is index i of a list of layers or of a stacked one (our pair-update
+stacks keep their layers on a leading axis). The MSA encoder's ``msa_encoder.*`` is not ported
+(single-sequence inputs only): with ``msa_encoder.enabled`` its keys are read past and listed in
+``EsmFold2Checkpoint.unused``. Strict otherwise: every missing, unexpected and misshapen key is
+listed in one error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import re
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+from flax import nnx
+
+from flamino_core.model.esmfold2.config import EsmFold2Config
+from flamino_core.weights.convert import CheckpointMismatchError
+from flamino_core.weights.convert import expected_params as language_model_shapes
+from flamino_core.weights.convert import state_dict_to_params as language_model_params
+
+TITLE = "ESMFold2"
+_INDEX = re.compile(r"\d+")
+
+
+@functools.lru_cache(maxsize=4)
+def _abstract(config: EsmFold2Config):
+    from flamino_core.model.esmfold2.model import EsmFold2
+
+    return nnx.split(nnx.eval_shape(lambda: EsmFold2(config, nnx.Rngs(0))))
+
+
+def expected_params(config: EsmFold2Config) -> dict:
+    """The model's state as a pure nested dict of shapes (no arrays)."""
+    return nnx.to_pure_dict(_abstract(config)[1])
+
+
+def params_to_model(params: dict, config: EsmFold2Config):
+    import jax
+
+    graphdef, abstract = _abstract(config)
+    state = jax.tree.map(lambda leaf: leaf, abstract)
+    nnx.replace_by_pure_dict(state, params)
+    return nnx.merge(graphdef, state)
+
+
+def _leaves(tree: dict, prefix: tuple = ()):
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            yield from _leaves(value, prefix + (key,))
+        else:
+            yield prefix + (key,), value
+
+
+def _set(tree: dict, path: tuple, value) -> None:
+    for key in path[:-1]:
+        tree = tree.setdefault(key, {})
+    tree[path[-1]] = value
+
+
+_TORCH_LEAF = {"kernel": "weight", "scale": "weight", "embedding": "weight"}
+
+
+def checkpoint_key(path: tuple, index: int | None = None) -> str:
+    """How the checkpoint spells one of our leaves; a stacked leaf's layer as ``index`` (``*`` if None)."""
+    parts = [str(p) for p in path[:-1]] + [_TORCH_LEAF.get(path[-1], str(path[-1]))]
+    if "layers" in parts and not any(_INDEX.fullmatch(p) for p in parts):
+        parts.insert(parts.index("layers") + 1, "*" if index is None else str(index))
+    return ".".join(parts)
+
+
+def _candidates(path: tuple, value: np.ndarray):
+    """(our leaf path, value) spellings of a torch leaf, most likely first."""
+    module, leaf = path[:-1], path[-1]
+    if leaf == "weight":
+        yield module + ("kernel",), value.T
+        yield module + ("scale",), value
+        yield module + ("embedding",), value
+    yield path, value
+
+
+def _place(key: str, value: np.ndarray, shapes: dict):
+    """(our path, layer index or None, value) for a non-stem key, or None if nothing of ours fits.
+    A ``layers.<i>`` key is tried as a list entry, then as index i of a stacked leaf."""
+    parts = tuple(int(p) if _INDEX.fullmatch(p) else p for p in key.split("."))
+    for path, placed in _candidates(parts, value):
+        if path in shapes:
+            return path, None, placed
+    if "layers" in parts and isinstance(parts[parts.index("layers") + 1], int):
+        at = parts.index("layers") + 1
+        stacked = parts[:at] + parts[at + 1:]
+        for path, placed in _candidates(stacked, value):
+            if path in shapes:
+                return path, parts[at], placed
+    return None
+
+
+def _stem_params(state_dict: Mapping[str, np.ndarray], config: EsmFold2Config, source: str):
+    """(ESM C params or None, missing, unexpected, mismatched) from the ``esmc.`` keys."""
+    stem = {k: v for k, v in state_dict.items() if k.startswith("esmc.")}
+    head = language_model_shapes(config.esmc)["lm_head"]
+    stand_in = {}
+    for path, leaf in _leaves(head):
+        name = "esmc.lm_head." + checkpoint_key(path)
+        shape = tuple(leaf.shape)[::-1] if path[-1] == "kernel" else tuple(leaf.shape)
+        stand_in[name] = np.zeros(shape, np.float32)
+    try:
+        params = language_model_params({**stem, **stand_in}, config.esmc, source)
+    except CheckpointMismatchError as error:
+        prefix = lambda names: [n if n.startswith("esmc.") else f"esmc.{n}" for n in names]  # noqa: E731
+        return None, prefix(error.missing), prefix(error.unexpected), prefix(error.mismatched)
+    params.pop("lm_head")
+    return params, [], [], []
+
+
+@dataclasses.dataclass
+class EsmFold2Checkpoint:
+    """What ``state_dict_to_params`` made of a checkpoint: the params, and the keys read past
+    (the MSA encoder's, which flamino does not run)."""
+
+    params: dict
+    unused: list[str]
+
+
+def state_dict_to_params(state_dict: Mapping[str, np.ndarray], config: EsmFold2Config,
+                         source: str = "checkpoint") -> EsmFold2Checkpoint:
+    """Convert an ``EsmFold2Model`` state dict into ``EsmFold2(config)``'s pure state dict.
+
+    Raises:
+      CheckpointMismatchError: every missing, unexpected and misshapen key at once.
+    """
+    expected = expected_params(config)
+    shapes = {path: tuple(leaf.shape) for path, leaf in _leaves(expected) if path[0] != "esmc"}
+    stem, missing, unexpected, mismatched = _stem_params(state_dict, config, source)
+    flat, stacked, unused = {}, {}, []
+    for key, value in state_dict.items():
+        if key.startswith("esmc."):
+            continue
+        if key.startswith("msa_encoder.") and config.msa_encoder.enabled:
+            unused.append(key)
+            continue
+        placed = _place(key, np.asarray(value, np.float32), shapes)
+        if placed is None:
+            unexpected.append(key)
+        elif placed[1] is None:
+            flat[placed[0]] = placed[2]
+        else:
+            stacked.setdefault(placed[0], {})[placed[1]] = placed[2]
+    for path, layers in stacked.items():
+        depth = shapes[path][0]
+        unexpected += [checkpoint_key(path, i) for i in sorted(layers) if i >= depth]
+        missing += [checkpoint_key(path, i) for i in range(depth) if i not in layers]
+        bad = [i for i in range(depth) if i in layers and layers[i].shape != shapes[path][1:]]
+        mismatched += [f"{checkpoint_key(path, i)}: checkpoint {layers[i].shape} vs model {shapes[path][1:]}"
+                       for i in bad]
+        if all(i in layers for i in range(depth)) and not bad:
+            flat[path] = np.stack([layers[i] for i in range(depth)])
+    params = {"esmc": stem} if stem is not None else {}
+    for path, shape in shapes.items():
+        if path not in flat:
+            if path not in stacked:  # a partly present stacked leaf is listed per layer above
+                missing.append(checkpoint_key(path))
+        elif flat[path].shape != shape:
+            mismatched.append(f"{checkpoint_key(path)}: checkpoint {flat[path].shape} vs model {shape}")
+        else:
+            _set(params, path, flat[path])
+    if missing or unexpected or mismatched:
+        raise CheckpointMismatchError(source, sorted(missing), sorted(unexpected), mismatched, TITLE)
+    return EsmFold2Checkpoint(params, sorted(unused))
+
+
+def read_config(folder: Path | str) -> EsmFold2Config:
+    """The ``EsmFold2Config`` of a ``save_pretrained`` folder.
+
+    Raises:
+      ValueError: the folder lacks config.json or model.safetensors, or is not ESMFold2's.
+    """
+    folder = Path(folder)
+    config_path, weights_path = folder / "config.json", folder / "model.safetensors"
+    if not config_path.exists() or not weights_path.exists():
+        raise ValueError(f"{folder} is not an ESMFold2 folder: expected config.json and model.safetensors "
+                         "(as EsmFold2Model.save_pretrained writes them)")
+    return EsmFold2Config.from_dict(json.loads(config_path.read_text()), name=folder.name)
+
+
+def load_esmfold2(folder: Path | str):
+    """The ``EsmFold2`` model of a ``save_pretrained`` folder, in fp32.
+
+    Raises:
+      ValueError: not an ESMFold2 folder (``read_config``).
+      CheckpointMismatchError: the tensors do not fit the config (every key listed).
+    """
+    from safetensors.numpy import load_file
+
+    config = read_config(folder)
+    checkpoint = state_dict_to_params(load_file(str(Path(folder) / "model.safetensors")), config, str(folder))
+    return params_to_model(checkpoint.params, config)
