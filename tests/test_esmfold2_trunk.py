@@ -4,8 +4,8 @@ initial pair state and every loop's LM dropout, drawn with torch and fed to both
 
 Bound: 1e-4 absolute in fp32, on states of order ten (pair states reach ~15, distogram logits ~35
 with ``esmfold2_checkpoints``' weights): the two sides differ by summation order only, measured at
-1-4e-5; a modelling error moves them by far more (swapping SingleToPair's difference to j - i
-moves the pair states by ~1e-1, a LayerNorm eps of 1e-6 by ~1e-3).
+1-4e-5; a modelling error moves them by far more (swapping SingleToPair's difference to j - i,
+checked once, moved the pair states by 13 and the distogram logits by 19).
 """
 
 from __future__ import annotations

@@ -119,7 +119,10 @@ def _stem_params(state_dict: Mapping[str, np.ndarray], config: EsmFold2Config, s
     try:
         params = language_model_params({**stem, **stand_in}, config.esmc, source)
     except CheckpointMismatchError as error:
-        prefix = lambda names: [n if n.startswith("esmc.") else f"esmc.{n}" for n in names]  # noqa: E731
+        def prefix(names):  # the converter names a missing tensor by our leaf: say it as the checkpoint would
+            names = [re.sub(r"\.(scale|kernel|embedding)\b", ".weight", n) for n in names]
+            return [n if n.startswith("esmc.") else f"esmc.{n}" for n in names]
+
         return None, prefix(error.missing), prefix(error.unexpected), prefix(error.mismatched)
     params.pop("lm_head")
     return params, [], [], []
