@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import shutil
 
 import numpy as np
@@ -116,6 +117,6 @@ def test_acceptance_real_lengths(shared_fasta, tmp_path):
     _check_fold(out, rows[0], [hbb, gym["CALM1_HUMAN"]])
     for row, sequence in zip(rows[1:], singles.values()):
         _check_fold(out, row, [sequence])
-    keep = shutil.os.environ.get("FLAMINO_KEEP_FOLDS")
+    keep = os.environ.get("FLAMINO_KEEP_FOLDS")  # to look at the files by hand
     if keep:
         shutil.copytree(out, keep, dirs_exist_ok=True)
