@@ -44,10 +44,13 @@ REAL_WIDTHS = dict(
 )
 
 
-def with_msa_encoder(shape: dict) -> dict:
-    """``shape`` with the MSA encoder built (the full ESMFold2 rather than ESMFold2-Fast)."""
+def with_msa_encoder(shape: dict, **sizes) -> dict:
+    """``shape`` with the MSA encoder built (the full ESMFold2 rather than ESMFold2-Fast), at
+    small widths unless ``sizes`` say otherwise (three layers: the last updates the pair only)."""
     shape = copy.deepcopy(shape)
-    shape["msa_encoder"] = dict(shape.get("msa_encoder", {}), enabled=True)
+    small = dict(hidden_size=20, outer_hidden_size=6, num_hidden_layers=3, num_attention_heads=2, head_dim=8,
+                 intermediate_size=28)
+    shape["msa_encoder"] = dict(shape.get("msa_encoder") or {}, **{**small, **sizes}, enabled=True)
     return shape
 
 

@@ -120,15 +120,28 @@ def test_dropout_is_required_and_a_key_is_deterministic(tiny):
     assert np.abs(np.asarray(first) - np.asarray(other)).max() > 1e-3
 
 
-def test_msa_encoder_models_refuse_an_msa(tmp_path_factory):
-    """A checkpoint with an MSA encoder loads (its msa_encoder.* keys read past) but its trunk
-    refuses the MSA the featuriser supplies, rather than folding without the encoder."""
+@pytest.mark.parametrize("depth", [1, 3], ids=["query-only", "alignment"])
+def test_trunk_with_msa_encoder_matches_reference(tmp_path_factory, depth):
+    """biohub/ESMFold2's MSA encoder: the one-row MSA of the query that the featuriser supplies (as
+    ``infer_protein``), and a three-row alignment with deletions, a masked stretch and a
+    deletion mean (so every input of the encoder matters)."""
+    import torch
+
     from esmfold2_checkpoints import tiny_shape, with_msa_encoder
 
-    _, ours = _pair(tmp_path_factory, with_msa_encoder(tiny_shape()))
-    features = numpy_features(protein_features(SEQUENCE[:5]))
-    with pytest.raises(ValueError, match="MSA encoder"):
-        run_trunk(ours, features, draw_trunk_noise(jax.random.key(0), ours.config, 1, 5))
+    reference, ours = _pair(tmp_path_factory, with_msa_encoder(tiny_shape()), seed=2)
+    features = protein_features(SEQUENCE[:12])
+    if depth > 1:
+        gen = torch.Generator().manual_seed(5)
+        msa = torch.randint(2, 22, (1, depth, 12), generator=gen)
+        msa[:, 0] = features["res_type"]
+        features["msa"] = msa
+        features["msa_attention_mask"] = torch.ones(1, depth, 12, dtype=torch.bool)
+        features["msa_attention_mask"][0, 2, 7:] = False
+        features["has_deletion"] = torch.rand(1, depth, 12, generator=gen) > 0.7
+        features["deletion_value"] = torch.rand(1, depth, 12, generator=gen) * features["has_deletion"]
+        features["deletion_mean"] = features["deletion_value"].mean(dim=1)
+    assert_trunk_close(*run_both(reference, ours, features))
 
 
 @pytest.mark.slow
@@ -136,3 +149,31 @@ def test_trunk_matches_reference_at_real_widths(tmp_path_factory):
     """ESMFold2's widths (384/256 trunk, 2560-wide ESM C with 40 heads) at one layer per stack."""
     reference, ours = _pair(tmp_path_factory, REAL_WIDTHS)
     assert_trunk_close(*run_both(reference, ours, complex_features(COMPLEX)))
+
+
+def test_chunked_rows_give_the_same_numbers():
+    """What grows with L^2 is built chunk_size rows at a time (SingleToPair, the outer-product mean,
+    the pair transition): the same numbers as all at once, to float rounding."""
+    import dataclasses
+
+    from flax import nnx
+
+    from esmfold2_checkpoints import tiny_shape, with_msa_encoder
+    from flamino_core.model.esmfold2.config import EsmFold2Config
+    from flamino_core.model.esmfold2.language_model import SingleToPair
+    from flamino_core.model.esmfold2.msa import OuterProductMean
+    from flamino_core.model.esmfold2.pair import PairUpdateStack
+
+    config = EsmFold2Config.from_dict(with_msa_encoder(tiny_shape()))
+    x = jax.random.normal(jax.random.key(2), (1, 13, config.pairwise_hidden_size))
+    z = jax.random.normal(jax.random.key(3), (1, 13, 13, config.pairwise_hidden_size))
+    msa = jax.random.normal(jax.random.key(4), (1, 13, 4, config.msa_encoder.hidden_size))
+    msa_mask = jax.random.bernoulli(jax.random.key(5), 0.8, (1, 13, 4))
+    outputs = []
+    for chunk in (None, 5):
+        chunked = dataclasses.replace(config, chunk_size=chunk)
+        outputs.append([SingleToPair(config.pairwise_hidden_size, nnx.Rngs(0), chunk)(x),
+                        OuterProductMean(chunked, nnx.Rngs(1))(msa, msa_mask),
+                        PairUpdateStack(chunked, 2, nnx.Rngs(2))(z, jnp.ones((1, 13, 13)))])
+    for whole, chunked in zip(*outputs):
+        assert np.abs(np.asarray(whole) - np.asarray(chunked)).max() < 1e-5

@@ -83,10 +83,19 @@ def test_a_folder_without_the_files_is_refused(tmp_path):
         read_config(tmp_path)
 
 
-def test_msa_encoder_keys_are_read_past_and_listed(tmp_path):
+def test_msa_encoder_round_trip(tmp_path):
+    """A checkpoint with the MSA encoder (biohub/ESMFold2's layout): its list of layers, the last
+    without MSA-side weights, placed by index."""
     reference, folder = write_esmfold2_checkpoint(tmp_path, seed=1, shape=with_msa_encoder(tiny_shape()))
-    config = read_config(folder)
-    assert config.msa_encoder.enabled
-    loaded = state_dict_to_params(load_file(str(folder / "model.safetensors")), config)
-    assert loaded.unused and all(k.startswith("msa_encoder.") for k in loaded.unused)
-    assert set(loaded.unused) == {k for k in reference.state_dict() if k.startswith("msa_encoder.")}
+    ours = load_esmfold2(folder)
+    torch_state = {k: v.detach().numpy() for k, v in reference.state_dict().items()}
+    layers = ours.msa_encoder.layers
+    assert not hasattr(layers[2], "msa_transition") and hasattr(layers[1], "msa_transition")
+    pairs = {"msa_encoder.embed.weight": ours.msa_encoder.embed.kernel[...].T,
+             "msa_encoder.layers.1.msa_pair_weighted_averaging.bias_proj.weight":
+                 layers[1].msa_pair_weighted_averaging.bias_proj.kernel[...].T,
+             "msa_encoder.layers.2.outer_product_mean.output_proj.bias":
+                 layers[2].outer_product_mean.output_proj.bias[...],
+             "msa_encoder.layers.2.tri_mul_in.norm_mix.weight": layers[2].tri_mul_in.norm_mix.scale[...]}
+    for key, value in pairs.items():
+        assert np.array_equal(np.asarray(value), torch_state[key]), key

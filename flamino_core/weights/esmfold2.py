@@ -8,15 +8,12 @@ our attributes do: a torch ``Linear``'s ``weight`` is our ``kernel`` transposed,
 ``scale``, an ``Embedding``'s our ``embedding``, anything else (buffers such as the Fourier
 ``frequencies`` and ``boundaries``, raw parameters such as ``plddt_weight``) the same name. A
 ``<stack>.layers.<i>.*`` key is index i of a list of layers or of a stacked one (our pair-update
-stacks keep their layers on a leading axis). The MSA encoder's ``msa_encoder.*`` is not ported
-(single-sequence inputs only): with ``msa_encoder.enabled`` its keys are read past and listed in
-``EsmFold2Checkpoint.unused``. Strict otherwise: every missing, unexpected and misshapen key is
-listed in one error.
+stacks keep their layers on a leading axis). Strict: every missing, unexpected and misshapen key
+is listed in one error.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import re
@@ -128,17 +125,8 @@ def _stem_params(state_dict: Mapping[str, np.ndarray], config: EsmFold2Config, s
     return params, [], [], []
 
 
-@dataclasses.dataclass
-class EsmFold2Checkpoint:
-    """What ``state_dict_to_params`` made of a checkpoint: the params, and the keys read past
-    (the MSA encoder's, which flamino does not run)."""
-
-    params: dict
-    unused: list[str]
-
-
 def state_dict_to_params(state_dict: Mapping[str, np.ndarray], config: EsmFold2Config,
-                         source: str = "checkpoint") -> EsmFold2Checkpoint:
+                         source: str = "checkpoint") -> dict:
     """Convert an ``EsmFold2Model`` state dict into ``EsmFold2(config)``'s pure state dict.
 
     Raises:
@@ -147,12 +135,9 @@ def state_dict_to_params(state_dict: Mapping[str, np.ndarray], config: EsmFold2C
     expected = expected_params(config)
     shapes = {path: tuple(leaf.shape) for path, leaf in _leaves(expected) if path[0] != "esmc"}
     stem, missing, unexpected, mismatched = _stem_params(state_dict, config, source)
-    flat, stacked, unused = {}, {}, []
+    flat, stacked = {}, {}
     for key, value in state_dict.items():
         if key.startswith("esmc."):
-            continue
-        if key.startswith("msa_encoder.") and config.msa_encoder.enabled:
-            unused.append(key)
             continue
         placed = _place(key, np.asarray(value, np.float32), shapes)
         if placed is None:
@@ -181,7 +166,7 @@ def state_dict_to_params(state_dict: Mapping[str, np.ndarray], config: EsmFold2C
             _set(params, path, flat[path])
     if missing or unexpected or mismatched:
         raise CheckpointMismatchError(source, sorted(missing), sorted(unexpected), mismatched, TITLE)
-    return EsmFold2Checkpoint(params, sorted(unused))
+    return params
 
 
 def read_config(folder: Path | str) -> EsmFold2Config:
@@ -208,5 +193,5 @@ def load_esmfold2(folder: Path | str):
     from safetensors.numpy import load_file
 
     config = read_config(folder)
-    checkpoint = state_dict_to_params(load_file(str(Path(folder) / "model.safetensors")), config, str(folder))
-    return params_to_model(checkpoint.params, config)
+    params = state_dict_to_params(load_file(str(Path(folder) / "model.safetensors")), config, str(folder))
+    return params_to_model(params, config)

@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from flamino_core.model.esmfold.pair import rows_in_chunks
 from flamino_core.model.esmfold2.config import EsmFold2Config
 from flamino_core.model.esmfold2.layers import LayerNorm, linear
 
@@ -18,7 +19,8 @@ class SingleToPair(nnx.Module):
     """``output_fc2(gelu(output_fc1([h_i * h_j, h_i - h_j])))`` with ``h = downproject(x)``, all
     ``pairwise_hidden_size`` wide; pair (i, j) takes token i first, as the reference does."""
 
-    def __init__(self, dim: int, rngs: nnx.Rngs):
+    def __init__(self, dim: int, rngs: nnx.Rngs, chunk_size: int | None = None):
+        self.chunk_size = chunk_size  # rows of the (B, L, L, 2C) input at a time (each row on its own)
         self.downproject = linear(dim, dim, rngs, bias=True)
         self.output_fc1 = linear(2 * dim, dim, rngs, bias=True)
         self.output_fc2 = linear(dim, dim, rngs, bias=True)
@@ -26,9 +28,13 @@ class SingleToPair(nnx.Module):
     def __call__(self, x: jax.Array) -> jax.Array:
         """x (B, L, C) -> (B, L, L, C)."""
         h = self.downproject(x)
-        pair = jnp.concatenate([h[:, :, None] * h[:, None, :], h[:, :, None] - h[:, None, :]], axis=-1)
-        # torch's F.gelu is the exact (erf) GELU, not the tanh approximation JAX defaults to.
-        return self.output_fc2(jax.nn.gelu(self.output_fc1(pair), approximate=False))
+
+        def rows(h_rows: jax.Array) -> jax.Array:
+            pair = jnp.concatenate([h_rows[:, :, None] * h[:, None, :], h_rows[:, :, None] - h[:, None, :]], axis=-1)
+            # torch's F.gelu is the exact (erf) GELU, not the tanh approximation JAX defaults to.
+            return self.output_fc2(jax.nn.gelu(self.output_fc1(pair), approximate=False))
+
+        return rows_in_chunks(rows, self.chunk_size, h)
 
 
 class LanguageModelEncoder(nnx.Module):
@@ -37,7 +43,7 @@ class LanguageModelEncoder(nnx.Module):
 
     def __init__(self, config: EsmFold2Config, rngs: nnx.Rngs):
         dim, lm_dim = config.pairwise_hidden_size, config.esmc.embed_dim
-        self.single_to_pair = SingleToPair(dim, rngs)
+        self.single_to_pair = SingleToPair(dim, rngs, config.chunk_size)
         self.pair_output_norm = LayerNorm(dim, rngs)
         self.pair_input_norm = LayerNorm(lm_dim, rngs)
         self.pair_proj = linear(lm_dim, dim, rngs)

@@ -9,9 +9,10 @@ per-loop dropout, which the reference applies even at inference (``F.dropout(...
 on every loop when ``lm_encoder.per_loop_lm_dropout``): as explicit multipliers per loop (the
 parity tests feed the reference the same) or as a key drawn from inside the loop.
 
-Single-sequence inputs only: the MSA encoder is not ported (``msa_encoder.enabled`` models are
-refused by ``trunk`` when given an MSA to encode); an MSA still sets the profile features as the
-reference's ``_prepare_features`` does.
+With ``msa_encoder.enabled`` (biohub/ESMFold2) the MSA encoder (``msa.py``) updates the initial
+pair state when the features carry an MSA (a one-row MSA of the query without an alignment, as
+``infer_protein``); an MSA also sets the profile features, as ``_prepare_features`` does. It runs
+on the same inputs every loop in the reference, so it runs once here: the same numbers.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from flamino_core.model.esmfold2.diffusion import DiffusionModule
 from flamino_core.model.esmfold2.embedder import InputEmbedder
 from flamino_core.model.esmfold2.language_model import LanguageModelEncoder
 from flamino_core.model.esmfold2.layers import linear
+from flamino_core.model.esmfold2.msa import MsaEncoder
 from flamino_core.model.esmfold2.pair import PairUpdateStack
 from flamino_core.model.esmfold2.parcae import Parcae
 from flamino_core.model.esmfold2.stem import language_model_states
@@ -130,6 +132,8 @@ class EsmFold2(nnx.Module):
         self.distogram_head = linear(config.pairwise_hidden_size, config.structure_head.num_distogram_bins, rngs,
                                      bias=True)
         self.confidence_head = ConfidenceHead(config, rngs)
+        # Checkpoints trained without MSAs (ESMFold2-Fast) have no MSA encoder.
+        self.msa_encoder = MsaEncoder(config, rngs) if config.msa_encoder.enabled else None
 
     def language_model_states(self, features: dict) -> jax.Array:
         """ESM C's hidden states per structure token (``stem.language_model_states``; eager)."""
@@ -143,20 +147,17 @@ class EsmFold2(nnx.Module):
         Jittable (``num_loops`` static).
 
         Raises:
-          ValueError: an MSA deeper than the query for a model with an MSA encoder (not ported), or
-            LM states without the dropout noise the reference draws for them.
+          ValueError: LM states without the dropout noise the reference draws for them.
         """
         config = self.config
-        msa = features.get("msa")
-        if config.msa_encoder.enabled and msa is not None:
-            raise ValueError("this ESMFold2 has an MSA encoder, which flamino does not run yet (single-sequence "
-                             "ESMFold2-Fast checkpoints only)")
         res_type, profile, deletion_mean, atoms = one_hot_features(features, config)
         single_inputs, initial_pair, relative, bonds = self.input_embedder(
             atoms, res_type, profile, deletion_mean, *(jnp.asarray(features[k]) for k in (
                 "token_index", "residue_index", "asym_id", "sym_id", "entity_id", "token_bonds")))
         mask = jnp.asarray(features["attention_mask"]).astype(jnp.float32)
         pair_mask = mask[:, :, None] * mask[:, None, :]
+        if self.msa_encoder is not None and features.get("msa") is not None:
+            initial_pair = self.msa_encoder(initial_pair, single_inputs, features)
         lm_pair = None if lm_hidden_states is None else self.language_model(lm_hidden_states)
         p = config.lm_encoder.lm_dropout
         dropout = lm_pair is not None and config.lm_encoder.per_loop_lm_dropout and p > 0.0
