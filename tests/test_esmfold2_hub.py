@@ -1,7 +1,7 @@
 """The published ESMFold2 checkpoints by name (``weights/esmfold2_hub.py``): which identifiers are
 ESMFold2, the download path (``hf_hub_download`` replaced by a stand-in that serves files and
-records what was asked), the full ESMFold2 refused from its config.json before its weights are
-fetched, and the offline message. No network: the stand-in and ``HF_HUB_OFFLINE`` cover both ways."""
+records what was asked), a repository whose config.json is not ESMFold2's refused before its
+weights are fetched, and the offline message. No network: the stand-in and ``HF_HUB_OFFLINE`` cover both ways."""
 
 from __future__ import annotations
 
@@ -55,9 +55,15 @@ def test_the_fast_preset_is_fetched_into_a_linked_folder(monkeypatch, tmp_path):
     assert (folder / "config.json").is_symlink() and (folder / "model.safetensors").read_text() == "weights"
 
 
-def test_the_full_esmfold2_is_refused_before_its_weights(monkeypatch, tmp_path):
+def test_the_full_preset_is_fetched_from_its_own_repository(monkeypatch, tmp_path):
     asked = _serve(monkeypatch, tmp_path, {"model_type": "esmfold2", "msa_encoder": {"enabled": True}})
-    with pytest.raises(ValueError, match="MSA encoder.*esmfold2-fast"):
+    hub.preset_folder("esmfold2")
+    assert asked == [("biohub/ESMFold2", "config.json"), ("biohub/ESMFold2", "model.safetensors")]
+
+
+def test_a_repository_that_is_not_esmfold2_is_refused_before_its_weights(monkeypatch, tmp_path):
+    asked = _serve(monkeypatch, tmp_path, {"model_type": "esm"})
+    with pytest.raises(ValueError, match="not ESMFold2"):
         hub.load_fold2_model("esmfold2")
     assert asked == [("biohub/ESMFold2", "config.json")]
 

@@ -9,9 +9,10 @@ flamino reads ``config.json`` and one ``model.safetensors`` holding every key, `
 6B stem) included, as ``save_pretrained`` writes them; a repository published otherwise (sharded
 weights, or the stem in a separate repository) is refused with what was found.
 
-A model with an MSA encoder (``msa_encoder.enabled``, the full ESMFold2) is refused from its
-``config.json``, before its weights are fetched: flamino runs the single-sequence path only
-(docs/esmfold.md, "ESMFold2").
+Both fold single sequences: the full ESMFold2's MSA encoder runs on the featuriser's one-row MSA
+(the query), as the reference's ``infer_protein`` does; flamino takes no user MSA yet. The
+``config.json`` is fetched first and read (a model that is not ESMFold2 is refused before its
+weights are downloaded).
 """
 
 from __future__ import annotations
@@ -23,8 +24,6 @@ from pathlib import Path
 from flamino_core.weights.model_cache import ModelNotAvailableError, Progress, cache_root
 
 RANDOM_PREFIX = "random:esmfold2-tiny"
-MSA_REFUSAL = ("{name} has an MSA encoder (the full ESMFold2), which flamino does not run yet: it folds with the "
-               "single-sequence ESMFold2-Fast (-m esmfold2-fast)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,8 +60,7 @@ def load_fold2_model(identifier: str, progress: Progress = lambda fraction, text
     """``(model, is_random)`` for an ESMFold2 identifier (``is_esmfold2``).
 
     Raises:
-      ValueError: a malformed identifier, a model flamino cannot run (MSA encoder), a folder that is
-        not ESMFold2's (the loader's strict message).
+      ValueError: a malformed identifier, a folder that is not ESMFold2's (the loader's strict message).
       ModelNotAvailableError: a preset neither cached nor downloadable now (what to do, said).
     """
     if identifier == RANDOM_PREFIX or identifier.startswith(RANDOM_PREFIX + ":"):
@@ -70,18 +68,10 @@ def load_fold2_model(identifier: str, progress: Progress = lambda fraction, text
         if not seed.isdigit():
             raise ValueError(f"{identifier!r}: the seed after {RANDOM_PREFIX}: is a whole number")
         return random_model(int(seed)), True
-    from flamino_core.weights.esmfold2 import load_esmfold2, read_config
+    from flamino_core.weights.esmfold2 import load_esmfold2
 
     name = fold2_preset_name(identifier)
-    folder = preset_folder(name, progress) if name else Path(identifier)
-    if name is None:
-        _check_runnable(read_config(folder), identifier)
-    return load_esmfold2(folder), False
-
-
-def _check_runnable(config, name: str) -> None:
-    if config.msa_encoder.enabled:
-        raise ValueError(MSA_REFUSAL.format(name=name))
+    return load_esmfold2(preset_folder(name, progress) if name else Path(identifier)), False
 
 
 def random_model(seed: int):
@@ -110,15 +100,15 @@ def random_model(seed: int):
 
 def preset_folder(name: str, progress: Progress = lambda fraction, text: None) -> Path:
     """A folder with the preset's ``config.json`` and ``model.safetensors`` (links into the Hub's
-    cache, under flamino's cache as ``<name>/``); the config is fetched and checked first, so a model
-    flamino cannot run is refused before its weights are downloaded."""
+    cache, under flamino's cache as ``<name>/``); the config is fetched and read first, so a repository
+    that is not ESMFold2's is refused before its weights are downloaded."""
     from flamino_core.model.esmfold2.config import EsmFold2Config
     from flamino_core.weights.hub import hub_reachable
 
     preset, online = FOLD2_PRESETS[name], hub_reachable()
     try:
         config = _hub_file(name, "config.json", online, progress)
-        _check_runnable(EsmFold2Config.from_dict(json.loads(config.read_text()), name=name), name)
+        EsmFold2Config.from_dict(json.loads(config.read_text()), name=name)  # ValueError if not ESMFold2's
         if online:
             progress(None, f"Fetching {preset.repo} from the Hugging Face Hub (the ESM C 6B stem is ~25 GB)")
         weights = _hub_file(name, "model.safetensors", online, progress)
