@@ -113,6 +113,8 @@ def test_dropout_is_required_and_a_key_is_deterministic(tiny):
     noise = draw_trunk_noise(jax.random.key(0), ours.config, 1, 7)
     with pytest.raises(ValueError, match="every trunk loop"):
         run_trunk(ours, features, TrunkNoise(noise.pair_state), lm)
+    with pytest.raises(ValueError, match="num_loops"):
+        run_trunk(ours, features, TrunkNoise(noise.pair_state, jnp.ones((1, 1, 7, 7, 24))), lm)
     first = run_trunk(ours, features, noise, lm).pair_states
     again = run_trunk(ours, features, noise, lm).pair_states
     other = run_trunk(ours, features, TrunkNoise(noise.pair_state, jax.random.key(1)), lm).pair_states
