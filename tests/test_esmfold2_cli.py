@@ -44,6 +44,7 @@ def _check_fold(out, row: dict, chains: list[str]) -> None:
     assert int(row["length"]) == sum(map(len, chains))
     confidences = json.loads((out / row["cif"].replace(".cif", ".confidences.json")).read_text())
     assert confidences["ptm"] == float(row["ptm"]) and 0 < confidences["ptm"] < 1
+    assert "not biology" in confidences["model"]
     assert np.shape(confidences["pae"]) == (int(row["length"]),) * 2
     assert np.shape(confidences["chain_pair_iptm"]) == (len(chains),) * 2
     if len(chains) > 1:
