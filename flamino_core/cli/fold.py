@@ -22,12 +22,24 @@ STEM_BF16_NOTE = "stem in bf16 (opt-in fast mode: not the reference's numbers)"
 TABLE = "folds.csv"
 MODEL_HELP = ("esmfold_v1 (facebook/esmfold_v1, MIT licence: downloaded once into the Hugging Face cache), an "
               "ESMFold folder written by transformers' EsmForProteinFolding.save_pretrained, or "
-              "random:esmfold-tiny[:seed] (an untrained test model: its structures are not biology)")
+              "random:esmfold-tiny[:seed] (an untrained test model: its structures are not biology); or ESMFold2: "
+              "esmfold2 or esmfold2-fast (biohub/ESMFold2, biohub/ESMFold2-Fast, downloaded likewise), a folder "
+              "written by EsmFold2Model.save_pretrained, or "
+              "random:esmfold2-tiny[:seed]")
+ESMFOLD2_ONLY = ("complex", "seed", "samples", "steps", "pdb")
 
 
 def cmd_fold(args) -> int:
     from flamino_core.weights.esmfold import load_fold_model
+    from flamino_core.weights.esmfold2_hub import is_esmfold2
 
+    if is_esmfold2(args.model):  # ESMFold2: mmCIF files, complexes (cli/fold2.py)
+        from flamino_core.cli.fold2 import cmd_fold2
+
+        return cmd_fold2(args)
+    given = [f"--{name}" for name in ESMFOLD2_ONLY if getattr(args, name) not in (None, False)]
+    if given:
+        raise UserError(f"{', '.join(given)}: for ESMFold2 models only (-m esmfold2-fast, random:esmfold2-tiny, ...)")
     if args.passes is not None and args.passes < 1:
         raise UserError(f"--passes {args.passes}: the trunk runs at least once (1 = no recycling)")
     if args.chunk_size < 0:
@@ -100,7 +112,9 @@ def add_parsers(sub) -> None:
         "fold", help="predict structures (ESMFold): one PDB per record and a table",
         description="Fold every record with ESMFold. Writes DIR/<record>.pdb (pLDDT 0-100 in the B-factor "
                     f"column, as ESMFold's own files) and DIR/{TABLE} (name, length, mean pLDDT, pTM). Records "
-                    f"over {MAX_RESIDUES} residues are skipped, named on stderr.",
+                    f"over {MAX_RESIDUES} residues are skipped, named on stderr. With an ESMFold2 model: "
+                    f"DIR/<name>.cif per fold (and complexes: A:B in a record, or --complex) and DIR/{TABLE} "
+                    "(name, chains, length, mean pLDDT, pTM, ipTM).",
     )
     add_fasta_argument(fold)
     fold.add_argument("-m", "--model", required=True, help=MODEL_HELP)
@@ -114,4 +128,13 @@ def add_parsers(sub) -> None:
                       help="the language-model stem's dense layers: fp32 (default: the reference's numbers) or bf16 "
                            "(5.6 GB less for esmfold_v1, what a long fold on a 16 GiB accelerator needs; not the "
                            "reference's numbers, said in every PDB)")
+    two = fold.add_argument_group("ESMFold2 (docs/esmfold.md): mmCIF per fold, complexes as A:B in a record")
+    two.add_argument("--complex", action="store_true",
+                     help="fold every record of the input as one complex (chains A, B, ... in record order)")
+    two.add_argument("--seed", type=int, default=None, help="the sampler's and the trunk's random seed (default 0)")
+    two.add_argument("--samples", type=int, default=None,
+                     help="diffusion samples per fold, the best by pTM kept (default: the model's)")
+    two.add_argument("--steps", type=int, default=None,
+                     help="the noise schedule's length before its cap (default: the model's)")
+    two.add_argument("--pdb", action="store_true", help="also write DIR/<name>.pdb where the complex fits PDB")
     fold.set_defaults(call=cmd_fold)

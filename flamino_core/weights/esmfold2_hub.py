@@ -1,0 +1,155 @@
+"""Which ESMFold2 a model identifier names, and that model loaded: the published checkpoints
+(``esmfold2`` = ``biohub/ESMFold2``, ``esmfold2-fast`` = ``biohub/ESMFold2-Fast`` on the Hugging Face
+Hub, MIT licence as the Biohub README states), downloaded into the Hub's cache (``HF_HOME``) and read
+from it offline, as ``esmfold_hub.py`` does for esmfold_v1; a folder written by transformers'
+``EsmFold2Model.save_pretrained``; or ``random:esmfold2-tiny[:seed]``, an untrained test model.
+
+Not verified here (no internet on the machines this was written on): the repositories' file layout.
+flamino reads ``config.json`` and one ``model.safetensors`` holding every key, ``esmc.*`` (the ESM C
+6B stem) included, as ``save_pretrained`` writes them; a repository published otherwise (sharded
+weights, or the stem in a separate repository) is refused with what was found.
+
+Both fold single sequences: the full ESMFold2's MSA encoder runs on the featuriser's one-row MSA
+(the query), as the reference's ``infer_protein`` does; flamino takes no user MSA yet. The
+``config.json`` is fetched first and read (a model that is not ESMFold2 is refused before its
+weights are downloaded).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+from flamino_core.weights.model_cache import ModelNotAvailableError, Progress, cache_root
+
+RANDOM_PREFIX = "random:esmfold2-tiny"
+
+
+@dataclasses.dataclass(frozen=True)
+class Fold2Preset:
+    repo: str
+    licence: str = "MIT"
+    files: tuple[str, ...] = ("config.json", "model.safetensors")
+
+
+FOLD2_PRESETS = {"esmfold2": Fold2Preset("biohub/ESMFold2"), "esmfold2-fast": Fold2Preset("biohub/ESMFold2-Fast")}
+
+
+def fold2_preset_name(identifier: str) -> str | None:
+    """``esmfold2`` / ``esmfold2-fast`` for those names or their repository ids (any case), else None."""
+    for name, preset in FOLD2_PRESETS.items():
+        if identifier.lower() in (name, preset.repo.lower()):
+            return name
+    return None
+
+
+def is_esmfold2(identifier: str) -> bool:
+    """Whether ``identifier`` names an ESMFold2: a preset, the random test model, or a folder whose
+    ``config.json`` says ``model_type: esmfold2``."""
+    if fold2_preset_name(identifier) or identifier == RANDOM_PREFIX or identifier.startswith(RANDOM_PREFIX + ":"):
+        return True
+    config = Path(identifier) / "config.json"
+    try:
+        return config.is_file() and json.loads(config.read_text()).get("model_type") == "esmfold2"
+    except (OSError, ValueError):
+        return False
+
+
+def load_fold2_model(identifier: str, progress: Progress = lambda fraction, text: None):
+    """``(model, is_random)`` for an ESMFold2 identifier (``is_esmfold2``).
+
+    Raises:
+      ValueError: a malformed identifier, a folder that is not ESMFold2's (the loader's strict message).
+      ModelNotAvailableError: a preset neither cached nor downloadable now (what to do, said).
+    """
+    if identifier == RANDOM_PREFIX or identifier.startswith(RANDOM_PREFIX + ":"):
+        seed = identifier[len(RANDOM_PREFIX) + 1:] or "0"
+        if not seed.isdigit():
+            raise ValueError(f"{identifier!r}: the seed after {RANDOM_PREFIX}: is a whole number")
+        return random_model(int(seed)), True
+    from flamino_core.weights.esmfold2 import load_esmfold2
+
+    name = fold2_preset_name(identifier)
+    return load_esmfold2(preset_folder(name, progress) if name else Path(identifier)), False
+
+
+def random_model(seed: int):
+    """The untrained test model: ``EsmFold2Config.tiny()`` at random weights. The parameters the
+    reference initialises to zero (the pLDDT and resolved weights among them) are drawn too, at a
+    small scale, so that its confidences vary from atom to atom (it is a test of the plumbing: its
+    structures and confidences are not biology)."""
+    import jax
+    import jax.numpy as jnp
+    from flax import nnx
+
+    from flamino_core.model.esmfold2.config import EsmFold2Config
+    from flamino_core.model.esmfold2.model import EsmFold2
+
+    model = EsmFold2(EsmFold2Config.tiny(), nnx.Rngs(seed))
+    graphdef, state = nnx.split(model)
+    keys = iter(jax.random.split(jax.random.key(seed), len(jax.tree.leaves(state))))
+
+    def fill(x):
+        key = next(keys)
+        if jnp.issubdtype(x.dtype, jnp.floating) and not jnp.any(x):
+            return 0.5 * jax.random.normal(key, x.shape, x.dtype)
+        return x
+    return nnx.merge(graphdef, jax.tree.map(fill, state))
+
+
+def preset_folder(name: str, progress: Progress = lambda fraction, text: None) -> Path:
+    """A folder with the preset's ``config.json`` and ``model.safetensors`` (links into the Hub's
+    cache, under flamino's cache as ``<name>/``); the config is fetched and read first, so a repository
+    that is not ESMFold2's is refused before its weights are downloaded."""
+    from flamino_core.model.esmfold2.config import EsmFold2Config
+    from flamino_core.weights.hub import hub_reachable
+
+    preset, online = FOLD2_PRESETS[name], hub_reachable()
+    try:
+        config = _hub_file(name, "config.json", online, progress)
+        EsmFold2Config.from_dict(json.loads(config.read_text()), name=name)  # ValueError if not ESMFold2's
+        if online:
+            progress(None, f"Fetching {preset.repo} from the Hugging Face Hub (the ESM C 6B stem is ~25 GB)")
+        weights = _hub_file(name, "model.safetensors", online, progress)
+    except (ModelNotAvailableError, ValueError):
+        raise
+    except Exception as err:  # connection drops surface as OSError or the HTTP client's errors
+        detail = str(err).splitlines()[0] if str(err) else ""
+        raise ModelNotAvailableError(f"could not fetch {name} from the Hub ({type(err).__name__}: {detail}). "
+                                     "Try again: downloads resume where they stopped.\n"
+                                     + offline_message(name)) from None
+    from flamino_core.weights.esmfold_hub import _linked_folder
+
+    return _linked_folder(cache_root() / name, {"config.json": config, "model.safetensors": weights})
+
+
+def _hub_file(name: str, file: str, online: bool, progress: Progress) -> Path:
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
+
+    from flamino_core.weights.hub import _forwarding_tqdm
+
+    repo = FOLD2_PRESETS[name].repo
+    extra = {"tqdm_class": _forwarding_tqdm(progress)} if online else {"local_files_only": True}
+    try:
+        return Path(hf_hub_download(repo, file, **extra))
+    except (LocalEntryNotFoundError, FileNotFoundError):
+        raise ModelNotAvailableError(offline_message(name)) from None
+    except EntryNotFoundError:
+        if not online:
+            raise ModelNotAvailableError(offline_message(name)) from None
+        raise ValueError(f"{repo} has no {file}: flamino reads the layout EsmFold2Model.save_pretrained writes "
+                         "(config.json and one model.safetensors with the ESM C stem inside); download the "
+                         "checkpoint with transformers and pass the folder it saves") from None
+
+
+def offline_message(name: str) -> str:
+    preset = FOLD2_PRESETS[name]
+    return (f"Model {name} is not on this machine and the Hugging Face Hub cannot be reached.\n"
+            f"To get it here, either:\n"
+            f"  1. on a machine with internet load it once (flamino fold any.fasta -m {name} -o out) and copy the "
+            f"Hugging Face cache (HF_HOME) here, setting HF_HOME to the copy; or\n"
+            f"  2. save it with transformers (EsmFold2Model.from_pretrained('{preset.repo}').save_pretrained(DIR)) "
+            f"and pass DIR as the model.\n"
+            f"Its weights are published under the {preset.licence} licence (Biohub).")
