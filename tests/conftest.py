@@ -68,7 +68,7 @@ FILE_KINDS = {
     **dict.fromkeys(["test_cli.py", "test_fused_attention.py", "test_int8.py", "test_long_windows.py", "test_parity.py", "test_family_parity.py", "test_esmfold_parity.py",
                      "test_esmfold2_trunk.py", "test_esmfold2_confidence.py", "test_esmfold2_atoms.py", "test_esmfold2_denoiser.py", "test_ensemble.py",
                      "test_variant_scores.py", "test_indel_scores.py", "test_indel_windows.py", "test_saprot.py",
-                     "test_accelerator_parity.py", "test_accelerator_saprot.py",
+                     "test_accelerator_parity.py", "test_accelerator_saprot.py", "test_accelerator_esmfold2.py",
                      "test_esmfold2_features.py", "test_esmfold2_sampling.py", "test_esmfold2_predict.py"], "parity"),
     **dict.fromkeys(["test_app.py", "test_app_context.py", "test_app_links.py", "test_app_long.py",
                      "test_app_predict.py", "test_app_sets.py", "test_app_variants.py", "test_hosted_attacks_pages.py",
