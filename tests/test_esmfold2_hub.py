@@ -30,14 +30,23 @@ def test_a_folder_is_esmfold2_by_its_config(tmp_path):
     assert not hub.is_esmfold2(str(tmp_path))
 
 
-def _serve(monkeypatch, tmp_path, config: dict):
-    """A stand-in Hub holding ``config.json`` and a placeholder ``model.safetensors``; returns the
-    list of (repo, file) asked for."""
+def _serve(monkeypatch, tmp_path, config: dict, shards: dict | None = None):
+    """A stand-in Hub holding ``config.json`` and a placeholder ``model.safetensors`` (or, with
+    ``shards``, an index with that weight map and no ``model.safetensors``); returns the list of
+    (repo, file) asked for."""
+    from huggingface_hub.errors import EntryNotFoundError
+
     asked = []
 
     def fake_download(repo, file, **kwargs):
         asked.append((repo, file))
+        if shards is not None and file == "model.safetensors":
+            raise EntryNotFoundError(f"{repo} has no {file}")
         path = tmp_path / "served" / file
+        if file == hub.INDEX:
+            path.parent.mkdir(exist_ok=True)
+            path.write_text(json.dumps({"weight_map": shards}))
+            return str(path)
         path.parent.mkdir(exist_ok=True)
         path.write_text(json.dumps(config) if file == "config.json" else "weights")
         return str(path)
@@ -59,6 +68,22 @@ def test_the_full_preset_is_fetched_from_its_own_repository(monkeypatch, tmp_pat
     asked = _serve(monkeypatch, tmp_path, {"model_type": "esmfold2", "msa_encoder": {"enabled": True}})
     hub.preset_folder("esmfold2")
     assert asked == [("biohub/ESMFold2", "config.json"), ("biohub/ESMFold2", "model.safetensors")]
+
+
+def test_sharded_weights_are_fetched_by_their_index(monkeypatch, tmp_path):
+    shards = {"esmc.a": "model-00001-of-00002.safetensors", "trunk.b": "model-00002-of-00002.safetensors",
+              "trunk.c": "model-00002-of-00002.safetensors"}
+    asked = _serve(monkeypatch, tmp_path, {"model_type": "esmfold2"}, shards)
+    folder = hub.preset_folder("esmfold2-fast")
+    assert [file for _, file in asked] == ["config.json", "model.safetensors", hub.INDEX,
+                                           "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
+    assert sorted(p.name for p in folder.iterdir()) == sorted(["config.json", hub.INDEX, *set(shards.values())])
+
+
+def test_an_index_naming_paths_is_refused(monkeypatch, tmp_path):
+    _serve(monkeypatch, tmp_path, {"model_type": "esmfold2"}, {"x": "../../evil.safetensors"})
+    with pytest.raises(ValueError, match="not plain safetensors file names"):
+        hub.preset_folder("esmfold2-fast")
 
 
 def test_a_repository_that_is_not_esmfold2_is_refused_before_its_weights(monkeypatch, tmp_path):

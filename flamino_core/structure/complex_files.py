@@ -137,7 +137,8 @@ def confidences_json(folded: FoldedComplex, model: str = "") -> str:
     biology), pLDDT (0-100) per residue, PAE (Angstrom, residues x residues), pTM, ipTM, the
     chain-pair ipTM matrix (rows and columns in ``chain_ids`` order)."""
     return json.dumps({
-        "name": folded.name, "model": model, "chain_ids": list(folded.chain_ids), "chain_names": list(folded.chain_names),
+        "name": folded.name, "model": model,
+        "chain_ids": list(folded.chain_ids), "chain_names": list(folded.chain_names),
         "mean_plddt": round(100 * folded.complex_plddt, 2), "ptm": round(folded.ptm, 4),
         "iptm": round(folded.iptm, 4), "sample": folded.sample, "samples": folded.samples,
         "chain_pair_iptm": np.round(folded.chain_pair_iptm, 4).tolist(),
