@@ -83,6 +83,13 @@ def test_predict_shows_the_fold_by_plddt_its_pae_and_downloads_biopython_reads_b
 
     first_scene = json.loads(shown[0].proto.json_args)["scene"]
     np.testing.assert_allclose([r["value"] for r in first_scene["residues"]], plddt, atol=1e-3)
+    # #66 D2: pLDDT in AlphaFold's fixed bands (the untrained fold is 49-57: orange and yellow only).
+    from flamino_core.structure.confidence import plddt_colours
+
+    assert [r["colour"] for r in first_scene["residues"]] == plddt_colours(plddt)
+    assert [b["colour"] for b in first_scene["legend"]["bands"]] == ["#ff7d45", "#ffdb13", "#65cbf3", "#0053d6"]
+    track = next(f for f in figures(at) if "pLDDT per residue" in f["layout"]["title"]["text"])
+    assert track["layout"]["yaxis"]["range"] == [0, 100]
     pae = next(f for f in figures(at) if "Predicted aligned error" in f["layout"]["title"]["text"])
     z = np.array([values(row) for row in pae["data"][0]["z"]]) if isinstance(pae["data"][0]["z"], list) \
         else np.array(values(pae["data"][0]["z"])).reshape(len(ABETA42), -1)
@@ -90,7 +97,8 @@ def test_predict_shows_the_fold_by_plddt_its_pae_and_downloads_biopython_reads_b
     # Downloads: the PDB's coordinates and B-factors (pLDDT x 100) as Biopython reads them.
     pdb_name, pdb_data = handed["prediction_pdb"]
     cif_name, cif_data = handed["prediction_cif"]
-    assert pdb_name.endswith(".pdb") and cif_name.endswith(".cif")
+    # #66 D3: named by the record and the fold model that made them, not the sidebar's random:tiny
+    assert (pdb_name, cif_name) == ("abeta42_esmfold-tiny.pdb", "abeta42_esmfold-tiny.cif")
     exists = reference.atom37_exists > 0.5
     for parser, text in ((PDBParser(QUIET=True), built(pdb_data)), (MMCIFParser(QUIET=True), built(cif_data))):
         atoms = list(parser.get_structure("p", io.StringIO(text)).get_atoms())
@@ -125,6 +133,9 @@ def test_a_second_session_reads_the_fold_from_the_store_without_a_job():
     assert len(background.every_job()) == before
     assert not any(b.label == PREDICT for b in again.button)
     assert any("Predicted aligned error" in f["layout"]["title"]["text"] for f in figures(again))
+    # #66 D10: the share note says what happened here: the stored fold appeared on its own
+    assert any("sees it again at once" in unescaped(c.value) for c in again.caption)
+    assert not any("presses Predict" in unescaped(c.value) for c in again.caption)
 
 
 def test_a_hosted_server_refuses_a_fold_over_its_limit_before_work(monkeypatch):

@@ -1,4 +1,5 @@
-"""Plotly builders for a predicted structure (ESMFold): the predicted aligned error as a heatmap.
+"""Plotly builders for a predicted structure (ESMFold): the predicted aligned error as a heatmap,
+and pLDDT along the sequence in AlphaFold's fixed confidence bands (``structure/confidence.py``).
 
 Pure ``(arrays) -> go.Figure`` functions with no Streamlit, like ``figures.py``.
 """
@@ -10,6 +11,7 @@ import plotly.graph_objects as go
 
 from flamino_core.figures.style import _layout, escape, top_colourbar
 from flamino_core.numbering import Numbering
+from flamino_core.structure.confidence import PLDDT_BANDS, band_index
 
 # AlphaFold DB draws PAE from dark green (0 A: the relative position is sure) to white (30 A+);
 # ESMFold's PAE bins end at 31.75 A, so 0-30 covers every value it gives.
@@ -31,5 +33,32 @@ def pae_heatmap(pae: np.ndarray, title: str = "", numbering: Numbering = Numberi
         hovertemplate="aligned on residue %{y}<br>residue %{x}<br>expected error %{z:.1f} Å<extra></extra>",
     ))
     fig.update_yaxes(autorange="reversed", title="Aligned residue", scaleanchor="x")
-    fig.update_xaxes(title="Scored residue")
+    # The axes hold the residues and nothing more: Plotly's autorange pads a heatmap beside a
+    # square axis (scaleanchor) to -50..200 for 146 residues.
+    low, high = numbering.first - 0.5, numbering.last(pae.shape[0]) + 0.5
+    fig.update_xaxes(title="Scored residue", range=[low, high], constrain="domain")
+    fig.update_yaxes(range=[high, low], constrain="domain")
     return _layout(fig, escape(title), height=520)
+
+
+def plddt_track(plddt: np.ndarray, title: str = "", numbering: Numbering = Numbering()) -> go.Figure:
+    """pLDDT (0-100) of each residue as bars in AlphaFold's band colours, one legend entry per band
+    (with its name and count), the band limits 50/70/90 as lines; the y axis always 0-100, so a
+    uniformly unsure fold looks unsure. ``numbering``: the record's residue numbers (x axis)."""
+    plddt = np.asarray(plddt, dtype=float)
+    numbers = numbering.number(np.arange(len(plddt)))
+    index = band_index(plddt)
+    fig = go.Figure()
+    for k, band in enumerate(PLDDT_BANDS):  # every band in the legend, even empty, so the key is whole
+        pick = index == k
+        fig.add_trace(go.Bar(
+            x=numbers[pick], y=plddt[pick], marker={"color": band.colour, "line": {"width": 0}},
+            name=f"{band.describe()}: {int(pick.sum())}",
+            hovertemplate=f"residue %{{x}}<br>pLDDT %{{y:.1f}} ({band.name})<extra></extra>",
+        ))
+    for bound in (50, 70, 90):
+        fig.add_hline(y=bound, line={"color": "#888888", "width": 1, "dash": "dot"})
+    fig.update_yaxes(title="pLDDT", range=[0, 100])
+    fig.update_xaxes(title="Residue", range=[numbering.first - 0.5, numbering.last(len(plddt)) + 0.5])
+    fig.update_layout(bargap=0, barmode="overlay", showlegend=True)
+    return _layout(fig, escape(title), height=300, legend={"orientation": "h", "y": -0.3})
