@@ -100,7 +100,7 @@ def list_section(ctx: PageContext) -> None:
         partial_rows(scoring.partial, ["mutant", "variant", "score", "status"])
         return
     notes(scored.notes)
-    structure_aware.describe(tokens)
+    structure_aware.describe(tokens, ctx.numbering)
     table = list_scores_table(ctx, scored, strategy, author, shown_in=read_in)
 
     st.subheader("Your variants on the substitution map")
@@ -204,7 +204,7 @@ def dms_section(ctx: PageContext) -> None:
         partial_rows(scoring.partial, ["mutant", "DMS_score", "score", "status"])
         return
     notes(scored.notes)
-    structure_aware.describe(tokens)
+    structure_aware.describe(tokens, numbering)
     if scored.dms.issues:
         with st.expander(f"{counted(len(scored.dms.issues), 'note')} about the table", icon=":material/info:"):
             st.markdown("\n".join(f"- {plain(issue)}" for issue in scored.dms.issues))

@@ -195,6 +195,9 @@ def test_saprot_scores_a_list_on_the_predicted_structure_masked_below_70(monkeyp
     said = [unescaped(c.value) for c in at.caption if unescaped(c.value).startswith("Structure-aware:")]
     assert said == [f"Structure-aware: abeta42_esmfold.pdb chain A: 0 of {len(ABETA42)} residues "
                     f"structure-aware; {len(ABETA42)} masked for pLDDT < 70."]
+    # #66 D6: every residue masked is said as what it means: the scores are sequence-only
+    assert any("Every residue of abeta42_esmfold.pdb is masked (pLDDT < 70), so these scores are sequence-only"
+               in unescaped(w.value) for w in at.warning)
     engine = Engine(load_weights("random:tiny-saprot"))
     variants, _ = parse_mutations(mutations, ABETA42)
     core = score_variants(engine, ABETA42, variants, "masked-marginals", structure=tokens.letters).table
