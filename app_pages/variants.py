@@ -9,7 +9,7 @@ from app_pages._ui.input import reading as inputs
 from app_pages._ui.results import one_record as results, scans
 
 from app_pages._ui.variants import compare, suggestions, scoring as variant_results
-from app_pages._ui.structure import structure_aware
+from app_pages._ui.structure import structure_aware, variant_structure
 from app_pages._ui.rerun.context import PageContext, current, ready
 from app_pages._ui.frame.downloads import csv_button, json_button, safe_name, show_figure
 from app_pages._ui.server.policy import visitor_model_name
@@ -112,6 +112,9 @@ def list_section(ctx: PageContext) -> None:
     if read_in is not None:  # the map's positions as the structure numbers them (S195, not S192)
         fig = relabel_positions(fig, seq, ctx.numbering, read_in)
     show_figure(fig, "variant_map", f"{ctx.stem}_variants_map")
+    # A variant's own fold beside the wild type's (#66), the list's first substitution offered
+    first = next((v.text for v in variants if not v.edits), "")
+    variant_structure.section(ctx, suggested=first, author=read_in)
 
 
 def list_numbering(ctx: PageContext):

@@ -202,3 +202,45 @@ def test_saprot_scores_a_list_on_the_predicted_structure_masked_below_70(monkeyp
     variants, _ = parse_mutations(mutations, ABETA42)
     core = score_variants(engine, ABETA42, variants, "masked-marginals", structure=tokens.letters).table
     np.testing.assert_allclose(at.dataframe[0].value["score"].to_numpy(float), core["score"].to_numpy(float), atol=1e-6)
+
+
+def test_a_variants_structure_is_folded_beside_the_wild_type_superposed_with_its_table(handed):
+    """#66 item 3 on Variant effects: the list's first variant offered, the caveat and its source in
+    place, the wild type and the variant folded as jobs (the same model and settings), the 3D view
+    of the variant coloured by its C-alpha displacement over the wild type, the tracks, and the
+    downloads: the table equals the core's comparison of folds made here directly."""
+    import json
+
+    import pandas as pd
+    from test_app_variants import type_list
+
+    from flamino_core.model.esmfold.predict import fold_sequence
+    from flamino_core.numbering import Numbering
+    from flamino_core.structure.folding import variant_structures as vs
+    from flamino_core.weights.esmfold import load_fold_model
+
+    at = start()
+    paste(at, f">abeta42\n{ABETA42}\n")
+    at = type_list(open_page(at, "variants"), "F19P")
+    assert_clean(at)
+    assert any("Feldman, Brogi and Skolnick 2026" in unescaped(w.value) for w in at.warning)
+    assert at.text_input(key="_variant_fold_text").value == "F19P"
+    next(b for b in at.button if b.label == "Fold the wild type and 1 variant").click()
+    settle(at.run())
+    assert_clean(at)
+    model = load_fold_model("random:esmfold-tiny")[0]
+    (variant,) = vs.substitution_variants("F19P", ABETA42)
+    expected = vs.compare(fold_sequence(model, ABETA42), fold_sequence(model, variant.apply(ABETA42)), variant,
+                          Numbering(1))
+    name, data = handed["variant_fold_csv"]
+    assert name == "abeta42_esmfold-tiny_variants.csv"
+    table = pd.read_csv(io.StringIO(built(data)))
+    # The same XLA program on the same CPU, the stored float32 arrays: displacements to 1e-3 A
+    np.testing.assert_allclose(table["ca_displacement"], expected.table["ca_displacement"], atol=1e-3)
+    assert table["contacts_gained"].tolist() == expected.table["contacts_gained"].tolist()
+    shown = [s for s in at.get("component_instance") if "flamino_molecule" in s.proto.component_name]
+    view = json.loads(shown[-1].proto.json_args)["scene"]
+    assert view["chain"] == "A" and view["chosen"]["key"] == "A|19|"
+    np.testing.assert_allclose([r["value"] for r in view["residues"]], expected.table["ca_displacement"], atol=1e-3)
+    assert any("against the wild type" in f["layout"]["title"]["text"] for f in figures(at))
+    assert handed["variant_fold_mt_pdb"][0] == "abeta42_esmfold-tiny_F19P.pdb"

@@ -43,6 +43,9 @@ def cmd_fold(args) -> int:
         say(f"note: {STEM_BF16_NOTE}")
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
+    if args.mutations:  # the wild type and its variants, superposed (#66: cli/fold_mutations.py)
+        from flamino_core.cli import fold_mutations
+        return fold_mutations.run(args, model, is_random, records, _write_table)
     rows, skipped, used = [], 0, set()
     for i, record in enumerate(records, 1):
         if len(record.sequence) > MAX_RESIDUES:
@@ -114,4 +117,11 @@ def add_parsers(sub) -> None:
                       help="the language-model stem's dense layers: fp32 (default: the reference's numbers) or bf16 "
                            "(5.6 GB less for esmfold_v1, what a long fold on a 16 GiB accelerator needs; not the "
                            "reference's numbers, said in every PDB)")
+    fold.add_argument("--mutations", default=None, metavar="E6V[,...]", help=fold_mutations_help())
     fold.set_defaults(call=cmd_fold)
+
+
+def fold_mutations_help() -> str:
+    from flamino_core.cli.fold_mutations import HELP
+
+    return HELP

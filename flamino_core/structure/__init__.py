@@ -5,9 +5,10 @@ structures (ESMFold).
 residues are read as which letter, ``chain_records``: chains as input records, ``fetch``: RCSB,
 AlphaFold DB and UniProt downloads), ``align`` (chain to sequence), ``contact_atoms`` and
 ``contacts`` (true contacts and precision at L/k), ``three_di`` (Foldseek letters for SaProt),
-``confidence`` (pLDDT's fixed bands), ``tracks`` and ``track_values`` (per-residue values to show), ``export`` (PDB with a track in the
-B-factor column, CSV), ``figures`` and ``scene`` (Plotly, the 3D viewer's scene), ``folding/``
-(ESMFold's fold as the app and ``flamino fold`` run it). See docs/structure.md.
+``confidence`` (pLDDT's fixed bands), ``tracks`` and ``track_values`` (per-residue values to
+show), ``export`` (PDB with a track in the B-factor column, CSV), ``figures`` and ``scene``
+(Plotly, the 3D viewer's scene), ``folding/`` (ESMFold's fold as the app and ``flamino fold``
+run it). See docs/structure.md.
 """
 
 from __future__ import annotations

@@ -20,8 +20,7 @@ import zlib
 
 import streamlit as st
 
-from flamino_core.inputs import Numbering, ProteinRecord, first_number
-from flamino_core.inputs.numbering import record_span
+from flamino_core.inputs import Numbering, ProteinRecord, first_number, record_span
 from flamino_core.variants import from_record
 
 from app_pages._ui.server.policy import current_limits

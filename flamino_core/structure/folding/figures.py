@@ -62,3 +62,32 @@ def plddt_track(plddt: np.ndarray, title: str = "", numbering: Numbering = Numbe
     fig.update_xaxes(title="Residue", range=[numbering.first - 0.5, numbering.last(len(plddt)) + 0.5])
     fig.update_layout(bargap=0, barmode="overlay", showlegend=True)
     return _layout(fig, escape(title), height=300, legend={"orientation": "h", "y": -0.3})
+
+
+def variant_structure_tracks(table, title: str = "") -> go.Figure:
+    """A variant's fold against the wild type's along the sequence
+    (``variant_structures.compare``'s table): the C-alpha displacement after superposition (Å),
+    the pLDDT difference (variant minus wild type) and the contacts gained (up) and lost (down),
+    one row each on a shared residue axis; the mutated residues marked by a dotted line."""
+    from plotly.subplots import make_subplots
+
+    x = table["position"].to_numpy()
+    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06,
+                        subplot_titles=["C-alpha displacement after superposition (Å)",
+                                        "pLDDT difference (variant − wild type)", "Contacts gained / lost"])
+    fig.add_trace(go.Bar(x=x, y=table["ca_displacement"], name="displacement (Å)", marker_color="#4c72b0",
+                         hovertemplate="residue %{x}<br>%{y:.2f} Å<extra></extra>"), row=1, col=1)
+    difference = table["plddt_difference"].to_numpy()
+    fig.add_trace(go.Bar(x=x, y=difference, name="pLDDT difference",
+                         marker_color=np.where(difference < 0, "#d55e00", "#0072b2"),
+                         hovertemplate="residue %{x}<br>%{y:+.1f}<extra></extra>"), row=2, col=1)
+    fig.add_trace(go.Bar(x=x, y=table["contacts_gained"], name="contacts gained", marker_color="#009e73",
+                         hovertemplate="residue %{x}<br>%{y} gained<extra></extra>"), row=3, col=1)
+    fig.add_trace(go.Bar(x=x, y=-table["contacts_lost"].to_numpy(), name="contacts lost", marker_color="#cc79a7",
+                         customdata=table["contacts_lost"],
+                         hovertemplate="residue %{x}<br>%{customdata} lost<extra></extra>"), row=3, col=1)
+    for position in x[table["mutated"].to_numpy(bool)]:
+        fig.add_vline(x=position, line={"color": "#ff00ff", "width": 1, "dash": "dot"})
+    fig.update_xaxes(title="Residue", row=3, col=1, range=[x.min() - 0.5, x.max() + 0.5])
+    fig.update_layout(barmode="relative", bargap=0.1)
+    return _layout(fig, escape(title), height=620, legend={"orientation": "h", "y": -0.12})
