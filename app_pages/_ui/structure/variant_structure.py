@@ -23,6 +23,7 @@ from app_pages._ui.server.policy import current_limits, hosted_mode
 from app_pages._ui.structure import molecule_view, prediction
 
 TEXT = "_variant_fold_text"  # session state: the variants to fold (a text box, not in links)
+SUGGESTED = "_variant_fold_suggested"  # session state: what the list offered it last
 
 
 def section(ctx, suggested: str = "", author=None) -> None:
@@ -31,7 +32,10 @@ def section(ctx, suggested: str = "", author=None) -> None:
     seq = ctx.sequence.upper()
     st.subheader("A variant's structure (ESMFold)")
     st.warning(plain(f"Read this first: {folding.CAVEAT}"), icon=":material/warning:")
-    st.session_state.setdefault(TEXT, suggested)
+    ss = st.session_state
+    if ss.get(TEXT) in (None, ss.get(SUGGESTED)):  # not edited: it follows the list (and its numbering)
+        ss[TEXT] = suggested
+    ss[SUGGESTED] = suggested
     text = st.text_input("Variants to fold beside the wild type (substitutions: E6V, or A23V:G45D; comma separated)",
                          key=TEXT)
     if not text.strip():
