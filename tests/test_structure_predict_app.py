@@ -224,7 +224,7 @@ def test_a_variants_structure_is_folded_beside_the_wild_type_superposed_with_its
     at = type_list(open_page(at, "variants"), "F19P")
     assert_clean(at)
     assert any("Feldman, Brogi and Skolnick 2026" in unescaped(w.value) for w in at.warning)
-    assert at.text_input(key="_variant_fold_text").value == "F19P"
+    assert at.text_input(key="_w_vfold").value == "F19P"
     next(b for b in at.button if b.label == "Fold the wild type and 1 variant").click()
     settle(at.run())
     assert_clean(at)

@@ -28,6 +28,7 @@ from app_pages._ui.structure import loaded_structure, molecule_view
 
 MODEL = "fold_model"  # session state: the ESMFold model chosen (text input)
 STEM = "fold_stem_precision"  # session state: the stem's precision (fp32 or the labelled bf16)
+CHOSEN, CHOSEN_STEM = "_fold_model_chosen", "_fold_stem_chosen"  # their copies, for other pages
 STEM_BF16_LABEL = "stem in bf16: not the reference's numbers"
 PREDICTION = "_structure_prediction"  # (structure key, FoldedProtein, model label, record id)
 
@@ -38,12 +39,26 @@ def model_choice() -> str:
 
     if hosted_mode():
         return os.environ.get("FLAMINO_FOLD_MODEL", folding.RANDOM_MODEL)
-    st.session_state.setdefault(MODEL, folding.RANDOM_MODEL)
+    st.session_state.setdefault(MODEL, st.session_state.get(CHOSEN, folding.RANDOM_MODEL))  # back from another page
     chosen = st.text_input("ESMFold model", key=MODEL,
                            help="random:esmfold-tiny[:seed] (untrained), esmfold_v1 (the published weights, "
                                 "MIT licence: downloaded once, 8.4 GB, into the Hugging Face cache), or a folder "
                                 "written by transformers' EsmForProteinFolding.save_pretrained")
-    return chosen.strip() or folding.RANDOM_MODEL
+    chosen = chosen.strip() or folding.RANDOM_MODEL
+    st.session_state[CHOSEN] = chosen  # a widget's state goes with the page: other pages read this copy
+    return chosen
+
+
+def chosen_model() -> tuple[str, str]:
+    """(the fold model, the stem's precision) as chosen on the Structure page, without drawing
+    its widgets (hosted: the operator's): what another page folds with."""
+    import os
+
+    if hosted_mode():
+        return (os.environ.get("FLAMINO_FOLD_MODEL", folding.RANDOM_MODEL),
+                os.environ.get("FLAMINO_FOLD_STEM_PRECISION", "fp32"))
+    ss = st.session_state
+    return ss.get(CHOSEN) or folding.RANDOM_MODEL, ss.get(CHOSEN_STEM, "fp32")
 
 
 def stem_choice() -> str:
@@ -54,11 +69,14 @@ def stem_choice() -> str:
 
     if hosted_mode():
         return os.environ.get("FLAMINO_FOLD_STEM_PRECISION", "fp32")
-    return st.radio("Language-model stem", STEM_PRECISIONS, key=STEM, horizontal=True,
-                    format_func=lambda p: "fp32 (the reference's numbers)" if p == "fp32" else "bf16 (less memory)",
-                    help="ESMFold's ESM-2 stem in bf16 stores its dense layers in half the memory (5.6 GB less for "
-                         "esmfold_v1) and gives other numbers than the reference: its folds are labelled and "
-                         "stored apart")
+    st.session_state.setdefault(STEM, st.session_state.get(CHOSEN_STEM, "fp32"))
+    chosen = st.radio("Language-model stem", STEM_PRECISIONS, key=STEM, horizontal=True,
+                      format_func=lambda p: "fp32 (the reference's numbers)" if p == "fp32" else "bf16 (less memory)",
+                      help="ESMFold's ESM-2 stem in bf16 stores its dense layers in half the memory (5.6 GB less for "
+                           "esmfold_v1) and gives other numbers than the reference: its folds are labelled and "
+                           "stored apart")
+    st.session_state[CHOSEN_STEM] = chosen
+    return chosen
 
 
 def with_stem(label: str, stem_precision: str) -> str:

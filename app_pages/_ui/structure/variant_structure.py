@@ -17,13 +17,13 @@ from flamino_core.store import default_store
 from flamino_core.structure import choose_chain, folding, molecular_scene, parse_structure_bytes
 
 from app_pages._ui.frame.downloads import safe_name, show_figure, text_button
-from app_pages._ui.frame.widgets import counted, plain
+from app_pages._ui.frame.widgets import counted, kept_text_input, plain, widget_key
 from app_pages._ui.server import heavy_jobs, jobs_panel
 from app_pages._ui.server.policy import current_limits, hosted_mode
 from app_pages._ui.structure import molecule_view, prediction
 
-TEXT = "_variant_fold_text"  # session state: the variants to fold (a text box, not in links)
-SUGGESTED = "_variant_fold_suggested"  # session state: what the list offered it last
+TEXT = "vfold"  # session state: the variants to fold (a kept text box, not in links)
+SUGGESTED = "_vfold_suggested"  # session state: what the list offered it last
 
 
 def section(ctx, suggested: str = "", author=None) -> None:
@@ -35,9 +35,10 @@ def section(ctx, suggested: str = "", author=None) -> None:
     ss = st.session_state
     if ss.get(TEXT) in (None, ss.get(SUGGESTED)):  # not edited: it follows the list (and its numbering)
         ss[TEXT] = suggested
+        ss.pop(widget_key(TEXT), None)  # the kept widget is seeded from it on this draw
     ss[SUGGESTED] = suggested
-    text = st.text_input("Variants to fold beside the wild type (substitutions: E6V, or A23V:G45D; comma separated)",
-                         key=TEXT)
+    text = kept_text_input("Variants to fold beside the wild type (substitutions: E6V, or A23V:G45D; comma "
+                           "separated)", TEXT, default=suggested)
     if not text.strip():
         return
     try:
@@ -45,9 +46,10 @@ def section(ctx, suggested: str = "", author=None) -> None:
     except ValueError as err:
         st.error(plain(f"Not folded: {err}"), icon=":material/block:")
         return
-    identifier = prediction.model_choice()
-    stem = prediction.stem_choice()
+    identifier, stem = prediction.chosen_model()  # the Structure page's choice: one fold model for both pages
     label = prediction.with_stem(prediction.model_label(identifier), stem)
+    where = "" if hosted_mode() else "; change it there"
+    st.caption(plain(f"Fold model: {label} (the Structure page's choice{where})."))
     refusal = folding.length_refusal(len(seq), hosted_mode())
     if refusal:
         st.error(plain(f"Not folded: {refusal}."), icon=":material/block:")
