@@ -76,7 +76,7 @@ FILE_KINDS = {
     **dict.fromkeys(["test_browser.py", "test_browser_design.py", "test_browser_predict.py", "test_browser_structure.py", "test_browser_views.py",
                      "test_hosted_server_attacks.py", "test_browser_sets.py", "test_browser_families.py", "test_browser_variants.py",
                      "test_browser_saprot.py", "test_browser_estimates.py",
-                     "test_browser_fold.py"], "browser"),
+                     "test_browser_fold.py", "test_browser_structure_ux.py"], "browser"),
     **dict.fromkeys(["test_batch_cluster.py", "test_jobs_ray.py", "test_ray_twice.py"], "ray"),
 }
 TEST_KINDS = {  # "file::test name prefix" -> kind, where a test is not its file's kind
