@@ -116,3 +116,17 @@ def test_indels_and_unreadable_entries_are_refused_by_name():
         vs.substitution_variants("K3del", "MAKV")
     with pytest.raises(ValueError, match="X9A|beyond|outside|position"):
         vs.substitution_variants("X9A", "MAKV")
+
+
+def test_a_structures_numbering_names_each_residue_beside_the_records():
+    """1GBT-like: a list read in a structure's numbering gets its labels in the table too."""
+    from flamino_core.variants.author_numbering import AuthorNumbering
+
+    wild = HBB_MATURE_50
+    labels = AuthorNumbering(tuple(str(n) for n in range(10, 10 + len(wild) - 1)) + ("58A",))
+    (variant,) = vs.substitution_variants("E15V", wild, Numbering(1), author=labels)
+    assert variant.mutant == "E6V"  # the record's numbering
+    result = vs.compare(chain(wild), chain(variant.apply(wild), 1), variant, Numbering(1), labels)
+    assert list(result.table.columns[:2]) == ["position", "structure_position"]
+    assert result.table.loc[result.table["mutated"], "structure_position"].tolist() == ["15"]
+    assert vs.table_csv([result]).splitlines()[0].startswith("variant_name,position,structure_position,")

@@ -65,7 +65,8 @@ def section(ctx, suggested: str = "", author=None) -> None:
     missing = [s for s in dict.fromkeys(sequences) if folding.stored_fold(store, key, s) is None]
     if missing and not _folded(ctx, missing, identifier, stem, key, config, label, store):
         return
-    _, results = folding.fold_variants(lambda s: folding.stored_fold(store, key, s), seq, variants, ctx.numbering)
+    _, results = folding.fold_variants(lambda s: folding.stored_fold(store, key, s), seq, variants, ctx.numbering,
+                                       author)
     _show(ctx, results, label, key)
 
 

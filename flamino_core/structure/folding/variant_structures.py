@@ -118,9 +118,11 @@ def substitution_variants(text: str, sequence: str, numbering: Numbering = Numbe
     return variants
 
 
-def compare(wild_type, folded, variant, numbering: Numbering = Numbering()) -> VariantStructure:
+def compare(wild_type, folded, variant, numbering: Numbering = Numbering(), author=None) -> VariantStructure:
     """``folded`` (the variant's fold) superposed on ``wild_type`` (the same model's fold of the
-    wild type) and compared residue by residue; ``variant``: a ``Variant`` of the wild type."""
+    wild type) and compared residue by residue; ``variant``: a ``Variant`` of the wild type;
+    ``author``: a structure's numbering of the record (``AuthorNumbering``), given as a
+    ``structure_position`` column after ``position`` (1GBT: 195 beside the record's 192)."""
     if len(folded.sequence) != len(wild_type.sequence):
         raise ValueError(f"{variant.mutant}: the variant's fold has {len(folded.sequence)} residues, the wild "
                          f"type's {len(wild_type.sequence)}")
@@ -146,18 +148,22 @@ def compare(wild_type, folded, variant, numbering: Numbering = Numbering()) -> V
         "contacts_gained": (after & ~before).sum(1),
         "contacts_lost": (before & ~after).sum(1),
     })[COLUMNS]
+    if author is not None:
+        table.insert(1, "structure_position", list(author.labels))
     rmsd = float(np.sqrt(np.mean(displacement ** 2)))
     return VariantStructure(variant.mutant, wild_type, superposed, table, rmsd)
 
 
-def fold_variants(fold_one, sequence: str, variants: list, numbering: Numbering = Numbering()):
+def fold_variants(fold_one, sequence: str, variants: list, numbering: Numbering = Numbering(), author=None):
     """The wild type and every variant folded by ``fold_one(sequence) -> FoldedProtein`` (one
     model, one setting: ``prediction.predict_stored`` with its model, store and key, so every
-    fold is kept like any other), each variant compared with the wild type.
+    fold is kept like any other), each variant compared with the wild type (``author``: as
+    ``compare``'s).
 
     Returns ``(wild type's FoldedProtein, [VariantStructure, ...])``."""
     wild_type = fold_one(sequence.upper())
-    return wild_type, [compare(wild_type, fold_one(v.apply(sequence).upper()), v, numbering) for v in variants]
+    return wild_type, [compare(wild_type, fold_one(v.apply(sequence).upper()), v, numbering, author)
+                       for v in variants]
 
 
 def superposed_pdb(result: VariantStructure, label: str, name: str) -> str:
@@ -193,5 +199,6 @@ def both_chains_pdb(result: VariantStructure, label: str, name: str) -> str:
 def table_csv(results: list[VariantStructure]) -> str:
     """Every variant's per-residue table in one CSV, a ``variant_name`` column first."""
     frames = [r.table.assign(variant_name=r.variant) for r in results]
-    joined = pd.concat(frames, ignore_index=True)[["variant_name", *COLUMNS]]
+    joined = pd.concat(frames, ignore_index=True)
+    joined = joined[["variant_name", *[c for c in joined.columns if c != "variant_name"]]]
     return joined.to_csv(index=False, lineterminator="\n")
