@@ -43,6 +43,12 @@ def test_predict_draws_the_fold_by_plddt_the_pae_and_a_pdb_biopython_reads_back(
     _wait_for_charts(page, 2)  # the PAE heatmap and the contact map against the prediction
     assert page.locator('[data-testid="stException"]').count() == 0
     assert page.get_by_text("Predicted aligned error").count() >= 1
+    # #66 D9: the PAE's axes as drawn hold the residues only (were -50..200 for 146 residues)
+    drawn_ranges = page.evaluate(
+        "() => { const g = [...document.querySelectorAll('.js-plotly-plot')].find(g => "
+        "(g.layout.title.text || '').includes('Predicted aligned error')); "
+        "return [g._fullLayout.xaxis.range, g._fullLayout.yaxis.range]; }")
+    assert drawn_ranges == [[0.5, len(SEQUENCE) + 0.5], [len(SEQUENCE) + 0.5, 0.5]]
     _photograph(page, "structure_predicted")
 
     reference = fold_sequence(load_fold_model("random:esmfold-tiny")[0], SEQUENCE)

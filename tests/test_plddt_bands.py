@@ -87,4 +87,6 @@ def test_the_pae_axes_hold_the_residues_only():
 
     fig = pae_heatmap(np.zeros((146, 146)), "t", Numbering(1))
     assert list(fig.layout.xaxis.range) == [0.5, 146.5]  # Plotly's autorange gave -50..200 (D9)
-    assert sorted(fig.layout.yaxis.range) == [0.5, 146.5]
+    assert list(fig.layout.yaxis.range) == [146.5, 0.5]  # the first residue on top, as before
+    assert fig.layout.xaxis.autorange is False and fig.layout.yaxis.autorange is False
+    assert fig.layout.xaxis.constrain == fig.layout.yaxis.constrain == "domain"

@@ -32,12 +32,11 @@ def pae_heatmap(pae: np.ndarray, title: str = "", numbering: Numbering = Numberi
         colorbar=top_colourbar("Expected<br>error (Å)", 1.0),
         hovertemplate="aligned on residue %{y}<br>residue %{x}<br>expected error %{z:.1f} Å<extra></extra>",
     ))
-    fig.update_yaxes(autorange="reversed", title="Aligned residue", scaleanchor="x")
-    # The axes hold the residues and nothing more: Plotly's autorange pads a heatmap beside a
-    # square axis (scaleanchor) to -50..200 for 146 residues.
+    # The axes hold the residues and nothing more: a square axis (scaleanchor) widened the other
+    # one's range to -50..200 for 146 residues; constrained to its domain, the plot shrinks instead.
     low, high = numbering.first - 0.5, numbering.last(pae.shape[0]) + 0.5
-    fig.update_xaxes(title="Scored residue", range=[low, high], constrain="domain")
-    fig.update_yaxes(range=[high, low], constrain="domain")
+    fig.update_yaxes(title="Aligned residue", scaleanchor="x", range=[high, low], autorange=False, constrain="domain")
+    fig.update_xaxes(title="Scored residue", range=[low, high], autorange=False, constrain="domain")
     return _layout(fig, escape(title), height=520)
 
 
