@@ -97,13 +97,13 @@ def model_label(identifier: str) -> str:
 
 
 @st.cache_resource(show_spinner=False, max_entries=2)
-def loaded_model(identifier: str, stem_precision: str = "fp32"):
+def _model(identifier: str, stem_precision: str = "fp32"):
     from flamino_core.weights import load_fold_model
 
     return load_fold_model(identifier, stem_precision)[0]
 
 
-def fold_config(identifier: str):
+def _config(identifier: str):
     from flamino_core.model import FoldConfig
 
     from flamino_core.weights import FOLD_PRESETS, fold_preset_name
@@ -112,7 +112,17 @@ def fold_config(identifier: str):
         return FoldConfig.tiny()
     if (preset := fold_preset_name(identifier)) is not None:  # its shape is known: nothing loads before Predict
         return FOLD_PRESETS[preset].expect()
-    return loaded_model(identifier).config  # a folder: its shape is read with its weights
+    return _model(identifier).config  # a folder: its shape is read with its weights
+
+
+def loaded_model(identifier: str, stem_precision: str = "fp32"):
+    """The fold model, loaded once per process (what the Variant effects page's folds run)."""
+    return _model(identifier, stem_precision)
+
+
+def fold_config(identifier: str):
+    """The fold model's shape, known before it loads where it can be (the test model, a preset)."""
+    return _config(identifier)
 
 
 def offer(ctx) -> None:
@@ -130,7 +140,7 @@ def offer(ctx) -> None:
         st.error(plain(f"Not folded: {refusal}."), icon=":material/block:")
         return
     try:
-        config = fold_config(identifier)
+        config = _config(identifier)
         key = folding.model_key(identifier, config.trunk.max_recycles, stem)
     except (ValueError, OSError) as err:  # ModelNotAvailableError is a ValueError
         st.error(plain(f"The ESMFold model could not be read: {err}"), icon=":material/error:")
@@ -148,7 +158,7 @@ def offer(ctx) -> None:
         st.button("Predict the structure (ESMFold)", on_click=jobs_panel.approve, args=(work_key,),
                   icon=":material/neurology:", type="primary")
         return
-    plan = folding.FoldPlan(functools.partial(loaded_model, identifier, stem), store, key, seq, config, timing.seconds,
+    plan = folding.FoldPlan(functools.partial(_model, identifier, stem), store, key, seq, config, timing.seconds,
                             label, visitor=heavy_jobs.visitor_key() or "")
     job = jobs_panel.follow_plan(work_key, f"ESMFold of {ctx.record.id} ({len(seq):,} residues)", plan, None,
                                  what="the predicted structure", model=with_stem(short_label(identifier), stem))
