@@ -174,7 +174,7 @@ def view_3d(ctx: PageContext, parsed, alignment, contacts, top, file_stem):
         return
     if values is None:
         return
-    structure_aware.describe(tokens)
+    structure_aware.describe(tokens, numbering)
     title = f"Chain {alignment.chain_id} of {parsed.name}: {label}"
     spec = TRACKS[track]
     if molecule_view.available():

@@ -36,6 +36,10 @@ def cmd_fold(args) -> int:
     if is_esmfold2(args.model):  # ESMFold2: mmCIF files, complexes (cli/fold2.py)
         from flamino_core.cli.fold2 import cmd_fold2
 
+        if args.mutations:
+            raise UserError("--mutations: a variant's structure is folded with ESMFold (v1) models for now, "
+                            "not ESMFold2")
+
         return cmd_fold2(args)
     given = [f"--{name}" for name in ESMFOLD2_ONLY if getattr(args, name) not in (None, False)]
     if given:
@@ -55,6 +59,9 @@ def cmd_fold(args) -> int:
         say(f"note: {STEM_BF16_NOTE}")
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
+    if args.mutations:  # the wild type and its variants, superposed (#66: cli/fold_mutations.py)
+        from flamino_core.cli import fold_mutations
+        return fold_mutations.run(args, model, is_random, records, _write_table)
     rows, skipped, used = [], 0, set()
     for i, record in enumerate(records, 1):
         if len(record.sequence) > MAX_RESIDUES:
@@ -137,4 +144,11 @@ def add_parsers(sub) -> None:
     two.add_argument("--steps", type=int, default=None,
                      help="the noise schedule's length before its cap (default: the model's)")
     two.add_argument("--pdb", action="store_true", help="also write DIR/<name>.pdb where the complex fits PDB")
+    fold.add_argument("--mutations", default=None, metavar="E6V[,...]", help=fold_mutations_help())
     fold.set_defaults(call=cmd_fold)
+
+
+def fold_mutations_help() -> str:
+    from flamino_core.cli.fold_mutations import HELP
+
+    return HELP

@@ -113,6 +113,12 @@ def offline_message(name: str) -> str:
             f"the .pth path as the model (or run `flamino convert` on it), or copy a Hugging Face cache "
             f"that has {repo} and set HF_HOME to it."
         )
+    family = PRESETS[name].family if name in PRESETS else "esm2"
+    # fair-esm published .pt files for ESM-2, ESM-1b and ESM-1v only, and a contact regression
+    # for the first two (fair-esm's _has_regression_weights: none for esm1v); SaProt has neither.
+    fair_esm = {"esm2": f" (+ {name}-contact-regression.pt)", "esm1b": f" (+ {name}-contact-regression.pt)",
+                "esm1v": ""}.get(family)
+    last = ("; or\n" f"  4. use fair-esm's {name}.pt{fair_esm} and pass the .pt path.") if fair_esm is not None else "."
     return (
         f"Model {name} is not on this machine and the Hugging Face Hub cannot be reached.\n"
         f"To get it here, either:\n"
@@ -120,6 +126,5 @@ def offline_message(name: str) -> str:
         f"({cache_root()}) to the same place here (or point FLAMINO_CACHE at the copy); or\n"
         f"  2. download config.json and model.safetensors from https://huggingface.co/{repo} "
         f"into a folder and run `flamino convert FOLDER` (or pass the folder as the model); or\n"
-        f"  3. copy a Hugging Face cache that has {repo} and set HF_HOME to it; or\n"
-        f"  4. use fair-esm's {name}.pt (+ {name}-contact-regression.pt) and pass the .pt path."
+        f"  3. copy a Hugging Face cache that has {repo} and set HF_HOME to it{last}"
     )

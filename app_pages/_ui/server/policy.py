@@ -354,5 +354,23 @@ def model_from_link(identifier: str, limits: Limits) -> LinkModel:
     if identifier in (RANDOM_TEST_MODEL, default_model()) or model_id.is_preset:
         return LinkModel(use=identifier)
     if model_id.is_random:
-        return LinkModel(refused=f"The link asks for {identifier}, an untrained test model of a large size")
+        return _random_from_link(identifier, model_id)
     return LinkModel(local_path=identifier)
+
+
+def _random_from_link(identifier: str, model_id: ModelId) -> LinkModel:
+    """A link's untrained model: every two-layer test model (one per family, with any seed) is
+    opened on, as ``random:tiny`` is (#66 D5: they are as small); an untrained copy of a
+    published size is refused, saying its size; a spec that names no model, so."""
+    from flamino_core.model import PRESETS
+    from flamino_core.weights import is_tiny_test_model, tiny_test_models
+
+    if is_tiny_test_model(model_id):
+        return LinkModel(use=identifier)
+    name = model_id.random_spec.partition(":")[0]
+    if name in PRESETS:
+        return LinkModel(refused=f"The link asks for {identifier}, an untrained copy of {name} "
+                                 f"({PRESETS[name].size} parameters): building one takes as much memory as the "
+                                 "published model, so a link does not start it (choose it in the sidebar)")
+    tiny = ", ".join(tiny_test_models())
+    return LinkModel(refused=f"The link asks for {identifier}, which is no test model this app builds ({tiny})")

@@ -227,8 +227,10 @@ def link_note() -> str:
     if found is None:
         return ""
     if found[1].startswith("fold:"):  # prediction.hold's key
-        return ("The link does not carry the predicted structure: whoever opens it presses Predict on this page "
-                "again (a fold this server stored for the model and sequence is read back, not folded again).")
+        # offer() holds a stored fold at once: on this server the recipient sees it with no click.
+        return ("The link does not carry the predicted structure, but this server keeps it: whoever opens the link "
+                "here sees it again at once (read back from the store for the same fold model and sequence, not "
+                "folded again); on another server, Predict folds it there.")
     if st.session_state.get(INPUT_FILE):
         return ("The link carries the chains' sequences as records, not the structure file: whoever opens it "
                 "uploads the file again (here or on the Input page) to see the structure.")

@@ -2,8 +2,9 @@
 fold's memory and time before any work, the hosted length limit, the fold kept in the result
 store by model and sequence, its PDB and mmCIF text), ``fold_time`` (a fold's time before the
 work, from the platform's first guess and this machine's folds), ``fold_plan`` (a fold as the
-background job's plan) and ``figures`` (the PAE heatmap). The
-network itself is ``model/esmfold/``; its weights, ``weights/esmfold.py``.
+background job's plan), ``variant_structures`` (a variant's fold superposed on the wild type's)
+and ``figures`` (the PAE heatmap, pLDDT along the sequence in its bands). The network itself
+is ``model/esmfold/``; its weights, ``weights/esmfold.py``.
 
 The door: ``from flamino_core.structure import folding`` then ``folding.fold_memory(...)``.
 """
@@ -20,6 +21,8 @@ _EXPORTS = {
         "prediction"),
     **dict.fromkeys(["fold_gflop", "FoldSeconds", "fold_time_estimate", "record_fold_time"], "fold_time"),
     "FoldPlan": "fold_plan",
-    "pae_heatmap": "figures",
+    **dict.fromkeys(["CAVEAT", "substitution_variants", "fold_variants", "both_chains_pdb", "superposed_pdb",
+                     "table_csv"], "variant_structures"),
+    **dict.fromkeys(["pae_heatmap", "plddt_track", "variant_structure_tracks"], "figures"),
 }
 __all__, __getattr__, __dir__ = lazy_door(__name__, _EXPORTS)

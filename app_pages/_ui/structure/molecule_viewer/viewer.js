@@ -43,6 +43,21 @@ function legend(scene) {
   box.innerHTML = "";
   const title = document.createElement("div");
   title.textContent = l.label + (l.signed ? " (white: 0)" : "");
+  if (l.bands && l.bands.length) {
+    // Fixed bands (pLDDT's): one swatch per band with its name, never a gradient over the data.
+    box.append(title);
+    for (const band of l.bands) {
+      const row = document.createElement("div");
+      row.className = "band";
+      const swatch = document.createElement("span");
+      swatch.className = "swatch";
+      swatch.style.background = band.colour;
+      row.append(swatch, document.createTextNode(band.name));
+      box.append(row);
+    }
+    keysOf(scene);
+    return;
+  }
   const bar = document.createElement("div");
   bar.className = "bar";
   bar.style.background = "linear-gradient(to right, " + l.stops.join(", ") + ")";
@@ -54,7 +69,10 @@ function legend(scene) {
   const none = document.createElement("div");
   none.textContent = "grey: no value (not aligned)";
   box.append(title, bar, ends, none);
+  keysOf(scene);
+}
 
+function keysOf(scene) {
   const keys = document.getElementById("keys");
   keys.innerHTML = "";
   const rows = [];
