@@ -173,3 +173,31 @@ def test_flamino_models_says_each_checkpoints_licence(capsys):
     assert licences["esmc_300m_2024_12_v0"].startswith("licence: EvolutionaryScale Cambrian Open License")
     assert licences["esmc_600m_2024_12_v0"].startswith("licence: EvolutionaryScale Cambrian Non-Commercial License")
     assert all(licences[n].startswith("licence: MIT") for n in ("ESMC-300M", "ESMC-600M", "ESMC-6B"))
+
+
+def test_a_sharded_preset_is_fetched_shard_by_shard(tmp_path, monkeypatch):
+    """The Hub path (huggingface_hub's download replaced by the folder): no model.safetensors, so
+    the index, then every shard it names; offline (the tests' HF_HUB_OFFLINE) the Hub's cache is
+    asked for the same files."""
+    import huggingface_hub
+    from huggingface_hub.errors import EntryNotFoundError
+
+    from flamino_core.model.families import Preset
+
+    folder = tmp_path / "ESMC-tiny"
+    make_hf_esmc(ModelConfig.esmc(2, 128, 2), checkpoint_seed("esmc", "hub")).save_pretrained(
+        folder, max_shard_size="300KB")
+    requested = []
+
+    def fake_download(repo_id, filename, **kwargs):
+        requested.append(filename)
+        if not (folder / filename).exists():
+            raise EntryNotFoundError(filename)
+        return str(folder / filename)
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
+    monkeypatch.setitem(PRESETS, "ESMC-tiny", Preset("esmc", 2, 128, 2, "tiny", "biohub/ESMC-tiny"))
+    weights = load_weights("Biohub/ESMC-tiny")
+    shards = sorted(set(json.loads((folder / "model.safetensors.index.json").read_text())["weight_map"].values()))
+    assert len(shards) > 1 and requested[:3] == ["config.json", "model.safetensors", "model.safetensors.index.json"]
+    assert sorted(requested[3:]) == shards and weights.config.num_layers == 2
