@@ -90,10 +90,20 @@ def test_chain_rows_wrap_each_chain_and_collapse_modified_residues(rows):
     assert list(built.lm_position[0, chain1[3:8]]) == [4, 5, 5, 5, 6]  # the modified residue: one LM token
 
 
-def test_hidden_states_match_transformers_with_sequence_id(models, rows):
+def attention_paths() -> list[str]:
+    from flamino_core.model import fused_attention
+
+    return ["xla", "dot-product-attention"] + (["fused"] if fused_attention.status().available else [])
+
+
+@pytest.mark.parametrize("path", attention_paths())
+def test_hidden_states_match_transformers_with_sequence_id(models, rows, path):
+    """On each CPU attention path: the chains reach attention as spans, the one contract of all."""
+    from flamino_core.model.attention import AttentionImpl
+
     hf, ours = models
     built = esmc_chains.chain_rows(*rows)
-    mine = np.asarray(esmc_chains.esmc_hidden_states(ours, built.tokens, built.sequence_id))
+    mine = np.asarray(esmc_chains.esmc_hidden_states(ours, built.tokens, built.sequence_id, AttentionImpl(path)))
     with torch.no_grad():
         out = hf.esmc(input_ids=torch.as_tensor(built.tokens, dtype=torch.long),
                       sequence_id=torch.as_tensor(built.sequence_id, dtype=torch.long), output_hidden_states=True)
