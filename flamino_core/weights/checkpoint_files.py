@@ -20,6 +20,7 @@ from flamino_core.model.config import ModelConfig
 from flamino_core.model.families import families_sentence, family, family_from_name, rotary_esm_family
 from flamino_core.weights.convert import state_dict_to_params
 from flamino_core.weights.key_maps import evolutionaryscale_shape, is_evolutionaryscale
+from flamino_core.weights.param_files import ParamFileError, map_safetensors
 from flamino_core.weights.model_cache import (
     CONFIG_FILE, PARAMS_FILE, ModelError, ModelWeights, Progress, cached_or_convert, restore,
 )
@@ -97,19 +98,26 @@ def shard_files(weights_path: Path) -> list[Path]:
 
 def _read_state_dict(path: Path, allow_pickle: bool) -> dict[str, np.ndarray]:
     if path.name == SHARD_INDEX:
-        from safetensors.numpy import load_file
-
         state_dict: dict[str, np.ndarray] = {}
         for shard in shard_files(path):  # each shard's tensors, once: the index maps every key to one
-            state_dict.update(load_file(str(shard)))
+            state_dict.update(_read_safetensors(shard))
         return state_dict
     if path.suffix == ".safetensors":
-        from safetensors.numpy import load_file
-
-        return load_file(str(path))
+        return _read_safetensors(path)
     if not allow_pickle:
         raise ModelError(f"{path.name} is a pickle file; pickle loading is disabled on this server")
     return {k: _to_numpy(v) for k, v in _torch_load(path).items()}
+
+
+def _read_safetensors(path: Path) -> dict[str, np.ndarray]:
+    """The file mapped (``param_files.map_safetensors``: its pages are the file's, not a copy),
+    or read whole by safetensors where it holds other than float32 tensors."""
+    try:
+        return map_safetensors(path)
+    except ParamFileError:
+        from safetensors.numpy import load_file
+
+        return load_file(str(path))
 
 
 def _torch_load(path: Path):
