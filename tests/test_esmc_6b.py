@@ -85,6 +85,12 @@ def test_the_sharded_published_layout_matches_transformers(shallow_6b, proteins)
     assert len(shards) > 1 and not (folder / "model.safetensors").exists()  # really sharded
     weights = load_weights(str(folder))
     assert (weights.config.family, weights.config.embed_dim, weights.config.ffn_dim) == ("esmc", 2560, 6912)
+    # Held once while converting (docs/models.md measures it): the shards mapped, not read, and
+    # the stacked layers C-ordered, so that writing the cache copies none of them.
+    from flamino_core.weights.param_files import map_safetensors
+
+    assert all(isinstance(a, np.memmap) for a in map_safetensors(folder / sorted(shards)[0]).values())
+    assert all(leaf.flags.c_contiguous for leaf in jax.tree.leaves(weights.params["layers"]))
     compare_forward(Engine(weights), hf_esmc_call(hf), proteins, SHALLOW_6B.num_layers, "ESM C 6B width, 2 layers")
 
 
