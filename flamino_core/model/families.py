@@ -163,6 +163,9 @@ class Preset:
     repo: str  # Hugging Face Hub repository
     file: str | None = None  # a single weights file in it (EvolutionaryScale's .pth); None: an HF folder
     licence: str = "MIT"
+    # What tells it from a preset of the same family and size in a short label ("2024-12",
+    # "2026"); None: the name's last part ("_1" .. "_5", "AF2"/"PDB"), as the picker reads it.
+    variant: str | None = None
 
     @property
     def title(self) -> str:
@@ -181,14 +184,14 @@ def _esm(family_id: str, layers: int, dim: int, heads: int, size: str, name: str
 def _esmc(size: str, layers: int, dim: int, heads: int, licence: str) -> tuple[str, Preset]:
     name = f"esmc_{size.lower()}_2024_12_v0"
     repo = f"EvolutionaryScale/esmc-{size.lower()}-2024-12"  # now biohub/esmc-...-2024-12 (the Hub redirects)
-    return name, Preset("esmc", layers, dim, heads, size, repo, f"data/weights/{name}.pth", licence)
+    return name, Preset("esmc", layers, dim, heads, size, repo, f"data/weights/{name}.pth", licence, "2024-12")
 
 
 def _esmc_2026(size: str, layers: int, dim: int, heads: int, licence: str) -> tuple[str, Preset]:
     # Biohub's 2026 releases: transformers' EsmcForMaskedLM folders (config.json + safetensors,
     # sharded where model.safetensors.index.json says so), named as their Hub repositories.
     name = f"ESMC-{size}"
-    return name, Preset("esmc", layers, dim, heads, size, f"biohub/{name}", None, licence)
+    return name, Preset("esmc", layers, dim, heads, size, f"biohub/{name}", None, licence, "2026")
 
 
 def _saprot(size: str, layers: int, dim: int, structures: str) -> tuple[str, Preset]:
