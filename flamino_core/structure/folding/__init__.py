@@ -2,7 +2,9 @@
 fold's memory and time before any work, the hosted length limit, the fold kept in the result
 store by model and sequence, its PDB and mmCIF text), ``fold_time`` (a fold's time before the
 work, from the platform's first guess and this machine's folds), ``fold_plan`` (a fold as the
-background job's plan) and ``figures`` (the PAE heatmap). The
+background job's plan) and ``figures`` (the PAE heatmap); for ESMFold2's complexes
+``complex_prediction`` (model, key, limits, memory, time, store), ``complex_plan`` (the job's plan)
+and ``complex_figures`` (PAE with chain blocks, the ipTM table, the 3D scene by chain or pLDDT). The
 network itself is ``model/esmfold/``; its weights, ``weights/esmfold.py``.
 
 The door: ``from flamino_core.structure import folding`` then ``folding.fold_memory(...)``.
@@ -21,5 +23,11 @@ _EXPORTS = {
     **dict.fromkeys(["fold_gflop", "FoldSeconds", "fold_time_estimate", "record_fold_time"], "fold_time"),
     "FoldPlan": "fold_plan",
     "pae_heatmap": "figures",
+    **dict.fromkeys(["RANDOM_MODEL2", "RANDOM_LABEL2", "is_random", "complex_label", "complex_config", "complex_key",
+                     "complex_sequence", "complex_refusal", "complex_memory", "complex_time_estimate",
+                     "stored_complex", "store_complex", "chain_letters"], "complex_prediction"),
+    **dict.fromkeys(["ComplexPlan", "predict_complex_stored"], "complex_plan"),
+    **dict.fromkeys(["complex_pae_heatmap", "iptm_table", "complex_scene", "PLDDT_BANDS", "chain_colours",
+                     "confidences_json", "pdb_problem", "complex_mmcif", "complex_pdb"], "complex_figures"),
 }
 __all__, __getattr__, __dir__ = lazy_door(__name__, _EXPORTS)
