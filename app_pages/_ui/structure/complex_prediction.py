@@ -62,9 +62,7 @@ def model_choice() -> str:
 
 @st.cache_resource(show_spinner=False, max_entries=2)
 def _model(identifier: str):
-    from flamino_core.weights.esmfold2_hub import load_fold2_model
-
-    return load_fold2_model(identifier)[0]
+    return folding.load_complex_model(identifier)
 
 
 def picked_chains(ctx) -> list:
@@ -138,7 +136,8 @@ def structure_text(folded, label: str) -> tuple[str, str]:
 def hold(folded, key: str, label: str) -> None:
     """Hold the complex as the page's structure; each record opens on its own chain."""
     text, fmt = structure_text(folded, label)
-    parsed = parse_structure_bytes(text.encode(), f"{folded.name}_esmfold2.{fmt}", **current_limits().structure_limits())
+    limits = current_limits().structure_limits()
+    parsed = parse_structure_bytes(text.encode(), f"{folded.name}_esmfold2.{fmt}", **limits)
     structure_key = f"fold:{key}:{folding.complex_sequence(folded.sequences)}"
     loaded_structure.hold(parsed, structure_key, f"predicted by {label}")
     own = {}

@@ -14,6 +14,13 @@ from flamino_core.model.esmfold2.folded import FoldedComplex
 from flamino_core.structure.folding.complex_prediction import record_complex_time, store_complex, stored_complex
 
 
+def load_complex_model(identifier: str):
+    """The ESMFold2 an identifier names (``weights/esmfold2_hub.load_fold2_model``), for the app."""
+    from flamino_core.weights.esmfold2_hub import load_fold2_model
+
+    return load_fold2_model(identifier)[0]
+
+
 def fold_complex_exact(model, sequences: Sequence[str], names: Sequence[str], name: str) -> FoldedComplex:
     """Fold the chains with ``model`` in fp32 on this machine (every product at the precision that
     makes fp32 fp32 here, as v1's ``prediction.fold``), seed 0: the same chains fold the same."""

@@ -193,7 +193,8 @@ class ComplexSeconds:
                  else "a first guess from the model's shape")
         said = f"{about(self.compute) if self.compute >= 1 else 'under a second'} of computation ({basis})"
         if self.compile:
-            said += f", plus {self.compile[0]:.0f}-{self.compile[1]:.0f} s to compile this complex's shape the first time"
+            low, high = self.compile
+            said += f", plus {low:.0f}-{high:.0f} s to compile this complex's shape the first time"
         return said
 
 
