@@ -57,7 +57,7 @@ FILE_KINDS = {
                      "test_hosted_attacks_indels.py",
                      "test_families.py", "test_three_di.py", "test_time_left.py", "test_ray_rows.py", "test_ray_pool_plan.py", "test_fold_estimate.py",
                      "test_hosted_attacks_tables.py", "test_structure_numbering.py", "test_predict_metrics.py",
-                     "test_esmfold2_files.py"], "unit"),
+                     "test_esmfold2_files.py", "test_structure_complex.py"], "unit"),
     **dict.fromkeys(["test_batch.py", "test_cli_contacts.py", "test_cli_inputs.py", "test_cli_variants.py",
                      "test_dms.py", "test_dms_numbering.py", "test_engine.py", "test_hosted_attacks.py",
                      "test_imports.py", "test_passes.py", "test_peer_corpus.py", "test_peer_inputs.py",
