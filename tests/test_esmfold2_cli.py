@@ -44,6 +44,7 @@ def _check_fold(out, row: dict, chains: list[str]) -> None:
     assert int(row["length"]) == sum(map(len, chains))
     confidences = json.loads((out / row["cif"].replace(".cif", ".confidences.json")).read_text())
     assert confidences["ptm"] == float(row["ptm"]) and 0 < confidences["ptm"] < 1
+    assert "not biology" in confidences["model"]
     assert np.shape(confidences["pae"]) == (int(row["length"]),) * 2
     assert np.shape(confidences["chain_pair_iptm"]) == (len(chains),) * 2
     if len(chains) > 1:
@@ -90,13 +91,13 @@ def test_refused_before_any_work(tmp_path, capsys):
     # ESMFold2-only options with ESMFold (v1)
     assert main(["fold", str(fasta), "-m", "random:esmfold-tiny", "-o", str(tmp_path / "o"), "--complex"]) == 2
     assert "--complex: for ESMFold2 models only" in capsys.readouterr().err
-    # a save_pretrained folder of the full ESMFold2 (MSA encoder): refused from its config.json
-    folder = tmp_path / "full"
+    # an ESMFold2 folder without its weights: refused by the loader, nothing written
+    folder = tmp_path / "half"
     folder.mkdir()
-    (folder / "config.json").write_text(json.dumps({"model_type": "esmfold2", "msa_encoder": {"enabled": True}}))
-    (folder / "model.safetensors").write_bytes(b"")
+    (folder / "config.json").write_text(json.dumps({"model_type": "esmfold2"}))
     assert main(["fold", str(fasta), "-m", str(folder), "-o", str(tmp_path / "o")]) == 2
-    assert "MSA encoder" in capsys.readouterr().err and not (tmp_path / "o" / "folds.csv").exists()
+    assert "expected config.json and model.safetensors" in capsys.readouterr().err
+    assert not (tmp_path / "o" / "folds.csv").exists()
     assert main(["fold", str(fasta), "-m", "random:esmfold2-tiny:x", "-o", str(tmp_path / "o")]) == 2
     assert "whole number" in capsys.readouterr().err
 

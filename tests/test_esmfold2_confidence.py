@@ -20,7 +20,7 @@ import torch
 from flax import nnx
 
 from esmfold2_checkpoints import (
-    complex_features, make_hf_esmfold2, reference_lm_states, reference_noise, reference_trunk, write_hf_esmfold2,
+    REAL_WIDTHS, complex_features, make_hf_esmfold2, reference_lm_states, reference_noise, reference_trunk, write_hf_esmfold2,
 )
 from flamino_core.model.esmfold2.atoms import AtomInputs
 from flamino_core.model.esmfold2.confidence import intra_token_index, ptm_iptm
@@ -54,7 +54,12 @@ def _confidence(graphdef, state, trunk, features, coords, samples, chains):
 
 @pytest.fixture(scope="module")
 def compared(tmp_path_factory):
-    reference = make_hf_esmfold2(0)
+    return compare(tmp_path_factory)
+
+
+def compare(tmp_path_factory, shape=None):
+    """(the reference's confidence outputs, ours) as NumPy, for a checkpoint shape."""
+    reference = make_hf_esmfold2(0, shape)
     ours = load_esmfold2(write_hf_esmfold2(reference, tmp_path_factory.mktemp("esmfold2")))
     features = complex_features(COMPLEX)
     pair, dropout = reference_noise(reference, features)
@@ -83,6 +88,14 @@ def test_confidence_matches_reference(compared, name):
     expected, got = compared
     assert got[name].shape == expected[name].shape
     assert np.abs(got[name] - expected[name]).max() < BOUND, np.abs(got[name] - expected[name]).max()
+
+
+@pytest.mark.slow
+def test_confidence_matches_reference_at_real_widths(tmp_path_factory):
+    """ESMFold2's widths (384/256, 50 pLDDT bins, 64 PAE and PDE bins), one layer per stack."""
+    expected, got = compare(tmp_path_factory, REAL_WIDTHS)
+    for name in REPORTED + LOGITS:
+        assert np.abs(got[name] - expected[name]).max() < BOUND, (name, np.abs(got[name] - expected[name]).max())
 
 
 def test_the_complex_has_interfaces_and_distinct_chain_pairs(compared):

@@ -91,7 +91,8 @@ def test_pdb_refused_where_the_complex_does_not_fit():
 
 def test_confidences_json():
     folded = _folded()
-    data = json.loads(cf.confidences_json(folded))
+    data = json.loads(cf.confidences_json(folded, "random:esmfold2-tiny (not biology)"))
+    assert data["model"] == "random:esmfold2-tiny (not biology)"
     assert data["chain_ids"] == ["A", "B", "C"] and len(data["pae"]) == folded.length
     assert data["ptm"] == 0.41 and data["iptm"] == 0.27
     np.testing.assert_allclose(data["plddt"], 100 * folded.plddt, atol=5e-3)

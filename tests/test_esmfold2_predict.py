@@ -20,14 +20,23 @@ from flamino_core.model.esmfold2.sampler import SamplerNoise, ScheduleConfig, no
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers.models.esmfold2")
-from tests.esmfold2_checkpoints import reference_noise, write_esmfold2_checkpoint  # noqa: E402
+from tests.esmfold2_checkpoints import (reference_noise, tiny_shape, with_msa_encoder,  # noqa: E402
+                                        write_esmfold2_checkpoint)
 
 SEED = 5
 
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
+    """ESMFold2-Fast's layout (no MSA encoder) at the tiny shape."""
     return write_esmfold2_checkpoint(tmp_path_factory.mktemp("esmfold2_tiny"), seed=3)
+
+
+@pytest.fixture(scope="module")
+def msa_checkpoint(tmp_path_factory):
+    """The full ESMFold2's layout: its MSA encoder runs on the features' one-row MSA."""
+    return write_esmfold2_checkpoint(tmp_path_factory.mktemp("esmfold2_msa"), seed=4,
+                                     shape=with_msa_encoder(tiny_shape()))
 
 
 def _reference_fold(model, features: dict, pair_state, dropout, samples: int):
@@ -56,14 +65,17 @@ def _reference_fold(model, features: dict, pair_state, dropout, samples: int):
     return {k: v.numpy() for k, v in out.items() if isinstance(v, torch.Tensor)}
 
 
-@pytest.mark.parametrize("chains", [pytest.param(["MKTAYIAKQRQISFVK", "GSHMWLEV"], id="two-chains"),
-                                    pytest.param(["MVHLTPEEKSAVTALWGKV"], id="one-chain")])
-def test_a_whole_fold_is_the_references(checkpoint, chains):
+@pytest.mark.parametrize("which, chains", [
+    pytest.param("checkpoint", ["MKTAYIAKQRQISFVK", "GSHMWLEV"], id="two-chains"),
+    pytest.param("checkpoint", ["MVHLTPEEKSAVTALWGKV"], id="one-chain"),
+    pytest.param("msa_checkpoint", ["MKTAYIAKQRQ", "GSHMWLEVK"], id="two-chains-msa-encoder"),
+])
+def test_a_whole_fold_is_the_references(request, which, chains):
     from flamino_core.model.esmfold2.model import TrunkNoise
     from flamino_core.model.esmfold2.predict import fold_arrays
     from flamino_core.weights.esmfold2 import load_esmfold2
 
-    hf_model, folder = checkpoint
+    hf_model, folder = request.getfixturevalue(which)
     model = load_esmfold2(folder)
     features = prepare_features(chains)
     samples = model.config.structure_head.num_diffusion_samples

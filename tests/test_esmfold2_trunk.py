@@ -113,6 +113,8 @@ def test_dropout_is_required_and_a_key_is_deterministic(tiny):
     noise = draw_trunk_noise(jax.random.key(0), ours.config, 1, 7)
     with pytest.raises(ValueError, match="every trunk loop"):
         run_trunk(ours, features, TrunkNoise(noise.pair_state), lm)
+    with pytest.raises(ValueError, match="num_loops"):
+        run_trunk(ours, features, TrunkNoise(noise.pair_state, jnp.ones((1, 1, 7, 7, 24))), lm)
     first = run_trunk(ours, features, noise, lm).pair_states
     again = run_trunk(ours, features, noise, lm).pair_states
     other = run_trunk(ours, features, TrunkNoise(noise.pair_state, jax.random.key(1)), lm).pair_states
@@ -124,12 +126,14 @@ def test_dropout_is_required_and_a_key_is_deterministic(tiny):
 def test_trunk_with_msa_encoder_matches_reference(tmp_path_factory, depth):
     """biohub/ESMFold2's MSA encoder: the one-row MSA of the query that the featuriser supplies (as
     ``infer_protein``), and a three-row alignment with deletions, a masked stretch and a
-    deletion mean (so every input of the encoder matters)."""
+    deletion mean (so every input of the encoder matters). With chunk_size 5 on both sides: the
+    reference's chunked triangle contraction and transitions, flamino's chunked rows."""
     import torch
 
     from esmfold2_checkpoints import tiny_shape, with_msa_encoder
 
-    reference, ours = _pair(tmp_path_factory, with_msa_encoder(tiny_shape()), seed=2)
+    reference, ours = _pair(tmp_path_factory, dict(with_msa_encoder(tiny_shape()), chunk_size=5), seed=2)
+    assert ours.config.chunk_size == 5
     features = protein_features(SEQUENCE[:12])
     if depth > 1:
         gen = torch.Generator().manual_seed(5)

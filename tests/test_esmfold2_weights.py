@@ -5,6 +5,8 @@ every defect of a checkpoint named in one error."""
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 from safetensors.numpy import load_file
@@ -99,3 +101,23 @@ def test_msa_encoder_round_trip(tmp_path):
              "msa_encoder.layers.2.tri_mul_in.norm_mix.weight": layers[2].tri_mul_in.norm_mix.scale[...]}
     for key, value in pairs.items():
         assert np.array_equal(np.asarray(value), torch_state[key]), key
+
+
+def test_sharded_and_bf16_folders_load(checkpoint, tmp_path):
+    """save_pretrained's shards (an index naming several files) and a bf16 save: the same
+    tensors, the bf16 ones widened from their bf16 values."""
+    import torch
+
+    reference, folder, ours = checkpoint
+    sharded = tmp_path / "sharded"
+    reference.save_pretrained(sharded, max_shard_size="200KB")
+    assert (sharded / "model.safetensors.index.json").exists() and not (sharded / "model.safetensors").exists()
+    key = "folding_trunk.layers.0.tri_mul_out.proj_bundle.weight"
+    loaded = load_esmfold2(sharded)
+    assert np.array_equal(np.asarray(loaded.folding_trunk.layers.tri_mul_out.proj_bundle.kernel[0]),
+                          np.asarray(ours.folding_trunk.layers.tri_mul_out.proj_bundle.kernel[0]))
+    half = tmp_path / "bf16"
+    copy.deepcopy(reference).to(torch.bfloat16).save_pretrained(half)  # the fixture's model stays fp32
+    want = reference.state_dict()[key].to(torch.bfloat16).float().numpy()
+    got = load_esmfold2(half).folding_trunk.layers.tri_mul_out.proj_bundle.kernel[0]
+    assert np.array_equal(np.asarray(got).T, want)

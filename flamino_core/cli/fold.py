@@ -23,8 +23,8 @@ TABLE = "folds.csv"
 MODEL_HELP = ("esmfold_v1 (facebook/esmfold_v1, MIT licence: downloaded once into the Hugging Face cache), an "
               "ESMFold folder written by transformers' EsmForProteinFolding.save_pretrained, or "
               "random:esmfold-tiny[:seed] (an untrained test model: its structures are not biology); or ESMFold2: "
-              "esmfold2-fast (biohub/ESMFold2-Fast, downloaded likewise), esmfold2 (biohub/ESMFold2: refused, its "
-              "MSA encoder is not ported), a folder written by EsmFold2Model.save_pretrained, or "
+              "esmfold2 or esmfold2-fast (biohub/ESMFold2, biohub/ESMFold2-Fast, downloaded likewise), a folder "
+              "written by EsmFold2Model.save_pretrained, or "
               "random:esmfold2-tiny[:seed]")
 ESMFOLD2_ONLY = ("complex", "seed", "samples", "steps", "pdb")
 

@@ -85,10 +85,10 @@ def _fold_one(model, job: FoldJob, out: Path, is_random: bool, args, counter: st
     except ValueError as err:  # a chain that cannot be featurised, said before any work
         raise UserError(str(err)) from None
     stem = _unique_stem(job.name, used)
-    label = RANDOM_NOTE if is_random else args.model
+    label = f"{args.model}: {RANDOM_NOTE}" if is_random else args.model
     title = f"ESMFold2 prediction of {job.name} ({label})"
     files = {f"{stem}.cif": complex_files.to_mmcif(folded, title),
-             f"{stem}.confidences.json": complex_files.confidences_json(folded)}
+             f"{stem}.confidences.json": complex_files.confidences_json(folded, label)}
     if args.pdb:
         problem = complex_files.pdb_problem(folded)
         if problem:

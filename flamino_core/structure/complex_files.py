@@ -132,11 +132,13 @@ def _ter(serial: int, previous: tuple[int, int, str], folded: FoldedComplex) -> 
     return f"TER   {serial:>5}      {residue:>3} {folded.chain_ids[chain]}{number:>4}"
 
 
-def confidences_json(folded: FoldedComplex) -> str:
-    """The fold's confidences as JSON: pLDDT (0-100) per residue, PAE (Angstrom, residues x residues),
-    pTM, ipTM, the chain-pair ipTM matrix (rows and columns in ``chain_ids`` order)."""
+def confidences_json(folded: FoldedComplex, model: str = "") -> str:
+    """The fold's confidences as JSON: the model that made them (a test model says it is not
+    biology), pLDDT (0-100) per residue, PAE (Angstrom, residues x residues), pTM, ipTM, the
+    chain-pair ipTM matrix (rows and columns in ``chain_ids`` order)."""
     return json.dumps({
-        "name": folded.name, "chain_ids": list(folded.chain_ids), "chain_names": list(folded.chain_names),
+        "name": folded.name, "model": model,
+        "chain_ids": list(folded.chain_ids), "chain_names": list(folded.chain_names),
         "mean_plddt": round(100 * folded.complex_plddt, 2), "ptm": round(folded.ptm, 4),
         "iptm": round(folded.iptm, 4), "sample": folded.sample, "samples": folded.samples,
         "chain_pair_iptm": np.round(folded.chain_pair_iptm, 4).tolist(),

@@ -169,18 +169,52 @@ def state_dict_to_params(state_dict: Mapping[str, np.ndarray], config: EsmFold2C
     return params
 
 
+_WEIGHTS, _INDEX_FILE = "model.safetensors", "model.safetensors.index.json"
+
+
 def read_config(folder: Path | str) -> EsmFold2Config:
     """The ``EsmFold2Config`` of a ``save_pretrained`` folder.
 
     Raises:
-      ValueError: the folder lacks config.json or model.safetensors, or is not ESMFold2's.
+      ValueError: the folder lacks config.json or its weights (model.safetensors, or the shards an
+        index names), or is not ESMFold2's.
     """
     folder = Path(folder)
-    config_path, weights_path = folder / "config.json", folder / "model.safetensors"
-    if not config_path.exists() or not weights_path.exists():
-        raise ValueError(f"{folder} is not an ESMFold2 folder: expected config.json and model.safetensors "
-                         "(as EsmFold2Model.save_pretrained writes them)")
+    config_path = folder / "config.json"
+    if not config_path.exists() or not ((folder / _WEIGHTS).exists() or (folder / _INDEX_FILE).exists()):
+        raise ValueError(f"{folder} is not an ESMFold2 folder: expected config.json and model.safetensors (or "
+                         f"{_INDEX_FILE} and its shards), as EsmFold2Model.save_pretrained writes them")
     return EsmFold2Config.from_dict(json.loads(config_path.read_text()), name=folder.name)
+
+
+def read_state_dict(folder: Path | str) -> dict[str, np.ndarray]:
+    """Every tensor of a ``save_pretrained`` folder as fp32 NumPy: one ``model.safetensors`` or the
+    shards its index names; bf16 and fp16 files widened (NumPy has no bfloat16: read through JAX,
+    on the host).
+
+    Raises:
+      ValueError: a shard the index names is missing.
+    """
+    import jax
+    from safetensors import safe_open
+
+    folder = Path(folder)
+    if (folder / _WEIGHTS).exists():
+        files = [folder / _WEIGHTS]
+    else:
+        names = sorted(set(json.loads((folder / _INDEX_FILE).read_text())["weight_map"].values()))
+        files = [folder / name for name in names]
+        if absent := [f.name for f in files if not f.exists()]:
+            raise ValueError(f"{folder}: {_INDEX_FILE} names shards that are not there: {', '.join(absent)}")
+    state: dict[str, np.ndarray] = {}
+    with jax.default_device(jax.devices("cpu")[0]):
+        for path in files:
+            with safe_open(str(path), "flax") as handle:
+                for key in handle.keys():
+                    value = np.asarray(handle.get_tensor(key))
+                    # kind "V": ml_dtypes' bfloat16, which is what JAX hands back for BF16
+                    state[key] = value.astype(np.float32) if value.dtype.kind in "fV" else value
+    return state
 
 
 def load_esmfold2(folder: Path | str):
@@ -190,8 +224,6 @@ def load_esmfold2(folder: Path | str):
       ValueError: not an ESMFold2 folder (``read_config``).
       CheckpointMismatchError: the tensors do not fit the config (every key listed).
     """
-    from safetensors.numpy import load_file
-
     config = read_config(folder)
-    params = state_dict_to_params(load_file(str(Path(folder) / "model.safetensors")), config, str(folder))
+    params = state_dict_to_params(read_state_dict(folder), config, str(folder))
     return params_to_model(params, config)

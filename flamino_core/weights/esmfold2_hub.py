@@ -5,26 +5,27 @@ from it offline, as ``esmfold_hub.py`` does for esmfold_v1; a folder written by 
 ``EsmFold2Model.save_pretrained``; or ``random:esmfold2-tiny[:seed]``, an untrained test model.
 
 Not verified here (no internet on the machines this was written on): the repositories' file layout.
-flamino reads ``config.json`` and one ``model.safetensors`` holding every key, ``esmc.*`` (the ESM C
-6B stem) included, as ``save_pretrained`` writes them; a repository published otherwise (sharded
-weights, or the stem in a separate repository) is refused with what was found.
+flamino fetches what ``save_pretrained`` writes: ``config.json`` and ``model.safetensors``, or, where
+the repository has none, ``model.safetensors.index.json`` and the shards it names (every key,
+``esmc.*``, the ESM C 6B stem, included); a repository published otherwise (the stem elsewhere) is
+refused by the loader's strict list of missing keys.
 
-A model with an MSA encoder (``msa_encoder.enabled``, the full ESMFold2) is refused from its
-``config.json``, before its weights are fetched: flamino runs the single-sequence path only
-(docs/esmfold.md, "ESMFold2").
+Both fold single sequences: the full ESMFold2's MSA encoder runs on the featuriser's one-row MSA
+(the query), as the reference's ``infer_protein`` does; flamino takes no user MSA yet. The
+``config.json`` is fetched first and read (a model that is not ESMFold2 is refused before its
+weights are downloaded).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 from flamino_core.weights.model_cache import ModelNotAvailableError, Progress, cache_root
 
 RANDOM_PREFIX = "random:esmfold2-tiny"
-MSA_REFUSAL = ("{name} has an MSA encoder (the full ESMFold2), which flamino does not run yet: it folds with the "
-               "single-sequence ESMFold2-Fast (-m esmfold2-fast)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,8 +62,7 @@ def load_fold2_model(identifier: str, progress: Progress = lambda fraction, text
     """``(model, is_random)`` for an ESMFold2 identifier (``is_esmfold2``).
 
     Raises:
-      ValueError: a malformed identifier, a model flamino cannot run (MSA encoder), a folder that is
-        not ESMFold2's (the loader's strict message).
+      ValueError: a malformed identifier, a folder that is not ESMFold2's (the loader's strict message).
       ModelNotAvailableError: a preset neither cached nor downloadable now (what to do, said).
     """
     if identifier == RANDOM_PREFIX or identifier.startswith(RANDOM_PREFIX + ":"):
@@ -70,18 +70,10 @@ def load_fold2_model(identifier: str, progress: Progress = lambda fraction, text
         if not seed.isdigit():
             raise ValueError(f"{identifier!r}: the seed after {RANDOM_PREFIX}: is a whole number")
         return random_model(int(seed)), True
-    from flamino_core.weights.esmfold2 import load_esmfold2, read_config
+    from flamino_core.weights.esmfold2 import load_esmfold2
 
     name = fold2_preset_name(identifier)
-    folder = preset_folder(name, progress) if name else Path(identifier)
-    if name is None:
-        _check_runnable(read_config(folder), identifier)
-    return load_esmfold2(folder), False
-
-
-def _check_runnable(config, name: str) -> None:
-    if config.msa_encoder.enabled:
-        raise ValueError(MSA_REFUSAL.format(name=name))
+    return load_esmfold2(preset_folder(name, progress) if name else Path(identifier)), False
 
 
 def random_model(seed: int):
@@ -110,18 +102,18 @@ def random_model(seed: int):
 
 def preset_folder(name: str, progress: Progress = lambda fraction, text: None) -> Path:
     """A folder with the preset's ``config.json`` and ``model.safetensors`` (links into the Hub's
-    cache, under flamino's cache as ``<name>/``); the config is fetched and checked first, so a model
-    flamino cannot run is refused before its weights are downloaded."""
+    cache, under flamino's cache as ``<name>/``); the config is fetched and read first, so a repository
+    that is not ESMFold2's is refused before its weights are downloaded."""
     from flamino_core.model.esmfold2.config import EsmFold2Config
     from flamino_core.weights.hub import hub_reachable
 
     preset, online = FOLD2_PRESETS[name], hub_reachable()
     try:
         config = _hub_file(name, "config.json", online, progress)
-        _check_runnable(EsmFold2Config.from_dict(json.loads(config.read_text()), name=name), name)
+        EsmFold2Config.from_dict(json.loads(config.read_text()), name=name)  # ValueError if not ESMFold2's
         if online:
             progress(None, f"Fetching {preset.repo} from the Hugging Face Hub (the ESM C 6B stem is ~25 GB)")
-        weights = _hub_file(name, "model.safetensors", online, progress)
+        weights = _weight_files(name, online, progress)
     except (ModelNotAvailableError, ValueError):
         raise
     except Exception as err:  # connection drops surface as OSError or the HTTP client's errors
@@ -131,10 +123,40 @@ def preset_folder(name: str, progress: Progress = lambda fraction, text: None) -
                                      + offline_message(name)) from None
     from flamino_core.weights.esmfold_hub import _linked_folder
 
-    return _linked_folder(cache_root() / name, {"config.json": config, "model.safetensors": weights})
+    return _linked_folder(cache_root() / name, {"config.json": config, **weights})
 
 
-def _hub_file(name: str, file: str, online: bool, progress: Progress) -> Path:
+INDEX = "model.safetensors.index.json"
+_SHARD = re.compile(r"[A-Za-z0-9._-]+\.safetensors")
+
+
+class _NotInRepository(Exception):
+    """The repository (online) has no such file."""
+
+
+def _weight_files(name: str, online: bool, progress: Progress) -> dict[str, Path]:
+    """``model.safetensors``, or where the repository has none (or the cache holds the sharded
+    layout), the index and every shard it names, by the names ``save_pretrained`` gives them."""
+    try:
+        return {"model.safetensors": _hub_file(name, "model.safetensors", online, progress, missing_ok=True)}
+    except (_NotInRepository, ModelNotAvailableError) as first:
+        try:
+            index = _hub_file(name, INDEX, online, progress, missing_ok=True)
+        except (_NotInRepository, ModelNotAvailableError):
+            if isinstance(first, ModelNotAvailableError):
+                raise first from None
+            raise ValueError(f"{FOLD2_PRESETS[name].repo} has neither model.safetensors nor {INDEX}: flamino reads "
+                             "the layout EsmFold2Model.save_pretrained writes; save the model with transformers "
+                             "and pass the folder") from None
+    shards = sorted(set(json.loads(index.read_text()).get("weight_map", {}).values()))
+    unsafe = [shard for shard in shards if not _SHARD.fullmatch(shard)]
+    if unsafe or not shards:
+        raise ValueError(f"{FOLD2_PRESETS[name].repo}: {INDEX} names no shards, or shards that are not plain "
+                         f"safetensors file names: {', '.join(map(repr, unsafe[:3]))}")
+    return {INDEX: index, **{shard: _hub_file(name, shard, online, progress) for shard in shards}}
+
+
+def _hub_file(name: str, file: str, online: bool, progress: Progress, missing_ok: bool = False) -> Path:
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
 
@@ -149,9 +171,10 @@ def _hub_file(name: str, file: str, online: bool, progress: Progress) -> Path:
     except EntryNotFoundError:
         if not online:
             raise ModelNotAvailableError(offline_message(name)) from None
-        raise ValueError(f"{repo} has no {file}: flamino reads the layout EsmFold2Model.save_pretrained writes "
-                         "(config.json and one model.safetensors with the ESM C stem inside); download the "
-                         "checkpoint with transformers and pass the folder it saves") from None
+        if missing_ok:
+            raise _NotInRepository(file) from None
+        raise ValueError(f"{repo} has no {file}: flamino reads the layout EsmFold2Model.save_pretrained writes; "
+                         "save the model with transformers and pass the folder") from None
 
 
 def offline_message(name: str) -> str:

@@ -6,6 +6,9 @@ as transformers' ``modeling_esmfold2.py`` writes it (``EsmFold2AtomAttention``,
 
 Atoms are laid out in token order, so a window over the atom index (``|i - j| <= sliding_window //
 2``, the reference's ``sliding_window`` being the total width) is a window over nearby residues.
+The reference masks a dense N x N attention, which at 1,000 residues (~8,000 atoms) and 8 samples
+is 8 GB of logits per layer; here long inputs attend block by block, each block of queries to
+the keys its window can reach (``windowed_attention``): the same softmax over the same keys.
 """
 
 from __future__ import annotations
@@ -74,6 +77,45 @@ def sliding_window_mask(atom_mask: jax.Array, sliding_window: int) -> jax.Array:
     return (window[None, None] & atom_mask.astype(bool)[:, None, None, :])
 
 
+def _block_size(radius: int) -> int:
+    return max(32, 2 * radius)
+
+
+def windowed_attention(q: jax.Array, k: jax.Array, v: jax.Array, atom_mask: jax.Array, radius: int,
+                       scaling: float) -> jax.Array:
+    """``attention`` under ``sliding_window_mask`` (radius ``radius``) without the N x N logits:
+    queries in blocks of ``_block_size``, each against the ``block + 2 * radius`` keys around it.
+    A key outside the window adds exactly zero to the dense softmax (exp of the lowest float), so
+    the result is the same up to summation order. A query with no real key in its window gets the
+    dense eager result there, every value averaged evenly (padding atoms only). q/k/v (B, H, N,
+    D); atom_mask (B, N); returns (B, N, H, D)."""
+    batch, heads, n, dim = q.shape
+    block = _block_size(radius)
+    if n <= block + 2 * radius:  # one block would see every key: the dense form is no bigger
+        return attention(q, k, v, scaling, mask=sliding_window_mask(atom_mask, 2 * radius))
+    blocks = -(-n // block)
+    tail = blocks * block - n
+    keys = jnp.arange(blocks)[:, None] * block + jnp.arange(block + 2 * radius)[None, :] - radius  # (nb, K)
+    queries = jnp.arange(blocks)[:, None] * block + jnp.arange(block)[None, :]  # (nb, Q)
+    padded_mask = jnp.pad(atom_mask.astype(bool), ((0, 0), (radius, radius + tail)))
+    real_key = padded_mask[:, keys + radius]  # (B, nb, K): in range and a real atom
+    near = jnp.abs(queries[:, :, None] - keys[:, None, :]) <= radius  # (nb, Q, K)
+    allowed = (near[None] & real_key[:, :, None, :])[:, None]  # (B, 1, nb, Q, K)
+
+    def key_blocks(x: jax.Array) -> jax.Array:
+        x = jnp.pad(x, ((0, 0), (0, 0), (radius, radius + tail), (0, 0)))
+        return x[:, :, keys + radius]  # (B, H, nb, K, D)
+
+    qb = jnp.pad(q, ((0, 0), (0, 0), (0, tail), (0, 0))).reshape(batch, heads, blocks, block, dim)
+    logits = jnp.einsum("bhnqd,bhnkd->bhnqk", qb, key_blocks(k)) * scaling
+    logits = jnp.where(allowed, logits, jnp.finfo(logits.dtype).min)
+    weights = jax.nn.softmax(logits.astype(jnp.float32), axis=-1).astype(q.dtype)
+    out = jnp.einsum("bhnqk,bhnkd->bhnqd", weights, key_blocks(v)).reshape(batch, heads, blocks * block, dim)
+    lonely = ~jnp.any(allowed, axis=-1).reshape(batch, 1, blocks * block, 1)
+    out = jnp.where(lonely, jnp.mean(v, axis=2, keepdims=True), out)[:, :, :n]
+    return jnp.swapaxes(out, 1, 2)
+
+
 def scatter_atom_to_token(atom_features: jax.Array, atom_to_token: jax.Array, num_tokens: int,
                           atom_mask: jax.Array | None = None) -> jax.Array:
     """The mean of each token's atoms' features, (B, N, C) -> (B, num_tokens, C); masked atoms left
@@ -95,14 +137,14 @@ class AtomAttention(nnx.Module):
     """``EsmFold2AtomAttention``: windowed self-attention, q and k RMS-normed (weightless) then
     rotated, output gated by ``sigmoid(gate_proj(x))``; no biases."""
 
-    def __init__(self, config: AtomEncoderConfig, rngs: nnx.Rngs):
+    def __init__(self, config: AtomEncoderConfig, radius: int, rngs: nnx.Rngs):
         width = config.hidden_size
-        self.head_dim = config.head_dim
+        self.head_dim, self.radius = config.head_dim, radius
         for name in ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj"):
             setattr(self, name, linear(width, width, rngs))
 
-    def __call__(self, x: jax.Array, mask: jax.Array, rotary: Rotary) -> jax.Array:
-        """x (B, N, C); mask (B, 1, N, N) bool; rotary (cos, sin) (B, N, head_dim)."""
+    def __call__(self, x: jax.Array, atom_mask: jax.Array, rotary: Rotary) -> jax.Array:
+        """x (B, N, C); atom_mask (B, N) bool, the real atoms; rotary (cos, sin) (B, N, head_dim)."""
         shape = x.shape[:-1] + (-1, self.head_dim)
 
         def heads(proj: nnx.Linear) -> jax.Array:
@@ -111,7 +153,7 @@ class AtomAttention(nnx.Module):
         cos, sin = (t[:, None] for t in rotary)  # (B, 1, N, D)
         q, k = rms_norm(heads(self.q_proj)), rms_norm(heads(self.k_proj))
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
-        out = attention(q, k, heads(self.v_proj), self.head_dim ** -0.5, mask=mask)
+        out = windowed_attention(q, k, heads(self.v_proj), atom_mask, self.radius, self.head_dim ** -0.5)
         # The reference's ``nan_to_num`` guards its SDPA path; the eager one (``attention``) has no NaN.
         out = out.reshape(x.shape[:-1] + (-1,))
         return self.o_proj(out * jax.nn.sigmoid(self.gate_proj(x)))
@@ -121,17 +163,17 @@ class AtomLayer(nnx.Module):
     """``EsmFold2AtomLayer``: adaLN-Zero-modulated attention and SwiGLU, the six shifts, scales and
     gates from ``adaln_linear(silu(conditioning))`` in that order; the pre-norms are weightless RMS."""
 
-    def __init__(self, config: AtomEncoderConfig, rngs: nnx.Rngs):
+    def __init__(self, config: AtomEncoderConfig, radius: int, rngs: nnx.Rngs):
         self.adaln_linear = linear(config.hidden_size, 6 * config.hidden_size, rngs)
-        self.self_attn = AtomAttention(config, rngs)
+        self.self_attn = AtomAttention(config, radius, rngs)
         self.mlp = SwiGLU(config.hidden_size, config.intermediate_size, rngs)
 
-    def __call__(self, x: jax.Array, conditioning: jax.Array, mask: jax.Array, rotary: Rotary) -> jax.Array:
+    def __call__(self, x: jax.Array, conditioning: jax.Array, atom_mask: jax.Array, rotary: Rotary) -> jax.Array:
         modulation = self.adaln_linear(jax.nn.silu(conditioning))
         if modulation.ndim == 2:
             modulation = modulation[:, None]
         attn_shift, attn_scale, attn_gate, mlp_shift, mlp_scale, mlp_gate = jnp.split(modulation, 6, axis=-1)
-        x = x + attn_gate * self.self_attn(rms_norm(x) * (1 + attn_scale) + attn_shift, mask, rotary)
+        x = x + attn_gate * self.self_attn(rms_norm(x) * (1 + attn_scale) + attn_shift, atom_mask, rotary)
         return x + mlp_gate * self.mlp(rms_norm(x) * (1 + mlp_scale) + mlp_shift)
 
 
@@ -146,7 +188,8 @@ class AtomEncoder(nnx.Module):
         self.char_feature_dim = config.char_vocab_size * config.max_chars
         self.atom_linear = linear(config.atom_feature_dim, atoms.hidden_size, rngs)
         self.atom_norm = LayerNorm(atoms.hidden_size, rngs)
-        self.layers = nnx.List([AtomLayer(atoms, rngs) for _ in range(atoms.num_hidden_layers)])
+        radius = config.sliding_window // 2  # the reference's window is the total width
+        self.layers = nnx.List([AtomLayer(atoms, radius, rngs) for _ in range(atoms.num_hidden_layers)])
         self.atom_to_token_linear = linear(atoms.hidden_size, atoms.output_dim, rngs)
 
     def embed_atoms(self, inputs: AtomInputs) -> tuple[jax.Array, Rotary]:
@@ -160,15 +203,17 @@ class AtomEncoder(nnx.Module):
         return embeds, rotary_embedding(self.atoms, inputs.ref_pos, inputs.ref_space_uid)
 
     def build_attention_mask(self, atom_mask: jax.Array) -> jax.Array:
+        """The reference's dense window mask (B, 1, N, N), for comparison; the layers build what
+        they need from ``atom_mask`` alone."""
         return sliding_window_mask(atom_mask, self.sliding_window)
 
-    def __call__(self, x: jax.Array, conditioning: jax.Array, mask: jax.Array, rotary: Rotary, atom_mask: jax.Array,
+    def __call__(self, x: jax.Array, conditioning: jax.Array, rotary: Rotary, atom_mask: jax.Array,
                  atom_to_token: jax.Array, num_tokens: int) -> tuple[jax.Array, jax.Array]:
         """Returns (token states (B, T, output_dim), atom states (B, N, hidden)). The input
         embedder passes the embeddings as both ``x`` and ``conditioning``; the denoiser adds the
-        embedded noisy coordinates to ``x``."""
+        embedded noisy coordinates to ``x``. ``atom_mask`` (B, N) bool: the real atoms."""
         for layer in self.layers:
-            x = layer(x, conditioning, mask, rotary)
+            x = layer(x, conditioning, atom_mask, rotary)
         tokens = scatter_atom_to_token(jax.nn.relu(self.atom_to_token_linear(x)), atom_to_token, num_tokens, atom_mask)
         return tokens, x
 
@@ -182,13 +227,14 @@ class AtomDecoder(nnx.Module):
         diffusion = config.diffusion
         atoms = diffusion.atom_encoder
         self.token_to_atom_linear = linear(diffusion.hidden_size, atoms.hidden_size, rngs)
-        self.layers = nnx.List([AtomLayer(atoms, rngs) for _ in range(atoms.num_hidden_layers)])
+        self.layers = nnx.List([AtomLayer(atoms, config.sliding_window // 2, rngs)
+                                for _ in range(atoms.num_hidden_layers)])
         self.norm = LayerNorm(atoms.hidden_size, rngs)
         self.output_linear = linear(atoms.hidden_size, 3, rngs)
 
-    def __call__(self, tokens: jax.Array, x: jax.Array, conditioning: jax.Array, mask: jax.Array, rotary: Rotary,
-                 atom_to_token: jax.Array) -> jax.Array:
+    def __call__(self, tokens: jax.Array, x: jax.Array, conditioning: jax.Array, atom_mask: jax.Array,
+                 rotary: Rotary, atom_to_token: jax.Array) -> jax.Array:
         x = x + gather_token_to_atom(self.token_to_atom_linear(tokens), atom_to_token)
         for layer in self.layers:
-            x = layer(x, conditioning, mask, rotary)
+            x = layer(x, conditioning, atom_mask, rotary)
         return self.output_linear(self.norm(x))

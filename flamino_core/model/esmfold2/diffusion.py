@@ -31,6 +31,7 @@ fp32 the numbers are the same (the parity tests run chunked) and only the peak m
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from typing import NamedTuple
 
@@ -49,13 +50,13 @@ from flamino_core.model.esmfold2.layers import (
 class DenoiserConditioning(NamedTuple):
     """``EsmFold2DenoiserConditioning``: what every denoising step of one fold reuses (a pytree).
 
-    atom_embeds (B*S, N, atom hidden); atom_window (B or B*S, 1, N, N) bool; rotary (cos, sin)
-    (B*S, N, head_dim); atom_mask, atom_to_token (B*S, N); projected_single_inputs (B*S, T, hidden);
-    token_attention_bias: one (B or B*S, H, T, T) additive bias per token-transformer layer.
+    atom_embeds (B*S, N, atom hidden); rotary (cos, sin) (B*S, N, head_dim); atom_mask (B*S, N)
+    bool (the atom layers build their window from it; the reference keeps a dense N x N mask);
+    atom_to_token (B*S, N); projected_single_inputs (B*S, T, hidden); token_attention_bias: one
+    (B or B*S, H, T, T) additive bias per token-transformer layer.
     """
 
     atom_embeds: jax.Array
-    atom_window: jax.Array
     rotary: Rotary
     atom_mask: jax.Array
     atom_to_token: jax.Array
@@ -182,26 +183,25 @@ class DiffusionModule(nnx.Module):
                              relative_position_encoding: jax.Array, single_inputs: jax.Array,
                              attention_mask: jax.Array | None = None,
                              num_diffusion_samples: int = 1) -> DenoiserConditioning:
-        """The per-fold conditioning, expanded to ``B * num_diffusion_samples`` rows (the masks
-        and biases stay at B when B is 1, where they broadcast, as the reference keeps them).
+        """The per-fold conditioning, expanded to ``B * num_diffusion_samples`` rows (the pair
+        biases stay at B when B is 1, where they broadcast, as the reference keeps them).
         ``atom_inputs`` and ``single_inputs``/``relative_position_encoding`` as the trunk returns
         them; ``pair_trunk`` its final pair state (B, T, T, pair); ``attention_mask`` (B, T) tokens."""
         samples = num_diffusion_samples
         atom_embeds, rotary = self.atom_encoder.embed_atoms(atom_inputs)
-        window = self.atom_encoder.build_attention_mask(atom_inputs.atom_attention_mask)
         pair = rows_in_chunks(self.conditioning.compute_pair_repr, self.chunk_size, pair_trunk,
                               relative_position_encoding)
         biases = self.token_transformer.compute_pair_biases(pair, attention_mask, self.chunk_size)
         if single_inputs.shape[0] != 1:
-            window = jnp.repeat(window, samples, axis=0)
             biases = tuple(jnp.repeat(b, samples, axis=0) for b in biases)
 
         def expand(x: jax.Array) -> jax.Array:
             return jnp.repeat(x, samples, axis=0)
 
         return DenoiserConditioning(
-            atom_embeds=expand(atom_embeds), atom_window=window, rotary=(expand(rotary[0]), expand(rotary[1])),
-            atom_mask=expand(atom_inputs.atom_attention_mask), atom_to_token=expand(atom_inputs.atom_to_token),
+            atom_embeds=expand(atom_embeds), rotary=(expand(rotary[0]), expand(rotary[1])),
+            atom_mask=expand(atom_inputs.atom_attention_mask.astype(bool)),
+            atom_to_token=expand(atom_inputs.atom_to_token),
             projected_single_inputs=self.conditioning.compute_single_repr(expand(single_inputs)),
             token_attention_bias=biases)
 
@@ -218,11 +218,11 @@ class DiffusionModule(nnx.Module):
         normalized = noisy_coords / scale
         # The second coordinate slot is unused in this release: coords_linear sees [x / scale, 0].
         coord_embeds = self.coords_linear(jnp.concatenate([normalized, jnp.zeros_like(normalized)], axis=-1))
-        tokens, atom_states = self.atom_encoder(c.atom_embeds + coord_embeds, c.atom_embeds, c.atom_window, c.rotary,
-                                                c.atom_mask, c.atom_to_token, single.shape[1])
+        tokens, atom_states = self.atom_encoder(c.atom_embeds + coord_embeds, c.atom_embeds, c.rotary, c.atom_mask,
+                                                c.atom_to_token, single.shape[1])
         tokens = tokens + self.single_to_token(self.single_step_norm(single))
         tokens = self.token_norm(self.token_transformer(tokens, single, c.token_attention_bias))
-        update = self.atom_decoder(tokens, atom_states, c.atom_embeds, c.atom_window, c.rotary, c.atom_to_token)
+        update = self.atom_decoder(tokens, atom_states, c.atom_embeds, c.atom_mask, c.rotary, c.atom_to_token)
 
         sigma_data_sq, noise_sq = sigma_data * sigma_data, noise_level * noise_level
         skip = (sigma_data_sq / (sigma_data_sq + noise_sq))[:, None, None]
@@ -230,15 +230,19 @@ class DiffusionModule(nnx.Module):
         return skip * noisy_coords + out * update
 
 
-@functools.partial(jax.jit, static_argnames=("graphdef",))
+@functools.partial(jax.jit, static_argnames=("graphdef", "matmul_precision"))
 def _denoise(graphdef: nnx.GraphDef, state: nnx.State, conditioning: DenoiserConditioning,
-             noisy_coords: jax.Array, noise_level: jax.Array) -> jax.Array:
-    return nnx.merge(graphdef, state)(noisy_coords, noise_level, conditioning)
+             noisy_coords: jax.Array, noise_level: jax.Array, matmul_precision: str | None) -> jax.Array:
+    # None leaves the caller's setting alone (a ``default_matmul_precision(None)`` would reset it).
+    with contextlib.nullcontext() if matmul_precision is None else jax.default_matmul_precision(matmul_precision):
+        return nnx.merge(graphdef, state)(noisy_coords, noise_level, conditioning)
 
 
 def denoise(graphdef: nnx.GraphDef, state: nnx.State, conditioning: DenoiserConditioning, noisy_coords: jax.Array,
-            noise_level: jax.Array | float) -> jax.Array:
+            noise_level: jax.Array | float, matmul_precision: str | None = None) -> jax.Array:
     """One jitted denoiser call, a pure function of ``nnx.split(module)`` and its inputs (compiled
-    once per shape; ``noise_level`` is traced, so every step of a schedule reuses it)."""
+    once per shape; ``noise_level`` is traced, so every step of a schedule reuses it).
+    ``matmul_precision``: JAX's name ('highest' for exact fp32 on a TPU, whose default rounds
+    products to bf16); None keeps the caller's ``jax.default_matmul_precision``."""
     noise_level = jnp.broadcast_to(jnp.asarray(noise_level, jnp.float32), noisy_coords.shape[:1])
-    return _denoise(graphdef, state, conditioning, noisy_coords, noise_level)
+    return _denoise(graphdef, state, conditioning, noisy_coords, noise_level, matmul_precision)

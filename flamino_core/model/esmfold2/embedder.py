@@ -86,9 +86,8 @@ class InputEmbedder(nnx.Module):
         """
         encoder = self.atom_encoder
         embeds, rotary = encoder.embed_atoms(atom_inputs)
-        mask = encoder.build_attention_mask(atom_inputs.atom_attention_mask)
         # No coordinates yet: the layer stream and its conditioning are the same embeddings.
-        atom_encoding = encoder(embeds, embeds, mask, rotary, atom_inputs.atom_attention_mask,
+        atom_encoding = encoder(embeds, embeds, rotary, atom_inputs.atom_attention_mask.astype(bool),
                                 atom_inputs.atom_to_token, res_type_one_hot.shape[1])[0]
         single_inputs = jnp.concatenate([atom_encoding, res_type_one_hot.astype(jnp.float32),
                                          profile.astype(jnp.float32),

@@ -147,7 +147,8 @@ class EsmFold2(nnx.Module):
         Jittable (``num_loops`` static).
 
         Raises:
-          ValueError: LM states without the dropout noise the reference draws for them.
+          ValueError: LM states without the dropout noise the reference draws for them, or with
+            fewer loops' multipliers than the trunk runs.
         """
         config = self.config
         res_type, profile, deletion_mean, atoms = one_hot_features(features, config)
@@ -166,6 +167,9 @@ class EsmFold2(nnx.Module):
                              "at inference: give TrunkNoise.lm_dropout (draw_trunk_noise)")
         explicit = dropout and jnp.issubdtype(noise.lm_dropout.dtype, jnp.floating)
         steps = trunk_steps(config, num_loops)
+        if explicit and noise.lm_dropout.shape[0] < steps:
+            raise ValueError(f"TrunkNoise.lm_dropout holds {noise.lm_dropout.shape[0]} loops' multipliers; "
+                             f"this trunk runs {steps} (num_loops + 1)")
         decay, input_matrix = self.parcae.discretize()
         graphdef, state = nnx.split(self)
 

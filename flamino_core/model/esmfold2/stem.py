@@ -46,10 +46,15 @@ def lm_inputs(input_ids, asym_id, residue_index, mol_type, attention_mask) -> di
     rows, spans, lm_position = [], [], np.full((batch, num_tokens), -1, np.int64)
     for b in range(batch):
         at = np.flatnonzero(protein[b])
-        first: dict[tuple[int, int], int] = {}  # (asym, residue) -> index of its first token, in order
-        inverse = np.array([first.setdefault((int(asym_id[b, t]), int(residue_index[b, t])), len(first))
-                            for t in at], np.int64)
-        firsts = np.array([at[np.flatnonzero(inverse == u)[0]] for u in range(len(first))], np.int64)
+        residue_of: dict[tuple[int, int], int] = {}  # (asym, residue) -> its LM residue, in order of first token
+        firsts, inverse = [], []  # each LM residue's first token; each protein token's LM residue
+        for t in at:
+            key = (int(asym_id[b, t]), int(residue_index[b, t]))
+            if key not in residue_of:
+                residue_of[key] = len(firsts)
+                firsts.append(t)
+            inverse.append(residue_of[key])
+        firsts, inverse = np.asarray(firsts, np.int64), np.asarray(inverse, np.int64)
         chain_of = asym_id[b, firsts] if len(firsts) else np.zeros(0, np.int64)
         row, row_spans, lm_of_residue = [BOS], [], np.zeros(len(firsts), np.int64)
         chains = np.unique(chain_of)
