@@ -103,7 +103,7 @@ def test_the_memory_estimate_grows_with_the_square_of_the_complex_and_names_the_
     assert large.pair == 4 * small.pair and small.weights == 4000
     assert "an estimate from the model's shape" in small.describe()
     assert folding.complex_label("random:esmfold2-tiny").endswith("are not biology")
-    with pytest.raises(ValueError, match="MSA encoder"):
-        folding.complex_config("esmfold2")
+    assert folding.complex_config("esmfold2").msa_encoder.enabled  # the full model: shape known, no weights read
+    assert not folding.complex_config("biohub/ESMFold2-Fast").msa_encoder.enabled
     with pytest.raises(ValueError, match="neither"):
         folding.complex_config(str(__file__))

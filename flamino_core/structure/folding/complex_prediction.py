@@ -51,26 +51,22 @@ def complex_label(identifier: str, hosted: bool = False) -> str:
 
 def complex_config(identifier: str):
     """The model's shape, without its weights where it is known (the test model, a preset); a
-    folder's from its config.json. ValueError: not an ESMFold2, or one flamino cannot run."""
+    folder's from its config.json. ValueError: not an ESMFold2."""
     from flamino_core.model.esmfold2.config import EsmFold2Config
-    from flamino_core.weights.esmfold2_hub import MSA_REFUSAL, fold2_preset_name, is_esmfold2
+    from flamino_core.weights.esmfold2_hub import fold2_preset_name, is_esmfold2
 
     if is_random(identifier):
         return EsmFold2Config.tiny()
     preset = fold2_preset_name(identifier)
-    if preset == "esmfold2":
-        raise ValueError(MSA_REFUSAL.format(name=identifier))
-    if preset == "esmfold2-fast":
-        return EsmFold2Config.esmfold2_fast()
+    if preset is not None:  # the full ESMFold2 runs its MSA encoder on the one-row MSA (the query)
+        return EsmFold2Config.esmfold2() if preset == "esmfold2" else EsmFold2Config.esmfold2_fast()
     if not is_esmfold2(identifier):
-        raise ValueError(f"{identifier!r} is neither {RANDOM_MODEL2}[:seed], esmfold2-fast nor a folder written by "
-                         "transformers' EsmFold2Model.save_pretrained (config.json with model_type esmfold2)")
+        raise ValueError(f"{identifier!r} is neither {RANDOM_MODEL2}[:seed], esmfold2, esmfold2-fast nor a folder "
+                         "written by transformers' EsmFold2Model.save_pretrained (config.json with model_type "
+                         "esmfold2)")
     from flamino_core.weights.esmfold2 import read_config
 
-    config = read_config(identifier)
-    if config.msa_encoder.enabled:
-        raise ValueError(MSA_REFUSAL.format(name=identifier))
-    return config
+    return read_config(identifier)
 
 
 def complex_key(identifier: str) -> str:
