@@ -84,6 +84,18 @@ def test_two_records_fold_as_a_complex_coloured_by_chain_with_pae_blocks_iptm_an
     cif = _download(page, "Predicted complex (mmCIF, pLDDT as B-factors)", tmp_path)
     confidences = json.loads(_download(page, "Confidences (JSON: pLDDT, PAE, pTM, ipTM)", tmp_path).read_text())
     assert cif.suffix == ".cif" and abs(confidences["iptm"] - iptm) <= 5e-4  # the metric shows 3 decimals
+    # By pLDDT: each residue drawn in AlphaFold's band of its pLDDT (the JSON's, 2 decimals: no value
+    # of this fold lies within 0.01 of a band's edge, checked below).
+    page.get_by_text("pLDDT", exact=True).click()
+    frame.wait_for_function("window.flamino.scene.legend.label.startsWith('pLDDT')", timeout=TIMEOUT_MS)
+    plddt = np.array(confidences["plddt"])
+    assert np.min(np.abs(plddt[:, None] - np.array([50.0, 70.0, 90.0]))) > 0.01
+    bands = np.select([plddt > 90, plddt > 70, plddt > 50], ["#0053D6", "#65CBF3", "#FFDB13"], "#FF7D45")
+    colours = [frame.evaluate(f"window.flamino.drawnColour('{chain}', {i})")
+               for chain, n in (("A", len(GB1)), ("B", len(TRPCAGE))) for i in range(1, n + 1)]
+    assert colours == bands.tolist() and len(set(colours)) >= 2
+    page.locator('iframe[src*="flamino_molecule"]').first.scroll_into_view_if_needed()
+    _photograph(page, "structure_complex_plddt")
     model = MMCIFParser(QUIET=True).get_structure("complex", str(cif))[0]
     assert [chain.id for chain in model] == ["A", "B"]
     assert ["".join(r.get_resname() for r in chain)[:9] for chain in model] == ["METTHRTYR", "ASNLEUTYR"]
