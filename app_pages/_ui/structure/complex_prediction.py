@@ -54,10 +54,10 @@ def model_choice() -> str:
         return os.environ.get("FLAMINO_FOLD2_MODEL", folding.RANDOM_MODEL2)
     st.session_state.setdefault(MODEL, folding.RANDOM_MODEL2)
     chosen = st.text_input("ESMFold2 model", key=MODEL,
-                           help="random:esmfold2-tiny[:seed] (untrained), esmfold2-fast or esmfold2 (biohub/ESMFold2-Fast, "
-                                "biohub/ESMFold2, MIT licence: the ESM C 6B stem, ~25 GB, from the Hugging Face "
-                                "cache; single sequences, no MSA), or a folder written by transformers' "
-                                "EsmFold2Model.save_pretrained")
+                           help="random:esmfold2-tiny[:seed] (untrained), esmfold2-fast or esmfold2 "
+                                "(biohub/ESMFold2-Fast, biohub/ESMFold2, MIT licence: the ESM C 6B stem, ~25 GB, "
+                                "from the Hugging Face cache; single sequences, no MSA), or a folder written by "
+                                "transformers' EsmFold2Model.save_pretrained")
     return chosen.strip() or folding.RANDOM_MODEL2
 
 
