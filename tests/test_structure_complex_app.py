@@ -121,8 +121,15 @@ def test_a_second_session_reads_the_complex_from_the_store_and_the_other_record_
     # The other record of the complex (ubq50, chosen on Input) opens on its own chain, B.
     from app_pages._ui.structure import loaded_structure
 
-    key = again.session_state[loaded_structure.STRUCTURE][1]
+    held, key, _ = again.session_state[loaded_structure.STRUCTURE]
     assert again.session_state[loaded_structure.CHAINS] == (key, {"abeta42": "A", "ubq50": "B"})
+    # SaProt reads the complex as a prediction (its title): each chain's 3Di letters, pLDDT < 70 masked.
+    from flamino_core.structure.three_di import is_predicted_structure, structure_tokens
+
+    assert is_predicted_structure(held)
+    for sequence, chain in ((ABETA42, "A"), (UBQ50, "B")):
+        tokens = structure_tokens(sequence, held, chain, predicted=True)
+        assert len(tokens.letters) == len(sequence) and 0 < tokens.low_confidence <= len(sequence)
 
 
 def test_a_hosted_server_refuses_a_complex_over_its_limit_before_work(monkeypatch):
@@ -138,3 +145,24 @@ def test_a_hosted_server_refuses_a_complex_over_its_limit_before_work(monkeypatc
     assert len(background.every_job()) == before
     at.multiselect(key="fold2_chains").set_value(["abeta42"]).run()  # one chain of 42 fits
     assert any(b.label == PREDICT for b in at.button)
+
+
+def test_saprot_scores_a_list_on_the_records_own_chain_of_the_predicted_complex(monkeypatch):
+    """SaProt (``random:tiny-saprot``) on Variant effects after the complex is predicted: the chosen
+    record (ubq50) is scored on the 3Di letters of its own chain, B, of the complex, pLDDT < 70 masked."""
+    from test_app_variants import type_list
+
+    from flamino_core.structure.three_di import structure_tokens
+
+    monkeypatch.setenv("FLAMINO_MODEL", "random:tiny-saprot")
+    at = complex_page()
+    next(b for b in at.button if b.label == PREDICT).click()
+    settle(at.run())
+    from app_pages._ui.structure import loaded_structure
+
+    held = at.session_state[loaded_structure.STRUCTURE][0]
+    tokens = structure_tokens(UBQ50, held, "B", predicted=True)
+    at = type_list(open_page(at, "variants"), "M1A, K6R")
+    assert_clean(at)
+    said = [unescaped(c.value) for c in at.caption if unescaped(c.value).startswith("Structure-aware:")]
+    assert said == [f"Structure-aware: abeta42_ubq50_esmfold2.pdb chain B: {tokens.describe().split('chain B: ')[1]}."]
