@@ -143,6 +143,7 @@ def test_a_hosted_server_refuses_a_complex_over_its_limit_before_work(monkeypatc
                and "pair state" in e.value for e in at.error)
     assert not any(b.label == PREDICT for b in at.button)
     assert len(background.every_job()) == before
+    assert any("This server folds 80 residues at most, all chains together" in unescaped(c.value) for c in at.caption)
     at.multiselect(key="fold2_chains").set_value(["abeta42"]).run()  # one chain of 42 fits
     assert any(b.label == PREDICT for b in at.button)
 

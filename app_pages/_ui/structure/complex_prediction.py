@@ -87,8 +87,11 @@ def offer(ctx) -> None:
     identifier = model_choice()
     label = folding.complex_label(identifier, hosted_mode())
     if folding.is_random(identifier):
-        st.warning(f"Folding with {label}: the coordinates, pLDDT, PAE and ipTM only show what the page does.",
-                   icon=":material/science:")
+        st.warning(f"Folding with {label}; it shows what the page does.", icon=":material/science:")
+    if hosted_mode():
+        st.caption(f"This server folds {folding.hosted_fold_limit():,} residues at most, all chains together: "
+                   "the trunk's pair state covers every pair of residues of the complex, so its memory grows as the "
+                   "square of the complex's length.")
     refusal = folding.complex_refusal([len(r.sequence) for r in records], hosted_mode())
     if refusal:
         st.error(plain(f"Not folded: {refusal}."), icon=":material/block:")
