@@ -76,6 +76,8 @@ def test_a_hosted_server_limits_the_whole_complex_and_says_why(monkeypatch):
     assert said.startswith("101 residues in the complex: this server folds 100 at most") and "squared" in said
     assert folding.complex_refusal([60, 41], hosted=False) is None
     assert folding.complex_refusal([], hosted=False) == "pick at least one record to fold"
+    assert folding.complex_problem(["MKV", "GW"], "a + b") is None
+    assert "a + b" in folding.complex_problem(["MKV", "G-W"], "a + b")  # the featuriser's refusal, said before work
 
 
 def test_a_fold_goes_through_the_store_and_back_under_its_model_and_chains(tmp_path):

@@ -92,7 +92,8 @@ def offer(ctx) -> None:
         st.caption(f"This server folds {folding.hosted_fold_limit():,} residues at most, all chains together: "
                    "the trunk's pair state covers every pair of residues of the complex, so its memory grows as the "
                    "square of the complex's length.")
-    refusal = folding.complex_refusal([len(r.sequence) for r in records], hosted_mode())
+    refusal = folding.complex_refusal([len(r.sequence) for r in records], hosted_mode()) or \
+        folding.complex_problem([r.sequence for r in records], " + ".join(r.id for r in records))
     if refusal:
         st.error(plain(f"Not folded: {refusal}."), icon=":material/block:")
         return

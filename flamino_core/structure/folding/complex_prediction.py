@@ -105,6 +105,18 @@ def complex_refusal(lengths: Sequence[int], hosted: bool, limit: int | None = No
     return None
 
 
+def complex_problem(sequences: Sequence[str], name: str) -> str | None:
+    """Why the featuriser would refuse these chains (its words, naming the chain), or None: asked
+    before any work, so a refusal costs nothing."""
+    from flamino_core.model.esmfold2.features import check_chains
+
+    try:
+        check_chains(list(sequences), name)
+    except ValueError as err:
+        return str(err)
+    return None
+
+
 @dataclasses.dataclass(frozen=True)
 class ComplexMemory:
     """An estimate of a fold's memory in bytes (fp32) from the model's shape: not a measurement."""
