@@ -57,7 +57,8 @@ FILE_KINDS = {
                      "test_hosted_attacks_indels.py",
                      "test_families.py", "test_three_di.py", "test_time_left.py", "test_ray_rows.py", "test_ray_pool_plan.py", "test_fold_estimate.py",
                      "test_hosted_attacks_tables.py", "test_structure_numbering.py", "test_predict_metrics.py",
-                     "test_esmfold2_files.py", "test_plddt_bands.py", "test_variant_structures.py"], "unit"),
+                     "test_esmfold2_files.py", "test_plddt_bands.py", "test_variant_structures.py",
+                     "test_structure_complex.py"], "unit"),
     **dict.fromkeys(["test_batch.py", "test_cli_contacts.py", "test_cli_inputs.py", "test_cli_variants.py",
                      "test_dms.py", "test_dms_numbering.py", "test_engine.py", "test_hosted_attacks.py",
                      "test_imports.py", "test_passes.py", "test_peer_corpus.py", "test_peer_inputs.py",
@@ -76,11 +77,11 @@ FILE_KINDS = {
                      "test_app_predict.py", "test_app_sets.py", "test_app_variants.py", "test_hosted_attacks_pages.py",
                      "test_app_jobs.py", "test_structure_app.py", "test_app_design.py", "test_app_families.py",
                      "test_app_compare.py", "test_app_compare_maps.py", "test_app_saprot.py",
-                     "test_structure_predict_app.py", "test_job_sessions.py"], "app"),
+                     "test_structure_predict_app.py", "test_job_sessions.py", "test_structure_complex_app.py"], "app"),
     **dict.fromkeys(["test_browser.py", "test_browser_design.py", "test_browser_predict.py", "test_browser_structure.py", "test_browser_views.py",
                      "test_hosted_server_attacks.py", "test_browser_sets.py", "test_browser_families.py", "test_browser_variants.py",
                      "test_browser_saprot.py", "test_browser_estimates.py",
-                     "test_browser_fold.py", "test_browser_structure_ux.py"], "browser"),
+                     "test_browser_fold.py", "test_browser_structure_ux.py", "test_browser_fold_complex.py"], "browser"),
     **dict.fromkeys(["test_batch_cluster.py", "test_jobs_ray.py", "test_ray_twice.py"], "ray"),
 }
 TEST_KINDS = {  # "file::test name prefix" -> kind, where a test is not its file's kind
