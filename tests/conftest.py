@@ -63,6 +63,7 @@ FILE_KINDS = {
                      "test_peer_structures.py", "test_predict.py", "test_registration.py", "test_robustness.py",
                      "test_store_wiring.py", "test_esmfold_hub.py", "test_suggest.py", "test_weights.py", "test_jobs.py",
                      "test_dms_indels.py", "test_design_cli.py", "test_compare.py", "test_device_memory.py", "test_hosted_attacks_fits.py",
+                     "test_fold_worker.py",
                      "test_sharding.py"], "integration"),
     **dict.fromkeys(["test_cli.py", "test_fused_attention.py", "test_int8.py", "test_long_windows.py", "test_parity.py", "test_family_parity.py", "test_esmfold_parity.py", "test_ensemble.py",
                      "test_variant_scores.py", "test_indel_scores.py", "test_indel_windows.py", "test_saprot.py",

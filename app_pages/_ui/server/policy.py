@@ -11,7 +11,7 @@ Set ``FLAMINO_HOSTED=1`` on a public server. Limits can be tuned with environmen
 ``FLAMINO_MAX_TOTAL_RESIDUES``, ``FLAMINO_MAX_PLL_PASSES``, ``FLAMINO_MAX_INFLATED_BYTES``,
 ``FLAMINO_MAX_ATOMS``, ``FLAMINO_MAX_MODELS``, ``FLAMINO_MAX_CHAINS``, ``FLAMINO_MAX_TABLE_COLUMNS``,
 ``FLAMINO_MAX_TABLE_ROWS``, ``FLAMINO_MAX_MUTATIONS``, ``FLAMINO_MAX_FIT_ROWS``, ``FLAMINO_MAX_FIT_CELLS``,
-``FLAMINO_MAX_FIT_SECONDS``), and the models a visitor may choose
+``FLAMINO_MAX_FIT_SECONDS``, ``FLAMINO_MAX_FOLD_SECONDS``), and the models a visitor may choose
 with ``FLAMINO_HOSTED_MODELS`` (comma-separated presets; the operator's ``FLAMINO_MODEL`` and the
 untrained ``random:tiny`` are always offered). The heavy-job queue is in ``heavy_jobs.py``.
 
@@ -74,6 +74,7 @@ class Limits:
     max_fit_rows: int | None = None  # labelled rows one fit of the Predict page learns from
     max_fit_cells: int | None = None  # rows x features of its widest feature set
     max_fit_seconds: int | None = None  # its scikit-learn fits, estimated at this machine's rate
+    max_fold_seconds: int | None = None  # one fold (Structure page), estimated; killed at twice it
 
     def input_limits(self) -> InputLimits:
         """This server's bounds on one input, for ``fasta.parse_sources`` and the other readers
@@ -198,6 +199,9 @@ def current_limits() -> Limits:
         max_fit_rows=env_int("FLAMINO_MAX_FIT_ROWS", 3_000),
         max_fit_cells=env_int("FLAMINO_MAX_FIT_CELLS", 6_000_000),
         max_fit_seconds=env_int("FLAMINO_MAX_FIT_SECONDS", 600),
+        # A fold holds the heavy-job slot for its whole length (one compiled call): a 400-residue
+        # fold of the hosted model takes ~35-160 s on the 2-core server (issue #67).
+        max_fold_seconds=env_int("FLAMINO_MAX_FOLD_SECONDS", 600),
     )
 
 

@@ -2,7 +2,8 @@
 fold's memory and time before any work, the hosted length limit, the fold kept in the result
 store by model and sequence, its PDB and mmCIF text), ``fold_time`` (a fold's time before the
 work, from the platform's first guess and this machine's folds), ``fold_plan`` (a fold as the
-background job's plan) and ``figures`` (the PAE heatmap). The
+background job's plan), ``fold_worker`` (a server's folds in a process of their own) and
+``figures`` (the PAE heatmap). The
 network itself is ``model/esmfold/``; its weights, ``weights/esmfold.py``.
 
 The door: ``from flamino_core.structure import folding`` then ``folding.fold_memory(...)``.
@@ -15,11 +16,12 @@ from flamino_core.doors import lazy_door
 _EXPORTS = {
     **dict.fromkeys(
         ["RANDOM_MODEL", "RANDOM_LABEL", "MAX_FOLD_RESIDUES", "HOSTED_FOLD_RESIDUES", "FIELDS", "FoldMemory", "size",
-         "parameter_count", "stem_dense_count", "fold_memory", "hosted_fold_limit", "length_refusal",
+         "parameter_count", "stem_dense_count", "fold_memory", "hosted_fold_limit", "length_refusal", "time_refusal",
          "model_key", "stored_fold", "store_fold", "fold", "predict_stored", "prediction_pdb", "prediction_mmcif"],
         "prediction"),
     **dict.fromkeys(["fold_gflop", "FoldSeconds", "fold_time_estimate", "record_fold_time"], "fold_time"),
-    "FoldPlan": "fold_plan",
+    **dict.fromkeys(["FoldPlan", "FoldOverBudget"], "fold_plan"),
+    **dict.fromkeys(["FoldRequest", "FoldRunner", "fold_runner", "fold_share"], "fold_worker"),
     "pae_heatmap": "figures",
 }
 __all__, __getattr__, __dir__ = lazy_door(__name__, _EXPORTS)

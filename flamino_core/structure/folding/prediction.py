@@ -150,6 +150,16 @@ def length_refusal(length: int, hosted: bool, limit: int | None = None) -> str |
     return None
 
 
+def time_refusal(seconds: float, budget: float | None) -> str | None:
+    """Why a fold estimated at ``seconds`` is refused before any work on a server giving one fold
+    ``budget`` seconds (None: no budget), or None. A fold that starts is still killed at twice the
+    budget (the estimate may be short: a busy machine)."""
+    if budget is None or seconds <= budget:
+        return None
+    return (f"this fold is estimated at {seconds:,.0f} s, over the {budget:,.0f} s this server gives one fold; "
+            "fold it on your own machine with `flamino fold`")
+
+
 def model_key(identifier: str, passes: int, stem_precision: str = "fp32") -> str:
     """The store's key of an ESMFold model: the test model by its seed, esmfold_v1 by its Hub
     repository, a folder by its path and its weight files' sizes and modification times (a folder
