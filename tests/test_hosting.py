@@ -155,6 +155,49 @@ def test_queued_jobs_run_in_arrival_order():
     assert queue.running == 0 and queue.waiting == 0
 
 
+def test_visitors_take_turns_a_visitors_second_job_after_every_others_first():
+    """Issue #67: visitor a runs a job and queues two more, then b, c and d queue one each (arrival
+    order a, a, b, c, d). Served in turn: b, c, d (never served) before a's next, then a's last;
+    the places shown at queueing say so (a's jobs move back as others arrive). First come, first
+    served, a's three folds held every other visitor's work for their whole length."""
+    queue = HeavyJobQueue(workers=1, max_waiting=6)
+    finished, places = [], {}
+    release, holding = threading.Event(), threading.Event()
+    arrivals = [("a", 1), ("a", 2), ("b", 1), ("c", 1), ("d", 1)]
+    queued = {name: threading.Event() for name in arrivals}
+
+    def first():
+        with queue.slot(timeout=30, visitor="a"):
+            holding.set()
+            release.wait(30)
+        finished.append(("a", 0))
+
+    def job(name):
+        def on_wait(seconds, place):
+            places.setdefault(name, place)
+            queued[name].set()
+
+        with queue.slot(timeout=30, on_wait=on_wait, poll=0.005, visitor=name[0]):
+            finished.append(name)
+
+    threads = [threading.Thread(target=first)]
+    threads[0].start()
+    assert holding.wait(10)
+    for name in arrivals:
+        thread = threading.Thread(target=job, args=(name,))
+        thread.start()
+        threads.append(thread)
+        assert queued[name].wait(10)
+    # Shown when each queued: a1 1st; a2 2nd; b1 ahead of both of a's (a was served last): 1st; c, d next.
+    assert places == {("a", 1): 1, ("a", 2): 2, ("b", 1): 1, ("c", 1): 2, ("d", 1): 3}
+    assert [queue.place(ticket) for ticket in range(5)] == [4, 5, 1, 2, 3]  # where each stands now
+    release.set()
+    for thread in threads:
+        thread.join(30)
+    assert finished == [("a", 0), ("b", 1), ("c", 1), ("d", 1), ("a", 1), ("a", 2)]
+    assert queue.running == 0 and queue.waiting == 0
+
+
 def test_a_job_leaving_the_queue_moves_the_others_up():
     queue = HeavyJobQueue(workers=1, max_waiting=3)
     places = {"b": [], "c": []}
