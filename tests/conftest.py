@@ -56,7 +56,7 @@ FILE_KINDS = {
                      "test_dms_proteingym.py", "test_code_shape.py", "test_table_encodings.py", "test_design_rounds.py", "test_indels.py", "test_layers.py",
                      "test_hosted_attacks_indels.py",
                      "test_families.py", "test_three_di.py", "test_time_left.py", "test_ray_rows.py", "test_ray_pool_plan.py", "test_fold_estimate.py",
-                     "test_hosted_attacks_tables.py", "test_structure_numbering.py", "test_predict_metrics.py"], "unit"),
+                     "test_hosted_attacks_tables.py", "test_hosted_structure_bounds.py", "test_structure_numbering.py", "test_predict_metrics.py"], "unit"),
     **dict.fromkeys(["test_batch.py", "test_cli_contacts.py", "test_cli_inputs.py", "test_cli_variants.py",
                      "test_dms.py", "test_dms_numbering.py", "test_engine.py", "test_hosted_attacks.py",
                      "test_imports.py", "test_passes.py", "test_peer_corpus.py", "test_peer_inputs.py",

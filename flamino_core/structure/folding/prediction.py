@@ -238,7 +238,9 @@ def prediction_mmcif(pdb_text: str, name: str) -> str:
     """The same structure as mmCIF (Biopython's MMCIFIO; B-factors, pLDDT 0-100, kept)."""
     from Bio.PDB import MMCIFIO, PDBParser
 
-    structure = PDBParser(QUIET=True).get_structure(name[:40] or "prediction", io.StringIO(pdb_text))
+    from flamino_core.structure.files.reading import block_name
+
+    structure = PDBParser(QUIET=True).get_structure(block_name(name or "prediction"), io.StringIO(pdb_text))
     out = io.StringIO()
     writer = MMCIFIO()
     writer.set_structure(structure)
