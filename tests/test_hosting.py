@@ -338,3 +338,39 @@ def test_weights_are_loaded_without_pickles_or_server_paths_when_hosted(monkeypa
     limits = current_limits()
     assert weights_permissions("/any/path", limits) == {"allow_local_paths": False, "allow_pickle": False}
     assert weights_permissions(OPERATOR_MODEL, limits) == {"allow_local_paths": True, "allow_pickle": False}
+
+
+def test_server_side_downloads_are_bounded_one_per_visitor(monkeypatch):
+    """Issue #67: a PDB/AlphaFold DB/UniProt download ran in the visitor's session, unbounded. Hosted,
+    two run at once, one per visitor; a visitor's second is refused at once in words, a third
+    visitor waits ``FETCH_WAIT_S`` for a turn and is then refused."""
+    monkeypatch.setattr(heavy_jobs, "_FETCHES", None)
+    monkeypatch.setattr(heavy_jobs, "FETCH_WAIT_S", 0.2)
+    monkeypatch.setenv("FLAMINO_HOSTED", "1")
+    who = threading.local()
+    monkeypatch.setattr(heavy_jobs, "visitor_key", lambda: who.name)
+    release, holding = threading.Event(), [threading.Event(), threading.Event()]
+
+    def download(index: int, name: str):
+        who.name = name
+        with heavy_jobs.fetch_turn():
+            holding[index].set()
+            release.wait(10)
+
+    threads = [threading.Thread(target=download, args=(i, name)) for i, name in enumerate(("a", "b"))]
+    for thread, held in zip(threads, holding):
+        thread.start()
+        assert held.wait(10)
+    who.name = "a"
+    with pytest.raises(QueueFull, match="you already have a download from this server running"):
+        with heavy_jobs.fetch_turn():
+            pytest.fail("a second download of one visitor ran")
+    who.name = "c"
+    with pytest.raises(QueueFull, match=r"the server is downloading for other visitors \(waited too long"):
+        with heavy_jobs.fetch_turn():
+            pytest.fail("a third download ran beside two")
+    release.set()
+    for thread in threads:
+        thread.join(10)
+    with heavy_jobs.fetch_turn():  # free again
+        assert heavy_jobs.fetch_queue().running == 1

@@ -1,4 +1,4 @@
-"""The first-come-first-served queue for heavy jobs, shared by every session of one server process.
+"""The queue for heavy jobs, shared by every session of one server process, visitors served in turn.
 
 Masked-marginal scans and the attention maps and contacts of long sequences cost seconds to
 minutes and gigabytes; bounding them keeps one busy user (or many) from exhausting the server.
@@ -271,6 +271,8 @@ def visitor_key() -> str | None:
 
 _QUEUE: HeavyJobQueue | None = None
 _QUEUE_LOCK = threading.Lock()
+_FETCHES: HeavyJobQueue | None = None
+FETCH_WAIT_S = 30.0  # a fetch waits this long for a turn, then is refused ("try again")
 
 
 def heavy_job_queue() -> HeavyJobQueue:
@@ -284,3 +286,36 @@ def heavy_job_queue() -> HeavyJobQueue:
             else:
                 _QUEUE = HeavyJobQueue(workers=2, max_waiting=64)
         return _QUEUE
+
+
+def fetch_queue() -> HeavyJobQueue:
+    """The process-wide queue of server-side downloads (a PDB entry, an AlphaFold DB model, UniProt
+    FASTA), apart from the heavy jobs: each holds a connection and up to a 20 s timeout, and ran in
+    the visitor's session unbounded (issue #67). Hosted: ``FLAMINO_FETCH_WORKERS`` (2) at once,
+    ``FLAMINO_FETCH_WAITING`` (8) waiting, one per visitor at a time, visitors in turn."""
+    global _FETCHES
+    with _QUEUE_LOCK:
+        if _FETCHES is None:
+            if hosted_mode():
+                _FETCHES = HeavyJobQueue(env_int("FLAMINO_FETCH_WORKERS", 2), env_int("FLAMINO_FETCH_WAITING", 8),
+                                         per_visitor=1)
+            else:
+                _FETCHES = HeavyJobQueue(workers=4, max_waiting=64)
+        return _FETCHES
+
+
+@contextlib.contextmanager
+def fetch_turn():
+    """Hold a turn of ``fetch_queue`` for one server-side download (or one click's downloads).
+
+    Raises:
+      QueueFull: the visitor has a download running or waiting already, or the queue is full, or
+        no turn came within ``FETCH_WAIT_S``; the message says which, for the visitor.
+    """
+    try:
+        with fetch_queue().slot(timeout=FETCH_WAIT_S):
+            yield
+    except VisitorBusy:
+        raise QueueFull("you already have a download from this server running; wait for it to finish") from None
+    except QueueFull as err:
+        raise QueueFull(f"the server is downloading for other visitors ({err}); try again in a moment") from None
