@@ -9,7 +9,8 @@ this server loads at all) and ``model_from_link`` (what a link may switch a sess
 Set ``FLAMINO_HOSTED=1`` on a public server. Limits can be tuned with environment variables
 (``FLAMINO_MAX_UPLOAD_BYTES``, ``FLAMINO_MAX_RECORDS``, ``FLAMINO_MAX_RESIDUES``,
 ``FLAMINO_MAX_TOTAL_RESIDUES``, ``FLAMINO_MAX_PLL_PASSES``, ``FLAMINO_MAX_INFLATED_BYTES``,
-``FLAMINO_MAX_ATOMS``, ``FLAMINO_MAX_MODELS``, ``FLAMINO_MAX_CHAINS``, ``FLAMINO_MAX_UPLOAD_ATOMS``, ``FLAMINO_MAX_TABLE_COLUMNS``,
+``FLAMINO_MAX_ATOMS``, ``FLAMINO_MAX_MODELS``, ``FLAMINO_MAX_CHAINS``, ``FLAMINO_MAX_UPLOAD_ATOMS``,
+``FLAMINO_MAX_TABLE_COLUMNS``,
 ``FLAMINO_MAX_TABLE_ROWS``, ``FLAMINO_MAX_MUTATIONS``, ``FLAMINO_MAX_FIT_ROWS``, ``FLAMINO_MAX_FIT_CELLS``,
 ``FLAMINO_MAX_FIT_SECONDS``, ``FLAMINO_MAX_FOLD_SECONDS``), and the models a visitor may choose
 with ``FLAMINO_HOSTED_MODELS`` (comma-separated presets; the operator's ``FLAMINO_MODEL`` and the
