@@ -133,9 +133,9 @@ def offer(ctx) -> None:
     if found is not None:
         hold(found, key, label, ctx.record.id)
         st.rerun()
-    memory = folding.fold_memory(config, len(seq), stem_precision=stem)
     request = folding.FoldRequest(identifier, stem, seq) if in_worker() else None
     compiled = folding.fold_runner().compiled(request.shape_key) if request is not None else None
+    memory = folding.fold_memory(config, len(seq), stem_precision=stem, compiled=bool(compiled))
     timing = folding.fold_time_estimate(config, len(seq), key, compiled=compiled)
     st.caption(plain(f"Memory: {memory.describe()}. Time: {timing.describe()}."))
     work_key = ("fold", key, seq)
