@@ -142,3 +142,26 @@ def test_a_fold_past_its_budget_is_stopped_in_words(tmp_path):
     with pytest.raises(FoldOverBudget, match="past the 1 s this server gives one"):
         plan.run(_Job(), _Engine())
     assert time.monotonic() - started < 2.5 and runner.pid is None
+
+
+def test_asking_what_is_compiled_never_waits_for_a_running_fold():
+    """The Structure page asks ``compiled`` on every run (its estimate): while another visitor's
+    fold holds the worker for minutes, the answer comes at once."""
+    import threading
+
+    runner = FoldRunner(Share())
+    started = threading.Event()
+
+    def check():
+        started.set()
+
+    thread = threading.Thread(target=runner.fold, args=(functools.partial(time.sleep, 2.0), check))
+    thread.start()
+    try:
+        assert started.wait(10)
+        asked = time.monotonic()
+        assert runner.compiled(("x", "fp32", 64)) is False
+        assert time.monotonic() - asked < 0.5
+    finally:
+        thread.join(10)
+        runner.close()

@@ -94,7 +94,8 @@ class FoldRunner:
         self.max_rss = (max_rss_mib or _env_int("FLAMINO_FOLD_WORKER_MIB", MAX_RSS_MIB)) << 20
         env = {"JAX_PLATFORMS": os.environ["FLAMINO_FOLD_PLATFORM"]} if os.environ.get("FLAMINO_FOLD_PLATFORM") else {}
         self._worker = ProcessWorker(MODULE, self.share, env, what="fold")
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # held for a whole fold: one at a time
+        self._state = threading.Lock()  # held for a moment: the page asks ``compiled`` while a fold runs
         self._compiled: set[tuple] = set()  # shapes the live worker compiled
         self.recycled = 0  # workers ended for their bounds (tests, the benchmark)
 
@@ -103,35 +104,42 @@ class FoldRunner:
         return self._worker.pid if self._worker.alive else None
 
     def compiled(self, shape_key: tuple) -> bool:
-        """Whether the live worker compiled this shape (the estimate's compilation is then left out)."""
-        with self._lock:
-            return self._worker.alive and shape_key in self._compiled
+        """Whether the live worker compiled this shape (the estimate's compilation is then left out).
+        Never waits for a running fold (a page asks it on every run)."""
+        with self._state:
+            return shape_key in self._compiled
 
     def fold(self, request: Callable, check: Callable[[], None] = lambda: None):
         """``request()`` in the worker; ``check`` polled every ``POLL_S`` (what it raises kills the
         worker mid-fold and goes on to the caller). Returns what the request returns."""
         with self._lock:
             if not self._worker.alive:
-                self._compiled.clear()
+                self._forget()
             try:
                 value = self._worker.run(request, check)
             except BaseException:
-                self._compiled.clear()  # the worker was killed (or lost): its programs with it
+                self._forget()  # the worker was killed (or lost): its programs with it
                 raise
             shape = getattr(request, "shape_key", None)
-            if shape is not None:
-                self._compiled.add(shape)
+            with self._state:
+                if shape is not None:
+                    self._compiled.add(shape)
+                lengths = len(self._compiled)
             rss = self._worker.rss_bytes() or 0
-            if len(self._compiled) >= self.max_lengths or rss > self.max_rss:
+            if lengths >= self.max_lengths or rss > self.max_rss:
                 self._worker.close()
-                self._compiled.clear()
+                self._forget()
                 self.recycled += 1
             return value
+
+    def _forget(self) -> None:
+        with self._state:
+            self._compiled.clear()
 
     def close(self) -> None:
         with self._lock:
             self._worker.close()
-            self._compiled.clear()
+            self._forget()
 
 
 _RUNNER: FoldRunner | None = None
