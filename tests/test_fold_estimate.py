@@ -179,3 +179,5 @@ def test_the_estimate_counts_what_the_fold_worker_held_within_1_5x():
         assert LOADED_MIB + peak <= said <= 1.5 * (LOADED_MIB + peak), (length, said)
     warm = folding.fold_memory(config, 400, compiled=True)
     assert warm.compile == 0 and folding.fold_memory(config, 400).total - warm.total == 400 << 20
+    chip = folding.fold_memory(config, 400, platform="tpu")  # an accelerator's memory: weights and buffers
+    assert chip.total == chip.weights + chip.stem + chip.pair + chip.chunk and "process" not in chip.describe()

@@ -46,7 +46,8 @@ GIB = 1 << 30
 # - the fold's own buffers: the warm fold's peak over its resident memory was 1.30x the shape's sum at
 #   256 padded residues and 1.83x at 448 (XLA's allocator and the fused triangular attention hold more
 #   than one chunk of logits): twice the sum is said, an upper bound at every length measured.
-# Not measured at esmfold_v1's shape (13 GiB of weights, 2-4 min of compilation on this machine).
+# Not measured at esmfold_v1's shape (13 GiB of weights, 2-4 min of compilation on this machine), nor on
+# an accelerator, whose memory holds the weights and the buffers, not the process (there: the shape's sum).
 PROCESS_BYTES = 470 << 20
 COMPILE_BYTES = 400 << 20
 WORK_FACTOR = 2
@@ -66,11 +67,12 @@ class FoldMemory:
     stem_precision: str = "fp32"
     process: int = PROCESS_BYTES  # the fold's process: Python, JAX's client, the model's code (measured)
     compile: int = COMPILE_BYTES  # XLA compiling this length (0: compiled already in that process)
+    factor: int = WORK_FACTOR  # what XLA holds per byte of the shape's buffers (measured on the CPU)
 
     @property
     def work(self) -> int:
         """What the fold itself holds: the shape's buffers, times what XLA was measured to hold beside them."""
-        return WORK_FACTOR * (self.stem + self.pair + self.chunk)
+        return self.factor * (self.stem + self.pair + self.chunk)
 
     @property
     def total(self) -> int:
@@ -80,9 +82,9 @@ class FoldMemory:
         compiling = f", compiling this length {size(self.compile)}" if self.compile else ""
         return (f"about {size(self.total)} for {self.length:,} residues (padded to {self.padded:,}): "
                 f"weights {size(self.weights)}, the pair state and a block's work on it "
-                f"{size(WORK_FACTOR * (self.pair + self.chunk))} (grows as the length squared), the language "
-                f"model's states {size(WORK_FACTOR * self.stem)}, the fold's process {size(self.process)}"
-                f"{compiling}; an estimate from the model's shape in fp32"
+                f"{size(self.factor * (self.pair + self.chunk))} (grows as the length squared), the language "
+                f"model's states {size(self.factor * self.stem)}"
+                f"{f', the fold process {size(self.process)}' if self.process else ''}{compiling}; an estimate from the model's shape in fp32"
                 f"{' (the stem: bf16 dense kernels)' if self.stem_precision == 'bf16' else ''} and this "
                 "server's measured overheads, not a measurement")
 
@@ -122,10 +124,13 @@ def stem_dense_count(config: FoldConfig) -> int:
 
 
 def fold_memory(config: FoldConfig, length: int, chunk_size: int | None = 64, pad_to: int | None = PAD_TO,
-                parameters: int | None = None, stem_precision: str = "fp32", compiled: bool = False) -> FoldMemory:
-    """The memory one fold of ``length`` residues needs (``fold_sequence``'s padding and chunks),
-    in a process of its own (the fold worker's: ``PROCESS_BYTES``), compiling the length unless
-    ``compiled`` (``COMPILE_BYTES``), its buffers ``WORK_FACTOR`` times their sum (measured).
+                parameters: int | None = None, stem_precision: str = "fp32", compiled: bool = False,
+                platform: str = "cpu") -> FoldMemory:
+    """The memory one fold of ``length`` residues needs (``fold_sequence``'s padding and chunks).
+    On the CPU (``platform``), the host's: in a process of its own (the fold worker's:
+    ``PROCESS_BYTES``), compiling the length unless ``compiled`` (``COMPILE_BYTES``), its buffers
+    ``WORK_FACTOR`` times their sum (measured); on an accelerator, its memory's: the weights and the
+    shape's buffers.
 
     The pair state is L x L x c_z; a block holds it, its residual and the triangular
     multiplicative updates' projections (a, b and their gates, and the output gate: five more
@@ -152,6 +157,8 @@ def fold_memory(config: FoldConfig, length: int, chunk_size: int | None = 64, pa
     attention = tokens * tokens * stem.attention_heads * FLOAT
     count = parameter_count(config) if parameters is None else parameters
     weights = count * FLOAT - (stem_dense_count(config) * (FLOAT - 2) if stem_precision == "bf16" else 0)
+    if platform != "cpu":
+        return FoldMemory(length, padded, weights, states + attention, pair, chunk, stem_precision, 0, 0, 1)
     return FoldMemory(length, padded, weights, states + attention, pair, chunk, stem_precision,
                       compile=0 if compiled else COMPILE_BYTES)
 
