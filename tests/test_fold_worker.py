@@ -162,6 +162,13 @@ def test_asking_what_is_compiled_never_waits_for_a_running_fold():
         asked = time.monotonic()
         assert runner.compiled(("x", "fp32", 64)) is False
         assert time.monotonic() - asked < 0.5
+
+        def cancelled():
+            raise Cancelled("cancelled while another fold runs")
+
+        with pytest.raises(Cancelled):  # a second fold (two heavy slots) waiting for the worker stops at once
+            runner.fold(functools.partial(len, "x"), cancelled)
+        assert time.monotonic() - asked < 1.0
     finally:
         thread.join(10)
         runner.close()

@@ -111,8 +111,11 @@ class FoldRunner:
 
     def fold(self, request: Callable, check: Callable[[], None] = lambda: None):
         """``request()`` in the worker; ``check`` polled every ``POLL_S`` (what it raises kills the
-        worker mid-fold and goes on to the caller). Returns what the request returns."""
-        with self._lock:
+        worker mid-fold and goes on to the caller; it is polled too while another fold holds the
+        worker, as with two heavy slots). Returns what the request returns."""
+        while not self._lock.acquire(timeout=POLL_S):
+            check()
+        try:
             if not self._worker.alive:
                 self._forget()
             try:
@@ -131,6 +134,8 @@ class FoldRunner:
                 self._forget()
                 self.recycled += 1
             return value
+        finally:
+            self._lock.release()
 
     def _forget(self) -> None:
         with self._state:
