@@ -96,12 +96,6 @@ def _model(identifier: str, stem_precision: str = "fp32"):
     return load_fold_model(identifier, stem_precision)[0]
 
 
-def _platform() -> str:
-    from flamino_core.engine import hardware  # the fold's memory is the host's on the CPU, the chip's elsewhere
-
-    return hardware.detect().platform
-
-
 def _config(identifier: str):
     from flamino_core.model import FoldConfig
 
@@ -142,7 +136,7 @@ def offer(ctx) -> None:
     request = folding.FoldRequest(identifier, stem, seq) if in_worker() else None
     compiled = folding.fold_runner().compiled(request.shape_key) if request is not None else None
     memory = folding.fold_memory(config, len(seq), stem_precision=stem, compiled=bool(compiled),
-                                 platform=_platform())
+                                 platform=folding.fold_platform())
     timing = folding.fold_time_estimate(config, len(seq), key, compiled=compiled)
     st.caption(plain(f"Memory: {memory.describe()}. Time: {timing.describe()}."))
     work_key = ("fold", key, seq)

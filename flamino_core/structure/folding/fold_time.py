@@ -71,6 +71,13 @@ class FoldSeconds:
         return said
 
 
+def fold_platform() -> str:
+    """This process's JAX platform (cpu, tpu, gpu): a fold's memory is the host's on the CPU."""
+    from flamino_core.engine import hardware  # JAX: imported when asked, not with the page
+
+    return hardware.detect().platform
+
+
 def fold_time_estimate(config: FoldConfig, length: int, model_key: str, platform: str | None = None, rates=None,
                        passes: int | None = None, compiled: bool | None = None) -> FoldSeconds:
     """The time one fold of ``length`` residues will take with the model ``model_key`` here

@@ -84,7 +84,8 @@ class FoldMemory:
                 f"weights {size(self.weights)}, the pair state and a block's work on it "
                 f"{size(self.factor * (self.pair + self.chunk))} (grows as the length squared), the language "
                 f"model's states {size(self.factor * self.stem)}"
-                f"{f', the fold process {size(self.process)}' if self.process else ''}{compiling}; an estimate from the model's shape in fp32"
+                f"{f', the fold process {size(self.process)}' if self.process else ''}{compiling}; "
+                "an estimate from the model's shape in fp32"
                 f"{' (the stem: bf16 dense kernels)' if self.stem_precision == 'bf16' else ''} and this "
                 "server's measured overheads, not a measurement")
 
