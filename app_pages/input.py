@@ -33,9 +33,14 @@ def fetch_accessions(accessions: list[str]) -> None:
     a failure (offline first) is kept to be said under the button, the text left as it was."""
     from flamino_core.structure import FetchError, fetch_fasta
 
+    from app_pages._ui.server.heavy_jobs import QueueFull, fetch_turn
+
     st.session_state.pop(FETCH_PROBLEM, None)
     try:
-        inputs.set_input("".join(fetch_fasta(accession) for accession in accessions))
+        with fetch_turn():  # bounded, one per visitor (issue #67)
+            inputs.set_input("".join(fetch_fasta(accession) for accession in accessions))
+    except QueueFull as err:
+        st.session_state[FETCH_PROBLEM] = f"Not fetched: {err}."
     except FetchError as err:
         st.session_state[FETCH_PROBLEM] = str(err)
 

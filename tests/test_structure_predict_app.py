@@ -150,6 +150,40 @@ def test_a_hosted_server_refuses_a_fold_over_its_limit_before_work(monkeypatch):
     assert len(background.every_job()) == before
 
 
+def test_a_hosted_server_refuses_a_fold_over_its_time_budget_before_work(monkeypatch):
+    """Issue #67: a fold estimated past ``FLAMINO_MAX_FOLD_SECONDS`` is refused in words, with no
+    Predict button and no job (as a fit over its budget is)."""
+    from app_pages._ui.server import background
+
+    monkeypatch.setenv("FLAMINO_HOSTED", "1")
+    monkeypatch.setenv("FLAMINO_MAX_FOLD_SECONDS", "1")  # any fold not compiled yet is estimated at 10 s or more
+    before = len(background.every_job())
+    at = structure_page()
+    assert any("over the 1 s this server gives one fold" in unescaped(e.value) for e in at.error)
+    assert not any(b.label == PREDICT for b in at.button)
+    assert len(background.every_job()) == before
+
+
+def test_a_hosted_fold_runs_in_the_fold_worker_not_the_server(monkeypatch):
+    """Issue #67 row 2: hosted, Predict folds in the server's fold worker (another process) and the
+    page holds its result as it holds one made here."""
+    from flamino_core.structure.folding import fold_worker
+
+    monkeypatch.setenv("FLAMINO_HOSTED", "1")
+    monkeypatch.setattr(fold_worker, "_RUNNER", None)
+    at = structure_page()
+    next(b for b in at.button if b.label == PREDICT).click()
+    settle(at.run())
+    assert_clean(at)
+    runner = fold_worker.fold_runner()
+    try:
+        assert runner.pid is not None and runner.compiled(fold_worker.FoldRequest(
+            "random:esmfold-tiny", "fp32", ABETA42).shape_key)
+        assert any("Predicted aligned error" in f["layout"]["title"]["text"] for f in figures(at))
+    finally:
+        runner.close()
+
+
 def test_another_record_is_offered_its_own_prediction_not_shown_the_first_ones():
     """A prediction is of one sequence: choosing another record (here: a new paste) offers that
     record a fold instead of aligning it to the first one's structure."""

@@ -26,7 +26,7 @@ _EXPORTS = {
                      "structure_records"], "files.chain_records"),
     **dict.fromkeys(["FetchError", "fetch_fasta", "pasted_accessions"], "files.fetch"),
     "BYTES_PER_ATOM": "files.limits",
-    **dict.fromkeys(["MAX_STRUCTURE_BYTES", "ParsedStructure", "StructureError",
+    **dict.fromkeys(["MAX_STRUCTURE_BYTES", "ParsedStructure", "StructureError", "count_atom_lines",
                      "parse_structure_bytes", "read_structure"], "files.reading"),
     "pae_heatmap": "folding.figures",
     **dict.fromkeys(["MolecularScene", "molecular_scene"], "scene"),

@@ -1,7 +1,8 @@
 """The Structure page's predicted structure (ESMFold): for a record without a structure, the
 model to fold with (the untrained test model by default, labelled; a folder on this machine in
-local mode), the fold's memory and time said before it starts, the fold as a background job
-(``folding.FoldPlan`` run by ``jobs_panel.follow_plan``, in the heavy-job queue), and its
+local mode), the fold's memory and time said before it starts (a fold over the server's time
+budget refused then), the fold as a background job (``folding.FoldPlan`` run by
+``jobs_panel.follow_plan``, in the heavy-job queue; hosted, in the fold worker: ``in_worker``), and its
 result held like an uploaded structure
 (the page's tracks, contacts and SaProt then read it) with its pLDDT view, PAE heatmap and PDB and
 mmCIF downloads. The work is ``flamino_core.structure.folding``'s; the fold is kept in the result
@@ -31,6 +32,16 @@ STEM = "fold_stem_precision"  # session state: the stem's precision (fp32 or the
 CHOSEN, CHOSEN_STEM = "_fold_model_chosen", "_fold_stem_chosen"  # their copies, for other pages
 STEM_BF16_LABEL = "stem in bf16: not the reference's numbers"
 PREDICTION = "_structure_prediction"  # (structure key, FoldedProtein, model label, record id)
+
+
+def in_worker() -> bool:
+    """Whether folds run in the server's fold worker (``folding.fold_worker``: stopped by Cancel and a
+    closed tab, bounded in memory, a lower priority): hosted, unless ``FLAMINO_FOLD_WORKER=0``;
+    locally when ``FLAMINO_FOLD_WORKER=1`` (a local fold runs in the server's process, to its end)."""
+    import os
+
+    chosen = os.environ.get("FLAMINO_FOLD_WORKER", "").strip()
+    return chosen == "1" if chosen in ("0", "1") else hosted_mode()
 
 
 def model_choice() -> str:
@@ -150,16 +161,25 @@ def offer(ctx) -> None:
     if found is not None:
         hold(found, key, label, ctx.record.id)
         st.rerun()
-    memory = folding.fold_memory(config, len(seq), stem_precision=stem)
-    timing = folding.fold_time_estimate(config, len(seq), key)
+    request = folding.FoldRequest(identifier, stem, seq) if in_worker() else None
+    compiled = folding.fold_runner().compiled(request.shape_key) if request is not None else None
+    memory = folding.fold_memory(config, len(seq), stem_precision=stem, compiled=bool(compiled),
+                                 platform=folding.fold_platform())
+    timing = folding.fold_time_estimate(config, len(seq), key, compiled=compiled)
     st.caption(plain(f"Memory: {memory.describe()}. Time: {timing.describe()}."))
     work_key = ("fold", key, seq)
+    budget = current_limits().max_fold_seconds
+    refused = folding.time_refusal(timing.seconds, budget)
+    if refused and background.find(work_key) is None:
+        st.error(plain(f"Not folded: {refused}."), icon=":material/block:")
+        return
     if background.find(work_key) is None and work_key not in st.session_state.get(jobs_panel.APPROVED, set()):
         st.button("Predict the structure (ESMFold)", on_click=jobs_panel.approve, args=(work_key,),
                   icon=":material/neurology:", type="primary")
         return
     plan = folding.FoldPlan(functools.partial(_model, identifier, stem), store, key, seq, config, timing.seconds,
-                            label, visitor=heavy_jobs.visitor_key() or "")
+                            label, visitor=heavy_jobs.visitor_key() or "", request=request,
+                            budget=2 * budget if budget else None)
     job = jobs_panel.follow_plan(work_key, f"ESMFold of {ctx.record.id} ({len(seq):,} residues)", plan, None,
                                  what="the predicted structure", model=with_stem(short_label(identifier), stem))
     if job is not None and job.state == DONE and job.value is not None:

@@ -2,11 +2,12 @@
 fold's memory and time before any work, the hosted length limit, the fold kept in the result
 store by model and sequence, its PDB and mmCIF text), ``fold_time`` (a fold's time before the
 work, from the platform's first guess and this machine's folds), ``fold_plan`` (a fold as the
-background job's plan), ``variant_structures`` (a variant's fold superposed on the wild type's)
-and ``figures`` (the PAE heatmap, pLDDT along the sequence in its bands); for ESMFold2's complexes
-``complex_prediction`` (model, key, limits, memory, time, store), ``complex_plan`` (the job's plan)
-and ``complex_figures`` (PAE with chain blocks, the ipTM table, the 3D scene by chain or pLDDT). The
-network itself is ``model/esmfold/`` (``model/esmfold2/``); its weights, ``weights/esmfold.py``.
+background job's plan), ``fold_worker`` (a server's folds in a process of their own),
+``variant_structures`` (a variant's fold superposed on the wild type's) and ``figures`` (the PAE
+heatmap, pLDDT along the sequence in its bands); for ESMFold2's complexes ``complex_prediction``
+(model, key, limits, memory, time, store), ``complex_plan`` (the job's plan) and ``complex_figures``
+(PAE with chain blocks, the ipTM table, the 3D scene by chain or pLDDT). The network itself is
+``model/esmfold/`` (``model/esmfold2/``); its weights, ``weights/esmfold.py``.
 
 The door: ``from flamino_core.structure import folding`` then ``folding.fold_memory(...)``.
 """
@@ -18,11 +19,13 @@ from flamino_core.doors import lazy_door
 _EXPORTS = {
     **dict.fromkeys(
         ["RANDOM_MODEL", "RANDOM_LABEL", "MAX_FOLD_RESIDUES", "HOSTED_FOLD_RESIDUES", "FIELDS", "FoldMemory", "size",
-         "parameter_count", "stem_dense_count", "fold_memory", "hosted_fold_limit", "length_refusal",
+         "parameter_count", "stem_dense_count", "fold_memory", "hosted_fold_limit", "length_refusal", "time_refusal",
          "model_key", "stored_fold", "store_fold", "fold", "predict_stored", "prediction_pdb", "prediction_mmcif"],
         "prediction"),
-    **dict.fromkeys(["fold_gflop", "FoldSeconds", "fold_time_estimate", "record_fold_time"], "fold_time"),
-    "FoldPlan": "fold_plan",
+    **dict.fromkeys(["fold_gflop", "FoldSeconds", "fold_time_estimate", "record_fold_time", "fold_platform"],
+                    "fold_time"),
+    **dict.fromkeys(["FoldPlan", "FoldOverBudget"], "fold_plan"),
+    **dict.fromkeys(["FoldRequest", "FoldRunner", "fold_runner", "fold_share"], "fold_worker"),
     **dict.fromkeys(["CAVEAT", "substitution_variants", "fold_variants", "both_chains_pdb", "superposed_pdb",
                      "table_csv"], "variant_structures"),
     **dict.fromkeys(["pae_heatmap", "plddt_track", "variant_structure_tracks"], "figures"),
