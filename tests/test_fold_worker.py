@@ -83,6 +83,52 @@ def test_a_fold_in_the_worker_is_the_fold_made_here_and_the_worker_is_recycled_p
         runner.close()
 
 
+def test_a_complex_plan_folds_in_the_worker_as_here_and_stores_it(tmp_path):
+    """ESMFold2's plan given a ``ComplexRequest`` folds in the worker (another process), the same
+    complex as ``fold_complex_exact`` here (same weights, seed and program; 1e-4 A and 1e-5 cover
+    float32 sums reordered by the worker's thread count), and keeps it in the store, from where a
+    second run reads it without the worker."""
+    from flamino_core.store.result_store import ResultStore
+    from flamino_core.structure.folding.complex_plan import (ComplexPlan, ComplexRequest, fold_complex_exact,
+                                                             load_complex_model)
+
+    chains, names = ("MKTAYIAKQR", "GSHMWLEV"), ("a", "b")
+    runner = FoldRunner(Share())
+    store = ResultStore(tmp_path / "store")
+
+    class Job:
+        title = "complex"
+
+        @staticmethod
+        def progress(done, total):
+            pass
+
+        @staticmethod
+        def cancelled():
+            return False
+
+    class Engine:
+        @staticmethod
+        def slot():
+            import contextlib
+
+            return contextlib.nullcontext()
+
+    try:
+        plan = ComplexPlan(lambda: pytest.fail("the worker loads the model, not the page"), store,
+                           "esmfold2|test", chains, names, "a_b", None, 1.0, "test", request=ComplexRequest(
+                               "random:esmfold2-tiny", chains, names, "a_b"), runner=runner)
+        folded = plan.run(Job, Engine)
+        assert runner.pid is not None and runner.pid != os.getpid()
+        here = fold_complex_exact(load_complex_model("random:esmfold2-tiny"), chains, names, "a_b")
+        np.testing.assert_allclose(folded.positions, here.positions, atol=1e-4)
+        np.testing.assert_allclose(folded.plddt, here.plddt, atol=1e-5)
+        runner.close()
+        assert plan.run(Job, Engine).ptm == pytest.approx(folded.ptm)  # read back: the worker is closed
+    finally:
+        runner.close()
+
+
 def test_a_worker_past_its_memory_bound_is_recycled_after_its_fold():
     """Any fold job (here a call that is no fold: the runner runs what it is given) in a worker past
     ``max_rss_mib`` after it (any Python process is past 1 MiB) ends that worker."""

@@ -29,6 +29,7 @@ from app_pages._ui.frame.widgets import plain
 from app_pages._ui.server import background, heavy_jobs, jobs_panel
 from app_pages._ui.server.policy import current_limits, hosted_mode
 from app_pages._ui.structure import loaded_structure, molecule_view
+from app_pages._ui.structure.prediction import in_worker
 
 ENGINE = "fold_engine"  # session state: which structure model the offer uses
 V1, V2 = "ESMFold (one record)", "ESMFold2 (a record or a complex)"
@@ -116,12 +117,19 @@ def offer(ctx) -> None:
     timing = folding.complex_time_estimate(config, lengths, key)
     st.caption(plain(f"Memory: {memory.describe()}. Time: {timing.describe()}."))
     work_key = ("fold2", key, folding.complex_sequence(sequences))
+    budget = current_limits().max_fold_seconds  # v1's budget and worker (#67): one rule for every fold
+    refused = folding.time_refusal(timing.seconds, budget)
+    if refused and background.find(work_key) is None:
+        st.error(plain(f"Not folded: {refused}."), icon=":material/block:")
+        return
     if background.find(work_key) is None and work_key not in st.session_state.get(jobs_panel.APPROVED, set()):
         st.button(PREDICT, on_click=jobs_panel.approve, args=(work_key,), icon=":material/neurology:", type="primary")
         return
     short = f"{identifier} (untrained test model)" if folding.is_random(identifier) else "ESMFold2"
+    request = folding.ComplexRequest(identifier, sequences, names, name) if in_worker() else None
     plan = folding.ComplexPlan(functools.partial(_model, identifier), store, key, sequences, names, name, config,
-                               timing.seconds, label, visitor=heavy_jobs.visitor_key() or "")
+                               timing.seconds, label, visitor=heavy_jobs.visitor_key() or "", request=request,
+                               budget=2 * budget if budget else None)
     job = jobs_panel.follow_plan(work_key, f"ESMFold2 of {' + '.join(names)} ({sum(lengths):,} residues)", plan,
                                  None, what="the predicted complex", model=short)
     if job is not None and job.state == DONE and job.value is not None:

@@ -32,7 +32,7 @@ _EXPORTS = {
     **dict.fromkeys(["RANDOM_MODEL2", "RANDOM_LABEL2", "is_random", "complex_label", "complex_config", "complex_key",
                      "complex_sequence", "complex_refusal", "complex_memory", "complex_time_estimate",
                      "stored_complex", "store_complex", "chain_letters", "complex_problem"], "complex_prediction"),
-    **dict.fromkeys(["ComplexPlan", "predict_complex_stored", "load_complex_model"], "complex_plan"),
+    **dict.fromkeys(["ComplexPlan", "ComplexRequest", "predict_complex_stored", "load_complex_model"], "complex_plan"),
     **dict.fromkeys(["complex_pae_heatmap", "iptm_table", "complex_scene", "chain_colours",
                      "confidences_json", "pdb_problem", "complex_mmcif", "complex_pdb"], "complex_figures"),
 }

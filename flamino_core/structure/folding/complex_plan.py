@@ -12,6 +12,7 @@ from typing import Callable, Sequence
 from flamino_core.jobs.plan import Needed
 from flamino_core.model.esmfold2.folded import FoldedComplex
 from flamino_core.structure.folding.complex_prediction import record_complex_time, store_complex, stored_complex
+from flamino_core.structure.folding.fold_plan import fold_in_worker
 
 
 def load_complex_model(identifier: str):
@@ -48,11 +49,42 @@ def predict_complex_stored(model, store, key: str, sequences: Sequence[str], nam
 
 
 @dataclasses.dataclass(frozen=True)
+class ComplexRequest:
+    """One ESMFold2 fold of a complex, run in the server's fold worker (``fold_worker.FoldRunner``
+    calls it there, as it calls ESMFold's ``FoldRequest``): the model by its identifier (loaded once
+    per worker), the chains in order and the records they are. Returns (FoldedComplex, seconds of
+    the fold itself)."""
+
+    identifier: str
+    sequences: tuple[str, ...]
+    names: tuple[str, ...]
+    name: str
+
+    @property
+    def shape_key(self) -> tuple:
+        """What one compiled program serves: the model and every chain's length (ESMFold2 folds
+        its shapes unpadded)."""
+        return (self.identifier, tuple(len(s) for s in self.sequences))
+
+    def __call__(self):
+        from flamino_core.structure.folding.fold_worker import _MODELS
+
+        key = (self.identifier, "esmfold2")
+        if key not in _MODELS:
+            _MODELS.clear()  # one model at a time, as for ESMFold
+            _MODELS[key] = load_complex_model(self.identifier)
+        started = time.perf_counter()
+        folded = fold_complex_exact(_MODELS[key], self.sequences, self.names, self.name)
+        return folded, time.perf_counter() - started
+
+
+@dataclasses.dataclass(frozen=True)
 class ComplexPlan:
     """Fold the chains ``sequences`` (chain A, B, ... in order; ``names``: the records they are) with
     the model ``load_model()`` returns (loaded in the job, not on the page), kept in ``store`` under
     ``key``. ``config``: the model's shape (for the rate); ``seconds``: the estimate said beside the
-    button; ``how``: the model in words; ``visitor``: whose fold. The job's value: the ``FoldedComplex``."""
+    button; ``how``: the model in words; ``visitor``: whose fold; ``request``, ``runner``, ``budget``:
+    the fold in the server's worker, as ``FoldPlan``'s. The job's value: the ``FoldedComplex``."""
 
     load_model: Callable[[], object]
     store: object
@@ -64,6 +96,9 @@ class ComplexPlan:
     seconds: float | None
     how: str
     visitor: str = ""
+    request: Callable | None = None  # ``fold_worker.ComplexRequest``: fold in the server's worker
+    runner: object | None = None
+    budget: float | None = None
     unit = "structure"
 
     def needed(self) -> Needed:
@@ -73,8 +108,16 @@ class ComplexPlan:
         """The fold: its progress is 0, then 1 structure (``first_only`` and ``stop`` as FoldPlan's)."""
         job.progress(0, 1)
         with engine.slot():
-            folded = predict_complex_stored(self.load_model(), self.store, self.key, self.sequences, self.names,
-                                            self.name, folded_in=self._timed)
+            if self.request is None:
+                folded = predict_complex_stored(self.load_model(), self.store, self.key, self.sequences, self.names,
+                                                self.name, folded_in=self._timed)
+            else:  # a server's fold: in its worker, stopped by Cancel, a closed tab or the budget
+                folded = stored_complex(self.store, self.key, self.sequences, self.names, self.name)
+                if folded is None:
+                    folded, seconds, _ = fold_in_worker(job, self.request, stop or job.cancelled, self.budget,
+                                                        self.runner)
+                    store_complex(self.store, self.key, folded)
+                    self._timed(seconds)
         job.progress(1, 1)
         return folded
 

@@ -65,27 +65,36 @@ class FoldPlan:
         return folded
 
     def _in_worker(self, job, stop: Callable[[], bool]):
-        from flamino_core.structure.folding.fold_worker import fold_runner
-
         found = stored_fold(self.store, self.key, self.sequence.upper())
         if found is not None:
             return found
-        runner = self.runner or fold_runner()
-        started = time.monotonic()
-
-        def check() -> None:
-            if stop():
-                raise Cancelled(f"{job.title}: cancelled")
-            spent = time.monotonic() - started
-            if self.budget is not None and spent > self.budget:
-                raise FoldOverBudget(f"the fold stopped after {spent:,.0f} s, past the {self.budget:,.0f} s this "
-                                     "server gives one: fold it on your own machine with `flamino fold`")
-
-        warm = runner.compiled(self.request.shape_key) if hasattr(self.request, "shape_key") else None
-        folded, seconds = runner.fold(self.request, check)
+        folded, seconds, warm = fold_in_worker(job, self.request, stop, self.budget, self.runner)
         store_fold(self.store, self.key, folded)
         self._timed(seconds, warm)
         return folded
 
     def _timed(self, seconds: float, warm: bool | None = None) -> None:
         record_fold_time(self.config, len(self.sequence), self.key, seconds, source=self.visitor, warm=warm)
+
+
+def fold_in_worker(job, request, stop: Callable[[], bool], budget: float | None, runner=None):
+    """(fold, seconds, warm) of ``request`` run in the fold worker (``runner``; None: the server's),
+    ``stop`` polled while it folds (a ``Cancelled``), killed past ``budget`` seconds (a
+    ``FoldOverBudget``); ``warm``: whether the worker had compiled its shape. ESMFold's and
+    ESMFold2's plans both fold here."""
+    from flamino_core.structure.folding.fold_worker import fold_runner
+
+    runner = runner or fold_runner()
+    started = time.monotonic()
+
+    def check() -> None:
+        if stop():
+            raise Cancelled(f"{job.title}: cancelled")
+        spent = time.monotonic() - started
+        if budget is not None and spent > budget:
+            raise FoldOverBudget(f"the fold stopped after {spent:,.0f} s, past the {budget:,.0f} s this "
+                                 "server gives one: fold it on your own machine with `flamino fold`")
+
+    warm = runner.compiled(request.shape_key) if hasattr(request, "shape_key") else None
+    folded, seconds = runner.fold(request, check)
+    return folded, seconds, warm
