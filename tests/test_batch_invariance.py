@@ -204,18 +204,18 @@ def test_masked_marginals_are_the_same_whatever_positions_share_their_pass(model
     if engine.family.structure_aware:
         structure = "".join(rng.choice(list(STRUCTURE_LETTERS[:-1]), size=len(sequence)))
     rows, width = engine.masked_pass_shape(len(sequence))
-    assert rows >= len(sequence)  # every position in one pass of 64 rows (8192 tokens / 64)
+    assert rows >= len(sequence)  # every position in one pass (of 64 rows; the budget allows 128)
     every = engine.compute_masked(sequence, structure=structure)
-    # The same positions in passes of 8 rows, last first; a random half in a random order
-    # (their pass filled up with filler rows).
+    # The same positions in passes of 8 rows, last first; 40 random ones in a random order (their
+    # pass filled up with filler rows to 64 rows: the shape of the whole, so no compilation more).
     few_rows = Engine(weights, token_budget=8 * width)
     reordered = np.arange(len(sequence))[::-1]
-    half = rng.permutation(len(sequence))[: len(sequence) // 2 + 3]
+    some = rng.permutation(len(sequence))[:40]
     wild_type = np.array([TOKEN_TO_IDX[a] for a in sequence])
     amino_acids = [TOKEN_TO_IDX[a] for a in "ACDEFGHIKLMNPQRSTVWY"]
     worst = Worst()
     for composition, runner, positions in (("8 rows a pass, last position first", few_rows, reordered),
-                                           ("a random half of the positions in random order", engine, half)):
+                                           ("40 random positions in random order", engine, some)):
         log_probs = runner.compute_masked(sequence, positions, structure=structure)
         worst.add("masked log-probabilities", difference(log_probs, every[positions]), composition)
         # Masked-marginal scores: log p(mutant) - log p(wild type) at the masked position.
