@@ -1,10 +1,10 @@
 """A protein's outputs do not depend on its batch (issue #68 item 3): for every family flamino runs
 (ESM-2, ESM-1b, ESM-1v, ESM C, SaProt), every output of a protein (logits, every hidden state,
 the per-sequence embedding, attention maps, contacts where the family has a contact head,
-masked-marginal log-probabilities and scores) is the same, within ``BOUND``, whether the
-protein runs alone, packed into a row with others, padded in a batch of several rows, or in
-another order among other proteins. Batches are drawn at random (numpy ``default_rng``, fixed
-seeds) from real proteins: the short ProteinGym targets and HBB.
+masked-marginal and joint-masked log-probabilities, masked-marginal scores) is the same, within
+``BOUND``, whether the protein runs alone, packed into a row with others, padded in a batch of
+several rows, or in another order among other proteins. Batches are drawn at random (numpy
+``default_rng``, fixed seeds) from real proteins: the short ProteinGym targets and HBB.
 
 Through the public ``Engine`` only: ``packing="on"`` packs (several proteins a row, segment ids),
 ``packing="off"`` pads (one protein a row, padded to the batch's widest); attention maps and
@@ -206,15 +206,15 @@ def test_masked_marginals_are_the_same_whatever_positions_share_their_pass(model
     rows, width = engine.masked_pass_shape(len(sequence))
     assert rows >= len(sequence)  # every position in one pass (of 64 rows; the budget allows 128)
     every = engine.compute_masked(sequence, structure=structure)
-    # The same positions in passes of 8 rows, last first; 40 random ones in a random order (their
+    # The last 48 positions in passes of 8 rows, last first; 40 random ones in a random order (their
     # pass filled up with filler rows to 64 rows: the shape of the whole, so no compilation more).
     few_rows = Engine(weights, token_budget=8 * width)
-    reordered = np.arange(len(sequence))[::-1]
+    reordered = np.arange(len(sequence))[::-1][:48]
     some = rng.permutation(len(sequence))[:40]
     wild_type = np.array([TOKEN_TO_IDX[a] for a in sequence])
     amino_acids = [TOKEN_TO_IDX[a] for a in "ACDEFGHIKLMNPQRSTVWY"]
     worst = Worst()
-    for composition, runner, positions in (("8 rows a pass, last position first", few_rows, reordered),
+    for composition, runner, positions in (("48 positions 8 rows a pass, last first", few_rows, reordered),
                                            ("40 random positions in random order", engine, some)):
         log_probs = runner.compute_masked(sequence, positions, structure=structure)
         worst.add("masked log-probabilities", difference(log_probs, every[positions]), composition)
@@ -222,4 +222,13 @@ def test_masked_marginals_are_the_same_whatever_positions_share_their_pass(model
         ours = log_probs[:, amino_acids] - log_probs[np.arange(len(positions)), wild_type[positions]][:, None]
         reference = every[positions][:, amino_acids] - every[positions, wild_type[positions]][:, None]
         worst.add("masked-marginal scores", difference(ours, reference), composition)
+    # Joint-masked passes (a set of positions masked together, one set a row): 24 random pairs in
+    # 3 passes of 8 rows, then in a random order (other neighbours, other rows; one shape: the
+    # rounding of other shapes is the masked passes' above).
+    pairs = [sorted(rng.choice(len(sequence), 2, replace=False).tolist()) for _ in range(24)]
+    order = rng.permutation(len(pairs))
+    first = few_rows.compute_joint_masked(sequence, pairs, structure=structure)
+    shuffled = few_rows.compute_joint_masked(sequence, [pairs[i] for i in order], structure=structure)
+    for ours, i in zip(shuffled, order, strict=True):
+        worst.add("joint-masked log-probabilities", difference(ours, first[i]), "24 pairs in another order")
     worst.check(f"{model} ({name}, {len(sequence)} residues): masked passes")
