@@ -23,7 +23,7 @@ guarded() {
   wait $pid
 }
 export FLAMINO_TEST_EDITING=1 PYTHONUNBUFFERED=1
-tests="tests/test_accelerator_parity.py tests/test_accelerator_saprot.py tests/test_device_memory.py"
+tests="tests/test_accelerator_parity.py tests/test_accelerator_saprot.py tests/test_accelerator_batch_invariance.py tests/test_device_memory.py"
 guarded timeout "${PARITY_S:-240}" python3 -m pytest -v -p no:cacheprovider ${PARITY_K:+-k "$PARITY_K"} $tests -rs \
   > "$OUT/parity_highest.log" 2>&1; grep -E "PASS|FAIL|ERROR|SKIP|passed|failed|Error" "$OUT/parity_highest.log" | tail -40
 FLAMINO_MATMUL_PRECISION=high guarded timeout "${HIGH_S:-70}" python3 -m pytest -v -p no:cacheprovider \
