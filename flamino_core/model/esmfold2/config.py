@@ -201,6 +201,12 @@ class EsmFold2Config:
                              f"({self.single_inputs_size}) - (2 * num_res_types + 1) = {expected}")
 
     @property
+    def stem(self) -> ModelConfig:
+        """The language model's shape by its role (``esmc``: by the checkpoint's key), as ESMFold's
+        ``FoldConfig.stem``: the layers above model/ and weights/ name no family."""
+        return self.esmc
+
+    @property
     def diffusion(self) -> DiffusionModuleConfig:
         return self.structure_head.diffusion_module
 

@@ -157,7 +157,7 @@ def complex_memory(config, lengths: Sequence[int], parameters: int | None = None
     length = sum(lengths)
     tokens = length + 2 * len(lengths)
     pair = 8 * length * length * config.pairwise_hidden_size * FLOAT
-    stem = (config.esmc.num_layers + 1) * tokens * config.esmc.embed_dim * FLOAT
+    stem = (config.stem.num_layers + 1) * tokens * config.stem.embed_dim * FLOAT
     n = config.structure_head.num_diffusion_samples
     atoms = length * config.max_atoms_per_token
     samples = n * (atoms * config.sliding_window * FLOAT + 2 * length * length * config.pairwise_hidden_size * FLOAT)
@@ -171,7 +171,7 @@ def complex_gflop(config, lengths: Sequence[int]) -> float:
     sample the denoiser's transformer (24 L h^2 per layer) and atom layers."""
     length = sum(lengths)
     tokens = length + 2 * len(lengths)
-    stem = 24 * config.esmc.num_layers * config.esmc.embed_dim ** 2 * tokens
+    stem = 24 * config.stem.num_layers * config.stem.embed_dim ** 2 * tokens
     pair = config.pairwise_hidden_size
     trunk = config.num_loops * config.folding_trunk_num_hidden_layers * (
         8 * length ** 3 * pair + 4 * length ** 2 * pair * config.pair_transition_intermediate_size)
