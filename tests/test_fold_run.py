@@ -1,0 +1,119 @@
+"""``flamino fold`` over many records (issue #64 items 4-5, #65 item 3) with the untrained test
+model: the plan said before any fold, records folded bucket by bucket, a run interrupted after
+its first structure and run again (nothing folded twice, every file and the table identical to
+an uninterrupted run's), and a record past the stem's trained length flagged in its file, the
+table and on stderr. Folds are counted by wrapping the core's one ``fold`` (what the command
+calls), so "folded twice" is observed, not inferred from files."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import pytest
+
+from flamino_core.cli import main
+from flamino_core.structure.folding import fold_run, prediction
+
+# Three short records (two buckets' worth of order: input order is not fold order) and one over
+# the run's --max-residues: ProteinGym-like letters, fixed here so the test reads alone.
+RECORDS = {"first": "MKTAYIAKQRQISFVKSHFSRQLEERLGLIEVQAPILSRVGDGTQDNLSGAEKAVQVKVKALPDAQFEVV",  # 70: bucket 128
+           "second": "MSDNGPQNQRNAPRITFGGPSDSTGS",  # 26: bucket 64
+           "third": "MADEEKLPPGWEKRMSRSSGRVYYFNHITN"}  # 30: bucket 64
+TOO_LONG = "MKL" * 50  # 150 residues, over --max-residues 140
+
+
+@pytest.fixture
+def counted_folds(monkeypatch):
+    """Every fold the command asks of the core, by sequence; ``interrupt_after``: a Ctrl-C (as a
+    user's, or a killed job's) once that many folds have finished."""
+    real = prediction.fold
+    calls: list[str] = []
+    state = {"interrupt_after": None}
+
+    def fold(model, sequence, **kwargs):
+        if state["interrupt_after"] is not None and len(calls) >= state["interrupt_after"]:
+            raise KeyboardInterrupt
+        calls.append(sequence)
+        return real(model, sequence, **kwargs)
+
+    monkeypatch.setattr(prediction, "fold", fold)
+    return calls, state
+
+
+def _fasta(tmp_path):
+    path = tmp_path / "in.fa"
+    path.write_text("".join(f">{n}\n{s}\n" for n, s in RECORDS.items()) + f">too_long\n{TOO_LONG}\n")
+    return path
+
+
+def _fold(fasta, out):
+    return main(["fold", str(fasta), "-m", "random:esmfold-tiny", "-o", str(out), "--max-residues", "140"])
+
+
+def _files(out):
+    return {p.name: p.read_text() for p in sorted(out.iterdir()) if not p.name.startswith(".")}
+
+
+def test_an_interrupted_run_resumes_without_folding_twice(tmp_path, capsys, counted_folds):
+    calls, state = counted_folds
+    fasta = _fasta(tmp_path)
+    whole = tmp_path / "whole"
+    assert _fold(fasta, whole) == 2  # the over-long record is refused: exit status 2, as before
+    err = capsys.readouterr().err
+    # The plan comes before the first fold: records, buckets, the limit, memory and time.
+    plan = err.index("plan: 3 record(s) to fold (26-70 residues) in 2 length bucket(s) of 64: <= 64 (2), <= 128 (1)")
+    assert plan < err.index("folded ")
+    assert "1 refused" in err and "length limit: 140 residues by --max-residues (this device: " in err
+    assert "too_long: 150 residues: 140 at most by --max-residues" in err and "estimate: " in err
+    # Bucket by bucket: the two 64-residue bucket records first, each in input order.
+    assert calls == [RECORDS["second"], RECORDS["third"], RECORDS["first"]]
+    calls.clear()
+
+    resumed = tmp_path / "resumed"
+    state["interrupt_after"] = 1
+    assert _fold(fasta, resumed) == 130  # Ctrl-C after the first structure
+    assert calls == [RECORDS["second"]] and _files(resumed) == {"second.pdb": _files(whole)["second.pdb"]}
+    state["interrupt_after"] = None
+    capsys.readouterr()
+    assert _fold(fasta, resumed) == 2
+    assert "1 already folded in this folder (kept)" in capsys.readouterr().err
+    assert calls == [RECORDS["second"], RECORDS["third"], RECORDS["first"]]  # each folded once over both runs
+    assert _files(resumed) == _files(whole)  # every PDB and folds.csv, byte for byte
+    rows = list(csv.DictReader(io.StringIO((resumed / "folds.csv").read_text())))
+    assert [r["name"] for r in rows] == list(RECORDS)  # input order, each once
+    calls.clear()
+    assert _fold(fasta, resumed) == 2 and calls == []  # all done: nothing folds
+    assert _files(resumed) == _files(whole)
+
+
+def test_a_changed_sequence_or_a_missing_file_is_folded_again(tmp_path, counted_folds):
+    calls, _ = counted_folds
+    fasta, out = _fasta(tmp_path), tmp_path / "out"
+    _fold(fasta, out)
+    calls.clear()
+    (out / "third.pdb").unlink()
+    fasta.write_text(fasta.read_text().replace(RECORDS["second"], RECORDS["second"][:-1]))
+    assert _fold(fasta, out) == 2
+    assert calls == [RECORDS["second"][:-1], RECORDS["third"]]
+    rows = {r["name"]: r for r in csv.DictReader(io.StringIO((out / "folds.csv").read_text()))}
+    assert rows["second"]["length"] == str(len(RECORDS["second"]) - 1) and len(rows) == 3
+
+
+def test_a_record_past_the_trained_length_is_flagged(tmp_path, capsys, monkeypatch):
+    """The flag at a lowered trained length (25 residues here): a real 1,023-residue fold of the test
+    model takes tens of minutes on this CPU (its trunk is cubic in the length), so the length itself
+    is checked by the plan's own tests (test_fold_plan_run.py)."""
+    monkeypatch.setattr(fold_run, "TRAINED_RESIDUES", 25)
+    fasta = tmp_path / "in.fa"
+    fasta.write_text(f">short\n{RECORDS['second'][:20]}\n>long\n{RECORDS['third']}\n")
+    out = tmp_path / "out"
+    assert main(["fold", str(fasta), "-m", "random:esmfold-tiny", "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "note: 1 record(s) over 25 residues" in err and "warning: long: 30 residues, past the ESM-2 stem" in err
+    rows = {r["name"]: r for r in csv.DictReader(io.StringIO((out / "folds.csv").read_text()))}
+    assert list(next(iter(rows.values()))) == ["name", "length", "mean_plddt", "ptm", "pdb", "past_trained_length"]
+    assert rows["long"]["past_trained_length"] == "yes" and rows["short"]["past_trained_length"] == "no"
+    header = [line for line in (out / "long.pdb").read_text().splitlines() if line.startswith("REMARK")]
+    assert any("PAST THE ESM-2 STEM'S TRAINED LENGTH" in line for line in header)
+    assert not any("TRAINED LENGTH" in line for line in (out / "short.pdb").read_text().splitlines())
