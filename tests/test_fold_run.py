@@ -117,3 +117,37 @@ def test_a_record_past_the_trained_length_is_flagged(tmp_path, capsys, monkeypat
     header = [line for line in (out / "long.pdb").read_text().splitlines() if line.startswith("REMARK")]
     assert any("PAST THE ESM-2 STEM'S TRAINED LENGTH" in line for line in header)
     assert not any("TRAINED LENGTH" in line for line in (out / "short.pdb").read_text().splitlines())
+
+
+def test_esmfold2_resumes_too(tmp_path, capsys, monkeypatch):
+    """ESMFold2 (cli/fold2.py) runs through the same plan and journal: its lengths compiled as they
+    are (no padding, no estimate yet, said). Two chains of one length: one compilation."""
+    from flamino_core.model.esmfold2 import predict
+
+    real, calls, state = predict.fold_complex, [], {"interrupt_after": None}
+
+    def fold_complex(model, chains, *args, **kwargs):
+        if state["interrupt_after"] is not None and len(calls) >= state["interrupt_after"]:
+            raise KeyboardInterrupt
+        calls.append(":".join(chains))
+        return real(model, chains, *args, **kwargs)
+
+    monkeypatch.setattr(predict, "fold_complex", fold_complex)
+    fasta = tmp_path / "in.fa"
+    two = [RECORDS["second"][:14], RECORDS["third"][:14]]
+    fasta.write_text(f">one\n{two[0]}\n>two\n{two[1]}\n")
+    command = ["fold", str(fasta), "-m", "random:esmfold2-tiny", "--steps", "3", "--samples", "1"]
+    assert main(command + ["-o", str(tmp_path / "whole")]) == 0
+    err = capsys.readouterr().err
+    assert "plan: 2 record(s) to fold (14 residues) in 1 distinct length(s), each compiled once" in err
+    assert "estimate: none for this model yet" in err
+    assert calls == two
+    calls.clear()
+    state["interrupt_after"] = 1
+    assert main(command + ["-o", str(tmp_path / "resumed")]) == 130
+    state["interrupt_after"] = None
+    assert main(command + ["-o", str(tmp_path / "resumed")]) == 0
+    assert calls == two  # each folded once over both runs
+    assert _files(tmp_path / "resumed") == _files(tmp_path / "whole")
+    header = (tmp_path / "whole" / "folds.csv").read_text().splitlines()[0]
+    assert header == "name,chains,length,mean_plddt,ptm,iptm,cif"  # ESMFold2's columns, unchanged

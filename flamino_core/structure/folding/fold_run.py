@@ -32,20 +32,28 @@ JOURNAL = ".folds.journal.jsonl"
 
 @dataclasses.dataclass(frozen=True)
 class FoldTask:
-    """One record to fold: its place in the input, id, residues and output file name."""
+    """One record to fold: its place in the input, id, residues (an ESMFold2 complex's chains
+    joined by ':') and output file name; ``pad_to``: the padding its length is compiled at (None:
+    its own length, ESMFold2's); ``trained``: its stem's trained length, when it has one to flag."""
 
     index: int
     name: str
     sequence: str
     file: str
+    pad_to: int | None = PAD_TO
+    trained: int | None = None
+
+    @property
+    def length(self) -> int:
+        return len(self.sequence.replace(":", ""))
 
     @property
     def bucket(self) -> int:
-        return padded_length(len(self.sequence), PAD_TO)
+        return padded_length(self.length, self.pad_to)
 
     @property
     def past_trained(self) -> bool:
-        return len(self.sequence) > TRAINED_RESIDUES
+        return self.trained is not None and self.length > self.trained
 
     def note_key(self, model_key: str) -> str:
         digest = hashlib.sha256(self.sequence.encode()).hexdigest()[:16]
@@ -71,17 +79,21 @@ class FoldRunPlan:
 
     def lines(self) -> list[str]:
         """The plan in words, one line each (said on stderr before the work)."""
-        lengths = [len(t.sequence) for t in self.todo]
+        lengths = [t.length for t in self.todo]
         buckets = Counter(t.bucket for t in self.todo)
+        padded = any(t.pad_to for t in self.todo)
+        grouping = (f"in {len(buckets)} length bucket(s) of {PAD_TO}: "
+                    + ", ".join(f"<= {b:,} ({n})" for b, n in sorted(buckets.items())) if padded
+                    else f"in {len(buckets)} distinct length(s), each compiled once")
         said = [f"plan: {len(self.todo)} record(s) to fold"
-                + (f" ({min(lengths):,}-{max(lengths):,} residues) in {len(buckets)} length bucket(s) of "
-                   f"{PAD_TO}: " + ", ".join(f"<= {b:,} ({n})" for b, n in sorted(buckets.items()))
-                   if lengths else "")
+                + (f" ({_span(lengths)} residues) {grouping}" if lengths else "")
                 + (f"; {len(self.done)} already folded in this folder (kept)" if self.done else "")
                 + (f"; {len(self.refused)} refused" if self.refused else "")]
         said.append(f"length limit: {self.longest:,} residues {self.where}"
                     + (f" ({self.device})" if self.device else ""))
-        if self.todo:
+        if self.todo and not self.memory:
+            said.append("estimate: none for this model yet (no memory or time model of ESMFold2)")
+        elif self.todo:
             said.append(f"memory: {self.memory}")
             compile_words = "" if not self.compile else (
                 f", plus {self.compile[0]:.0f}-{self.compile[1]:.0f} s to compile each of {len(buckets)} bucket(s) "
@@ -94,6 +106,11 @@ class FoldRunPlan:
         return said
 
 
+def _span(lengths: list[int]) -> str:
+    low, high = min(lengths), max(lengths)
+    return f"{low:,}" if low == high else f"{low:,}-{high:,}"
+
+
 def duration_words(seconds: float) -> str:
     from flamino_core.jobs.status import about
 
@@ -102,30 +119,35 @@ def duration_words(seconds: float) -> str:
 
 def plan_run(records: Sequence, out: Path, config, model_key: str, longest: int,
              where: str, chunk_size: int | None, stem_precision: str, passes: int | None,
-             platform: str | None = None, rates=None, device: str = "") -> FoldRunPlan:
+             platform: str | None = None, rates=None, device: str = "", suffix: str = ".pdb") -> FoldRunPlan:
     """The run over ``records`` (``.id``, ``.sequence``): each refused by the length rule
     (``longest``, said as ``where``), already done in ``out`` (``done_rows``), or to fold, ordered
-    by bucket; file names given in input order (``file_name``), so a rerun names them alike."""
+    by bucket; file names given in input order (``file_name``), so a rerun names them alike.
+    ``config``: ESMFold's (v1: lengths padded, the estimate, the trained length flagged), or None
+    for ESMFold2 (lengths compiled as they are, no estimate yet, nothing flagged)."""
     from flamino_core.structure.folding.fold_time import fold_time_estimate
 
+    pad_to, trained = (PAD_TO, TRAINED_RESIDUES) if config is not None else (None, None)
     refused, tasks, used = [], [], set()
     for i, record in enumerate(records):
-        reason = length_refusal(len(record.sequence), False, longest=longest, where=where)
+        task = FoldTask(i, record.id, record.sequence.upper(), "", pad_to, trained)
+        reason = length_refusal(task.length, False, longest=longest, where=where)
         if reason:
             refused.append((record.id, reason))
         else:
-            tasks.append(FoldTask(i, record.id, record.sequence.upper(), file_name(record.id, used)))
+            tasks.append(dataclasses.replace(task, file=file_name(record.id, used, suffix)))
     notes = done_rows(out, model_key)
     done = {t.index: notes[t.note_key(model_key)] for t in tasks
             if t.note_key(model_key) in notes and (out / t.file).is_file()}
     todo = sorted((t for t in tasks if t.index not in done), key=lambda t: (t.bucket, t.index))
-    estimates = [fold_time_estimate(config, len(t.sequence), model_key, platform, rates, passes) for t in todo]
-    longest_task = max(todo, key=lambda t: len(t.sequence), default=None)
-    memory = "" if longest_task is None else fold_memory(
-        config, len(longest_task.sequence), chunk_size, stem_precision=stem_precision).describe()
+    estimates = [fold_time_estimate(config, t.length, model_key, platform, rates, passes)
+                 for t in todo] if config is not None else []
+    longest_task = max(todo, key=lambda t: t.length, default=None)
+    memory = "" if longest_task is None or config is None else fold_memory(
+        config, longest_task.length, chunk_size, stem_precision=stem_precision).describe()
     compile_range = next((e.compile for e in estimates if e.compile), None)
-    return FoldRunPlan(tuple(todo), done, tuple(refused), longest, where, tuple(e.compute for e in estimates),
-                       compile_range, memory, device)
+    seconds = tuple(e.compute for e in estimates) if estimates else (0.0,) * len(todo)
+    return FoldRunPlan(tuple(todo), done, tuple(refused), longest, where, seconds, compile_range, memory, device)
 
 
 def done_rows(out: Path, model_key: str) -> dict[str, dict]:
@@ -176,10 +198,14 @@ def run_folds(plan: FoldRunPlan, out: Path, model_key: str, fold_one: Callable[[
         expected_done += expected
         expected_left -= expected
         # The estimate's remainder scaled by how this run has gone against the estimate so far.
-        pace = (time.perf_counter() - started) / expected_done if expected_done > 0 else 1.0
-        left = max(expected_left, 0.0) * pace
-        say(f"folded {task.name} ({n}/{len(plan.todo)}, {len(task.sequence):,} residues, bucket {task.bucket:,}) "
+        # Without an estimate (ESMFold2): the mean fold so far, times the folds left.
+        elapsed = time.perf_counter() - started
+        left = (max(expected_left, 0.0) * elapsed / expected_done if expected_done > 0
+                else elapsed / n * (len(plan.todo) - n))
+        bucket = f", bucket {task.bucket:,}" if task.pad_to else ""
+        say(f"folded {task.name} ({n}/{len(plan.todo)}, {task.length:,} residues{bucket}) "
             f"in {duration(took)}: mean pLDDT {row['mean_plddt']}, pTM {row['ptm']}"
+            + (f", ipTM {row['iptm']}" if row.get("iptm") not in (None, "") else "")
             + (f"; {duration_words(left)} left" if n < len(plan.todo) else ""))
     return rows
 
