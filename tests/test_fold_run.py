@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 
 import pytest
 
@@ -151,3 +152,36 @@ def test_esmfold2_resumes_too(tmp_path, capsys, monkeypatch):
     assert _files(tmp_path / "resumed") == _files(tmp_path / "whole")
     header = (tmp_path / "whole" / "folds.csv").read_text().splitlines()[0]
     assert header == "name,chains,length,mean_plddt,ptm,iptm,cif"  # ESMFold2's columns, unchanged
+
+
+def test_a_killed_process_resumes_from_what_it_noted(tmp_path, counted_folds):
+    """A real kill (SIGKILL: no cleanup runs) of ``flamino fold`` once its first structure file
+    appears, then the same command again: exactly the records the killed run had not noted are
+    folded (whatever the kill's timing), and the folder ends as an uninterrupted run's."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    calls, _ = counted_folds
+    fasta, out = _fasta(tmp_path), tmp_path / "killed"
+    command = [sys.executable, "-m", "flamino_core.cli", "fold", str(fasta), "-m", "random:esmfold-tiny", "-o",
+               str(out), "--max-residues", "140"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ))
+    deadline = time.monotonic() + 300
+    while not list(out.glob("*.pdb")) and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert list(out.glob("*.pdb")), "the killed run wrote no structure"
+    noted = {json.loads(json.loads(line)["key"])[1] for line in (out / fold_run.JOURNAL).read_text().splitlines()
+             if line.endswith("}")}
+    # Killed mid-run, not after it: the 128-residue bucket's compilation (seconds, even from the
+    # persistent cache) follows the first two structures.
+    assert process.returncode == -signal.SIGKILL and len(noted) < len(RECORDS)
+    assert _fold(fasta, out) == 2
+    assert sorted(calls) == sorted(RECORDS[name] for name in RECORDS if name not in noted)
+    calls.clear()
+    _fold(fasta, tmp_path / "whole")
+    assert _files(out) == _files(tmp_path / "whole")
