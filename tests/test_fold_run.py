@@ -84,7 +84,9 @@ def test_an_interrupted_run_resumes_without_folding_twice(tmp_path, capsys, coun
     rows = list(csv.DictReader(io.StringIO((resumed / "folds.csv").read_text())))
     assert [r["name"] for r in rows] == list(RECORDS)  # input order, each once
     calls.clear()
-    assert _fold(fasta, resumed) == 2 and calls == []  # all done: nothing folds
+    capsys.readouterr()
+    assert _fold(fasta, resumed) == 2 and calls == []  # all done: nothing folds, and no model loads
+    assert "3 already folded" in (err := capsys.readouterr().err) and "untrained test model" not in err
     assert _files(resumed) == _files(whole)
 
 

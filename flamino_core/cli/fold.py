@@ -31,7 +31,6 @@ def cmd_fold(args) -> int:
     from flamino_core.structure.folding.fold_run import run_folds
     from flamino_core.structure.folding.fold_time import record_fold_time
     from flamino_core.structure.folding.prediction import memory_room
-    from flamino_core.weights.esmfold import load_fold_model
     from flamino_core.weights.esmfold2_hub import is_esmfold2
 
     if is_esmfold2(args.model):  # ESMFold2: mmCIF files, complexes (cli/fold2.py)
@@ -50,6 +49,30 @@ def cmd_fold(args) -> int:
     records, had_errors = read_fasta_argument(args)
     enable_compilation_cache()  # one compilation per bucket, kept for the next run as every command's
     room = memory_room()  # before the weights arrive: the plan counts them in each fold's memory
+    config, model, is_random = _known_config(args.model), None, False
+    if config is None:  # a folder without a readable config.json: the loader says what is wrong
+        model, is_random = _load(args)
+        config = model.config
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    plan, key = _plan(config, records, out, args, room)
+    for line in plan.lines():
+        say(line)
+    for name, reason in plan.refused:
+        say(f"error: {name}: {reason}: skipped")
+    if plan.todo and model is None:  # the plan is said before the weights load (esmfold_v1: 8.4 GB)
+        model, is_random = _load(args)
+    rows = run_folds(plan, out, key, lambda task: _fold_one(model, task, out, is_random, args), say,
+                     folded_in=lambda task, seconds: record_fold_time(config, task.length, key, seconds,
+                                                                      passes=args.passes))
+    _write_table(out / TABLE, [rows[i] for i in sorted(rows)])
+    print(f"wrote {len(rows)} PDB file(s) and {out / TABLE}")
+    return EXIT_USAGE if had_errors or plan.refused else EXIT_OK
+
+
+def _load(args):
+    from flamino_core.weights.esmfold import load_fold_model
+
     try:
         model, is_random = load_fold_model(args.model, args.stem_precision)
     except ValueError as err:
@@ -58,28 +81,36 @@ def cmd_fold(args) -> int:
         say("note: untrained test model (random weights): the structures are not biology")
     if args.stem_precision == "bf16":
         say(f"note: {STEM_BF16_NOTE}")
-    out = Path(args.output)
-    out.mkdir(parents=True, exist_ok=True)
-    plan, key = _plan(model, records, out, args, room)
-    for line in plan.lines():
-        say(line)
-    for name, reason in plan.refused:
-        say(f"error: {name}: {reason}: skipped")
-    rows = run_folds(plan, out, key, lambda task: _fold_one(model, task, out, is_random, args), say,
-                     folded_in=lambda task, seconds: record_fold_time(model.config, len(task.sequence), key, seconds,
-                                                                      passes=args.passes))
-    _write_table(out / TABLE, [rows[i] for i in sorted(rows)])
-    print(f"wrote {len(rows)} PDB file(s) and {out / TABLE}")
-    return EXIT_USAGE if had_errors or plan.refused else EXIT_OK
+    return model, is_random
 
 
-def _plan(model, records, out: Path, args, memory: tuple[int | None, str]):
+def _known_config(identifier: str):
+    """The model's shape before its weights load: the test model's, a preset's, a folder's
+    ``config.json``; None where it cannot be read (the loader then says why)."""
+    import json
+
+    from flamino_core.model.esmfold.config import FoldConfig
+    from flamino_core.structure.folding.prediction import RANDOM_MODEL
+    from flamino_core.weights.esmfold_hub import FOLD_PRESETS, fold_preset_name
+
+    if identifier == RANDOM_MODEL or identifier.startswith(RANDOM_MODEL + ":"):
+        return FoldConfig.tiny()
+    if (preset := fold_preset_name(identifier)) is not None:
+        return FOLD_PRESETS[preset].expect()
+    try:
+        return FoldConfig.from_hf_config(json.loads((Path(identifier) / "config.json").read_text()),
+                                         name=Path(identifier).name)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _plan(config, records, out: Path, args, memory: tuple[int | None, str]):
     """The run's plan (``fold_run.plan_run``) and the model's store key: the length limit is the
     core's (``prediction.fold_length_limit``), or ``--max-residues`` where lower."""
     from flamino_core.structure.folding.fold_run import plan_run
     from flamino_core.structure.folding.prediction import fold_length_limit, model_key
 
-    config, chunk = model.config, args.chunk_size or None
+    chunk = args.chunk_size or None
     room, host = memory
     longest, where = fold_length_limit(config, room, host, chunk, args.stem_precision)
     device = ""
