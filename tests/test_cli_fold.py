@@ -32,6 +32,7 @@ def test_fold_writes_a_pdb_per_record_and_the_table(shared_fasta, tmp_path, caps
     code = main(["fold", str(fasta), "-m", "random:esmfold-tiny", "-o", str(out), "--max-residues", "1022"])
     err = capsys.readouterr().err
     assert code == 2 and "too_long: 1,023 residues" in err and "untrained test model" in err
+    assert "overlapping windows" not in err  # the reader's note for the language models: a fold is whole
     rows = list(csv.DictReader(io.StringIO((out / "folds.csv").read_text())))
     assert [r["name"] for r in rows] == list(proteins)
     for row in rows:

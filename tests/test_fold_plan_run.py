@@ -77,3 +77,17 @@ def test_the_journal_keeps_finished_folds_of_this_model_whose_files_exist(tmp_pa
     (tmp_path / "b.pdb").write_text("whole")  # c's file is missing: folded again
     plan = fold_run.plan_run(records, tmp_path, FoldConfig.tiny(), "key", 1022, "", 64, "fp32", None, platform="cpu")
     assert plan.done == {0: {"name": "a"}} and [t.name for t in plan.todo] == ["b", "c"]
+
+
+def test_the_time_left_is_the_estimate_at_this_runs_pace_on_compiled_buckets():
+    """Four folds of 1 s by the estimate in two buckets, 10-30 s to compile each: the first fold of
+    a bucket (a compilation) leaves the pace alone; a warm fold of 2 s doubles it."""
+    tasks = tuple(fold_run.FoldTask(i, f"r{i}", "M" * length, f"r{i}.pdb") for i, length in enumerate([10, 20, 70, 80]))
+    plan = fold_run.FoldRunPlan(tasks, {}, (), 1022, "", (1.0, 1.0, 1.0, 1.0), (10.0, 30.0), "memory")
+    clock = fold_run._TimeLeft(plan)
+    assert clock.after(tasks[0], 1.0, 25.0, first_of_bucket=True) == 3 * 1.0 + 20  # 3 folds and one compilation
+    assert clock.after(tasks[1], 1.0, 2.0, first_of_bucket=False) == 2 * 2.0 + 20  # at twice the estimate
+    assert clock.after(tasks[2], 1.0, 30.0, first_of_bucket=True) == 1 * 2.0  # every bucket compiled
+    # Without an estimate (ESMFold2): the mean fold so far, times the folds left.
+    plain = fold_run._TimeLeft(dataclasses.replace(plan, seconds=(0.0,) * 4, compile=None, memory=""))
+    assert plain.after(tasks[0], 0.0, 6.0, first_of_bucket=True) == 3 * 6.0

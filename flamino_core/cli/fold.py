@@ -46,7 +46,7 @@ def cmd_fold(args) -> int:
         raise UserError(f"--chunk-size {args.chunk_size}: a number of rows, or 0 for all at once")
     if args.max_residues is not None and args.max_residues < 1:
         raise UserError(f"--max-residues {args.max_residues}: at least one residue")
-    records, had_errors = read_fasta_argument(args)
+    records, had_errors = read_fasta_argument(args, windowed=False)  # folded whole: the plan says it
     enable_compilation_cache()  # one compilation per bucket, kept for the next run as every command's
     room = memory_room()  # before the weights arrive: the plan counts them in each fold's memory
     config, model, is_random = _known_config(args.model), None, False

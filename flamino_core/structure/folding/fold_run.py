@@ -178,11 +178,7 @@ def run_folds(plan: FoldRunPlan, out: Path, model_key: str, fold_one: Callable[[
     from flamino_core.atomic import open_own_file
     from flamino_core.progress import duration
 
-    rows = dict(plan.done)
-    compile_mid = sum(plan.compile) / 2 if plan.compile else 0.0
-    buckets_left = len({t.bucket for t in plan.todo})
-    expected_left = sum(plan.seconds) + compile_mid * buckets_left
-    started, expected_done, seen = time.perf_counter(), 0.0, set()
+    rows, clock, seen = dict(plan.done), _TimeLeft(plan), set()
     for n, (task, seconds) in enumerate(zip(plan.todo, plan.seconds), 1):
         t0 = time.perf_counter()
         row = fold_one(task)
@@ -192,22 +188,38 @@ def run_folds(plan: FoldRunPlan, out: Path, model_key: str, fold_one: Callable[[
         rows[task.index] = row
         if folded_in is not None:
             folded_in(task, took)
-        first_of_bucket = task.bucket not in seen
+        left = clock.after(task, seconds, took, first_of_bucket=task.bucket not in seen)
         seen.add(task.bucket)
-        expected = seconds + (compile_mid if first_of_bucket else 0.0)
-        expected_done += expected
-        expected_left -= expected
-        # The estimate's remainder scaled by how this run has gone against the estimate so far.
-        # Without an estimate (ESMFold2): the mean fold so far, times the folds left.
-        elapsed = time.perf_counter() - started
-        left = (max(expected_left, 0.0) * elapsed / expected_done if expected_done > 0
-                else elapsed / n * (len(plan.todo) - n))
         bucket = f", bucket {task.bucket:,}" if task.pad_to else ""
         say(f"folded {task.name} ({n}/{len(plan.todo)}, {task.length:,} residues{bucket}) "
             f"in {duration(took)}: mean pLDDT {row['mean_plddt']}, pTM {row['ptm']}"
             + (f", ipTM {row['iptm']}" if row.get("iptm") not in (None, "") else "")
             + (f"; {duration_words(left)} left" if n < len(plan.todo) else ""))
     return rows
+
+
+class _TimeLeft:
+    """The time left after each fold: the plan's remaining arithmetic at this run's pace on folds
+    of a bucket already compiled (a compilation's seconds say nothing of the arithmetic), plus a
+    compilation per bucket not reached yet; without an estimate (ESMFold2), the mean fold so far
+    times the folds left."""
+
+    def __init__(self, plan: FoldRunPlan):
+        self.plan, self.done, self.took = plan, 0, 0.0
+        self.compile = sum(plan.compile) / 2 if plan.compile else 0.0
+        self.compute_left = sum(plan.seconds)
+        self.buckets_left = {t.bucket for t in plan.todo}
+        self.warm_took = self.warm_expected = 0.0
+
+    def after(self, task: FoldTask, seconds: float, took: float, first_of_bucket: bool) -> float:
+        self.done, self.took, self.compute_left = self.done + 1, self.took + took, self.compute_left - seconds
+        self.buckets_left.discard(task.bucket)
+        if not first_of_bucket:
+            self.warm_took, self.warm_expected = self.warm_took + took, self.warm_expected + seconds
+        if not any(self.plan.seconds):
+            return self.took / self.done * (len(self.plan.todo) - self.done)
+        pace = self.warm_took / self.warm_expected if self.warm_expected > 0 else 1.0
+        return max(self.compute_left, 0.0) * pace + self.compile * len(self.buckets_left)
 
 
 def row_flag(task: FoldTask) -> str:
