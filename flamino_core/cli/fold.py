@@ -66,7 +66,8 @@ def cmd_fold(args) -> int:
                      folded_in=lambda task, seconds: record_fold_time(config, task.length, key, seconds,
                                                                       passes=args.passes))
     _write_table(out / TABLE, [rows[i] for i in sorted(rows)])
-    print(f"wrote {len(rows)} PDB file(s) and {out / TABLE}")
+    kept = f" ({len(plan.done)} kept from an earlier run)" if plan.done else ""
+    print(f"wrote {len(rows) - len(plan.done)} PDB file(s) and {out / TABLE}{kept}")
     return EXIT_USAGE if had_errors or plan.refused else EXIT_OK
 
 

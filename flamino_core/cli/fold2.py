@@ -65,7 +65,8 @@ def cmd_fold2(args) -> int:
     rows = run_folds(plan, out, key, lambda task: _fold_one(model, jobs[task.index], task.file[:-len(".cif")], out,
                                                             is_random, args), say)
     _write_table(out / TABLE, [rows[i] for i in sorted(rows)])
-    print(f"wrote {len(rows)} mmCIF file(s) and {out / TABLE}")
+    kept = f" ({len(plan.done)} kept from an earlier run)" if plan.done else ""
+    print(f"wrote {len(rows) - len(plan.done)} mmCIF file(s) and {out / TABLE}{kept}")
     return EXIT_USAGE if had_errors or plan.refused else EXIT_OK
 
 
