@@ -33,9 +33,14 @@ def fetch_accessions(accessions: list[str]) -> None:
     a failure (offline first) is kept to be said under the button, the text left as it was."""
     from flamino_core.structure import FetchError, fetch_fasta
 
+    from app_pages._ui.server.heavy_jobs import QueueFull, fetch_turn
+
     st.session_state.pop(FETCH_PROBLEM, None)
     try:
-        inputs.set_input("".join(fetch_fasta(accession) for accession in accessions))
+        with fetch_turn():  # bounded, one per visitor (issue #67)
+            inputs.set_input("".join(fetch_fasta(accession) for accession in accessions))
+    except QueueFull as err:
+        st.session_state[FETCH_PROBLEM] = f"Not fetched: {err}."
     except FetchError as err:
         st.session_state[FETCH_PROBLEM] = str(err)
 
@@ -50,15 +55,26 @@ def accession_offer() -> None:
     if not accessions:
         st.session_state.pop(FETCH_PROBLEM, None)
         return
+    from flamino_core.structure.files import fetch
+
     named = ", ".join(accessions)
-    st.info(f"{plain(named)} {'is a UniProt accession' if len(accessions) == 1 else 'are UniProt accessions'}, "
-            "not a sequence: fetch the sequence from UniProt (rest.uniprot.org) where this machine can reach it, "
-            "or paste the sequence itself.", icon=":material/cloud_download:")
-    st.button(f"Fetch {named} from UniProt", key="_fetch_accessions", on_click=fetch_accessions, args=(accessions,),
-              icon=":material/download:")
+    what = f"{plain(named)} {'is a UniProt accession' if len(accessions) == 1 else 'are UniProt accessions'}"
+    if not fetch.reachable(fetch.UNIPROT_REST):  # no button that can only fail (#66 D11)
+        st.info(f"{what}, not a sequence, and this server cannot reach UniProt (rest.uniprot.org) now: paste the "
+                f"sequence itself (uniprot.org/uniprotkb/{plain(accessions[0])}.fasta on a machine that can).",
+                icon=":material/cloud_off:")
+    else:
+        _fetch_button(what, named, accessions)
     problem = st.session_state.get(FETCH_PROBLEM)
     if problem:
         st.error(plain(problem), icon=":material/cloud_off:")
+
+
+def _fetch_button(what: str, named: str, accessions: list[str]) -> None:
+    st.info(f"{what}, not a sequence: fetch the sequence from UniProt (rest.uniprot.org), "
+            "or paste the sequence itself.", icon=":material/cloud_download:")
+    st.button(f"Fetch {named} from UniProt", key="_fetch_accessions", on_click=fetch_accessions, args=(accessions,),
+              icon=":material/download:")
 
 
 def pages_sentence() -> str:

@@ -3,6 +3,7 @@
 import streamlit as st
 
 from app_pages._ui.structure import molecule_view, loaded_structure as structures, prediction, structure_aware
+from app_pages._ui.structure import complex_prediction
 
 from app_pages._ui.results import one_record as results
 from app_pages._ui.input.reading import record_caption
@@ -174,7 +175,7 @@ def view_3d(ctx: PageContext, parsed, alignment, contacts, top, file_stem):
         return
     if values is None:
         return
-    structure_aware.describe(tokens)
+    structure_aware.describe(tokens, numbering)
     title = f"Chain {alignment.chain_id} of {parsed.name}: {label}"
     spec = TRACKS[track]
     if molecule_view.available():
@@ -221,8 +222,9 @@ def main(ctx: PageContext) -> None:
     st.markdown(INTRO)
     structures.source_panel()
     held = structures.held()
-    if held is not None and record is not None and prediction.of_another_sequence(held[1], seq):
-        held = None  # a prediction is of one sequence: another record is offered its own
+    if held is not None and record is not None and (prediction.of_another_sequence(held[1], seq)
+                                                     or complex_prediction.of_another_sequence(held[1], seq)):
+        held = None  # a prediction is of one sequence (a complex, of its chains): another record is offered its own
     if held is None:
         if st.session_state.get(structures.PROBLEM):  # after a refusal, its message says what to do
             return
@@ -233,7 +235,7 @@ def main(ctx: PageContext) -> None:
             st.info("Upload a PDB or mmCIF file of this protein (or download one) to compare it with the predictions, "
                     "or predict one below.")
             if ready(ctx):
-                prediction.offer(ctx)
+                complex_prediction.offer_either(ctx, prediction.offer)  # ESMFold (the default) or ESMFold2
         return
     parsed, key, origin = held
     note = structures.link_note()
@@ -253,6 +255,8 @@ def main(ctx: PageContext) -> None:
     file_stem = f"{stem}_{safe_name(parsed.name.split('.')[0])}_{alignment.chain_id}"
     if prediction.held_prediction(key) is not None:  # pLDDT, PAE and the downloads; then as an upload
         prediction.section(ctx, parsed, alignment, key, file_stem)
+    if complex_prediction.held(key) is not None:  # a complex: by chain and pLDDT, PAE, ipTM, downloads
+        complex_prediction.section(ctx, key)
     # Long sequences go through the server's heavy-job queue; a full queue is a warning here.
     family = ctx.engine.family  # a family without a contact head (ESM-1v, ESM C): no comparison, tracks still
     if family.contact_head:

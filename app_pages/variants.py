@@ -9,7 +9,7 @@ from app_pages._ui.input import reading as inputs
 from app_pages._ui.results import one_record as results, scans
 
 from app_pages._ui.variants import compare, suggestions, scoring as variant_results
-from app_pages._ui.structure import structure_aware
+from app_pages._ui.structure import structure_aware, variant_structure
 from app_pages._ui.rerun.context import PageContext, current, ready
 from app_pages._ui.frame.downloads import csv_button, json_button, safe_name, show_figure
 from app_pages._ui.server.policy import visitor_model_name
@@ -27,7 +27,7 @@ from app_pages._ui.frame.widgets import counted, kept_radio, kept_toggle, plain,
 from flamino_core.inputs import Numbering
 from flamino_core.variants import (COLUMN as STRUCTURE_COLUMN, RANDOM_WEIGHTS_NOTE, dms_heatmaps, dms_metrics,
                                    dms_scatter, from_log_probs, from_record, numbering_problem, output_frame,
-                                   variant_map, with_structure_column)
+                                   relabel_positions, variant_map, with_structure_column)
 from flamino_core.options import STRATEGIES, names
 
 STATISTICS = [("spearman", "Spearman ρ"), ("auc", "AUC"), ("mcc", "MCC"), ("ndcg", "NDCG"),
@@ -100,8 +100,8 @@ def list_section(ctx: PageContext) -> None:
         partial_rows(scoring.partial, ["mutant", "variant", "score", "status"])
         return
     notes(scored.notes)
-    structure_aware.describe(tokens)
-    table = list_scores_table(ctx, scored, strategy, author)
+    structure_aware.describe(tokens, ctx.numbering)
+    table = list_scores_table(ctx, scored, strategy, author, shown_in=read_in)
 
     st.subheader("Your variants on the substitution map")
     if any(v.edits for v in variants):
@@ -109,7 +109,12 @@ def list_section(ctx: PageContext) -> None:
                    "(the table above has every score).")
     substitution, method = substitution_scores(engine, seq, letters)
     fig = variant_map(substitution, seq, variants, numbering=ctx.numbering, method=method, table=table)
+    if read_in is not None:  # the map's positions as the structure numbers them (S195, not S192)
+        fig = relabel_positions(fig, seq, ctx.numbering, read_in)
     show_figure(fig, "variant_map", f"{ctx.stem}_variants_map")
+    # A variant's own fold beside the wild type's (#66), the list's first substitution offered
+    first = next((v.text for v in variants if not v.edits), "")
+    variant_structure.section(ctx, suggested=first, author=read_in)
 
 
 def list_numbering(ctx: PageContext):
@@ -145,9 +150,10 @@ def parsed_list(text: str, seq: str, numbering: Numbering, record_id: str, autho
     return variants
 
 
-def list_scores_table(ctx: PageContext, scored, strategy: str, author):
+def list_scores_table(ctx: PageContext, scored, strategy: str, author, shown_in=None):
     """The list's counts, its scores table (in both numberings for a structure's record) and
-    CSV; returns the table."""
+    CSV; returns the table. ``shown_in``: the structure's numbering the list is read in, which
+    the table's positions and its From/To filters then use too (S195A at 195 on 1GBT)."""
     numbering, seq = ctx.numbering, ctx.sequence
     counts = st.columns(3)
     counts[0].metric("Scored", f"{scored.n_scored:,}")
@@ -161,7 +167,8 @@ def list_scores_table(ctx: PageContext, scored, strategy: str, author):
     columns += ["non_additivity"] if STRATEGIES[strategy].joint else []
     columns += ["kind", "normalisation"] if STRATEGIES[strategy].whole_sequences else []
     columns += ["label"] if (table["label"] != "").any() else []
-    scores_table(table, numbering.first, numbering.last(len(seq)), columns, source=f"list {ctx.record.id}")
+    scores_table(table, numbering.first, numbering.last(len(seq)), columns, source=f"list {ctx.record.id}",
+                 structure=None if shown_in is None else (shown_in, numbering))
     explain_scores(strategy, table["kind"][table["status"] == "ok"] if "kind" in table else ())
     skipped(table)
     csv_button("Scores (CSV)", lambda: download_frame(table, strategy),
@@ -200,7 +207,7 @@ def dms_section(ctx: PageContext) -> None:
         partial_rows(scoring.partial, ["mutant", "DMS_score", "score", "status"])
         return
     notes(scored.notes)
-    structure_aware.describe(tokens)
+    structure_aware.describe(tokens, numbering)
     if scored.dms.issues:
         with st.expander(f"{counted(len(scored.dms.issues), 'note')} about the table", icon=":material/info:"):
             st.markdown("\n".join(f"- {plain(issue)}" for issue in scored.dms.issues))

@@ -548,8 +548,24 @@ def test_a_broken_link_is_reported_and_the_app_still_works(query):
 def test_a_link_cannot_ask_for_a_huge_untrained_model():
     at = start({"model": "random:esm2_t48_15B_UR50D", "seq": UBIQUITIN})
     assert_clean(at)
-    assert any("untrained test model of a large size" in w.value for w in at.warning)
+    assert any("an untrained copy of esm2_t48_15B_UR50D (15B parameters)" in unescaped(w.value) for w in at.warning)
     assert at.sidebar.selectbox(key="_w_model_choice").value == "random:tiny"
+
+
+@pytest.mark.parametrize("model", ["random:tiny-saprot", "random:tiny-esmc:3"])
+def test_a_link_made_with_any_two_layer_test_model_opens_on_it(model):
+    """#66 D5: a link made with SaProt's or ESM C's test model opened on the server's model, saying
+    the link asked for a test model "of a large size" (they have 2 layers, as random:tiny)."""
+    at = start({"model": model, "seq": UBIQUITIN})
+    assert_clean(at)
+    assert at.sidebar.selectbox(key="_w_model_choice").value == model
+    assert not any("large size" in w.value for w in at.warning)
+
+
+def test_a_link_naming_no_test_model_says_so():
+    at = start({"model": "random:tiny-nothing", "seq": UBIQUITIN})
+    assert_clean(at)
+    assert any("which is no test model this app builds (random:tiny-esm2" in unescaped(w.value) for w in at.warning)
 
 
 def test_a_link_naming_a_server_path_does_not_load_it():

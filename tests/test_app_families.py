@@ -30,3 +30,15 @@ def test_esmc_predictions_embeddings_and_attention_maps_without_contacts():
     assert not any("ontact" in t for t in titles), titles  # no contact map drawn
     (note,) = [i.value for i in at.info if "contact head" in i.value]
     assert note.startswith("ESM C has no contact head") and "contacts come from ESM-2 and ESM-1b" in note
+
+
+def test_the_picker_tells_esm_cs_releases_apart_and_says_each_licence():
+    """ESM C's 2024-12 and 2026 weights share family and size: the short label names the release,
+    the line under the picker the licence of that identifier (docs/models.md gives the sources)."""
+    from app_pages._ui.input.model_picker import model_details, model_label
+
+    assert model_label("esmc_600m_2024_12_v0") == "ESM C 600M · 2024-12"
+    assert model_label("ESMC-600M") == "ESM C 600M · 2026" and model_label("ESMC-6B") == "ESM C 6B"
+    assert "weights licence: EvolutionaryScale Cambrian Non-Commercial License" in model_details("esmc_600m_2024_12_v0")
+    assert "weights licence: MIT" in model_details("ESMC-600M")
+    assert "weights licence: MIT" in model_details("ESMC-6B")

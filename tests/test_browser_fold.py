@@ -43,6 +43,12 @@ def test_predict_draws_the_fold_by_plddt_the_pae_and_a_pdb_biopython_reads_back(
     _wait_for_charts(page, 2)  # the PAE heatmap and the contact map against the prediction
     assert page.locator('[data-testid="stException"]').count() == 0
     assert page.get_by_text("Predicted aligned error").count() >= 1
+    # #66 D9: the PAE's axes as drawn hold the residues only (were -50..200 for 146 residues)
+    drawn_ranges = page.evaluate(
+        "() => { const g = [...document.querySelectorAll('.js-plotly-plot')].find(g => "
+        "(g.layout.title.text || '').includes('Predicted aligned error')); "
+        "return [g._fullLayout.xaxis.range, g._fullLayout.yaxis.range]; }")
+    assert drawn_ranges == [[0.5, len(SEQUENCE) + 0.5], [len(SEQUENCE) + 0.5, 0.5]]
     _photograph(page, "structure_predicted")
 
     reference = fold_sequence(load_fold_model("random:esmfold-tiny")[0], SEQUENCE)
@@ -50,6 +56,15 @@ def test_predict_draws_the_fold_by_plddt_the_pae_and_a_pdb_biopython_reads_back(
     # What 3Dmol.js read: residue 10's B-factor is its C-alpha pLDDT x 100 (two decimals in the column).
     read = frame.evaluate("window.flamino.atomsOf('A', 10).find(a => a.atom === 'CA').b")
     assert abs(read - 100 * reference.residue_plddt[9]) < 0.006
+    # #66 D2: drawn in AlphaFold's fixed bands (the untrained fold is 49-57: orange or yellow), the
+    # legend naming the four bands, never a scale stretched over the data.
+    from flamino_core.structure.confidence import plddt_colours
+
+    drawn = [frame.evaluate(f"window.flamino.drawnColour('A', {k + 1})") for k in range(len(SEQUENCE))]
+    assert drawn == plddt_colours(100 * reference.residue_plddt)
+    legend = frame.evaluate("document.getElementById('legend').innerText")
+    for band in ("very low (< 50)", "low (50-70)", "confident (70-90)", "very high (≥ 90)"):
+        assert band in legend
 
     pdb = _download(page, "Predicted structure (PDB, pLDDT as B-factors)", tmp_path)
     atoms = list(PDBParser(QUIET=True).get_structure("p", str(pdb)).get_atoms())
@@ -95,6 +110,8 @@ def test_saprot_scores_a_list_on_the_predicted_structure_masked_below_70(server,
                      f"{len(ABETA42)} masked for pLDDT < 70.").wait_for(timeout=3 * TIMEOUT_MS)
     page.locator('[data-testid="stDataFrame"]').first.wait_for()
     assert page.locator('[data-testid="stMetricValue"]').first.inner_text() == "3"  # scored
+    # #66 D6: every residue masked is said as what it means, in place
+    page.get_by_text("so these scores are sequence-only").wait_for()
     assert page.locator('[data-testid="stException"]').count() == 0
     assert outside == []
     page.context.close()

@@ -246,9 +246,10 @@ def test_a_structure_uploaded_on_the_input_page_is_the_record_and_the_structure_
     assert page.get_by_text("this looks like").count() == 0  # no longer refused as "not FASTA"
     sidebar = page.locator('[data-testid="stSidebar"]')
     sidebar.get_by_text(f"1GBT_A/16-245 ({len(chain):,} aa)").wait_for()
-    # The file numbers residues 16-245 with insertion codes and gaps (chymotrypsin numbering):
-    # the sidebar says the span and the length differ, and numbering starts at 16.
-    assert sidebar.get_by_text("numbering starts at 16 anyway").count() == 1
+    # The file numbers residues 16-245 with insertion codes and gaps (chymotrypsin numbering): the
+    # sidebar says the record is numbered as the file numbers it, not a warning about its own id (#66).
+    assert sidebar.get_by_text("numbered as its structure file numbers it").count() == 1
+    assert sidebar.get_by_text("but the sequence has").count() == 0
 
     _nav(page, "Structure").click()
     page.get_by_role("heading", name="Structure", exact=True).wait_for()

@@ -140,3 +140,15 @@ def test_fetch_of_an_ensemble_fetches_its_members(monkeypatch, capsys):
     assert main(["fetch", "esm1v_ensemble"]) == 2
     err = capsys.readouterr().err
     assert "esm1v_t33_650M_UR90S_1" in err and "flamino fetch esm1v_t33_650M_UR90S_1" in err
+
+
+def test_the_offline_message_offers_fair_esm_files_only_where_they_exist():
+    """#66 D7: SaProt's offline message suggested a fair-esm .pt with a contact-regression file;
+    SaProt has neither (no fair-esm release, no contact head), ESM-1v has the .pt without one."""
+    from flamino_core.weights.hub import offline_message
+
+    saprot = offline_message("SaProt_35M_AF2")
+    assert ".pt" not in saprot and "contact-regression" not in saprot and saprot.endswith("set HF_HOME to it.")
+    assert "esm1v_t33_650M_UR90S_1.pt and pass" in offline_message("esm1v_t33_650M_UR90S_1")
+    assert "contact-regression" not in offline_message("esm1v_t33_650M_UR90S_1")
+    assert "esm2_t6_8M_UR50D-contact-regression.pt" in offline_message("esm2_t6_8M_UR50D")

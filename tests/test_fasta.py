@@ -590,3 +590,19 @@ def test_a_source_after_the_limits_names_the_limit_that_was_reached():
     assert kept == (4, 0)
     assert [e.message for e in parsed.errors if e.source == "b.fa"] == [
         "not read: the inputs before it already hold the limit of 4 records"]
+
+
+def test_a_second_source_over_the_total_names_the_limit_in_force_not_what_was_left():
+    """Issue #67: 16 structure files read as one input were refused as "more than 500 residues in
+    total" under a 20,000-residue limit: the second source's reader was told what was left. The
+    message names the limit and what the sources before it hold."""
+    from flamino_core.inputs.fasta import parse_sources
+    from flamino_core.inputs.input_limits import InputLimits
+
+    first = "".join(f">a{i}\n{'MKTAYIAKQR' * 10}\n" for i in range(3))  # 300 residues
+    second = "".join(f">b{i}\n{'MKTAYIAKQR' * 10}\n" for i in range(3))
+    parsed, kept = parse_sources([("a.fa", first), ("b.fa", second)], limits=InputLimits(max_total_residues=350))
+    assert kept == (3, 0)
+    said = [e.message for e in parsed.errors if e.source == "b.fa"]
+    assert said == ["the input has more than 350 residues in total, the limit (the inputs before this one hold "
+                    "300); analysed the first 0 record(s) and dropped 3 (from 'b0' on)"]

@@ -95,3 +95,15 @@ def test_contacts_not_predicted_get_their_own_colour_and_a_legend_entry():
     # Without NaN there is nothing to explain: one trace, no legend.
     plain = figures.contact_map(np.nan_to_num(contacts), SEQ)
     assert len(plain.data) == 1 and not plain.layout.showlegend
+
+
+def test_every_head_thumbnail_has_numbered_axes_named_query_and_key():
+    """#66 D12: the per-head thumbnails had no tick labels and no axis names."""
+    grid = figures.attention_grid(RNG.random((7, 10, 10)), columns=5)  # two rows: 5 + 2
+    layout = grid.layout
+    axes = [layout[f"xaxis{'' if h == 0 else h + 1}"] for h in range(7)]
+    assert all(axis.showticklabels for axis in axes)
+    assert all(layout[f"yaxis{'' if h == 0 else h + 1}"].showticklabels for h in range(7))
+    # "key" under the lowest thumbnail of each column (heads 3-5 end row 1, 6-7 row 2); "query" on the left
+    assert [h + 1 for h, axis in enumerate(axes) if axis.title.text == "key"] == [3, 4, 5, 6, 7]
+    assert [h + 1 for h in range(7) if layout[f"yaxis{'' if h == 0 else h + 1}"].title.text == "query"] == [1, 6]

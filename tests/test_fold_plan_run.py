@@ -37,10 +37,10 @@ def test_a_device_the_estimate_finds_short_keeps_the_trained_length_and_says_so(
     weights are 13.1 GiB); the limit stays 1,022 (what folded before still does) and says it."""
     v1 = FoldConfig.esmfold_v1()
     chip = int(15.75 * 2**30)
-    fits = prediction.device_fold_limit(v1, chip)
+    fits = prediction.device_fold_limit(v1, chip, platform="tpu")
     assert 64 < fits < prediction.TRAINED_RESIDUES
-    assert prediction.device_fold_limit(v1, chip, stem_precision="bf16") > fits  # half the stem's bytes
-    longest, where = prediction.fold_length_limit(v1, chip, "the chip's 15.8 GiB free")
+    assert prediction.device_fold_limit(v1, chip, stem_precision="bf16", platform="tpu") > fits  # half the stem
+    longest, where = prediction.fold_length_limit(v1, chip, "the chip's 15.8 GiB free", platform="tpu")
     assert longest == prediction.TRAINED_RESIDUES and f"hold {fits:,}" in where
 
 

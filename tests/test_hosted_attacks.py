@@ -255,7 +255,7 @@ def test_hosted_limits_cap_the_inflated_size_atoms_and_models(hosted):
     limits = current_limits()
     assert limits.input_limits().max_decompressed_bytes == 5 * limits.max_upload_bytes
     assert limits.structure_limits() == {"max_bytes": 5_000_000, "max_atoms": 100_000, "max_models": 100,
-                                         "max_chains": 1_000}
+                                         "max_chains": 200}
 
 
 def test_a_gzipped_fasta_bomb_is_refused_on_the_input_page(hosted):

@@ -7,6 +7,7 @@ classes (the issue's 19 kB table), and the shared assay's first rows.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -101,6 +102,31 @@ def test_a_running_fit_stops_within_a_second_of_cancel_not_at_its_end():
         assert worker.pid is None  # killed, not left fitting
     # 2 s to the cancel, then at most a poll and the kill; the whole fit takes far longer here.
     assert stopped < 2.0 + 2.0, f"stopped {stopped:.1f} s after the start"
+
+
+def test_the_fits_stage_is_said_before_its_first_fit_runs():
+    """Issue #67: the fits' progress was first reported after the first fit, so the progress line
+    described the model passes' stage ("about 5 seconds left") for the minutes a 51-class fit's
+    first fit took. The job now enters the fits' stage, at 0 of its work, before any fit runs."""
+    from flamino_core.jobs import Job
+    from flamino_core.predictors.fit_plan import UNIT, _Fitting
+    from flamino_core.predictors.table_fit import FitSteps
+
+    table = parse_labelled_table(classes_table(60, 12, 3), "label")
+    planned = planned_fits(table, feature_sets(table, False), None)
+    job = Job("fit", "model passes (one-hot)", total=60)
+    job.progress(60, 60)
+    fitting = _Fitting(job, lambda: False, contextlib.nullcontext, None)
+    seen = []
+
+    def run_fit(fit):
+        seen.append((job.unit, job.done, job.total))
+        return fit()
+
+    steps = FitSteps(planned.fits, fitting.each_fit, None, run_fit, planned, fitting.fits)
+    steps(lambda: None)
+    assert seen == [(UNIT, 0, planned.fits)]
+    assert job.unit == UNIT and job.done == 1
 
 
 def test_the_worker_does_not_run_the_servers_main_script(tmp_path):

@@ -321,7 +321,7 @@ def test_the_chain_cap_holds_on_the_input_page(hosted, tmp_path):
     at.file_uploader[0].set_value([(file.name, file.read_bytes(), "text/plain")]).run()
     assert time.perf_counter() - started < 10  # the page's whole rerun (AppTest's own cost included)
     assert not at.exception
-    assert any("has 15,000 chains; this server reads structures of up to 1,000 chains" in unescaped(e.value)
+    assert any("has 15,000 chains; this server reads structures of up to 200 chains" in unescaped(e.value)
                for e in at.error), [e.value for e in at.error]
 
 

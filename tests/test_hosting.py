@@ -155,6 +155,49 @@ def test_queued_jobs_run_in_arrival_order():
     assert queue.running == 0 and queue.waiting == 0
 
 
+def test_visitors_take_turns_a_visitors_second_job_after_every_others_first():
+    """Issue #67: visitor a runs a job and queues two more, then b, c and d queue one each (arrival
+    order a, a, b, c, d). Served in turn: b, c, d (never served) before a's next, then a's last;
+    the places shown at queueing say so (a's jobs move back as others arrive). First come, first
+    served, a's three folds held every other visitor's work for their whole length."""
+    queue = HeavyJobQueue(workers=1, max_waiting=6)
+    finished, places = [], {}
+    release, holding = threading.Event(), threading.Event()
+    arrivals = [("a", 1), ("a", 2), ("b", 1), ("c", 1), ("d", 1)]
+    queued = {name: threading.Event() for name in arrivals}
+
+    def first():
+        with queue.slot(timeout=30, visitor="a"):
+            holding.set()
+            release.wait(30)
+        finished.append(("a", 0))
+
+    def job(name):
+        def on_wait(seconds, place):
+            places.setdefault(name, place)
+            queued[name].set()
+
+        with queue.slot(timeout=30, on_wait=on_wait, poll=0.005, visitor=name[0]):
+            finished.append(name)
+
+    threads = [threading.Thread(target=first)]
+    threads[0].start()
+    assert holding.wait(10)
+    for name in arrivals:
+        thread = threading.Thread(target=job, args=(name,))
+        thread.start()
+        threads.append(thread)
+        assert queued[name].wait(10)
+    # Shown when each queued: a1 1st; a2 2nd; b1 ahead of both of a's (a was served last): 1st; c, d next.
+    assert places == {("a", 1): 1, ("a", 2): 2, ("b", 1): 1, ("c", 1): 2, ("d", 1): 3}
+    assert [queue.place(ticket) for ticket in range(5)] == [4, 5, 1, 2, 3]  # where each stands now
+    release.set()
+    for thread in threads:
+        thread.join(30)
+    assert finished == [("a", 0), ("b", 1), ("c", 1), ("d", 1), ("a", 1), ("a", 2)]
+    assert queue.running == 0 and queue.waiting == 0
+
+
 def test_a_job_leaving_the_queue_moves_the_others_up():
     queue = HeavyJobQueue(workers=1, max_waiting=3)
     places = {"b": [], "c": []}
@@ -295,3 +338,39 @@ def test_weights_are_loaded_without_pickles_or_server_paths_when_hosted(monkeypa
     limits = current_limits()
     assert weights_permissions("/any/path", limits) == {"allow_local_paths": False, "allow_pickle": False}
     assert weights_permissions(OPERATOR_MODEL, limits) == {"allow_local_paths": True, "allow_pickle": False}
+
+
+def test_server_side_downloads_are_bounded_one_per_visitor(monkeypatch):
+    """Issue #67: a PDB/AlphaFold DB/UniProt download ran in the visitor's session, unbounded. Hosted,
+    two run at once, one per visitor; a visitor's second is refused at once in words, a third
+    visitor waits ``FETCH_WAIT_S`` for a turn and is then refused."""
+    monkeypatch.setattr(heavy_jobs, "_FETCHES", None)
+    monkeypatch.setattr(heavy_jobs, "FETCH_WAIT_S", 0.2)
+    monkeypatch.setenv("FLAMINO_HOSTED", "1")
+    who = threading.local()
+    monkeypatch.setattr(heavy_jobs, "visitor_key", lambda: who.name)
+    release, holding = threading.Event(), [threading.Event(), threading.Event()]
+
+    def download(index: int, name: str):
+        who.name = name
+        with heavy_jobs.fetch_turn():
+            holding[index].set()
+            release.wait(10)
+
+    threads = [threading.Thread(target=download, args=(i, name)) for i, name in enumerate(("a", "b"))]
+    for thread, held in zip(threads, holding):
+        thread.start()
+        assert held.wait(10)
+    who.name = "a"
+    with pytest.raises(QueueFull, match="you already have a download from this server running"):
+        with heavy_jobs.fetch_turn():
+            pytest.fail("a second download of one visitor ran")
+    who.name = "c"
+    with pytest.raises(QueueFull, match=r"the server is downloading for other visitors \(waited too long"):
+        with heavy_jobs.fetch_turn():
+            pytest.fail("a third download ran beside two")
+    release.set()
+    for thread in threads:
+        thread.join(10)
+    with heavy_jobs.fetch_turn():  # free again
+        assert heavy_jobs.fetch_queue().running == 1

@@ -165,7 +165,7 @@ def test_the_command_line_refuses_structure_numbering_for_a_plain_fasta(tmp_path
 
 
 def test_the_variants_page_scores_s195a_in_the_structures_numbering(reference, monkeypatch, tmp_path):
-    from test_app import assert_clean, open_page, settle, start, upload
+    from test_app import assert_clean, figures, open_page, settle, start, unescaped, upload
 
     # test_app's app settings (its ``environment`` fixture): the untrained model, offline.
     monkeypatch.setenv("FLAMINO_CACHE", str(tmp_path / "cache"))
@@ -185,9 +185,23 @@ def test_the_variants_page_scores_s195a_in_the_structures_numbering(reference, m
     by_structure = scored("S195A, H57A")
     assert list(by_structure["mutant"]) == ["S195A", "H57A"]
     assert list(by_structure["variant"]) == names and list(by_structure[COLUMN]) == ["S195A", "H57A"]
+    # #66 D4: by default every scale says 195 (the structure's number), never the record's 192:
+    # the table's positions, the From/To filters' bounds, the substitution map's axis and marks.
+    assert list(by_structure["positions"]) == ["195", "57"]
+    low, high = at.number_input(key="_w_vfrom"), at.number_input(key="_w_vto")
+    assert (low.min, low.value, high.max, high.value) == (16, 16, 245, 245)
+    low.set_value(100)
+    settle(at.run(), start=True)
+    assert list(at.dataframe[0].value["mutant"]) == ["S195A"]  # H57A is below 100 as 1GBT numbers it
+    marked = next(t for t in figures(at)[0]["data"] if t.get("name") == "your variants")
+    assert sorted(marked["x"]) == ["H57", "S195"]
+    # No warning about the id the app built from the file (1GBT_A/16-245 for 223 residues).
+    assert not any("but the sequence has" in unescaped(c.value) for c in at.sidebar.caption)
+    low.set_value(16)
     at.radio(key="_w_vnumbering").set_value("sequence")
     by_sequence = scored(", ".join(names))
     assert list(by_sequence[COLUMN]) == ["S195A", "H57A"]
+    assert list(by_sequence["positions"]) == [names[0][1:-1], names[1][1:-1]]  # asked for: the record's
     # The same list means other residues under the other choice: the page's link says which.
     linked = {k: v[-1] if isinstance(v, list) else v for k, v in dict(at.query_params).items()}
     assert linked.get("vnumbering") == "sequence"

@@ -83,6 +83,13 @@ def test_predict_shows_the_fold_by_plddt_its_pae_and_downloads_biopython_reads_b
 
     first_scene = json.loads(shown[0].proto.json_args)["scene"]
     np.testing.assert_allclose([r["value"] for r in first_scene["residues"]], plddt, atol=1e-3)
+    # #66 D2: pLDDT in AlphaFold's fixed bands (the untrained fold is 49-57: orange and yellow only).
+    from flamino_core.structure.confidence import plddt_colours
+
+    assert [r["colour"] for r in first_scene["residues"]] == plddt_colours(plddt)
+    assert [b["colour"] for b in first_scene["legend"]["bands"]] == ["#ff7d45", "#ffdb13", "#65cbf3", "#0053d6"]
+    track = next(f for f in figures(at) if "pLDDT per residue" in f["layout"]["title"]["text"])
+    assert track["layout"]["yaxis"]["range"] == [0, 100]
     pae = next(f for f in figures(at) if "Predicted aligned error" in f["layout"]["title"]["text"])
     z = np.array([values(row) for row in pae["data"][0]["z"]]) if isinstance(pae["data"][0]["z"], list) \
         else np.array(values(pae["data"][0]["z"])).reshape(len(ABETA42), -1)
@@ -90,7 +97,8 @@ def test_predict_shows_the_fold_by_plddt_its_pae_and_downloads_biopython_reads_b
     # Downloads: the PDB's coordinates and B-factors (pLDDT x 100) as Biopython reads them.
     pdb_name, pdb_data = handed["prediction_pdb"]
     cif_name, cif_data = handed["prediction_cif"]
-    assert pdb_name.endswith(".pdb") and cif_name.endswith(".cif")
+    # #66 D3: named by the record and the fold model that made them, not the sidebar's random:tiny
+    assert (pdb_name, cif_name) == ("abeta42_esmfold-tiny.pdb", "abeta42_esmfold-tiny.cif")
     exists = reference.atom37_exists > 0.5
     for parser, text in ((PDBParser(QUIET=True), built(pdb_data)), (MMCIFParser(QUIET=True), built(cif_data))):
         atoms = list(parser.get_structure("p", io.StringIO(text)).get_atoms())
@@ -125,6 +133,9 @@ def test_a_second_session_reads_the_fold_from_the_store_without_a_job():
     assert len(background.every_job()) == before
     assert not any(b.label == PREDICT for b in again.button)
     assert any("Predicted aligned error" in f["layout"]["title"]["text"] for f in figures(again))
+    # #66 D10: the share note says what happened here: the stored fold appeared on its own
+    assert any("sees it again at once" in unescaped(c.value) for c in again.caption)
+    assert not any("presses Predict" in unescaped(c.value) for c in again.caption)
 
 
 def test_a_hosted_server_refuses_a_fold_over_its_limit_before_work(monkeypatch):
@@ -137,6 +148,40 @@ def test_a_hosted_server_refuses_a_fold_over_its_limit_before_work(monkeypatch):
     assert any("this server folds 40 at most" in unescaped(e.value) and "pair state" in e.value for e in at.error)
     assert not any(b.label == PREDICT for b in at.button)
     assert len(background.every_job()) == before
+
+
+def test_a_hosted_server_refuses_a_fold_over_its_time_budget_before_work(monkeypatch):
+    """Issue #67: a fold estimated past ``FLAMINO_MAX_FOLD_SECONDS`` is refused in words, with no
+    Predict button and no job (as a fit over its budget is)."""
+    from app_pages._ui.server import background
+
+    monkeypatch.setenv("FLAMINO_HOSTED", "1")
+    monkeypatch.setenv("FLAMINO_MAX_FOLD_SECONDS", "1")  # any fold not compiled yet is estimated at 10 s or more
+    before = len(background.every_job())
+    at = structure_page()
+    assert any("over the 1 s this server gives one fold" in unescaped(e.value) for e in at.error)
+    assert not any(b.label == PREDICT for b in at.button)
+    assert len(background.every_job()) == before
+
+
+def test_a_hosted_fold_runs_in_the_fold_worker_not_the_server(monkeypatch):
+    """Issue #67 row 2: hosted, Predict folds in the server's fold worker (another process) and the
+    page holds its result as it holds one made here."""
+    from flamino_core.structure.folding import fold_worker
+
+    monkeypatch.setenv("FLAMINO_HOSTED", "1")
+    monkeypatch.setattr(fold_worker, "_RUNNER", None)
+    at = structure_page()
+    next(b for b in at.button if b.label == PREDICT).click()
+    settle(at.run())
+    assert_clean(at)
+    runner = fold_worker.fold_runner()
+    try:
+        assert runner.pid is not None and runner.compiled(fold_worker.FoldRequest(
+            "random:esmfold-tiny", "fp32", ABETA42).shape_key)
+        assert any("Predicted aligned error" in f["layout"]["title"]["text"] for f in figures(at))
+    finally:
+        runner.close()
 
 
 def test_another_record_is_offered_its_own_prediction_not_shown_the_first_ones():
@@ -184,7 +229,52 @@ def test_saprot_scores_a_list_on_the_predicted_structure_masked_below_70(monkeyp
     said = [unescaped(c.value) for c in at.caption if unescaped(c.value).startswith("Structure-aware:")]
     assert said == [f"Structure-aware: abeta42_esmfold.pdb chain A: 0 of {len(ABETA42)} residues "
                     f"structure-aware; {len(ABETA42)} masked for pLDDT < 70."]
+    # #66 D6: every residue masked is said as what it means: the scores are sequence-only
+    assert any("Every residue of abeta42_esmfold.pdb is masked (pLDDT < 70), so these scores are sequence-only"
+               in unescaped(w.value) for w in at.warning)
     engine = Engine(load_weights("random:tiny-saprot"))
     variants, _ = parse_mutations(mutations, ABETA42)
     core = score_variants(engine, ABETA42, variants, "masked-marginals", structure=tokens.letters).table
     np.testing.assert_allclose(at.dataframe[0].value["score"].to_numpy(float), core["score"].to_numpy(float), atol=1e-6)
+
+
+def test_a_variants_structure_is_folded_beside_the_wild_type_superposed_with_its_table(handed):
+    """#66 item 3 on Variant effects: the list's first variant offered, the caveat and its source in
+    place, the wild type and the variant folded as jobs (the same model and settings), the 3D view
+    of the variant coloured by its C-alpha displacement over the wild type, the tracks, and the
+    downloads: the table equals the core's comparison of folds made here directly."""
+    import json
+
+    import pandas as pd
+    from test_app_variants import type_list
+
+    from flamino_core.model.esmfold.predict import fold_sequence
+    from flamino_core.numbering import Numbering
+    from flamino_core.structure.folding import variant_structures as vs
+    from flamino_core.weights.esmfold import load_fold_model
+
+    at = start()
+    paste(at, f">abeta42\n{ABETA42}\n")
+    at = type_list(open_page(at, "variants"), "F19P")
+    assert_clean(at)
+    assert any("Feldman, Brogi and Skolnick 2026" in unescaped(w.value) for w in at.warning)
+    assert at.text_input(key="_w_vfold").value == "F19P"
+    next(b for b in at.button if b.label == "Fold the wild type and 1 variant").click()
+    settle(at.run())
+    assert_clean(at)
+    model = load_fold_model("random:esmfold-tiny")[0]
+    (variant,) = vs.substitution_variants("F19P", ABETA42)
+    expected = vs.compare(fold_sequence(model, ABETA42), fold_sequence(model, variant.apply(ABETA42)), variant,
+                          Numbering(1))
+    name, data = handed["variant_fold_csv"]
+    assert name == "abeta42_esmfold-tiny_variants.csv"
+    table = pd.read_csv(io.StringIO(built(data)))
+    # The same XLA program on the same CPU, the stored float32 arrays: displacements to 1e-3 A
+    np.testing.assert_allclose(table["ca_displacement"], expected.table["ca_displacement"], atol=1e-3)
+    assert table["contacts_gained"].tolist() == expected.table["contacts_gained"].tolist()
+    shown = [s for s in at.get("component_instance") if "flamino_molecule" in s.proto.component_name]
+    view = json.loads(shown[-1].proto.json_args)["scene"]
+    assert view["chain"] == "A" and view["chosen"]["key"] == "A|19|"
+    np.testing.assert_allclose([r["value"] for r in view["residues"]], expected.table["ca_displacement"], atol=1e-3)
+    assert any("against the wild type" in f["layout"]["title"]["text"] for f in figures(at))
+    assert handed["variant_fold_mt_pdb"][0] == "abeta42_esmfold-tiny_F19P.pdb"

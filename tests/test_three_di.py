@@ -69,6 +69,38 @@ def test_predicted_structure_masks_low_plddt():
                                 "189 masked for pLDDT < 70"
     unmasked = three_di.structure_tokens(sequence, parsed, "A", predicted=False)
     assert unmasked.letters == letters.lower() and unmasked.low_confidence == 0
+    # #66 D6: which positions, not only how many, as runs in the record's numbering
+    low = [i for i, p in enumerate(plddt) if p < 70]
+    assert list(tokens.masked) == low and not tokens.all_masked and unmasked.masked == ()
+    runs = tokens.masked_ranges().split(", ")
+    named = [int(n) - 1 for run in runs for n in range(int(run.split("-")[0]), int(run.split("-")[-1]) + 1)]
+    assert named == low and runs[0] == "1"  # residue 1 alone, then 173 onwards
+    from flamino_core.numbering import Numbering
+
+    shifted = [f"{int(a) + 100}-{int(b) + 100}" for a, b in [runs[1].split("-")]]
+    assert tokens.masked_ranges(Numbering(101)).split(", ")[:2] == ["101", *shifted]
+
+
+def test_every_residue_masked_is_said_to_be_sequence_only():
+    """A fold unsure everywhere (the untrained test fold: pLDDT 49-57) masks every residue: the
+    tokens say so, so the pages can warn that the scores are then the sequence's alone."""
+    import io
+
+    from Bio.PDB import PDBIO
+
+    parsed = read_structure(AF_MODEL)
+    for atom in parsed.model(0).get_atoms():
+        atom.set_bfactor(55.0)
+    out = io.StringIO()
+    writer = PDBIO()
+    writer.set_structure(parsed.model(0))
+    writer.save(out)
+    from flamino_core.structure import parse_structure_bytes
+
+    unsure = parse_structure_bytes(out.getvalue().encode(), "unsure.pdb")
+    sequence = chain_residues(parsed, "A").sequence
+    tokens = three_di.structure_tokens(sequence, unsure, "A", predicted=True)
+    assert tokens.all_masked and tokens.masked_ranges() == "1-432" and set(tokens.letters) == {"#"}
 
 
 def test_without_a_structure_every_residue_is_hash():

@@ -177,3 +177,12 @@ def test_a_resume_on_a_busier_machine_says_a_time_left_that_falls_as_the_work_is
     assert 1 / 1.5 <= (900 * 3.0) / at_tenth <= 1.5, at_tenth
     falls = [before - after for (_, before), (done, after) in zip(said, said[1:]) if done >= 150]
     assert min(falls) >= 15.0, falls
+
+
+def test_a_duration_under_two_minutes_is_said_in_seconds_not_rounded_to_a_minute():
+    """#66 D8: Start said 89 s (its own caption: 0.48 s x 186) as "about 1 minute"."""
+    from flamino_core.jobs.status import about
+
+    assert about(89) == "about 90 seconds" and about(42) == "about 40 seconds"
+    assert about(61) == "about 60 seconds" and about(112) == "about 110 seconds"
+    assert about(130) == "about 2 minutes" and about(3 * 3600 + 600) == "about 3 hours 10 minutes"

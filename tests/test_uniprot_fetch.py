@@ -89,12 +89,21 @@ def test_the_input_page_fetches_a_pasted_accession_and_says_when_it_cannot(unipr
     accession, record = next(iter(_records().items()))
     monkeypatch.setattr(uniprot_fetch, "UNIPROT_REST", f"http://127.0.0.1:{_closed_port()}/uniprotkb")
     at = paste(start(), accession)
-    assert any(f"{accession} is a UniProt accession" in i.value for i in at.info)
-    at = next(b for b in at.button if b.label == f"Fetch {accession} from UniProt").click().run()
-    assert any("may be offline" in e.value for e in at.error)  # offline: said, the text kept
+    # #66 D11: UniProt out of reach: said at once, with no Fetch button whose press can only fail
+    assert any(f"{accession} is a UniProt accession" in i.value and "cannot reach UniProt" in i.value
+               for i in at.info)
+    assert not any(b.label == f"Fetch {accession} from UniProt" for b in at.button)
     assert at.text_area(key="_w_fasta_text").value == accession
 
     monkeypatch.setattr(uniprot_fetch, "UNIPROT_REST", uniprot)
+    at = at.run()
+    # Reachable, yet the fetch fails (the server goes away between the offer and the press): said.
+    monkeypatch.setattr(uniprot_fetch, "UNIPROT_REST", f"http://127.0.0.1:{_closed_port()}/gone")
+    at = next(b for b in at.button if b.label == f"Fetch {accession} from UniProt").click().run()
+    assert any("may be offline" in e.value for e in at.error)  # said, the text kept
+    assert at.text_area(key="_w_fasta_text").value == accession
+    monkeypatch.setattr(uniprot_fetch, "UNIPROT_REST", uniprot)
+    at = at.run()
     at = next(b for b in at.button if b.label == f"Fetch {accession} from UniProt").click().run()
     assert_clean(at)
     assert at.text_area(key="_w_fasta_text").value.strip() == record.strip()

@@ -9,7 +9,7 @@
   (``reading``, ``uploads``), the first residue's number and a hosted window of a long record
   (``numbering``), the sidebar's model picker and the engine's loading (``model_picker``,
   ``model_loading``).
-- ``server``: what this server allows (``policy``), the first-come-first-served queue for heavy
+- ``server``: what this server allows (``policy``), the queue for heavy
   jobs (``heavy_jobs``), long work as background jobs with its cost first, progress, Cancel and
   the sidebar's list (``background``, ``jobs_panel``), a byte-bounded cache (``byte_cache``).
 - ``results``: one record's model results through the store or cached (``one_record``), masked

@@ -31,7 +31,8 @@ __all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "UserError", "build_parser",
 COMMAND_MODULES = ("models", "embed", "score", "variants", "predict", "suggest", "campaign", "contacts", "fold",
                    "batch_jobs")
 # Each command and the module that declares it.
-COMMANDS = {"fetch": "models", "convert": "models", "embed": "embed", "score": "score", "variants": "variants",
+COMMANDS = {"fetch": "models", "convert": "models", "models": "models",
+            "embed": "embed", "score": "score", "variants": "variants",
             "dms": "variants", "fit": "predict", "predict": "predict", "suggest": "suggest",
             "campaign": "campaign", "contacts": "contacts", "fold": "fold", "batch": "batch_jobs"}
 

@@ -36,6 +36,10 @@ def cmd_fold(args) -> int:
     if is_esmfold2(args.model):  # ESMFold2: mmCIF files, complexes (cli/fold2.py)
         from flamino_core.cli.fold2 import cmd_fold2
 
+        if args.mutations:
+            raise UserError("--mutations: a variant's structure is folded with ESMFold (v1) models for now, "
+                            "not ESMFold2")
+
         return cmd_fold2(args)
     given = [f"--{name}" for name in ESMFOLD2_ONLY if getattr(args, name) not in (None, False)]
     if given:
@@ -48,6 +52,12 @@ def cmd_fold(args) -> int:
         raise UserError(f"--max-residues {args.max_residues}: at least one residue")
     records, had_errors = read_fasta_argument(args, windowed=False)  # folded whole: the plan says it
     enable_compilation_cache()  # one compilation per bucket, kept for the next run as every command's
+    if args.mutations:  # the wild type and its variants, superposed (#66: cli/fold_mutations.py)
+        from flamino_core.cli import fold_mutations
+
+        model, is_random = _load(args)
+        Path(args.output).mkdir(parents=True, exist_ok=True)
+        return fold_mutations.run(args, model, is_random, records, _write_table)
     room = memory_room()  # before the weights arrive: the plan counts them in each fold's memory
     config, model, is_random = _known_config(args.model), None, False
     if config is None:  # a folder without a readable config.json: the loader says what is wrong
@@ -108,12 +118,13 @@ def _known_config(identifier: str):
 def _plan(config, records, out: Path, args, memory: tuple[int | None, str]):
     """The run's plan (``fold_run.plan_run``) and the model's store key: the length limit is the
     core's (``prediction.fold_length_limit``), or ``--max-residues`` where lower."""
+    from flamino_core.engine import hardware
     from flamino_core.structure.folding.fold_run import plan_run
     from flamino_core.structure.folding.prediction import fold_length_limit, model_key
 
     chunk = args.chunk_size or None
     room, host = memory
-    longest, where = fold_length_limit(config, room, host, chunk, args.stem_precision)
+    longest, where = fold_length_limit(config, room, host, chunk, args.stem_precision, hardware.detect().platform)
     device = ""
     if args.max_residues is not None and args.max_residues < longest:
         device = f"this device: {longest:,} {where}"
@@ -191,4 +202,11 @@ def add_parsers(sub) -> None:
     two.add_argument("--steps", type=int, default=None,
                      help="the noise schedule's length before its cap (default: the model's)")
     two.add_argument("--pdb", action="store_true", help="also write DIR/<name>.pdb where the complex fits PDB")
+    fold.add_argument("--mutations", default=None, metavar="E6V[,...]", help=fold_mutations_help())
     fold.set_defaults(call=cmd_fold)
+
+
+def fold_mutations_help() -> str:
+    from flamino_core.cli.fold_mutations import HELP
+
+    return HELP

@@ -1,4 +1,5 @@
-"""``flamino fetch`` and ``flamino convert``: published checkpoints into the local cache."""
+"""``flamino fetch`` and ``flamino convert``: published checkpoints into the local cache;
+``flamino models``: the published checkpoints flamino names, each with its weights' licence."""
 
 from __future__ import annotations
 
@@ -49,6 +50,25 @@ def cmd_convert(args) -> int:
     return EXIT_OK
 
 
+def cmd_models(args) -> int:
+    """One paragraph per published checkpoint: name, family, size, shape, Hub repository,
+    whether it is cached here, and its weights' licence as its card gives it (docs/models.md)."""
+    from flamino_core.model.families import ENSEMBLES, PRESETS
+    from flamino_core.weights.model_cache import cached_presets
+
+    cached = cached_presets()
+    for name, preset in PRESETS.items():
+        if args.family and preset.family != args.family:
+            continue
+        here = "cached" if name in cached else "not cached"
+        print(f"{name}  {preset.title} {preset.size}, {preset.layers} layers x {preset.dim}, "
+              f"https://huggingface.co/{preset.repo} ({here})\n    licence: {preset.licence}")
+    if not args.family:
+        for name, ensemble in ENSEMBLES.items():
+            print(f"{name}  {ensemble.title}: {', '.join(ensemble.members)}")
+    return EXIT_OK
+
+
 def add_parsers(sub) -> None:
     fetch = sub.add_parser("fetch", help="download a published model and cache it")
     fetch.add_argument("name")
@@ -58,3 +78,9 @@ def add_parsers(sub) -> None:
     convert.add_argument("source", help="local HF model folder, fair-esm .pt file, or preset name")
     convert.add_argument("-o", "--output", help="output folder (default: <source name>-flamino)")
     convert.set_defaults(call=cmd_convert)
+
+    models = sub.add_parser("models", help="list the published models flamino names, with their weights' licences")
+    from flamino_core.model.families import FAMILIES
+
+    models.add_argument("--family", choices=list(FAMILIES), help="only this family's checkpoints")
+    models.set_defaults(call=cmd_models)

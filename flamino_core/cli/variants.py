@@ -75,6 +75,10 @@ def structure_letters(args, sequence: str, engine) -> str | None:
     except StructureError as err:
         raise UserError(f"--structure {args.structure}: {err}") from None
     say(f"structure: {tokens.describe()}")
+    if tokens.all_masked:  # #66 D6: then SaProt reads '#' everywhere, as without --structure
+        say(f"warning: every residue of {tokens.structure} is masked (pLDDT < 70): the scores are sequence-only")
+    elif tokens.masked:
+        say(f"masked for pLDDT < 70 (sequence positions): {tokens.masked_ranges()}")
     return tokens.letters
 
 

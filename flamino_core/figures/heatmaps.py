@@ -236,8 +236,8 @@ def attention_grid(
         rows=rows,
         cols=columns,
         subplot_titles=[f"head {h + 1}" for h in range(heads)],
-        horizontal_spacing=0.02,
-        vertical_spacing=0.06 if rows > 1 else 0.1,
+        horizontal_spacing=0.04,
+        vertical_spacing=0.1 if rows > 1 else 0.12,
     )
     step = max(-(-maps.shape[-1] // max_size), 1)
     small = block_mean(maps, max_size)
@@ -254,15 +254,22 @@ def attention_grid(
             row=h // columns + 1,
             col=h % columns + 1,
         )
-    fig.update_xaxes(showticklabels=False)
-    fig.update_yaxes(showticklabels=False, autorange="reversed")
+    # Each thumbnail's axes carry a few residue numbers (#66 D12: they had none, so a stripe could
+    # not be placed); the first column says "query", the last row "key".
+    small_ticks = {"showticklabels": True, "nticks": 4, "tickfont": {"size": 9}}
+    fig.update_xaxes(**small_ticks)
+    fig.update_yaxes(**small_ticks, autorange="reversed")
     for h in range(heads):  # square thumbnails
         suffix = "" if h == 0 else str(h + 1)
         fig.update_layout({f"yaxis{suffix}": {"scaleanchor": f"x{suffix}", "constrain": "domain"}})
+        if h % columns == 0:
+            fig.update_layout({f"yaxis{suffix}": {"title": {"text": "query", "font": {"size": 10}}}})
+        if h // columns == rows - 1 or h + columns >= heads:  # the lowest thumbnail of its column
+            fig.update_layout({f"xaxis{suffix}": {"title": {"text": "key", "font": {"size": 10}}}})
     colour = {"colorscale": "RdBu_r", "cmid": 0} if diverging else {"colorscale": "Blues", "cmin": 0}
     fig.update_layout(coloraxis=colour)
     note = f" (averaged in {step}×{step} blocks)" if step > 1 else ""
-    return _layout(fig, (title or "All heads") + note, height=170 * rows + 80)
+    return _layout(fig, (title or "All heads") + note, height=190 * rows + 90)
 
 
 def contact_map(contacts: np.ndarray, sequence: str, title: str = "", numbering: Numbering = Numbering()) -> go.Figure:

@@ -11,7 +11,7 @@ from flamino_core.doors import lazy_door
 _EXPORTS = {
     **dict.fromkeys(["InputIssue", "ParsedInput", "ProteinRecord", "parse_sources", "to_fasta"], "fasta"),
     **dict.fromkeys(["InputLimits", "MAX_GUNZIP_BYTES"], "input_limits"),
-    **dict.fromkeys(["Numbering", "first_number"], "numbering"),
+    **dict.fromkeys(["Numbering", "first_number", "record_span"], "numbering"),
     **dict.fromkeys(["TableError", "TableLimits", "size_problem", "table_text"], "tables"),
 }
 __all__, __getattr__, __dir__ = lazy_door(__name__, _EXPORTS)

@@ -80,6 +80,7 @@ def iter_records(
         bare_sequence, set() if used_ids is None else used_ids, first_number,
         limits.max_records, limits.max_residues_per_record, limits.max_total_residues, allow_nucleotides,
     )
+    reader.spent = limits.spent_residues
     lines = _lines(source)
     try:
         yield from reader.read(lines)
@@ -132,6 +133,7 @@ class _Reader:
         self.seen = 0  # records found, including those past max_records
         self.kept = self.residues = self.dropped = 0
         self.first_dropped: str | None = None
+        self.spent = 0  # residues of the inputs read before this one (the limit in force is max_total + spent)
 
     def read(self, raw_lines: Iterator[str]) -> Iterator[CheckedRecord | InputIssue]:
         raw_head: list[str] = []
@@ -247,7 +249,8 @@ class _Reader:
             yield InputIssue(
                 None,
                 f"the input has {self.seen:,} records; at most {self.max_records:,} records and "
-                f"{self.max_total:,} residues in total are analysed at a time: the first {self.kept:,} were "
+                f"{self.max_total + self.spent:,} residues in total are analysed at a time{self._before()}: "
+                f"the first {self.kept:,} were "
                 f"analysed, {self.seen - self.max_records + self.dropped:,} dropped (from '{self.first_dropped}' on)",
                 "error",
             )
@@ -262,10 +265,14 @@ class _Reader:
         if self.dropped:
             yield InputIssue(
                 None,
-                f"the input has more than {self.max_total:,} residues in total; analysed the first "
+                f"the input has more than {self.max_total + self.spent:,} residues in total, the "
+                f"limit{self._before()}; analysed the first "
                 f"{self.kept:,} record(s) and dropped {self.dropped:,} (from '{self.first_dropped}' on)",
                 "error",
             )
+
+    def _before(self) -> str:
+        return f" (the inputs before this one hold {self.spent:,})" if self.spent else ""
 
 
 def _comment_note(comments: int) -> tuple[str, ...]:

@@ -24,6 +24,10 @@ class InputLimits:
     max_residues_per_record: int | None = None
     max_total_residues: int | None = None
     max_decompressed_bytes: int = MAX_GUNZIP_BYTES
+    # Residues the inputs read before this one hold (``after``): messages name the limit in force,
+    # ``max_total_residues`` + this, not what was left of it (issue #67: "more than 500 residues in
+    # total" where the limit was 20,000 and earlier files held 19,500).
+    spent_residues: int = 0
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -38,6 +42,7 @@ class InputLimits:
             self,
             max_records=None if self.max_records is None else self.max_records - records,
             max_total_residues=None if self.max_total_residues is None else max(self.max_total_residues - residues, 0),
+            spent_residues=self.spent_residues + residues,
         )
 
 

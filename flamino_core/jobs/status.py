@@ -24,9 +24,13 @@ ENDED = ("cancelled", "stopped", "failed", "measured", "done")
 
 
 def about(seconds: float) -> str:
-    """A duration for people: ``about 40 seconds``, ``about 24 minutes``, ``about 1 hour 10 minutes``."""
+    """A duration for people: ``about 40 seconds``, ``about 90 seconds``, ``about 24 minutes``,
+    ``about 1 hour 10 minutes``. Under two minutes in 10-second steps: whole minutes there say
+    89 s as "about 1 minute" (#66 D8), a third off; from 2 minutes on, a minute is at most 25%."""
     if seconds < 50:
         return f"about {max(5, round(seconds / 5) * 5)} seconds"
+    if seconds < 115:
+        return f"about {round(seconds / 10) * 10} seconds"
     minutes = round(seconds / 60)
     if minutes < 60:
         return f"about {max(minutes, 1)} minute{'' if max(minutes, 1) == 1 else 's'}"

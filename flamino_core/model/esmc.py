@@ -26,7 +26,7 @@ from flamino_core.model.config import ModelConfig
 from flamino_core.model.esm2 import gelu, take_tokens
 from flamino_core.model.rotary import RotaryEmbedding
 from flamino_core.model.segments import Layout
-from flamino_core.model.stack import LayerStack
+from flamino_core.model.stack import PURE_JAX, LayerStack
 
 
 def layer_norm(dim: int, config: ModelConfig, rngs: nnx.Rngs, bias: bool = True) -> nnx.LayerNorm:
@@ -135,3 +135,14 @@ class ESMC(LayerStack):
 
     def lm_logits(self, x: jax.Array) -> jax.Array:
         return self.lm_head(x)
+
+    def every_hidden_state(self, tokens: jax.Array, rows: Layout, attention: AttentionImpl = PURE_JAX) -> jax.Array:
+        """(N + 1, B, T, D): the embeddings, layers 1..N-1, then layer N after the final norm, as
+        transformers' ``EsmcModel(..., output_hidden_states=True).hidden_states`` stacks them (its
+        last entry is tied to ``last_hidden_state``, the normed one). ``rows``: any ``Layout``; a
+        chain-aware one (absolute positions, each chain's keys its own) is ``esmc_chains``'s."""
+        x = self.embed(tokens, rows)
+        graphdef, state = nnx.split(self.layers)
+        last, every = self._run_part(graphdef, state, 0, self.config.num_layers, x, *rows.queries(), attention,
+                                     emit=True)
+        return jnp.concatenate([x[None], every[:-1], self.final_norm(last)[None]])

@@ -111,8 +111,10 @@ FAMILIES: dict[str, Family] = {f.id: f for f in (
     Family("esmc", "ESM C", "flamino_core.model.esmc:ESMC", "rotary", contact_head=False, tied_lm_head=False,
            output_width=64, chain_break="|", trained_tokens=2048,
            reference="transformers' EsmcForMaskedLM (EvolutionaryScale's esm 3.x .pth key names)",
-           paper="ESM Team, EvolutionaryScale 2024", licence="EvolutionaryScale Cambrian Open License (300M); "
-           "Cambrian Non-Commercial License (600M)"),
+           paper="ESM Team, EvolutionaryScale 2024; Candido et al., Biohub 2026 (6B and the 2026 weights)",
+           licence=("per checkpoint: the 2024-12 .pth weights' cards name EvolutionaryScale's Cambrian Open "
+                    "(300M) and Cambrian Non-Commercial (600M) licences; Biohub's 2026 weights (ESMC-300M, "
+                    "-600M, -6B) are MIT (docs/models.md)")),
     # SaProt: ESM-2's network over 446 tokens pairing each residue with a Foldseek 3Di letter
     # (model/saprot.py); its published folders are transformers' EsmForMaskedLM with that vocab.txt.
     Family("saprot", "SaProt", _ESM_NETWORK, "rotary", contact_head=False, tied_lm_head=True, output_width=446,
@@ -161,6 +163,9 @@ class Preset:
     repo: str  # Hugging Face Hub repository
     file: str | None = None  # a single weights file in it (EvolutionaryScale's .pth); None: an HF folder
     licence: str = "MIT"
+    # What tells it from a preset of the same family and size in a short label ("2024-12",
+    # "2026"); None: the name's last part ("_1" .. "_5", "AF2"/"PDB"), as the picker reads it.
+    variant: str | None = None
 
     @property
     def title(self) -> str:
@@ -178,8 +183,15 @@ def _esm(family_id: str, layers: int, dim: int, heads: int, size: str, name: str
 
 def _esmc(size: str, layers: int, dim: int, heads: int, licence: str) -> tuple[str, Preset]:
     name = f"esmc_{size.lower()}_2024_12_v0"
-    repo = f"EvolutionaryScale/esmc-{size.lower()}-2024-12"
-    return name, Preset("esmc", layers, dim, heads, size, repo, f"data/weights/{name}.pth", licence)
+    repo = f"EvolutionaryScale/esmc-{size.lower()}-2024-12"  # now biohub/esmc-...-2024-12 (the Hub redirects)
+    return name, Preset("esmc", layers, dim, heads, size, repo, f"data/weights/{name}.pth", licence, "2024-12")
+
+
+def _esmc_2026(size: str, layers: int, dim: int, heads: int, licence: str) -> tuple[str, Preset]:
+    # Biohub's 2026 releases: transformers' EsmcForMaskedLM folders (config.json + safetensors,
+    # sharded where model.safetensors.index.json says so), named as their Hub repositories.
+    name = f"ESMC-{size}"
+    return name, Preset("esmc", layers, dim, heads, size, f"biohub/{name}", None, licence, "2026")
 
 
 def _saprot(size: str, layers: int, dim: int, structures: str) -> tuple[str, Preset]:
@@ -198,8 +210,19 @@ PRESETS: dict[str, Preset] = dict([
     _esm("esm2", 48, 5120, 40, "15B", "esm2_t48_15B_UR50D"),
     _esm("esm1b", 33, 1280, 20, "650M", "esm1b_t33_650M_UR50S"),
     *(_esm("esm1v", 33, 1280, 20, "650M", f"esm1v_t33_650M_UR90S_{i}") for i in range(1, 6)),
-    _esmc("300M", 30, 960, 15, "EvolutionaryScale Cambrian Open License"),
-    _esmc("600M", 36, 1152, 18, "EvolutionaryScale Cambrian Non-Commercial License"),
+    # The licences these cards named when last read (EvolutionaryScale's org, 2025); the repositories
+    # moved to Biohub's org in 2026, whose README says its models are MIT: the app says both.
+    _esmc("300M", 30, 960, 15, "EvolutionaryScale Cambrian Open License (its 2024-12 card); Biohub's "
+          "2026 re-release ESMC-300M is MIT"),
+    _esmc("600M", 36, 1152, 18, "EvolutionaryScale Cambrian Non-Commercial License (its 2024-12 card); "
+          "Biohub's 2026 re-release ESMC-600M is MIT"),
+    # Biohub's 2026 weights (6B, and 300M and 600M "overtrained" variants, as its card says): the same
+    # network (transformers 5.25 EsmcConfig: 6B is 80 layers, width 2,560, 40 heads of 64, SwiGLU
+    # 6,912; 6,352,005,184 parameters). Licences: docs/models.md gives each card read.
+    _esmc_2026("300M", 30, 960, 15, "MIT (Biohub's esm README and LICENSE.md, 2026)"),
+    _esmc_2026("600M", 36, 1152, 18, "MIT (Biohub's esm README and LICENSE.md, 2026)"),
+    _esmc_2026("6B", 80, 2560, 40, "MIT and \"other\" (its card lists both, linking Biohub's "
+               "THIRD_PARTY_NOTICE.md)"),
     # SaProt's shapes are ESM-2 35M's and 650M's (their config.json); AF2: trained on AlphaFold
     # DB structures, PDB: on experimental ones.
     _saprot("35M", 12, 480, "AF2"),
@@ -225,6 +248,10 @@ def preset_name(identifier: str) -> str | None:
         return identifier
     for name, preset in PRESETS.items():
         if identifier in (preset.repo, f"{preset.repo.split('/')[0]}/{name}"):
+            return name
+    for name, preset in PRESETS.items():  # the Hub's organisations ignore case: Biohub/ESMC-6B
+        organisation, _, repo_name = identifier.partition("/")
+        if repo_name == name and f"{organisation.lower()}/{repo_name}" == preset.repo:
             return name
     return None
 

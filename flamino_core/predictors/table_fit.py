@@ -171,11 +171,23 @@ class FitSteps:
         fits, sides = planned.schedule() if planned is not None else ((), ())
         self._fits, self._sides = list(fits), list(sides)
         self.work_done, self.work_total = 0.0, planned.work if planned is not None else 0.0
+        self._begun = False
+
+    def _begin(self) -> None:
+        """Before the first fit: the fits' stage is said at 0 of its work, so a progress line shows
+        it while that fit runs (a 51-class fit's first fit took minutes, its line meanwhile still
+        the model passes' "about 5 seconds left", issue #67)."""
+        if self._begun:
+            return
+        self._begun = True
+        if self.weighed is not None:
+            self.weighed(0, self.total, (0.0, self.work_total))
 
     def side(self, work):
         """``work`` (a picklable callable: a comparison row's bootstrap intervals) where the fits
         run and in their context, so it waits its turn, counts in their time and stops with them,
         but is not counted as a fit (51 classes' 1,000 resampled AUCs took a minute a row)."""
+        self._begin()
         with self.each_fit():
             value = self.run_fit(work)
         if self._sides:
@@ -183,6 +195,7 @@ class FitSteps:
         return value
 
     def __call__(self, fit):
+        self._begin()
         with self.each_fit():
             value = self.run_fit(fit)
         self.done += 1

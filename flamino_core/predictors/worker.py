@@ -21,17 +21,11 @@ started once per ``FitWorker`` (a whole fit: importing scikit-learn costs a seco
 
 from __future__ import annotations
 
-import os
-import pickle
-import select
-import struct
-import subprocess
-import sys
-from pathlib import Path
 from typing import Callable, TypeVar
 
-POLL_S = 0.2  # how often the caller's stop check runs while a fit works
-_LENGTH = struct.Struct("<Q")  # a frame: its length, then the pickle; length 0 ends the worker
+# The process, its pipes and their frames are ``jobs/process_worker.py``'s (a fold's worker is one too).
+from flamino_core.jobs.process_worker import POLL_S, ProcessWorker, WorkerLost, serve  # noqa: F401
+
 T = TypeVar("T")
 
 
@@ -48,153 +42,21 @@ def run_on_one_thread(fit: Callable[[], T]) -> T:
         return fit()
 
 
-class WorkerLost(RuntimeError):
-    """The worker's process ended without answering (killed from outside, out of memory)."""
-
-
-def _write(stream, value) -> None:
-    data = b"" if value is None else pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-    stream.write(_LENGTH.pack(len(data)) + data)
-    stream.flush()
-
-
-def _read_exactly(stream, n: int) -> bytes:
-    parts, left = [], n
-    while left:
-        part = stream.read(left)
-        if not part:
-            raise EOFError("the pipe closed")
-        parts.append(part)
-        left -= len(part)
-    return b"".join(parts)
-
-
-def _read(stream):
-    """The next frame's value; None for the end frame."""
-    (n,) = _LENGTH.unpack(_read_exactly(stream, _LENGTH.size))
-    return pickle.loads(_read_exactly(stream, n)) if n else None
-
-
 def _serve() -> None:
-    """The worker process: run each callable received on stdin, answer (ok, value or error) on stdout."""
+    """The worker process: every BLAS and OpenMP pool held to one thread (see the module's
+    docstring), then ``process_worker.serve``."""
     from threadpoolctl import threadpool_limits
 
-    threadpool_limits(1)  # every BLAS and OpenMP pool of this process (see the module's docstring)
-    requests, answers = sys.stdin.buffer, sys.stdout.buffer
-    sys.stdout = sys.stderr  # whatever a fit prints must not enter the frames
-    while True:
-        try:
-            fit = _read(requests)
-        except EOFError:
-            return
-        if fit is None:
-            return
-        try:
-            answer = (True, fit())
-        except Exception as err:  # noqa: BLE001 - the caller raises it in its own thread
-            answer = (False, _picklable(err))
-        _write(answers, answer)
+    threadpool_limits(1)
+    serve()
 
 
-def _picklable(err: Exception) -> Exception:
-    try:
-        pickle.loads(pickle.dumps(err))
-        return err
-    except Exception:  # noqa: BLE001 - an error that does not travel is said as text
-        return RuntimeError(f"{type(err).__name__}: {err}")
-
-
-class FitWorker:
-    """One process running a caller's fits one at a time (``run``); a context manager that ends
-    it. Not thread-safe: one job's thread uses it."""
+class FitWorker(ProcessWorker):
+    """One process running a caller's fits one at a time (``run``: the fit, killed mid-fit when
+    its ``check`` raises); a context manager that ends it. Not thread-safe: one job's thread uses it."""
 
     def __init__(self):
-        self._process: subprocess.Popen | None = None
-
-    def __enter__(self) -> FitWorker:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    @property
-    def pid(self) -> int | None:
-        return None if self._process is None else self._process.pid
-
-    def run(self, fit: Callable[[], T], check: Callable[[], None] = lambda: None) -> T:
-        """``fit()`` in the worker's process; ``check()`` is called every ``POLL_S`` meanwhile
-        (while the request is written, the fit runs and its answer is read: the server's thread
-        never waits longer on the worker), and when it raises the process is killed (the fit
-        stops mid-iteration) and the error goes on to the caller."""
-        self._start()
-        data = pickle.dumps(fit, protocol=pickle.HIGHEST_PROTOCOL)
-        try:
-            self._send(_LENGTH.pack(len(data)) + data, check)
-            (n,) = _LENGTH.unpack(self._receive(_LENGTH.size, check))
-            ok, value = pickle.loads(self._receive(n, check))
-        except (OSError, EOFError, pickle.UnpicklingError) as err:
-            self.kill()
-            raise WorkerLost("the fit's process ended without a result (out of memory?)") from err
-        if not ok:
-            raise value
-        return value
-
-    def _send(self, data: bytes, check: Callable[[], None]) -> None:
-        pipe, left = self._process.stdin, memoryview(data)
-        while left:
-            if select.select([], [pipe], [], POLL_S)[1]:
-                left = left[os.write(pipe.fileno(), left[:65_536]):]
-            else:
-                self._checked(check)
-
-    def _receive(self, n: int, check: Callable[[], None]) -> bytes:
-        pipe, parts, left = self._process.stdout, [], n
-        while left:
-            if not select.select([pipe], [], [], POLL_S)[0]:
-                self._checked(check)
-                continue
-            part = os.read(pipe.fileno(), min(left, 1 << 20))
-            if not part:
-                raise EOFError("the worker's pipe closed")
-            parts.append(part)
-            left -= len(part)
-        return b"".join(parts)
-
-    def _checked(self, check: Callable[[], None]) -> None:
-        try:
-            check()
-        except BaseException:
-            self.kill()
-            raise
-
-    def kill(self) -> None:
-        """End the process now, mid-fit if it is fitting."""
-        if self._process is not None:
-            self._process.kill()
-            self._process.wait(5)
-            for pipe in (self._process.stdin, self._process.stdout):
-                pipe.close()
-        self._process = None
-
-    def close(self) -> None:
-        """End the process: asked to when idle, killed if it does not end within a second."""
-        if self._process is None:
-            return
-        try:
-            _write(self._process.stdin, None)
-            self._process.wait(1)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-        self.kill()
-
-    def _start(self) -> None:
-        if self._process is not None and self._process.poll() is None:
-            return
-        self.kill()
-        root = str(Path(__file__).resolve().parents[2])  # where flamino_core is, installed or not
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
-        self._process = subprocess.Popen([sys.executable, "-m", "flamino_core.predictors.worker"],
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0, env=env, cwd=root)
+        super().__init__("flamino_core.predictors.worker", what="fit")
 
 
 if __name__ == "__main__":

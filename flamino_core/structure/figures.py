@@ -18,7 +18,9 @@ from flamino_core.inputs.numbering import Numbering
 from flamino_core.structure.align import ChainAlignment
 from flamino_core.structure.contacts import TopPairs
 # One palette for both views.
-from flamino_core.structure.scene import FALSE_POSITIVE, NO_VALUE, TRUE_POSITIVE, ColourScale, colour_scale
+from flamino_core.structure.confidence import plotly_colourscale
+from flamino_core.structure.scene import (FALSE_POSITIVE, NO_VALUE, PLDDT_SCALE, TRUE_POSITIVE, ColourScale,
+                                          colour_scale)
 
 # Consecutive C-alpha atoms of a chain are 3.8 A apart (trans peptide; ~2.9 A cis). Farther
 # than this, residues are missing between them and the trace is broken rather than drawn across.
@@ -155,6 +157,7 @@ def structure_trace_3d(
     title: str = "",
     signed: bool = False,
     numbering: Numbering = Numbering(),
+    confidence: bool = False,
 ) -> go.Figure:
     """The chain's C-alpha trace, residues coloured by a per-position track: the fallback of the
     molecular viewer (``scene.py``), on the same colour scale.
@@ -167,6 +170,7 @@ def structure_trace_3d(
       title: figure title (escaped).
       signed: a quantity around 0 (scores, PCA): red-blue centred on 0, else Viridis.
       numbering: the sequence's residue numbering (positions in hover text).
+      confidence: the values are pLDDT: AlphaFold's fixed bands (``confidence.py``), as the viewer.
 
     Hover shows the residue as the file numbers it (with insertion code), its name, the
     sequence position it is aligned to, and the value.
@@ -177,7 +181,8 @@ def structure_trace_3d(
     hover = np.array(_residue_hover(alignment, per_residue, label_text, numbering), dtype=object)
     fig = go.Figure()
     fig.add_trace(_ca_line_trace(chain.ca))
-    for trace in _residue_marker_traces(chain.ca, per_residue, hover, colour_scale(values, signed), label_text):
+    scale = PLDDT_SCALE if confidence else colour_scale(values, signed)
+    for trace in _residue_marker_traces(chain.ca, per_residue, hover, scale, label_text):
         fig.add_trace(trace)
     hidden = {"visible": False}
     return _layout(
@@ -234,7 +239,8 @@ def _residue_marker_traces(
     if has_value.any():
         traces.append(go.Scatter3d(
             x=xyz[has_value, 0], y=xyz[has_value, 1], z=xyz[has_value, 2], mode="markers",
-            marker={"size": 5, "color": per_residue[has_value], "colorscale": scale.name, "cmin": scale.low,
+            marker={"size": 5, "color": per_residue[has_value],
+                    "colorscale": plotly_colourscale() if scale.bands else scale.name, "cmin": scale.low,
                     "cmax": scale.high,
                     "colorbar": {"title": {"text": label_text}}, "showscale": True},
             text=hover[has_value], hovertemplate="%{text}<extra></extra>", name=label_text,

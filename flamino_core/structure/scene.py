@@ -22,6 +22,7 @@ from plotly.colors import sample_colorscale
 
 from flamino_core.inputs.numbering import Numbering
 from flamino_core.structure.align import ChainAlignment
+from flamino_core.structure.confidence import PLDDT_BANDS, Band, band_index, plddt_colours
 from flamino_core.structure.contacts import TopPairs
 from flamino_core.structure.export import pdb_export_problem, pdb_with_track
 from flamino_core.structure.files.reading import ParsedStructure
@@ -37,16 +38,20 @@ MAX_MODEL_CHARS = 4_000_000
 
 @dataclasses.dataclass(frozen=True)
 class ColourScale:
-    """How values become colours: a Plotly colour scale over [low, high] (centred on 0 when signed)."""
+    """How values become colours: a Plotly colour scale over [low, high] (centred on 0 when signed),
+    or fixed bands (pLDDT's, ``confidence.PLDDT_BANDS``), never stretched to the data."""
 
     name: str
     low: float
     high: float
     signed: bool
+    bands: tuple[Band, ...] = ()
 
     def colours(self, values: np.ndarray) -> list[str | None]:
         """Hex colours, None where a value is NaN."""
         values = np.asarray(values, dtype=np.float64)
+        if self.bands:
+            return plddt_colours(values)
         span = self.high - self.low
         fractions = np.clip((values - self.low) / span, 0, 1) if span > 0 else np.full(values.shape, 0.5)
         finite = np.isfinite(values)
@@ -56,7 +61,12 @@ class ColourScale:
 
     def stops(self, n: int = 11) -> list[str]:
         """Colours from low to high, for a legend."""
+        if self.bands:
+            return [band.colour for band in self.bands]
         return [_hex(c) for c in sample_colorscale(self.name, list(np.linspace(0, 1, n)))]
+
+
+PLDDT_SCALE = ColourScale("pLDDT confidence bands", 0.0, 100.0, False, PLDDT_BANDS)
 
 
 def colour_scale(values: np.ndarray, signed: bool) -> ColourScale:
@@ -103,7 +113,8 @@ class MolecularScene:
             "chosen": self.chosen,
             "contacts": list(self.contacts),
             "legend": {"label": self.label, "low": self.scale.low, "high": self.scale.high,
-                       "stops": self.scale.stops(), "signed": self.scale.signed},
+                       "stops": self.scale.stops(), "signed": self.scale.signed,
+                       "bands": [{"name": band.describe(), "colour": band.colour} for band in self.scale.bands]},
             "bfactor_scale": self.values_in_bfactors,
         }
 
@@ -124,6 +135,7 @@ def molecular_scene(
     numbering: Numbering = Numbering(),
     chosen: int | None = None,
     top: TopPairs | None = None,
+    confidence: bool = False,
 ) -> MolecularScene:
     """The viewer's scene for a track on the aligned chain.
 
@@ -137,12 +149,14 @@ def molecular_scene(
       chosen: 0-based sequence position of the residue to draw as sticks, or None.
       top: the top predicted pairs (``contacts.top_predictions``), drawn between contact atoms
         (C-beta; C-alpha for glycine), coloured as true or false contacts.
+      confidence: the values are pLDDT (0-100): coloured by AlphaFold's fixed bands
+        (``confidence.PLDDT_BANDS``), never by a scale stretched to the data.
     """
     chain = alignment.chain
     text, fmt, in_bfactors = _model_text(parsed, alignment, values, label, scale)
     with_icode = fmt == "pdb"
     per_residue = alignment.per_residue(values)
-    colour_of = colour_scale(values, signed)
+    colour_of = PLDDT_SCALE if confidence else colour_scale(values, signed)
     colours = colour_of.colours(per_residue)
     position_of = np.full(len(chain), -1)
     aligned = np.flatnonzero(alignment.residue_at >= 0)
@@ -152,6 +166,8 @@ def molecular_scene(
         where = (f"position {numbering.number(p):,} ({alignment.sequence[p]})" if p >= 0
                  else "not aligned to the sequence")
         shown = f"{label} = {value:.3g}" if np.isfinite(value) else "no value"
+        if confidence and np.isfinite(value):
+            shown += f" ({PLDDT_BANDS[band_index(value)].name})"
         residues.append({
             "key": residue_key(chain.chain_id, rid, with_icode),
             "colour": colour or NO_VALUE,

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from flamino_core.numbering import Numbering
 from flamino_core.structure.align import choose_chain
 from flamino_core.structure.files.reading import MAX_STRUCTURE_BYTES, ParsedStructure, chain_residues, read_structure
 
@@ -40,6 +41,7 @@ class StructureTokens:
     chain_id: str
     predicted: bool  # pLDDT < 70 masked
     low_confidence: int  # residues masked for pLDDT < 70
+    masked: tuple[int, ...] = ()  # which: their 0-based positions in the record (#66 D6)
 
     @property
     def structure_aware(self) -> int:
@@ -53,6 +55,24 @@ class StructureTokens:
         masked = f"; {self.low_confidence} masked for pLDDT < {PLDDT_THRESHOLD:g}" if self.predicted else ""
         return (f"{self.structure} chain {self.chain_id}: {self.structure_aware} of {len(self.letters)} "
                 f"residues structure-aware{masked}")
+
+    @property
+    def all_masked(self) -> bool:
+        """Every residue the structure has was masked for pLDDT < 70: the scoring is sequence-only."""
+        return self.predicted and self.low_confidence > 0 and self.structure_aware == 0
+
+    def masked_ranges(self, numbering: Numbering = Numbering()) -> str:
+        """Which positions were masked for pLDDT < 70, as runs in the record's numbering
+        (``1-12, 30-42``); "" when none."""
+        runs, start = [], None
+        for k, position in enumerate(self.masked):
+            if start is None:
+                start = position
+            if k + 1 == len(self.masked) or self.masked[k + 1] != position + 1:
+                first, last = numbering.number(start), numbering.number(position)
+                runs.append(f"{first}" if first == last else f"{first}-{last}")
+                start = None
+        return ", ".join(runs)
 
 
 def no_structure(sequence: str) -> StructureTokens:
@@ -118,8 +138,9 @@ def structure_tokens(sequence: str, parsed: ParsedStructure, chain_id: str | Non
     out = np.full(len(sequence), UNKNOWN)
     aligned = alignment.residue_at >= 0
     out[aligned] = keep[alignment.residue_at[aligned]]
-    low_aligned = int(low[alignment.residue_at[aligned]].sum())
-    return StructureTokens("".join(out), parsed.name, alignment.chain_id, predicted, low_aligned)
+    masked = np.flatnonzero(aligned & low[np.maximum(alignment.residue_at, 0)])
+    return StructureTokens("".join(out), parsed.name, alignment.chain_id, predicted, len(masked),
+                           tuple(int(p) for p in masked))
 
 
 def read_structure_tokens(sequence: str, path: str | os.PathLike, chain_id: str | None = None) -> StructureTokens:

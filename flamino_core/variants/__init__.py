@@ -23,7 +23,8 @@ _EXPORTS = {
     **dict.fromkeys(["OK", "RANDOM_WEIGHTS_NOTE", "VariantScores", "filter_scored",
                      "output_columns", "passes_problem"], "scoring"),
     "pass_plan": "sequence_scores",
-    **dict.fromkeys(["COLUMN", "with_structure_column"], "structure_numbering"),
+    **dict.fromkeys(["COLUMN", "with_structure_column", "in_structure_numbers", "relabel_positions",
+                     "structure_number"], "structure_numbering"),
     **dict.fromkeys(["from_log_probs", "pseudo_perplexity", "score_rows"], "substitution_maps"),
 }
 __all__, __getattr__, __dir__ = lazy_door(__name__, _EXPORTS)

@@ -61,3 +61,34 @@ def with_structure_column(table: pd.DataFrame, author: AuthorNumbering, numberin
     shown = table.copy()
     shown.insert(list(shown.columns).index("variant") + 1, COLUMN, names)
     return shown
+
+
+# --- positions shown in the structure's numbering (#66 D4) --------------------------------------
+def structure_number(author: AuthorNumbering, index: int) -> int:
+    """The number of the structure's label of the residue at 0-based ``index`` (``184A`` -> 184):
+    what a position filter compares (an inserted residue sits with its number)."""
+    label = author.label(index)
+    sign = 1 if label.startswith("-") else 0
+    end = next((k for k, c in enumerate(label[sign:], sign) if not c.isdigit()), len(label))
+    return int(label[:end])
+
+
+def in_structure_numbers(table: pd.DataFrame, author: AuthorNumbering, numbering: Numbering) -> pd.DataFrame:
+    """``table`` with ``positions`` (tuples in the record's ``numbering``) as the structure numbers
+    them (``structure_number``): S195A on 1GBT_A/16-245 is at 195, not at the record's 192."""
+    def renumber(positions):
+        return tuple(structure_number(author, numbering.index(p)) for p in positions)
+
+    return table.assign(positions=[renumber(p) for p in table["positions"]])
+
+
+def relabel_positions(fig, sequence: str, numbering: Numbering, author: AuthorNumbering):
+    """A figure whose categorical position axis names residues ``S192`` (letter and the record's
+    number, ``analysis.outputs.residue_labels``) renamed to the structure's labels (``S195``,
+    ``Y184A``), in every trace's x: the substitution map and the variants on it."""
+    rename = {f"{aa}{numbering.number(i)}": f"{aa}{author.label(i)}" for i, aa in enumerate(sequence)}
+    for trace in fig.data:
+        if getattr(trace, "x", None) is not None and len(trace.x) and isinstance(trace.x[0], str):
+            trace.x = [rename.get(x, x) for x in trace.x]
+    fig.update_xaxes(title="position (as the structure file numbers it)")
+    return fig

@@ -12,6 +12,7 @@ _EXPORTS = {
     "load_fold_model": "esmfold",
     **dict.fromkeys(["FOLD_PRESETS", "fold_preset_name"], "esmfold_hub"),
     **dict.fromkeys(["ModelError", "ModelWeights", "available_now", "cached_presets",
-                     "default_model", "hub_reachable", "offline_message"], "loading"),
+                     "default_model", "hub_reachable", "is_tiny_test_model", "offline_message",
+                     "tiny_test_models"], "loading"),
 }
 __all__, __getattr__, __dir__ = lazy_door(__name__, _EXPORTS)

@@ -1,5 +1,6 @@
 """Reading published checkpoint files into flamino's parameters: Hugging Face model folders
-(``config.json`` + ``model.safetensors`` or ``pytorch_model.bin``: ESM-2, ESM-1b, ESM-1v, ESM C),
+(``config.json`` + ``model.safetensors``, its shards with ``model.safetensors.index.json``, or
+``pytorch_model.bin``: ESM-2, ESM-1b, ESM-1v, ESM C),
 fair-esm ``.pt`` files (ESM-2, ESM-1b, ESM-1v; with their ``-contact-regression.pt``),
 EvolutionaryScale's ESM C ``.pth`` files, and flamino checkpoint folders. Pickles (``.bin``, ``.pt``) are
 opened with ``torch.load(weights_only=True)`` only, and not at all where ``allow_pickle`` is off.
@@ -19,9 +20,12 @@ from flamino_core.model.config import ModelConfig
 from flamino_core.model.families import families_sentence, family, family_from_name, rotary_esm_family
 from flamino_core.weights.convert import state_dict_to_params
 from flamino_core.weights.key_maps import evolutionaryscale_shape, is_evolutionaryscale
+from flamino_core.weights.param_files import ParamFileError, map_safetensors
 from flamino_core.weights.model_cache import (
     CONFIG_FILE, PARAMS_FILE, ModelError, ModelWeights, Progress, cached_or_convert, restore,
 )
+
+SHARD_INDEX = "model.safetensors.index.json"  # transformers' sharded layout: the shards beside it
 
 
 def load_local(path: Path, identifier: str, progress: Progress, allow_pickle: bool) -> ModelWeights:
@@ -32,14 +36,15 @@ def load_local(path: Path, identifier: str, progress: Progress, allow_pickle: bo
         path = next(path.glob("data/weights/*.pth"))  # an EvolutionaryScale snapshot folder
     if path.is_dir():
         config_path = path / "config.json"
-        candidates = [path / "model.safetensors", path / "pytorch_model.bin"]
+        candidates = [path / "model.safetensors", path / SHARD_INDEX, path / "pytorch_model.bin"]
         weights_path = next((p for p in candidates if p.exists()), None)
         if not config_path.exists() or weights_path is None:
             raise ModelError(
                 f"{path} is not a model directory: expected config.json with model.safetensors "
-                f"(or pytorch_model.bin), or a flamino checkpoint ({CONFIG_FILE} + {PARAMS_FILE})"
+                f"(or its shards and {SHARD_INDEX}, or pytorch_model.bin), or a flamino checkpoint "
+                f"({CONFIG_FILE} + {PARAMS_FILE})"
             )
-        files = [config_path, weights_path]
+        files = [config_path, weights_path, *shard_files(weights_path)]
         convert = lambda: convert_hf_files(config_path, weights_path, path.name, allow_pickle)  # noqa: E731
     elif path.suffix == ".pt":
         if not allow_pickle:
@@ -69,14 +74,50 @@ def _local_key(files: list[Path]) -> str:
     return f"local-{files[0].stem if files[0].is_file() else files[0].parent.name}-{digest.hexdigest()[:16]}"
 
 
-def _read_state_dict(path: Path, allow_pickle: bool) -> dict[str, np.ndarray]:
-    if path.suffix == ".safetensors":
-        from safetensors.numpy import load_file
+def shard_files(weights_path: Path) -> list[Path]:
+    """The shards a ``model.safetensors.index.json`` names (each once, in order), beside it;
+    [] for a single weights file. transformers writes this layout when a model passes
+    ``save_pretrained``'s ``max_shard_size`` (ESM C 6B's 25.4 GB of fp32 may be published so).
 
-        return load_file(str(path))
+    Raises:
+      ModelError: an index that is not JSON, has no weight map, or names a shard not there.
+    """
+    if weights_path.name != SHARD_INDEX:
+        return []
+    try:
+        weight_map = json.loads(weights_path.read_text())["weight_map"]
+    except (ValueError, KeyError, TypeError) as err:
+        raise ModelError(f"{weights_path}: not a safetensors shard index ({type(err).__name__}: {err})") from None
+    shards = [weights_path.parent / name for name in dict.fromkeys(weight_map.values())]
+    missing = [s.name for s in shards if not s.exists()]
+    if missing:
+        raise ModelError(f"{weights_path} names {len(shards)} shards; not in {weights_path.parent}: "
+                         f"{', '.join(missing)}")
+    return shards
+
+
+def _read_state_dict(path: Path, allow_pickle: bool) -> dict[str, np.ndarray]:
+    if path.name == SHARD_INDEX:
+        state_dict: dict[str, np.ndarray] = {}
+        for shard in shard_files(path):  # each shard's tensors, once: the index maps every key to one
+            state_dict.update(_read_safetensors(shard))
+        return state_dict
+    if path.suffix == ".safetensors":
+        return _read_safetensors(path)
     if not allow_pickle:
         raise ModelError(f"{path.name} is a pickle file; pickle loading is disabled on this server")
     return {k: _to_numpy(v) for k, v in _torch_load(path).items()}
+
+
+def _read_safetensors(path: Path) -> dict[str, np.ndarray]:
+    """The file mapped (``param_files.map_safetensors``: its pages are the file's, not a copy),
+    or read whole by safetensors where it holds other than float32 tensors."""
+    try:
+        return map_safetensors(path)
+    except ParamFileError:
+        from safetensors.numpy import load_file
+
+        return load_file(str(path))
 
 
 def _torch_load(path: Path):

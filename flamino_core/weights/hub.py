@@ -1,5 +1,6 @@
-"""Published presets from the Hugging Face Hub (``families.PRESETS``: ``facebook/<name>`` folders,
-EvolutionaryScale's ESM C repositories with one ``.pth``): download with progress,
+"""Published presets from the Hugging Face Hub (``families.PRESETS``: ``facebook/<name>`` and
+``biohub/ESMC-*`` folders, sharded or not; EvolutionaryScale's ESM C repositories with one ``.pth``):
+download with progress,
 the Hub's own cache (``HF_HOME``) when offline, and one message saying how to get the weights
 here when neither works. Conversion of the downloaded files is ``checkpoint_files``'s.
 """
@@ -13,6 +14,9 @@ from flamino_core.model.families import PRESETS
 from flamino_core.weights.model_cache import ModelNotAvailableError, Progress, cache_root
 
 HUB_ORG = "facebook"  # ESM-2, ESM-1b and ESM-1v
+# A folder's weights, in the order tried: one safetensors file, transformers' sharded layout (an
+# index naming its shards: Biohub's ESMC-6B may be published so), a pickle.
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
 
 
 def preset_files(name: str, progress: Progress) -> tuple[Path | None, Path]:
@@ -43,10 +47,16 @@ def preset_files(name: str, progress: Progress) -> tuple[Path | None, Path]:
         if single:
             return None, Path(hf_hub_download(repo, single, tqdm_class=bar))
         config_path = hf_hub_download(repo, "config.json")
-        try:
-            weights_path = hf_hub_download(repo, "model.safetensors", tqdm_class=bar)
-        except EntryNotFoundError:
-            weights_path = hf_hub_download(repo, "pytorch_model.bin", tqdm_class=bar)
+        weights_path = None
+        for filename in WEIGHT_FILES:
+            try:
+                weights_path = hf_hub_download(repo, filename, tqdm_class=bar)
+                break
+            except EntryNotFoundError:
+                if filename == WEIGHT_FILES[-1]:
+                    raise
+        for shard in _shard_names(Path(weights_path)):  # a sharded folder: every shard beside its index
+            hf_hub_download(repo, shard, tqdm_class=bar)
     except LocalEntryNotFoundError:
         raise ModelNotAvailableError(offline_message(name)) from None
     except Exception as err:  # connection drops surface as OSError or the HTTP client's errors
@@ -65,12 +75,24 @@ def cached_hub_weights(repo: str, name: str | None = None) -> str:
     from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
 
     single = PRESETS[name].file if name in PRESETS else None
-    for filename in (single,) if single else ("model.safetensors", "pytorch_model.bin"):
+    for filename in (single,) if single else WEIGHT_FILES:
         try:
-            return hf_hub_download(repo, filename, local_files_only=True)
+            found = hf_hub_download(repo, filename, local_files_only=True)
+            for shard in _shard_names(Path(found)):  # an index counts only with all its shards
+                hf_hub_download(repo, shard, local_files_only=True)
+            return found
         except (LocalEntryNotFoundError, EntryNotFoundError):
             continue
     raise FileNotFoundError(repo)
+
+
+def _shard_names(weights_path: Path) -> list[str]:
+    """The shard files a ``model.safetensors.index.json`` names ([] for a single file)."""
+    if weights_path.name != WEIGHT_FILES[1]:
+        return []
+    import json
+
+    return list(dict.fromkeys(json.loads(weights_path.read_text())["weight_map"].values()))
 
 
 def hub_reachable(timeout: float = 3.0) -> bool:
@@ -113,6 +135,12 @@ def offline_message(name: str) -> str:
             f"the .pth path as the model (or run `flamino convert` on it), or copy a Hugging Face cache "
             f"that has {repo} and set HF_HOME to it."
         )
+    family = PRESETS[name].family if name in PRESETS else "esm2"
+    # fair-esm published .pt files for ESM-2, ESM-1b and ESM-1v only, and a contact regression
+    # for the first two (fair-esm's _has_regression_weights: none for esm1v); SaProt has neither.
+    fair_esm = {"esm2": f" (+ {name}-contact-regression.pt)", "esm1b": f" (+ {name}-contact-regression.pt)",
+                "esm1v": ""}.get(family)
+    last = ("; or\n" f"  4. use fair-esm's {name}.pt{fair_esm} and pass the .pt path.") if fair_esm is not None else "."
     return (
         f"Model {name} is not on this machine and the Hugging Face Hub cannot be reached.\n"
         f"To get it here, either:\n"
@@ -120,6 +148,7 @@ def offline_message(name: str) -> str:
         f"({cache_root()}) to the same place here (or point FLAMINO_CACHE at the copy); or\n"
         f"  2. download config.json and model.safetensors from https://huggingface.co/{repo} "
         f"into a folder and run `flamino convert FOLDER` (or pass the folder as the model); or\n"
-        f"  3. copy a Hugging Face cache that has {repo} and set HF_HOME to it; or\n"
-        f"  4. use fair-esm's {name}.pt (+ {name}-contact-regression.pt) and pass the .pt path."
+        f"  3. copy a Hugging Face cache that has {repo} and set HF_HOME to it{last}"
+        + ("\n(A sharded folder: model.safetensors.index.json and every shard it names, beside config.json.)"
+           if repo.startswith("biohub/") else "")
     )

@@ -100,6 +100,19 @@ def _parsed(identifier: str | ModelId) -> ModelId:
     return identifier if isinstance(identifier, ModelId) else ModelId.parse(identifier)
 
 
+def is_tiny_test_model(model_id: ModelId) -> bool:
+    """Whether ``model_id`` is a two-layer test model (``random:tiny``, ``random:tiny-<family>``,
+    any seed): as small as ``random:tiny``, so a share link may open on it (#66 D5)."""
+    name, _, seed = model_id.random_spec.partition(":")
+    family = "esm2" if name == "tiny" else name.removeprefix("tiny-") if name.startswith("tiny-") else None
+    return model_id.is_random and family in FAMILIES and (seed == "" or seed.isdigit())
+
+
+def tiny_test_models() -> list[str]:
+    """The two-layer test models, one per family (``random:tiny-esm2`` ...), for messages."""
+    return [f"random:tiny-{family}" for family in FAMILIES]
+
+
 def random_weights(model_id: ModelId) -> ModelWeights:
     """``random:<preset|tiny|tiny-<family>>[:seed]``: untrained weights, deterministic per seed
     (``tiny-esm1b``, ``tiny-esmc``: the two-layer model of that family). Takes the parsed id

@@ -30,8 +30,9 @@ def model_label(identifier: str) -> str:
         preset = PRESETS[identifier]
         label = f"{preset.title} {preset.size}"
         twins = [name for name, p in PRESETS.items() if (p.title, p.size) == (preset.title, preset.size)]
-        # ESM-1v's five 650M members: numbered as published (_1 .. _5); the details name each.
-        return f"{label} · {identifier.rsplit('_', 1)[-1]}" if len(twins) > 1 else label
+        # ESM-1v's five 650M members: numbered as published (_1 .. _5); ESM C's 2024-12 and 2026
+        # weights by their release (``Preset.variant``); the details name each.
+        return f"{label} · {preset.variant or identifier.rsplit('_', 1)[-1]}" if len(twins) > 1 else label
     if identifier == LOCAL_CHOICE:
         return "Local checkpoint…"
     model_id = ModelId.parse(identifier)

@@ -15,11 +15,13 @@ applied to the next.
 from __future__ import annotations
 
 import dataclasses
+import re
 import zlib
 
 import streamlit as st
 
-from flamino_core.inputs import Numbering, ProteinRecord, first_number
+from flamino_core.inputs import Numbering, ProteinRecord, first_number, record_span
+from flamino_core.variants import from_record
 
 from app_pages._ui.server.policy import current_limits
 from app_pages._ui.frame.views import MAX_INT, OPTIONS
@@ -103,10 +105,22 @@ def _id_numbering(record: ProteinRecord) -> tuple[int, str]:
     position must be within ``views.MAX_INT`` (a header ``>X/99999999-99999999`` broke the
     sidebar's number input and the share link with it)."""
     first, note = first_number(record.id, len(record.sequence))
+    author = from_record(record)
+    if note and author is not None and record_span(record.id) == _label_span(author):
+        # The app built this id from a structure's labels (1GBT_A/16-245: chymotrypsin numbering,
+        # 223 residues): the span is the file's, not a count, so there is nothing to warn about.
+        note = (f"{record.id}: numbered as its structure file numbers it ({author.span()}, with gaps or insertion "
+                "codes); the Variant effects page reads and shows positions in that numbering")
     if not -MAX_INT <= first <= _highest_first(record):
         return 1, (f"the id's /start-end suffix numbers residues beyond {MAX_INT:,}, more than the pages "
                    "number; numbering starts at 1 (set the first residue's number to change it)")
     return first, note
+
+
+def _label_span(author) -> tuple[int, int] | None:
+    """The numbers of a structure's first and last labels (``16``, ``245`` of ``16..245``)."""
+    ends = [re.match(r"-?\d+", label) for label in (author.labels[0], author.labels[-1])]
+    return (int(ends[0].group()), int(ends[1].group())) if all(ends) else None
 
 
 def _highest_first(record: ProteinRecord) -> int:

@@ -26,7 +26,7 @@ from flamino_core.variants import from_log_probs
 from flamino_core.analysis import log_softmax
 from flamino_core.model import MAX_RESIDUES
 
-from app_pages._ui.server.heavy_jobs import HEAVY_RESIDUES, QueueFull, heavy_job_queue, jobs, ordinal
+from app_pages._ui.server.heavy_jobs import HEAVY_RESIDUES, TURNS, QueueFull, heavy_job_queue, jobs, ordinal
 from app_pages._ui.server.policy import hosted_mode
 from app_pages._ui.frame.widgets import plain
 
@@ -55,7 +55,7 @@ def heavy_slot(what: str):
         ahead = "next in line" if place == 1 else f"{ordinal(place)} in line"
         note.info(
             f"Waiting for a free slot for {plain(what)}: {ahead} ({jobs(queue.running)} running; "
-            f"waited {seconds:.0f} s). Jobs run first come, first served.",
+            f"waited {seconds:.0f} s). The {TURNS}.",
             icon=":material/hourglass_top:",
         )
 

@@ -24,7 +24,7 @@ from typing import Callable, Hashable
 
 from flamino_core.jobs import Job, MeteredEngine, Stopped, default_rates, start
 
-from app_pages._ui.server.heavy_jobs import QueueFull, heavy_job_queue, ordinal, visitor_key
+from app_pages._ui.server.heavy_jobs import TURNS, QueueFull, heavy_job_queue, ordinal, visitor_key
 from app_pages._ui.server.heavy_jobs import jobs as jobs_phrase
 
 LOG = logging.getLogger("flamino")
@@ -204,7 +204,7 @@ def _slot(job: Job):
             raise Cancelled(f"{job.title}: cancelled while waiting")
         ahead = "next in line" if place == 1 else f"{ordinal(place)} in line"
         job.waiting(f"waiting for a free slot: {ahead} ({jobs_phrase(heavy_job_queue().running)} running, "
-                    f"waited {seconds:.0f} s)")
+                    f"waited {seconds:.0f} s; {TURNS})")
 
     try:
         with heavy_job_queue().slot(timeout=None, on_wait=waiting, visitor=job.visitor):

@@ -1,4 +1,4 @@
-"""The first-come-first-served queue for heavy jobs, shared by every session of one server process.
+"""The queue for heavy jobs, shared by every session of one server process, visitors served in turn.
 
 Masked-marginal scans and the attention maps and contacts of long sequences cost seconds to
 minutes and gigabytes; bounding them keeps one busy user (or many) from exhausting the server.
@@ -10,9 +10,14 @@ running or waiting, so one visitor cannot fill it. A long job holds the slot one
 side (showing the wait and the place in the queue, the busy warning) is in ``results.py``; the
 background jobs hold a slot per engine call (``background.py``).
 
-Fairness: each waiting job holds a ticket in arrival order, and a free slot goes to the oldest
-ticket, never to whichever thread happens to wake first (a semaphore polled with time-outs, as
-before, let the first two of six queued scans finish 4th and 5th).
+Fairness: each waiting job holds a ticket, and a free slot goes to the ticket the queue's order
+names, never to whichever thread happens to wake first (a semaphore polled with time-outs, as
+before, let the first two of six queued scans finish 4th and 5th). Visitors take turns (issue
+#67): the next ticket is that of the visitor served longest ago (one never served first), in
+arrival order among equals, so a visitor's second job waits behind every other visitor's first,
+for folds, fits and scans alike; a long job giving way between chunks queues again as its
+visitor's next turn. First in, first out, five visitors' folds held everyone else's work for 3-4
+minutes, renewable by pressing Predict again.
 """
 
 from __future__ import annotations
@@ -30,6 +35,10 @@ from app_pages._ui.server.policy import env_int, hosted_mode
 # Attention maps and contacts of sequences longer than this go through the heavy-job queue:
 # their memory grows with the square of the length.
 HEAVY_RESIDUES = 400
+
+
+# Why a job waits where it does, as a page says it beside the place in line.
+TURNS = "visitors take turns: each visitor's next job waits behind every other visitor's first"
 
 
 def jobs(n: int) -> str:
@@ -60,8 +69,8 @@ CURRENT = "current visitor"  # ``slot``'s default: the visitor of the Streamlit 
 class Turn:
     """A held slot, handed to the ``with`` block of ``HeavyJobQueue.slot``."""
 
-    def __init__(self, queue: "HeavyJobQueue", on_wait, poll: float):
-        self._queue, self._on_wait, self._poll = queue, on_wait, poll
+    def __init__(self, queue: "HeavyJobQueue", on_wait, poll: float, visitor: str | None = None):
+        self._queue, self._on_wait, self._poll, self._visitor = queue, on_wait, poll, visitor
         self.holding = True  # False while (and if) giving way failed: no slot to free
 
     def give_way(self) -> None:
@@ -71,20 +80,20 @@ class Turn:
         ``on_wait`` raises meanwhile (a closed session) propagates, with no slot held."""
         queue = self._queue
         with queue._changed:
-            if not queue._queue:
+            if not queue._waiting:
                 return
             queue.running -= 1
             self.holding = False
             ticket = next(queue._tickets)
-            queue._queue.append(ticket)
+            queue._waiting[ticket] = self._visitor
             queue._changed.notify_all()
         queue._wait_for_turn(ticket, time.monotonic(), None, self._on_wait, self._poll)
         self.holding = True
 
 
 class HeavyJobQueue:
-    """At most ``workers`` heavy jobs run at once and at most ``max_waiting`` wait, served in
-    arrival order; one visitor holds at most ``per_visitor`` of them, running or waiting (None:
+    """At most ``workers`` heavy jobs run at once and at most ``max_waiting`` wait, visitors served
+    in turn (the module's docstring); one visitor holds at most ``per_visitor`` of them, running or waiting (None:
     no such cap). Thread-safe: Streamlit runs each session in its own thread.
     """
 
@@ -92,18 +101,40 @@ class HeavyJobQueue:
         self.workers, self.max_waiting, self.per_visitor = workers, max_waiting, per_visitor
         self._changed = threading.Condition()
         self._tickets = itertools.count()
-        self._queue: collections.deque[int] = collections.deque()  # waiting tickets, oldest first
+        self._waiting: dict[int, str | None] = {}  # waiting ticket -> its visitor, in arrival order
+        self._served: collections.OrderedDict[str, int] = collections.OrderedDict()  # visitor -> its last turn
+        self._turns = itertools.count()
         self._visitors: collections.Counter[str] = collections.Counter()  # jobs running or waiting
         self.running = 0
 
     @property
     def waiting(self) -> int:
-        return len(self._queue)
+        return len(self._waiting)
+
+    def _order(self) -> list[int]:
+        """The waiting tickets in the order they will run: the visitor served longest ago first
+        (never: first of all), arrival order among equals. Under the lock."""
+        def last_turn(ticket: int) -> tuple[int, int]:
+            visitor = self._waiting[ticket]
+            return (-1 if visitor is None else self._served.get(visitor, -1), ticket)
+
+        return sorted(self._waiting, key=last_turn)
+
+    def _serve(self, ticket: int | None, visitor: str | None) -> None:
+        """``ticket`` (None: a job that did not wait) runs now: its visitor's turn is counted. Under the lock."""
+        if ticket is not None:
+            del self._waiting[ticket]
+        self.running += 1
+        if visitor is not None:
+            self._served[visitor] = next(self._turns)
+            self._served.move_to_end(visitor)
+            if len(self._served) > 4096:  # the visitors served longest ago are forgotten (they go first again)
+                self._served.popitem(last=False)
 
     def place(self, ticket: int) -> int:
         """1-based place of a waiting ticket in the queue (1: next to run); 0 once it runs."""
         with self._changed:
-            return self._queue.index(ticket) + 1 if ticket in self._queue else 0
+            return self._order().index(ticket) + 1 if ticket in self._waiting else 0
 
     def jobs_of(self, visitor: str) -> int:
         """Heavy jobs of ``visitor`` running or waiting now."""
@@ -143,17 +174,17 @@ class HeavyJobQueue:
             if visitor is not None and self.per_visitor is not None and self._visitors[visitor] >= self.per_visitor:
                 raise VisitorBusy(f"you already have {jobs(self._visitors[visitor])} running or waiting, "
                                   f"the most one visitor may have at once")
-            if self.running < self.workers and not self._queue:
-                self.running += 1
+            if self.running < self.workers and not self._waiting:
+                self._serve(None, visitor)
                 ticket = None
-            elif len(self._queue) >= self.max_waiting:
-                raise QueueFull(f"{jobs(self.running)} running, {len(self._queue)} waiting")
+            elif len(self._waiting) >= self.max_waiting:
+                raise QueueFull(f"{jobs(self.running)} running, {len(self._waiting)} waiting")
             else:
                 ticket = next(self._tickets)
-                self._queue.append(ticket)
+                self._waiting[ticket] = visitor
             if visitor is not None:
                 self._visitors[visitor] += 1
-        turn = Turn(self, on_wait, poll)
+        turn = Turn(self, on_wait, poll, visitor)
         try:
             if ticket is not None:
                 self._wait_for_turn(ticket, started, timeout, on_wait, poll)
@@ -178,9 +209,9 @@ class HeavyJobQueue:
                 del self._visitors[visitor]
 
     def _wait_for_turn(self, ticket, started, timeout, on_wait, poll) -> None:
-        """Block until ``ticket`` is the oldest and a slot is free; then it runs."""
+        """Block until ``ticket`` is first in the queue's order and a slot is free; then it runs."""
         def turn() -> bool:
-            return self._queue[0] == ticket and self.running < self.workers
+            return self.running < self.workers and self._order()[0] == ticket
 
         try:
             place = self.place(ticket)
@@ -193,17 +224,15 @@ class HeavyJobQueue:
                     if left is not None and step is not None:
                         step = min(step, left)
                     if (left is None or left > 0) and self._changed.wait_for(turn, step):
-                        self._queue.popleft()
-                        self.running += 1
+                        self._serve(ticket, self._waiting[ticket])
                         self._changed.notify_all()  # the next in line may find a free slot too
                         return
                     if left is not None and time.monotonic() - started >= timeout:
                         raise QueueFull("waited too long for a free slot")
-                    place = self._queue.index(ticket) + 1
+                    place = self._order().index(ticket) + 1
         except BaseException:
             with self._changed:
-                if ticket in self._queue:
-                    self._queue.remove(ticket)
+                self._waiting.pop(ticket, None)
                 self._changed.notify_all()  # those behind it move up
             raise
 
@@ -242,6 +271,8 @@ def visitor_key() -> str | None:
 
 _QUEUE: HeavyJobQueue | None = None
 _QUEUE_LOCK = threading.Lock()
+_FETCHES: HeavyJobQueue | None = None
+FETCH_WAIT_S = 30.0  # a fetch waits this long for a turn, then is refused ("try again")
 
 
 def heavy_job_queue() -> HeavyJobQueue:
@@ -255,3 +286,36 @@ def heavy_job_queue() -> HeavyJobQueue:
             else:
                 _QUEUE = HeavyJobQueue(workers=2, max_waiting=64)
         return _QUEUE
+
+
+def fetch_queue() -> HeavyJobQueue:
+    """The process-wide queue of server-side downloads (a PDB entry, an AlphaFold DB model, UniProt
+    FASTA), apart from the heavy jobs: each holds a connection and up to a 20 s timeout, and ran in
+    the visitor's session unbounded (issue #67). Hosted: ``FLAMINO_FETCH_WORKERS`` (2) at once,
+    ``FLAMINO_FETCH_WAITING`` (8) waiting, one per visitor at a time, visitors in turn."""
+    global _FETCHES
+    with _QUEUE_LOCK:
+        if _FETCHES is None:
+            if hosted_mode():
+                _FETCHES = HeavyJobQueue(env_int("FLAMINO_FETCH_WORKERS", 2), env_int("FLAMINO_FETCH_WAITING", 8),
+                                         per_visitor=1)
+            else:
+                _FETCHES = HeavyJobQueue(workers=4, max_waiting=64)
+        return _FETCHES
+
+
+@contextlib.contextmanager
+def fetch_turn():
+    """Hold a turn of ``fetch_queue`` for one server-side download (or one click's downloads).
+
+    Raises:
+      QueueFull: the visitor has a download running or waiting already, or the queue is full, or
+        no turn came within ``FETCH_WAIT_S``; the message says which, for the visitor.
+    """
+    try:
+        with fetch_queue().slot(timeout=FETCH_WAIT_S):
+            yield
+    except VisitorBusy:
+        raise QueueFull("you already have a download from this server running; wait for it to finish") from None
+    except QueueFull as err:
+        raise QueueFull(f"the server is downloading for other visitors ({err}); try again in a moment") from None

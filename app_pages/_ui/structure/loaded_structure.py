@@ -40,6 +40,7 @@ from flamino_core.structure import (BYTES_PER_ATOM, ChainAlignment, ParsedStruct
 
 from app_pages._ui.results import one_record as results, scans
 from app_pages._ui.server.byte_cache import ByteBudgetCache
+from app_pages._ui.server import heavy_jobs
 from app_pages._ui.server.heavy_jobs import HEAVY_RESIDUES
 from app_pages._ui.input import uploads
 from app_pages._ui.input.reading import pick_record, upload_limit_words, upload_size_mb
@@ -189,22 +190,30 @@ def download(identifier: str) -> None:
     cap = fetch.MAX_DOWNLOAD_BYTES if limit is None else min(limit, fetch.MAX_DOWNLOAD_BYTES)
     read_limits = current_limits().structure_limits()
     try:
-        if fetch.PDB_ID.match(identifier):
-            parsed = fetch.fetch_pdb(identifier, base_url=fetch.RCSB_URL, max_bytes=cap, read_limits=read_limits)
-            origin = f"PDB entry {identifier.upper()} (RCSB)"
-            link_id = identifier.upper()
-        elif fetch.UNIPROT_ACCESSION.match(identifier.upper()):
-            parsed = fetch.fetch_alphafold(identifier, base_url=fetch.ALPHAFOLD_API, max_bytes=cap,
-                                           read_limits=read_limits)
-            origin = f"AlphaFold DB model of {identifier.upper()}"
-            link_id = identifier.upper()
-        else:
-            _refuse(f"{identifier!r} is neither a PDB id (like 1GBT) nor a UniProt accession (like P69905).")
-            return
+        with heavy_jobs.fetch_turn():  # bounded, one per visitor (issue #67)
+            parsed, origin, link_id = _fetched(identifier, cap, read_limits)
+    except heavy_jobs.QueueFull as err:
+        _refuse(f"Not downloaded: {err}.")
+        return
     except StructureError as err:  # FetchError: offline, not found, too large, not a structure
         _refuse(str(err))
         return
-    _hold(parsed, f"fetch:{uuid.uuid4().hex}", origin, link_id)
+    if parsed is not None:
+        _hold(parsed, f"fetch:{uuid.uuid4().hex}", origin, link_id)
+
+
+def _fetched(identifier: str, cap: int, read_limits: dict) -> tuple:
+    """(the structure, its origin in words, its link id) of a PDB id or UniProt accession; (None, …)
+    after saying why not."""
+    if fetch.PDB_ID.match(identifier):
+        parsed = fetch.fetch_pdb(identifier, base_url=fetch.RCSB_URL, max_bytes=cap, read_limits=read_limits)
+        return parsed, f"PDB entry {identifier.upper()} (RCSB)", identifier.upper()
+    if fetch.UNIPROT_ACCESSION.match(identifier.upper()):
+        parsed = fetch.fetch_alphafold(identifier, base_url=fetch.ALPHAFOLD_API, max_bytes=cap,
+                                       read_limits=read_limits)
+        return parsed, f"AlphaFold DB model of {identifier.upper()}", identifier.upper()
+    _refuse(f"{identifier!r} is neither a PDB id (like 1GBT) nor a UniProt accession (like P69905).")
+    return None, None, None
 
 
 def follow_link() -> None:
@@ -227,8 +236,10 @@ def link_note() -> str:
     if found is None:
         return ""
     if found[1].startswith("fold:"):  # prediction.hold's key
-        return ("The link does not carry the predicted structure: whoever opens it presses Predict on this page "
-                "again (a fold this server stored for the model and sequence is read back, not folded again).")
+        # offer() holds a stored fold at once: on this server the recipient sees it with no click.
+        return ("The link does not carry the predicted structure, but this server keeps it: whoever opens the link "
+                "here sees it again at once (read back from the store for the same fold model and sequence, not "
+                "folded again); on another server, Predict folds it there.")
     if st.session_state.get(INPUT_FILE):
         return ("The link carries the chains' sequences as records, not the structure file: whoever opens it "
                 "uploads the file again (here or on the Input page) to see the structure.")

@@ -62,7 +62,18 @@ def for_strategy(tokens: StructureTokens | None, strategy: str) -> StructureToke
     return tokens
 
 
-def describe(tokens: StructureTokens | None) -> None:
-    """The result's line: which structure and chain, how many residues were structure-aware."""
-    if tokens is not None:
-        st.caption(plain(f"Structure-aware: {tokens.describe()}."))
+def describe(tokens: StructureTokens | None, numbering=None) -> None:
+    """The result's line: which structure and chain, how many residues were structure-aware, and
+    which positions were masked for pLDDT < 70 (in the record's ``numbering``); a warning when
+    every residue was masked, as the scores are then the sequence's alone (#66 D6)."""
+    if tokens is None:
+        return
+    st.caption(plain(f"Structure-aware: {tokens.describe()}."))
+    if tokens.all_masked:
+        st.warning(plain(f"Every residue of {tokens.structure} is masked (pLDDT < 70), so these scores are "
+                         "sequence-only: SaProt read '#' at every position, as without a structure. A fold this "
+                         "unsure adds nothing; use an experimental structure or a confident prediction."),
+                   icon=":material/warning:")
+    elif tokens.masked:
+        where = tokens.masked_ranges(numbering) if numbering is not None else tokens.masked_ranges()
+        st.caption(plain(f"Masked for pLDDT < 70 (read as '#', sequence only): positions {where}."))

@@ -9,7 +9,8 @@ import streamlit as st
 
 from flamino_core.inputs import TableError, table_text
 from flamino_core.options import STRATEGIES, names
-from flamino_core.variants import COLUMN as STRUCTURE_COLUMN, OK, filter_scored, output_columns, pass_plan
+from flamino_core.variants import (COLUMN as STRUCTURE_COLUMN, OK, filter_scored, in_structure_numbers,
+                                   output_columns, pass_plan, structure_number)
 
 from app_pages._ui.input.reading import upload_limit_words, upload_size_mb
 from app_pages._ui.server.policy import current_limits
@@ -180,10 +181,18 @@ def _filters_words(low: int, high: int, effect: str, first: int, last: int) -> l
     return words
 
 
-def scores_table(table: pd.DataFrame, first: int, last: int, columns: list[str], source: str = "") -> pd.DataFrame:
+def scores_table(table: pd.DataFrame, first: int, last: int, columns: list[str], source: str = "",
+                 structure=None) -> pd.DataFrame:
     """The scored rows with the position and effect filters; returns the rows shown. ``source``
     names the data (the record, the upload): the filters start over when it changes, and those
-    that hide rows are said under the table with a Reset."""
+    that hide rows are said under the table with a Reset. ``structure``: (its numbering, the
+    record's) for a list read in a structure's numbering: positions and filters in its numbers."""
+    full = table
+    if structure is not None:  # S195A is at 195 on 1GBT's every scale, not at the record's 192
+        author, numbering = structure
+        table = in_structure_numbers(table, author, numbering)
+        numbers = [structure_number(author, i) for i in range(len(author.labels))]
+        first, last = min(numbers), max(numbers)
     _fit_filters(source, first, last)
     left, middle, right = st.columns([1, 1, 3])
     with left:
@@ -194,6 +203,7 @@ def scores_table(table: pd.DataFrame, first: int, last: int, columns: list[str],
         effect = kept_radio("Predicted effect", "veffect", horizontal=True)
     shown = filter_scored(table, low, high, effect)
     view = shown[columns].copy()
+    shown = full.loc[shown.index]  # the caller's rows (positions in the record's numbering)
     if "positions" in view:
         view["positions"] = [", ".join(map(str, p)) for p in view["positions"]]
     st.dataframe(view, hide_index=True, width="stretch", height=min(420, 38 + 35 * max(len(view), 1)))

@@ -35,7 +35,6 @@ from flamino_core.model.esmfold2.layers import linear
 from flamino_core.model.esmfold2.msa import MsaEncoder
 from flamino_core.model.esmfold2.pair import PairUpdateStack
 from flamino_core.model.esmfold2.parcae import Parcae
-from flamino_core.model.esmfold2.stem import language_model_states
 
 
 @struct.dataclass
@@ -136,8 +135,13 @@ class EsmFold2(nnx.Module):
         self.msa_encoder = MsaEncoder(config, rngs) if config.msa_encoder.enabled else None
 
     def language_model_states(self, features: dict) -> jax.Array:
-        """ESM C's hidden states per structure token (``stem.language_model_states``; eager)."""
-        return language_model_states(self.esmc, features)
+        """ESM C's hidden states per structure token, as the reference's ``_compute_lm_hidden_states``
+        (``model/esmc_chains.py``, the one chain-aware ESM C pass; eager: its rows' length depends on
+        the data)."""
+        from flamino_core.model.esmc_chains import lm_hidden_states
+
+        return jnp.asarray(lm_hidden_states(self.esmc, *(features[k] for k in (
+            "input_ids", "asym_id", "residue_index", "mol_type", "attention_mask"))))
 
     def trunk(self, features: dict, noise: TrunkNoise, lm_hidden_states: jax.Array | None = None,
               num_loops: int | None = None) -> TrunkOutput:

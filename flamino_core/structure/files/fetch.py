@@ -187,3 +187,26 @@ def fetch_fasta(accession: str, base_url: str | None = None, timeout: float = TI
         raise FetchError(f"the answer for {what} is not a FASTA record (it starts {text[:40]!r}); paste the "
                          "sequence from uniprot.org instead")
     return text + "\n"
+
+
+REACHABLE_FOR_S = 60.0  # how long one answer of ``reachable`` is kept (a page reruns often)
+_reachable: dict[str, tuple[float, bool]] = {}
+
+
+def reachable(base_url: str | None = None, timeout: float = 2.0) -> bool:
+    """Whether the host of ``base_url`` (default UniProt's REST service) takes a connection now:
+    the Input page offers "Fetch from UniProt" only then, instead of a button whose every press
+    says to download elsewhere (#66 D11). One answer per URL is kept ``REACHABLE_FOR_S``."""
+    url = urllib.parse.urlparse(base_url or UNIPROT_REST)
+    now = time.monotonic()
+    kept = _reachable.get(url.geturl())
+    if kept is not None and now - kept[0] < REACHABLE_FOR_S:
+        return kept[1]
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        with socket.create_connection((url.hostname, port), timeout=timeout):
+            answer = True
+    except OSError:
+        answer = False
+    _reachable[url.geturl()] = (now, answer)
+    return answer

@@ -16,6 +16,9 @@ from __future__ import annotations
 from Bio.PDB.StructureBuilder import StructureBuilder
 
 BYTES_PER_ATOM = 1_100  # kept per parsed atom (see above): what a cache charges for a structure
+# A chain id is a label the pages print in listings, options and file names: PDB's are 1 character,
+# wwPDB's mmCIF ids of large assemblies 4 at most. A 400-character id was printed in full (issue #67).
+MAX_CHAIN_ID_CHARS = 16
 
 
 class StructureError(ValueError):
@@ -107,11 +110,14 @@ class BoundedBuilder(StructureBuilder):
             raise _too_many(self.name, "models", self.max_models)
         super().init_model(*args, **kwargs)
 
-    def init_chain(self, *args, **kwargs):
+    def init_chain(self, chain_id, *args, **kwargs):
+        if len(str(chain_id)) > MAX_CHAIN_ID_CHARS:
+            raise StructureError(f"{self.name} has a chain id of {len(str(chain_id)):,} characters "
+                                 f"({str(chain_id)[:8]!r}…); chain ids of up to {MAX_CHAIN_ID_CHARS} are read")
         self.chains += 1  # a chain id met again later in the model counts again: a bound, not a count
         if self.max_chains is not None and self.chains > self.max_chains:
             raise _too_many(self.name, "chains", self.max_chains)
-        super().init_chain(*args, **kwargs)
+        super().init_chain(chain_id, *args, **kwargs)
 
     def init_atom(self, *args, **kwargs):
         self.atoms += 1

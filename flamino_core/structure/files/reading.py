@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import os
+import re
 import stat
 from collections import Counter
 from pathlib import Path
@@ -180,7 +181,7 @@ def parse_structure_bytes(
         data = _gunzip(data, name, max_bytes)
     if len(data) > max_bytes:
         raise StructureError(f"{name} is {len(data):,} bytes; the limit is {max_bytes:,}")
-    text = data.decode("latin-1")  # PDB and mmCIF are ASCII; latin-1 never fails to decode
+    text = _decoded(data)
     file_format = _sniff_format(text, name)
     check_counts(text, name, file_format, max_atoms, max_models, max_chains)
     builder = BoundedBuilder(name, max_atoms, max_models, max_chains)
@@ -188,7 +189,7 @@ def parse_structure_bytes(
         parser = MMCIFParser(structure_builder=builder, QUIET=True)
     else:
         parser = PDBParser(structure_builder=builder, QUIET=True)
-    stem = name.split(".")[0] or "structure"
+    stem = block_name(name.split(".")[0])
     try:
         structure = parser.get_structure(stem, io.StringIO(text))
     except StructureError:
@@ -205,6 +206,37 @@ def parse_structure_bytes(
             f"(chain {residue.get_parent().id}) has coordinates that are not finite numbers"
         )
     return ParsedStructure(name, file_format, structure)
+
+
+def count_atom_lines(data: bytes, max_bytes: int = MAX_STRUCTURE_BYTES) -> int:
+    """The atoms a structure file's text holds (its ATOM/HETATM lines, as ``check_counts`` counts
+    them), gzip inflated within ``max_bytes`` (past it: that many, the parse refuses the file): what
+    an upload is charged before it is parsed (the app's atom budget per upload and session)."""
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gunzip(data, max_bytes)
+        except (TooLarge, Unreadable):
+            return 0  # the parse refuses it in its own words, having built nothing
+    return sum(data.startswith(tag) + data.count(b"\n" + tag) for tag in (b"ATOM", b"HETATM"))
+
+
+def block_name(text: str) -> str:
+    """``text`` as an mmCIF data block name (Biopython's MMCIFIO writes ``data_`` + the structure's
+    id): letters, digits, ``_``, ``-`` and ``.`` kept, anything else ``_``, at most 40 characters.
+    A visitor's record name became ``data_=HYPERLINK(...)<img`` (issue #67): blanks, quotes or a
+    ``#`` there end the name or start a comment for every mmCIF reader after."""
+    kept = re.sub(r"[^A-Za-z0-9_.-]", "_", text)[:40]
+    return kept if kept.strip("_") else "structure"
+
+
+def _decoded(data: bytes) -> str:
+    """The file's text: UTF-8 (mmCIF's encoding since its 2.0 syntax; ASCII is UTF-8), else Latin-1
+    (an old PDB file's odd byte), which never fails. Read as Latin-1 always, a U+202E chain id
+    became three characters of mojibake (issue #67)."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return data.decode("latin-1")
 
 
 def _gunzip(data: bytes, name: str, max_bytes: int) -> bytes:

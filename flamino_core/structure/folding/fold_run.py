@@ -106,6 +106,12 @@ class FoldRunPlan:
         return said
 
 
+def _platform() -> str:
+    from flamino_core.engine import hardware
+
+    return hardware.detect().platform
+
+
 def _span(lengths: list[int]) -> str:
     low, high = min(lengths), max(lengths)
     return f"{low:,}" if low == high else f"{low:,}-{high:,}"
@@ -144,7 +150,8 @@ def plan_run(records: Sequence, out: Path, config, model_key: str, longest: int,
                  for t in todo] if config is not None else []
     longest_task = max(todo, key=lambda t: t.length, default=None)
     memory = "" if longest_task is None or config is None else fold_memory(
-        config, longest_task.length, chunk_size, stem_precision=stem_precision).describe()
+        config, longest_task.length, chunk_size, stem_precision=stem_precision,
+        platform=platform or _platform()).describe()
     compile_range = next((e.compile for e in estimates if e.compile), None)
     seconds = tuple(e.compute for e in estimates) if estimates else (0.0,) * len(todo)
     return FoldRunPlan(tuple(todo), done, tuple(refused), longest, where, seconds, compile_range, memory, device)

@@ -71,10 +71,18 @@ class FoldSeconds:
         return said
 
 
+def fold_platform() -> str:
+    """This process's JAX platform (cpu, tpu, gpu): a fold's memory is the host's on the CPU."""
+    from flamino_core.engine import hardware  # JAX: imported when asked, not with the page
+
+    return hardware.detect().platform
+
+
 def fold_time_estimate(config: FoldConfig, length: int, model_key: str, platform: str | None = None, rates=None,
-                       passes: int | None = None) -> FoldSeconds:
+                       passes: int | None = None, compiled: bool | None = None) -> FoldSeconds:
     """The time one fold of ``length`` residues will take with the model ``model_key`` here
-    (``platform``: cpu, tpu or gpu; None: this process's JAX backend)."""
+    (``platform``: cpu, tpu or gpu; None: this process's JAX backend; ``compiled``: whether the
+    process that folds has compiled the length, None: this process, as its folds have marked)."""
     if platform is None:
         from flamino_core.engine import hardware  # JAX: imported when an estimate is asked, not with the page
 
@@ -83,20 +91,22 @@ def fold_time_estimate(config: FoldConfig, length: int, model_key: str, platform
     work = fold_gflop(config, length, passes)
     prior = PRIOR_SECONDS_PER_GFLOP.get(platform, PRIOR_SECONDS_PER_GFLOP["cpu"])
     compute = rates.robust_seconds(model_key, RATE_KIND, work, prior)
-    with _lock:
-        compiled = (model_key, padded_length(length, PAD_TO)) in _compiled
+    if compiled is None:
+        with _lock:
+            compiled = (model_key, padded_length(length, PAD_TO)) in _compiled
     return FoldSeconds(compute, None if compiled else COMPILE_SECONDS.get(platform, COMPILE_SECONDS["cpu"]),
                        rates.measured_samples(model_key, RATE_KIND))
 
 
 def record_fold_time(config: FoldConfig, length: int, model_key: str, seconds: float, rates=None, source: str = "",
-           passes: int | None = None) -> None:
+           passes: int | None = None, warm: bool | None = None) -> None:
     """Note a fold that took ``seconds``: its rate is kept (one sample per ``source``, the visitor)
-    only when this process had compiled its length before, so a compilation never counts as
-    arithmetic; the first fold of a length marks it compiled."""
+    only when this process had compiled its length before (``warm``: whether the process that
+    folded had, a worker's), so a compilation never counts as arithmetic; the first fold of a
+    length marks it compiled."""
     key = (model_key, padded_length(length, PAD_TO))
     with _lock:
-        warm = key in _compiled
+        warm = key in _compiled if warm is None else warm
         _compiled.add(key)
     if warm:
         _rates(rates).record_sample(model_key, RATE_KIND, fold_gflop(config, length, passes), seconds, source)

@@ -40,6 +40,21 @@ HOSTED_FOLD_RESIDUES = 400  # FLAMINO_MAX_FOLD_RESIDUES overrides (read at each 
 FLOAT = 4  # bytes: flamino folds in fp32
 FIELDS = ("atom37", "atom37_exists", "plddt", "pae", "ptm")
 GIB = 1 << 30
+# What a fold's process holds beyond the buffers ``fold_memory`` counts from the shape, measured in a
+# fold worker with benchmarks/hostile_folds.py (the untrained test model on the 2-core CPU server,
+# load 9-10, 2026-12-07; issue #67: the page said "about 386 MiB" at 400 residues for +1.30 GiB cold):
+# - the process itself: Python, JAX's CPU client and the model's code, 471 MiB resident with the test
+#   model loaded before any fold (its weights apart: 1 MiB);
+# - XLA's compilation of a length new to the process: the cold fold's peak above the warm one's,
+#   365-396 MiB at 128-448 padded residues (400 said);
+# - the fold's own buffers: the warm fold's peak over its resident memory was 1.30x the shape's sum at
+#   256 padded residues and 1.83x at 448 (XLA's allocator and the fused triangular attention hold more
+#   than one chunk of logits): twice the sum is said, an upper bound at every length measured.
+# Not measured at esmfold_v1's shape (13 GiB of weights, 2-4 min of compilation on this machine), nor on
+# an accelerator, whose memory holds the weights and the buffers, not the process (there: the shape's sum).
+PROCESS_BYTES = 470 << 20
+COMPILE_BYTES = 400 << 20
+WORK_FACTOR = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,17 +69,29 @@ class FoldMemory:
     pair: int  # the trunk's pair state with what a block holds beside it
     chunk: int  # the triangular attention's logits and the pair MLP for one chunk of rows
     stem_precision: str = "fp32"
+    process: int = PROCESS_BYTES  # the fold's process: Python, JAX's client, the model's code (measured)
+    compile: int = COMPILE_BYTES  # XLA compiling this length (0: compiled already in that process)
+    factor: int = WORK_FACTOR  # what XLA holds per byte of the shape's buffers (measured on the CPU)
+
+    @property
+    def work(self) -> int:
+        """What the fold itself holds: the shape's buffers, times what XLA was measured to hold beside them."""
+        return self.factor * (self.stem + self.pair + self.chunk)
 
     @property
     def total(self) -> int:
-        return self.weights + self.stem + self.pair + self.chunk
+        return self.weights + self.process + self.compile + self.work
 
     def describe(self) -> str:
+        compiling = f", compiling this length {size(self.compile)}" if self.compile else ""
         return (f"about {size(self.total)} for {self.length:,} residues (padded to {self.padded:,}): "
                 f"weights {size(self.weights)}, the pair state and a block's work on it "
-                f"{size(self.pair + self.chunk)} (grows as the length squared), the language model's "
-                f"states {size(self.stem)}; an estimate from the model's shape in fp32"
-                f"{' (the stem: bf16 dense kernels)' if self.stem_precision == 'bf16' else ''}, not a measurement")
+                f"{size(self.factor * (self.pair + self.chunk))} (grows as the length squared), the language "
+                f"model's states {size(self.factor * self.stem)}"
+                f"{f', the fold process {size(self.process)}' if self.process else ''}{compiling}; "
+                "an estimate from the model's shape in fp32"
+                f"{' (the stem: bf16 dense kernels)' if self.stem_precision == 'bf16' else ''} and this "
+                "server's measured overheads, not a measurement")
 
 
 def size(n: int) -> str:
@@ -102,8 +129,13 @@ def stem_dense_count(config: FoldConfig) -> int:
 
 
 def fold_memory(config: FoldConfig, length: int, chunk_size: int | None = 64, pad_to: int | None = PAD_TO,
-                parameters: int | None = None, stem_precision: str = "fp32") -> FoldMemory:
+                parameters: int | None = None, stem_precision: str = "fp32", compiled: bool = False,
+                platform: str = "cpu") -> FoldMemory:
     """The memory one fold of ``length`` residues needs (``fold_sequence``'s padding and chunks).
+    On the CPU (``platform``), the host's: in a process of its own (the fold worker's:
+    ``PROCESS_BYTES``), compiling the length unless ``compiled`` (``COMPILE_BYTES``), its buffers
+    ``WORK_FACTOR`` times their sum (measured); on an accelerator, its memory's: the weights and the
+    shape's buffers.
 
     The pair state is L x L x c_z; a block holds it, its residual and the triangular
     multiplicative updates' projections (a, b and their gates, and the output gate: five more
@@ -130,28 +162,32 @@ def fold_memory(config: FoldConfig, length: int, chunk_size: int | None = 64, pa
     attention = tokens * tokens * stem.attention_heads * FLOAT
     count = parameter_count(config) if parameters is None else parameters
     weights = count * FLOAT - (stem_dense_count(config) * (FLOAT - 2) if stem_precision == "bf16" else 0)
-    return FoldMemory(length, padded, weights, states + attention, pair, chunk, stem_precision)
+    if platform != "cpu":
+        return FoldMemory(length, padded, weights, states + attention, pair, chunk, stem_precision, 0, 0, 1)
+    return FoldMemory(length, padded, weights, states + attention, pair, chunk, stem_precision,
+                      compile=0 if compiled else COMPILE_BYTES)
 
 
 def device_fold_limit(config: FoldConfig, room: int, chunk_size: int | None = 64,
-                      stem_precision: str = "fp32") -> int:
-    """The longest length (a multiple of ``PAD_TO``, at least one bucket) whose ``fold_memory``
-    fits in ``room`` bytes: the weights, the stem's states and the pair state with a block's work."""
+                      stem_precision: str = "fp32", platform: str = "cpu") -> int:
+    """The longest length (a multiple of ``PAD_TO``, at least one bucket) whose ``fold_memory`` on
+    ``platform`` fits in ``room`` bytes: the weights, the stem's states and the pair state with a
+    block's work (on the CPU with the process's measured overheads too)."""
     parameters = parameter_count(config)
     longest = PAD_TO
     while fold_memory(config, longest + PAD_TO, chunk_size, parameters=parameters,
-                      stem_precision=stem_precision).total <= room:
+                      stem_precision=stem_precision, platform=platform).total <= room:
         longest += PAD_TO
     return longest
 
 
 def fold_length_limit(config: FoldConfig, room: int | None, where: str, chunk_size: int | None = 64,
-                      stem_precision: str = "fp32") -> tuple[int, str]:
+                      stem_precision: str = "fp32", platform: str = "cpu") -> tuple[int, str]:
     """(the longest fold done here, why in words) for a device with ``room`` bytes (``memory_room``,
     said as ``where``): ``device_fold_limit``, never below the stem's trained length (what folded
     before still does: the estimate is an upper bound, XLA fuses part of the trunk's work; a
     device the estimate finds short is said)."""
-    fits = device_fold_limit(config, room, chunk_size, stem_precision) if room else None
+    fits = device_fold_limit(config, room, chunk_size, stem_precision, platform) if room else None
     if fits is None:
         return TRAINED_RESIDUES, "(the stem's trained length: this device's memory is not known)"
     if fits >= TRAINED_RESIDUES:
@@ -196,6 +232,16 @@ def length_refusal(length: int, hosted: bool, limit: int | None = None, longest:
                 "cube), so one long fold would hold the memory every visitor shares; fold it on your own machine "
                 "with `flamino fold`")
     return None
+
+
+def time_refusal(seconds: float, budget: float | None) -> str | None:
+    """Why a fold estimated at ``seconds`` is refused before any work on a server giving one fold
+    ``budget`` seconds (None: no budget), or None. A fold that starts is still killed at twice the
+    budget (the estimate may be short: a busy machine)."""
+    if budget is None or seconds <= budget:
+        return None
+    return (f"this fold is estimated at {seconds:,.0f} s, over the {budget:,.0f} s this server gives one fold; "
+            "fold it on your own machine with `flamino fold`")
 
 
 def model_key(identifier: str, passes: int, stem_precision: str = "fp32") -> str:
@@ -276,7 +322,9 @@ def prediction_mmcif(pdb_text: str, name: str) -> str:
     """The same structure as mmCIF (Biopython's MMCIFIO; B-factors, pLDDT 0-100, kept)."""
     from Bio.PDB import MMCIFIO, PDBParser
 
-    structure = PDBParser(QUIET=True).get_structure(name[:40] or "prediction", io.StringIO(pdb_text))
+    from flamino_core.structure.files.reading import block_name
+
+    structure = PDBParser(QUIET=True).get_structure(block_name(name or "prediction"), io.StringIO(pdb_text))
     out = io.StringIO()
     writer = MMCIFIO()
     writer.set_structure(structure)

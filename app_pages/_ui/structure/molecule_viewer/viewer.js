@@ -41,8 +41,24 @@ function legend(scene) {
   const l = scene.legend;
   const fmt = (v) => (Math.abs(v) >= 100 || (Math.abs(v) < 0.01 && v !== 0) ? v.toExponential(1) : v.toFixed(2));
   box.innerHTML = "";
+  if (l.keys) return categories(box, l); // a predicted complex: by chain or pLDDT band
   const title = document.createElement("div");
   title.textContent = l.label + (l.signed ? " (white: 0)" : "");
+  if (l.bands && l.bands.length) {
+    // Fixed bands (pLDDT's): one swatch per band with its name, never a gradient over the data.
+    box.append(title);
+    for (const band of l.bands) {
+      const row = document.createElement("div");
+      row.className = "band";
+      const swatch = document.createElement("span");
+      swatch.className = "swatch";
+      swatch.style.background = band.colour;
+      row.append(swatch, document.createTextNode(band.name));
+      box.append(row);
+    }
+    keysOf(scene);
+    return;
+  }
   const bar = document.createElement("div");
   bar.className = "bar";
   bar.style.background = "linear-gradient(to right, " + l.stops.join(", ") + ")";
@@ -54,7 +70,10 @@ function legend(scene) {
   const none = document.createElement("div");
   none.textContent = "grey: no value (not aligned)";
   box.append(title, bar, ends, none);
+  keysOf(scene);
+}
 
+function keysOf(scene) {
   const keys = document.getElementById("keys");
   keys.innerHTML = "";
   const rows = [];
@@ -75,6 +94,22 @@ function legend(scene) {
   keys.style.display = rows.length ? "block" : "none";
 }
 
+function categories(box, l) {
+  // Named colours (chains, AlphaFold's pLDDT bands) instead of a colour bar; no contact keys.
+  const title = document.createElement("div");
+  title.textContent = l.label;
+  box.append(title);
+  for (const [colour, text] of l.keys) {
+    const row = document.createElement("div");
+    const swatch = document.createElement("span");
+    swatch.style.cssText = "display:inline-block;width:12px;height:12px;margin-right:4px;vertical-align:middle";
+    swatch.style.background = colour;
+    row.append(swatch, document.createTextNode(text));
+    box.append(row);
+  }
+  document.getElementById("keys").style.display = "none";
+}
+
 function draw(scene, height) {
   const stage = document.getElementById("stage");
   stage.style.height = height + "px";
@@ -89,7 +124,7 @@ function draw(scene, height) {
   const model = viewer.addModel(scene.model, scene.format);
   const byKey = new Map(scene.residues.map((r) => [r.key, r]));
   const colourOf = (atom) => (byKey.has(keyOf(atom)) ? byKey.get(keyOf(atom)).colour : OTHER_CHAINS);
-  const isChain = { chain: scene.chain };
+  const isChain = { chain: scene.chains || scene.chain }; // a complex colours every chain
 
   viewer.setStyle({}, {});
   // Other chains (protein or nucleic acid) in grey cartoon, the chosen chain coloured by the track.
