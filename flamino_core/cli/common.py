@@ -69,20 +69,23 @@ def add_fasta_argument(parser, help: str = FASTA_HELP) -> None:
     parser.add_argument("--allow-dna", action="store_true", help=ALLOW_DNA_HELP)
 
 
-def read_fasta_argument(args):
+def read_fasta_argument(args, *, windowed: bool = True):
     """``read_records`` of what ``add_fasta_argument`` declared."""
-    return read_records(args.fasta, allow_dna=args.allow_dna)
+    return read_records(args.fasta, allow_dna=args.allow_dna, windowed=windowed)
 
 
-def read_records(path: str, *, allow_dna: bool = False):
+def read_records(path: str, *, allow_dna: bool = False, windowed: bool = True):
     """The usable records of a FASTA file ('-': standard input) and whether any record had errors.
 
     Warnings and errors go to stderr; no usable record at all is a ``UserError``. Sequences
     that look like DNA/RNA are refused unless ``allow_dna``. A PDB or mmCIF file (plain or
     gzipped) is read as the app's Input page reads one (``chain_records.structure_records``):
     each protein chain of its first model a record, numbered from the file (``1GBT_A/16-245``).
+    ``windowed``: False for a command that does not read long records in windows (``flamino fold``
+    folds them whole and says so itself): the reader's window warning is not said.
     """
     from flamino_core.inputs.fasta import parse_fasta_bytes, read_fasta
+    from flamino_core.inputs.fasta_records import ESM2_TRAINING_LENGTH
 
     data = sys.stdin.buffer.read() if path == "-" else None
     structure = _structure_records(path, data)
@@ -93,8 +96,10 @@ def read_records(path: str, *, allow_dna: bool = False):
         parsed = parse_fasta_bytes(data, allow_nucleotides=allow_dna)
     else:
         parsed = read_fasta(path, allow_nucleotides=allow_dna)
+    windows_note = f"longer than {ESM2_TRAINING_LENGTH} residues"
     for issue in parsed.warnings:
-        say(f"warning: {issue}")
+        if windowed or not issue.message.startswith(windows_note):
+            say(f"warning: {issue}")
     for issue in parsed.errors:
         say(f"error: {issue}")
     refused_dna = len(parsed.nucleotide_labels) if not allow_dna else 0

@@ -5,21 +5,18 @@ from __future__ import annotations
 
 import csv
 import io
-import re
-import time
 from pathlib import Path
 
 from flamino_core.atomic import written_atomically
 from flamino_core.cli.common import EXIT_OK, EXIT_USAGE, UserError, add_fasta_argument, read_fasta_argument
-from flamino_core.progress import duration, say
 from flamino_core.model.esmfold.config import STEM_PRECISIONS
+from flamino_core.progress import say
+from flamino_core.structure.folding.prediction import TRAINED_RESIDUES
 
-# One pass holds the whole sequence: the stem is ESM-2, trained on 1,022 residues at most, and
-# the trunk's pair state grows as L^2 (esmfold_v1: 128 floats per pair per block input, and the
-# triangular attention's logits per chunk of rows). Longer records are refused, by name.
-MAX_RESIDUES = 1022
 STEM_BF16_NOTE = "stem in bf16 (opt-in fast mode: not the reference's numbers)"
 TABLE = "folds.csv"
+# The table's columns, in this order (scripts read them): past_trained_length (yes/no) added last.
+COLUMNS = ["name", "length", "mean_plddt", "ptm", "pdb", "past_trained_length"]
 MODEL_HELP = ("esmfold_v1 (facebook/esmfold_v1, MIT licence: downloaded once into the Hugging Face cache), an "
               "ESMFold folder written by transformers' EsmForProteinFolding.save_pretrained, or "
               "random:esmfold-tiny[:seed] (an untrained test model: its structures are not biology); or ESMFold2: "
@@ -30,7 +27,10 @@ ESMFOLD2_ONLY = ("complex", "seed", "samples", "steps", "pdb")
 
 
 def cmd_fold(args) -> int:
-    from flamino_core.weights.esmfold import load_fold_model
+    from flamino_core.engine.engine import enable_compilation_cache
+    from flamino_core.structure.folding.fold_run import run_folds
+    from flamino_core.structure.folding.fold_time import record_fold_time
+    from flamino_core.structure.folding.prediction import memory_room
     from flamino_core.weights.esmfold2_hub import is_esmfold2
 
     if is_esmfold2(args.model):  # ESMFold2: mmCIF files, complexes (cli/fold2.py)
@@ -48,7 +48,42 @@ def cmd_fold(args) -> int:
         raise UserError(f"--passes {args.passes}: the trunk runs at least once (1 = no recycling)")
     if args.chunk_size < 0:
         raise UserError(f"--chunk-size {args.chunk_size}: a number of rows, or 0 for all at once")
-    records, had_errors = read_fasta_argument(args)
+    if args.max_residues is not None and args.max_residues < 1:
+        raise UserError(f"--max-residues {args.max_residues}: at least one residue")
+    records, had_errors = read_fasta_argument(args, windowed=False)  # folded whole: the plan says it
+    enable_compilation_cache()  # one compilation per bucket, kept for the next run as every command's
+    if args.mutations:  # the wild type and its variants, superposed (#66: cli/fold_mutations.py)
+        from flamino_core.cli import fold_mutations
+
+        model, is_random = _load(args)
+        Path(args.output).mkdir(parents=True, exist_ok=True)
+        return fold_mutations.run(args, model, is_random, records, _write_table)
+    room = memory_room()  # before the weights arrive: the plan counts them in each fold's memory
+    config, model, is_random = _known_config(args.model), None, False
+    if config is None:  # a folder without a readable config.json: the loader says what is wrong
+        model, is_random = _load(args)
+        config = model.config
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    plan, key = _plan(config, records, out, args, room)
+    for line in plan.lines():
+        say(line)
+    for name, reason in plan.refused:
+        say(f"error: {name}: {reason}: skipped")
+    if plan.todo and model is None:  # the plan is said before the weights load (esmfold_v1: 8.4 GB)
+        model, is_random = _load(args)
+    rows = run_folds(plan, out, key, lambda task: _fold_one(model, task, out, is_random, args), say,
+                     folded_in=lambda task, seconds: record_fold_time(config, task.length, key, seconds,
+                                                                      passes=args.passes))
+    _write_table(out / TABLE, [rows[i] for i in sorted(rows)])
+    kept = f" ({len(plan.done)} kept from an earlier run)" if plan.done else ""
+    print(f"wrote {len(rows) - len(plan.done)} PDB file(s) and {out / TABLE}{kept}")
+    return EXIT_USAGE if had_errors or plan.refused else EXIT_OK
+
+
+def _load(args):
+    from flamino_core.weights.esmfold import load_fold_model
+
     try:
         model, is_random = load_fold_model(args.model, args.stem_precision)
     except ValueError as err:
@@ -57,57 +92,70 @@ def cmd_fold(args) -> int:
         say("note: untrained test model (random weights): the structures are not biology")
     if args.stem_precision == "bf16":
         say(f"note: {STEM_BF16_NOTE}")
-    out = Path(args.output)
-    out.mkdir(parents=True, exist_ok=True)
-    if args.mutations:  # the wild type and its variants, superposed (#66: cli/fold_mutations.py)
-        from flamino_core.cli import fold_mutations
-        return fold_mutations.run(args, model, is_random, records, _write_table)
-    rows, skipped, used = [], 0, set()
-    for i, record in enumerate(records, 1):
-        if len(record.sequence) > MAX_RESIDUES:
-            say(f"error: {record.id}: {len(record.sequence):,} residues; flamino folds {MAX_RESIDUES:,} at most "
-                "in one pass (the stem's trained length; the pair state grows as its square): skipped")
-            skipped += 1
-            continue
-        rows.append(_fold_one(model, record, out, is_random, args, f"{i}/{len(records)}", used))
-    _write_table(out / TABLE, rows)
-    print(f"wrote {len(rows)} PDB file(s) and {out / TABLE}")
-    return EXIT_USAGE if had_errors or skipped else EXIT_OK
+    return model, is_random
 
 
-def _fold_one(model, record, out: Path, is_random: bool, args, counter: str, used: set[str]) -> dict:
+def _known_config(identifier: str):
+    """The model's shape before its weights load: the test model's, a preset's, a folder's
+    ``config.json``; None where it cannot be read (the loader then says why)."""
+    import json
+
+    from flamino_core.model.esmfold.config import FoldConfig
+    from flamino_core.structure.folding.prediction import RANDOM_MODEL
+    from flamino_core.weights.esmfold_hub import FOLD_PRESETS, fold_preset_name
+
+    if identifier == RANDOM_MODEL or identifier.startswith(RANDOM_MODEL + ":"):
+        return FoldConfig.tiny()
+    if (preset := fold_preset_name(identifier)) is not None:
+        return FOLD_PRESETS[preset].expect()
+    try:
+        return FoldConfig.from_hf_config(json.loads((Path(identifier) / "config.json").read_text()),
+                                         name=Path(identifier).name)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _plan(config, records, out: Path, args, memory: tuple[int | None, str]):
+    """The run's plan (``fold_run.plan_run``) and the model's store key: the length limit is the
+    core's (``prediction.fold_length_limit``), or ``--max-residues`` where lower."""
+    from flamino_core.engine import hardware
+    from flamino_core.structure.folding.fold_run import plan_run
+    from flamino_core.structure.folding.prediction import fold_length_limit, model_key
+
+    chunk = args.chunk_size or None
+    room, host = memory
+    longest, where = fold_length_limit(config, room, host, chunk, args.stem_precision, hardware.detect().platform)
+    device = ""
+    if args.max_residues is not None and args.max_residues < longest:
+        device = f"this device: {longest:,} {where}"
+        longest, where = args.max_residues, "by --max-residues"
+    key = model_key(args.model, args.passes or config.trunk.max_recycles, args.stem_precision)
+    return plan_run(records, out, config, key, longest, where, chunk, args.stem_precision, args.passes,
+                    device=device), key
+
+
+def _fold_one(model, task, out: Path, is_random: bool, args) -> dict:
     from flamino_core.model.esmfold.pdb import to_pdb
-    from flamino_core.structure.folding.prediction import fold
+    from flamino_core.structure.folding.fold_run import row_flag
+    from flamino_core.structure.folding.prediction import PAST_TRAINED_NOTE, fold
 
-    start = time.perf_counter()
-    folded = fold(model, record.sequence, passes=args.passes, chunk_size=args.chunk_size or None)
-    path = out / _file_name(record.id, used)
-    remark = f"flamino ESMFold ({'UNTRAINED TEST MODEL, not biology' if is_random else args.model}): {record.id}"
+    folded = fold(model, task.sequence, passes=args.passes, chunk_size=args.chunk_size or None)
+    remark = f"flamino ESMFold ({'UNTRAINED TEST MODEL, not biology' if is_random else args.model}): {task.name}"
     if args.stem_precision == "bf16":
         remark += f"; {STEM_BF16_NOTE}"
-    with written_atomically(path) as tmp:
-        Path(tmp).write_text(to_pdb(folded, remark=remark))
-    say(f"folded {record.id} ({counter}, {len(record.sequence)} residues) in "
-        f"{duration(time.perf_counter() - start)}: mean pLDDT {100 * folded.mean_plddt:.1f}, pTM {folded.ptm:.3f}")
-    return {"name": record.id, "length": len(record.sequence), "mean_plddt": round(100 * folded.mean_plddt, 2),
-            "ptm": round(folded.ptm, 4), "pdb": path.name}
-
-
-def _file_name(record_id: str, used: set[str]) -> str:
-    """The record's id as a file name (characters other than letters, digits, '.', '-' and '_' as
-    '_'), numbered when an earlier record of this run took it; added to ``used``."""
-    stem = re.sub(r"[^A-Za-z0-9._-]", "_", record_id)[:100] or "record"
-    name, n = f"{stem}.pdb", 1
-    while name in used:
-        n += 1
-        name = f"{stem}_{n}.pdb"
-    used.add(name)
-    return name
+    text = to_pdb(folded, remark=remark)
+    if task.past_trained:  # a second REMARK line, before the atoms: viewers and parsers keep it
+        text = f"REMARK {len(task.sequence):,} residues: {PAST_TRAINED_NOTE.upper()}\n" + text
+        say(f"warning: {task.name}: {len(task.sequence):,} residues, {PAST_TRAINED_NOTE}")
+    with written_atomically(out / task.file) as tmp:
+        Path(tmp).write_text(text)
+    return {"name": task.name, "length": len(task.sequence), "mean_plddt": round(100 * folded.mean_plddt, 2),
+            "ptm": round(folded.ptm, 4), "pdb": task.file, "past_trained_length": row_flag(task)}
 
 
 def _write_table(path: Path, rows: list[dict]) -> None:
     text = io.StringIO()
-    writer = csv.DictWriter(text, fieldnames=["name", "length", "mean_plddt", "ptm", "pdb"], lineterminator="\n")
+    writer = csv.DictWriter(text, fieldnames=COLUMNS, lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
     with written_atomically(path) as tmp:
@@ -118,8 +166,15 @@ def add_parsers(sub) -> None:
     fold = sub.add_parser(
         "fold", help="predict structures (ESMFold): one PDB per record and a table",
         description="Fold every record with ESMFold. Writes DIR/<record>.pdb (pLDDT 0-100 in the B-factor "
-                    f"column, as ESMFold's own files) and DIR/{TABLE} (name, length, mean pLDDT, pTM). Records "
-                    f"over {MAX_RESIDUES} residues are skipped, named on stderr. With an ESMFold2 model: "
+                    f"column, as ESMFold's own files) and DIR/{TABLE} (name, length, mean pLDDT, pTM, file, "
+                    "past_trained_length). The plan is said first: records, lengths, buckets, memory, this "
+                    "device's length limit and the time. Records are folded by length bucket (lengths padded to "
+                    "a multiple of 64: <= 64, <= 128, ...; one compilation each, kept in the persistent "
+                    "compilation cache), each file written as it finishes; the same command again into the same "
+                    "DIR folds only what is missing. Records over the device's limit (its memory, by the "
+                    "estimate; --max-residues) are skipped, named on stderr; records over "
+                    f"{TRAINED_RESIDUES:,} residues fold past the ESM-2 stem's trained length, flagged in the file, "
+                    "the table and on stderr. With an ESMFold2 model: "
                     f"DIR/<name>.cif per fold (and complexes: A:B in a record, or --complex) and DIR/{TABLE} "
                     "(name, chains, length, mean pLDDT, pTM, ipTM).",
     )
@@ -131,6 +186,9 @@ def add_parsers(sub) -> None:
     fold.add_argument("--chunk-size", type=int, default=64,
                       help="pair-state rows per step in the trunk's attention and pair MLP: less memory, the "
                            "same numbers (default 64; 0: all at once)")
+    fold.add_argument("--max-residues", type=int, default=None, metavar="N",
+                      help="fold records of N residues at most (default: the longest this device's memory holds "
+                           "by the estimate, said in the plan)")
     fold.add_argument("--stem-precision", choices=STEM_PRECISIONS, default="fp32",
                       help="the language-model stem's dense layers: fp32 (default: the reference's numbers) or bf16 "
                            "(5.6 GB less for esmfold_v1, what a long fold on a 16 GiB accelerator needs; not the "

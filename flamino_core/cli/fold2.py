@@ -19,12 +19,11 @@ import io
 import re
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from flamino_core.atomic import written_atomically
 from flamino_core.cli.common import EXIT_OK, EXIT_USAGE, UserError, read_records
-from flamino_core.progress import duration, say
+from flamino_core.progress import say
 
 TABLE = "folds.csv"
 MAX_TOKENS = 2048  # flamino's limit for one fold (residues over all chains): the pair state grows as its square
@@ -39,6 +38,7 @@ class FoldJob:
 
 
 def cmd_fold2(args) -> int:
+    from flamino_core.structure.folding.fold_run import run_folds
     from flamino_core.weights.esmfold2_hub import load_fold2_model
     from flamino_core.weights.model_cache import ModelNotAvailableError
 
@@ -57,26 +57,42 @@ def cmd_fold2(args) -> int:
         say("note: untrained test model (random weights): the structures are not biology")
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
-    rows, skipped, used = [], 0, set()
-    for i, job in enumerate(jobs, 1):
-        length = sum(map(len, job.chains))
-        if length > MAX_TOKENS:
-            say(f"error: {job.name}: {length:,} residues; flamino folds {MAX_TOKENS:,} at most with ESMFold2 "
-                "(the pair state grows as the square of the length): skipped")
-            skipped += 1
-            continue
-        rows.append(_fold_one(model, job, out, is_random, args, f"{i}/{len(jobs)}", used))
-    _write_table(out / TABLE, rows)
-    print(f"wrote {len(rows)} mmCIF file(s) and {out / TABLE}")
-    return EXIT_USAGE if had_errors or skipped else EXIT_OK
+    plan, key = _plan(jobs, out, args)
+    for line in plan.lines():
+        say(line)
+    for name, reason in plan.refused:
+        say(f"error: {name}: {reason}: skipped")
+    rows = run_folds(plan, out, key, lambda task: _fold_one(model, jobs[task.index], task.file[:-len(".cif")], out,
+                                                            is_random, args), say)
+    _write_table(out / TABLE, [rows[i] for i in sorted(rows)])
+    kept = f" ({len(plan.done)} kept from an earlier run)" if plan.done else ""
+    print(f"wrote {len(rows) - len(plan.done)} mmCIF file(s) and {out / TABLE}{kept}")
+    return EXIT_USAGE if had_errors or plan.refused else EXIT_OK
 
 
-def _fold_one(model, job: FoldJob, out: Path, is_random: bool, args, counter: str, used: set[str]) -> dict:
+def _plan(jobs: list[FoldJob], out: Path, args):
+    """The run's plan (``fold_run.plan_run``: lengths, resume; no estimate of ESMFold2 yet) and the
+    key its journal notes are kept under: the model and every option that changes a fold."""
+    from flamino_core.structure.folding.fold_run import plan_run
+
+    records = [_Record(job.name, ":".join(job.chains)) for job in jobs]
+    key = (f"esmfold2|{args.model}|seed={args.seed or 0}|samples={args.samples}|steps={args.steps}"
+           f"|passes={args.passes}|pdb={bool(args.pdb)}")
+    where = "with ESMFold2 (flamino's limit for one fold, over all chains)"
+    return plan_run(records, out, None, key, MAX_TOKENS, where, None, "fp32", None, suffix=".cif"), key
+
+
+@dataclasses.dataclass(frozen=True)
+class _Record:
+    id: str
+    sequence: str
+
+
+def _fold_one(model, job: FoldJob, stem: str, out: Path, is_random: bool, args) -> dict:
     from flamino_core.engine import hardware
     from flamino_core.model.esmfold2.predict import fold_complex
     from flamino_core.structure import complex_files
 
-    start = time.perf_counter()
     try:
         folded = fold_complex(model, job.chains, job.name, job.chain_names, seed=args.seed or 0,
                               num_samples=args.samples, num_steps=args.steps,
@@ -84,7 +100,6 @@ def _fold_one(model, job: FoldJob, out: Path, is_random: bool, args, counter: st
                               matmul_precision=hardware.exact_matmul_precision(hardware.detect(), "fp32"))
     except ValueError as err:  # a chain that cannot be featurised, said before any work
         raise UserError(str(err)) from None
-    stem = _unique_stem(job.name, used)
     label = f"{args.model}: {RANDOM_NOTE}" if is_random else args.model
     title = f"ESMFold2 prediction of {job.name} ({label})"
     files = {f"{stem}.cif": complex_files.to_mmcif(folded, title),
@@ -99,9 +114,6 @@ def _fold_one(model, job: FoldJob, out: Path, is_random: bool, args, counter: st
         with written_atomically(out / name) as tmp:
             Path(tmp).write_text(text)
     several = len(job.chains) > 1
-    say(f"folded {job.name} ({counter}, {len(job.chains)} chain(s), {folded.length} residues) in "
-        f"{duration(time.perf_counter() - start)}: mean pLDDT {100 * folded.mean_plddt:.1f}, pTM {folded.ptm:.3f}"
-        + (f", ipTM {folded.iptm:.3f}" if several else ""))
     return {"name": job.name, "chains": ",".join(folded.chain_ids), "length": folded.length,
             "mean_plddt": round(100 * folded.mean_plddt, 2), "ptm": round(folded.ptm, 4),
             # One chain has no interface: no ipTM (the reference's value there is a 0 from an empty mask).
@@ -186,16 +198,6 @@ def _read_records(path: str, data: bytes | None, allow_dna: bool):
         copy = Path(folder) / "stdin"
         copy.write_bytes(data)
         return read_records(str(copy), allow_dna=allow_dna)
-
-
-def _unique_stem(name: str, used: set[str]) -> str:
-    stem = re.sub(r"[^A-Za-z0-9._-]", "_", name)[:100] or "record"
-    candidate, n = stem, 1
-    while candidate in used:
-        n += 1
-        candidate = f"{stem}_{n}"
-    used.add(candidate)
-    return candidate
 
 
 def _write_table(path: Path, rows: list[dict]) -> None:

@@ -2,7 +2,8 @@
 fold's memory and time before any work, the hosted length limit, the fold kept in the result
 store by model and sequence, its PDB and mmCIF text), ``fold_time`` (a fold's time before the
 work, from the platform's first guess and this machine's folds), ``fold_plan`` (a fold as the
-background job's plan), ``fold_worker`` (a server's folds in a process of their own),
+background job's plan), ``fold_run`` (many records folded by ``flamino fold``: buckets, the plan
+said first, resume), ``fold_worker`` (a server's folds in a process of their own),
 ``variant_structures`` (a variant's fold superposed on the wild type's) and ``figures`` (the PAE
 heatmap, pLDDT along the sequence in its bands); for ESMFold2's complexes ``complex_prediction``
 (model, key, limits, memory, time, store), ``complex_plan`` (the job's plan) and ``complex_figures``
@@ -20,11 +21,13 @@ _EXPORTS = {
     **dict.fromkeys(
         ["RANDOM_MODEL", "RANDOM_LABEL", "MAX_FOLD_RESIDUES", "HOSTED_FOLD_RESIDUES", "FIELDS", "FoldMemory", "size",
          "parameter_count", "stem_dense_count", "fold_memory", "hosted_fold_limit", "length_refusal", "time_refusal",
-         "model_key", "stored_fold", "store_fold", "fold", "predict_stored", "prediction_pdb", "prediction_mmcif"],
+         "model_key", "stored_fold", "store_fold", "fold", "predict_stored", "prediction_pdb", "prediction_mmcif",
+         "TRAINED_RESIDUES", "PAST_TRAINED_NOTE", "device_fold_limit", "fold_length_limit", "memory_room"],
         "prediction"),
     **dict.fromkeys(["fold_gflop", "FoldSeconds", "fold_time_estimate", "record_fold_time", "fold_platform"],
                     "fold_time"),
     **dict.fromkeys(["FoldPlan", "FoldOverBudget"], "fold_plan"),
+    **dict.fromkeys(["FoldTask", "FoldRunPlan", "plan_run", "run_folds", "done_rows", "file_name"], "fold_run"),
     **dict.fromkeys(["FoldRequest", "FoldRunner", "fold_runner", "fold_share"], "fold_worker"),
     **dict.fromkeys(["CAVEAT", "substitution_variants", "fold_variants", "both_chains_pdb", "superposed_pdb",
                      "table_csv"], "variant_structures"),

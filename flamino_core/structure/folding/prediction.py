@@ -27,7 +27,11 @@ from flamino_core.model.esmfold.folded import PAD_TO, FoldedProtein, padded_leng
 
 RANDOM_MODEL = "random:esmfold-tiny"
 RANDOM_LABEL = "untrained test model (random weights): its structures are not biology"
-MAX_FOLD_RESIDUES = 1022  # one pass holds the whole sequence: the stem's trained length (as flamino fold)
+# The ESM-2 stem was trained on 1,022 residues at most: the app folds no longer; `flamino fold` folds
+# longer records where the device's memory allows (``device_fold_limit``), each flagged as past it.
+MAX_FOLD_RESIDUES = TRAINED_RESIDUES = 1022
+PAST_TRAINED_NOTE = ("past the ESM-2 stem's trained length (it was trained on 1,022 residues at most): "
+                     "read this structure with care")
 # Hosted: the pair state and the triangular updates' projections grow as L^2 and the triangular
 # attention's logits as L^3 / chunks; at 400 residues esmfold_v1's trunk needs ~0.9 GiB (fold_memory;
 # XLA plans 0.4 GiB at 448) besides ~13 GiB of weights, at 1,022 ~4.6 GiB: one
@@ -164,18 +168,63 @@ def fold_memory(config: FoldConfig, length: int, chunk_size: int | None = 64, pa
                       compile=0 if compiled else COMPILE_BYTES)
 
 
+def device_fold_limit(config: FoldConfig, room: int, chunk_size: int | None = 64,
+                      stem_precision: str = "fp32", platform: str = "cpu") -> int:
+    """The longest length (a multiple of ``PAD_TO``, at least one bucket) whose ``fold_memory`` on
+    ``platform`` fits in ``room`` bytes: the weights, the stem's states and the pair state with a
+    block's work (on the CPU with the process's measured overheads too)."""
+    parameters = parameter_count(config)
+    longest = PAD_TO
+    while fold_memory(config, longest + PAD_TO, chunk_size, parameters=parameters,
+                      stem_precision=stem_precision, platform=platform).total <= room:
+        longest += PAD_TO
+    return longest
+
+
+def fold_length_limit(config: FoldConfig, room: int | None, where: str, chunk_size: int | None = 64,
+                      stem_precision: str = "fp32", platform: str = "cpu") -> tuple[int, str]:
+    """(the longest fold done here, why in words) for a device with ``room`` bytes (``memory_room``,
+    said as ``where``): ``device_fold_limit``, never below the stem's trained length (what folded
+    before still does: the estimate is an upper bound, XLA fuses part of the trunk's work; a
+    device the estimate finds short is said)."""
+    fits = device_fold_limit(config, room, chunk_size, stem_precision, platform) if room else None
+    if fits is None:
+        return TRAINED_RESIDUES, "(the stem's trained length: this device's memory is not known)"
+    if fits >= TRAINED_RESIDUES:
+        return fits, f"on this device (the memory estimate in {where}, docs/esmfold.md)"
+    return TRAINED_RESIDUES, (f"(the stem's trained length; by the memory estimate {where} hold {fits:,}: a longer "
+                              "fold may run out of memory)")
+
+
+def memory_room() -> tuple[int | None, str]:
+    """(bytes one fold may take here, where they are in words): the accelerator's free memory
+    (``engine.device_memory``), else the host's available memory; None when neither is known."""
+    from flamino_core.engine.device_memory import device_memory
+    from flamino_core.engine.memory import available_memory
+
+    device = device_memory()
+    if device is not None:
+        return device.free, f"the {device.device}'s {size(device.free)} free"
+    room = available_memory()
+    return room, ("the host's memory (unknown)" if room is None else f"the host's {size(room)} available")
+
+
 def hosted_fold_limit() -> int:
     """The longest sequence a hosted server folds (``FLAMINO_MAX_FOLD_RESIDUES``, else 400)."""
     value = os.environ.get("FLAMINO_MAX_FOLD_RESIDUES", "").strip()
     return int(value) if value.isdigit() else HOSTED_FOLD_RESIDUES
 
 
-def length_refusal(length: int, hosted: bool, limit: int | None = None) -> str | None:
+def length_refusal(length: int, hosted: bool, limit: int | None = None, longest: int = MAX_FOLD_RESIDUES,
+                   where: str = "") -> str | None:
     """Why a fold of ``length`` residues is refused before any work, or None (``limit``: the
-    hosted one, else ``hosted_fold_limit()``)."""
+    hosted one, else ``hosted_fold_limit()``; ``longest``: the most folded here, by default the
+    stem's trained length, or the device's ``device_fold_limit`` said as ``where``)."""
     limit = hosted_fold_limit() if limit is None else limit
-    if length > MAX_FOLD_RESIDUES:
-        return (f"{length:,} residues: ESMFold folds {MAX_FOLD_RESIDUES:,} at most in one pass (its language "
+    if length > longest and where:
+        return f"{length:,} residues: {longest:,} at most {where} (the pair state grows as the length squared)"
+    if length > longest:
+        return (f"{length:,} residues: ESMFold folds {longest:,} at most in one pass (its language "
                 "model's trained length; the pair state grows as the length squared)")
     if hosted and length > limit:
         return (f"{length:,} residues: this server folds {limit:,} at most. The trunk's pair state and the "
