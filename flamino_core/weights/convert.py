@@ -283,23 +283,33 @@ def _describe(path: tuple[str, ...]) -> str:
 
 
 @functools.lru_cache(maxsize=8)
-def _abstract_model(config: ModelConfig):
-    """(graphdef, state of shapes) of the config's family network, built once per config and
-    process: tracing the constructor (``nnx.eval_shape``) is a tenth of a second or more of a start."""
-    network = family_of(config).network_class()  # imports jax: this module's helpers do not
+def abstract_network(network, config):
+    """(graphdef, state of shapes) of ``network(config, rngs)``, built once per network, config and
+    process: tracing a constructor (``nnx.eval_shape``) is a tenth of a second or more of a start.
+    Every family's network and ESMFold's and ESMFold2's are built from their parameters here."""
     return nnx.split(nnx.eval_shape(lambda: network(config, nnx.Rngs(0))))
+
+
+def network_shapes(network, config) -> dict:
+    """``network``'s parameters as a pure nested dict of ``jax.ShapeDtypeStruct`` (no arrays)."""
+    return nnx.to_pure_dict(abstract_network(network, config)[1])
+
+
+def network_holding(network, params: dict, config):
+    """``network(config)`` holding ``params`` (a pure nested dict as ``network_shapes`` returns)."""
+    import jax
+
+    graphdef, abstract = abstract_network(network, config)
+    state = jax.tree.map(lambda leaf: leaf, abstract)  # a copy: replace_by_pure_dict updates it in place
+    nnx.replace_by_pure_dict(state, params)
+    return nnx.merge(graphdef, state)
 
 
 def expected_params(config: ModelConfig) -> dict:
     """The model's parameters as a pure nested dict of ``jax.ShapeDtypeStruct`` (no arrays)."""
-    return nnx.to_pure_dict(_abstract_model(config)[1])
+    return network_shapes(family_of(config).network_class(), config)  # imports jax: the helpers above do not
 
 
 def params_to_model(params: dict, config: ModelConfig):
     """Build the config's network holding ``params`` (a pure nested dict as returned above)."""
-    import jax
-
-    graphdef, abstract = _abstract_model(config)
-    state = jax.tree.map(lambda leaf: leaf, abstract)  # a copy: replace_by_pure_dict updates it in place
-    nnx.replace_by_pure_dict(state, params)
-    return nnx.merge(graphdef, state)
+    return network_holding(family_of(config).network_class(), params, config)

@@ -11,7 +11,6 @@ the one asked for is refused naming the fields that differ.
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from pathlib import Path
@@ -21,7 +20,7 @@ import numpy as np
 from flax import nnx
 
 from flamino_core.model.esmfold.config import STEM_PRECISIONS, FoldConfig
-from flamino_core.weights.convert import CheckpointMismatchError
+from flamino_core.weights.convert import CheckpointMismatchError, network_holding, network_shapes
 from flamino_core.weights.convert import state_dict_to_params as language_model_params
 
 TITLE = "ESMFold"
@@ -33,25 +32,17 @@ _SEQUENTIAL = [
 _BLOCK = re.compile(r"trunk\.blocks\.(\d+)\.(.+)")
 
 
-@functools.lru_cache(maxsize=4)
-def _abstract(config: FoldConfig):
-    from flamino_core.model.esmfold.model import ESMFold
-
-    return nnx.split(nnx.eval_shape(lambda: ESMFold(config, nnx.Rngs(0))))
-
-
 def expected_params(config: FoldConfig) -> dict:
     """The model's state as a pure nested dict of shapes (no arrays)."""
-    return nnx.to_pure_dict(_abstract(config)[1])
+    from flamino_core.model.esmfold.model import ESMFold
+
+    return network_shapes(ESMFold, config)
 
 
 def params_to_model(params: dict, config: FoldConfig):
-    import jax
+    from flamino_core.model.esmfold.model import ESMFold
 
-    graphdef, abstract = _abstract(config)
-    state = jax.tree.map(lambda leaf: leaf, abstract)
-    nnx.replace_by_pure_dict(state, params)
-    return nnx.merge(graphdef, state)
+    return network_holding(ESMFold, params, config)
 
 
 def _module_path(key: str) -> tuple[str, ...]:

@@ -14,17 +14,15 @@ is listed in one error.
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from pathlib import Path
 from typing import Mapping
 
 import numpy as np
-from flax import nnx
 
 from flamino_core.model.esmfold2.config import EsmFold2Config
-from flamino_core.weights.convert import CheckpointMismatchError
+from flamino_core.weights.convert import CheckpointMismatchError, network_holding, network_shapes
 from flamino_core.weights.convert import expected_params as language_model_shapes
 from flamino_core.weights.convert import state_dict_to_params as language_model_params
 
@@ -32,25 +30,17 @@ TITLE = "ESMFold2"
 _INDEX = re.compile(r"\d+")
 
 
-@functools.lru_cache(maxsize=4)
-def _abstract(config: EsmFold2Config):
-    from flamino_core.model.esmfold2.model import EsmFold2
-
-    return nnx.split(nnx.eval_shape(lambda: EsmFold2(config, nnx.Rngs(0))))
-
-
 def expected_params(config: EsmFold2Config) -> dict:
     """The model's state as a pure nested dict of shapes (no arrays)."""
-    return nnx.to_pure_dict(_abstract(config)[1])
+    from flamino_core.model.esmfold2.model import EsmFold2
+
+    return network_shapes(EsmFold2, config)
 
 
 def params_to_model(params: dict, config: EsmFold2Config):
-    import jax
+    from flamino_core.model.esmfold2.model import EsmFold2
 
-    graphdef, abstract = _abstract(config)
-    state = jax.tree.map(lambda leaf: leaf, abstract)
-    nnx.replace_by_pure_dict(state, params)
-    return nnx.merge(graphdef, state)
+    return network_holding(EsmFold2, params, config)
 
 
 def _leaves(tree: dict, prefix: tuple = ()):
