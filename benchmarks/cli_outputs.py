@@ -70,6 +70,8 @@ def commands(i: Path, o: Path) -> list[tuple[str, list[str]]]:
         ("predict_singles", ["predict", fit, i / "dms_wt.fa", "--singles", *m, "-o", o / "predict_singles.csv"]),
         ("suggest_predictor", ["suggest", i / "dms_wt.fa", *m, "--top", "5", "--strategies", "wt-marginals",
                                "--predictor", fit, "-o", o / "suggest_predictor.csv"]),
+        ("fold", ["fold", i / "short.fa", "-m", "random:esmfold-tiny", "-o", o / "fold"]),
+        ("fold2", ["fold", i / "short.fa", "-m", "random:esmfold2-tiny", "-o", o / "fold2"]),
     ]
 
 
@@ -87,6 +89,7 @@ def write_inputs(i: Path) -> None:
     from Bio.SeqUtils import seq1
     chain = MMCIFParser(QUIET=True).get_structure("s", str(STRUCTURE))[0][CHAIN]
     (i / "1a7g.fa").write_text(">1A7G_E\n" + "".join(seq1(r.get_resname()) for r in chain if r.id[0] == " ") + "\n")
+    (i / "short.fa").write_text(">short\nMKTAYIAKQRQISFVKSHFSRQ\n")  # folded by the untrained test models
     rows = DMS.read_text().splitlines()
     (i / "dms60.csv").write_text("\n".join(rows[:61]) + "\n")
     (i / "dms_next.csv").write_text("\n".join(rows[:1] + rows[61:81]) + "\n")
