@@ -24,8 +24,9 @@ import numpy as np
 from flamino_core.model.esmfold import residue_constants as rc
 from flamino_core.model.esmfold.config import FoldConfig
 from flamino_core.model.esmfold.folded import PAD_TO, FoldedProtein, padded_length
+from flamino_core.model.model_id import RANDOM_FOLD_MODELS, ModelId
 
-RANDOM_MODEL = "random:esmfold-tiny"
+RANDOM_MODEL = RANDOM_FOLD_MODELS["esmfold"]
 RANDOM_LABEL = "untrained test model (random weights): its structures are not biology"
 # The ESM-2 stem was trained on 1,022 residues at most: the app folds no longer; `flamino fold` folds
 # longer records where the device's memory allows (``device_fold_limit``), each flagged as past it.
@@ -244,23 +245,23 @@ def time_refusal(seconds: float, budget: float | None) -> str | None:
             "fold it on your own machine with `flamino fold`")
 
 
-def model_key(identifier: str, passes: int, stem_precision: str = "fp32") -> str:
+def model_key(model: ModelId, passes: int, stem_precision: str = "fp32") -> str:
     """The store's key of an ESMFold model: the test model by its seed, esmfold_v1 by its Hub
     repository, a folder by its path and its weight files' sizes and modification times (a folder
     saved again is a new model); a bf16 stem's folds apart from the fp32 ones (other numbers)."""
-    key = _model_key(identifier, passes)
+    key = _model_key(model, passes)
     return key if stem_precision == "fp32" else f"{key}|stem={stem_precision}"
 
 
-def _model_key(identifier: str, passes: int) -> str:
-    from flamino_core.weights.esmfold_hub import FOLD_PRESETS, fold_preset_name
+def _model_key(model: ModelId, passes: int) -> str:
+    from flamino_core.weights.esmfold_hub import FOLD_PRESETS
 
-    if identifier.startswith(RANDOM_MODEL):
-        seed = identifier[len(RANDOM_MODEL) + 1:] or "0"
+    if model.is_random and model.fold == "esmfold":
+        seed = model.text[len(RANDOM_MODEL) + 1:] or "0"
         return f"esmfold|{RANDOM_MODEL}:{seed}|passes={passes}"
-    if (preset := fold_preset_name(identifier)) is not None:  # the published weights, by their Hub repository
-        return f"esmfold|{FOLD_PRESETS[preset].repo}|passes={passes}"
-    folder = Path(identifier).expanduser().resolve()
+    if model.fold_preset in FOLD_PRESETS:  # the published weights, by their Hub repository
+        return f"esmfold|{FOLD_PRESETS[model.fold_preset].repo}|passes={passes}"
+    folder = Path(model.text).expanduser().resolve()
     stamp = ",".join(f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}"
                      for p in sorted(folder.glob("*")) if p.suffix in (".safetensors", ".bin", ".json"))
     return f"esmfold|{folder}|{stamp}|passes={passes}"
