@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from flamino_core.options import Precision
 from flamino_core.progress import Progress
 from flamino_core.progress import say
 
@@ -56,7 +57,7 @@ def load_engine(model, verbose: bool = False):
         raise UserError(f"cannot use model {name!r}: {type(err).__name__}: {first_line}") from None
     if weights.is_random:
         say("note: untrained test model (random weights): outputs are not biology")
-    if engine.backend.precision != "fp32":  # an opt-in fast mode ($FLAMINO_PRECISION): labelled, as in the app
+    if engine.backend.precision != Precision.FP32:  # an opt-in fast mode ($FLAMINO_PRECISION): labelled, as in the app
         say(f"note: precision {engine.backend.precision_words}")
     if verbose:  # which attention path, precision and hardware (hardware.Backend.describe)
         say(f"running on {engine.backend.describe()}")

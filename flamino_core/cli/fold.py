@@ -10,6 +10,7 @@ from pathlib import Path
 from flamino_core.atomic import written_atomically
 from flamino_core.cli.common import EXIT_OK, EXIT_USAGE, UserError, add_fasta_argument, read_fasta_argument
 from flamino_core.model.esmfold.config import STEM_PRECISIONS
+from flamino_core.options import Precision
 from flamino_core.progress import say
 from flamino_core.structure.folding.prediction import TRAINED_RESIDUES
 
@@ -89,7 +90,7 @@ def _load(args):
         raise UserError(str(err)) from None
     if is_random:
         say("note: untrained test model (random weights): the structures are not biology")
-    if args.stem_precision == "bf16":
+    if args.stem_precision == Precision.BF16:
         say(f"note: {STEM_BF16_NOTE}")
     return model, is_random
 
@@ -140,7 +141,7 @@ def _fold_one(model, task, out: Path, is_random: bool, args) -> dict:
     folded = fold(model, task.sequence, passes=args.passes, chunk_size=args.chunk_size or None)
     label = "UNTRAINED TEST MODEL, not biology" if is_random else args.model.text
     remark = f"flamino ESMFold ({label}): {task.name}"
-    if args.stem_precision == "bf16":
+    if args.stem_precision == Precision.BF16:
         remark += f"; {STEM_BF16_NOTE}"
     text = to_pdb(folded, remark=remark)
     if task.past_trained:  # a second REMARK line, before the atoms: viewers and parsers keep it

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from flamino_core.atomic import written_atomically
 from flamino_core.cli.common import EXIT_OK, EXIT_USAGE, UserError, read_records
+from flamino_core.options import Precision
 from flamino_core.progress import say
 
 TABLE = "folds.csv"
@@ -42,7 +43,7 @@ def cmd_fold2(args) -> int:
     from flamino_core.weights.esmfold2_hub import load_fold2_model
     from flamino_core.weights.model_cache import ModelNotAvailableError
 
-    if args.stem_precision != "fp32":
+    if args.stem_precision != Precision.FP32:
         raise UserError("--stem-precision bf16 is for ESMFold (v1); ESMFold2 runs in fp32")
     if args.passes is not None and args.passes < 1:
         raise UserError(f"--passes {args.passes}: the trunk runs at least once")

@@ -21,6 +21,7 @@ from flax import nnx
 
 from flamino_core.model.esmfold.config import STEM_PRECISIONS, FoldConfig
 from flamino_core.model.model_id import RANDOM_FOLD_MODELS, ModelId
+from flamino_core.options import Precision
 from flamino_core.weights.convert import CheckpointMismatchError, network_holding, network_shapes
 from flamino_core.weights.convert import state_dict_to_params as language_model_params
 
@@ -226,14 +227,14 @@ def _check_stem_precision(stem_precision: str) -> None:
 def with_stem_precision(model, stem_precision: str):
     """``model`` with its stem's dense layers in ``stem_precision`` (``STEM_PRECISIONS``)."""
     _check_stem_precision(stem_precision)
-    if stem_precision == "bf16":
+    if stem_precision == Precision.BF16:
         from flamino_core.model.precision import use_bf16_matmuls
 
         use_bf16_matmuls(model.esm, store_bf16=True)  # stored rounded: the memory is the point
     return model
 
 
-def load_fold_model(model_id: ModelId, stem_precision: str = "fp32"):
+def load_fold_model(model_id: ModelId, stem_precision: Precision = Precision.FP32):
     """(model, is_random) for a model: a ``save_pretrained`` folder, or
     ``random:esmfold-tiny[:seed]``, an untrained test model (random weights: its structures are
     not biology), or ``esmfold_v1`` / ``facebook/esmfold_v1`` (the published model, downloaded

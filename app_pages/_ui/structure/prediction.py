@@ -17,6 +17,7 @@ import streamlit as st
 
 from flamino_core.jobs import DONE
 from flamino_core.model import STEM_PRECISIONS, ModelId
+from flamino_core.options import Precision
 from flamino_core.store import default_store
 from flamino_core.structure import folding
 from flamino_core.structure import PLDDT_BANDS, band_counts, molecular_scene, pae_heatmap, parse_structure_bytes
@@ -82,7 +83,8 @@ def stem_choice() -> str:
         return os.environ.get("FLAMINO_FOLD_STEM_PRECISION", "fp32")
     st.session_state.setdefault(STEM, st.session_state.get(CHOSEN_STEM, "fp32"))
     chosen = st.radio("Language-model stem", STEM_PRECISIONS, key=STEM, horizontal=True,
-                      format_func=lambda p: "fp32 (the reference's numbers)" if p == "fp32" else "bf16 (less memory)",
+                      format_func=lambda p: "fp32 (the reference's numbers)" if p == Precision.FP32
+                      else "bf16 (less memory)",
                       help="ESMFold's ESM-2 stem in bf16 stores its dense layers in half the memory (5.6 GB less for "
                            "esmfold_v1) and gives other numbers than the reference: its folds are labelled and "
                            "stored apart")
@@ -91,7 +93,7 @@ def stem_choice() -> str:
 
 
 def with_stem(label: str, stem_precision: str) -> str:
-    return label if stem_precision == "fp32" else f"{label} ({STEM_BF16_LABEL})"
+    return label if stem_precision == Precision.FP32 else f"{label} ({STEM_BF16_LABEL})"
 
 
 def _is_random(identifier: ModelId) -> bool:
