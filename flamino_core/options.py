@@ -81,6 +81,17 @@ class Strategy:
         return "sequence" in self.kinds
 
     @property
+    def per_record(self) -> bool:
+        """Gives one number per record (``output`` ``pppl``), not a map."""
+        return self.output == "pppl"
+
+    @property
+    def exact_pll(self) -> bool:
+        """The exact PLL ratio: a masked pass per residue of every whole sequence, unnormalised
+        (``pll``; its pass count is the length times the sequences)."""
+        return self.whole_sequences and self.masked and not self.per_residue
+
+    @property
     def reads_structure(self) -> bool:
         """A structure-aware model's 3Di letters are read: the masked passes of the mutated
         positions themselves (the sequence strategies mask other sequences)."""
