@@ -42,11 +42,13 @@ def load_engine(model, verbose: bool = False):
     from flamino_core.engine.device_memory import ModelTooLargeError
     from flamino_core.engine.hardware import PrecisionRefused, refuse_named_model
     from flamino_core.engine.engine import Engine, enable_compilation_cache
+    from flamino_core.model.model_id import ModelId
     from flamino_core.weights.loading import ModelError, default_model, load_weights
 
     enable_compilation_cache()
+    model = model if isinstance(model, ModelId) else ModelId.parse(model or default_model())  # read once, here
     try:
-        refuse_named_model(_text(model) or default_model())  # before a download an accelerator cannot hold
+        refuse_named_model(model)  # before a download an accelerator cannot hold
         weights = load_weights(model, progress=Progress("model").message)
         engine = Engine(weights)
     except (ModelError, ModelTooLargeError, PrecisionRefused) as err:  # the reason, as it is worded

@@ -24,6 +24,7 @@ from flamino_core.model.attention import PATHS as ATTENTION_PATHS
 from flamino_core.model.attention import AttentionImpl
 from flamino_core.options import DEFAULT_TOKEN_BUDGET, Precision
 from flamino_core.model.precision import use_bf16_matmuls, use_int8_matmuls
+from flamino_core.model.model_id import ModelId
 
 ATTENTION_ENV = "FLAMINO_ATTENTION"  # auto | fused | xla | dot-product-attention | pallas-flash
 PRECISION_ENV = "FLAMINO_PRECISION"  # fp32 (default) | bf16 | int8
@@ -354,18 +355,13 @@ def refuse_before_loading(config, precision: str | None = None) -> None:
     device_memory.fitting_precision(config, chosen, explicit, device_memory.device_memory(), shards)
 
 
-def refuse_named_model(identifier: str) -> None:
+def refuse_named_model(model_id: ModelId) -> None:
     """``refuse_before_loading`` for a published model named by its preset (``esm2_t48_15B_UR50D``,
     ``random:esm2_t48_15B_UR50D``): called before the download or the random draw. Other sources
     are checked when the engine is built from their config (``hardware.configure``)."""
     from flamino_core.model.config import PRESETS, ModelConfig
-    from flamino_core.model.model_id import ModelId
 
     refuse_precision()  # bf16 this CPU would only emulate: before a download, whatever the source
-    try:
-        model_id = ModelId.parse(identifier)
-    except ValueError:
-        return  # load_weights says what is wrong with it
     name = model_id.preset or (model_id.random_spec or "").partition(":")[0]
     if name in PRESETS:
         refuse_before_loading(ModelConfig.preset(name))

@@ -124,8 +124,15 @@ class ModelId:
 
     @property
     def short_name(self) -> str:
-        """A file-name-like name, as an ensemble's member columns use it: a path's last part
-        without ``.pt``/``.pth``, ``ensemble`` for an ``ensemble:`` list, anything else as written."""
-        if self.text.startswith(ENSEMBLE_PREFIX):
-            return "ensemble"
-        return Path(self.text.rstrip("/")).name.removesuffix(".pt").removesuffix(".pth") or self.text
+        """A file-name-like name, as an ensemble's member columns use it (``short_name``)."""
+        return short_name(self.text)
+
+
+def short_name(text: str) -> str:
+    """An identifier's file-name-like name, read from its text alone (an ensemble's members are
+    text): a path's last part without ``.pt``/``.pth``, ``ensemble`` for an ``ensemble:`` list,
+    anything else as written."""
+    text = text.strip()
+    if text.startswith(ENSEMBLE_PREFIX):
+        return "ensemble"
+    return Path(text.rstrip("/")).name.removesuffix(".pt").removesuffix(".pth") or text
