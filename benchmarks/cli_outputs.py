@@ -109,6 +109,10 @@ def normalise(text: str, paths: dict[str, str]) -> str:
     # timings, rates and time-left estimates depend on the machine's load, not on the code
     text = re.sub(r"\b\d+(\.\d+)?\s?(ms|s|sec|seconds?|min|minutes?|h|it/s|s/it|residues/s|tokens/s)\b", "<T>", text)
     text = re.sub(r"\b\d+:\d\d(:\d\d)?\b", "<T>", text)  # 0:12 / 1:02:03 style clocks
+    text = re.sub(r"\b\d+m\d+s\b", "<T>", text)  # 1m38s (progress.duration past a minute)
+    # a fold's length limit on a CPU is read from the host's free memory at that moment
+    text = re.sub(r"length limit: [\d,]+ residues on this device \(the memory estimate in the host's [\d.]+ GiB",
+                  "length limit: <N> residues on this device (the memory estimate in the host's <MEM>", text)
     # Ray's own C++ log lines ([date,ms E pid tid] file.cc:N: ...) carry process and actor ids of that run
     text = re.sub(r"(?m)^\[<DATE>,\d+ [DIWEF] \d+ \d+\] \S+\.cc:\d+:.*\n", "", text)
     return text
