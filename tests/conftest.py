@@ -53,7 +53,7 @@ FILE_KINDS = {
                      "test_notation_pasted.py", "test_numbering.py", "test_model_id.py", "test_planning.py", "test_record_sets.py", "test_result_store.py", "test_share.py",
                      "test_structure.py", "test_structure_export.py", "test_structure_fetch.py",
                      "test_structure_figures.py", "test_structure_tracks.py", "test_three_letter.py", "test_wording.py",
-                     "test_dms_proteingym.py", "test_code_shape.py", "test_table_encodings.py", "test_design_rounds.py", "test_indels.py", "test_layers.py",
+                     "test_dms_proteingym.py", "test_code_shape.py", "test_table_encodings.py", "test_design_rounds.py", "test_indels.py", "test_layers.py", "test_values_inside.py",
                      "test_hosted_attacks_indels.py",
                      "test_families.py", "test_three_di.py", "test_time_left.py", "test_ray_rows.py", "test_ray_pool_plan.py", "test_fold_estimate.py",
                      "test_hosted_attacks_tables.py", "test_structure_numbering.py", "test_predict_metrics.py",

@@ -21,6 +21,7 @@ from flamino_core.model.precision import use_bf16_matmuls
 from flamino_core.model.stack import Capture
 from flamino_core.engine import device_memory, hardware
 from flamino_core.weights.loading import config_network
+from flamino_core.model.model_id import ModelId
 
 V5E = device_memory.DeviceMemory("TPU v5 lite", int(15.75 * 2**30), 0)  # what JAX reports on one v5e chip
 
@@ -196,7 +197,7 @@ def test_esmfold_on_an_accelerator_folds_with_float32_products(monkeypatch):
     from flamino_core.structure import folding
     from flamino_core.weights.esmfold import load_fold_model
 
-    model, _ = load_fold_model("random:esmfold-tiny")
+    model, _ = load_fold_model(ModelId.parse("random:esmfold-tiny"))
     traced, jitted = [], predict._forward
 
     def lowered_dots(graphdef, state, aatype, mask, passes, chunk_size, matmul_precision=None):

@@ -28,7 +28,7 @@ def cmd_score(args) -> int:
     out_path = check_output(args.output, ".csv")
     records, had_errors = read_fasta_argument(args)
     engine = load_engine(args.model, args.verbose)
-    per_record = STRATEGIES[args.strategy].output == "pppl"
+    per_record = STRATEGIES[args.strategy].per_record
     # A record made of a structure's chain carries the file's numbering (1GBT: chymotrypsin
     # numbering, 184A ...): each position is then named in it too (blank for other records).
     structure = {record.id: from_record(record) for record in records}

@@ -22,6 +22,7 @@ import jax
 
 from flamino_core.engine import planner
 from flamino_core.engine.memory import gigabytes
+from flamino_core.options import Precision
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +88,7 @@ def weights_bytes(config, precision: str) -> int:
     total = 0
     for path, leaf in param_leaves(expected_params(config)):
         size = math.prod(leaf.shape)
-        total += size * (2 if precision == "bf16" and path[-1] == "kernel" else 4)
+        total += size * (2 if precision == Precision.BF16 and path[-1] == "kernel" else 4)
     return total
 
 
@@ -127,13 +128,14 @@ def fitting_precision(config, precision: str, explicit: bool, memory: DeviceMemo
     the bytes needed and present when nothing fits. ``shards``: devices the weights are split
     over (``sharding.plan_devices``); the bytes are then one device's.
     """
-    if memory is None or precision == "int8" or smallest_need(config, precision, shards) <= memory.free:
+    if memory is None or precision == Precision.INT8 or smallest_need(config, precision, shards) <= memory.free:
         return precision, ""
     need = smallest_need(config, precision, shards)
-    if precision == "fp32" and not explicit and smallest_need(config, "bf16", shards) <= memory.free:
+    if precision == Precision.FP32 and not explicit and smallest_need(config, "bf16", shards) <= memory.free:
         return "bf16", (f"bf16 weights: fp32 needs {gigabytes(need)} on the {memory.device}, which has "
                         f"{gigabytes(memory.free)} free")
-    smaller = "" if precision == "bf16" else f" (bf16 weights: {gigabytes(smallest_need(config, 'bf16', shards))})"
+    bf16_need = smallest_need(config, Precision.BF16, shards)
+    smaller = "" if precision == Precision.BF16 else f" (bf16 weights: {gigabytes(bf16_need)})"
     raise ModelTooLargeError(
         f"{config.name} needs {gigabytes(need)} on the {memory.device} in {precision} (its weights "
         f"{gigabytes(weights_bytes(config, precision) // shards)}{' a device' if shards > 1 else ''} and one "

@@ -110,7 +110,8 @@ def pll_size_problem(length: int, n_variants: int, max_passes: int = PLL_HOSTED_
 
 def passes_problem(sequence: str, variants: Sequence[Variant], strategy: str, max_passes: int) -> str | None:
     """Why a hosted server refuses this scoring (more than ``max_passes`` passes), or None."""
-    if strategy == "pll" and not any(v.edits for v in variants) and len(sequence) <= MAX_RESIDUES:  # no windows
+    exact_pll = declared_strategy(strategy).exact_pll
+    if exact_pll and not any(v.edits for v in variants) and len(sequence) <= MAX_RESIDUES:  # no windows
         return pll_size_problem(len(sequence), len(set(v.apply(sequence) for v in variants)), max_passes)
     if declared_strategy(strategy).whole_sequences:  # planned up to the limit only: a refused list builds little
         plan = pass_plan(sequence, variants, strategy, limit=max_passes)

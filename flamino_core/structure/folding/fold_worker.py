@@ -33,12 +33,13 @@ import time
 from typing import Callable
 
 from flamino_core.jobs.process_worker import POLL_S, ProcessWorker, Share, serve  # noqa: F401
+from flamino_core.model.model_id import ModelId
 
 MODULE = "flamino_core.structure.folding.fold_worker"
 NICE = 10  # the worker's priority below the server's (hosted default)
 MAX_LENGTHS = 3  # padded lengths a worker compiles before it is recycled
 MAX_RSS_MIB = 1024  # resident memory past which a worker is recycled after its fold
-_MODELS: dict[tuple[str, str], object] = {}  # in the worker: (identifier, stem precision) -> model
+_MODELS: dict[tuple[ModelId, str], object] = {}  # in the worker: (identifier, stem precision) -> model
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +48,7 @@ class FoldRequest:
     once per worker), the sequence, its passes and chunks. Returns (FoldedProtein, seconds of the
     fold itself, its model's loading left out)."""
 
-    identifier: str
+    identifier: ModelId
     stem_precision: str
     sequence: str
     passes: int | None = None
