@@ -203,10 +203,8 @@ def test_messages_lose_absolute_paths_on_a_hosted_server(hosted):
 def test_a_scan_kept_from_another_session_is_not_told(hosted, monkeypatch):
     """"64 of 700 positions done and kept" told a visitor someone else had analysed the sequence."""
     from app_pages._ui.server import jobs_panel
-    from app_pages._ui.results import scans
 
     sequence = "MKVLAAGIVG" * 30
-    monkeypatch.setattr(scans, "HOSTED", True)  # read at import, as the server does
     monkeypatch.setattr(jobs_panel, "QUICK_SECONDS", 0.0)  # ask before every scan
     first = open_page(paste(start(), f">a\n{sequence}\n"), "predictions")
     first.radio(key="_w_scan").set_value("masked-marginals").run()  # measures the rate on its first chunk

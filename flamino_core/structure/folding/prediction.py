@@ -14,13 +14,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import io
-import os
 import time
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
+from flamino_core import settings
 from flamino_core.model.esmfold import residue_constants as rc
 from flamino_core.model.esmfold.config import FoldConfig
 from flamino_core.model.esmfold.folded import PAD_TO, FoldedProtein, padded_length
@@ -211,8 +211,8 @@ def memory_room() -> tuple[int | None, str]:
 
 def hosted_fold_limit() -> int:
     """The longest sequence a hosted server folds (``FLAMINO_MAX_FOLD_RESIDUES``, else 400)."""
-    value = os.environ.get("FLAMINO_MAX_FOLD_RESIDUES", "").strip()
-    return int(value) if value.isdigit() else HOSTED_FOLD_RESIDUES
+    limit = settings.MAX_FOLD_RESIDUES.get()
+    return HOSTED_FOLD_RESIDUES if limit is None else limit
 
 
 def length_refusal(length: int, hosted: bool, limit: int | None = None, longest: int = MAX_FOLD_RESIDUES,
