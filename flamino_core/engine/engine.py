@@ -27,6 +27,7 @@ import jax
 import numpy as np
 from flax import nnx
 
+from flamino_core.progress import ProgressFn
 from flamino_core import settings
 from flamino_core.engine import device_memory, hardware, memory, planner, run_checks, sharding, windows
 from flamino_core.analysis.outputs import log_softmax
@@ -39,7 +40,6 @@ from flamino_core.weights.loading import ModelWeights, cache_root
 from flamino_core.weights.model_cache import params_checksum
 
 LongPolicy = Literal["window", "truncate", "full"]
-ProgressFn = Callable[[int, int], None]
 # How many times each jitted function has been traced (= compiled) in this process (tests and
 # `make bench`: new lengths inside known buckets, new engines on known shapes, compile nothing).
 TRACE_COUNTS: collections.Counter = collections.Counter()

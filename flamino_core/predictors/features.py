@@ -24,6 +24,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from flamino_core.progress import ProgressFn
 from flamino_core.alphabet import STANDARD_AMINO_ACIDS
 from flamino_core.options import DEFAULT_VARIANT_STRATEGY, PREDICT_FEATURES
 
@@ -36,7 +37,6 @@ DENSITY_SCALE = 1e4  # sqrt(1 / 1e-8): Hsu et al.'s regularisation ratio for the
 # shared assay); the dense one centres the columns exactly. Bounded, since it is rows x 20 L.
 MAX_DENSE_BYTES = 1 << 30
 _COLUMN = {aa: j for j, aa in enumerate(STANDARD_AMINO_ACIDS)}
-ProgressFn = Callable[[int, int], None]
 
 
 class FeatureError(ValueError):
