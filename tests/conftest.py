@@ -59,7 +59,7 @@ FILE_KINDS = {
                      "test_hosted_attacks_tables.py", "test_structure_numbering.py", "test_predict_metrics.py",
                      "test_esmfold2_files.py", "test_plddt_bands.py", "test_variant_structures.py",
                      "test_structure_complex.py", "test_hosted_structure_bounds.py", "test_fold_plan_run.py",
-                     "test_settings.py"], "unit"),
+                     "test_settings.py", "test_one_home.py"], "unit"),
     **dict.fromkeys(["test_batch.py", "test_cli_contacts.py", "test_cli_inputs.py", "test_cli_variants.py",
                      "test_dms.py", "test_dms_numbering.py", "test_engine.py", "test_hosted_attacks.py",
                      "test_imports.py", "test_passes.py", "test_peer_corpus.py", "test_peer_inputs.py",

@@ -32,7 +32,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from flamino_core import settings
 from flamino_core.engine import device_memory
-from flamino_core.engine.memory import gigabytes
+from flamino_core.wording import byte_size
 
 # Pretend one device holds this many bytes (tests of the weight-sharded path on forced CPU
 # devices; a smaller share of a chip shared with another process).
@@ -157,4 +157,4 @@ def plan_devices(config, precision: str, devices=None) -> DevicePlan:
     if capacity is None or need <= capacity:
         return DevicePlan("rows split", devices)
     return DevicePlan("weights sharded", devices,
-                      f"{config.name} needs {gigabytes(need)} in {precision}, one device holds {gigabytes(capacity)}")
+                      f"{config.name} needs {byte_size(need)} in {precision}, one device holds {byte_size(capacity)}")

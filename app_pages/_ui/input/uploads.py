@@ -25,6 +25,7 @@ from collections.abc import Callable
 import streamlit as st
 
 from flamino_core import settings
+from flamino_core.wording import byte_size
 from app_pages._ui.server.policy import current_limits, hosted_mode
 
 LOG = logging.getLogger("flamino")
@@ -233,7 +234,7 @@ def make_room(manager, size: int, is_active: Callable[[str], bool] = lambda sess
                 return
     LOG.warning("upload refused: the upload store holds %d bytes of files under %.0f s old (bound %d)",
                 held, GRACE_SECONDS, STORE_BYTES)
-    message = (f"this server holds at most {STORE_BYTES / 1e6:,.0f} MB of uploads at once and it is taken by "
+    message = (f"this server holds at most {byte_size(STORE_BYTES)} of uploads at once and it is taken by "
                f"files of the last {GRACE_SECONDS:.0f} seconds: try again in a few seconds")
     try:
         from starlette.exceptions import HTTPException

@@ -34,6 +34,7 @@ from flamino_core import settings
 from flamino_core.model import RANDOM_TEST_MODEL, ModelId
 from flamino_core.inputs import MAX_GUNZIP_BYTES, InputLimits
 from flamino_core.options import PLL_HOSTED_MAX_PASSES
+from flamino_core.wording import byte_size
 
 LOG = logging.getLogger("flamino")
 
@@ -86,7 +87,7 @@ class Limits:
     def check_upload(self, size: int, name: str = "upload") -> str | None:
         """A message if an upload is too large, else None."""
         if self.max_upload_bytes is not None and size > self.max_upload_bytes:
-            return (f"{name} is {_size(size)}; this server accepts up to {_size(self.max_upload_bytes)} "
+            return (f"{name} is {byte_size(size)}; this server accepts up to {byte_size(self.max_upload_bytes)} "
                     "per file or pasted input. Split it, or run flamino locally for big jobs.")
         return None
 
@@ -132,12 +133,6 @@ class Limits:
         which = f"the model {name}" if name else "that model"
         return (f"this server does not offer {which}; choose one of {offered}, "
                 "or run flamino on your own machine for other models and local checkpoints")
-
-
-def _size(n: int) -> str:
-    if n >= 1_000_000:
-        return f"{n / 1e6:.2f} MB"
-    return f"{n / 1e3:.1f} kB" if n >= 1_000 else f"{n} bytes"
 
 
 def hosted_models() -> frozenset[str]:
