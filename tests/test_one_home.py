@@ -18,7 +18,8 @@ PROGRESS_TYPE = re.compile(r"Callable\[\[int, int\], None\]")
 
 
 def product_files() -> list[Path]:
-    return [ROOT / "app.py", *sorted((ROOT / "flamino_core").rglob("*.py")), *sorted((ROOT / "app_pages").rglob("*.py"))]
+    return [ROOT / "app.py", *sorted((ROOT / "flamino_core").rglob("*.py")),
+            *sorted((ROOT / "app_pages").rglob("*.py"))]
 
 
 def second_homes(pattern: re.Pattern, home: str, files: list[tuple[str, str]]) -> list[str]:

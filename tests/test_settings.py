@@ -23,7 +23,8 @@ UNRESOLVED_OK = {
 
 
 def product_files() -> list[Path]:
-    return [ROOT / "app.py", *sorted((ROOT / "flamino_core").rglob("*.py")), *sorted((ROOT / "app_pages").rglob("*.py"))]
+    return [ROOT / "app.py", *sorted((ROOT / "flamino_core").rglob("*.py")),
+            *sorted((ROOT / "app_pages").rglob("*.py"))]
 
 
 def _is_environ(node: ast.AST) -> bool:
@@ -95,6 +96,74 @@ def test_copying_the_environment_for_a_child_and_other_variables_are_not_reads()
     assert environment_reads(source, "ok.py") == []
 
 
+# Reads at import that stay, each with why: Streamlit's cache of a page function takes its size when
+# the decorator runs, and these bounds size a cache made once per server process. A change to
+# FLAMINO_HOSTED or these limits counts from the server's next start (docs/settings.md says so).
+IMPORT_TIME_OK = {
+    "app.py": "not an import: Streamlit runs the app's script again on every page run",
+    "app_pages/_ui/input/reading.py": "st.cache_data(max_entries=...) of the parsed inputs",
+    "app_pages/_ui/input/uploads.py": "the upload store's bounds (files kept, bytes), made once per process",
+    "app_pages/_ui/structure/loaded_structure.py": "the parsed-structure cache's byte budget, made once per process",
+    "app_pages/_ui/predict_from_labels/fit_results.py": "st.cache_data(max_entries=...) of the tables and fits",
+    "app_pages/_ui/variants/suggestions.py": "st.cache_data(max_entries=...) of the suggestions",
+    "app_pages/_ui/variants/scoring.py": "st.cache_data(max_entries=...) of the DMS tables and scores",
+    "app_pages/_ui/results/one_record.py": "st.cache_data(max_entries=...) of embeddings, attention, contacts",
+}
+
+
+def _is_setting_read(call: ast.Call) -> bool:
+    """``hosted_mode()``, ``settings.hosted()``, ``settings.X.get()``/``take()``."""
+    f = call.func
+    if isinstance(f, ast.Name):
+        return f.id == "hosted_mode"
+    if isinstance(f, ast.Attribute) and f.attr in ("get", "take") and isinstance(f.value, ast.Attribute):
+        return isinstance(f.value.value, ast.Name) and f.value.value.id == "settings"
+    return isinstance(f, ast.Attribute) and f.attr == "hosted" and isinstance(f.value, ast.Name) \
+        and f.value.id == "settings"
+
+
+def import_time_reads(source: str) -> list[int]:
+    """Lines that read a setting when the module is imported: outside every function body (a
+    decorator's arguments and a default value run at import)."""
+    found = []
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for part in [*node.decorator_list, *node.args.defaults, *node.args.kw_defaults]:
+                if part is not None:
+                    visit(part)
+            return
+        if isinstance(node, ast.Lambda):
+            return
+        if isinstance(node, ast.Call) and _is_setting_read(node):
+            found.append(node.lineno)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(source))
+    return found
+
+
+def test_no_setting_is_read_at_import_but_the_caches_sized_once():
+    found = {}
+    for path in product_files():
+        lines = import_time_reads(path.read_text())
+        if lines:
+            found[path.relative_to(ROOT).as_posix()] = lines
+    assert set(found) <= set(IMPORT_TIME_OK), {k: v for k, v in found.items() if k not in IMPORT_TIME_OK}
+    assert set(IMPORT_TIME_OK) <= set(found), f"no longer read at import: {sorted(set(IMPORT_TIME_OK) - set(found))}"
+
+
+@pytest.mark.parametrize("planted, lines", [
+    ("HOSTED = hosted_mode()\n", [1]),
+    ("from flamino_core import settings\nLIMIT = settings.MAX_RECORDS.get() or 5\n", [2]),
+    ("@cache(size=4 if settings.hosted() else 8)\ndef f():\n    return settings.hosted()\n", [1]),
+    ("def f(limit=settings.MAX_RECORDS.get()):\n    return hosted_mode()\n", [1]),
+])
+def test_the_import_time_walk_finds_a_planted_read(planted, lines):
+    assert import_time_reads(planted) == lines
+
+
 def test_every_flamino_name_in_the_code_is_a_declared_setting_and_the_docs_table_names_them_all():
     declared = {s.name for s in settings.ALL}
     assert len(declared) == len(settings.ALL)  # no variable declared twice
@@ -102,8 +171,8 @@ def test_every_flamino_name_in_the_code_is_a_declared_setting_and_the_docs_table
     for path in product_files():
         named |= set(re.findall(r"\bFLAMINO_[A-Z0-9_]*[A-Z0-9]", path.read_text()))
     assert named <= declared, f"named in the code but not declared in settings.py: {sorted(named - declared)}"
-    table = {m for m in re.findall(r"^\| `(FLAMINO_[A-Z0-9_]+)`", (ROOT / "docs" / "settings.md").read_text(), re.M)}
-    assert table == declared, f"docs/settings.md: missing {sorted(declared - table)}, not declared {sorted(table - declared)}"
+    table = set(re.findall(r"^\| `(FLAMINO_[A-Z0-9_]+)`", (ROOT / "docs" / "settings.md").read_text(), re.M))
+    assert table == declared, f"docs/settings.md lacks {sorted(declared - table)}, has {sorted(table - declared)}"
 
 
 def test_a_setting_is_read_when_asked_not_at_import(monkeypatch):
