@@ -36,6 +36,17 @@ def _text(model) -> str | None:
     return getattr(model, "text", model)
 
 
+def say_plan(label: str, needed, engine) -> None:
+    """Before the work: the passes a command still runs (``jobs.plan.Needed``) and, when this
+    machine timed the model, their time, from the core's one cost model (``Needed.seconds``): the
+    plan the app's pages show before the same work."""
+    from flamino_core.jobs.status import about
+
+    seconds = needed.seconds(engine) if needed.passes else None
+    when = f", {about(seconds)} at the rate this machine measured" if seconds is not None else ""
+    say(f"{label}: to run: {needed.describe()}{when}")
+
+
 def load_engine(model, verbose: bool = False):
     """The engine for a model identifier (text, a parsed ``ModelId`` or None for the default), or
     a ``UserError`` saying why it cannot load."""

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 import platform
 
 import jax
 
+from flamino_core import settings
 from flamino_core.model import fused_attention
 from flamino_core.engine import device_memory, sharding
 from flamino_core.model.attention import PATHS as ATTENTION_PATHS
@@ -26,9 +26,9 @@ from flamino_core.options import DEFAULT_TOKEN_BUDGET, Precision
 from flamino_core.model.precision import use_bf16_matmuls, use_int8_matmuls
 from flamino_core.model.model_id import ModelId
 
-ATTENTION_ENV = "FLAMINO_ATTENTION"  # auto | fused | xla | dot-product-attention | pallas-flash
-PRECISION_ENV = "FLAMINO_PRECISION"  # fp32 (default) | bf16 | int8
-PACKING_ENV = "FLAMINO_PACKING"  # auto (default) | on | off
+ATTENTION_ENV = settings.ATTENTION.name  # auto | fused | xla | dot-product-attention | pallas-flash
+PRECISION_ENV = settings.PRECISION.name  # fp32 (default) | bf16 | int8
+PACKING_ENV = settings.PACKING.name  # auto (default) | on | off
 PRECISIONS = tuple(p.value for p in Precision)
 # How each mode is named wherever results are shown (the app's model panel, --verbose, the bench).
 PRECISION_WORDS = {"fp32": "fp32",
@@ -39,7 +39,7 @@ PRECISION_WORDS = {"fp32": "fp32",
 # is true fp32 arithmetic (on a TPU, six bf16 passes); "high" (three passes, bf16_3x) is faster
 # and is the default only if it holds the 1e-4 parity (docs/accelerators.md has the measurement).
 # A CPU computes fp32 products in fp32 whatever this says, so nothing is set there.
-MATMUL_PRECISION_ENV = "FLAMINO_MATMUL_PRECISION"  # highest (default) | high
+MATMUL_PRECISION_ENV = settings.MATMUL_PRECISION.name  # highest (default) | high
 EXACT_MATMUL_PRECISIONS = ("highest", "high")
 DEFAULT_EXACT_MATMUL_PRECISION = "highest"
 PACKING = ("auto", "on", "off")
@@ -57,7 +57,7 @@ NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")
 # what needs bf16's numbers and not its speed: a test that builds a bf16 engine on a CI machine
 # without the flags (it sets the variable itself, so a refusal elsewhere is still seen), accuracy
 # studies (benchmarks/bf16_accuracy.py). The mode's label then says "emulated".
-EMULATED_BF16_ENV = "FLAMINO_ALLOW_EMULATED_BF16"
+EMULATED_BF16_ENV = settings.ALLOW_EMULATED_BF16.name
 
 
 class PrecisionRefused(ValueError):
@@ -240,11 +240,11 @@ def choose(head_dim: int, attention: str | None = None, precision: str | None = 
       A ``Backend``. Raises ValueError for an unknown or unavailable request.
     """
     hw = detect()
-    attention = attention or os.environ.get(ATTENTION_ENV) or "auto"
+    attention = attention or settings.ATTENTION.get()
     precision, _ = requested_precision(precision)
     if attention not in ("auto", *ATTENTION_PATHS):
         raise ValueError(f"attention path {attention!r}: choose auto or one of {', '.join(ATTENTION_PATHS)}")
-    packing = packing or os.environ.get(PACKING_ENV) or "auto"
+    packing = packing or settings.PACKING.get()
     if packing not in PACKING:
         raise ValueError(f"packing {packing!r}: choose one of {', '.join(PACKING)}")
     implementation, reason = _attention_for(attention, hw, head_dim, precision)
@@ -263,7 +263,7 @@ def bf16_emulation(hw: Hardware, precision: str) -> str:
     $FLAMINO_ALLOW_EMULATED_BF16 is 1 (``EMULATED_BF16_ENV``); then the label's words."""
     if precision != Precision.BF16 or hw.native_bf16:
         return ""
-    if os.environ.get(EMULATED_BF16_ENV) == "1":
+    if settings.ALLOW_EMULATED_BF16.get():
         return f"emulated, {EMULATED_BF16_ENV}=1 ({hw.native_bf16_why}; slower than fp32)"
     raise PrecisionRefused(
         f"precision bf16 is refused on this machine ({hw.device}): {hw.native_bf16_why}. The bf16 mode "
@@ -282,10 +282,10 @@ def refuse_precision(precision: str | None = None) -> None:
 def requested_precision(precision: str | None = None) -> tuple[str, bool]:
     """(the precision mode asked for, whether it was asked by name): the argument, else
     $FLAMINO_PRECISION, else fp32. Raises ValueError for an unknown mode."""
-    chosen = precision or os.environ.get(PRECISION_ENV) or "fp32"
+    chosen = precision or settings.PRECISION.get() or "fp32"
     if chosen not in PRECISIONS:
         raise ValueError(f"precision {chosen!r}: choose one of {', '.join(PRECISIONS)}")
-    return chosen, bool(precision or os.environ.get(PRECISION_ENV))
+    return chosen, bool(precision or settings.PRECISION.get())
 
 
 def exact_matmul_precision(hw: Hardware, precision: str) -> str | None:
@@ -293,7 +293,7 @@ def exact_matmul_precision(hw: Hardware, precision: str) -> str | None:
     ``MATMUL_PRECISION_ENV``); None on a CPU and for the opt-in modes."""
     if hw.platform == "cpu" or precision != Precision.FP32:
         return None
-    chosen = os.environ.get(MATMUL_PRECISION_ENV) or DEFAULT_EXACT_MATMUL_PRECISION
+    chosen = settings.MATMUL_PRECISION.get() or DEFAULT_EXACT_MATMUL_PRECISION
     if chosen not in EXACT_MATMUL_PRECISIONS:
         raise ValueError(f"{MATMUL_PRECISION_ENV}={chosen!r}: choose one of {', '.join(EXACT_MATMUL_PRECISIONS)} "
                          "(anything less is not fp32; the bf16 mode is the fast one)")

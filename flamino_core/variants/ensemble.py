@@ -16,6 +16,7 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
+from flamino_core.progress import ProgressFn
 from flamino_core.model.model_id import short_name
 from flamino_core.variants.dms import DmsScores, DmsTable, score_dms
 
@@ -37,7 +38,7 @@ def score_dms_ensemble(
     strategy: str,
     *,
     record_id: str = "",
-    progress: Callable[[int, int], None] | None = None,
+    progress: ProgressFn | None = None,
     cancelled: Callable[[], bool] | None = None,
     store=None,
 ) -> DmsScores:

@@ -32,6 +32,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from flamino_core.progress import ProgressFn
 from flamino_core.variants import substitution_maps as scores
 from flamino_core.alphabet import STANDARD_AMINO_ACIDS
 from flamino_core.model.config import MAX_RESIDUES
@@ -48,7 +49,6 @@ from flamino_core.wording import with_article
 OK = "ok"
 # Said in ``VariantScores.notes`` for an untrained model (front ends that already say so skip it).
 RANDOM_WEIGHTS_NOTE = "the model has random weights (a test model): these scores are not biology"
-ProgressFn = Callable[[int, int], None]
 _COLUMN = {aa: j for j, aa in enumerate(STANDARD_AMINO_ACIDS)}  # a substitution's column in a score table
 
 

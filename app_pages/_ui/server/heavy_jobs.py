@@ -25,12 +25,12 @@ from __future__ import annotations
 import collections
 import contextlib
 import itertools
-import os
 import threading
 import time
 from typing import Callable, Iterator
 
-from app_pages._ui.server.policy import env_int, hosted_mode
+from flamino_core import settings
+from app_pages._ui.server.policy import hosted_mode
 
 # Attention maps and contacts of sequences longer than this go through the heavy-job queue:
 # their memory grows with the square of the length.
@@ -259,7 +259,7 @@ def visitor_key() -> str | None:
     context = get_script_run_ctx(suppress_warning=True)
     if context is None:
         return None
-    header = os.environ.get("FLAMINO_VISITOR_HEADER", "").strip()
+    header = settings.VISITOR_HEADER.get()
     value = address = None
     try:
         value = st.context.headers.get(header) if header else None
@@ -281,8 +281,8 @@ def heavy_job_queue() -> HeavyJobQueue:
     with _QUEUE_LOCK:
         if _QUEUE is None:
             if hosted_mode():
-                _QUEUE = HeavyJobQueue(env_int("FLAMINO_HEAVY_WORKERS", 1), env_int("FLAMINO_HEAVY_WAITING", 4),
-                                       env_int("FLAMINO_HEAVY_PER_VISITOR", 2))
+                _QUEUE = HeavyJobQueue(settings.HEAVY_WORKERS.get(), settings.HEAVY_WAITING.get(),
+                                       settings.HEAVY_PER_VISITOR.get())
             else:
                 _QUEUE = HeavyJobQueue(workers=2, max_waiting=64)
         return _QUEUE
@@ -297,7 +297,7 @@ def fetch_queue() -> HeavyJobQueue:
     with _QUEUE_LOCK:
         if _FETCHES is None:
             if hosted_mode():
-                _FETCHES = HeavyJobQueue(env_int("FLAMINO_FETCH_WORKERS", 2), env_int("FLAMINO_FETCH_WAITING", 8),
+                _FETCHES = HeavyJobQueue(settings.FETCH_WORKERS.get(), settings.FETCH_WAITING.get(),
                                          per_visitor=1)
             else:
                 _FETCHES = HeavyJobQueue(workers=4, max_waiting=64)

@@ -16,10 +16,10 @@ heatmap with the chains' blocks, the chain-pair ipTM table, and mmCIF/PDB/confid
 from __future__ import annotations
 
 import functools
-import os
 
 import streamlit as st
 
+from flamino_core import settings
 from flamino_core.jobs import DONE
 from flamino_core.model import ModelId
 from flamino_core.store import default_store
@@ -53,7 +53,7 @@ def offer_either(ctx, offer_v1) -> None:
 
 def model_choice() -> str:
     if hosted_mode():
-        return os.environ.get("FLAMINO_FOLD2_MODEL", folding.RANDOM_MODEL2)
+        return settings.FOLD2_MODEL.get() or folding.RANDOM_MODEL2
     st.session_state.setdefault(MODEL, folding.RANDOM_MODEL2)
     chosen = st.text_input("ESMFold2 model", key=MODEL,
                            help="random:esmfold2-tiny[:seed] (untrained), esmfold2-fast or esmfold2 "

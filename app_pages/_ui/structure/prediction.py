@@ -15,6 +15,7 @@ import functools
 
 import streamlit as st
 
+from flamino_core import settings
 from flamino_core.jobs import DONE
 from flamino_core.model import STEM_PRECISIONS, ModelId
 from flamino_core.options import Precision
@@ -39,18 +40,14 @@ def in_worker() -> bool:
     """Whether folds run in the server's fold worker (``folding.fold_worker``: stopped by Cancel and a
     closed tab, bounded in memory, a lower priority): hosted, unless ``FLAMINO_FOLD_WORKER=0``;
     locally when ``FLAMINO_FOLD_WORKER=1`` (a local fold runs in the server's process, to its end)."""
-    import os
-
-    chosen = os.environ.get("FLAMINO_FOLD_WORKER", "").strip()
-    return chosen == "1" if chosen in ("0", "1") else hosted_mode()
+    chosen = settings.FOLD_WORKER.get()
+    return hosted_mode() if chosen is None else chosen
 
 
 def model_choice() -> str:
     """The ESMFold model: hosted, the test model (or the operator's ``FLAMINO_FOLD_MODEL``); local, any folder."""
-    import os
-
     if hosted_mode():
-        return os.environ.get("FLAMINO_FOLD_MODEL", folding.RANDOM_MODEL)
+        return settings.FOLD_MODEL.get() or folding.RANDOM_MODEL
     st.session_state.setdefault(MODEL, st.session_state.get(CHOSEN, folding.RANDOM_MODEL))  # back from another page
     chosen = st.text_input("ESMFold model", key=MODEL,
                            help="random:esmfold-tiny[:seed] (untrained), esmfold_v1 (the published weights, "
@@ -64,11 +61,8 @@ def model_choice() -> str:
 def chosen_model() -> tuple[str, str]:
     """(the fold model, the stem's precision) as chosen on the Structure page, without drawing
     its widgets (hosted: the operator's): what another page folds with."""
-    import os
-
     if hosted_mode():
-        return (os.environ.get("FLAMINO_FOLD_MODEL", folding.RANDOM_MODEL),
-                os.environ.get("FLAMINO_FOLD_STEM_PRECISION", "fp32"))
+        return settings.FOLD_MODEL.get() or folding.RANDOM_MODEL, settings.FOLD_STEM_PRECISION.get()
     ss = st.session_state
     return ss.get(CHOSEN) or folding.RANDOM_MODEL, ss.get(CHOSEN_STEM, "fp32")
 
@@ -77,10 +71,8 @@ def stem_choice() -> str:
     """The stem's precision: fp32 by default; bf16 on request (half the stem's dense weights: what
     a long fold with esmfold_v1 needs on a 16 GiB accelerator), labelled. Hosted: the operator's
     ``FLAMINO_FOLD_STEM_PRECISION``."""
-    import os
-
     if hosted_mode():
-        return os.environ.get("FLAMINO_FOLD_STEM_PRECISION", "fp32")
+        return settings.FOLD_STEM_PRECISION.get()
     st.session_state.setdefault(STEM, st.session_state.get(CHOSEN_STEM, "fp32"))
     chosen = st.radio("Language-model stem", STEM_PRECISIONS, key=STEM, horizontal=True,
                       format_func=lambda p: "fp32 (the reference's numbers)" if p == Precision.FP32

@@ -20,7 +20,8 @@ import numpy as np
 
 from flamino_core.model.esmfold2.folded import FoldedComplex
 from flamino_core.model.model_id import RANDOM_FOLD_MODELS, ModelId
-from flamino_core.structure.folding.prediction import hosted_fold_limit, size
+from flamino_core.structure.folding.prediction import hosted_fold_limit
+from flamino_core.wording import byte_size
 
 RANDOM_MODEL2 = RANDOM_FOLD_MODELS["esmfold2"]
 RANDOM_LABEL2 = "untrained test model (random weights): its structures, pLDDT, PAE and ipTM are not biology"
@@ -131,10 +132,10 @@ class ComplexMemory:
         return self.weights + self.stem + self.pair + self.samples
 
     def describe(self) -> str:
-        return (f"about {size(self.total)} for {self.length:,} residues: weights {size(self.weights)}, the pair "
-                f"state and its updates {size(self.pair)} (grows as the complex's length squared), the diffusion "
-                f"samples and their confidence {size(self.samples)}, the language model's states "
-                f"{size(self.stem)}; an estimate from the model's shape in fp32, not a measurement")
+        return (f"about {byte_size(self.total)} for {self.length:,} residues: weights {byte_size(self.weights)}, "
+                f"the pair state and its updates {byte_size(self.pair)} (grows as the complex's length squared), "
+                f"the diffusion samples and their confidence {byte_size(self.samples)}, the language model's states "
+                f"{byte_size(self.stem)}; an estimate from the model's shape in fp32, not a measurement")
 
 
 @functools.lru_cache(maxsize=4)

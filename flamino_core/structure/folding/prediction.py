@@ -14,14 +14,15 @@ from __future__ import annotations
 import dataclasses
 import functools
 import io
-import os
 import time
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
+from flamino_core import settings
 from flamino_core.model.esmfold import residue_constants as rc
+from flamino_core.wording import byte_size
 from flamino_core.model.esmfold.config import FoldConfig
 from flamino_core.model.esmfold.folded import PAD_TO, FoldedProtein, padded_length
 from flamino_core.model.model_id import RANDOM_FOLD_MODELS, ModelId
@@ -41,7 +42,6 @@ PAST_TRAINED_NOTE = ("past the ESM-2 stem's trained length (it was trained on 1,
 HOSTED_FOLD_RESIDUES = 400  # FLAMINO_MAX_FOLD_RESIDUES overrides (read at each check)
 FLOAT = 4  # bytes: flamino folds in fp32
 FIELDS = ("atom37", "atom37_exists", "plddt", "pae", "ptm")
-GIB = 1 << 30
 # What a fold's process holds beyond the buffers ``fold_memory`` counts from the shape, measured in a
 # fold worker with benchmarks/hostile_folds.py (the untrained test model on the 2-core CPU server,
 # load 9-10, 2026-12-07; issue #67: the page said "about 386 MiB" at 400 residues for +1.30 GiB cold):
@@ -85,20 +85,15 @@ class FoldMemory:
         return self.weights + self.process + self.compile + self.work
 
     def describe(self) -> str:
-        compiling = f", compiling this length {size(self.compile)}" if self.compile else ""
-        return (f"about {size(self.total)} for {self.length:,} residues (padded to {self.padded:,}): "
-                f"weights {size(self.weights)}, the pair state and a block's work on it "
-                f"{size(self.factor * (self.pair + self.chunk))} (grows as the length squared), the language "
-                f"model's states {size(self.factor * self.stem)}"
-                f"{f', the fold process {size(self.process)}' if self.process else ''}{compiling}; "
+        compiling = f", compiling this length {byte_size(self.compile)}" if self.compile else ""
+        return (f"about {byte_size(self.total)} for {self.length:,} residues (padded to {self.padded:,}): "
+                f"weights {byte_size(self.weights)}, the pair state and a block's work on it "
+                f"{byte_size(self.factor * (self.pair + self.chunk))} (grows as the length squared), the language "
+                f"model's states {byte_size(self.factor * self.stem)}"
+                f"{f', the fold process {byte_size(self.process)}' if self.process else ''}{compiling}; "
                 "an estimate from the model's shape in fp32"
                 f"{' (the stem: bf16 dense kernels)' if self.stem_precision == Precision.BF16 else ''} and this "
                 "server's measured overheads, not a measurement")
-
-
-def size(n: int) -> str:
-    """Bytes as people read them: 13.1 GiB, 920 MiB."""
-    return f"{n / GIB:.1f} GiB" if n >= GIB else f"{n / (1 << 20):,.0f} MiB" if n >= 1 << 20 else f"{n / 1024:,.0f} KiB"
 
 
 @functools.lru_cache(maxsize=8)
@@ -206,15 +201,15 @@ def memory_room() -> tuple[int | None, str]:
 
     device = device_memory()
     if device is not None:
-        return device.free, f"the {device.device}'s {size(device.free)} free"
+        return device.free, f"the {device.device}'s {byte_size(device.free)} free"
     room = available_memory()
-    return room, ("the host's memory (unknown)" if room is None else f"the host's {size(room)} available")
+    return room, ("the host's memory (unknown)" if room is None else f"the host's {byte_size(room)} available")
 
 
 def hosted_fold_limit() -> int:
     """The longest sequence a hosted server folds (``FLAMINO_MAX_FOLD_RESIDUES``, else 400)."""
-    value = os.environ.get("FLAMINO_MAX_FOLD_RESIDUES", "").strip()
-    return int(value) if value.isdigit() else HOSTED_FOLD_RESIDUES
+    limit = settings.MAX_FOLD_RESIDUES.get()
+    return HOSTED_FOLD_RESIDUES if limit is None else limit
 
 
 def length_refusal(length: int, hosted: bool, limit: int | None = None, longest: int = MAX_FOLD_RESIDUES,
