@@ -144,7 +144,6 @@ def test_the_estimate_is_above_what_xla_allocates_and_within_twice_it():
     11,186 MiB at 448 while the layer stack was sliced, 10,805 MiB of it a copy of the stem's
     layers, which model/stack.py no longer makes; the estimate's work was 138 and 1,131 MiB.)"""
     from flamino_core.engine import hardware
-    from flamino_core.engine.engine import compiled
     from flamino_core.engine.fold import StemPass
     from flamino_core.model.esmfold import predict
     from flamino_core.model.esmfold.model import ESMFold
@@ -153,8 +152,8 @@ def test_the_estimate_is_above_what_xla_allocates_and_within_twice_it():
     abstract = nnx.eval_shape(lambda: ESMFold(config, nnx.Rngs(0)))
     graphdef, state = nnx.split(abstract)
     backend = hardware.choose(config.stem.head_dim, precision="fp32")  # the stem's engine's choice here
-    stem = StemPass(compiled(nnx.graphdef(abstract.esm), backend.implementation, backend.matmul_precision).forward,
-                    config.stem.num_layers)
+    stem = StemPass.of(nnx.graphdef(abstract.esm), backend.implementation, backend.matmul_precision,
+                       config.stem.num_layers)
     for length in (128, 256):
         aatype = jax.ShapeDtypeStruct((1, length), np.int32)
         mask = jax.ShapeDtypeStruct((1, length), np.bool_)

@@ -10,7 +10,10 @@ bf16 arithmetic emulated and labelled so rather than refused, the fold's opt-in 
 anywhere) and the device memory plan (the stem's pass planned beside the resident fold:
 ``hardware.configure(resident=True)``).
 
-The fold stays one jitted program (``model/esmfold/predict.py``): the stem's pass (``StemPass``) is
+ESMFold2's ESM C (``fold_complex``) is run the same way, on its chain-aware rows (``esmc_chains``:
+the engine's forward given the rows' ``Layout``), eagerly before the trunk as before.
+
+ESMFold's fold stays one jitted program (``model/esmfold/predict.py``): the stem's pass (``StemPass``) is
 the engine's compiled forward (``engine.compiled(...).forward``, the very function ``Engine.run``
 calls, here keeping every hidden state and no logits), traced inside the fold's program on the
 stem's part of the fold's state. A jitted function called in a trace is inlined, so XLA sees the
@@ -44,28 +47,39 @@ class StemPass:
     forward: Callable  # ``CompiledPasses.forward``
     layers: int
 
-    def __call__(self, state, tokens):
-        return self.forward(state, tokens, capture=Capture(hidden=tuple(range(self.layers + 1)), logits=False)).hidden
+    @classmethod
+    def of(cls, graphdef, attention, matmul_precision: str | None, layers: int) -> "StemPass":
+        """The pass of the engines of this graph definition, attention implementation and matmul
+        precision (``engine.compiled``: one per process, shared)."""
+        return cls(compiled(graphdef, attention, matmul_precision).forward, layers)
+
+    def __call__(self, state, tokens, rows=None):
+        """``rows``: the tokens' ``Layout`` where it is not one sequence a row (ESMFold2's chains)."""
+        capture = Capture(hidden=tuple(range(self.layers + 1)), logits=False)
+        return self.forward(state, tokens, rows, capture=capture).hidden
 
 
 def stem_engine(model) -> Engine:
-    """The ``Engine`` that runs ``model``'s stem (an ``ESMFold``), built on first use: precision the
-    network's ``stem_precision`` (``weights.esmfold.with_stem_precision``), attention and memory as
-    every engine's on this machine."""
+    """The ``Engine`` that runs ``model``'s stem (an ``ESMFold``'s ESM-2, ``esm``, or an
+    ``EsmFold2``'s ESM C, ``esmc``), built on first use: precision the network's ``stem_precision``
+    (``weights.esmfold.with_stem_precision``; ESMFold2's is fp32), attention and memory as every
+    engine's on this machine."""
     engine = _STEM_ENGINES.get(model)
     if engine is None:
-        stem = model.config.stem
-        weights = ModelWeights(f"{model.config.name} stem", stem, None, "the fold's network",
+        network = model.esmc if hasattr(model, "esmc") else model.esm
+        weights = ModelWeights(f"{model.config.name} stem", model.config.stem, None, "the fold's network",
                                checksum=f"stem of {model.config.name} {id(model):x}")  # not kept in the store
-        engine = _STEM_ENGINES[model] = Engine(weights, precision=model.stem_precision, network=model.esm)
+        precision = getattr(model, "stem_precision", "fp32")
+        engine = _STEM_ENGINES[model] = Engine(weights, precision=precision, network=network)
     return engine
 
 
 def stem_pass(model) -> StemPass:
-    """``model``'s stem pass, the engine's (``stem_engine``), for the fold's program."""
+    """``model``'s stem pass, the engine's (``stem_engine``), for the fold's program (ESMFold) or
+    its language-model step (ESMFold2)."""
     engine = stem_engine(model)
-    forward = compiled(engine.graphdef, engine.backend.implementation, engine.backend.matmul_precision).forward
-    return StemPass(forward, engine.config.num_layers)
+    return StemPass.of(engine.graphdef, engine.backend.implementation, engine.backend.matmul_precision,
+                       engine.config.num_layers)
 
 
 def fold_arrays(model, sequence: str, passes: int | None = None, chunk_size: int | None = None,
@@ -93,3 +107,11 @@ def fold_sequence(model, sequence: str, passes: int | None = None, chunk_size: i
     if not sequence:
         raise ValueError("an empty sequence has no structure to predict")
     return predict.folded_protein(sequence, fold_arrays(model, sequence, passes, chunk_size, pad_to, matmul_precision))
+
+
+def fold_complex(model, chains, name: str = "prediction", chain_names=None, **options):
+    """ESMFold2's ``predict.fold_complex`` with its ESM C run by the engine (``stem_pass``): the
+    arguments and result as there (a ``FoldedComplex``)."""
+    from flamino_core.model.esmfold2 import predict as complex_predict
+
+    return complex_predict.fold_complex(model, chains, name, chain_names, stem=stem_pass(model), **options)
