@@ -27,6 +27,8 @@ import dataclasses
 import weakref
 from typing import Callable
 
+from flax import nnx
+
 from flamino_core.engine.engine import Engine, compiled
 from flamino_core.model.esmfold.folded import PAD_TO, FoldedProtein
 from flamino_core.model.esmfold import predict
@@ -71,6 +73,10 @@ def stem_engine(model) -> Engine:
                                checksum=f"stem of {model.config.name} {id(model):x}")  # not kept in the store
         precision = getattr(model, "stem_precision", "fp32")
         engine = _STEM_ENGINES[model] = Engine(weights, precision=precision, network=network)
+        # The network holds what the engine placed: one copy of the stem's weights on the device, which
+        # the fold's program reads too (a checkpoint's NumPy leaves would otherwise stay on the host
+        # beside the engine's device copy, and travel to the device with every fold).
+        nnx.update(network, engine.state)
     return engine
 
 
