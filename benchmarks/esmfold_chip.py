@@ -70,7 +70,7 @@ def main() -> int:
     from flamino_core.engine import hardware
     from flamino_core.model.esmfold.config import FoldConfig
     from flamino_core.model.esmfold.model import ESMFold
-    from flamino_core.model.esmfold.predict import fold_sequence
+    from flamino_core.engine.fold import fold_sequence
     from flamino_core.weights.esmfold import with_stem_precision
 
     device = jax.devices()[0]

@@ -28,7 +28,7 @@ ABETA42 = "DAEFRHDSGYEVHHQKLVFFAEDVGSNKGAIIGLMVGGVVIA"
 def test_predict_draws_the_fold_by_plddt_the_pae_and_a_pdb_biopython_reads_back(server, browser, tmp_path):
     from Bio.PDB import PDBParser
 
-    from flamino_core.model.esmfold.predict import fold_sequence
+    from flamino_core.engine.fold import fold_sequence
     from flamino_core.weights.esmfold import load_fold_model
 
     page, outside = _offline_page(browser, server)

@@ -189,19 +189,20 @@ def test_long_rows_on_an_accelerator_hold_a_few_heads_scores_not_all():
 
 
 def test_esmfold_on_an_accelerator_folds_with_float32_products(monkeypatch):
-    """ESMFold's pass is its own jitted function, not the engine's: the same bug would return on a
-    TPU unless the fold is traced at float32 precision too. With the platform said to be a TPU,
-    the fold the app and the CLI run (``structure.folding.fold``) is traced with HIGHEST on every
-    dot of the stem, the trunk and the structure module; on this CPU as the CPU runs it."""
+    """ESMFold's fold is its own jitted program (the engine's stem pass traced inside it,
+    ``engine/fold.py``): the same bug would return on a TPU unless the trunk is traced at float32
+    precision too and the stem's engine chose it. With the platform said to be a TPU, the fold the
+    app and the CLI run (``structure.folding.fold``) is traced with HIGHEST on every dot of the
+    stem, the trunk and the structure module; on this CPU as the CPU runs it. A model per platform:
+    its stem's engine is built with it, on the platform it finds (one per process in real life)."""
     from flamino_core.model.esmfold import predict
     from flamino_core.structure import folding
     from flamino_core.weights.esmfold import load_fold_model
 
-    model, _ = load_fold_model(ModelId.parse("random:esmfold-tiny"))
     traced, jitted = [], predict._forward
 
-    def lowered_dots(graphdef, state, aatype, mask, passes, chunk_size, matmul_precision=None):
-        text = jitted.lower(graphdef, state, aatype, mask, passes, chunk_size, matmul_precision).as_text()
+    def lowered_dots(graphdef, state, aatype, mask, passes, chunk_size, matmul_precision=None, stem=None):
+        text = jitted.lower(graphdef, state, aatype, mask, passes, chunk_size, matmul_precision, stem).as_text()
         traced.append(re.findall(r"stablehlo\.dot_general.*?precision = \[(\w+), \w+\]", text))
         raise StopIteration  # the trace is what is checked: no fold is run
 
@@ -213,7 +214,8 @@ def test_esmfold_on_an_accelerator_folds_with_float32_products(monkeypatch):
             if platform == "tpu":
                 on_platform.setattr(hardware, "detect", lambda: tpu)
             with pytest.raises(StopIteration):
-                folding.fold(model, "MKTAYIAKQRQISFVKSHF", passes=1)
+                folding.fold(load_fold_model(ModelId.parse("random:esmfold-tiny"))[0], "MKTAYIAKQRQISFVKSHF",
+                             passes=1)
     on_tpu, on_cpu = traced
     assert len(on_tpu) > 20 and set(on_tpu) == {"HIGHEST"}  # every product of the fold
     if jax.default_backend() == "cpu":

@@ -90,6 +90,18 @@ def test_chain_rows_wrap_each_chain_and_collapse_modified_residues(rows):
     assert list(built.lm_position[0, chain1[3:8]]) == [4, 5, 5, 5, 6]  # the modified residue: one LM token
 
 
+def engine_pass(network, path: str = "xla"):
+    """The engine's pass over ``network`` (``engine.fold.StemPass``: every hidden state) on one CPU
+    attention path, as ``esmc_chains`` takes it: (tokens, layout) -> {layer: states}."""
+    from flax import nnx
+
+    from flamino_core.engine.fold import StemPass
+    from flamino_core.model.attention import AttentionImpl
+
+    stem, state = StemPass.of(nnx.graphdef(network), AttentionImpl(path), None, CONFIG.num_layers), nnx.state(network)
+    return lambda tokens, rows: stem(state, tokens, rows)
+
+
 def attention_paths() -> list[str]:
     from flamino_core.model import fused_attention
 
@@ -98,12 +110,11 @@ def attention_paths() -> list[str]:
 
 @pytest.mark.parametrize("path", attention_paths())
 def test_hidden_states_match_transformers_with_sequence_id(models, rows, path):
-    """On each CPU attention path: the chains reach attention as spans, the one contract of all."""
-    from flamino_core.model.attention import AttentionImpl
-
+    """On each CPU attention path, through the engine's pass: the chains reach attention as spans,
+    the one contract of all."""
     hf, ours = models
     built = esmc_chains.chain_rows(*rows)
-    mine = np.asarray(esmc_chains.esmc_hidden_states(ours, built.tokens, built.sequence_id, AttentionImpl(path)))
+    mine = np.asarray(esmc_chains.esmc_hidden_states(engine_pass(ours, path), built.tokens, built.sequence_id))
     with torch.no_grad():
         out = hf.esmc(input_ids=torch.as_tensor(built.tokens, dtype=torch.long),
                       sequence_id=torch.as_tensor(built.sequence_id, dtype=torch.long), output_hidden_states=True)
@@ -113,7 +124,7 @@ def test_hidden_states_match_transformers_with_sequence_id(models, rows, path):
     for layer in range(CONFIG.num_layers + 1):
         close(mine[layer][real], reference[layer][real], f"hidden state {layer}")
     # The chains' mask matters: one row of both chains without it is another answer.
-    unmasked = np.asarray(esmc_chains.esmc_hidden_states(ours, built.tokens, np.where(real, 0, -1)))
+    unmasked = np.asarray(esmc_chains.esmc_hidden_states(engine_pass(ours), built.tokens, np.where(real, 0, -1)))
     assert np.abs(unmasked[-1][0][real[0]] - mine[-1][0][real[0]]).max() > 1e-2
 
 
@@ -126,7 +137,7 @@ def test_lm_hidden_states_match_esmfold2s_compute_lm_hidden_states(models, rows)
     input_ids, asym_id, residue_index, mol_type, mask = (torch.as_tensor(a) for a in rows)
     reference = EsmFold2Model._compute_lm_hidden_states(stand_in, input_ids, asym_id, residue_index, mol_type,
                                                         mask).numpy()
-    mine = esmc_chains.lm_hidden_states(ours, *rows)
+    mine = esmc_chains.lm_hidden_states(engine_pass(ours), *rows)
     assert mine.shape == reference.shape == (*rows[0].shape, CONFIG.num_layers + 1, CONFIG.embed_dim)
     close(mine, reference, "ESMFold2's LM hidden states")
     assert (mine[~((rows[3] == 0) & rows[4])] == 0).all()

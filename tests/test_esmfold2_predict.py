@@ -72,6 +72,7 @@ def _reference_fold(model, features: dict, pair_state, dropout, samples: int):
 ])
 def test_a_whole_fold_is_the_references(request, which, chains):
     from flamino_core.model.esmfold2.model import TrunkNoise
+    from flamino_core.engine.fold import stem_pass
     from flamino_core.model.esmfold2.predict import fold_arrays
     from flamino_core.weights.esmfold2 import load_esmfold2
 
@@ -84,7 +85,7 @@ def test_a_whole_fold_is_the_references(request, which, chains):
 
     steps = len(noise_schedule(ScheduleConfig.from_structure_head(model.config.structure_head))[0]) - 1
     atoms = features["atom_attention_mask"].shape[1]
-    ours = fold_arrays(model, features, trunk_noise=TrunkNoise(pair.numpy(), dropout.numpy()),
+    ours = fold_arrays(model, features, stem=stem_pass(model), trunk_noise=TrunkNoise(pair.numpy(), dropout.numpy()),
                        sampler_noise=SamplerNoise.from_torch_seed(SEED, steps, samples, atoms))
     real = features["atom_attention_mask"][0]
     coords_diff = np.abs(ours["sample_atom_coords"][:, real] - theirs["sample_atom_coords"][:, real]).max()

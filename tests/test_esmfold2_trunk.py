@@ -19,6 +19,7 @@ from esmfold2_checkpoints import (
     REAL_WIDTHS, complex_features, make_hf_esmfold2, protein_features, reference_lm_states, reference_noise,
     reference_trunk, write_hf_esmfold2,
 )
+from flamino_core.engine.fold import stem_pass
 from flamino_core.model.esmfold2.model import TrunkNoise, draw_trunk_noise, run_trunk
 from flamino_core.weights.esmfold2 import load_esmfold2
 
@@ -85,7 +86,7 @@ def test_language_model_states_match_reference(tiny, chains):
     reference, ours = tiny
     features = protein_features(chains[0]) if len(chains) == 1 else complex_features(chains)
     want = reference_lm_states(reference, features).numpy()
-    have = np.asarray(ours.language_model_states(numpy_features(features)))
+    have = np.asarray(ours.language_model_states(numpy_features(features), stem_pass(ours)))
     assert have.shape == want.shape
     assert np.abs(have - want).max() < 1e-4 * max(1.0, np.abs(want).max())
 
@@ -99,7 +100,7 @@ def test_language_model_states_of_split_residues_and_padding(tiny):
     features["attention_mask"][0, 7] = False
     features["mol_type"][0, 6] = 3
     want = reference_lm_states(reference, features).numpy()
-    have = np.asarray(ours.language_model_states(numpy_features(features)))
+    have = np.asarray(ours.language_model_states(numpy_features(features), stem_pass(ours)))
     assert np.abs(have - want).max() < 1e-4 * max(1.0, np.abs(want).max())
     assert np.array_equal(have[0, 3], have[0, 4]) and not have[0, 6:].any()
 
@@ -109,7 +110,7 @@ def test_dropout_is_required_and_a_key_is_deterministic(tiny):
     without dropout noise are refused; a key gives the same trunk twice, another key another."""
     _, ours = tiny
     features = numpy_features(protein_features(SEQUENCE[:7]))
-    lm = ours.language_model_states(features)
+    lm = ours.language_model_states(features, stem_pass(ours))
     noise = draw_trunk_noise(jax.random.key(0), ours.config, 1, 7)
     with pytest.raises(ValueError, match="every trunk loop"):
         run_trunk(ours, features, TrunkNoise(noise.pair_state), lm)

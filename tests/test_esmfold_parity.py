@@ -36,7 +36,7 @@ from conftest import checkpoint_seed
 from esmfold_checkpoints import V1_WIDTHS, hf_fold, make_hf_esmfold, write_hf_esmfold
 from flamino_core.model.esmfold.config import FoldConfig
 from flamino_core.model.esmfold.pdb import to_pdb
-from flamino_core.model.esmfold.predict import fold_arrays, fold_sequence
+from flamino_core.engine.fold import fold_arrays, fold_sequence
 from flamino_core.engine import hardware
 from flamino_core.model.esmfold.residue_tables import atom_types
 from flamino_core.weights.convert import CheckpointMismatchError

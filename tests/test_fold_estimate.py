@@ -79,7 +79,7 @@ def test_a_hosted_server_refuses_a_long_fold_before_work_saying_why(monkeypatch)
 
 
 def test_a_fold_is_stored_by_model_and_sequence_and_read_back(tmp_path, monkeypatch):
-    from flamino_core.model.esmfold import predict
+    from flamino_core.engine import fold as predict
 
     calls = []
 
@@ -147,15 +147,22 @@ def test_the_estimate_is_above_what_xla_allocates_and_within_twice_it():
     of compilation, so not run here: XLA planned 10,827 MiB of temporaries at 128 residues and
     11,186 MiB at 448 while the layer stack was sliced, 10,805 MiB of it a copy of the stem's
     layers, which model/stack.py no longer makes; the estimate's work was 138 and 1,131 MiB.)"""
+    from flamino_core.engine import hardware
+    from flamino_core.engine.fold import StemPass
     from flamino_core.model.esmfold import predict
     from flamino_core.model.esmfold.model import ESMFold
 
     config = FoldConfig.tiny()
-    graphdef, state = nnx.split(nnx.eval_shape(lambda: ESMFold(config, nnx.Rngs(0))))
+    abstract = nnx.eval_shape(lambda: ESMFold(config, nnx.Rngs(0)))
+    graphdef, state = nnx.split(abstract)
+    backend = hardware.choose(config.stem.head_dim, precision="fp32")  # the stem's engine's choice here
+    stem = StemPass.of(nnx.graphdef(abstract.esm), backend.implementation, backend.matmul_precision,
+                       config.stem.num_layers)
     for length in (128, 256):
         aatype = jax.ShapeDtypeStruct((1, length), np.int32)
         mask = jax.ShapeDtypeStruct((1, length), np.bool_)
-        planned = predict._forward.lower(graphdef, state, aatype, mask, config.trunk.max_recycles, 64).compile()
+        planned = predict._forward.lower(graphdef, state, aatype, mask, config.trunk.max_recycles, 64,
+                                         None, stem).compile()
         analysis = planned.memory_analysis()
         said = folding.fold_memory(config, length)
         work = said.stem + said.pair + said.chunk

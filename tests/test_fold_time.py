@@ -96,7 +96,7 @@ class _Slot:
 
 
 def test_a_fold_plan_is_one_step_in_the_slot_read_back_from_the_store_and_timed_when_computed(tmp_path, monkeypatch):
-    from flamino_core.model.esmfold import predict
+    from flamino_core.engine import fold as predict
     from flamino_core.store.result_store import ResultStore
     from test_fold_estimate import made_fold
 

@@ -62,7 +62,7 @@ def test_a_fold_in_the_worker_is_the_fold_made_here_and_the_worker_is_recycled_p
     float32 reordering over the trunk's few blocks), the length marked compiled in the live worker;
     a fold at a second padded length reaches ``max_lengths`` = 2: the worker ends (its programs
     with it) and nothing is marked compiled any more."""
-    from flamino_core.model.esmfold.predict import fold_sequence
+    from flamino_core.engine.fold import fold_sequence
     from flamino_core.weights.esmfold import load_fold_model
 
     runner = FoldRunner(Share(), max_lengths=2)

@@ -57,7 +57,7 @@ def structure_page() -> AppTest:
 
 
 def direct_fold():
-    from flamino_core.model.esmfold.predict import fold_sequence
+    from flamino_core.engine.fold import fold_sequence
     from flamino_core.weights.esmfold import load_fold_model
 
     return fold_sequence(load_fold_model(ModelId.parse("random:esmfold-tiny"))[0], ABETA42)
@@ -249,7 +249,7 @@ def test_a_variants_structure_is_folded_beside_the_wild_type_superposed_with_its
     import pandas as pd
     from test_app_variants import type_list
 
-    from flamino_core.model.esmfold.predict import fold_sequence
+    from flamino_core.engine.fold import fold_sequence
     from flamino_core.numbering import Numbering
     from flamino_core.structure.folding import variant_structures as vs
     from flamino_core.weights.esmfold import load_fold_model

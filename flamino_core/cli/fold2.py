@@ -91,7 +91,7 @@ class _Record:
 
 def _fold_one(model, job: FoldJob, stem: str, out: Path, is_random: bool, args) -> dict:
     from flamino_core.engine import hardware
-    from flamino_core.model.esmfold2.predict import fold_complex
+    from flamino_core.engine.fold import fold_complex
     from flamino_core.structure import complex_files
 
     try:

@@ -43,9 +43,8 @@ LongPolicy = Literal["window", "truncate", "full"]
 # How many times each jitted function has been traced (= compiled) in this process (tests and
 # `make bench`: new lengths inside known buckets, new engines on known shapes, compile nothing).
 TRACE_COUNTS: collections.Counter = collections.Counter()
-# Distinct (graph definition, attention implementation) pairs whose compiled functions are kept
-# after their last engine is gone: a process switching between a few models (the app keeps two
-# engines) finds them again; more would only hold memory.
+# (Graph definition, attention) pairs whose compilations outlive their last engine: a process switching
+# between a few models (the app keeps two engines) finds them again; more would only hold memory.
 SHARED_COMPILATIONS = 8
 
 
@@ -140,19 +139,21 @@ class Engine:
     """A loaded model with cached, jitted passes. Thread-safe; share one per process."""
 
     def __init__(self, weights: ModelWeights, token_budget: int | None = None, attention: str | None = None,
-                 precision: str | None = None, packing: str | None = None):
+                 precision: str | None = None, packing: str | None = None, network: nnx.Module | None = None):
+        """``network``: a built network resident in a larger one instead of ``weights.params`` (None): a fold's stem."""
         self.config: ModelConfig = weights.config
-        model = params_to_model(weights.params, weights.config)
+        model = params_to_model(weights.params, weights.config) if network is None else network
         # Its weights' description without their arrays: the state holds them (the same memory
         # when read from the cache, ``param_files``); the arrays kept a converted copy alive.
         self.weights = dataclasses.replace(weights, params=None,
                                            checksum=weights.checksum or params_checksum(weights.params))
-        # Attention, precision, token budget and packing for this machine (hardware.choose: the
-        # fused CPU kernel when built, with packing; dot_product_attention on an accelerator, fp32
-        # products there, a budget from its memory; fp32 unless asked).
-        # Several devices: rows split over them, or the weights sharded where one cannot hold them.
-        self.devices = sharding.plan_devices(self.config, hardware.requested_precision(precision)[0])
-        self.backend = hardware.configure(model, attention, precision, token_budget, packing, self.devices)
+        # Attention, precision, token budget and packing for this machine (hardware.choose: the fused CPU
+        # kernel when built, with packing; dot_product_attention on an accelerator, fp32 products there, a
+        # budget from its memory; fp32 unless asked). Several devices: rows split, or the weights sharded.
+        self.devices = sharding.plan_devices(self.config, hardware.requested_precision(precision)[0],
+                                             None if network is None else jax.devices()[:1])
+        self.backend = hardware.configure(model, attention, precision, token_budget, packing, self.devices,
+                                          resident=network is not None)
         self.token_budget = self.backend.token_budget  # halved on a device's out-of-memory (device_memory)
         self.graphdef, self.state = nnx.split(model)
         self.state = self.devices.place(self.state)  # each array straight into its sharding

@@ -224,7 +224,7 @@ def _attention_for(requested: str, hw: Hardware, head_dim: int, precision: str) 
 
 
 def choose(head_dim: int, attention: str | None = None, precision: str | None = None,
-           token_budget: int | None = None, packing: str | None = None) -> Backend:
+           token_budget: int | None = None, packing: str | None = None, emulated_ok: bool = False) -> Backend:
     """The execution choices for a model with this head dimension on this machine.
 
     Args:
@@ -235,6 +235,8 @@ def choose(head_dim: int, attention: str | None = None, precision: str | None = 
       token_budget: tokens per batch (default: ``TOKEN_BUDGET`` for the platform).
       packing: "auto" (default, or $FLAMINO_PACKING: on with the fused kernel and on an
         accelerator), "on" or "off".
+      emulated_ok: run bf16 emulated where the hardware has no bf16 arithmetic, labelled, instead of
+        refusing it (``bf16_emulation``): a fold's opt-in bf16 stem, which any machine may run.
 
     Returns:
       A ``Backend``. Raises ValueError for an unknown or unavailable request.
@@ -248,7 +250,7 @@ def choose(head_dim: int, attention: str | None = None, precision: str | None = 
     if packing not in PACKING:
         raise ValueError(f"packing {packing!r}: choose one of {', '.join(PACKING)}")
     implementation, reason = _attention_for(attention, hw, head_dim, precision)
-    emulated = bf16_emulation(hw, precision)
+    emulated = bf16_emulation(hw, precision, emulated_ok)
     budget = token_budget or TOKEN_BUDGET.get(hw.platform, TOKEN_BUDGET["cpu"])
     # Packed rows on an accelerator: the chip's parity tests pass with them, and whole rows run the
     # 64-protein set 1.27x faster in fp32 and 1.16x in bf16 at t33 (docs/accelerators.md).
@@ -257,12 +259,14 @@ def choose(head_dim: int, attention: str | None = None, precision: str | None = 
                    precision_why=emulated, batches_ahead=1 if hw.platform == "cpu" else 2)
 
 
-def bf16_emulation(hw: Hardware, precision: str) -> str:
+def bf16_emulation(hw: Hardware, precision: str, emulated_ok: bool = False) -> str:
     """Why ``precision`` runs emulated on ``hw``: "" unless it is bf16 on hardware without bf16
     arithmetic, where it is refused (``PrecisionRefused``, naming the reason) unless
-    $FLAMINO_ALLOW_EMULATED_BF16 is 1 (``EMULATED_BF16_ENV``); then the label's words."""
+    $FLAMINO_ALLOW_EMULATED_BF16 is 1 (``EMULATED_BF16_ENV``) or ``emulated_ok``; then the label's words."""
     if precision != Precision.BF16 or hw.native_bf16:
         return ""
+    if emulated_ok:
+        return f"emulated ({hw.native_bf16_why})"
     if settings.ALLOW_EMULATED_BF16.get():
         return f"emulated, {EMULATED_BF16_ENV}=1 ({hw.native_bf16_why}; slower than fp32)"
     raise PrecisionRefused(
@@ -301,18 +305,22 @@ def exact_matmul_precision(hw: Hardware, precision: str) -> str | None:
 
 
 def configure(model, attention: str | None = None, precision: str | None = None,
-              token_budget: int | None = None, packing: str | None = None, devices=None) -> Backend:
+              token_budget: int | None = None, packing: str | None = None, devices=None,
+              resident: bool = False) -> Backend:
     """Choose the backend for ``model`` (a family's network) on this machine and set its matmul
     precision. The attention implementation is not stored on the model: the engine passes
     ``Backend.implementation`` to every call.
 
-    Args: as ``choose``; ``devices``: the engine's ``sharding.DevicePlan`` (None: one device).
+    Args: as ``choose``; ``devices``: the engine's ``sharding.DevicePlan`` (None: one device);
+      ``resident``: ``model`` is part of a network already on the device in its precision (a fold's
+      stem, ``engine/fold.py``): its weights are counted among the bytes in use, not added to them,
+      and a bf16 precision the CPU would only emulate runs emulated, labelled (the fold's opt-in).
     Returns: the ``Backend`` the model now runs with.
     """
-    backend = choose(model.config.head_dim, attention, precision, token_budget, packing)
+    backend = choose(model.config.head_dim, attention, precision, token_budget, packing, emulated_ok=resident)
     if backend.hardware.platform != "cpu":
         backend = _planned_for_device(backend, model.config, explicit=requested_precision(precision)[1],
-                                      token_budget=token_budget, devices=devices)
+                                      token_budget=token_budget, devices=devices, resident=resident)
     if devices is not None and devices.describe():
         backend = dataclasses.replace(backend, devices=devices.describe())
     if backend.precision == Precision.BF16:
@@ -328,13 +336,18 @@ def configure(model, attention: str | None = None, precision: str | None = None,
     return backend
 
 
-def _planned_for_device(backend: Backend, config, explicit: bool, token_budget: int | None, devices=None) -> Backend:
+def _planned_for_device(backend: Backend, config, explicit: bool, token_budget: int | None, devices=None,
+                        resident: bool = False) -> Backend:
     """An accelerator's backend with its precision and token budget planned from the device's
     memory (``device_memory``): bf16 weights where fp32 cannot fit and fp32 was not asked by
     name, a refusal where nothing fits, a budget that fits beside the weights (their share of
-    one device when sharded; with rows split over N devices, N times one device's budget)."""
+    one device when sharded; with rows split over N devices, N times one device's budget).
+    ``resident``: the weights are on the device already (in its bytes in use): planned as if not."""
     memory = device_memory.device_memory()
     shards = devices.weight_shards if devices is not None else 1
+    if resident and memory is not None:
+        held = device_memory.weights_bytes(config, backend.precision) // shards
+        memory = dataclasses.replace(memory, in_use=max(0, memory.in_use - held))
     precision, why = device_memory.fitting_precision(config, backend.precision, explicit, memory, shards)
     if precision != backend.precision:
         backend = dataclasses.replace(backend, precision=precision, precision_why=why,

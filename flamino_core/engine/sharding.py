@@ -83,8 +83,10 @@ class DevicePlan:
             # One leaf at a time, each transfer finished before the next: sent as one tree, every
             # leaf's host-side staging can be alive at once. Loading 3B on a TPU v5e host reached
             # 29.7 GB of host memory for 11.4 GB of weights before it was stopped (issue #47); this
-            # bounds the transfers' share to the largest leaf. Not yet measured on a chip.
-            return jax.tree.map(lambda leaf: jax.block_until_ready(jax.device_put(leaf)), state)
+            # bounds the transfers' share to the largest leaf. Not yet measured on a chip. An abstract
+            # leaf stays one: a part no pass reads, absent from its checkpoint (ESMFold2's ESM C LM head).
+            return jax.tree.map(lambda leaf: leaf if isinstance(leaf, jax.ShapeDtypeStruct)
+                                else jax.block_until_ready(jax.device_put(leaf)), state)
         shardings = jax.tree_util.tree_map_with_path(
             lambda path, leaf: NamedSharding(self.mesh, self._spec(path, np.shape(leaf))), state)
         return jax.device_put(state, shardings)

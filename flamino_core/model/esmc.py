@@ -135,14 +135,3 @@ class ESMC(LayerStack):
 
     def lm_logits(self, x: jax.Array) -> jax.Array:
         return self.lm_head(x)
-
-    def every_hidden_state(self, tokens: jax.Array, rows: Layout, attention: AttentionImpl = PURE_JAX) -> jax.Array:
-        """(N + 1, B, T, D): the embeddings, layers 1..N-1, then layer N after the final norm, as
-        transformers' ``EsmcModel(..., output_hidden_states=True).hidden_states`` stacks them (its
-        last entry is tied to ``last_hidden_state``, the normed one). ``rows``: any ``Layout``; a
-        chain-aware one (absolute positions, each chain's keys its own) is ``esmc_chains``'s."""
-        x = self.embed(tokens, rows)
-        graphdef, state = nnx.split(self.layers)
-        last, every = self._run_part(graphdef, state, 0, self.config.num_layers, x, *rows.queries(), attention,
-                                     emit=True)
-        return jnp.concatenate([x[None], every[:-1], self.final_norm(last)[None]])

@@ -8,7 +8,8 @@ transformers' ``EsmFold2Model._compute_lm_hidden_states`` (models/esmfold2, 5.25
    structure tokens but was one token to the LM), grouped by chain in ascending ``asym_id`` and
    wrapped ``[BOS] chain1 [EOS BOS] chain2 ... [EOS]``, right-padded; ``sequence_id`` numbers the
    chains (each BOS starts one; PAD -1); and, per input token, the LM position it reads back.
-2. ``chain_layout`` + ``ESMC.every_hidden_state``: the network with rotary positions absolute over
+2. ``chain_layout`` + the engine's ESM C pass (``ChainPass``, ``engine/fold.py``: the network's
+   forward keeping every hidden state, on that ``Layout``), with rotary positions absolute over
    the whole row (they run on across chain boundaries, as transformers' docstring says) and each
    token's keys those of its own chain (block-diagonal: ``Layout``'s spans, the contract of every
    attention path). The reference masks by ``sequence_id`` only when a row holds more than one
@@ -21,17 +22,14 @@ transformers' ``EsmFold2Model._compute_lm_hidden_states`` (models/esmfold2, 5.25
 from __future__ import annotations
 
 import dataclasses
-import functools
+from typing import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import nnx
 
 from flamino_core.alphabet import CLS_IDX, EOS_IDX, PAD_IDX
-from flamino_core.model.attention import AttentionImpl
 from flamino_core.model.segments import Layout
-from flamino_core.model.stack import PURE_JAX
 
 PROTEIN = 0  # ESMFold2's mol_type of a protein token (1 DNA, 2 RNA, 3 ligand)
 
@@ -110,30 +108,27 @@ def chain_layout(sequence_id) -> Layout:
     return Layout(index, start, stop, one_per_row=False)
 
 
-@functools.partial(jax.jit, static_argnums=(0, 4, 5))
-def _every_hidden_state(graphdef, state, tokens, layout, attention, matmul_precision):
-    with jax.default_matmul_precision(matmul_precision):
-        return nnx.merge(graphdef, state).every_hidden_state(tokens, layout, attention)
+# The pass over the rows: (tokens (B, L), their ``Layout``) -> {layer: (B, L, D)} for every layer 0..N
+# (0 the embeddings, N after the final norm), as transformers' ``hidden_states`` stacks them (its last
+# entry is tied to ``last_hidden_state``, the normed one). The engine's forward (``engine/fold.py``).
+ChainPass = Callable[[jax.Array, Layout], dict]
 
 
-def esmc_hidden_states(model, tokens, sequence_id, attention: AttentionImpl = PURE_JAX,
-                       matmul_precision: str = "highest") -> jax.Array:
-    """Step 2: (N + 1, B, L, D) hidden states of ESM C ``model`` (``esmc.ESMC``) over ``tokens``
-    (B, L) with chain-aware attention, as ``EsmcModel(input_ids, sequence_id=sequence_id,
-    output_hidden_states=True).hidden_states`` stacked. ``matmul_precision``: fp32 products
-    (a TPU's default is one bf16 pass)."""
-    graphdef, state = nnx.split(model)
-    return _every_hidden_state(graphdef, state, jnp.asarray(tokens, jnp.int32), chain_layout(sequence_id),
-                               attention, matmul_precision)
+def esmc_hidden_states(stem: ChainPass, tokens, sequence_id) -> jax.Array:
+    """Step 2: (N + 1, B, L, D) hidden states of ESM C over ``tokens`` (B, L) with chain-aware
+    attention, by ``stem`` (the engine's pass over the ESM C network), as ``EsmcModel(input_ids,
+    sequence_id=sequence_id, output_hidden_states=True).hidden_states`` stacked."""
+    hidden = stem(jnp.asarray(tokens, jnp.int32), chain_layout(sequence_id))
+    return jnp.stack([hidden[layer] for layer in sorted(hidden)])
 
 
-def lm_hidden_states(model, input_ids, asym_id, residue_index, mol_type, attention_mask,
-                     attention: AttentionImpl = PURE_JAX, multiple: int = 16) -> np.ndarray:
+def lm_hidden_states(stem: ChainPass, input_ids, asym_id, residue_index, mol_type, attention_mask,
+                     multiple: int = 16) -> np.ndarray:
     """Step 3: (B, N, layers + 1, D) float32, ``_compute_lm_hidden_states``'s layout: each
     structure token's ESM C hidden states (embeddings first, the final-normed layer last),
     zeros for tokens that are not protein or are padding."""
     rows = chain_rows(input_ids, asym_id, residue_index, mol_type, attention_mask, multiple)
-    every = np.asarray(esmc_hidden_states(model, rows.tokens, rows.sequence_id, attention), np.float32)
+    every = np.asarray(esmc_hidden_states(stem, rows.tokens, rows.sequence_id), np.float32)
     gathered = np.take_along_axis(every, np.maximum(rows.lm_position, 0)[None, :, :, None], axis=2)
     out = np.moveaxis(gathered, 0, 2)  # (B, N, layers + 1, D)
     out[rows.lm_position < 0] = 0.0

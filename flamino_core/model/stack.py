@@ -150,7 +150,7 @@ class LayerStack(nnx.Module):
         x_at = self.final_norm(last(x, *rows.queries(at), attention, at=at)[:, 0])  # (B, D)
         return self.lm_logits(x_at)
 
-    def __call__(self, tokens: jax.Array, capture: Capture = Capture(), segments: jax.Array | None = None,
+    def __call__(self, tokens: jax.Array, capture: Capture = Capture(), segments: jax.Array | Layout | None = None,
                  attention: AttentionImpl = PURE_JAX) -> ModelOutput:
         """Run the model on (B, T) tokens, keeping what ``capture`` declares.
 
@@ -161,6 +161,8 @@ class LayerStack(nnx.Module):
           segments: (B, T) int segment ids of packed rows (``segments.layout``: non-decreasing,
             padding in the last segment); each sequence then attends only to itself, with rotary
             positions and token dropout of its own. No attention maps or contacts from packed rows.
+            Or a whole ``Layout`` as it is (ESM C's chains in one row, ``esmc_chains.chain_layout``:
+            positions run on over the row, each chain's keys its own).
           attention: how attention is computed where no map is captured (``hardware.choose``).
         """
         n = self.config.num_layers
@@ -169,7 +171,7 @@ class LayerStack(nnx.Module):
         maps_of = set(range(1, n + 1)) if capture.contacts else set(attention_layers)
         if segments is not None and maps_of:
             raise ValueError("attention maps and contacts come from rows of one sequence, not packed rows")
-        rows = layout(tokens, segments)
+        rows = segments if isinstance(segments, Layout) else layout(tokens, segments)
         x = self.embed(tokens, rows)
         hidden = {0: x} if 0 in repr_layers else {}
         maps: dict[int, jax.Array] = {}

@@ -225,12 +225,15 @@ def _check_stem_precision(stem_precision: str) -> None:
 
 
 def with_stem_precision(model, stem_precision: str):
-    """``model`` with its stem's dense layers in ``stem_precision`` (``STEM_PRECISIONS``)."""
+    """``model`` with its stem's dense layers in ``stem_precision`` (``STEM_PRECISIONS``): the mode
+    its stem's engine runs (``engine/fold.py``, the language models' bf16 mode), the kernels stored
+    rounded here whatever the machine (the memory is the point: the fold holds the trunk beside)."""
     _check_stem_precision(stem_precision)
     if stem_precision == Precision.BF16:
         from flamino_core.model.precision import use_bf16_matmuls
 
-        use_bf16_matmuls(model.esm, store_bf16=True)  # stored rounded: the memory is the point
+        use_bf16_matmuls(model.esm, store_bf16=True)
+    model.stem_precision = stem_precision
     return model
 
 

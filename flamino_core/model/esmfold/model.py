@@ -5,7 +5,8 @@ computes them at inference (its attribute names are the checkpoint keys: ``esm``
 ``lm_head``, ``lddt_head``).
 
 1. The stem reads the sequence in ESM-2's alphabet (``af2_to_esm`` maps AlphaFold's residue order
-   to it) and keeps every hidden state, the embeddings included.
+   to it) and keeps every hidden state, the embeddings included: the engine's ESM-2 pass computes
+   them (``StemPass``, ``engine/fold.py``), on the stem's weights held here.
 2. ``esm_s_combine``: a softmax over learned per-layer weights mixes them into one (L, D) state,
    projected by ``esm_s_mlp`` to the trunk's sequence state, plus an embedding of the residue
    type; the pair state starts at zero.
@@ -16,6 +17,8 @@ computes them at inference (its attribute names are the checkpoint keys: ``esm``
 """
 
 from __future__ import annotations
+
+from typing import Callable
 
 import jax
 import jax.numpy as jnp
@@ -33,7 +36,12 @@ from flamino_core.model.esmfold.heads import (
 from flamino_core.model.esmfold.pair import layer_norm, linear
 from flamino_core.model.esmfold.structure import StructureOutput
 from flamino_core.model.esmfold.trunk import FoldingTrunk, recycle_bins
-from flamino_core.model.stack import Capture
+
+# The stem's pass: (the stem's state, tokens (B, T)) -> {layer: (B, T, D)} for every layer 0..N (0 the
+# embeddings, N after the final norm). The network does not run its stem itself: the engine's pass
+# does (``engine/fold.py``), with the attention path, precision mode and memory plan of every ESM-2
+# pass; the engine sits above this layer, so the fold is handed it.
+StemPass = Callable[[nnx.State, jax.Array], dict]
 
 # ESM-2's token for each AlphaFold residue index (row 0 of the reference's af2_to_esm is <pad>
 # and the rest are shifted by one; the shift is folded in here).
@@ -94,6 +102,9 @@ class FoldOutput:
 class ESMFold(nnx.Module):
     def __init__(self, config: FoldConfig, rngs: nnx.Rngs):
         self.config = config
+        # The stem's precision mode, as its engine runs it (``engine/fold.py``): "fp32", or "bf16"
+        # (``weights.esmfold.with_stem_precision``: its dense kernels stored rounded).
+        self.stem_precision = "fp32"
         stem, trunk = config.stem, config.trunk
         sm_dim = trunk.structure_module.sequence_dim
         self.esm = ESMFoldStem(stem, rngs)
@@ -106,24 +117,26 @@ class ESMFold(nnx.Module):
         self.lm_head = linear(trunk.sequence_state_dim, RESIDUE_TOKENS, rngs)
         self.lddt_head = LDDTHead(sm_dim, config.lddt_head_hid_dim, rngs)
 
-    def language_model_states(self, aatype: jax.Array, mask: jax.Array) -> jax.Array:
-        """(B, L, layers + 1, D): every hidden state of the stem at the residues.
-
-        Each row is <cls> residues <eos> then <pad>, the <eos> at the first padding position, as
-        the reference builds it; the states at <cls> and at the last column are dropped.
-        """
+    def stem_tokens(self, aatype: jax.Array, mask: jax.Array) -> jax.Array:
+        """(B, L + 2) the stem's token rows: <cls> residues <eos> then <pad>, the <eos> at the first
+        padding position, as the reference builds them."""
         batch, length = aatype.shape
         tokens = jnp.where(mask, jnp.asarray(AF2_TO_ESM)[aatype], PAD_IDX)
         tokens = jnp.concatenate([jnp.full((batch, 1), CLS_IDX), tokens, jnp.full((batch, 1), PAD_IDX)], axis=1)
         lengths = jnp.sum(mask, axis=1)
-        tokens = jnp.where(jnp.arange(length + 2)[None, :] == lengths[:, None] + 1, EOS_IDX, tokens)
+        return jnp.where(jnp.arange(length + 2)[None, :] == lengths[:, None] + 1, EOS_IDX, tokens)
+
+    def language_model_states(self, aatype: jax.Array, mask: jax.Array, stem: StemPass) -> jax.Array:
+        """(B, L, layers + 1, D): every hidden state of the stem at the residues, computed by
+        ``stem`` (the engine's pass, ``engine/fold.py``) on the stem's own weights; the states at
+        <cls> and at the last column are dropped."""
+        hidden = stem(nnx.state(self.esm), self.stem_tokens(aatype, mask))
         n = self.config.stem.num_layers
-        hidden = self.esm(tokens, Capture(hidden=tuple(range(n + 1)), logits=False)).hidden
         return jnp.stack([hidden[layer] for layer in range(n + 1)], axis=2)[:, 1:-1]
 
-    def initial_states(self, aatype: jax.Array, mask: jax.Array) -> tuple[jax.Array, jax.Array]:
+    def initial_states(self, aatype: jax.Array, mask: jax.Array, stem: StemPass) -> tuple[jax.Array, jax.Array]:
         """The trunk's input: sequence state (B, L, Ds) and a zero pair state (B, L, L, Dz)."""
-        esm_s = jax.lax.stop_gradient(self.language_model_states(aatype, mask))
+        esm_s = jax.lax.stop_gradient(self.language_model_states(aatype, mask, stem))
         weights = jax.nn.softmax(self.esm_s_combine[...])
         s = self.esm_s_mlp(jnp.einsum("n,blnd->bld", weights, esm_s))
         if self.embedding is not None:
@@ -133,10 +146,11 @@ class ESMFold(nnx.Module):
         return s, jnp.zeros((batch, length, length, self.config.trunk.pairwise_state_dim), s.dtype)
 
     def __call__(self, aatype: jax.Array, mask: jax.Array, residue_index: jax.Array | None = None,
-                 passes: int | None = None, chunk_size: int | None = None) -> FoldOutput:
+                 passes: int | None = None, chunk_size: int | None = None, *, stem: StemPass) -> FoldOutput:
         """Fold B proteins.
 
         Args:
+          stem: the stem's pass (``StemPass``): the engine's, ``engine/fold.stem_pass``.
           aatype: (B, L) AlphaFold residue indices (``residue_constants.aatype``), padded anyhow.
           mask: (B, L) bool, True at residues.
           residue_index: (B, L) positions for the relative-position embedding (0..L-1 by default).
@@ -146,7 +160,7 @@ class ESMFold(nnx.Module):
         if residue_index is None:
             residue_index = jnp.broadcast_to(jnp.arange(aatype.shape[1]), aatype.shape)
         passes = self.config.trunk.max_recycles if passes is None else passes
-        s0, z0 = self.initial_states(aatype, mask)
+        s0, z0 = self.initial_states(aatype, mask, stem)
         graphdef, state = nnx.split(self)
         sm = self.config.trunk.structure_module
 

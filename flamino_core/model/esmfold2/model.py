@@ -134,13 +134,15 @@ class EsmFold2(nnx.Module):
         # Checkpoints trained without MSAs (ESMFold2-Fast) have no MSA encoder.
         self.msa_encoder = MsaEncoder(config, rngs) if config.msa_encoder.enabled else None
 
-    def language_model_states(self, features: dict) -> jax.Array:
+    def language_model_states(self, features: dict, stem) -> jax.Array:
         """ESM C's hidden states per structure token, as the reference's ``_compute_lm_hidden_states``
-        (``model/esmc_chains.py``, the one chain-aware ESM C pass; eager: its rows' length depends on
-        the data)."""
+        (``model/esmc_chains.py``; eager: its rows' length depends on the data). ``stem``: the
+        engine's pass (``engine/fold.StemPass``: (state, tokens, layout) -> every hidden state), run
+        on this network's ESM C weights."""
         from flamino_core.model.esmc_chains import lm_hidden_states
 
-        return jnp.asarray(lm_hidden_states(self.esmc, *(features[k] for k in (
+        state = nnx.state(self.esmc)
+        return jnp.asarray(lm_hidden_states(lambda tokens, rows: stem(state, tokens, rows), *(features[k] for k in (
             "input_ids", "asym_id", "residue_index", "mol_type", "attention_mask"))))
 
     def trunk(self, features: dict, noise: TrunkNoise, lm_hidden_states: jax.Array | None = None,

@@ -43,7 +43,7 @@ def _confidence(graphdef, state, trunk, features, coords, samples, chains):
     return nnx.merge(graphdef, state).confidence(trunk, features, coords, samples, chains)
 
 
-def fold_arrays(model, features: dict[str, np.ndarray], *, seed: int = 0, num_samples: int | None = None,
+def fold_arrays(model, features: dict[str, np.ndarray], *, stem, seed: int = 0, num_samples: int | None = None,
                 num_steps: int | None = None, num_loops: int | None = None, trunk_noise=None,
                 sampler_noise: SamplerNoise | None = None, matmul_precision: str | None = None) -> dict:
     """Every sample's coordinates and confidences (NumPy, leading axis the samples) for a feature
@@ -52,6 +52,8 @@ def fold_arrays(model, features: dict[str, np.ndarray], *, seed: int = 0, num_sa
 
     Args:
       model: an ``EsmFold2``.
+      stem: the engine's pass over its ESM C (``engine/fold.stem_pass``; ``engine.fold.fold_complex``
+        folds through it).
       num_samples, num_steps, num_loops: the reference's ``fold`` arguments (None: the config's).
       trunk_noise: a ``model.TrunkNoise`` (None: drawn from ``seed``).
       sampler_noise: the sampler's draws (None: drawn from ``seed``).
@@ -69,7 +71,7 @@ def fold_arrays(model, features: dict[str, np.ndarray], *, seed: int = 0, num_sa
     # None leaves the caller's precision in force (``default_matmul_precision(None)`` would reset it
     # to the platform's default: one bf16 pass per product on a TPU, 0.55 A off the reference there).
     with contextlib.nullcontext() if matmul_precision is None else jax.default_matmul_precision(matmul_precision):
-        lm_states = model.language_model_states(features)
+        lm_states = model.language_model_states(features, stem)
         if trunk_noise is None:
             trunk_noise = draw_trunk_noise(jax.random.key(seed), config, 1, length, num_loops)
         graphdef, state = nnx.split(model)
@@ -101,7 +103,7 @@ def fold_complex(model, chains: Sequence[Chain | str], name: str = "prediction",
       chains: the chains in order (lettered A, B, ...); strings are protein chains.
       name: what the prediction is called (files, messages).
       chain_names: what each chain is called (default: ``name`` for one chain, else its letter).
-      options: ``fold_arrays``'s keyword arguments (seed, num_samples, num_steps, num_loops, ...).
+      options: ``fold_arrays``'s keyword arguments (stem, seed, num_samples, num_steps, num_loops, ...).
 
     Raises:
       ValueError: a chain that cannot be featurised (said before any work), naming it.

@@ -27,7 +27,7 @@ def fold_complex_exact(model, sequences: Sequence[str], names: Sequence[str], na
     """Fold the chains with ``model`` in fp32 on this machine (every product at the precision that
     makes fp32 fp32 here, as v1's ``prediction.fold``), seed 0: the same chains fold the same."""
     from flamino_core.engine import hardware
-    from flamino_core.model.esmfold2.predict import fold_complex
+    from flamino_core.engine.fold import fold_complex
 
     precision = hardware.exact_matmul_precision(hardware.detect(), "fp32")
     return fold_complex(model, list(sequences), name=name, chain_names=list(names), seed=0,

@@ -282,8 +282,8 @@ def fold(model, sequence: str, passes: int | None = None, chunk_size: int | None
     that makes fp32 fp32 here (float32 arithmetic on a TPU/GPU, where JAX's default is one bf16
     pass; the CPU's default otherwise), as the language-model engine runs (docs/accelerators.md).
     The app, the CLI and ``predict_stored`` fold through this."""
-    from flamino_core.model.esmfold.predict import fold_sequence
     from flamino_core.engine import hardware
+    from flamino_core.engine.fold import fold_sequence
 
     precision = hardware.exact_matmul_precision(hardware.detect(), "fp32")
     return fold_sequence(model, sequence, passes=passes, chunk_size=chunk_size, matmul_precision=precision)
