@@ -82,10 +82,6 @@ class HeavyJobQueue:
         with self._changed:
             return self._order.jobs_of(visitor)
 
-    def _visitor(self, visitor):
-        """The visitor a ``slot`` call names (the app's subclass reads its session's)."""
-        return visitor
-
     @contextlib.contextmanager
     def slot(self, timeout: float | None = 300.0, on_wait: Callable[[float, int], None] | None = None,
              poll: float = 1.0, visitor: str | None = None, work: float | None = None,
@@ -109,7 +105,6 @@ class HeavyJobQueue:
           VisitorBusy: this visitor already has ``per_visitor`` jobs running or waiting.
           QueueFull: the queue is full before this job now, or no slot came free within ``timeout``.
         """
-        visitor = self._visitor(visitor)
         started = time.monotonic()
         with self._changed:
             kind, number = self._order.enter(visitor, work, aged)
