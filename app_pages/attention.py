@@ -16,6 +16,7 @@ from app_pages._ui.results import one_record as results
 from app_pages._ui.rerun.context import PageContext, current
 from app_pages._ui.frame.downloads import csv_button, npz_button, show_figure
 from app_pages._ui.frame.widgets import kept_selectbox, kept_toggle, layer_names
+from flamino_core.wording import byte_size
 from flamino_core.analysis import (apc, attention_view, contacts_frame, crop_square, residue_labels,
                                    strip_special, symmetrize, top_contacts_frame)
 from flamino_core import figures
@@ -145,7 +146,7 @@ def contacts_panel(ctx: PageContext, contact_probs: np.ndarray, stem: str) -> No
             "contacts_csv",
             model=ctx.model_name,
             na_rep="NaN",
-            help=f"Every pair of the residues shown: {pairs:,} rows, about {pairs * 27 / 1e6:,.1f} MB.",
+            help=f"Every pair of the residues shown: {pairs:,} rows, about {byte_size(pairs * 27)}.",
         )
         csv_button(
             f"Top {len(part):,} contacts (CSV)",

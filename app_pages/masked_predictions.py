@@ -16,6 +16,7 @@ from app_pages._ui.rerun.context import PageContext, current
 from app_pages._ui.frame.downloads import csv_button, show_figure
 from app_pages._ui.frame.widgets import kept_number_input, kept_radio, widget_key
 from flamino_core.inputs import Numbering
+from flamino_core.options import STRATEGIES
 from flamino_core.analysis import amino_acid_probabilities, entropy, token_distribution, top_k_rows
 from flamino_core import figures
 from flamino_core.variants import from_log_probs, score_rows, substitution_names
@@ -169,7 +170,7 @@ def substitution_scores(ctx: PageContext) -> tuple[np.ndarray, str]:
     engine, seq, shown = ctx.engine, ctx.sequence, ctx.shown
     scan = kept_radio("Scoring", "scan")
     log_probs_range = None
-    if scan == "masked-marginals":  # one pass per position of the range, a background job in queued chunks
+    if STRATEGIES[scan].masked:  # one pass per position of the range, a background job in queued chunks
         log_probs_range = scans.masked_scan(engine, seq, range(shown.start, shown.stop), shown.label(),
                                             "the masked scan", cheaper=CHEAPER)
     if log_probs_range is not None:
@@ -184,7 +185,7 @@ def substitution_scores(ctx: PageContext) -> tuple[np.ndarray, str]:
         )
         return scored.substitutions, "masked-marginals"
     substitution = results.wt_marginal_scores(engine, seq)[shown.span]
-    if scan == "masked-marginals":
+    if STRATEGIES[scan].masked:
         st.caption("Showing the fast wt-marginals scores meanwhile.")
     else:
         st.caption("Pseudo-perplexity needs the masked scan: choose masked-marginals above.")

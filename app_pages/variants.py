@@ -49,7 +49,7 @@ def substitution_scores(engine, seq: str, structure: str | None = None):
     masked map is a scan of the whole sequence (``scans.py``): its cost said first when it is
     long, a chunk per queue slot, every position through the result store (the variants' own
     masked positions run no second pass). ``structure``: the 3Di letters the list was scored on."""
-    if kept_radio("Map behind your variants", "vmap", horizontal=True) == "masked-marginals":
+    if STRATEGIES[kept_radio("Map behind your variants", "vmap", horizontal=True)].masked:
         log_probs = scans.masked_scan(engine, seq, range(len(seq)), "the whole sequence", "the masked-marginal map",
                                       cheaper=("Show the wt-marginals map", use_wt_map),
                                       structure=structure)  # (L, 33) or None

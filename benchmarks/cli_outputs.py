@@ -70,6 +70,8 @@ def commands(i: Path, o: Path) -> list[tuple[str, list[str]]]:
         ("predict_singles", ["predict", fit, i / "dms_wt.fa", "--singles", *m, "-o", o / "predict_singles.csv"]),
         ("suggest_predictor", ["suggest", i / "dms_wt.fa", *m, "--top", "5", "--strategies", "wt-marginals",
                                "--predictor", fit, "-o", o / "suggest_predictor.csv"]),
+        ("fold", ["fold", i / "short.fa", "-m", "random:esmfold-tiny", "-o", o / "fold"]),
+        ("fold2", ["fold", i / "short.fa", "-m", "random:esmfold2-tiny", "-o", o / "fold2"]),
     ]
 
 
@@ -87,6 +89,7 @@ def write_inputs(i: Path) -> None:
     from Bio.SeqUtils import seq1
     chain = MMCIFParser(QUIET=True).get_structure("s", str(STRUCTURE))[0][CHAIN]
     (i / "1a7g.fa").write_text(">1A7G_E\n" + "".join(seq1(r.get_resname()) for r in chain if r.id[0] == " ") + "\n")
+    (i / "short.fa").write_text(">short\nMKTAYIAKQRQISFVKSHFSRQ\n")  # folded by the untrained test models
     rows = DMS.read_text().splitlines()
     (i / "dms60.csv").write_text("\n".join(rows[:61]) + "\n")
     (i / "dms_next.csv").write_text("\n".join(rows[:1] + rows[61:81]) + "\n")
@@ -106,6 +109,10 @@ def normalise(text: str, paths: dict[str, str]) -> str:
     # timings, rates and time-left estimates depend on the machine's load, not on the code
     text = re.sub(r"\b\d+(\.\d+)?\s?(ms|s|sec|seconds?|min|minutes?|h|it/s|s/it|residues/s|tokens/s)\b", "<T>", text)
     text = re.sub(r"\b\d+:\d\d(:\d\d)?\b", "<T>", text)  # 0:12 / 1:02:03 style clocks
+    text = re.sub(r"\b\d+m\d+s\b", "<T>", text)  # 1m38s (progress.duration past a minute)
+    # a fold's length limit on a CPU is read from the host's free memory at that moment
+    text = re.sub(r"length limit: [\d,]+ residues on this device \(the memory estimate in the host's [\d.]+ GiB",
+                  "length limit: <N> residues on this device (the memory estimate in the host's <MEM>", text)
     # Ray's own C++ log lines ([date,ms E pid tid] file.cc:N: ...) carry process and actor ids of that run
     text = re.sub(r"(?m)^\[<DATE>,\d+ [DIWEF] \d+ \d+\] \S+\.cc:\d+:.*\n", "", text)
     return text

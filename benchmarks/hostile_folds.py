@@ -99,7 +99,9 @@ def loaded_rss(model: str = "random:esmfold-tiny") -> dict:
     client = status_mib("VmRSS")
     from flamino_core.weights import load_fold_model
 
-    load_fold_model(model)
+    from flamino_core.model import ModelId
+
+    load_fold_model(ModelId.parse(model))
     return {"started_mib": started, "jax_client_mib": client, "model_loaded_mib": status_mib("VmRSS")}
 
 
@@ -201,9 +203,9 @@ def lengths(model: str) -> dict:
 def memory(model: str) -> dict:
     from flamino_core.model import FoldConfig
     from flamino_core.structure import folding
-    from flamino_core.weights import FOLD_PRESETS, fold_preset_name
+    from flamino_core.weights import FOLD_PRESETS
 
-    preset = fold_preset_name(model)
+    preset = model.fold_preset
     config = FOLD_PRESETS[preset].expect() if preset else FoldConfig.tiny()
     import hostile_folds  # the worker unpickles it by this module's name, not as __main__
 
@@ -335,13 +337,19 @@ def fold_queue(model: str) -> dict:
 PARTS = {"share": share, "close": close, "lengths": lengths, "memory": memory, "prior": prior, "queue": fold_queue}
 
 
+def _model_id(text: str):
+    from flamino_core.model import ModelId
+
+    return ModelId.parse(text)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default="random:esmfold-tiny")
+    parser.add_argument("--model", default="random:esmfold-tiny", type=_model_id)
     parser.add_argument("--only", nargs="*", choices=list(PARTS), default=list(PARTS))
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    results = {"model": args.model, "cores": os.cpu_count(), "started": time.strftime("%Y-%m-%d %H:%M UTC",
+    results = {"model": args.model.text, "cores": os.cpu_count(), "started": time.strftime("%Y-%m-%d %H:%M UTC",
                                                                                      time.gmtime())}
     for name in args.only:
         results[name] = PARTS[name](args.model)

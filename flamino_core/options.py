@@ -1,5 +1,5 @@
 """The choices the command line, batch jobs and the app offer, in one module that imports only
-the standard library's ``dataclasses``.
+the standard library's ``dataclasses`` and ``enum``.
 
 ``flamino --help`` builds its parser from these without loading NumPy or JAX; the modules
 that act on a choice import it from here, so each list is written once. A new scoring strategy
@@ -9,6 +9,7 @@ variants``/``dms``, ``scores.substitution_map``, ``variants.scoring`` (with its 
 """
 
 import dataclasses
+import enum
 
 # Sequences longer than ESM-2's 1022 training residues: overlapping windows averaged where
 # they overlap, the first 1022 residues, or one pass over everything (see ``windows``).
@@ -78,6 +79,17 @@ class Strategy:
     def whole_sequences(self) -> bool:
         """Scores whole mutated sequences (indels, stops): a ``sequence`` strategy."""
         return "sequence" in self.kinds
+
+    @property
+    def per_record(self) -> bool:
+        """Gives one number per record (``output`` ``pppl``), not a map."""
+        return self.output == "pppl"
+
+    @property
+    def exact_pll(self) -> bool:
+        """The exact PLL ratio: a masked pass per residue of every whole sequence, unnormalised
+        (``pll``; its pass count is the length times the sequences)."""
+        return self.whole_sequences and self.masked and not self.per_residue
 
     @property
     def reads_structure(self) -> bool:
@@ -170,6 +182,19 @@ PREDICT_FEATURES = ("embedding", "augmented", "onehot")
 # scan takes about 15 s with t6 on 2 cores, docs/benchmarks.md), so PLL is held to the same
 # number of passes: no PLL request costs more than the heaviest job the server takes anyway.
 PLL_HOSTED_MAX_PASSES = 2_000
+
+
+class Precision(enum.StrEnum):
+    """A precision mode, declared once: the engine's (``hardware.PRECISIONS``, ``FLAMINO_PRECISION``)
+    and ESMFold's stem's (``STEM_PRECISIONS``, ``--stem-precision``) are the same concept. A
+    ``StrEnum``: equal to its name as text, so the doors (argparse, the app's widgets, the
+    environment) may hand either and links, keys and files keep the name. Only ``FP32`` gives the
+    reference's numbers; the others are opt-in and labelled."""
+
+    FP32 = "fp32"
+    BF16 = "bf16"
+    INT8 = "int8"
+
 
 # Tokens per forward pass: rows x padded width of one batch (see ``planner.plan``).
 DEFAULT_TOKEN_BUDGET = 8192

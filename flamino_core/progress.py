@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import TextIO
+from typing import Callable, TextIO
+
+# A work's progress callback, called as ``progress(done, total)`` as its steps finish (``Progress`` is one).
+ProgressFn = Callable[[int, int], None]
+# A staged work's callbacks: a stage's name to its ``ProgressFn`` (None: that stage is not reported).
+StageProgress = Callable[[str], ProgressFn | None]
 
 
 def say(message: str) -> None:

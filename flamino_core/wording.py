@@ -1,4 +1,5 @@
-"""Words that messages build from values: the indefinite article before a generated word.
+"""Words that messages build from values: the indefinite article before a generated word, and a
+number of bytes (``byte_size``: every size flamino shows, in binary units).
 
 Light (no imports beyond the standard library), shared by the core's messages and the app's.
 """
@@ -39,3 +40,19 @@ def article(word: str) -> str:
 def with_article(word: str) -> str:
     """``word`` after its indefinite article: ``with_article("insertion") == "an insertion"``."""
     return f"{article(word)} {word}"
+
+
+KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
+
+
+def byte_size(n: int) -> str:
+    """Bytes as people read them, in binary units (memory is counted in them, and one unit
+    everywhere keeps two figures comparable): ``13.1 GiB``, ``920 MiB``, ``1.43 MiB``, ``12 KiB``,
+    ``512 bytes``."""
+    if n >= GIB:
+        return f"{n / GIB:,.1f} GiB"
+    for unit, name in ((MIB, "MiB"), (KIB, "KiB")):
+        if n >= unit:
+            value = n / unit
+            return f"{value:.2f} {name}" if value < 10 else f"{value:,.0f} {name}"
+    return f"{n:,} bytes"

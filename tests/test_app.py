@@ -681,7 +681,8 @@ def test_hosted_limits_are_explained_and_the_records_within_them_kept(hosted, mo
 def test_hosted_refuses_oversized_paste_and_uploads_with_a_message(hosted):
     at = paste(start(), ">big\n" + "MKV" * 1000 + "\n")
     assert not at.exception
-    assert "The input is 3.0 kB; this server accepts up to 2.0 kB" in unescaped(at.error[0].value)
+    # 3,006 and 2,000 bytes, in binary units as every size
+    assert "The input is 2.94 KiB; this server accepts up to 1.95 KiB" in unescaped(at.error[0].value)
     assert not at.dataframe
 
     at = start()
@@ -689,7 +690,7 @@ def test_hosted_refuses_oversized_paste_and_uploads_with_a_message(hosted):
     # The browser refuses files over twice the limit (a red icon only); between, the server says
     # why. The label says the limit before any upload (issue 24).
     assert uploader.proto.max_upload_size_mb == 1
-    assert "gzipped .gz accepted; up to 2.0 kB per file on this server" in uploader.proto.label
+    assert "gzipped .gz accepted; up to 1.95 KiB per file on this server" in uploader.proto.label
     uploader.set_value(
         [
             ("big.fa", b">big\n" + b"MKV" * 1000 + b"\n", "text/plain"),
@@ -698,7 +699,8 @@ def test_hosted_refuses_oversized_paste_and_uploads_with_a_message(hosted):
     )
     at.run()
     assert not at.exception
-    assert any("big.fa: The file is 3.0 kB; this server accepts up to 2.0 kB" in unescaped(e.value) for e in at.error)
+    assert any("big.fa: The file is 2.94 KiB; this server accepts up to 1.95 KiB" in unescaped(e.value)
+               for e in at.error)
     assert list(at.dataframe[0].value["id"]) == ["small"]
 
 

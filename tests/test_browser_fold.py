@@ -12,6 +12,7 @@ import pytest
 from test_browser import (CHROMIUM, TIMEOUT_MS, _download, _nav, _settle, _wait_for_charts, load_local_checkpoint,
                           paste_one_record)
 from test_browser_structure import _offline_page, _photograph
+from flamino_core.model.model_id import ModelId
 
 pytestmark = [
     pytest.mark.browser,
@@ -51,7 +52,7 @@ def test_predict_draws_the_fold_by_plddt_the_pae_and_a_pdb_biopython_reads_back(
     assert drawn_ranges == [[0.5, len(SEQUENCE) + 0.5], [len(SEQUENCE) + 0.5, 0.5]]
     _photograph(page, "structure_predicted")
 
-    reference = fold_sequence(load_fold_model("random:esmfold-tiny")[0], SEQUENCE)
+    reference = fold_sequence(load_fold_model(ModelId.parse("random:esmfold-tiny"))[0], SEQUENCE)
     exists = reference.atom37_exists > 0.5
     # What 3Dmol.js read: residue 10's B-factor is its C-alpha pLDDT x 100 (two decimals in the column).
     read = frame.evaluate("window.flamino.atomsOf('A', 10).find(a => a.atom === 'CA').b")

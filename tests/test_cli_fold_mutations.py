@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from flamino_core.model.model_id import ModelId
 
 # Amyloid beta 1-42 (P05067 672-713): the sequence test_structure_predict_app folds (one compilation).
 ABETA42 = "DAEFRHDSGYEVHHQKLVFFAEDVGSNKGAIIGLMVGGVVIA"
@@ -36,7 +37,7 @@ def test_fold_mutations_writes_both_structures_superposed_and_the_table(tmp_path
     assert list(table.columns) == ["variant_name", *COLUMNS] and len(table) == 2 * len(ABETA42)
     assert table.loc[table["mutated"], "position"].tolist() == [690, 693]  # the id's numbering
 
-    model = load_fold_model("random:esmfold-tiny")[0]
+    model = load_fold_model(ModelId.parse("random:esmfold-tiny"))[0]
     wild = fold(model, ABETA42)
     parser = PDBParser(QUIET=True)
     wt_ca = [a for a in parser.get_structure("w", str(out / f"{stem}.pdb")).get_atoms() if a.get_id() == "CA"]

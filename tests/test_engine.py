@@ -177,13 +177,14 @@ def test_buckets_pad_at_most_one_step_and_are_few():
 def test_contacts_that_cannot_fit_are_refused_before_any_forward_pass(engine, monkeypatch):
     rng = np.random.default_rng(5)
     # Contacts merged from windows: 5000^2 x (4 + 1) bytes = 125 MB; with the final layer and
-    # the logits (5000 x (32 + 33) float32 = 1.3 MB), 126 MB.
+    # the logits (5000 x (32 + 33) float32 = 1.3 MB), 126 MB: 120 MiB, said in binary units like every size
+    # (50 MB available: 48 MiB; 1.3 MB without the contacts: 1.24 MiB).
     seq = random_protein(rng, 5000)
     monkeypatch.setattr(memory, "available_memory", lambda: 50_000_000)
     forward = engine._forward
     monkeypatch.setattr(engine, "_forward", lambda *a, **k: pytest.fail("a forward pass ran before the check"))
-    with pytest.raises(ValueError, match=r"126 MB of memory.*5,000 residues.*50 MB available.*without the "
-                                         r"contacts they need 1 MB.*--long truncate"):
+    with pytest.raises(ValueError, match=r"120 MiB of memory.*5,000 residues.*48 MiB available.*without the "
+                                         r"contacts they need 1\.24 MiB.*--long truncate"):
         engine.run([seq], contacts=True)
     monkeypatch.setattr(engine, "_forward", forward)
     (out,) = engine.run([seq])  # the same sequence without contacts fits

@@ -12,6 +12,7 @@ import pytest
 
 from flamino_core.weights import esmfold2_hub as hub
 from flamino_core.weights.model_cache import ModelNotAvailableError
+from flamino_core.model.model_id import ModelId
 
 
 @pytest.mark.parametrize("identifier, expected", [
@@ -20,14 +21,14 @@ from flamino_core.weights.model_cache import ModelNotAvailableError
     ("esmfold_v1", False), ("esm2_t6_8M_UR50D", False),
 ])
 def test_which_identifiers_are_esmfold2(identifier, expected):
-    assert hub.is_esmfold2(identifier) is expected
+    assert (ModelId.parse(identifier).fold_family() == "esmfold2") is expected
 
 
 def test_a_folder_is_esmfold2_by_its_config(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "esmfold2"}))
-    assert hub.is_esmfold2(str(tmp_path))
+    assert ModelId.parse(str(tmp_path)).fold_family() == "esmfold2"
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "esm"}))
-    assert not hub.is_esmfold2(str(tmp_path))
+    assert ModelId.parse(str(tmp_path)).fold_family() == "esmfold"
 
 
 def _serve(monkeypatch, tmp_path, config: dict, shards: dict | None = None):
@@ -89,7 +90,7 @@ def test_an_index_naming_paths_is_refused(monkeypatch, tmp_path):
 def test_a_repository_that_is_not_esmfold2_is_refused_before_its_weights(monkeypatch, tmp_path):
     asked = _serve(monkeypatch, tmp_path, {"model_type": "esm"})
     with pytest.raises(ValueError, match="not ESMFold2"):
-        hub.load_fold2_model("esmfold2")
+        hub.load_fold2_model(ModelId.parse("esmfold2"))
     assert asked == [("biohub/ESMFold2", "config.json")]
 
 

@@ -20,6 +20,7 @@ from flamino_core.model.esmfold.config import FoldConfig
 from flamino_core.weights import esmfold_hub
 from flamino_core.weights.esmfold import load_esmfold, load_fold_model
 from flamino_core.weights.model_cache import ModelNotAvailableError
+from flamino_core.model.model_id import ModelId
 
 REPO = "facebook/esmfold_v1"
 REVISION = "0" * 40  # a snapshot folder's name is its commit
@@ -78,13 +79,13 @@ def test_offline_from_the_hub_cache_every_weight_fp32_and_the_fp16_stem_exact(pu
     folder, fp32 = published
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(hub_cache(tmp_path / "hub", folder)))
-    model, is_random = load_fold_model("esmfold_v1")
+    model, is_random = load_fold_model(ModelId.parse("esmfold_v1"))
     assert not is_random
     assert all(x.dtype == np.float32 for x in leaves(model) if np.issubdtype(x.dtype, np.floating))
     # Against the fp32 original loaded directly: the trunk identical, the stem within fp16's
     # rounding of values of order 0.1-1 (a relative 2^-11), never more.
     original = leaves(load_esmfold(fp32))
-    got = leaves(load_fold_model("facebook/esmfold_v1")[0])
+    got = leaves(load_fold_model(ModelId.parse("facebook/esmfold_v1"))[0])
     assert len(got) == len(original)
     worst = max(float(np.max(np.abs(a - b) / (np.abs(b) + 1e-3))) for a, b in zip(got, original) if a.size)
     assert 0 < worst <= 2 ** -11 * 1.01
@@ -129,7 +130,7 @@ def test_weights_missing_on_main_are_taken_from_the_hubs_safetensors_conversion(
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
     monkeypatch.setattr("flamino_core.weights.hub.hub_reachable", lambda timeout=3.0: True)
-    model, _ = load_fold_model("esmfold_v1")
+    model, _ = load_fold_model(ModelId.parse("esmfold_v1"))
     assert requested == [("config.json", None), ("model.safetensors", None), ("model.safetensors", "refs/pr/4")]
     assert model.config.trunk.num_blocks == 2
 
@@ -140,7 +141,7 @@ def test_offline_without_the_weights_says_how_to_get_them_and_the_licence(tmp_pa
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "empty"))
     with pytest.raises(ModelNotAvailableError) as info:
-        load_fold_model("esmfold_v1")
+        load_fold_model(ModelId.parse("esmfold_v1"))
     message = str(info.value)
     assert "huggingface.co/facebook/esmfold_v1" in message and "HF_HOME" in message and "MIT licence" in message
 
@@ -152,4 +153,4 @@ def test_the_real_expectation_refuses_a_checkpoint_of_another_shape(published, t
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(hub_cache(tmp_path / "hub", folder)))
     with pytest.raises(ValueError, match="another shape than esmfold_v1.*trunk.num_blocks: the checkpoint has 2"):
-        load_fold_model("esmfold_v1")
+        load_fold_model(ModelId.parse("esmfold_v1"))

@@ -19,6 +19,7 @@ from flamino_core.cli import main
 from flamino_core.model.esmfold.config import FoldConfig
 from flamino_core.structure import folding
 from flamino_core.weights.esmfold import load_fold_model
+from flamino_core.model.model_id import ModelId
 
 ABETA42 = "DAEFRHDSGYEVHHQKLVFFAEDVGGNKGAIIIVIA"  # amyloid beta 1-42's first 36 residues (P05067 672-707)
 
@@ -28,8 +29,8 @@ def _bytes(state) -> int:
 
 
 def test_only_the_stems_dense_kernels_become_bf16_and_the_estimate_counts_them():
-    exact, _ = load_fold_model("random:esmfold-tiny")
-    fast, _ = load_fold_model("random:esmfold-tiny", "bf16")
+    exact, _ = load_fold_model(ModelId.parse("random:esmfold-tiny"))
+    fast, _ = load_fold_model(ModelId.parse("random:esmfold-tiny"), "bf16")
     stem_kernels = [leaf for path, leaf in jax.tree_util.tree_leaves_with_path(nnx.state(fast.esm))
                     if "kernel" in jax.tree_util.keystr(path)]
     assert stem_kernels and all(k.dtype == jnp.bfloat16 for k in stem_kernels)
@@ -41,12 +42,12 @@ def test_only_the_stems_dense_kernels_become_bf16_and_the_estimate_counts_them()
     assert saved == estimate > 0
     assert "bf16 dense kernels" in folding.fold_memory(config, 100, stem_precision="bf16").describe()
     with pytest.raises(ValueError, match="choose one of fp32, bf16"):
-        load_fold_model("random:esmfold-tiny", "fp16")
+        load_fold_model(ModelId.parse("random:esmfold-tiny"), "fp16")
 
 
 def test_a_bf16_stem_moves_the_fold_a_little_and_is_stored_apart():
-    exact = folding.fold(load_fold_model("random:esmfold-tiny")[0], ABETA42, passes=2)
-    fast = folding.fold(load_fold_model("random:esmfold-tiny", "bf16")[0], ABETA42, passes=2)
+    exact = folding.fold(load_fold_model(ModelId.parse("random:esmfold-tiny"))[0], ABETA42, passes=2)
+    fast = folding.fold(load_fold_model(ModelId.parse("random:esmfold-tiny"), "bf16")[0], ABETA42, passes=2)
     assert not np.array_equal(exact.atom37, fast.atom37)  # the option changes the computation
     # bf16 keeps 8 significant bits (relative rounding up to 2^-9 per operand). Measured when this
     # was written, with the test model's seeds 0, 1 and 2 (two trunk passes): pLDDT moved by at
@@ -58,8 +59,8 @@ def test_a_bf16_stem_moves_the_fold_a_little_and_is_stored_apart():
     ca = exact.atom37[:, 1]  # atom37's CA slot
     drift = np.sqrt(((ca - fast.atom37[:, 1]) ** 2).sum(-1).mean())
     assert drift < 0.05 * np.sqrt(((ca - ca.mean(0)) ** 2).sum(-1).mean())
-    keys = {folding.model_key("random:esmfold-tiny", 4, p) for p in ("fp32", "bf16")}
-    assert len(keys) == 2 and folding.model_key("random:esmfold-tiny", 4) in keys
+    keys = {folding.model_key(ModelId.parse("random:esmfold-tiny"), 4, p) for p in ("fp32", "bf16")}
+    assert len(keys) == 2 and folding.model_key(ModelId.parse("random:esmfold-tiny"), 4) in keys
 
 
 def test_the_cli_says_a_bf16_stem_in_each_pdb(tmp_path, capsys):

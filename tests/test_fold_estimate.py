@@ -18,6 +18,7 @@ from flamino_core.store.result_store import ResultStore
 from flamino_core.structure import folding
 from flamino_core.structure.folding.figures import pae_heatmap
 from flamino_core.numbering import Numbering
+from flamino_core.model.model_id import ModelId
 
 GIB = 1 << 30
 
@@ -88,18 +89,21 @@ def test_a_fold_is_stored_by_model_and_sequence_and_read_back(tmp_path, monkeypa
 
     monkeypatch.setattr(predict, "fold_sequence", fold)
     store = ResultStore(tmp_path / "store.sqlite")
-    key = folding.model_key("random:esmfold-tiny", 3)
+    key = folding.model_key(ModelId.parse("random:esmfold-tiny"), 3)
     first = folding.predict_stored(None, store, key, "mktayiakqr")
     again = folding.predict_stored(None, store, key, "MKTAYIAKQR")
     assert calls == ["MKTAYIAKQR"]
     for name in folding.FIELDS:
         np.testing.assert_array_equal(getattr(again, name), getattr(first, name))
-    other = folding.predict_stored(None, store, folding.model_key("random:esmfold-tiny:1", 3), "MKTAYIAKQR")
+    seeded = ModelId.parse("random:esmfold-tiny:1")
+    other = folding.predict_stored(None, store, folding.model_key(seeded, 3), "MKTAYIAKQR")
     assert len(calls) == 2 and not np.array_equal(other.atom37, first.atom37)  # another model: folded again
-    assert folding.model_key("random:esmfold-tiny", 3) != folding.model_key("random:esmfold-tiny", 4)
-    assert folding.model_key("random:esmfold-tiny", 3) != folding.model_key("random:esmfold-tiny", 3, "bf16")
+    tiny = ModelId.parse("random:esmfold-tiny")
+    assert folding.model_key(tiny, 3) != folding.model_key(tiny, 4)
+    assert folding.model_key(tiny, 3) != folding.model_key(tiny, 3, "bf16")
     # the published model by its Hub repository, whichever name it was asked by (nothing is loaded)
-    assert folding.model_key("esmfold_v1", 4) == folding.model_key("facebook/esmfold_v1", 4) == \
+    assert folding.model_key(ModelId.parse("esmfold_v1"), 4) == folding.model_key(ModelId.parse("ESMFold_v1"), 4) == \
+        folding.model_key(ModelId.parse("facebook/esmfold_v1"), 4) == \
         "esmfold|facebook/esmfold_v1|passes=4"
 
 

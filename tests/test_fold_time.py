@@ -16,6 +16,7 @@ from flamino_core.jobs.rates import Rates
 from flamino_core.model.esmfold.config import FoldConfig
 from flamino_core.structure import folding
 from flamino_core.structure.folding import fold_time
+from flamino_core.model.model_id import ModelId
 
 RECORDED = Path(__file__).resolve().parents[1] / "benchmarks" / "recorded" / "esmfold-tpu-v5e-2026-12-06.jsonl"
 CPU_PRIOR = RECORDED.parent / "hostile-folds-prior-2026-12-07.json"  # benchmarks/hostile_folds.py --only prior
@@ -118,7 +119,7 @@ def test_a_fold_plan_is_one_step_in_the_slot_read_back_from_the_store_and_timed_
     monkeypatch.setattr(predict, "fold_sequence", lambda model, sequence, **_: folded_here.append(sequence) or made_fold(sequence))
     rates, store, config = Rates(tmp_path / "r.json"), ResultStore(tmp_path / "store.sqlite"), FoldConfig.tiny()
     monkeypatch.setattr(fold_time, "_rates", lambda _: rates)
-    key = folding.model_key("random:esmfold-tiny", 3)
+    key = folding.model_key(ModelId.parse("random:esmfold-tiny"), 3)
     loads = []
     plan = folding.FoldPlan(lambda: loads.append(1) or "model", store, key, "MKTAYIAKQR", config, 12.0, "the test model",
                             visitor="a")

@@ -18,8 +18,9 @@ from flamino_core.store.passes import Cancelled
 from flamino_core.structure.folding import fold_worker
 from flamino_core.structure.folding.fold_plan import FoldOverBudget, FoldPlan
 from flamino_core.structure.folding.fold_worker import FoldRequest, FoldRunner
+from flamino_core.model.model_id import ModelId
 
-MODEL = "random:esmfold-tiny"
+MODEL = ModelId.parse("random:esmfold-tiny")
 SEQUENCE = "MKTAYIAKQRQISFVKSHFSRQ"  # 22 residues: padded to 64
 
 
@@ -117,10 +118,10 @@ def test_a_complex_plan_folds_in_the_worker_as_here_and_stores_it(tmp_path):
     try:
         plan = ComplexPlan(lambda: pytest.fail("the worker loads the model, not the page"), store,
                            "esmfold2|test", chains, names, "a_b", None, 1.0, "test", request=ComplexRequest(
-                               "random:esmfold2-tiny", chains, names, "a_b"), runner=runner)
+                               ModelId.parse("random:esmfold2-tiny"), chains, names, "a_b"), runner=runner)
         folded = plan.run(Job, Engine)
         assert runner.pid is not None and runner.pid != os.getpid()
-        here = fold_complex_exact(load_complex_model("random:esmfold2-tiny"), chains, names, "a_b")
+        here = fold_complex_exact(load_complex_model(ModelId.parse("random:esmfold2-tiny")), chains, names, "a_b")
         np.testing.assert_allclose(folded.positions, here.positions, atol=1e-4)
         np.testing.assert_allclose(folded.plddt, here.plddt, atol=1e-5)
         runner.close()

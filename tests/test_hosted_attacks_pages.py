@@ -203,10 +203,8 @@ def test_messages_lose_absolute_paths_on_a_hosted_server(hosted):
 def test_a_scan_kept_from_another_session_is_not_told(hosted, monkeypatch):
     """"64 of 700 positions done and kept" told a visitor someone else had analysed the sequence."""
     from app_pages._ui.server import jobs_panel
-    from app_pages._ui.results import scans
 
     sequence = "MKVLAAGIVG" * 30
-    monkeypatch.setattr(scans, "HOSTED", True)  # read at import, as the server does
     monkeypatch.setattr(jobs_panel, "QUICK_SECONDS", 0.0)  # ask before every scan
     first = open_page(paste(start(), f">a\n{sequence}\n"), "predictions")
     first.radio(key="_w_scan").set_value("masked-marginals").run()  # measures the rate on its first chunk
@@ -236,7 +234,7 @@ def test_the_metadata_table_upload_is_held_to_the_upload_limit_and_its_columns(h
     at.run()
     uploader = at.file_uploader(key="_record_table_upload")
     uploader.set_value(("big.csv", b"id,x\n" + b"a,1\n" * 20_000, "text/csv")).run()
-    assert any("this server accepts up to 50.0 kB" in unescaped(e.value) for e in at.error)
+    assert any("this server accepts up to 49 KiB" in unescaped(e.value) for e in at.error)  # 50,000 B / 1,024
     at.file_uploader(key="_record_table_upload").set_value(("wide.csv", ("id," + ",".join(f"c{i}" for i in range(300)) + "\na" + ",1" * 300 + "\n")
                                                            .encode(), "text/csv")).run()
     assert any("301 columns; this server reads tables of up to 200" in unescaped(e.value) for e in at.error)

@@ -87,7 +87,7 @@ def test_a_put_with_no_room_among_files_in_their_grace_is_refused_with_words(sto
     with pytest.raises(HTTPException) as refused:
         put(store, "late", "f")
     assert refused.value.status_code == 503
-    assert "MB of uploads at once" in refused.value.detail and "try again" in refused.value.detail
+    assert "iB of uploads at once" in refused.value.detail and "try again" in refused.value.detail
     assert {s: list(f) for s, f in store.file_storage.items()} == before
     store.clock[0] += uploads.GRACE_SECONDS
     put(store, "late", "f")

@@ -263,7 +263,7 @@ def test_upload_and_paste_size_messages_say_both_sizes(monkeypatch):
     limits = current_limits()
     assert limits.check_upload(1_500_000) is None
     message = limits.check_upload(2_345_678, "proteins.fa")
-    assert message.startswith("proteins.fa is 2.35 MB; this server accepts up to 1.50 MB")
+    assert message.startswith("proteins.fa is 2.24 MiB; this server accepts up to 1.43 MiB")  # bytes / 2^20
     assert "run flamino locally" in message
 
 

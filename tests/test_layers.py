@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # Bottom to top. Names are units: "core.X" for flamino_core/X(.py), "ui.X" for app_pages/_ui/X/.
 FLOORS = [
     ["core.alphabet", "core.options", "core.progress", "core.atomic", "core.wording", "core.numbering",
-     "core.doors"],  # light, shared by all (doors.py: how a package's __init__ re-exports lazily)
+     "core.doors", "core.settings"],  # light, shared by all (doors.py: how a package's __init__ re-exports lazily)
     ["core.inputs", "core.analysis"],  # text and bytes to records; NumPy over model outputs
     ["core.model"],  # the only JAX/Flax network code
     ["core.weights"],  # checkpoints to the model's parameters

@@ -40,3 +40,31 @@ def test_short_names_are_the_ensemble_columns():
     assert [ModelId.parse(m).short_name for m in members] == [
         "esm1v_1", "ckpt", "esm2_t6_8M_UR50D", "random:tiny", "ensemble", "x"]
     assert member_columns(["/a/m.pt", "/b/m.pt"]) == ["score_1_m", "score_2_m"]
+
+
+@pytest.mark.parametrize("text, kind, family, preset", [
+    ("esmfold_v1", "fold", "esmfold", "esmfold_v1"),
+    ("facebook/esmfold_v1", "fold", "esmfold", "esmfold_v1"),
+    ("ESMFold2", "fold", "esmfold2", "esmfold2"),  # the Hub's names ignore case: one rule for every fold preset
+    ("biohub/ESMFold2-Fast", "fold", "esmfold2", "esmfold2-fast"),
+    ("random:esmfold-tiny", "random", "esmfold", None),  # an untrained fold model, not a language model
+    ("random:esmfold-tiny:3", "random", "esmfold", None),
+    ("random:esmfold2-tiny:4", "random", "esmfold2", None),
+    ("random:esmfold-tinyX", "random", None, None),  # not the fold test model (the app once took it for one)
+    ("esm2_t6_8M_UR50D", "preset", None, None),
+])
+def test_fold_models_are_model_ids(text, kind, family, preset):
+    model_id = ModelId.parse(text)
+    assert (model_id.kind, model_id.fold, model_id.fold_preset) == (kind, family, preset)
+    assert model_id.fold_family() == family
+
+
+def test_fold_seed_and_folders(tmp_path):
+    assert ModelId.parse("random:esmfold-tiny").fold_seed == 0
+    assert ModelId.parse("random:esmfold2-tiny:7").fold_seed == 7
+    with pytest.raises(ValueError, match="whole number"):
+        ModelId.parse("random:esmfold-tiny:x").fold_seed
+    (tmp_path / "config.json").write_text('{"model_type": "esmfold2"}')
+    assert ModelId.parse(str(tmp_path)).fold_family() == "esmfold2"
+    (tmp_path / "config.json").write_text('{"model_type": "esm"}')
+    assert ModelId.parse(str(tmp_path)).fold_family() == "esmfold"  # the ESMFold (v1) loader says what is wrong

@@ -358,12 +358,13 @@ def test_hosted_upload_limit_is_said_before_and_a_refusal_in_words_after(monkeyp
     monkeypatch.setenv("FLAMINO_MAX_UPLOAD_BYTES", "100000")
     at = structure_page()
     (uploader,) = at.get("file_uploader")
-    assert "gzipped .gz accepted" in uploader.proto.label and "up to 100.0 kB per file on this server" in uploader.proto.label
+    label = uploader.proto.label  # 100,000 bytes: 98 KiB
+    assert "gzipped .gz accepted" in label and "up to 98 KiB per file on this server" in label
     size = (STRUCTURES / "2BEG.pdb").stat().st_size
     assert 100_000 < size
     upload(at, "2BEG.pdb")
     assert not at.exception
-    assert any(f"2BEG.pdb is {size / 1e3:.1f} kB; this server accepts up to 100.0 kB" in unescaped(e.value)
+    assert any(f"2BEG.pdb is {size / 1024:,.0f} KiB; this server accepts up to 98 KiB" in unescaped(e.value)
                for e in at.error), [e.value for e in at.error]
     assert not any("Upload a PDB" in i.value for i in at.info) and scene(at) is None
 

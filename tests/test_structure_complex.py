@@ -11,6 +11,7 @@ import pytest
 from flamino_core.model.esmfold2.folded import FoldedComplex
 from flamino_core.model.esmfold2.residues import HEAVY_ATOMS, ONE_TO_THREE
 from flamino_core.structure import folding
+from flamino_core.model.model_id import ModelId
 
 
 def made_complex(sequences=("MKV", "GW"), names=("one", "two"), seed=0) -> FoldedComplex:
@@ -85,8 +86,8 @@ def test_a_fold_goes_through_the_store_and_back_under_its_model_and_chains(tmp_p
 
     store = ResultStore(tmp_path / "results.sqlite")
     folded = made_complex()
-    key = folding.complex_key("random:esmfold2-tiny:3")
-    assert key != folding.complex_key("random:esmfold2-tiny") and "esmfold2-tiny:3" in key
+    key = folding.complex_key(ModelId.parse("random:esmfold2-tiny:3"))
+    assert key != folding.complex_key(ModelId.parse("random:esmfold2-tiny")) and "esmfold2-tiny:3" in key
     assert folding.stored_complex(store, key, folded.sequences, folded.chain_names, folded.name) is None
     folding.store_complex(store, key, folded)
     back = folding.stored_complex(store, key, folded.sequences, folded.chain_names, folded.name)
@@ -104,8 +105,9 @@ def test_the_memory_estimate_grows_with_the_square_of_the_complex_and_names_the_
     small, large = (folding.complex_memory(config, lengths, parameters=1000) for lengths in ([50, 50], [100, 100]))
     assert large.pair == 4 * small.pair and small.weights == 4000
     assert "an estimate from the model's shape" in small.describe()
-    assert folding.complex_label("random:esmfold2-tiny").endswith("are not biology")
-    assert folding.complex_config("esmfold2").msa_encoder.enabled  # the full model: shape known, no weights read
-    assert not folding.complex_config("biohub/ESMFold2-Fast").msa_encoder.enabled
+    assert folding.complex_label(ModelId.parse("random:esmfold2-tiny")).endswith("are not biology")
+    # the full model: shape known, no weights read
+    assert folding.complex_config(ModelId.parse("esmfold2")).msa_encoder.enabled
+    assert not folding.complex_config(ModelId.parse("biohub/ESMFold2-Fast")).msa_encoder.enabled
     with pytest.raises(ValueError, match="neither"):
-        folding.complex_config(str(__file__))
+        folding.complex_config(ModelId.parse(str(__file__)))

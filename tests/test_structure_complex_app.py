@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from test_app import assert_clean, figures, open_page, paste, settle, start, unescaped
 from test_structure_predict_app import built, handed  # noqa: F401 (a fixture)
+from flamino_core.model.model_id import ModelId
 
 AppTest = pytest.importorskip("streamlit.testing.v1").AppTest
 # Human ubiquitin's first 50 residues (P0CG48) and amyloid beta 1-42 (P05067 672-713): real sequences.
@@ -49,8 +50,8 @@ def direct_fold():
     from flamino_core.structure.folding.complex_plan import fold_complex_exact
     from flamino_core.weights.esmfold2_hub import load_fold2_model
 
-    return fold_complex_exact(load_fold2_model("random:esmfold2-tiny")[0], [ABETA42, UBQ50], ["abeta42", "ubq50"],
-                              "abeta42_ubq50")
+    return fold_complex_exact(load_fold2_model(ModelId.parse("random:esmfold2-tiny"))[0], [ABETA42, UBQ50],
+                              ["abeta42", "ubq50"], "abeta42_ubq50")
 
 
 def test_a_complex_of_two_records_folds_and_shows_chains_plddt_pae_iptm_and_files(handed):  # noqa: F811

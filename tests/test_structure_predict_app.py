@@ -15,6 +15,7 @@ from structure_reference import STRUCTURES
 from test_app import assert_clean, figures, open_page, paste, settle, start, unescaped, values
 from test_contact_eval import reference_case
 from test_structure_app import scene
+from flamino_core.model.model_id import ModelId
 
 AppTest = pytest.importorskip("streamlit.testing.v1").AppTest
 pytestmark = pytest.mark.skipif(not STRUCTURES.is_dir(), reason=f"real structures not found at {STRUCTURES}")
@@ -59,7 +60,7 @@ def direct_fold():
     from flamino_core.model.esmfold.predict import fold_sequence
     from flamino_core.weights.esmfold import load_fold_model
 
-    return fold_sequence(load_fold_model("random:esmfold-tiny")[0], ABETA42)
+    return fold_sequence(load_fold_model(ModelId.parse("random:esmfold-tiny"))[0], ABETA42)
 
 
 def test_predict_shows_the_fold_by_plddt_its_pae_and_downloads_biopython_reads_back(handed):
@@ -178,7 +179,7 @@ def test_a_hosted_fold_runs_in_the_fold_worker_not_the_server(monkeypatch):
     runner = fold_worker.fold_runner()
     try:
         assert runner.pid is not None and runner.compiled(fold_worker.FoldRequest(
-            "random:esmfold-tiny", "fp32", ABETA42).shape_key)
+            ModelId.parse("random:esmfold-tiny"), "fp32", ABETA42).shape_key)
         assert any("Predicted aligned error" in f["layout"]["title"]["text"] for f in figures(at))
     finally:
         runner.close()
@@ -262,7 +263,7 @@ def test_a_variants_structure_is_folded_beside_the_wild_type_superposed_with_its
     next(b for b in at.button if b.label == "Fold the wild type and 1 variant").click()
     settle(at.run())
     assert_clean(at)
-    model = load_fold_model("random:esmfold-tiny")[0]
+    model = load_fold_model(ModelId.parse("random:esmfold-tiny"))[0]
     (variant,) = vs.substitution_variants("F19P", ABETA42)
     expected = vs.compare(fold_sequence(model, ABETA42), fold_sequence(model, variant.apply(ABETA42)), variant,
                           Numbering(1))

@@ -31,7 +31,7 @@ def output_schema(job: Job, embed_dim: int, vocab: int) -> pa.Schema:
     if "logits" in job.include:
         fields.append(("logits", pa.list_(pa.list_(pa.float32(), vocab))))
     if job.command == "score":
-        if STRATEGIES[job.strategy].output == "pppl":
+        if STRATEGIES[job.strategy].per_record:
             fields.append(("pppl", pa.float64()))
         else:
             fields.append(("scores", pa.list_(pa.list_(pa.float32(), 20))))
@@ -68,7 +68,7 @@ def chunk_table(schema: pa.Schema, job: Job, records: list[dict], outputs: list[
         values = [o[name] for o in outputs]
         if name == "mean":
             columns[name] = fixed_rows(np.stack(values) if values else np.zeros((0, width[name]), np.float32))
-        elif name == "pppl":
+        elif schema.field(name).type == pa.float64():  # pppl: one number per record
             columns[name] = pa.array(values, pa.float64())
         else:
             columns[name] = nested_rows(values, width[name])

@@ -54,7 +54,7 @@ def _compute(engine, job: Job, sequences: list[str]) -> list[dict]:
         if scoring:  # wt-marginals reuses the pass above; the masked strategies run their own
             scored = scores.substitution_map(engine, seq, job.strategy, long=job.long, store=store,
                                              unmasked=unmasked if need_logits else None)
-            if STRATEGIES[job.strategy].output == "pppl":
+            if STRATEGIES[job.strategy].per_record:
                 out["pppl"] = scored.pppl
             else:
                 out["scores"] = scored.substitutions

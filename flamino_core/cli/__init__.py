@@ -22,6 +22,7 @@ import sys
 import traceback
 from typing import Sequence
 
+from flamino_core import settings
 from flamino_core.progress import say
 from flamino_core.cli.common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UserError
 
@@ -72,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         say(f"could not write{where}: {err.strerror or err}")
         return EXIT_FAILURE
     except Exception as err:  # a bug or a dropped download: one line, the traceback on request
-        if os.environ.get("FLAMINO_DEBUG"):
+        if settings.DEBUG.get():
             traceback.print_exc()
         say(f"unexpected error: {type(err).__name__}: {err} (set FLAMINO_DEBUG=1 to see where; please report it)")
         return EXIT_FAILURE

@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from flamino_core.options import Precision
 from flamino_core.progress import Progress
 from flamino_core.progress import say
 
@@ -35,17 +36,30 @@ def _text(model) -> str | None:
     return getattr(model, "text", model)
 
 
+def say_plan(label: str, needed, engine) -> None:
+    """Before the work: the passes a command still runs (``jobs.plan.Needed``) and, when this
+    machine timed the model, their time, from the core's one cost model (``Needed.seconds``): the
+    plan the app's pages show before the same work."""
+    from flamino_core.jobs.status import about
+
+    seconds = needed.seconds(engine) if needed.passes else None
+    when = f", {about(seconds)} at the rate this machine measured" if seconds is not None else ""
+    say(f"{label}: to run: {needed.describe()}{when}")
+
+
 def load_engine(model, verbose: bool = False):
     """The engine for a model identifier (text, a parsed ``ModelId`` or None for the default), or
     a ``UserError`` saying why it cannot load."""
     from flamino_core.engine.device_memory import ModelTooLargeError
     from flamino_core.engine.hardware import PrecisionRefused, refuse_named_model
     from flamino_core.engine.engine import Engine, enable_compilation_cache
+    from flamino_core.model.model_id import ModelId
     from flamino_core.weights.loading import ModelError, default_model, load_weights
 
     enable_compilation_cache()
+    model = model if isinstance(model, ModelId) else ModelId.parse(model or default_model())  # read once, here
     try:
-        refuse_named_model(_text(model) or default_model())  # before a download an accelerator cannot hold
+        refuse_named_model(model)  # before a download an accelerator cannot hold
         weights = load_weights(model, progress=Progress("model").message)
         engine = Engine(weights)
     except (ModelError, ModelTooLargeError, PrecisionRefused) as err:  # the reason, as it is worded
@@ -56,7 +70,7 @@ def load_engine(model, verbose: bool = False):
         raise UserError(f"cannot use model {name!r}: {type(err).__name__}: {first_line}") from None
     if weights.is_random:
         say("note: untrained test model (random weights): outputs are not biology")
-    if engine.backend.precision != "fp32":  # an opt-in fast mode ($FLAMINO_PRECISION): labelled, as in the app
+    if engine.backend.precision != Precision.FP32:  # an opt-in fast mode ($FLAMINO_PRECISION): labelled, as in the app
         say(f"note: precision {engine.backend.precision_words}")
     if verbose:  # which attention path, precision and hardware (hardware.Backend.describe)
         say(f"running on {engine.backend.describe()}")

@@ -14,11 +14,11 @@ import re
 from pathlib import Path
 
 from flamino_core.atomic import written_atomically
-from flamino_core.options import LONG_POLICIES
+from flamino_core.options import LONG_POLICIES, STRATEGIES
 from flamino_core.progress import Progress, say
 from flamino_core.cli.common import (
     EXIT_OK, EXIT_USAGE, MODEL_HELP, VERBOSE_HELP, UserError, add_fasta_argument, check_output, load_engine,
-    read_fasta_argument,
+    read_fasta_argument, say_plan,
 )
 
 FETCH_PREFIXES = {"pdb": "an RCSB PDB entry", "afdb": "an AlphaFold DB model"}
@@ -217,6 +217,12 @@ def cmd_contacts(args) -> int:
         options = run_options(track, layer=choices.get("layer"), strategy=choices.get("strategy"))
         paths = pdb_paths(pdb_out, [record.id for record, _ in aligned])
 
+    from flamino_core.jobs.plan import map_passes, unmasked_passes
+
+    sequences = [record.sequence for record, _ in aligned]
+    say_plan("contacts", unmasked_passes(sequences), engine)
+    if pdb_out and choices.get("strategy") and STRATEGIES[choices["strategy"]].masked:  # the track's scan
+        say_plan("contacts", map_passes(engine, sequences, choices["strategy"]), engine)
     tables, written = [], []
     for index, (record, alignment) in enumerate(aligned):
         out = _predicted(engine, record, options, args.long, f"{record.id} ({index + 1}/{len(aligned)})")

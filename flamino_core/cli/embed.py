@@ -10,7 +10,7 @@ from flamino_core.options import EMBED_PARTS, LONG_POLICIES
 from flamino_core.progress import Progress, say
 from flamino_core.cli.common import (
     EXIT_OK, EXIT_USAGE, MODEL_HELP, VERBOSE_HELP, UserError, add_fasta_argument, check_output, load_engine,
-    read_fasta_argument,
+    read_fasta_argument, say_plan,
 )
 
 NPZ_DEFAULT_PARTS = "mean,per_tok"
@@ -31,6 +31,9 @@ def cmd_embed(args) -> int:
     except ValueError as err:
         raise UserError(f"--repr-layers: {err}") from None
     attention_layers = tuple(range(1, n + 1)) if "attentions" in include else ()
+    from flamino_core.jobs.plan import unmasked_passes  # imported once a model is loaded: the CLI stays light
+
+    say_plan("embed", unmasked_passes([r.sequence for r in records]), engine)
     try:
         results = engine.run(
             [r.sequence for r in records],

@@ -10,6 +10,7 @@ from pathlib import Path
 from flamino_core.atomic import written_atomically
 from flamino_core.cli.common import EXIT_OK, EXIT_USAGE, UserError, add_fasta_argument, read_fasta_argument
 from flamino_core.model.esmfold.config import STEM_PRECISIONS
+from flamino_core.options import Precision
 from flamino_core.progress import say
 from flamino_core.structure.folding.prediction import TRAINED_RESIDUES
 
@@ -31,9 +32,8 @@ def cmd_fold(args) -> int:
     from flamino_core.structure.folding.fold_run import run_folds
     from flamino_core.structure.folding.fold_time import record_fold_time
     from flamino_core.structure.folding.prediction import memory_room
-    from flamino_core.weights.esmfold2_hub import is_esmfold2
 
-    if is_esmfold2(args.model):  # ESMFold2: mmCIF files, complexes (cli/fold2.py)
+    if args.model.fold_family() == "esmfold2":  # ESMFold2: mmCIF files, complexes (cli/fold2.py)
         from flamino_core.cli.fold2 import cmd_fold2
 
         if args.mutations:
@@ -90,27 +90,26 @@ def _load(args):
         raise UserError(str(err)) from None
     if is_random:
         say("note: untrained test model (random weights): the structures are not biology")
-    if args.stem_precision == "bf16":
+    if args.stem_precision == Precision.BF16:
         say(f"note: {STEM_BF16_NOTE}")
     return model, is_random
 
 
-def _known_config(identifier: str):
-    """The model's shape before its weights load: the test model's, a preset's, a folder's
-    ``config.json``; None where it cannot be read (the loader then says why)."""
+def _known_config(model):
+    """The model's shape (``model``: a ``ModelId``) before its weights load: the test model's, a
+    preset's, a folder's ``config.json``; None where it cannot be read (the loader then says why)."""
     import json
 
     from flamino_core.model.esmfold.config import FoldConfig
-    from flamino_core.structure.folding.prediction import RANDOM_MODEL
-    from flamino_core.weights.esmfold_hub import FOLD_PRESETS, fold_preset_name
+    from flamino_core.weights.esmfold_hub import FOLD_PRESETS
 
-    if identifier == RANDOM_MODEL or identifier.startswith(RANDOM_MODEL + ":"):
+    if model.is_random and model.fold == "esmfold":
         return FoldConfig.tiny()
-    if (preset := fold_preset_name(identifier)) is not None:
-        return FOLD_PRESETS[preset].expect()
+    if model.fold_preset in FOLD_PRESETS:
+        return FOLD_PRESETS[model.fold_preset].expect()
     try:
-        return FoldConfig.from_hf_config(json.loads((Path(identifier) / "config.json").read_text()),
-                                         name=Path(identifier).name)
+        return FoldConfig.from_hf_config(json.loads((Path(model.text) / "config.json").read_text()),
+                                         name=Path(model.text).name)
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -140,8 +139,9 @@ def _fold_one(model, task, out: Path, is_random: bool, args) -> dict:
     from flamino_core.structure.folding.prediction import PAST_TRAINED_NOTE, fold
 
     folded = fold(model, task.sequence, passes=args.passes, chunk_size=args.chunk_size or None)
-    remark = f"flamino ESMFold ({'UNTRAINED TEST MODEL, not biology' if is_random else args.model}): {task.name}"
-    if args.stem_precision == "bf16":
+    label = "UNTRAINED TEST MODEL, not biology" if is_random else args.model.text
+    remark = f"flamino ESMFold ({label}): {task.name}"
+    if args.stem_precision == Precision.BF16:
         remark += f"; {STEM_BF16_NOTE}"
     text = to_pdb(folded, remark=remark)
     if task.past_trained:  # a second REMARK line, before the atoms: viewers and parsers keep it
@@ -179,7 +179,7 @@ def add_parsers(sub) -> None:
                     "(name, chains, length, mean pLDDT, pTM, ipTM).",
     )
     add_fasta_argument(fold)
-    fold.add_argument("-m", "--model", required=True, help=MODEL_HELP)
+    fold.add_argument("-m", "--model", required=True, type=_model_id, help=MODEL_HELP)
     fold.add_argument("-o", "--output", required=True, metavar="DIR", help="output folder (created if missing)")
     fold.add_argument("--passes", type=int, default=None,
                       help="trunk passes, 1 + recycles (default: the model's, as the reference: 4 for esmfold_v1)")
@@ -204,6 +204,13 @@ def add_parsers(sub) -> None:
     two.add_argument("--pdb", action="store_true", help="also write DIR/<name>.pdb where the complex fits PDB")
     fold.add_argument("--mutations", default=None, metavar="E6V[,...]", help=fold_mutations_help())
     fold.set_defaults(call=cmd_fold)
+
+
+def _model_id(text: str):
+    """``-m``'s text read once into a ``ModelId`` (imported here: ``flamino --help`` stays light)."""
+    from flamino_core.model.model_id import ModelId
+
+    return ModelId.parse(text)
 
 
 def fold_mutations_help() -> str:

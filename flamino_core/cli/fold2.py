@@ -23,6 +23,7 @@ from pathlib import Path
 
 from flamino_core.atomic import written_atomically
 from flamino_core.cli.common import EXIT_OK, EXIT_USAGE, UserError, read_records
+from flamino_core.options import Precision
 from flamino_core.progress import say
 
 TABLE = "folds.csv"
@@ -42,7 +43,7 @@ def cmd_fold2(args) -> int:
     from flamino_core.weights.esmfold2_hub import load_fold2_model
     from flamino_core.weights.model_cache import ModelNotAvailableError
 
-    if args.stem_precision != "fp32":
+    if args.stem_precision != Precision.FP32:
         raise UserError("--stem-precision bf16 is for ESMFold (v1); ESMFold2 runs in fp32")
     if args.passes is not None and args.passes < 1:
         raise UserError(f"--passes {args.passes}: the trunk runs at least once")
@@ -76,7 +77,7 @@ def _plan(jobs: list[FoldJob], out: Path, args):
     from flamino_core.structure.folding.fold_run import plan_run
 
     records = [_Record(job.name, ":".join(job.chains)) for job in jobs]
-    key = (f"esmfold2|{args.model}|seed={args.seed or 0}|samples={args.samples}|steps={args.steps}"
+    key = (f"esmfold2|{args.model.text}|seed={args.seed or 0}|samples={args.samples}|steps={args.steps}"
            f"|passes={args.passes}|pdb={bool(args.pdb)}")
     where = "with ESMFold2 (flamino's limit for one fold, over all chains)"
     return plan_run(records, out, None, key, MAX_TOKENS, where, None, "fp32", None, suffix=".cif"), key
@@ -100,7 +101,7 @@ def _fold_one(model, job: FoldJob, stem: str, out: Path, is_random: bool, args) 
                               matmul_precision=hardware.exact_matmul_precision(hardware.detect(), "fp32"))
     except ValueError as err:  # a chain that cannot be featurised, said before any work
         raise UserError(str(err)) from None
-    label = f"{args.model}: {RANDOM_NOTE}" if is_random else args.model
+    label = f"{args.model.text}: {RANDOM_NOTE}" if is_random else args.model.text
     title = f"ESMFold2 prediction of {job.name} ({label})"
     files = {f"{stem}.cif": complex_files.to_mmcif(folded, title),
              f"{stem}.confidences.json": complex_files.confidences_json(folded, label)}

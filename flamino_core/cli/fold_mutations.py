@@ -43,7 +43,7 @@ def run(args, model, is_random: bool, records: list, write_table) -> int:
         variants = vs.substitution_variants(args.mutations, record.sequence, numbering)
     except ValueError as err:
         raise UserError(f"--mutations: {record.id}: {err}") from None
-    label = "UNTRAINED TEST MODEL, not biology" if is_random else args.model
+    label = "UNTRAINED TEST MODEL, not biology" if is_random else args.model.text
     say(f"note: {vs.CAVEAT}")
 
     def fold_one(sequence: str):

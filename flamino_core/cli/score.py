@@ -17,22 +17,24 @@ from flamino_core.options import DEFAULT_STRATEGY, STRATEGIES, names
 from flamino_core.progress import Progress
 from flamino_core.cli.common import (
     EXIT_OK, EXIT_USAGE, MODEL_HELP, OFFSET_HELP, VERBOSE_HELP, add_fasta_argument, check_output,
-    first_residue_number, load_engine, read_fasta_argument,
+    first_residue_number, load_engine, read_fasta_argument, say_plan,
 )
 
 
 def cmd_score(args) -> int:
     from flamino_core.variants.author_numbering import from_record
+    from flamino_core.jobs.plan import map_passes
     from flamino_core.variants import substitution_maps as scores
 
     out_path = check_output(args.output, ".csv")
     records, had_errors = read_fasta_argument(args)
     engine = load_engine(args.model, args.verbose)
-    per_record = STRATEGIES[args.strategy].output == "pppl"
+    per_record = STRATEGIES[args.strategy].per_record
     # A record made of a structure's chain carries the file's numbering (1GBT: chymotrypsin
     # numbering, 184A ...): each position is then named in it too (blank for other records).
     structure = {record.id: from_record(record) for record in records}
     labelled = any(numbering is not None for numbering in structure.values())
+    say_plan("score", map_passes(engine, [r.sequence for r in records], args.strategy), engine)
     with written_atomically(out_path) as tmp, open(tmp, "w", newline="") as handle:
         writer = csv.writer(handle)
         if per_record:

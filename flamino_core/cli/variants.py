@@ -17,7 +17,7 @@ from flamino_core.options import DEFAULT_VARIANT_STRATEGY, STRATEGIES, names, sc
 from flamino_core.progress import Progress, say
 from flamino_core.cli.common import (
     EXIT_OK, MODEL_HELP, OFFSET_HELP, VERBOSE_HELP, UserError, add_fasta_argument, check_output, first_residue_number,
-    load_engine, read_fasta_argument, read_records,
+    load_engine, read_fasta_argument, read_records, say_plan,
 )
 
 SCORE_FORMAT = "%.6g"  # as ``flamino score`` writes scores
@@ -161,7 +161,7 @@ def _variants(args, records, mutations, engine):
         label = record.id if len(records) == 1 else f"{record.id} ({n + 1}/{len(records)})"
         structure = structure_letters(args, record.sequence, engine)
         say_plan(record.id, list_plan(engine, record.sequence, variants, args.strategy, record_id=record.id,
-                                      structure=structure), engine)
+                                      structure=structure).needed(), engine)
         result = score_variants(engine, record.sequence, variants, args.strategy, issues=issues,
                                 record_id=record.id, progress=Progress(label), structure=structure)
         _notes(result.notes, shown)
@@ -279,8 +279,8 @@ def _score_dms(args, dms, record_id: str, model: str):
         main = model == (args.model or default_model())
         structure = structure_letters(args, dms.wild_type, engine) if engine.family.structure_aware or main else None
         variants = table_variants(dms, indels=STRATEGIES[args.strategy].whole_sequences)[0]
-        say_plan(record_id, dms_plan(engine, dms, variants, args.strategy, record_id=record_id, structure=structure),
-                 engine)
+        say_plan(record_id, dms_plan(engine, dms, variants, args.strategy, record_id=record_id,
+                                     structure=structure).needed(), engine)
         return score_dms(engine, dms, args.strategy, record_id=record_id, progress=Progress(record_id),
                          structure=structure)
     if args.structure and model == (args.model or default_model()):
@@ -288,17 +288,6 @@ def _score_dms(args, dms, record_id: str, model: str):
     say(f"{record_id}: an ensemble of {len(members)} models, scored one after the other")
     return score_dms_ensemble(lambda member: load_engine(member, args.verbose), members, dms, args.strategy,
                               record_id=record_id, progress=Progress(record_id))
-
-
-def say_plan(record_id: str, plan, engine) -> None:
-    """The passes a score still runs and, when this machine timed the model, their time: the plan
-    the app's page shows before the same work (``jobs/plan.py``)."""
-    from flamino_core.jobs.status import about
-
-    needed = plan.needed()
-    seconds = needed.seconds(engine) if needed.passes else None
-    when = f", {about(seconds)} at the rate this machine measured" if seconds is not None else ""
-    say(f"{record_id}: to run: {needed.describe()}{when}")
 
 
 def _shown(value) -> str:

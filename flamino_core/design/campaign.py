@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from flamino_core.wording import byte_size
 from flamino_core.atomic import written_atomically
 from flamino_core.design.candidates import Measured, read_given
 from flamino_core.design.gaussian_process import DesignError
@@ -255,7 +256,7 @@ def from_zip(data: bytes, folder: str | Path, limits: TableLimits = NO_LIMITS) -
             if strange:
                 raise DesignError(f"the archive holds {strange[0]!r}, which a campaign does not")
             if sum(info.file_size for info in infos) > MAX_ZIP_BYTES:
-                raise DesignError(f"the archive unpacks to more than {MAX_ZIP_BYTES >> 20} MB")
+                raise DesignError(f"the archive unpacks to more than {byte_size(MAX_ZIP_BYTES)}")
             if (folder / JSON_NAME).exists():
                 raise DesignError(f"{folder} already holds a campaign")
             contents = {info.filename: archive.read(info) for info in infos}

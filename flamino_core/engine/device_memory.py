@@ -21,7 +21,8 @@ import math
 import jax
 
 from flamino_core.engine import planner
-from flamino_core.engine.memory import gigabytes
+from flamino_core.options import Precision
+from flamino_core.wording import byte_size
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +88,7 @@ def weights_bytes(config, precision: str) -> int:
     total = 0
     for path, leaf in param_leaves(expected_params(config)):
         size = math.prod(leaf.shape)
-        total += size * (2 if precision == "bf16" and path[-1] == "kernel" else 4)
+        total += size * (2 if precision == Precision.BF16 and path[-1] == "kernel" else 4)
     return total
 
 
@@ -108,8 +109,8 @@ def planned_token_budget(config, precision: str, memory: DeviceMemory, shards: i
     room = memory.free - weights
     tokens = int(room * WORKING_SHARE) // bytes_per_token(config)
     budget = max(MIN_TOKEN_BUDGET, min(MAX_TOKEN_BUDGET, planner.pow2_at_most(tokens)))
-    return budget, (f"planned from the device's memory: {gigabytes(memory.capacity)}, weights "
-                    f"{gigabytes(weights)}, {gigabytes(max(room, 0))} left for passes")
+    return budget, (f"planned from the device's memory: {byte_size(memory.capacity)}, weights "
+                    f"{byte_size(weights)}, {byte_size(max(room, 0))} left for passes")
 
 
 def smallest_need(config, precision: str, shards: int = 1) -> int:
@@ -127,18 +128,19 @@ def fitting_precision(config, precision: str, explicit: bool, memory: DeviceMemo
     the bytes needed and present when nothing fits. ``shards``: devices the weights are split
     over (``sharding.plan_devices``); the bytes are then one device's.
     """
-    if memory is None or precision == "int8" or smallest_need(config, precision, shards) <= memory.free:
+    if memory is None or precision == Precision.INT8 or smallest_need(config, precision, shards) <= memory.free:
         return precision, ""
     need = smallest_need(config, precision, shards)
-    if precision == "fp32" and not explicit and smallest_need(config, "bf16", shards) <= memory.free:
-        return "bf16", (f"bf16 weights: fp32 needs {gigabytes(need)} on the {memory.device}, which has "
-                        f"{gigabytes(memory.free)} free")
-    smaller = "" if precision == "bf16" else f" (bf16 weights: {gigabytes(smallest_need(config, 'bf16', shards))})"
+    if precision == Precision.FP32 and not explicit and smallest_need(config, "bf16", shards) <= memory.free:
+        return "bf16", (f"bf16 weights: fp32 needs {byte_size(need)} on the {memory.device}, which has "
+                        f"{byte_size(memory.free)} free")
+    bf16_need = smallest_need(config, Precision.BF16, shards)
+    smaller = "" if precision == Precision.BF16 else f" (bf16 weights: {byte_size(bf16_need)})"
     raise ModelTooLargeError(
-        f"{config.name} needs {gigabytes(need)} on the {memory.device} in {precision} (its weights "
-        f"{gigabytes(weights_bytes(config, precision) // shards)}{' a device' if shards > 1 else ''} and one "
+        f"{config.name} needs {byte_size(need)} on the {memory.device} in {precision} (its weights "
+        f"{byte_size(weights_bytes(config, precision) // shards)}{' a device' if shards > 1 else ''} and one "
         f"1,024-token pass){smaller}; the device has "
-        f"{gigabytes(memory.free)} free of {gigabytes(memory.capacity)}. Choose a smaller model, or run on a "
+        f"{byte_size(memory.free)} free of {byte_size(memory.capacity)}. Choose a smaller model, or run on a "
         "host with more device memory (several devices: docs/accelerators.md)")
 
 

@@ -27,6 +27,8 @@ import jax
 import numpy as np
 from flax import nnx
 
+from flamino_core.progress import ProgressFn
+from flamino_core import settings
 from flamino_core.engine import device_memory, hardware, memory, planner, run_checks, sharding, windows
 from flamino_core.analysis.outputs import log_softmax
 from flamino_core.model.attention import AttentionImpl
@@ -38,7 +40,6 @@ from flamino_core.weights.loading import ModelWeights, cache_root
 from flamino_core.weights.model_cache import params_checksum
 
 LongPolicy = Literal["window", "truncate", "full"]
-ProgressFn = Callable[[int, int], None]
 # How many times each jitted function has been traced (= compiled) in this process (tests and
 # `make bench`: new lengths inside known buckets, new engines on known shapes, compile nothing).
 TRACE_COUNTS: collections.Counter = collections.Counter()
@@ -60,7 +61,7 @@ def to_device(array: np.ndarray) -> jax.Array:
 
 def enable_compilation_cache(directory: str | os.PathLike | None = None) -> None:
     """Use JAX's persistent compilation cache so a new process skips recompiling."""
-    directory = directory or os.environ.get("FLAMINO_JAX_CACHE") or cache_root() / "jax"
+    directory = directory or settings.JAX_CACHE.get() or cache_root() / "jax"
     jax.config.update("jax_compilation_cache_dir", str(directory))
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
     if "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS" not in os.environ:  # JAX's own setting wins

@@ -13,22 +13,23 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 import platform
 
 import jax
 
+from flamino_core import settings
 from flamino_core.model import fused_attention
 from flamino_core.engine import device_memory, sharding
 from flamino_core.model.attention import PATHS as ATTENTION_PATHS
 from flamino_core.model.attention import AttentionImpl
-from flamino_core.options import DEFAULT_TOKEN_BUDGET
+from flamino_core.options import DEFAULT_TOKEN_BUDGET, Precision
 from flamino_core.model.precision import use_bf16_matmuls, use_int8_matmuls
+from flamino_core.model.model_id import ModelId
 
-ATTENTION_ENV = "FLAMINO_ATTENTION"  # auto | fused | xla | dot-product-attention | pallas-flash
-PRECISION_ENV = "FLAMINO_PRECISION"  # fp32 (default) | bf16 | int8
-PACKING_ENV = "FLAMINO_PACKING"  # auto (default) | on | off
-PRECISIONS = ("fp32", "bf16", "int8")
+ATTENTION_ENV = settings.ATTENTION.name  # auto | fused | xla | dot-product-attention | pallas-flash
+PRECISION_ENV = settings.PRECISION.name  # fp32 (default) | bf16 | int8
+PACKING_ENV = settings.PACKING.name  # auto (default) | on | off
+PRECISIONS = tuple(p.value for p in Precision)
 # How each mode is named wherever results are shown (the app's model panel, --verbose, the bench).
 PRECISION_WORDS = {"fp32": "fp32",
                    "bf16": "bf16 matmuls with fp32 accumulation (opt-in; not reference numbers)",
@@ -38,7 +39,7 @@ PRECISION_WORDS = {"fp32": "fp32",
 # is true fp32 arithmetic (on a TPU, six bf16 passes); "high" (three passes, bf16_3x) is faster
 # and is the default only if it holds the 1e-4 parity (docs/accelerators.md has the measurement).
 # A CPU computes fp32 products in fp32 whatever this says, so nothing is set there.
-MATMUL_PRECISION_ENV = "FLAMINO_MATMUL_PRECISION"  # highest (default) | high
+MATMUL_PRECISION_ENV = settings.MATMUL_PRECISION.name  # highest (default) | high
 EXACT_MATMUL_PRECISIONS = ("highest", "high")
 DEFAULT_EXACT_MATMUL_PRECISION = "highest"
 PACKING = ("auto", "on", "off")
@@ -56,7 +57,7 @@ NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")
 # what needs bf16's numbers and not its speed: a test that builds a bf16 engine on a CI machine
 # without the flags (it sets the variable itself, so a refusal elsewhere is still seen), accuracy
 # studies (benchmarks/bf16_accuracy.py). The mode's label then says "emulated".
-EMULATED_BF16_ENV = "FLAMINO_ALLOW_EMULATED_BF16"
+EMULATED_BF16_ENV = settings.ALLOW_EMULATED_BF16.name
 
 
 class PrecisionRefused(ValueError):
@@ -168,7 +169,7 @@ class Backend:
         words = PRECISION_WORDS[self.precision]
         if self.matmul_precision:
             words += f" (matrix products at JAX precision '{self.matmul_precision}': float32 arithmetic)"
-        elif self.precision == "bf16" and self.hardware.platform != "cpu":
+        elif self.precision == Precision.BF16 and self.hardware.platform != "cpu":
             words = ("bf16 weights and matmul inputs, fp32 accumulation and softmax "
                      "(opt-in fast mode; not reference numbers)")
         return f"{words}: {self.precision_why}" if self.precision_why else words
@@ -190,7 +191,7 @@ def _attention_for(requested: str, hw: Hardware, head_dim: int, precision: str) 
     """The implementation for this request and machine, and the reason (see ``Backend.reason``)."""
     kernel = fused_attention.status()
     # cuDNN's fused attention: on a GPU, on bf16 inputs (it has no fp32 kernel).
-    on_cudnn = hw.platform == "gpu" and precision == "bf16"
+    on_cudnn = hw.platform == "gpu" and precision == Precision.BF16
     dot_product = AttentionImpl("dot-product-attention", "bfloat16" if on_cudnn else "float32", on_cudnn)
     flash = AttentionImpl("pallas-flash", "bfloat16")  # the fast mode's TPU kernel (bf16 inputs)
     if requested == "fused":
@@ -206,12 +207,12 @@ def _attention_for(requested: str, hw: Hardware, head_dim: int, precision: str) 
     if requested == "dot-product-attention":
         return dot_product, "requested"
     if requested == "pallas-flash":
-        if hw.platform != "tpu" or precision != "bf16":
+        if hw.platform != "tpu" or precision != Precision.BF16:
             raise ValueError("attention path 'pallas-flash' is a TPU kernel of the bf16 fast mode (bf16 inputs); "
                              f"this is {hw.platform} in {precision}")
         return flash, "requested"
     # auto
-    if hw.platform == "tpu" and precision == "bf16":
+    if hw.platform == "tpu" and precision == Precision.BF16:
         return flash, ""  # the fast mode's packed and long rows (docs/accelerators.md)
     if hw.platform != "cpu":
         return dot_product, ""
@@ -239,11 +240,11 @@ def choose(head_dim: int, attention: str | None = None, precision: str | None = 
       A ``Backend``. Raises ValueError for an unknown or unavailable request.
     """
     hw = detect()
-    attention = attention or os.environ.get(ATTENTION_ENV) or "auto"
+    attention = attention or settings.ATTENTION.get()
     precision, _ = requested_precision(precision)
     if attention not in ("auto", *ATTENTION_PATHS):
         raise ValueError(f"attention path {attention!r}: choose auto or one of {', '.join(ATTENTION_PATHS)}")
-    packing = packing or os.environ.get(PACKING_ENV) or "auto"
+    packing = packing or settings.PACKING.get()
     if packing not in PACKING:
         raise ValueError(f"packing {packing!r}: choose one of {', '.join(PACKING)}")
     implementation, reason = _attention_for(attention, hw, head_dim, precision)
@@ -260,9 +261,9 @@ def bf16_emulation(hw: Hardware, precision: str) -> str:
     """Why ``precision`` runs emulated on ``hw``: "" unless it is bf16 on hardware without bf16
     arithmetic, where it is refused (``PrecisionRefused``, naming the reason) unless
     $FLAMINO_ALLOW_EMULATED_BF16 is 1 (``EMULATED_BF16_ENV``); then the label's words."""
-    if precision != "bf16" or hw.native_bf16:
+    if precision != Precision.BF16 or hw.native_bf16:
         return ""
-    if os.environ.get(EMULATED_BF16_ENV) == "1":
+    if settings.ALLOW_EMULATED_BF16.get():
         return f"emulated, {EMULATED_BF16_ENV}=1 ({hw.native_bf16_why}; slower than fp32)"
     raise PrecisionRefused(
         f"precision bf16 is refused on this machine ({hw.device}): {hw.native_bf16_why}. The bf16 mode "
@@ -281,18 +282,18 @@ def refuse_precision(precision: str | None = None) -> None:
 def requested_precision(precision: str | None = None) -> tuple[str, bool]:
     """(the precision mode asked for, whether it was asked by name): the argument, else
     $FLAMINO_PRECISION, else fp32. Raises ValueError for an unknown mode."""
-    chosen = precision or os.environ.get(PRECISION_ENV) or "fp32"
+    chosen = precision or settings.PRECISION.get() or "fp32"
     if chosen not in PRECISIONS:
         raise ValueError(f"precision {chosen!r}: choose one of {', '.join(PRECISIONS)}")
-    return chosen, bool(precision or os.environ.get(PRECISION_ENV))
+    return chosen, bool(precision or settings.PRECISION.get())
 
 
 def exact_matmul_precision(hw: Hardware, precision: str) -> str | None:
     """The JAX matmul precision that makes fp32 mode fp32 on this machine (see
     ``MATMUL_PRECISION_ENV``); None on a CPU and for the opt-in modes."""
-    if hw.platform == "cpu" or precision != "fp32":
+    if hw.platform == "cpu" or precision != Precision.FP32:
         return None
-    chosen = os.environ.get(MATMUL_PRECISION_ENV) or DEFAULT_EXACT_MATMUL_PRECISION
+    chosen = settings.MATMUL_PRECISION.get() or DEFAULT_EXACT_MATMUL_PRECISION
     if chosen not in EXACT_MATMUL_PRECISIONS:
         raise ValueError(f"{MATMUL_PRECISION_ENV}={chosen!r}: choose one of {', '.join(EXACT_MATMUL_PRECISIONS)} "
                          "(anything less is not fp32; the bf16 mode is the fast one)")
@@ -314,7 +315,7 @@ def configure(model, attention: str | None = None, precision: str | None = None,
                                       token_budget=token_budget, devices=devices)
     if devices is not None and devices.describe():
         backend = dataclasses.replace(backend, devices=devices.describe())
-    if backend.precision == "bf16":
+    if backend.precision == Precision.BF16:
         # On an accelerator the kernels are stored as bf16 (half the memory; the same numbers as
         # rounding them in every call, which stays the CPU's way: faster there, measured).
         # bf16 outputs from the block stack's dense layers too (``Bf16Linear``): on the TPU v5e the
@@ -322,7 +323,7 @@ def configure(model, attention: str | None = None, precision: str | None = None,
         # scores' Spearman with fp32's 0.99990 (0.99989 before; docs/accelerators.md).
         on_device = backend.hardware.platform != "cpu"
         use_bf16_matmuls(model, store_bf16=on_device, round_outputs=on_device)
-    elif backend.precision == "int8":
+    elif backend.precision == Precision.INT8:
         use_int8_matmuls(model)
     return backend
 
@@ -354,18 +355,13 @@ def refuse_before_loading(config, precision: str | None = None) -> None:
     device_memory.fitting_precision(config, chosen, explicit, device_memory.device_memory(), shards)
 
 
-def refuse_named_model(identifier: str) -> None:
+def refuse_named_model(model_id: ModelId) -> None:
     """``refuse_before_loading`` for a published model named by its preset (``esm2_t48_15B_UR50D``,
     ``random:esm2_t48_15B_UR50D``): called before the download or the random draw. Other sources
     are checked when the engine is built from their config (``hardware.configure``)."""
     from flamino_core.model.config import PRESETS, ModelConfig
-    from flamino_core.model.model_id import ModelId
 
     refuse_precision()  # bf16 this CPU would only emulate: before a download, whatever the source
-    try:
-        model_id = ModelId.parse(identifier)
-    except ValueError:
-        return  # load_weights says what is wrong with it
     name = model_id.preset or (model_id.random_spec or "").partition(":")[0]
     if name in PRESETS:
         refuse_before_loading(ModelConfig.preset(name))

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Sequence
 
 from flamino_core.model.config import MAX_RESIDUES
+from flamino_core.wording import byte_size
 
 
 def output_bytes(
@@ -64,11 +65,6 @@ def available_memory() -> int | None:
     return available
 
 
-def gigabytes(size: int) -> str:
-    """A size in bytes for people: ``126 MB``, ``562.9 GB``."""
-    return f"{size / 1e9:,.1f} GB" if size >= 1e9 else f"{size / 1e6:,.0f} MB"
-
-
 def check_outputs_fit(config, lengths: Sequence[int], *, windowed: bool, repr_layers: Sequence[int], logits: bool,
                       attention_layers: Sequence[int], contacts: bool) -> None:
     """Refuse, before any forward pass, outputs that cannot fit in the memory available now.
@@ -91,12 +87,12 @@ def check_outputs_fit(config, lengths: Sequence[int], *, windowed: bool, repr_la
     if contacts or attention_layers:
         what = " and ".join(name for name, asked in (("contacts", contacts), ("attention maps", maps)) if asked)
         lean = output_bytes(lengths, windowed=windowed, per_residue_floats=per_residue)
-        advice = (f"without the {what} they need {gigabytes(sum(lean))}: leave them out, or analyse "
+        advice = (f"without the {what} they need {byte_size(sum(lean))}: leave them out, or analyse "
                   f"only the first {MAX_RESIDUES} residues of long sequences (--long truncate)")
     else:
         advice = "analyse fewer or shorter sequences at a time"
     raise ValueError(
-        f"the requested outputs need about {gigabytes(sum(sizes))} of memory (the longest "
-        f"sequence has {max(lengths):,} residues), more than the {gigabytes(available)} "
+        f"the requested outputs need about {byte_size(sum(sizes))} of memory (the longest "
+        f"sequence has {max(lengths):,} residues), more than the {byte_size(available)} "
         f"available now; {advice}"
     )

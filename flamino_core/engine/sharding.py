@@ -24,19 +24,19 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 from typing import Callable, Literal
 
 import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from flamino_core import settings
 from flamino_core.engine import device_memory
-from flamino_core.engine.memory import gigabytes
+from flamino_core.wording import byte_size
 
 # Pretend one device holds this many bytes (tests of the weight-sharded path on forced CPU
 # devices; a smaller share of a chip shared with another process).
-CAPACITY_ENV = "FLAMINO_DEVICE_CAPACITY_BYTES"
+CAPACITY_ENV = settings.DEVICE_CAPACITY_BYTES.name
 AXIS = "devices"
 # The block stack's dense layers (the names every family's block uses) split on
 # their output features (attention's q/k/v, the feed-forward's first product) and those split on
@@ -135,8 +135,9 @@ class DevicePlan:
 def device_capacity(device) -> int | None:
     """Bytes one device may hold: $FLAMINO_DEVICE_CAPACITY_BYTES, else what the device reports
     (``device_memory``); None on a CPU (host memory: weights always fit)."""
-    if os.environ.get(CAPACITY_ENV):
-        return int(os.environ[CAPACITY_ENV])
+    capacity = settings.DEVICE_CAPACITY_BYTES.get()
+    if capacity is not None:
+        return capacity
     if device.platform == "cpu":
         return None
     memory = device_memory.device_memory()
@@ -156,4 +157,4 @@ def plan_devices(config, precision: str, devices=None) -> DevicePlan:
     if capacity is None or need <= capacity:
         return DevicePlan("rows split", devices)
     return DevicePlan("weights sharded", devices,
-                      f"{config.name} needs {gigabytes(need)} in {precision}, one device holds {gigabytes(capacity)}")
+                      f"{config.name} needs {byte_size(need)} in {precision}, one device holds {byte_size(capacity)}")

@@ -14,28 +14,26 @@ nothing themselves: the store is the app's.
 from __future__ import annotations
 
 import logging
-import os
 from typing import Callable, Iterable
 
 import numpy as np
 
+from flamino_core import settings
 from flamino_core.store import passes
 from flamino_core.store.result_store import NullStore, ResultStore
 
 LOG = logging.getLogger("flamino")
-ADDRESS = "FLAMINO_RAY_ADDRESS"
+ADDRESS = settings.RAY_ADDRESS.name
 RECORDS_PER_ITEM = 4  # records per actor call: the step at which a set's rows arrive
 
 
 def ray_address() -> str | None:
     """The Ray cluster set-level jobs go to (None: they run in this process)."""
-    return os.environ.get(ADDRESS, "").strip() or None
+    return settings.RAY_ADDRESS.get()
 
 
 def _actors() -> tuple[int | None, float]:
-    actors = os.environ.get("FLAMINO_RAY_ACTORS", "").strip()
-    cpus = os.environ.get("FLAMINO_RAY_CPUS_PER_ACTOR", "").strip()
-    return (int(actors) if actors else None), (float(cpus) if cpus else 1.0)
+    return settings.RAY_ACTORS.get(), settings.RAY_CPUS_PER_ACTOR.get()
 
 
 # --- the actors --------------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ import numpy as np
 
 from flamino_core.jobs import on_ray, pass_cost
 from flamino_core.model.config import MAX_RESIDUES
+from flamino_core.options import STRATEGIES
 from flamino_core.store import passes
 from flamino_core.store.result_store import default_store
 
@@ -169,6 +170,21 @@ class MaskedScan:
                 return None
         return passes.masked_log_probs(engine, self.sequence, positions, store=store, progress=job.progress,
                                        cancelled=job.cancelled, **self._with_structure)
+
+
+def unmasked_passes(sequences) -> Needed:
+    """One unmasked pass over each of ``sequences`` (``flamino embed``, a wt-marginals ``flamino
+    score``), the engine cutting long ones into windows: what such a command runs, said before it."""
+    return Needed(False, tuple((len(s), 1) for s in sequences), "one per record")
+
+
+def map_passes(engine, sequences, strategy: str) -> Needed:
+    """The passes ``substitution_map`` by ``strategy`` still runs over ``sequences`` (``flamino
+    score``, a masked track of ``flamino contacts``): every position masked once through the store
+    (``MaskedSet``'s count), or one unmasked pass each."""
+    if STRATEGIES[strategy].masked:
+        return MaskedSet(engine, "", tuple(sequences), value=None).needed()
+    return unmasked_passes(sequences)
 
 
 # --- a set's per-record outputs ---------------------------------------------------------------

@@ -30,6 +30,8 @@ import sys
 from pathlib import Path
 from typing import Callable, TypeVar
 
+from flamino_core import settings
+
 POLL_S = 0.2  # how often the caller's stop check runs while the work runs
 _LENGTH = struct.Struct("<Q")  # a frame: its length, then the pickle; length 0 ends the worker
 T = TypeVar("T")
@@ -61,12 +63,12 @@ class Share:
         return {SHARE_ENV: f"{self.nice};{','.join(map(str, sorted(cpus))) if cpus else ''}"}
 
 
-SHARE_ENV = "FLAMINO_WORKER_SHARE"  # "nice;cpu,cpu": a worker's share, read by ``serve``
+SHARE_ENV = settings.WORKER_SHARE.name  # "nice;cpu,cpu": a worker's share, read by ``serve``
 
 
 def apply_share() -> None:
     """In the worker, first: its priority and CPU set as its parent gave them (``Share``)."""
-    nice, _, cpus = os.environ.pop(SHARE_ENV, "").partition(";")
+    nice, _, cpus = settings.WORKER_SHARE.take().partition(";")
     if nice.strip().lstrip("-").isdigit() and int(nice):
         os.nice(int(nice))
     if cpus and hasattr(os, "sched_setaffinity"):

@@ -14,16 +14,17 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib
-import os
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from flamino_core import settings
+
 TARGET = "flamino_attention"
 # Instruction-set variant of the kernel: "auto" (the best this CPU runs), or one of the names
 # ``status().variants`` lists (tests use it to run every variant this CPU can).
-VARIANT_ENV = "FLAMINO_KERNEL_VARIANT"
+VARIANT_ENV = settings.KERNEL_VARIANT.name
 # The handler's argument list this module calls (csrc/attention_cpu.cc ``interface()``): an
 # extension built from older sources (before packed rows: no ``interface``) is not used.
 KERNEL_INTERFACE = 2
@@ -71,7 +72,7 @@ def supports(head_dim: int) -> bool:
 
 
 def _variant_id() -> int:
-    name = os.environ.get(VARIANT_ENV, "auto")
+    name = settings.KERNEL_VARIANT.get()
     if name == "auto":
         return 0
     variants = status().variants

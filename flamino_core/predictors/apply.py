@@ -9,6 +9,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from flamino_core.progress import ProgressFn
 from flamino_core.alphabet import STANDARD_AMINO_ACIDS
 from flamino_core.inputs.numbering import Numbering
 from flamino_core.variants.notation import Substitution, Variant
@@ -17,7 +18,6 @@ from flamino_core.predictors.features import Inputs
 from flamino_core.predictors.saved import Predictor, PredictorError
 from flamino_core.predictors.table import read_rows, read_table_text, variant_of
 
-ProgressFn = Callable[[int, int], None]
 
 
 @dataclasses.dataclass

@@ -24,6 +24,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from flamino_core.wording import byte_size
+from flamino_core.progress import ProgressFn
 from flamino_core.alphabet import STANDARD_AMINO_ACIDS
 from flamino_core.options import DEFAULT_VARIANT_STRATEGY, PREDICT_FEATURES
 
@@ -36,7 +38,6 @@ DENSITY_SCALE = 1e4  # sqrt(1 / 1e-8): Hsu et al.'s regularisation ratio for the
 # shared assay); the dense one centres the columns exactly. Bounded, since it is rows x 20 L.
 MAX_DENSE_BYTES = 1 << 30
 _COLUMN = {aa: j for j, aa in enumerate(STANDARD_AMINO_ACIDS)}
-ProgressFn = Callable[[int, int], None]
 
 
 class FeatureError(ValueError):
@@ -120,7 +121,7 @@ def problem(kind: str, inputs: Inputs) -> str | None:
         size = len(inputs.sequences) * (20 * len(inputs.wild_type) + 1) * 8
         if size > MAX_DENSE_BYTES:
             return (f"augmented features of {len(inputs.sequences):,} mutants of a {len(inputs.wild_type):,}-residue "
-                    f"protein take {size / 2**30:.1f} GB, more than the {MAX_DENSE_BYTES / 2**30:.0f} GB allowed: use "
+                    f"protein take {byte_size(size)}, more than the {byte_size(MAX_DENSE_BYTES)} allowed: use "
                     "onehot or embedding features, or fewer rows")
     return None
 

@@ -19,6 +19,7 @@ import functools
 import time
 from typing import Callable
 
+from flamino_core.progress import ProgressFn
 from flamino_core.jobs.pass_cost import masked_seconds, unmasked_seconds
 from flamino_core.jobs.plan import Needed
 from flamino_core.jobs.rates import default_rates
@@ -130,7 +131,7 @@ class _Fitting:
                 self.spent += self.took[-1]
                 self.started = None
 
-    def stage(self, name: str) -> Callable[[int, int], None] | None:
+    def stage(self, name: str) -> ProgressFn | None:
         """``fit_table``'s progress of stage ``name``: the model passes of a feature set (the fits
         report through ``fits``)."""
         return None if name == FITS else functools.partial(self._report, f"model passes ({name})")

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from flamino_core.wording import byte_size
 from flamino_core.atomic import written_atomically
 from flamino_core.numbering import Numbering
 from flamino_core.predictors.features import FeatureSpec
@@ -134,7 +135,7 @@ def from_zip(data: bytes, where: str = "predictor.zip") -> Predictor:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             sizes = {info.filename: info.file_size for info in archive.infolist()}
             if sum(sizes.values()) > MAX_ZIP_BYTES:
-                raise PredictorError(f"{where}: the archive unpacks to more than {MAX_ZIP_BYTES >> 20} MB")
+                raise PredictorError(f"{where}: the archive unpacks to more than {byte_size(MAX_ZIP_BYTES)}")
             names = {Path(name).name: name for name in sizes}
             if JSON_NAME not in names or ARRAYS_NAME not in names:
                 raise PredictorError(f"{where}: a predictor archive holds {JSON_NAME} and {ARRAYS_NAME}")

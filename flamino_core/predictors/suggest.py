@@ -26,6 +26,7 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
+from flamino_core.progress import StageProgress
 from flamino_core.alphabet import STANDARD_AMINO_ACIDS
 from flamino_core.inputs.numbering import Numbering
 from flamino_core.options import STRATEGIES, VARIANT_STRATEGIES
@@ -37,7 +38,6 @@ DEFAULT_COMBINE = 3  # 3 proposals make 4 multi-mutants (3 doubles, 1 triple)
 MAX_COMBINE = 6  # 57 multi-mutants; pll costs L passes each
 NON_ADDITIVE_NATS = 1.0  # |joint - additive| from here: a factor e in likelihood
 SELECTION = "wt-marginals"
-StageProgress = Callable[[str], Callable[[int, int], None] | None]
 
 
 class SuggestError(ValueError):

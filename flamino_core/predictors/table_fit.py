@@ -18,6 +18,7 @@ from typing import Callable, ContextManager
 import numpy as np
 import pandas as pd
 
+from flamino_core.progress import ProgressFn, StageProgress
 from flamino_core.options import DEFAULT_VARIANT_STRATEGY
 from flamino_core.predictors import cost as costs
 from flamino_core.predictors import evaluation, features, fitting
@@ -30,7 +31,6 @@ RANDOM_WEIGHTS_NOTE = ("the model has random weights (a test model): its embeddi
                        "only the one-hot and composition baselines mean anything here")
 ZERO_SHOT = "zero-shot"
 MAJORITY = "majority"
-StageProgress = Callable[[str], Callable[[int, int], None] | None]
 WeighedProgress = Callable[[int, int, tuple[float, float]], None]  # (fits done, fits, (work done, work))
 FITS = "fits"  # the stage of ``fit_table``'s progress that counts scikit-learn fits
 
@@ -162,7 +162,7 @@ class FitSteps:
     ``weighed(done, total, (work done, work in all))``, the operations the estimate counted."""
 
     def __init__(self, total: int, each_fit: Callable[[], ContextManager] | None = None,
-                 report: Callable[[int, int], None] | None = None, run_fit: Callable | None = None,
+                 report: ProgressFn | None = None, run_fit: Callable | None = None,
                  planned: costs.FitCost | None = None, weighed: WeighedProgress | None = None):
         self.done, self.total = 0, total
         self.each_fit = each_fit or contextlib.nullcontext

@@ -23,6 +23,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from flamino_core.progress import ProgressFn
 from flamino_core.analysis.outputs import residue_entropy
 from flamino_core.model.config import MAX_RESIDUES
 from flamino_core.store.result_store import ResultStore, default_store
@@ -31,7 +32,6 @@ CHUNK = 64  # masked positions per engine call: the most an interruption loses
 # Residues per unmasked group: bounds the host memory of every layer's (L, D) states before they
 # are reduced to means (~256 MB), and is the step at which records arrive.
 GROUP_BYTES = 256 << 20
-ProgressFn = Callable[[int, int], None]
 
 
 class Cancelled(Exception):

@@ -44,6 +44,7 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
+from flamino_core import settings
 from flamino_core.store.sqlite import Transaction, checksum, execute, open_database, rows
 
 LOG = logging.getLogger("flamino")
@@ -85,8 +86,7 @@ class ResultStore:
     def __init__(self, path: str | os.PathLike | None = None, max_bytes: int | None = None):
         self.path = Path(path) if path is not None else default_path()
         if max_bytes is None:
-            mb = os.environ.get("FLAMINO_STORE_MAX_MB")
-            max_bytes = int(float(mb) * (1 << 20)) if mb else DEFAULT_MAX_BYTES
+            max_bytes = settings.STORE_MAX_BYTES.get() or DEFAULT_MAX_BYTES
         self.max_bytes = max_bytes
         self._local = threading.local()  # sqlite3 connections belong to one thread
         self._open_lock = threading.Lock()
@@ -362,9 +362,9 @@ _DEFAULT_LOCK = threading.Lock()
 def default_store() -> ResultStore:
     """The process's store at ``FLAMINO_CACHE/results.sqlite`` (one per path and size setting;
     ``FLAMINO_STORE=off`` gives a store that keeps nothing)."""
-    if os.environ.get("FLAMINO_STORE", "").lower() in ("off", "0", "no", "false"):
+    if not settings.STORE.get():
         return NullStore()
-    key = (str(default_path()), os.environ.get("FLAMINO_STORE_MAX_MB", ""))
+    key = (str(default_path()), str(settings.STORE_MAX_BYTES.get()))
     with _DEFAULT_LOCK:
         if key not in _DEFAULT:
             _DEFAULT[key] = ResultStore()

@@ -23,6 +23,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from flamino_core.progress import ProgressFn
 from flamino_core.inputs.numbering import Numbering
 from flamino_core.inputs.tables import NO_LIMITS, TableError, TableLimits, check_protein, read_table
 from flamino_core.options import STRATEGIES
@@ -307,7 +308,7 @@ def score_dms(
     strategy: str = DEFAULT_VARIANT_STRATEGY,
     *,
     record_id: str = "",
-    progress: Callable[[int, int], None] | None = None,
+    progress: ProgressFn | None = None,
     cancelled: Callable[[], bool] | None = None,
     store=None,
     structure: str | None = None,

@@ -16,7 +16,8 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from flamino_core.model.model_id import ModelId
+from flamino_core.progress import ProgressFn
+from flamino_core.model.model_id import short_name
 from flamino_core.variants.dms import DmsScores, DmsTable, score_dms
 
 MEMBER_PREFIX = "score_"  # one column per member: score_<member's short name>
@@ -25,7 +26,7 @@ MEMBER_PREFIX = "score_"  # one column per member: score_<member's short name>
 def member_columns(members: Sequence[str]) -> list[str]:
     """``score_<name>`` per member: a preset's name, a path's last part, ``ensemble`` for an
     ``ensemble:`` list; numbered if two agree."""
-    names = [ModelId.parse(m).short_name for m in members]
+    names = [short_name(m) for m in members]
     return [f"{MEMBER_PREFIX}{name}" if names.count(name) == 1 else f"{MEMBER_PREFIX}{i + 1}_{name}"
             for i, name in enumerate(names)]
 
@@ -37,7 +38,7 @@ def score_dms_ensemble(
     strategy: str,
     *,
     record_id: str = "",
-    progress: Callable[[int, int], None] | None = None,
+    progress: ProgressFn | None = None,
     cancelled: Callable[[], bool] | None = None,
     store=None,
 ) -> DmsScores:

@@ -18,6 +18,7 @@ from typing import Callable, Sequence
 
 import pandas as pd
 
+from flamino_core.progress import ProgressFn
 from flamino_core.jobs.plan import Needed
 from flamino_core.options import STRATEGIES
 from flamino_core.variants.dms import DmsTable, score_dms
@@ -25,7 +26,6 @@ from flamino_core.variants.scoring import score_variants
 from flamino_core.variants.variant import Variant
 from flamino_core.variants.variant_passes import held_in_store, held_sets_in_store, variant_passes
 
-ProgressFn = Callable[[int, int], None]
 
 
 def chunked(strategy: str) -> bool:

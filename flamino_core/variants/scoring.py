@@ -32,6 +32,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from flamino_core.progress import ProgressFn
 from flamino_core.variants import substitution_maps as scores
 from flamino_core.alphabet import STANDARD_AMINO_ACIDS
 from flamino_core.model.config import MAX_RESIDUES
@@ -48,7 +49,6 @@ from flamino_core.wording import with_article
 OK = "ok"
 # Said in ``VariantScores.notes`` for an untrained model (front ends that already say so skip it).
 RANDOM_WEIGHTS_NOTE = "the model has random weights (a test model): these scores are not biology"
-ProgressFn = Callable[[int, int], None]
 _COLUMN = {aa: j for j, aa in enumerate(STANDARD_AMINO_ACIDS)}  # a substitution's column in a score table
 
 
@@ -110,7 +110,8 @@ def pll_size_problem(length: int, n_variants: int, max_passes: int = PLL_HOSTED_
 
 def passes_problem(sequence: str, variants: Sequence[Variant], strategy: str, max_passes: int) -> str | None:
     """Why a hosted server refuses this scoring (more than ``max_passes`` passes), or None."""
-    if strategy == "pll" and not any(v.edits for v in variants) and len(sequence) <= MAX_RESIDUES:  # no windows
+    exact_pll = declared_strategy(strategy).exact_pll
+    if exact_pll and not any(v.edits for v in variants) and len(sequence) <= MAX_RESIDUES:  # no windows
         return pll_size_problem(len(sequence), len(set(v.apply(sequence) for v in variants)), max_passes)
     if declared_strategy(strategy).whole_sequences:  # planned up to the limit only: a refused list builds little
         plan = pass_plan(sequence, variants, strategy, limit=max_passes)

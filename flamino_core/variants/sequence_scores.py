@@ -29,10 +29,11 @@ wild type's passes at the residues it loses (ProteinGym's window of each masked 
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
+from flamino_core.progress import ProgressFn
 from flamino_core.variants import substitution_maps as scores
 from flamino_core.analysis.outputs import log_softmax
 from flamino_core.model.config import MAX_RESIDUES
@@ -41,7 +42,6 @@ from flamino_core.engine.windows import edit_window
 from flamino_core.store.passes import masked_log_probs, record_outputs
 from flamino_core.variants.variant import Variant
 
-ProgressFn = Callable[[int, int], None]
 OK = "ok"
 NORMALISATIONS = {False: "sum", True: "per-residue"}
 TRUNCATION_SCORE = "min-llr"  # a stop's score: the normalisation column says so

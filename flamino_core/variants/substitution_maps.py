@@ -17,6 +17,7 @@ from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
+from flamino_core.progress import ProgressFn
 from flamino_core.alphabet import AA_TO_IDX, STANDARD_AA_TOKEN_IDS, STANDARD_AMINO_ACIDS
 from flamino_core.analysis.outputs import log_softmax
 from flamino_core.inputs.numbering import Numbering
@@ -54,7 +55,7 @@ def substitution_map(
     positions: Sequence[int] | None = None,
     long: str = "window",
     store=None,
-    progress: Callable[[int, int], None] | None = None,
+    progress: ProgressFn | None = None,
     cancelled: Callable[[], bool] | None = None,
     unmasked=None,
 ) -> SequenceScores:

@@ -10,7 +10,7 @@ from flamino_core.doors import lazy_door
 # The door (doors.py): each name the app imports from this package -> its module here.
 _EXPORTS = {
     "load_fold_model": "esmfold",
-    **dict.fromkeys(["FOLD_PRESETS", "fold_preset_name"], "esmfold_hub"),
+    "FOLD_PRESETS": "esmfold_hub",
     **dict.fromkeys(["ModelError", "ModelWeights", "available_now", "cached_presets",
                      "default_model", "hub_reachable", "is_tiny_test_model", "offline_message",
                      "tiny_test_models"], "loading"),

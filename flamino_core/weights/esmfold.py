@@ -20,6 +20,8 @@ import numpy as np
 from flax import nnx
 
 from flamino_core.model.esmfold.config import STEM_PRECISIONS, FoldConfig
+from flamino_core.model.model_id import RANDOM_FOLD_MODELS, ModelId
+from flamino_core.options import Precision
 from flamino_core.weights.convert import CheckpointMismatchError, network_holding, network_shapes
 from flamino_core.weights.convert import state_dict_to_params as language_model_params
 
@@ -217,9 +219,6 @@ def load_esmfold(folder: Path | str, expect: FoldConfig | None = None):
     return params_to_model(params, config)
 
 
-RANDOM_PREFIX = "random:esmfold-tiny"
-
-
 def _check_stem_precision(stem_precision: str) -> None:
     if stem_precision not in STEM_PRECISIONS:
         raise ValueError(f"stem precision {stem_precision!r}: choose one of {', '.join(STEM_PRECISIONS)}")
@@ -228,15 +227,15 @@ def _check_stem_precision(stem_precision: str) -> None:
 def with_stem_precision(model, stem_precision: str):
     """``model`` with its stem's dense layers in ``stem_precision`` (``STEM_PRECISIONS``)."""
     _check_stem_precision(stem_precision)
-    if stem_precision == "bf16":
+    if stem_precision == Precision.BF16:
         from flamino_core.model.precision import use_bf16_matmuls
 
         use_bf16_matmuls(model.esm, store_bf16=True)  # stored rounded: the memory is the point
     return model
 
 
-def load_fold_model(identifier: str, stem_precision: str = "fp32"):
-    """(model, is_random) for an identifier: a ``save_pretrained`` folder, or
+def load_fold_model(model_id: ModelId, stem_precision: Precision = Precision.FP32):
+    """(model, is_random) for a model: a ``save_pretrained`` folder, or
     ``random:esmfold-tiny[:seed]``, an untrained test model (random weights: its structures are
     not biology), or ``esmfold_v1`` / ``facebook/esmfold_v1`` (the published model, downloaded
     into the Hub's cache and read from it; ``esmfold_hub.py``); its stem in ``stem_precision``.
@@ -245,25 +244,23 @@ def load_fold_model(identifier: str, stem_precision: str = "fp32"):
       ValueError: an identifier that is neither, with what is accepted; an unknown precision.
     """
     _check_stem_precision(stem_precision)  # before any download
-    model, is_random = _load_fold_model(identifier)
+    model, is_random = _load_fold_model(model_id)
     return with_stem_precision(model, stem_precision), is_random
 
 
-def _load_fold_model(identifier: str):
-    if identifier == RANDOM_PREFIX or identifier.startswith(RANDOM_PREFIX + ":"):
+def _load_fold_model(model_id: ModelId):
+    identifier = model_id.text
+    if model_id.is_random and model_id.fold == "esmfold":
         from flamino_core.model.esmfold.model import ESMFold
 
-        seed = identifier[len(RANDOM_PREFIX) + 1:] or "0"
-        if not seed.isdigit():
-            raise ValueError(f"{identifier!r}: the seed after {RANDOM_PREFIX}: is a whole number")
-        return ESMFold(FoldConfig.tiny(), nnx.Rngs(int(seed))), True
-    from flamino_core.weights.esmfold_hub import FOLD_PRESETS, as_fp32, fold_preset_folder, fold_preset_name
+        return ESMFold(FoldConfig.tiny(), nnx.Rngs(model_id.fold_seed)), True
+    from flamino_core.weights.esmfold_hub import FOLD_PRESETS, as_fp32, fold_preset_folder
 
-    if (preset := fold_preset_name(identifier)) is not None:  # downloaded into the Hub's cache (esmfold_hub.py)
+    if (preset := model_id.fold_preset) in FOLD_PRESETS:  # downloaded into the Hub's cache (esmfold_hub.py)
         # In fp32, from the Hub's cache (downloaded when missing; the published stem is fp16).
         return as_fp32(load_esmfold(fold_preset_folder(preset), expect=FOLD_PRESETS[preset].expect())), False
-    if not Path(identifier).is_dir():
+    if model_id.kind != "path" or not Path(identifier).is_dir():
         raise ValueError(f"{identifier!r} is not an ESMFold model: give esmfold_v1 (downloaded from the Hub), a "
                          "folder written by transformers' EsmForProteinFolding.save_pretrained, or "
-                         f"{RANDOM_PREFIX}[:seed] (an untrained test model)")
+                         f"{RANDOM_FOLD_MODELS['esmfold']}[:seed] (an untrained test model)")
     return load_esmfold(identifier), False

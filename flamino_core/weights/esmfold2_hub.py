@@ -23,9 +23,8 @@ import json
 import re
 from pathlib import Path
 
+from flamino_core.model.model_id import FOLD_PRESETS, ModelId
 from flamino_core.weights.model_cache import ModelNotAvailableError, Progress, cache_root
-
-RANDOM_PREFIX = "random:esmfold2-tiny"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,45 +34,23 @@ class Fold2Preset:
     files: tuple[str, ...] = ("config.json", "model.safetensors")
 
 
-FOLD2_PRESETS = {"esmfold2": Fold2Preset("biohub/ESMFold2"), "esmfold2-fast": Fold2Preset("biohub/ESMFold2-Fast")}
+# By the name ``ModelId`` gives them (``model_id.FOLD_PRESETS``: their repositories, which name them).
+FOLD2_PRESETS = {name: Fold2Preset(repo) for name, (repo, family) in FOLD_PRESETS.items() if family == "esmfold2"}
 
 
-def fold2_preset_name(identifier: str) -> str | None:
-    """``esmfold2`` / ``esmfold2-fast`` for those names or their repository ids (any case), else None."""
-    for name, preset in FOLD2_PRESETS.items():
-        if identifier.lower() in (name, preset.repo.lower()):
-            return name
-    return None
-
-
-def is_esmfold2(identifier: str) -> bool:
-    """Whether ``identifier`` names an ESMFold2: a preset, the random test model, or a folder whose
-    ``config.json`` says ``model_type: esmfold2``."""
-    if fold2_preset_name(identifier) or identifier == RANDOM_PREFIX or identifier.startswith(RANDOM_PREFIX + ":"):
-        return True
-    config = Path(identifier) / "config.json"
-    try:
-        return config.is_file() and json.loads(config.read_text()).get("model_type") == "esmfold2"
-    except (OSError, ValueError):
-        return False
-
-
-def load_fold2_model(identifier: str, progress: Progress = lambda fraction, text: None):
-    """``(model, is_random)`` for an ESMFold2 identifier (``is_esmfold2``).
+def load_fold2_model(model_id: ModelId, progress: Progress = lambda fraction, text: None):
+    """``(model, is_random)`` for an ESMFold2 (``model_id.fold_family() == "esmfold2"``).
 
     Raises:
-      ValueError: a malformed identifier, a folder that is not ESMFold2's (the loader's strict message).
+      ValueError: a malformed seed, a folder that is not ESMFold2's (the loader's strict message).
       ModelNotAvailableError: a preset neither cached nor downloadable now (what to do, said).
     """
-    if identifier == RANDOM_PREFIX or identifier.startswith(RANDOM_PREFIX + ":"):
-        seed = identifier[len(RANDOM_PREFIX) + 1:] or "0"
-        if not seed.isdigit():
-            raise ValueError(f"{identifier!r}: the seed after {RANDOM_PREFIX}: is a whole number")
-        return random_model(int(seed)), True
+    if model_id.is_random:
+        return random_model(model_id.fold_seed), True
     from flamino_core.weights.esmfold2 import load_esmfold2
 
-    name = fold2_preset_name(identifier)
-    return load_esmfold2(preset_folder(name, progress) if name else Path(identifier)), False
+    name = model_id.fold_preset if model_id.fold == "esmfold2" else None
+    return load_esmfold2(preset_folder(name, progress) if name else Path(model_id.text)), False
 
 
 def random_model(seed: int):

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from flamino_core.model.esmfold.config import FoldConfig
+from flamino_core.model.model_id import FOLD_PRESETS as MODEL_FOLD_PRESETS
 from flamino_core.weights.model_cache import ModelNotAvailableError, Progress, cache_root
 
 
@@ -30,15 +31,12 @@ class FoldPreset:
     files: tuple[str, ...] = ("config.json", "model.safetensors")
 
 
-FOLD_PRESETS = {"esmfold_v1": FoldPreset("facebook/esmfold_v1", FoldConfig.esmfold_v1, "MIT")}
+# By the name ``ModelId`` gives it (``model_id.FOLD_PRESETS``: its repository, which names it).
+FOLD_PRESETS = {"esmfold_v1": FoldPreset(MODEL_FOLD_PRESETS["esmfold_v1"][0], FoldConfig.esmfold_v1, "MIT")}
 
 
-def fold_preset_name(identifier: str) -> str | None:
-    """``esmfold_v1`` for ``esmfold_v1`` or ``facebook/esmfold_v1``, else None."""
-    for name, preset in FOLD_PRESETS.items():
-        if identifier in (name, preset.repo):
-            return name
-    return None
+def _preset_of(repo: str) -> str:
+    return next((name for name, preset in FOLD_PRESETS.items() if preset.repo == repo), repo)
 
 
 def fold_preset_folder(name: str, progress: Progress = lambda fraction, text: None) -> Path:
@@ -94,10 +92,10 @@ def _hub_file(repo: str, file: str, revision: str | None, online: bool, progress
     try:
         return Path(hf_hub_download(repo, file, revision=revision, **extra))
     except (LocalEntryNotFoundError, FileNotFoundError):
-        raise ModelNotAvailableError(offline_message(fold_preset_name(repo) or repo)) from None
+        raise ModelNotAvailableError(offline_message(_preset_of(repo))) from None
     except EntryNotFoundError:
         if not online:
-            raise ModelNotAvailableError(offline_message(fold_preset_name(repo) or repo)) from None
+            raise ModelNotAvailableError(offline_message(_preset_of(repo))) from None
         raise
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from flamino_core import settings
 from flamino_core.weights.checkpoint_files import convert_evolutionaryscale, convert_hf_files, load_local
 from flamino_core.model.config import PRESETS, ModelConfig
 from flamino_core.model.families import FAMILIES
@@ -31,7 +32,7 @@ DEFAULT_MODEL = "esm2_t12_35M_UR50D"
 
 
 def default_model() -> str:
-    return os.environ.get("FLAMINO_MODEL") or DEFAULT_MODEL
+    return settings.MODEL.get() or DEFAULT_MODEL
 
 
 def _noop(fraction: float | None, message: str) -> None:

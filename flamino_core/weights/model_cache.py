@@ -24,6 +24,7 @@ from typing import Callable
 
 import numpy as np
 
+from flamino_core import settings
 from flamino_core.model.config import PRESETS, ModelConfig
 from flamino_core.weights.param_files import (
     ParamFileError, checksums, flatten, flatten_shapes, read_params, write_params,
@@ -59,7 +60,7 @@ class ModelWeights:
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get("FLAMINO_CACHE") or Path.home() / ".cache" / "flamino")
+    return Path(settings.CACHE.get() or Path.home() / ".cache" / "flamino")
 
 
 def cached_or_convert(key: str, identifier: str, convert, progress: Progress) -> ModelWeights:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import streamlit as st
 
 from flamino_core.model import FAMILIES, ModelId, PRESETS
+from flamino_core.options import Precision
 from flamino_core.wording import with_article
 
 from app_pages._ui.server.policy import (RANDOM_TEST_MODEL, current_limits, hosted_mode, offered_now, public_model_name,
@@ -175,7 +176,7 @@ def model_banner(engine: Engine | None, problem: str | None, engine_slot=None) -
             f"{_choose_trained(engine.family)}",
             icon=":material/warning:",
         )
-    if engine is not None and not problem and engine.backend.precision != "fp32":
+    if engine is not None and not problem and engine.backend.precision != Precision.FP32:
         # An opt-in fast mode ($FLAMINO_PRECISION) is never the reference: every page says so.
         st.warning(f"**Opt-in {engine.backend.precision} mode: not reference numbers.** This server runs the model "
                    f"with {plain(engine.backend.precision_words)}; scores differ from fp32 ESM-2 (and "

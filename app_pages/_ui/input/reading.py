@@ -16,10 +16,11 @@ from pathlib import Path
 
 import streamlit as st
 
+from flamino_core.wording import byte_size
 from flamino_core.inputs import (InputIssue, InputLimits, Numbering, ParsedInput, ProteinRecord,
                                  parse_sources, to_fasta)
 from app_pages._ui.input import numbering, uploads
-from app_pages._ui.server.policy import _size, current_limits, hosted_mode  # _size: the words of the refusal message
+from app_pages._ui.server.policy import current_limits, hosted_mode
 from app_pages._ui.frame.widgets import counted, kept_selectbox, plain, residues, widget_key
 
 ASSETS = Path(__file__).resolve().parents[3] / "assets"
@@ -69,7 +70,7 @@ def upload_size_mb() -> int | None:
 def upload_limit_words() -> str:
     """``; up to 1.0 MB per file on this server`` for an uploader's label, or "" without a limit."""
     limit = current_limits().max_upload_bytes
-    return "" if limit is None else f"; up to {_size(limit)} per file on this server"
+    return "" if limit is None else f"; up to {byte_size(limit)} per file on this server"
 
 
 # Parsed inputs kept in memory: fewer on a shared server (fixed at import, like every cache).

@@ -24,7 +24,9 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from app_pages._ui.server.policy import current_limits, env_int, hosted_mode
+from flamino_core import settings
+from flamino_core.wording import byte_size
+from app_pages._ui.server.policy import current_limits, hosted_mode
 
 LOG = logging.getLogger("flamino")
 FILES = "_uploaded_files"  # session state: the kept files, in upload order
@@ -152,7 +154,7 @@ VISITOR_STORE_FILES = STORE_FILES
 # overwrites) were bounded only by their number. Past this many bytes a PUT first drops closed
 # sessions' files, then the oldest, each at least ``GRACE_SECONDS`` old (a younger one may still
 # wait for its uploader's callback to copy it); if that does not make room it is refused (503).
-STORE_BYTES = env_int("FLAMINO_MAX_UPLOAD_STORE_MB", 256) * 1_000_000 if hosted_mode() else None
+STORE_BYTES = settings.MAX_UPLOAD_STORE_MB.get() * 1_000_000 if hosted_mode() else None
 UNHELD_SECONDS = 5.0  # a file no widget holds is dropped at the next run this long after its PUT was seen
 GRACE_SECONDS = 5.0  # a file this young is not dropped for the whole store's bound
 SWEEP_SECONDS = 5.0  # how often the files of closed sessions are let go (Streamlit kept them ~2 min)
@@ -232,7 +234,7 @@ def make_room(manager, size: int, is_active: Callable[[str], bool] = lambda sess
                 return
     LOG.warning("upload refused: the upload store holds %d bytes of files under %.0f s old (bound %d)",
                 held, GRACE_SECONDS, STORE_BYTES)
-    message = (f"this server holds at most {STORE_BYTES / 1e6:,.0f} MB of uploads at once and it is taken by "
+    message = (f"this server holds at most {byte_size(STORE_BYTES)} of uploads at once and it is taken by "
                f"files of the last {GRACE_SECONDS:.0f} seconds: try again in a few seconds")
     try:
         from starlette.exceptions import HTTPException
@@ -307,8 +309,6 @@ def _forget(manager, session_id: str, file_id: str) -> None:
 def _visitor_of(session_id: str) -> str:
     """The visitor of a session, as ``heavy_jobs.visitor_key`` names it (``visitor_name``), from
     the session's connection (this runs in the upload request, outside any script run)."""
-    import os
-
     from app_pages._ui.server.heavy_jobs import visitor_name
 
     value = address = None
@@ -317,7 +317,7 @@ def _visitor_of(session_id: str) -> str:
 
         client = Runtime.instance().get_client(session_id) if Runtime.exists() else None
         context = getattr(client, "client_context", None)
-        header = os.environ.get("FLAMINO_VISITOR_HEADER", "").strip().lower()
+        header = (settings.VISITOR_HEADER.get() or "").lower()
         value = next((v for name, v in (context.headers if header and context is not None else ())
                       if name.lower() == header and v), None)
         address = getattr(context, "remote_ip", None)

@@ -30,7 +30,6 @@ from app_pages._ui.input.model_loading import load_engine
 from app_pages._ui.server.policy import current_limits, hosted_mode, visitor_model_name
 from app_pages._ui.results.one_record import heavy_slot
 
-HOSTED = hosted_mode()
 CHUNK_PASSES = CHUNK  # passes between two turns in the queue (as a masked scan's chunk of positions)
 PREDICTOR = "_predict_predictor"  # session state: (Predictor, its feature set's label)
 
@@ -40,7 +39,7 @@ def columns(data: bytes) -> list[str] | str:
     return _columns(data, current_limits().table_limits())
 
 
-@st.cache_data(show_spinner=False, max_entries=8 if HOSTED else 32)
+@st.cache_data(show_spinner=False, max_entries=8 if hosted_mode() else 32)
 def _columns(data: bytes, limits: TableLimits) -> list[str] | str:
     try:
         return list(read_table_text(data, limits).columns)
@@ -55,7 +54,7 @@ def labelled_table(data: bytes, target: str, wild_type: str | None, numbering: N
     return _labelled_table(data, target, wild_type, numbering, current_limits().table_limits())
 
 
-@st.cache_data(show_spinner="Reading the table…", max_entries=8 if HOSTED else 32)
+@st.cache_data(show_spinner="Reading the table…", max_entries=8 if hosted_mode() else 32)
 def _labelled_table(data: bytes, target: str, wild_type: str | None, numbering: Numbering,
                     limits: TableLimits) -> LabelledTable | str:
     try:
@@ -122,7 +121,7 @@ def fit_job(engine, choice: FitChoice, table: LabelledTable, planned: FitCost, s
                                   plan, engine, what="the fit", keeps=False)
 
 
-@st.cache_data(show_spinner=False, max_entries=4 if HOSTED else 16)
+@st.cache_data(show_spinner=False, max_entries=4 if hosted_mode() else 16)
 def prediction_map(model: str, fitted: tuple, _predictor, record: str, record_numbering: Numbering):
     """(grid (L, 20), the wild type's own prediction) of the fitted predictor (the fit job
     ``fitted``'s) over every single substitution of ``record``, or why it cannot describe that

@@ -12,6 +12,7 @@ import urllib.parse
 
 import streamlit as st
 
+from flamino_core.wording import byte_size
 from flamino_core.inputs import to_fasta
 
 from app_pages._ui.input import numbering
@@ -139,9 +140,8 @@ def link_params(ctx: PageContext) -> tuple[dict[str, str], str | None]:
     if params is not None and len(urllib.parse.urlencode(params)) <= MAX_LINK_CHARS:
         return params, None
     records = len(ctx.records_read)
-    compressed_kb = len(encode_fasta(view.fasta)) / 1000 if view.fasta else 0
-    size = f"{counted(records, 'record')}, {compressed_kb:,.0f} kB compressed" if view.fasta else ""
-    whole = (f"The whole input ({size}) is more than a link can hold ({MAX_LINK_CHARS / 1000:,.0f} kB): send its "
+    size = f"{counted(records, 'record')}, {byte_size(len(encode_fasta(view.fasta)))} compressed" if view.fasta else ""
+    whole = (f"The whole input ({size}) is more than a link can hold ({byte_size(MAX_LINK_CHARS)}): send its "
              "FASTA file (below) with the link, to be uploaded on the Input page.")
     record = ctx.record_read
     if record is not None and records > 1:

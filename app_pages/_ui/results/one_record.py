@@ -30,7 +30,6 @@ from app_pages._ui.server.heavy_jobs import HEAVY_RESIDUES, TURNS, QueueFull, he
 from app_pages._ui.server.policy import hosted_mode
 from app_pages._ui.frame.widgets import plain
 
-HOSTED = hosted_mode()
 LOG = logging.getLogger("flamino")
 
 
@@ -126,7 +125,7 @@ def representations(engine, sequence: str, layer: int) -> np.ndarray:
     return _representations(engine.fingerprint, sequence, layer, engine)
 
 
-@st.cache_data(show_spinner="Computing embeddings…", max_entries=16 if HOSTED else 64)
+@st.cache_data(show_spinner="Computing embeddings…", max_entries=16 if hosted_mode() else 64)
 def _representations(model: str, sequence: str, layer: int, _engine) -> np.ndarray:
     (out,) = _engine.run([sequence], repr_layers=(layer,), logits=False)
     return out.representations[layer]
@@ -141,7 +140,7 @@ def attention(engine, sequence: str, layer: int) -> np.ndarray:
     return _attention(engine.fingerprint, sequence, layer, engine)
 
 
-@st.cache_data(show_spinner="Computing attention maps…", max_entries=4 if HOSTED else 8)
+@st.cache_data(show_spinner="Computing attention maps…", max_entries=4 if hosted_mode() else 8)
 def _attention(model: str, sequence: str, layer: int, _engine) -> np.ndarray:
     long = "truncate" if len(sequence) > MAX_RESIDUES else "window"
     with _maybe_heavy(sequence, "the attention maps"):
@@ -155,7 +154,7 @@ def contacts(engine, sequence: str) -> np.ndarray:
 
 
 @st.cache_data(
-    show_spinner="Predicting contacts (needs every layer's attention)…", max_entries=8 if HOSTED else 16
+    show_spinner="Predicting contacts (needs every layer's attention)…", max_entries=8 if hosted_mode() else 16
 )
 def _contacts(model: str, sequence: str, _engine) -> np.ndarray:
     with _maybe_heavy(sequence, "the contact map"):

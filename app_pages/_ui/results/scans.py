@@ -23,8 +23,6 @@ from flamino_core.store import model_key
 from app_pages._ui.server import background, jobs_panel
 from app_pages._ui.server.policy import hosted_mode
 
-HOSTED = hosted_mode()
-
 
 def scan_key(engine, sequence: str, positions: range, structure: str | None = None) -> tuple:
     digest = hashlib.sha256(sequence.encode()).hexdigest()[:24]
@@ -45,7 +43,7 @@ def masked_scan(engine, sequence: str, positions: range, label: str, what: str,
       cheaper: (button label, callback) switching the page to wt-marginals.
       structure: a structure-aware model's 3Di letters (the passes are stored under them too).
     """
-    plan = MaskedScan(engine, sequence, tuple(positions), structure, private=HOSTED)
+    plan = MaskedScan(engine, sequence, tuple(positions), structure, private=hosted_mode())
     stored = plan.stored()
     if stored is not None:
         return stored

@@ -18,14 +18,14 @@ per engine call, with their estimate (``background.py``).
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 
 from flamino_core import jobs as core_jobs
+from flamino_core import settings
 # Re-exported: the pages' names for a held slot, the refusals and the words of a place in line.
 from flamino_core.jobs import QueueFull, Turn, VisitorBusy, jobs, ordinal  # noqa: F401
 
-from app_pages._ui.server.policy import env_int, hosted_mode
+from app_pages._ui.server.policy import hosted_mode
 
 # Attention maps and contacts of sequences longer than this go through the heavy-job queue:
 # their memory grows with the square of the length.
@@ -70,7 +70,7 @@ def visitor_key() -> str | None:
     context = get_script_run_ctx(suppress_warning=True)
     if context is None:
         return None
-    header = os.environ.get("FLAMINO_VISITOR_HEADER", "").strip()
+    header = settings.VISITOR_HEADER.get()
     value = address = None
     try:
         value = st.context.headers.get(header) if header else None
@@ -92,8 +92,8 @@ def heavy_job_queue() -> HeavyJobQueue:
     with _QUEUE_LOCK:
         if _QUEUE is None:
             if hosted_mode():
-                _QUEUE = HeavyJobQueue(env_int("FLAMINO_HEAVY_WORKERS", 1), env_int("FLAMINO_HEAVY_WAITING", 4),
-                                       env_int("FLAMINO_HEAVY_PER_VISITOR", 2))
+                _QUEUE = HeavyJobQueue(settings.HEAVY_WORKERS.get(), settings.HEAVY_WAITING.get(),
+                                       settings.HEAVY_PER_VISITOR.get())
             else:
                 _QUEUE = HeavyJobQueue(workers=2, max_waiting=64)
         return _QUEUE
@@ -108,7 +108,7 @@ def fetch_queue() -> HeavyJobQueue:
     with _QUEUE_LOCK:
         if _FETCHES is None:
             if hosted_mode():
-                _FETCHES = HeavyJobQueue(env_int("FLAMINO_FETCH_WORKERS", 2), env_int("FLAMINO_FETCH_WAITING", 8),
+                _FETCHES = HeavyJobQueue(settings.FETCH_WORKERS.get(), settings.FETCH_WAITING.get(),
                                          per_visitor=1)
             else:
                 _FETCHES = HeavyJobQueue(workers=4, max_waiting=64)

@@ -26,14 +26,15 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import re
 import threading
 import time
 
+from flamino_core import settings
 from flamino_core.model import RANDOM_TEST_MODEL, ModelId
 from flamino_core.inputs import MAX_GUNZIP_BYTES, InputLimits
 from flamino_core.options import PLL_HOSTED_MAX_PASSES
+from flamino_core.wording import byte_size
 
 LOG = logging.getLogger("flamino")
 
@@ -42,15 +43,7 @@ LOG = logging.getLogger("flamino")
 DEFAULT_HOSTED_MODELS = ("esm2_t6_8M_UR50D", "esm2_t12_35M_UR50D", "esm2_t30_150M_UR50D")
 
 
-def hosted_mode() -> bool:
-    return os.environ.get("FLAMINO_HOSTED", "").strip().lower() in {"1", "true", "yes", "on"}
-
-
-def env_int(name: str, default: int) -> int:
-    try:
-        return max(1, int(os.environ.get(name, default)))
-    except ValueError:
-        return default
+hosted_mode = settings.hosted  # the app's word for it
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,7 +87,7 @@ class Limits:
     def check_upload(self, size: int, name: str = "upload") -> str | None:
         """A message if an upload is too large, else None."""
         if self.max_upload_bytes is not None and size > self.max_upload_bytes:
-            return (f"{name} is {_size(size)}; this server accepts up to {_size(self.max_upload_bytes)} "
+            return (f"{name} is {byte_size(size)}; this server accepts up to {byte_size(self.max_upload_bytes)} "
                     "per file or pasted input. Split it, or run flamino locally for big jobs.")
         return None
 
@@ -142,18 +135,12 @@ class Limits:
                 "or run flamino on your own machine for other models and local checkpoints")
 
 
-def _size(n: int) -> str:
-    if n >= 1_000_000:
-        return f"{n / 1e6:.2f} MB"
-    return f"{n / 1e3:.1f} kB" if n >= 1_000 else f"{n} bytes"
-
-
 def hosted_models() -> frozenset[str]:
     """The identifiers a hosted server offers (FLAMINO_HOSTED_MODELS, FLAMINO_MODEL, random:tiny)."""
     from flamino_core.weights import default_model  # imports Flax (via convert): not at import
 
-    listed = os.environ.get("FLAMINO_HOSTED_MODELS")
-    names = listed.split(",") if listed is not None else list(DEFAULT_HOSTED_MODELS)
+    listed = settings.HOSTED_MODELS.get()
+    names = list(listed) if listed is not None else list(DEFAULT_HOSTED_MODELS)
     names += [default_model(), RANDOM_TEST_MODEL]
     return frozenset(ModelId.parse(n).key for n in names if n.strip())
 
@@ -162,38 +149,38 @@ def current_limits() -> Limits:
     """The limits in force: strict in hosted mode, none locally."""
     if not hosted_mode():
         return Limits()
-    upload = env_int("FLAMINO_MAX_UPLOAD_BYTES", 1_000_000)
+    upload = settings.MAX_UPLOAD_BYTES.get()
     return Limits(
         max_upload_bytes=upload,
-        max_records=env_int("FLAMINO_MAX_RECORDS", 100),
-        max_residues_per_record=env_int("FLAMINO_MAX_RESIDUES", 2_000),
-        max_total_residues=env_int("FLAMINO_MAX_TOTAL_RESIDUES", 20_000),
+        max_records=settings.MAX_RECORDS.get(),
+        max_residues_per_record=settings.MAX_RESIDUES.get(),
+        max_total_residues=settings.MAX_TOTAL_RESIDUES.get(),
         allow_local_paths=False,  # query strings and forms must not name server paths
         allow_pickle=False,  # pickles execute code: never on a public server
         allowed_models=hosted_models(),
-        max_pll_passes=env_int("FLAMINO_MAX_PLL_PASSES", PLL_HOSTED_MAX_PASSES),
+        max_pll_passes=settings.MAX_PLL_PASSES.get() or PLL_HOSTED_MAX_PASSES,
         # 5x an upload: a gzipped upload may inflate to five times its limit. Measured on the
         # worst shape of FASTA (two letters a line, one headerless record), parsing costs ~72 bytes
         # of memory per inflated byte: 5 MB peaks at ~360 MB, 20 MB at 1.45 GB (docs/reliability.md).
         # Legitimate hosted input stays far below: 20,000 residues are ~25 kB of FASTA, and a
         # gzipped structure inflates 4-7x.
-        max_inflated_bytes=env_int("FLAMINO_MAX_INFLATED_BYTES", 5 * upload),
-        max_atoms=env_int("FLAMINO_MAX_ATOMS", 100_000),
-        max_models=env_int("FLAMINO_MAX_MODELS", 100),
+        max_inflated_bytes=settings.MAX_INFLATED_BYTES.get() or 5 * upload,
+        max_atoms=settings.MAX_ATOMS.get(),
+        max_models=settings.MAX_MODELS.get(),
         # Each chain becomes a record, a listing line and an alignment: 15,000 one-atom chains (within
         # the atom cap) were 12 s of page work.
         # 999 chains of 60 atoms on the Structure page were 18.1 s and +170 MiB kept (issue #67): 200
         # holds large assemblies (a 70S ribosome ~58 chains, an icosahedral capsid's asymmetric unit fewer).
-        max_chains=env_int("FLAMINO_MAX_CHAINS", 200),
+        max_chains=settings.MAX_CHAINS.get(),
         # Each file of one upload was parsed up to the atom cap: 16 different 78,000-atom files in one
         # drop were 83.8 s of one session's work (issue #67). Charged on the text, before parsing.
-        max_upload_atoms=env_int("FLAMINO_MAX_UPLOAD_ATOMS", 200_000),
+        max_upload_atoms=settings.MAX_UPLOAD_ATOMS.get(),
         # Each column of a metadata table becomes a colour choice and a value per record.
-        max_table_columns=env_int("FLAMINO_MAX_TABLE_COLUMNS", 200),
+        max_table_columns=settings.MAX_TABLE_COLUMNS.get(),
         # Each row of a mutant table becomes its whole sequence (and a fit's row of features):
         # 20,000 rows of a 2,000-residue wild type are 40 MB of sequences. ProteinGym's assays have
         # a median of ~2,000 rows; the shared one has 922.
-        max_table_rows=env_int("FLAMINO_MAX_TABLE_ROWS", 20_000),
+        max_table_rows=settings.MAX_TABLE_ROWS.get(),
         # A fit's memory is its widest feature matrix (augmented features are dense: 6,000,000
         # values are 48 MB, and ridge centres a copy) and the n x n Gram matrix with its
         # eigenvectors (3,000 rows: 2 x 72 MB); its time is estimated by predictors/cost.py at this
@@ -202,23 +189,23 @@ def current_limits() -> Limits:
         # A list entry is a row of the scores the session keeps (~1.3 kB with its variant): the
         # review's 200,000-entry list kept +250 MiB per session and took 90-200 s to score; 20,000,
         # as a DMS table's rows, keep ~25 MiB. Its passes are capped apart (max_pll_passes).
-        max_mutations=env_int("FLAMINO_MAX_MUTATIONS", 20_000),
-        max_fit_rows=env_int("FLAMINO_MAX_FIT_ROWS", 3_000),
-        max_fit_cells=env_int("FLAMINO_MAX_FIT_CELLS", 6_000_000),
-        max_fit_seconds=env_int("FLAMINO_MAX_FIT_SECONDS", 600),
+        max_mutations=settings.MAX_MUTATIONS.get(),
+        max_fit_rows=settings.MAX_FIT_ROWS.get(),
+        max_fit_cells=settings.MAX_FIT_CELLS.get(),
+        max_fit_seconds=settings.MAX_FIT_SECONDS.get(),
         # A fold holds the heavy-job slot for its whole length (one compiled call): a 400-residue
         # fold of the hosted model takes ~35-160 s on the 2-core server (issue #67).
-        max_fold_seconds=env_int("FLAMINO_MAX_FOLD_SECONDS", 600),
+        max_fold_seconds=settings.MAX_FOLD_SECONDS.get(),
     )
 
 
 # --- names visitors see ----------------------------------------------------------------------
-SERVER_MODEL_NAME = "server-model"
+SERVER_MODEL_NAME = settings.MODEL_NAME.default
 
 
 def operator_model() -> str | None:
     """The operator's own checkpoint (``FLAMINO_MODEL`` when it is not a preset or test model)."""
-    model = os.environ.get("FLAMINO_MODEL", "").strip()
+    model = settings.MODEL.get()
     if not model or ModelId.parse(model).kind in ("random", "preset"):
         return None
     return model
@@ -228,7 +215,7 @@ def public_model_name(identifier: str, limits: Limits) -> str:
     """How links and messages name a model: hosted, the operator's checkpoint by its public name
     (``FLAMINO_MODEL_NAME``, default ``server-model``), never by its path; otherwise as it is."""
     if limits.allowed_models is not None and identifier == operator_model():
-        return os.environ.get("FLAMINO_MODEL_NAME", "").strip() or SERVER_MODEL_NAME
+        return settings.MODEL_NAME.get()
     return identifier
 
 
@@ -325,7 +312,7 @@ def weights_permissions(identifier: str, limits: Limits) -> dict[str, bool]:
     """Keyword arguments for ``load_weights``: in hosted mode no server paths (except the
     operator's own ``FLAMINO_MODEL``) and never a pickle."""
     return {
-        "allow_local_paths": limits.allow_local_paths or identifier == os.environ.get("FLAMINO_MODEL"),
+        "allow_local_paths": limits.allow_local_paths or identifier == settings.MODEL.get(),
         "allow_pickle": limits.allow_pickle,
     }
 

@@ -16,11 +16,12 @@ heatmap with the chains' blocks, the chain-pair ipTM table, and mmCIF/PDB/confid
 from __future__ import annotations
 
 import functools
-import os
 
 import streamlit as st
 
+from flamino_core import settings
 from flamino_core.jobs import DONE
+from flamino_core.model import ModelId
 from flamino_core.store import default_store
 from flamino_core.structure import folding, parse_structure_bytes
 
@@ -52,7 +53,7 @@ def offer_either(ctx, offer_v1) -> None:
 
 def model_choice() -> str:
     if hosted_mode():
-        return os.environ.get("FLAMINO_FOLD2_MODEL", folding.RANDOM_MODEL2)
+        return settings.FOLD2_MODEL.get() or folding.RANDOM_MODEL2
     st.session_state.setdefault(MODEL, folding.RANDOM_MODEL2)
     chosen = st.text_input("ESMFold2 model", key=MODEL,
                            help="random:esmfold2-tiny[:seed] (untrained), esmfold2-fast or esmfold2 "
@@ -63,7 +64,7 @@ def model_choice() -> str:
 
 
 @st.cache_resource(show_spinner=False, max_entries=2)
-def _model(identifier: str):
+def _model(identifier: ModelId):
     return folding.load_complex_model(identifier)
 
 
@@ -85,7 +86,7 @@ def offer(ctx) -> None:
     """The complex offered: chains, model, cost, Predict, the job."""
     st.subheader("Predict a complex (ESMFold2)")
     records = picked_chains(ctx)
-    identifier = model_choice()
+    identifier = ModelId.parse(model_choice())  # the page's door: read once, passed as a value
     label = folding.complex_label(identifier, hosted_mode())
     if folding.is_random(identifier):
         st.warning(f"Folding with {label}; it shows what the page does.", icon=":material/science:")
@@ -125,7 +126,7 @@ def offer(ctx) -> None:
     if background.find(work_key) is None and work_key not in st.session_state.get(jobs_panel.APPROVED, set()):
         st.button(PREDICT, on_click=jobs_panel.approve, args=(work_key,), icon=":material/neurology:", type="primary")
         return
-    short = f"{identifier} (untrained test model)" if folding.is_random(identifier) else "ESMFold2"
+    short = f"{identifier.text} (untrained test model)" if folding.is_random(identifier) else "ESMFold2"
     request = folding.ComplexRequest(identifier, sequences, names, name) if in_worker() else None
     plan = folding.ComplexPlan(functools.partial(_model, identifier), store, key, sequences, names, name, config,
                                timing.seconds, label, visitor=heavy_jobs.visitor_key() or "", request=request,

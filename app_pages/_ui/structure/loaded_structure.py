@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import streamlit as st
 
+from flamino_core import settings
 from flamino_core.variants import from_log_probs
 from flamino_core.model import MAX_RESIDUES
 from flamino_core.numbering import Numbering
@@ -44,7 +45,7 @@ from app_pages._ui.server import heavy_jobs
 from app_pages._ui.server.heavy_jobs import HEAVY_RESIDUES
 from app_pages._ui.input import uploads
 from app_pages._ui.input.reading import pick_record, upload_limit_words, upload_size_mb
-from app_pages._ui.server.policy import current_limits, env_int, hosted_mode, visitor_model_name
+from app_pages._ui.server.policy import current_limits, hosted_mode, visitor_model_name
 from app_pages._ui.frame.widgets import kept_text_input, plain
 
 # Session-state keys.
@@ -63,7 +64,7 @@ MAX_SEEN = 6  # contact maps kept per session: at 2,000 residues each is 16 MB
 
 
 # Parsed uploads shared by every session, bounded by the memory they hold (byte_cache.py).
-PARSED_BUDGET_BYTES = env_int("FLAMINO_STRUCTURE_CACHE_BYTES", 256_000_000 if hosted_mode() else 2_000_000_000)
+PARSED_BUDGET_BYTES = settings.STRUCTURE_CACHE_BYTES.get() or (256_000_000 if hosted_mode() else 2_000_000_000)
 _PARSED: ByteBudgetCache[ParsedStructure] = ByteBudgetCache(PARSED_BUDGET_BYTES)
 
 

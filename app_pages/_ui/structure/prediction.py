@@ -15,8 +15,10 @@ import functools
 
 import streamlit as st
 
+from flamino_core import settings
 from flamino_core.jobs import DONE
-from flamino_core.model import STEM_PRECISIONS
+from flamino_core.model import STEM_PRECISIONS, ModelId
+from flamino_core.options import Precision
 from flamino_core.store import default_store
 from flamino_core.structure import folding
 from flamino_core.structure import PLDDT_BANDS, band_counts, molecular_scene, pae_heatmap, parse_structure_bytes
@@ -38,18 +40,14 @@ def in_worker() -> bool:
     """Whether folds run in the server's fold worker (``folding.fold_worker``: stopped by Cancel and a
     closed tab, bounded in memory, a lower priority): hosted, unless ``FLAMINO_FOLD_WORKER=0``;
     locally when ``FLAMINO_FOLD_WORKER=1`` (a local fold runs in the server's process, to its end)."""
-    import os
-
-    chosen = os.environ.get("FLAMINO_FOLD_WORKER", "").strip()
-    return chosen == "1" if chosen in ("0", "1") else hosted_mode()
+    chosen = settings.FOLD_WORKER.get()
+    return hosted_mode() if chosen is None else chosen
 
 
 def model_choice() -> str:
     """The ESMFold model: hosted, the test model (or the operator's ``FLAMINO_FOLD_MODEL``); local, any folder."""
-    import os
-
     if hosted_mode():
-        return os.environ.get("FLAMINO_FOLD_MODEL", folding.RANDOM_MODEL)
+        return settings.FOLD_MODEL.get() or folding.RANDOM_MODEL
     st.session_state.setdefault(MODEL, st.session_state.get(CHOSEN, folding.RANDOM_MODEL))  # back from another page
     chosen = st.text_input("ESMFold model", key=MODEL,
                            help="random:esmfold-tiny[:seed] (untrained), esmfold_v1 (the published weights, "
@@ -63,11 +61,8 @@ def model_choice() -> str:
 def chosen_model() -> tuple[str, str]:
     """(the fold model, the stem's precision) as chosen on the Structure page, without drawing
     its widgets (hosted: the operator's): what another page folds with."""
-    import os
-
     if hosted_mode():
-        return (os.environ.get("FLAMINO_FOLD_MODEL", folding.RANDOM_MODEL),
-                os.environ.get("FLAMINO_FOLD_STEM_PRECISION", "fp32"))
+        return settings.FOLD_MODEL.get() or folding.RANDOM_MODEL, settings.FOLD_STEM_PRECISION.get()
     ss = st.session_state
     return ss.get(CHOSEN) or folding.RANDOM_MODEL, ss.get(CHOSEN_STEM, "fp32")
 
@@ -76,13 +71,12 @@ def stem_choice() -> str:
     """The stem's precision: fp32 by default; bf16 on request (half the stem's dense weights: what
     a long fold with esmfold_v1 needs on a 16 GiB accelerator), labelled. Hosted: the operator's
     ``FLAMINO_FOLD_STEM_PRECISION``."""
-    import os
-
     if hosted_mode():
-        return os.environ.get("FLAMINO_FOLD_STEM_PRECISION", "fp32")
+        return settings.FOLD_STEM_PRECISION.get()
     st.session_state.setdefault(STEM, st.session_state.get(CHOSEN_STEM, "fp32"))
     chosen = st.radio("Language-model stem", STEM_PRECISIONS, key=STEM, horizontal=True,
-                      format_func=lambda p: "fp32 (the reference's numbers)" if p == "fp32" else "bf16 (less memory)",
+                      format_func=lambda p: "fp32 (the reference's numbers)" if p == Precision.FP32
+                      else "bf16 (less memory)",
                       help="ESMFold's ESM-2 stem in bf16 stores its dense layers in half the memory (5.6 GB less for "
                            "esmfold_v1) and gives other numbers than the reference: its folds are labelled and "
                            "stored apart")
@@ -91,47 +85,51 @@ def stem_choice() -> str:
 
 
 def with_stem(label: str, stem_precision: str) -> str:
-    return label if stem_precision == "fp32" else f"{label} ({STEM_BF16_LABEL})"
+    return label if stem_precision == Precision.FP32 else f"{label} ({STEM_BF16_LABEL})"
 
 
-def short_label(identifier: str) -> str:
+def _is_random(identifier: ModelId) -> bool:
+    return identifier.is_random and identifier.fold == "esmfold"
+
+
+def short_label(identifier: ModelId) -> str:
     """The model as a job line names it."""
-    if identifier.startswith(folding.RANDOM_MODEL):
-        return f"{identifier} (untrained test model)"
-    return "ESMFold" if hosted_mode() else f"ESMFold ({identifier.rstrip('/').rsplit('/', 1)[-1]})"
+    if _is_random(identifier):
+        return f"{identifier.text} (untrained test model)"
+    return "ESMFold" if hosted_mode() else f"ESMFold ({identifier.text.rstrip('/').rsplit('/', 1)[-1]})"
 
 
-def model_label(identifier: str) -> str:
-    if identifier.startswith(folding.RANDOM_MODEL):
-        return f"{identifier}, an {folding.RANDOM_LABEL}"
-    return f"ESMFold from {identifier}" if not hosted_mode() else "ESMFold"
+def model_label(identifier: ModelId) -> str:
+    if _is_random(identifier):
+        return f"{identifier.text}, an {folding.RANDOM_LABEL}"
+    return f"ESMFold from {identifier.text}" if not hosted_mode() else "ESMFold"
 
 
 @st.cache_resource(show_spinner=False, max_entries=2)
-def _model(identifier: str, stem_precision: str = "fp32"):
+def _model(identifier: ModelId, stem_precision: str = "fp32"):
     from flamino_core.weights import load_fold_model
 
     return load_fold_model(identifier, stem_precision)[0]
 
 
-def _config(identifier: str):
+def _config(identifier: ModelId):
     from flamino_core.model import FoldConfig
 
-    from flamino_core.weights import FOLD_PRESETS, fold_preset_name
+    from flamino_core.weights import FOLD_PRESETS
 
-    if identifier.startswith(folding.RANDOM_MODEL):
+    if _is_random(identifier):
         return FoldConfig.tiny()
-    if (preset := fold_preset_name(identifier)) is not None:  # its shape is known: nothing loads before Predict
-        return FOLD_PRESETS[preset].expect()
+    if identifier.fold_preset in FOLD_PRESETS:  # its shape is known: nothing loads before Predict
+        return FOLD_PRESETS[identifier.fold_preset].expect()
     return _model(identifier).config  # a folder: its shape is read with its weights
 
 
-def loaded_model(identifier: str, stem_precision: str = "fp32"):
+def loaded_model(identifier: ModelId, stem_precision: str = "fp32"):
     """The fold model, loaded once per process (what the Variant effects page's folds run)."""
     return _model(identifier, stem_precision)
 
 
-def fold_config(identifier: str):
+def fold_config(identifier: ModelId):
     """The fold model's shape, known before it loads where it can be (the test model, a preset)."""
     return _config(identifier)
 
@@ -140,10 +138,10 @@ def offer(ctx) -> None:
     """The prediction offered for the record (no structure held): its cost, Predict, the job."""
     seq = ctx.sequence.upper()
     st.subheader("Predict the structure (ESMFold)")
-    identifier = model_choice()
+    identifier = ModelId.parse(model_choice())  # the page's door: read once, passed as a value
     stem = stem_choice()
     label = with_stem(model_label(identifier), stem)
-    if identifier.startswith(folding.RANDOM_MODEL):
+    if _is_random(identifier):
         st.warning(f"Folding with {label}: the coordinates, pLDDT and PAE only show what the page does.",
                    icon=":material/science:")
     refusal = folding.length_refusal(len(seq), hosted_mode())

@@ -13,6 +13,7 @@ from __future__ import annotations
 import streamlit as st
 
 from flamino_core.jobs import DONE
+from flamino_core.model import ModelId
 from flamino_core.store import default_store
 from flamino_core.structure import choose_chain, folding, molecular_scene, parse_structure_bytes
 
@@ -46,7 +47,8 @@ def section(ctx, suggested: str = "", author=None) -> None:
     except ValueError as err:
         st.error(plain(f"Not folded: {err}"), icon=":material/block:")
         return
-    identifier, stem = prediction.chosen_model()  # the Structure page's choice: one fold model for both pages
+    text, stem = prediction.chosen_model()  # the Structure page's choice: one fold model for both pages
+    identifier = ModelId.parse(text)  # the page's door: read once, passed as a value
     label = prediction.with_stem(prediction.model_label(identifier), stem)
     where = "" if hosted_mode() else "; change it there"
     st.caption(plain(f"Fold model: {label} (the Structure page's choice{where})."))
@@ -70,7 +72,7 @@ def section(ctx, suggested: str = "", author=None) -> None:
     _show(ctx, results, label, key)
 
 
-def _folded(ctx, missing: list[str], identifier: str, stem: str, key: str, config, label: str, store) -> bool:
+def _folded(ctx, missing: list[str], identifier: ModelId, stem: str, key: str, config, label: str, store) -> bool:
     """The folds still missing as background jobs, one after another (each the Structure page's
     job for that sequence, so a fold running there is this one); True once none is missing."""
     timing = folding.fold_time_estimate(config, len(missing[0]), key)

@@ -32,7 +32,6 @@ from flamino_core.variants import indels, structure_numbering
 from app_pages._ui.server import background, jobs_panel
 from app_pages._ui.server.policy import current_limits, hosted_mode
 
-HOSTED = hosted_mode()
 CHUNK_ROWS = 24  # pll rows scored per step: the step at which rows arrive
 
 
@@ -89,7 +88,7 @@ def list_scores(engine, sequence: str, text: str, numbering: Numbering, strategy
 
 
 # --- a DMS table --------------------------------------------------------------------------------------
-@st.cache_data(show_spinner="Reading the DMS table…", max_entries=8 if HOSTED else 32)
+@st.cache_data(show_spinner="Reading the DMS table…", max_entries=8 if hosted_mode() else 32)
 def dms_table(data: bytes, wild_type: str | None, numbering: Numbering) -> DmsTable | str:
     """The DMS table read with its wild type (its ``mutant`` column in ``numbering``), or the message
     saying why it cannot be used (a hosted server refuses a table over its bytes, columns or rows
@@ -101,7 +100,7 @@ def dms_table(data: bytes, wild_type: str | None, numbering: Numbering) -> DmsTa
         return str(err)
 
 
-@st.cache_data(show_spinner=False, max_entries=8 if HOSTED else 32)
+@st.cache_data(show_spinner=False, max_entries=8 if hosted_mode() else 32)
 def dms_variants(data: bytes, wild_type: str | None, numbering: Numbering, indels: bool = True) -> list[Variant]:
     """The table's mutants read against its wild type (what the strategy check counts passes of),
     indels and stops included unless ``indels`` is False; ``dms_table`` must accept it."""

@@ -22,7 +22,6 @@ from app_pages._ui.predict_from_labels.fit_results import PREDICTOR, stage_bar
 from app_pages._ui.results.one_record import heavy_slot
 from app_pages._ui.frame.widgets import kept_float_input, kept_number_input, kept_text_input, plain
 
-HOSTED = hosted_mode()
 # The app scores proposals with the strategies that cost a pass per position at most; pll (L
 # passes per proposal) is the command line's (flamino suggest --strategies).
 STRATEGIES = ("wt-marginals", "masked-marginals", "joint-masked")
@@ -34,7 +33,7 @@ CONSENSUS = ("consensus: the mean wt-marginal log-ratio (nats) over the models a
              "model, so it is that model's own score. `flamino suggest --model A --model B` asks several to agree.")
 
 
-@st.cache_data(show_spinner=False, max_entries=8 if HOSTED else 32)
+@st.cache_data(show_spinner=False, max_entries=8 if hosted_mode() else 32)
 def proposals(model: str, sequence: str, numbering: Numbering, record_id: str, keep: str, avoid: str,
               threshold: float, top: int, predictor_zip: bytes | None):
     """``suggest`` for one model, or the message saying why not (queued: it runs masked passes)."""

@@ -10,13 +10,14 @@ import dataclasses
 from typing import Any
 
 from flamino_core.model.config import ModelConfig
+from flamino_core.options import Precision
 
 # The stem's precision: fp32 (the reference's numbers) or bf16, the language-model engine's opt-in
 # mode for the stem's dense layers alone (kernels stored bf16, products accumulated in fp32; the
 # trunk and the structure module stay fp32). esmfold_v1's stem is 2.8 of its 3.5 billion weights:
 # in bf16 its dense kernels take 5.6 GB less, what lets a long fold fit a 16 GiB chip. The esm
 # repository itself runs the stem in fp16. Not reference numbers: labelled wherever a fold is shown.
-STEM_PRECISIONS = ("fp32", "bf16")
+STEM_PRECISIONS = (Precision.FP32.value, Precision.BF16.value)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -19,7 +19,7 @@ from flamino_core.doors import lazy_door
 
 _EXPORTS = {
     **dict.fromkeys(
-        ["RANDOM_MODEL", "RANDOM_LABEL", "MAX_FOLD_RESIDUES", "HOSTED_FOLD_RESIDUES", "FIELDS", "FoldMemory", "size",
+        ["RANDOM_MODEL", "RANDOM_LABEL", "MAX_FOLD_RESIDUES", "HOSTED_FOLD_RESIDUES", "FIELDS", "FoldMemory",
          "parameter_count", "stem_dense_count", "fold_memory", "hosted_fold_limit", "length_refusal", "time_refusal",
          "model_key", "stored_fold", "store_fold", "fold", "predict_stored", "prediction_pdb", "prediction_mmcif",
          "TRAINED_RESIDUES", "PAST_TRAINED_NOTE", "device_fold_limit", "fold_length_limit", "memory_room"],

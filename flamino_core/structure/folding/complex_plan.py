@@ -11,11 +11,12 @@ from typing import Callable, Sequence
 
 from flamino_core.jobs.plan import Needed
 from flamino_core.model.esmfold2.folded import FoldedComplex
+from flamino_core.model.model_id import ModelId
 from flamino_core.structure.folding.complex_prediction import record_complex_time, store_complex, stored_complex
 from flamino_core.structure.folding.fold_plan import fold_in_worker
 
 
-def load_complex_model(identifier: str):
+def load_complex_model(identifier: ModelId):
     """The ESMFold2 an identifier names (``weights/esmfold2_hub.load_fold2_model``), for the app."""
     from flamino_core.weights.esmfold2_hub import load_fold2_model
 
@@ -55,7 +56,7 @@ class ComplexRequest:
     per worker), the chains in order and the records they are. Returns (FoldedComplex, seconds of
     the fold itself)."""
 
-    identifier: str
+    identifier: ModelId
     sequences: tuple[str, ...]
     names: tuple[str, ...]
     name: str

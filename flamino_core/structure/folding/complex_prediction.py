@@ -19,9 +19,11 @@ from typing import Sequence
 import numpy as np
 
 from flamino_core.model.esmfold2.folded import FoldedComplex
-from flamino_core.structure.folding.prediction import hosted_fold_limit, size
+from flamino_core.model.model_id import RANDOM_FOLD_MODELS, ModelId
+from flamino_core.structure.folding.prediction import hosted_fold_limit
+from flamino_core.wording import byte_size
 
-RANDOM_MODEL2 = "random:esmfold2-tiny"
+RANDOM_MODEL2 = RANDOM_FOLD_MODELS["esmfold2"]
 RANDOM_LABEL2 = "untrained test model (random weights): its structures, pLDDT, PAE and ipTM are not biology"
 FIELDS = ("positions", "plddt_atoms", "plddt", "pae", "ptm", "iptm", "chain_pair_iptm", "complex_plddt", "sample",
           "samples")
@@ -38,47 +40,45 @@ _compiled: set[tuple[str, tuple[int, ...]]] = set()  # (model key, chain lengths
 _lock = threading.Lock()
 
 
-def is_random(identifier: str) -> bool:
-    return identifier == RANDOM_MODEL2 or identifier.startswith(RANDOM_MODEL2 + ":")
+def is_random(model: ModelId) -> bool:
+    return model.is_random and model.fold == "esmfold2"
 
 
-def complex_label(identifier: str, hosted: bool = False) -> str:
+def complex_label(model: ModelId, hosted: bool = False) -> str:
     """The model as every output of the fold names it (the test model always said untrained)."""
-    if is_random(identifier):
-        return f"{identifier}, an {RANDOM_LABEL2}"
-    return "ESMFold2" if hosted else f"ESMFold2 from {identifier}"
+    if is_random(model):
+        return f"{model.text}, an {RANDOM_LABEL2}"
+    return "ESMFold2" if hosted else f"ESMFold2 from {model.text}"
 
 
-def complex_config(identifier: str):
+def complex_config(model: ModelId):
     """The model's shape, without its weights where it is known (the test model, a preset); a
     folder's from its config.json. ValueError: not an ESMFold2."""
     from flamino_core.model.esmfold2.config import EsmFold2Config
-    from flamino_core.weights.esmfold2_hub import fold2_preset_name, is_esmfold2
 
-    if is_random(identifier):
+    if is_random(model):
         return EsmFold2Config.tiny()
-    preset = fold2_preset_name(identifier)
-    if preset is not None:  # the full ESMFold2 runs its MSA encoder on the one-row MSA (the query)
-        return EsmFold2Config.esmfold2() if preset == "esmfold2" else EsmFold2Config.esmfold2_fast()
-    if not is_esmfold2(identifier):
-        raise ValueError(f"{identifier!r} is neither {RANDOM_MODEL2}[:seed], esmfold2, esmfold2-fast nor a folder "
+    if model.fold == "esmfold2":  # a preset: the full ESMFold2 runs its MSA encoder on the one-row MSA (the query)
+        return EsmFold2Config.esmfold2() if model.fold_preset == "esmfold2" else EsmFold2Config.esmfold2_fast()
+    if model.fold_family() != "esmfold2":
+        raise ValueError(f"{model.text!r} is neither {RANDOM_MODEL2}[:seed], esmfold2, esmfold2-fast nor a folder "
                          "written by transformers' EsmFold2Model.save_pretrained (config.json with model_type "
                          "esmfold2)")
     from flamino_core.weights.esmfold2 import read_config
 
-    return read_config(identifier)
+    return read_config(model.text)
 
 
-def complex_key(identifier: str) -> str:
+def complex_key(model: ModelId) -> str:
     """The store's key of an ESMFold2 model: the test model by its seed, a preset by its Hub repository,
     a folder by its path and its files' sizes and modification times (saved again: a new model)."""
-    from flamino_core.weights.esmfold2_hub import FOLD2_PRESETS, fold2_preset_name
+    from flamino_core.weights.esmfold2_hub import FOLD2_PRESETS
 
-    if is_random(identifier):
-        return f"esmfold2|{RANDOM_MODEL2}:{identifier[len(RANDOM_MODEL2) + 1:] or '0'}|seed=0"
-    if (preset := fold2_preset_name(identifier)) is not None:
-        return f"esmfold2|{FOLD2_PRESETS[preset].repo}|seed=0"
-    folder = Path(identifier).expanduser().resolve()
+    if is_random(model):
+        return f"esmfold2|{RANDOM_MODEL2}:{model.text[len(RANDOM_MODEL2) + 1:] or '0'}|seed=0"
+    if model.fold == "esmfold2":
+        return f"esmfold2|{FOLD2_PRESETS[model.fold_preset].repo}|seed=0"
+    folder = Path(model.text).expanduser().resolve()
     stamp = ",".join(f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}"
                      for p in sorted(folder.glob("*")) if p.suffix in (".safetensors", ".json"))
     return f"esmfold2|{folder}|{stamp}|seed=0"
@@ -132,10 +132,10 @@ class ComplexMemory:
         return self.weights + self.stem + self.pair + self.samples
 
     def describe(self) -> str:
-        return (f"about {size(self.total)} for {self.length:,} residues: weights {size(self.weights)}, the pair "
-                f"state and its updates {size(self.pair)} (grows as the complex's length squared), the diffusion "
-                f"samples and their confidence {size(self.samples)}, the language model's states "
-                f"{size(self.stem)}; an estimate from the model's shape in fp32, not a measurement")
+        return (f"about {byte_size(self.total)} for {self.length:,} residues: weights {byte_size(self.weights)}, "
+                f"the pair state and its updates {byte_size(self.pair)} (grows as the complex's length squared), "
+                f"the diffusion samples and their confidence {byte_size(self.samples)}, the language model's states "
+                f"{byte_size(self.stem)}; an estimate from the model's shape in fp32, not a measurement")
 
 
 @functools.lru_cache(maxsize=4)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from flamino_core.model.esmfold.folded import PAD_TO, padded_length
-from flamino_core.structure.folding.prediction import TRAINED_RESIDUES, fold_memory, length_refusal, size
+from flamino_core.structure.folding.prediction import TRAINED_RESIDUES, fold_memory, length_refusal
 
 JOURNAL = ".folds.journal.jsonl"
 

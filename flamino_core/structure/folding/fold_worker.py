@@ -32,13 +32,15 @@ import threading
 import time
 from typing import Callable
 
+from flamino_core import settings
 from flamino_core.jobs.process_worker import POLL_S, ProcessWorker, Share, serve  # noqa: F401
+from flamino_core.model.model_id import ModelId
 
 MODULE = "flamino_core.structure.folding.fold_worker"
 NICE = 10  # the worker's priority below the server's (hosted default)
 MAX_LENGTHS = 3  # padded lengths a worker compiles before it is recycled
 MAX_RSS_MIB = 1024  # resident memory past which a worker is recycled after its fold
-_MODELS: dict[tuple[str, str], object] = {}  # in the worker: (identifier, stem precision) -> model
+_MODELS: dict[tuple[ModelId, str], object] = {}  # in the worker: (identifier, stem precision) -> model
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +49,7 @@ class FoldRequest:
     once per worker), the sequence, its passes and chunks. Returns (FoldedProtein, seconds of the
     fold itself, its model's loading left out)."""
 
-    identifier: str
+    identifier: ModelId
     stem_precision: str
     sequence: str
     passes: int | None = None
@@ -73,15 +75,14 @@ class FoldRequest:
         return folded, time.perf_counter() - started
 
 
-def _env_int(name: str, default: int | None) -> int | None:
-    value = os.environ.get(name, "").strip()
-    return int(value) if value.lstrip("-").isdigit() else default
+def _or(value: int | None, default: int) -> int:
+    return default if value is None else value
 
 
 def fold_share() -> Share:
     """The worker's share of the machine: ``nice`` 10 and every core but one (one core: that one)."""
     cores = os.cpu_count() or 1
-    return Share(nice=_env_int("FLAMINO_FOLD_NICE", NICE), cores=_env_int("FLAMINO_FOLD_CORES", max(1, cores - 1)))
+    return Share(nice=_or(settings.FOLD_NICE.get(), NICE), cores=_or(settings.FOLD_CORES.get(), max(1, cores - 1)))
 
 
 class FoldRunner:
@@ -90,9 +91,10 @@ class FoldRunner:
 
     def __init__(self, share: Share | None = None, max_lengths: int | None = None, max_rss_mib: int | None = None):
         self.share = share or fold_share()
-        self.max_lengths = max_lengths or _env_int("FLAMINO_FOLD_WORKER_LENGTHS", MAX_LENGTHS)
-        self.max_rss = (max_rss_mib or _env_int("FLAMINO_FOLD_WORKER_MIB", MAX_RSS_MIB)) << 20
-        env = {"JAX_PLATFORMS": os.environ["FLAMINO_FOLD_PLATFORM"]} if os.environ.get("FLAMINO_FOLD_PLATFORM") else {}
+        self.max_lengths = max_lengths or _or(settings.FOLD_WORKER_LENGTHS.get(), MAX_LENGTHS)
+        self.max_rss = (max_rss_mib or _or(settings.FOLD_WORKER_MIB.get(), MAX_RSS_MIB)) << 20
+        platform = settings.FOLD_PLATFORM.get()
+        env = {"JAX_PLATFORMS": platform} if platform else {}
         self._worker = ProcessWorker(MODULE, self.share, env, what="fold")
         self._lock = threading.Lock()  # held for a whole fold: one at a time
         self._state = threading.Lock()  # held for a moment: the page asks ``compiled`` while a fold runs

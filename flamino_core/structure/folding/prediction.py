@@ -14,18 +14,21 @@ from __future__ import annotations
 import dataclasses
 import functools
 import io
-import os
 import time
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
+from flamino_core import settings
 from flamino_core.model.esmfold import residue_constants as rc
+from flamino_core.wording import byte_size
 from flamino_core.model.esmfold.config import FoldConfig
 from flamino_core.model.esmfold.folded import PAD_TO, FoldedProtein, padded_length
+from flamino_core.model.model_id import RANDOM_FOLD_MODELS, ModelId
+from flamino_core.options import Precision
 
-RANDOM_MODEL = "random:esmfold-tiny"
+RANDOM_MODEL = RANDOM_FOLD_MODELS["esmfold"]
 RANDOM_LABEL = "untrained test model (random weights): its structures are not biology"
 # The ESM-2 stem was trained on 1,022 residues at most: the app folds no longer; `flamino fold` folds
 # longer records where the device's memory allows (``device_fold_limit``), each flagged as past it.
@@ -39,7 +42,6 @@ PAST_TRAINED_NOTE = ("past the ESM-2 stem's trained length (it was trained on 1,
 HOSTED_FOLD_RESIDUES = 400  # FLAMINO_MAX_FOLD_RESIDUES overrides (read at each check)
 FLOAT = 4  # bytes: flamino folds in fp32
 FIELDS = ("atom37", "atom37_exists", "plddt", "pae", "ptm")
-GIB = 1 << 30
 # What a fold's process holds beyond the buffers ``fold_memory`` counts from the shape, measured in a
 # fold worker with benchmarks/hostile_folds.py (the untrained test model on the 2-core CPU server,
 # load 9-10, 2026-12-07; issue #67: the page said "about 386 MiB" at 400 residues for +1.30 GiB cold):
@@ -83,20 +85,15 @@ class FoldMemory:
         return self.weights + self.process + self.compile + self.work
 
     def describe(self) -> str:
-        compiling = f", compiling this length {size(self.compile)}" if self.compile else ""
-        return (f"about {size(self.total)} for {self.length:,} residues (padded to {self.padded:,}): "
-                f"weights {size(self.weights)}, the pair state and a block's work on it "
-                f"{size(self.factor * (self.pair + self.chunk))} (grows as the length squared), the language "
-                f"model's states {size(self.factor * self.stem)}"
-                f"{f', the fold process {size(self.process)}' if self.process else ''}{compiling}; "
+        compiling = f", compiling this length {byte_size(self.compile)}" if self.compile else ""
+        return (f"about {byte_size(self.total)} for {self.length:,} residues (padded to {self.padded:,}): "
+                f"weights {byte_size(self.weights)}, the pair state and a block's work on it "
+                f"{byte_size(self.factor * (self.pair + self.chunk))} (grows as the length squared), the language "
+                f"model's states {byte_size(self.factor * self.stem)}"
+                f"{f', the fold process {byte_size(self.process)}' if self.process else ''}{compiling}; "
                 "an estimate from the model's shape in fp32"
-                f"{' (the stem: bf16 dense kernels)' if self.stem_precision == 'bf16' else ''} and this "
+                f"{' (the stem: bf16 dense kernels)' if self.stem_precision == Precision.BF16 else ''} and this "
                 "server's measured overheads, not a measurement")
-
-
-def size(n: int) -> str:
-    """Bytes as people read them: 13.1 GiB, 920 MiB."""
-    return f"{n / GIB:.1f} GiB" if n >= GIB else f"{n / (1 << 20):,.0f} MiB" if n >= 1 << 20 else f"{n / 1024:,.0f} KiB"
 
 
 @functools.lru_cache(maxsize=8)
@@ -161,7 +158,7 @@ def fold_memory(config: FoldConfig, length: int, chunk_size: int | None = 64, pa
     states = (stem.num_layers + 1) * tokens * stem.embed_dim * FLOAT
     attention = tokens * tokens * stem.attention_heads * FLOAT
     count = parameter_count(config) if parameters is None else parameters
-    weights = count * FLOAT - (stem_dense_count(config) * (FLOAT - 2) if stem_precision == "bf16" else 0)
+    weights = count * FLOAT - (stem_dense_count(config) * (FLOAT - 2) if stem_precision == Precision.BF16 else 0)
     if platform != "cpu":
         return FoldMemory(length, padded, weights, states + attention, pair, chunk, stem_precision, 0, 0, 1)
     return FoldMemory(length, padded, weights, states + attention, pair, chunk, stem_precision,
@@ -204,15 +201,15 @@ def memory_room() -> tuple[int | None, str]:
 
     device = device_memory()
     if device is not None:
-        return device.free, f"the {device.device}'s {size(device.free)} free"
+        return device.free, f"the {device.device}'s {byte_size(device.free)} free"
     room = available_memory()
-    return room, ("the host's memory (unknown)" if room is None else f"the host's {size(room)} available")
+    return room, ("the host's memory (unknown)" if room is None else f"the host's {byte_size(room)} available")
 
 
 def hosted_fold_limit() -> int:
     """The longest sequence a hosted server folds (``FLAMINO_MAX_FOLD_RESIDUES``, else 400)."""
-    value = os.environ.get("FLAMINO_MAX_FOLD_RESIDUES", "").strip()
-    return int(value) if value.isdigit() else HOSTED_FOLD_RESIDUES
+    limit = settings.MAX_FOLD_RESIDUES.get()
+    return HOSTED_FOLD_RESIDUES if limit is None else limit
 
 
 def length_refusal(length: int, hosted: bool, limit: int | None = None, longest: int = MAX_FOLD_RESIDUES,
@@ -244,23 +241,23 @@ def time_refusal(seconds: float, budget: float | None) -> str | None:
             "fold it on your own machine with `flamino fold`")
 
 
-def model_key(identifier: str, passes: int, stem_precision: str = "fp32") -> str:
+def model_key(model: ModelId, passes: int, stem_precision: Precision = Precision.FP32) -> str:
     """The store's key of an ESMFold model: the test model by its seed, esmfold_v1 by its Hub
     repository, a folder by its path and its weight files' sizes and modification times (a folder
     saved again is a new model); a bf16 stem's folds apart from the fp32 ones (other numbers)."""
-    key = _model_key(identifier, passes)
-    return key if stem_precision == "fp32" else f"{key}|stem={stem_precision}"
+    key = _model_key(model, passes)
+    return key if stem_precision == Precision.FP32 else f"{key}|stem={stem_precision}"
 
 
-def _model_key(identifier: str, passes: int) -> str:
-    from flamino_core.weights.esmfold_hub import FOLD_PRESETS, fold_preset_name
+def _model_key(model: ModelId, passes: int) -> str:
+    from flamino_core.weights.esmfold_hub import FOLD_PRESETS
 
-    if identifier.startswith(RANDOM_MODEL):
-        seed = identifier[len(RANDOM_MODEL) + 1:] or "0"
+    if model.is_random and model.fold == "esmfold":
+        seed = model.text[len(RANDOM_MODEL) + 1:] or "0"
         return f"esmfold|{RANDOM_MODEL}:{seed}|passes={passes}"
-    if (preset := fold_preset_name(identifier)) is not None:  # the published weights, by their Hub repository
-        return f"esmfold|{FOLD_PRESETS[preset].repo}|passes={passes}"
-    folder = Path(identifier).expanduser().resolve()
+    if model.fold_preset in FOLD_PRESETS:  # the published weights, by their Hub repository
+        return f"esmfold|{FOLD_PRESETS[model.fold_preset].repo}|passes={passes}"
+    folder = Path(model.text).expanduser().resolve()
     stamp = ",".join(f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}"
                      for p in sorted(folder.glob("*")) if p.suffix in (".safetensors", ".bin", ".json"))
     return f"esmfold|{folder}|{stamp}|passes={passes}"
