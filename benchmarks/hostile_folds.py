@@ -17,6 +17,15 @@ Parts (``--only``):
   the hosted defaults: the server's RSS, the worker's RSS after each fold, the recycles.
 * ``memory``: each fold's peak resident memory in a fresh worker over its RSS before it (the peak
   reset with ``/proc/self/clear_refs``), cold (compiling) and warm, against ``fold_memory``.
+* ``prior``: the page's time estimate before any fold was timed here (``fold_time_estimate`` with
+  no rates: the platform's prior and its compilation range) against folds at 60, 200 and 400
+  residues in a worker at the hosted share (``fold_share``), cold (a new length) and warm, each
+  row with the load (issue #67: the prior within 1.5x).
+* ``queue``: the issue's first row without a browser: five visitors' 400-residue folds through the
+  server's heavy queue (``HeavyJobQueue``, the hosted sizes, each fold's estimate as the page says
+  it from the prior) and one fold worker at the hosted share, then a sixth visitor's 60-residue fold
+  5 s after the first press: its seconds from click to done against the first fold's, the order the
+  folds started in; the folds still waiting are then cancelled (their order is the queue's rule).
 
 The machine is shared with other agents' work: each part prints the load average beside its
 numbers; the quiet rerun is the lead's.
@@ -217,7 +226,115 @@ def memory(model: str) -> dict:
     return {"rows": rows}
 
 
-PARTS = {"share": share, "close": close, "lengths": lengths, "memory": memory}
+PRIOR_LENGTHS = (60, 200, 400)
+
+
+def cpu_seconds(pid: int) -> float:
+    """A process's CPU seconds so far (user and system): what a fold costs an idle core, whatever
+    else the machine runs (its wall seconds stretch with the load; this barely does)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def timed_fold(runner: FoldRunner, request: FoldRequest) -> tuple[float, float]:
+    """(wall seconds in the worker, the worker's CPU seconds) of one fold by a worker already up."""
+    before = cpu_seconds(runner.pid)
+    seconds = runner.fold(request)[1]
+    return seconds, cpu_seconds(runner.pid) - before
+
+
+def prior(model: str) -> dict:
+    import tempfile
+
+    from flamino_core.jobs.rates import Rates
+    from flamino_core.model import FoldConfig
+    from flamino_core.structure import folding
+    from flamino_core.structure.folding.fold_time import COMPILE_SECONDS
+    from flamino_core.weights import FOLD_PRESETS, fold_preset_name
+
+    preset = fold_preset_name(model)
+    config = FOLD_PRESETS[preset].expect() if preset else FoldConfig.tiny()
+    key = folding.model_key(model, config.trunk.max_recycles)
+    empty = Rates(Path(tempfile.mkdtemp()) / "rates.json")  # no fold timed: the prior alone
+    runner, rows = FoldRunner(fold_share(), max_lengths=99, max_rss_mib=1 << 20), []
+    runner.fold(FoldRequest(model, "fp32", protein(130)))  # the worker started, the model loaded (192 padded: no row's)
+    for length in PRIOR_LENGTHS:
+        said = folding.fold_time_estimate(config, length, key, platform="cpu", rates=empty, compiled=True)
+        cold_load = load()
+        cold, cold_cpu = timed_fold(runner, FoldRequest(model, "fp32", protein(length)))
+        warm, warm_cpu = timed_fold(runner, FoldRequest(model, "fp32", protein(length, 1)))
+        rows.append({"length": length, "gflop": round(folding.fold_gflop(config, length), 2),
+                     "prior_s": round(said.compute, 2), "warm_s": round(warm, 2), "warm_cpu_s": round(warm_cpu, 2),
+                     "warm_cpu_over_prior": round(warm_cpu / said.compute, 2), "cold_s": round(cold, 1),
+                     "compile_said_s": list(COMPILE_SECONDS["cpu"]), "compile_cpu_s": round(cold_cpu - warm_cpu, 1),
+                     "load_before": cold_load, "load": load()})
+        print(rows[-1], flush=True)
+    runner.close()
+    return {"rows": rows, "share": f"nice {runner.share.nice}, cores {runner.share.cores or 'all'}"}
+
+
+def fold_queue(model: str) -> dict:
+    import tempfile
+
+    from flamino_core.jobs.heavy_queue import HeavyJobQueue
+    from flamino_core.jobs.rates import Rates
+    from flamino_core.model import FoldConfig
+    from flamino_core.store.passes import Cancelled
+    from flamino_core.structure import folding
+    from flamino_core.weights import FOLD_PRESETS, fold_preset_name
+
+    preset = fold_preset_name(model)
+    config = FOLD_PRESETS[preset].expect() if preset else FoldConfig.tiny()
+    key = folding.model_key(model, config.trunk.max_recycles)
+    rates = Rates(Path(tempfile.mkdtemp()) / "rates.json")  # a fresh server: the prior alone
+    runner, queue = FoldRunner(), HeavyJobQueue(workers=1, max_waiting=4, per_visitor=2)
+    runner.fold(FoldRequest(model, "fp32", protein(130)))  # a server that folded before: the worker up
+    measured, done = {}, threading.Event()
+    origin = time.monotonic()
+
+    def visitor(name: str, length: int) -> None:
+        request = FoldRequest(model, "fp32", protein(length, len(measured) + 3))
+        said = folding.fold_time_estimate(config, length, key, platform="cpu", rates=rates,
+                                          compiled=runner.compiled(request.shape_key))
+        clicked = time.monotonic()
+        row = measured.setdefault(name, {"length": length, "estimate_s": round(said.seconds, 1),
+                                         "clicked_s": round(clicked - origin, 1)})
+
+        def check():
+            if done.is_set():
+                raise Cancelled("the row is measured")
+
+        try:
+            with queue.slot(timeout=None, visitor=name, work=said.seconds):
+                row["started_s"] = round(time.monotonic() - origin, 1)
+                runner.fold(request, check)
+                row["done_s"] = round(time.monotonic() - origin, 1)
+                row["click_to_done_s"] = round(time.monotonic() - clicked, 1)
+        except Cancelled:
+            row["cancelled"] = True
+
+    threads = []
+    for index in range(5):
+        threads.append(threading.Thread(target=visitor, args=(f"visitor {index + 1}", 400)))
+        threads[-1].start()
+        time.sleep(0.5)
+    time.sleep(5.0 - 2.5)  # the victim clicks 5 s after the first press
+    victim = threading.Thread(target=visitor, args=("victim", 60))
+    victim.start()
+    victim.join()
+    done.set()
+    for thread in threads:
+        thread.join()
+    runner.close()
+    first = measured["visitor 1"]
+    started = sorted((row["started_s"], name) for name, row in measured.items() if "started_s" in row)
+    return {"rows": measured, "started_in_order": [name for _, name in started],
+            "victim_click_to_done_s": measured["victim"].get("click_to_done_s"),
+            "first_fold_s": round(first["done_s"] - first["started_s"], 1) if "done_s" in first else None,
+            "load": load()}
+
+
+PARTS = {"share": share, "close": close, "lengths": lengths, "memory": memory, "prior": prior, "queue": fold_queue}
 
 
 def _model_id(text: str):

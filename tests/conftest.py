@@ -48,7 +48,7 @@ TINY = ESM2Config.tiny()
 pytest.register_assert_rewrite("suite_timing")  # imported here before pytest loads it as a plugin
 from suite_timing import KINDS  # noqa: E402  (one list for the markers and the timing report)
 FILE_KINDS = {
-    **dict.fromkeys(["test_alphabet.py", "test_analysis.py", "test_contact_eval.py", "test_fasta.py",
+    **dict.fromkeys(["test_alphabet.py", "test_analysis.py", "test_contact_eval.py", "test_fasta.py", "test_heavy_queue.py",
                      "test_contact_pairs.py", "test_figures.py", "test_flat_files.py", "test_hosting.py", "test_mutations.py",
                      "test_notation_pasted.py", "test_numbering.py", "test_model_id.py", "test_planning.py", "test_record_sets.py", "test_result_store.py", "test_share.py",
                      "test_structure.py", "test_structure_export.py", "test_structure_fetch.py",

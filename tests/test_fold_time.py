@@ -19,6 +19,7 @@ from flamino_core.structure.folding import fold_time
 from flamino_core.model.model_id import ModelId
 
 RECORDED = Path(__file__).resolve().parents[1] / "benchmarks" / "recorded" / "esmfold-tpu-v5e-2026-12-06.jsonl"
+CPU_PRIOR = RECORDED.parent / "hostile-folds-prior-2026-12-07.json"  # benchmarks/hostile_folds.py --only prior
 
 
 @pytest.fixture(autouse=True)
@@ -43,6 +44,20 @@ def test_the_tpus_first_guess_holds_for_every_fold_recorded_on_the_chip(tmp_path
     for row in trunk:
         said = folding.fold_time_estimate(v1_trunk(), row["residues"], "v1-trunk", "tpu", Rates(tmp_path / "r.json"))
         assert said.compute / row["seconds"] == pytest.approx(1, abs=0.65), row
+
+
+def test_the_cpus_first_guess_holds_for_the_hosted_models_folds_recorded_here(tmp_path):
+    # Issue #67: the hosted fold model (random:esmfold-tiny) folded warm in a worker on one core of
+    # the 2-core EPYC at 60, 200 and 400 residues. Its CPU seconds are what a fold costs a core of its
+    # own, as on the quiet hosted server (the machine was shared then, load 13-17: its wall seconds
+    # were 2.7-7x that, which this machine's own folds correct, the test below): the prior must say
+    # each within 1.5x either way, as the issue asks of every estimate.
+    rows = json.loads(CPU_PRIOR.read_text())["prior"]["rows"]
+    assert {r["length"] for r in rows} >= {60, 200, 400}
+    for row in rows:
+        said = folding.fold_time_estimate(FoldConfig.tiny(), row["length"], "tiny", "cpu", Rates(tmp_path / "r.json"),
+                                          compiled=True)
+        assert 1 / 1.5 <= row["warm_cpu_s"] / said.compute <= 1.5, row
 
 
 def test_a_length_is_compiled_once_per_process_and_only_warm_folds_are_measured(tmp_path):

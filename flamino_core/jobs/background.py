@@ -59,6 +59,7 @@ class Job:
         self.state = WAITING
         self.done, self.total = 0, total
         self.note: str | None = None  # what it waits for now ("2nd in line for a slot")
+        self.queued_s = 0.0  # seconds it waited for a heavy-job slot over its calls (the queue's aging)
         self.error: str | None = None
         self.value = None
         self.created = time.monotonic()

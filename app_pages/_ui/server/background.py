@@ -204,10 +204,15 @@ def _slot(job: Job):
             raise Cancelled(f"{job.title}: cancelled while waiting")
         ahead = "next in line" if place == 1 else f"{ordinal(place)} in line"
         job.waiting(f"waiting for a free slot: {ahead} ({jobs_phrase(heavy_job_queue().running)} running, "
-                    f"waited {seconds:.0f} s; {TURNS})")
+                    f"waited {seconds:.0f} s; the {TURNS})")
 
+    # The queue orders by the work left (issue #67, ``flamino_core/jobs/queue_order.py``): the job's
+    # own time left, its cost model's before it measured any (a fold's estimate, a fit's, a scan's);
+    # ``aged``: what it waited on its earlier calls, so a long job's many short turns age it too.
     try:
-        with heavy_job_queue().slot(timeout=None, on_wait=waiting, visitor=job.visitor):
+        with heavy_job_queue().slot(timeout=None, on_wait=waiting, visitor=job.visitor, work=job.seconds_left(),
+                                    aged=job.queued_s) as turn:
+            job.queued_s += turn.waited
             job.waiting(None)
             yield
     except QueueFull as err:
