@@ -10,11 +10,13 @@ from pathlib import Path
 from flamino_core.atomic import written_atomically
 from flamino_core.cli.common import EXIT_OK, EXIT_USAGE, UserError, add_fasta_argument, read_fasta_argument
 from flamino_core.model.esmfold.config import STEM_PRECISIONS
-from flamino_core.options import Precision
+from flamino_core.options import FoldPrecision, Precision
 from flamino_core.progress import say
 from flamino_core.structure.folding.prediction import TRAINED_RESIDUES
 
 STEM_BF16_NOTE = "stem in bf16 (opt-in fast mode: not the reference's numbers)"
+FAST_NOTE = ("fast mode: bf16 products with fp32 accumulation in the trunk and the stem (opt-in: not the "
+             "reference's numbers)")
 TABLE = "folds.csv"
 # The table's columns, in this order (scripts read them): past_trained_length (yes/no) added last.
 COLUMNS = ["name", "length", "mean_plddt", "ptm", "pdb", "past_trained_length"]
@@ -85,14 +87,26 @@ def _load(args):
     from flamino_core.weights.esmfold import load_fold_model
 
     try:
-        model, is_random = load_fold_model(args.model, args.stem_precision)
+        model, is_random = load_fold_model(args.model, args.stem_precision, args.fold_precision)
     except ValueError as err:
         raise UserError(str(err)) from None
     if is_random:
         say("note: untrained test model (random weights): the structures are not biology")
-    if args.stem_precision == Precision.BF16:
-        say(f"note: {STEM_BF16_NOTE}")
+    if note := precision_note(args):
+        say(f"note: {note}")
     return model, is_random
+
+
+def precision_note(args) -> str:
+    """What a fold's files say of its precision: the fast mode's note, the bf16 stem's, or nothing (fp32)."""
+    if args.fold_precision == FoldPrecision.FAST:
+        return FAST_NOTE
+    return STEM_BF16_NOTE if args.stem_precision == Precision.BF16 else ""
+
+
+def stem_precision(args) -> Precision:
+    """The stem's precision the fold runs (and its memory is planned) in: bf16 in the fast mode."""
+    return Precision.BF16 if args.fold_precision == FoldPrecision.FAST else Precision(args.stem_precision)
 
 
 def _known_config(model):
@@ -123,13 +137,14 @@ def _plan(config, records, out: Path, args, memory: tuple[int | None, str]):
 
     chunk = args.chunk_size or None
     room, host = memory
-    longest, where = fold_length_limit(config, room, host, chunk, args.stem_precision, hardware.detect().platform)
+    stem = stem_precision(args)
+    longest, where = fold_length_limit(config, room, host, chunk, stem, hardware.detect().platform)
     device = ""
     if args.max_residues is not None and args.max_residues < longest:
         device = f"this device: {longest:,} {where}"
         longest, where = args.max_residues, "by --max-residues"
-    key = model_key(args.model, args.passes or config.trunk.max_recycles, args.stem_precision)
-    return plan_run(records, out, config, key, longest, where, chunk, args.stem_precision, args.passes,
+    key = model_key(args.model, args.passes or config.trunk.max_recycles, stem, args.fold_precision)
+    return plan_run(records, out, config, key, longest, where, chunk, stem, args.passes,
                     device=device), key
 
 
@@ -141,8 +156,8 @@ def _fold_one(model, task, out: Path, is_random: bool, args) -> dict:
     folded = fold(model, task.sequence, passes=args.passes, chunk_size=args.chunk_size or None)
     label = "UNTRAINED TEST MODEL, not biology" if is_random else args.model.text
     remark = f"flamino ESMFold ({label}): {task.name}"
-    if args.stem_precision == Precision.BF16:
-        remark += f"; {STEM_BF16_NOTE}"
+    if note := precision_note(args):
+        remark += f"; {note}"
     text = to_pdb(folded, remark=remark)
     if task.past_trained:  # a second REMARK line, before the atoms: viewers and parsers keep it
         text = f"REMARK {len(task.sequence):,} residues: {PAST_TRAINED_NOTE.upper()}\n" + text
@@ -193,6 +208,11 @@ def add_parsers(sub) -> None:
                       help="the language-model stem's dense layers: fp32 (default: the reference's numbers) or bf16 "
                            "(5.6 GB less for esmfold_v1, what a long fold on a 16 GiB accelerator needs; not the "
                            "reference's numbers, said in every PDB)")
+    fold.add_argument("--fold-precision", type=FoldPrecision, choices=tuple(FoldPrecision), default=FoldPrecision.FP32,
+                      help="the whole fold: fp32 (default: the reference's numbers) or fast (opt-in: bf16 products "
+                           "with fp32 accumulation in the trunk's dense layers, triangular updates and attentions, "
+                           "the stem in bf16; layer norms, softmax, the structure module and the heads in fp32; "
+                           "not the reference's numbers, said in every PDB and stored apart; docs/esmfold.md)")
     two = fold.add_argument_group("ESMFold2 (docs/esmfold.md): mmCIF per fold, complexes as A:B in a record")
     two.add_argument("--complex", action="store_true",
                      help="fold every record of the input as one complex (chains A, B, ... in record order)")

@@ -44,6 +44,10 @@ def run(args, model, is_random: bool, records: list, write_table) -> int:
     except ValueError as err:
         raise UserError(f"--mutations: {record.id}: {err}") from None
     label = "UNTRAINED TEST MODEL, not biology" if is_random else args.model.text
+    from flamino_core.cli.fold import precision_note
+
+    if note := precision_note(args):  # the fast mode or a bf16 stem, in every file's REMARK
+        label += f"; {note}"
     say(f"note: {vs.CAVEAT}")
 
     def fold_one(sequence: str):
