@@ -59,7 +59,7 @@ def cmd_fold(args) -> int:
 
         model, is_random = _load(args)
         Path(args.output).mkdir(parents=True, exist_ok=True)
-        return fold_mutations.run(args, model, is_random, records, _write_table)
+        return fold_mutations.run(args, model, is_random, records, _write_table, precision_note(args))
     room = memory_room()  # before the weights arrive: the plan counts them in each fold's memory
     config, model, is_random = _known_config(args.model), None, False
     if config is None:  # a folder without a readable config.json: the loader says what is wrong
