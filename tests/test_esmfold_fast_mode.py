@@ -107,3 +107,12 @@ def test_the_cli_says_the_fast_mode_in_each_pdb(tmp_path, capsys):
     table = (tmp_path / "o" / "folds.csv").read_text().splitlines()[0]
     assert table == "name,length,mean_plddt,ptm,pdb,past_trained_length"  # the columns scripts read, unchanged
     assert jax.numpy.isfinite(float(open(tmp_path / "o" / "folds.csv").read().splitlines()[1].split(",")[2]))
+
+
+def test_esmfold2_refuses_the_fast_mode_before_any_work(tmp_path, capsys):
+    fasta = tmp_path / "in.fa"
+    fasta.write_text(f">abeta\n{ABETA42}\n")
+    assert main(["fold", str(fasta), "-m", "random:esmfold2-tiny", "-o", str(tmp_path / "o"),
+                 "--fold-precision", "fast"]) != 0
+    assert "--fold-precision fast is for ESMFold (v1)" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists() or not any((tmp_path / "o").iterdir())
