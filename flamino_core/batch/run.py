@@ -122,15 +122,13 @@ def run_batch(
       overwrite: delete a different job's results in ``out_dir`` instead of refusing.
       store: ``score`` with a masked strategy reads and keeps its masked passes in the result
         store (``FLAMINO_CACHE`` on each node); False computes them without it.
-      fold: for ``fold`` (ESMFold v1: a PDB file per record and ``folds.csv``, as ``flamino fold``):
-        ``passes``, ``chunk_size``, ``stem_precision``, ``max_residues`` (absent: their defaults).
+      fold: ``fold``'s options (``passes``, ``chunk_size``, ``stem_precision``, ``max_residues``).
 
     Raises:
       BatchError: unusable inputs, options or model, or ``out_dir`` holds another job.
     """
     include, strategy = _checked_options(command, include, long, strategy, shard_size, actors)
-    fold = _checked_fold(fold) if command == "fold" else None
-    files = fasta_inputs(inputs)
+    fold, files = _checked_fold(fold) if command == "fold" else None, fasta_inputs(inputs)
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise BatchError(f"output {out} exists and is not a folder")
