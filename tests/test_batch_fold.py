@@ -50,6 +50,8 @@ def test_batch_fold_writes_the_files_of_flamino_fold_and_resumes_without_refoldi
     assert "64 at most by --max-residues" in failures[0]["reason"]
     manifest = json.loads((batch / MANIFEST).read_text())
     assert manifest["complete"] and manifest["identity"]["options"]["fold"]["max_residues"] == 64
+    footer = json.loads(pq.read_metadata(batch / "shard-00000.parquet").metadata[b"flamino_batch"])
+    assert footer["length_limit"][:2] == [64, "by --max-residues"]  # the actor's limit, as its plan said
     assert read_results(batch).column("pdb").to_pylist() == ["a.pdb", "b_x.pdb", "b_x_2.pdb", "last.pdb"]
 
     # A shard whose file is gone (its actor killed after its folds) is computed again from the

@@ -3,13 +3,14 @@
 folds a record into its PDB file and its row), so both give the same file names, bytes and rows.
 
 Each actor (``ray_driver.ShardWorker``) holds one ``FoldReplica``: the model loaded once on its
-device, and that device's length limit (``fold_files.run_length_limit``, said once by the actor's
-plan). A shard's records are folded bucket by bucket (one compilation per bucket and actor, kept
-in the persistent compilation cache); each PDB is written whole as it finishes and noted in
-``OUT/.folds.journal.jsonl``, so a killed actor's retried shard folds only what is missing. The
-shard's file ``OUT/shard-XXXXX.parquet`` holds the folded records' rows (the table's columns
-beside the batch's own), its footer the refused ones (invalid, or over the device's limit), which
-``failures.jsonl`` lists; the job's end writes ``OUT/folds.csv`` from the shard files in input order.
+device, and that device's length limit (``fold_files.run_length_limit``, noted in each shard file's
+footer; the driver opens no device to say it first). A shard's records are folded bucket by bucket
+(one compilation per bucket and actor, kept in the persistent compilation cache); each PDB is
+written whole as it finishes and noted in ``OUT/.folds.journal.jsonl``, so a killed actor's retried
+shard folds only what is missing. The shard's file ``OUT/shard-XXXXX.parquet`` holds the folded
+records' rows (the table's columns beside the batch's own), its footer the refused ones (invalid, or
+over the device's limit), which ``failures.jsonl`` lists; the job's end writes ``OUT/folds.csv``
+from the shard files in input order.
 """
 
 from __future__ import annotations
@@ -96,7 +97,8 @@ def fold_shard(replica: FoldReplica, job: Job, shard: int) -> dict:
     failures.sort(key=lambda f: f["index"])
     info = {"key": job.key, "shard": shard, "records": len(spooled), "rows": len(kept),
             "residues": sum(len(r["sequence"]) for r, _ in kept), "failures": failures,
-            "seconds": round(time.perf_counter() - start, 3)}
+            "seconds": round(time.perf_counter() - start, 3),
+            "length_limit": [replica.longest, replica.where, replica.device]}  # this actor's, as its plan said
     with written_atomically(out_file, durable=True) as tmp:
         pq.write_table(table.replace_schema_metadata({META_KEY: json.dumps(info).encode()}), tmp)
     return info
@@ -120,14 +122,11 @@ def _failure(job: Job, record: dict, reason: str) -> dict:
 
 
 def spoken_limit(job: Job) -> str:
-    """This machine's length limit for ``job`` in words, said before the work (each actor folds
-    to its own device's limit, the same rule: ``fold_files.run_length_limit``)."""
-    from flamino_core.structure.folding.fold_files import known_config, run_length_limit
-    from flamino_core.structure.folding.prediction import memory_room
-
-    options = job.fold or {}
-    config = known_config(job.model)
-    longest, where, device = run_length_limit(config, memory_room(), options.get("chunk_size") or None,
-                                              options.get("stem_precision", "fp32"), options.get("max_residues"))
-    return (f"length limit: {longest:,} residues {where}" + (f" ({device})" if device else "")
-            + "; each actor folds to its own device's limit by the same rule (refused records: failures.jsonl)")
+    """The run's length limit in words, said before the work. The driver does not open a device to
+    measure it (on a TPU host that would hold the chip its actors need): each actor folds to its
+    own device's limit (``fold_files.run_length_limit``, the rule of `flamino fold`'s plan),
+    noted in each shard file's footer (``length_limit``)."""
+    most = (job.fold or {}).get("max_residues")
+    cap = f"{most:,} residues at most (--max-residues), less where an actor's device holds less" if most else (
+        "each actor's own device's, by the memory estimate (never below the stem's trained 1,022 residues)")
+    return f"length limit: {cap}; records over it are refused, in failures.jsonl"
