@@ -85,7 +85,7 @@ FILE_KINDS = {
                      "test_hosted_server_attacks.py", "test_browser_sets.py", "test_browser_families.py", "test_browser_variants.py",
                      "test_browser_saprot.py", "test_browser_estimates.py",
                      "test_browser_fold.py", "test_browser_structure_ux.py", "test_browser_fold_complex.py"], "browser"),
-    **dict.fromkeys(["test_batch_cluster.py", "test_jobs_ray.py", "test_ray_twice.py"], "ray"),
+    **dict.fromkeys(["test_batch_cluster.py", "test_jobs_ray.py", "test_ray_twice.py", "test_batch_fold.py"], "ray"),
 }
 TEST_KINDS = {  # "file::test name prefix" -> kind, where a test is not its file's kind
     "test_structure_numbering.py::test_the_command_line_": "integration",
