@@ -157,3 +157,30 @@ def test_compilations_past_twice_the_cost_models_count_in_the_pace(monkeypatch):
     assert job.seconds_left() == pytest.approx(50 * (5 * 0.2 + 20.0) / 55)  # 19.1 s, where 40 s remain
     monkeypatch.setattr(jobs, "COMPILE_SLACK", float("inf"))  # every such second kept apart, as before
     assert job._left(now[0]) == pytest.approx(50 * (5 * 0.2 + 10.0) / 55)  # 10 s
+
+
+def test_the_countdown_holds_to_the_jobs_wall_clock_pace_weighted_by_its_progress(monkeypatch):
+    """The estimate collapsed to 0 half way (#66 D1 under load: its compilations' budget spent by
+    slowness counted as compiling): the countdown comes down to the job's own wall-clock pace times
+    its share done (50 records left at 1 s each, half done: 25 s), not to 0."""
+    from flamino_core.jobs.time_left import progress_weighted
+
+    assert progress_weighted(0.0, 50.0, 100.0, 50.0) == pytest.approx(25.0)
+    assert progress_weighted(0.0, 0.0, 100.0, 5.0) == 0.0  # nothing measured: nothing to hold to
+    assert progress_weighted(10.0, 100.0, 100.0, 90.0) == 0.0  # done
+    now = [0.0]
+    monkeypatch.setattr(jobs.time, "monotonic", lambda: now[0])
+    job = jobs.Job("Mean entropy of 186 records", "records")
+    job.expect(100.0)
+    job.state = jobs.RUNNING
+    job.progress(0, 100)
+    job.countdown()
+    now[0] = 50.0
+    job.progress(50, 100)
+    monkeypatch.setattr(job, "seconds_left", lambda: 0.0)
+    for second in range(51, 55):
+        now[0] = float(second)
+        job.countdown()
+    # Down to the pace read at 51 s (25.5 s) at once, then below it at the slowed clock, not rising
+    # with it (27 s at 54 s): 23.2 s with 46 s truly left at the pace measured, where it said 0.
+    assert 20.0 < job.countdown() <= 50 * 51 / 100

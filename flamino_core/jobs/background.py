@@ -25,7 +25,7 @@ from typing import Callable
 
 from flamino_core.jobs.status import Status
 from flamino_core.jobs.time_left import (BORROWED_SHARE, COMPILE_SLACK, PRIOR_SHARE, countdown_step,
-                                        seconds_left_from)
+                                        progress_weighted, seconds_left_from)
 # How fast this machine runs a model (``jobs/rates.py``), re-exported: callers find these names here.
 from flamino_core.jobs.rates import Rates, default_rates, machine  # noqa: F401
 
@@ -251,12 +251,15 @@ class Job:
             return max(said - min(since, self._gap) + max(since - self._gap, 0.0), 0.0)
 
     def countdown(self) -> float | None:
-        """The time left as shown (``status``): ``seconds_left`` followed by
+        """The time left as shown (``status``): ``seconds_left``, or the job's wall-clock pace weighted
+        by its progress where that is more (``time_left.progress_weighted``), followed by
         ``time_left.countdown_step``, never rising from one reading to the next, across stages too."""
         with self._changed:
             estimate, now = self.seconds_left(), time.monotonic()
             if estimate is None:
                 return None
+            if self._baseline is not None and self.total is not None:
+                estimate = max(estimate, progress_weighted(*self._amounts(), now - self._baseline[0]))
             shown = estimate if self._shown is None else countdown_step(self._shown[1], estimate, now - self._shown[0])
             self._shown = (now, shown)
             return shown
