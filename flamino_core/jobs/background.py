@@ -277,9 +277,8 @@ class Job:
     def _compiles_apart(self) -> float:
         """Compilation seconds kept out of the job's own pace: those paid, at most ``COMPILE_SLACK``
         times the cost model's (``expect``'s ``compiling``) where it gave any (why: there)."""
-        if self._expected_compiling is None:
-            return self._compiled_s
-        return min(self._compiled_s, COMPILE_SLACK * self._expected_compiling)
+        cap = None if self._expected_compiling is None else COMPILE_SLACK * self._expected_compiling
+        return self._compiled_s if cap is None else min(self._compiled_s, cap)
 
     def _amounts(self) -> tuple[float, float, float]:
         """(first, done, total) in the job's measure of its work: the work it reports beside its
