@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 from typing import Iterable
 
+from flamino_core import settings
+
 
 LOG = logging.getLogger("flamino")
 
@@ -270,12 +272,9 @@ def load_share(starting: bool = False) -> float:
     measured at load 6, its own included, is said a sixth short). ``FLAMINO_LOAD_SHARE`` fixes it
     (the tests: the load average ticks every 5 s, and a tick between a rate's recording and its
     reading would move their exact figures)."""
-    fixed = os.environ.get("FLAMINO_LOAD_SHARE")
-    if fixed:
-        try:
-            return max(float(fixed), 1.0)
-        except ValueError:
-            pass
+    fixed = settings.LOAD_SHARE.get()
+    if fixed is not None:
+        return max(fixed, 1.0)
     try:
         load = os.getloadavg()[0]
     except (OSError, AttributeError):  # (no load average on this platform: taken as quiet)
