@@ -114,3 +114,32 @@ def test_no_import_cycle_in_flamino_core_not_even_a_lazy_one():
         graphlib.TopologicalSorter(graph).prepare()
     except graphlib.CycleError as err:
         pytest.fail(f"import cycle: {' -> '.join(err.args[1])}")
+
+
+# What one `flamino embed` must not load (issue #68 item 2: the start of one protein against the
+# JAX floor): tables, plots, the app, the reference libraries, the cluster and the old checkpoint
+# reader. Each is tens to hundreds of milliseconds of import.
+NOT_FOR_ONE_EMBED = ("pandas", "scipy", "sklearn", "plotly", "streamlit", "transformers", "torch", "ray", "orbax",
+                     "h5py", "pyarrow", "matplotlib")
+
+
+def test_one_embed_imports_none_of_the_heavy_libraries(tmp_path):
+    """The whole `flamino embed` of one protein, from the argv to the written .npz, in a new process:
+    ``-X importtime`` logs every module the moment it is imported (the CLI ends with ``os._exit``, so
+    ``sys.modules`` at exit cannot be read), and none of the libraries above may appear."""
+    import os
+
+    fasta = tmp_path / "one.fa"
+    fasta.write_text(">p19\nPQCKTSPLSNWHTFLFEYK\n")
+    out = tmp_path / "one.npz"
+    env = {**os.environ, "FLAMINO_CACHE": str(tmp_path / "cache")}
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "from flamino_core.cli import run; run()", "embed", str(fasta),
+         "-m", "random:tiny", "-o", str(out), "--include", "mean,per_tok"],
+        capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert out.exists()
+    imported = {line.rsplit("|", 1)[-1].strip().split(".")[0] for line in result.stderr.splitlines()
+                if line.startswith("import time:")}
+    assert {"jax", "flamino_core"} <= imported  # the log is read: the embed's own imports are in it
+    assert sorted(imported & set(NOT_FOR_ONE_EMBED)) == []
