@@ -39,23 +39,26 @@ class FoldJob:
 
 
 def cmd_fold2(args) -> int:
+    from flamino_core.engine.fold import stem_note
     from flamino_core.structure.folding.fold_run import run_folds
     from flamino_core.weights.esmfold2_hub import load_fold2_model
     from flamino_core.weights.model_cache import ModelNotAvailableError
 
-    if args.stem_precision != Precision.FP32:
-        raise UserError("--stem-precision bf16 is for ESMFold (v1); ESMFold2 runs in fp32")
     if args.passes is not None and args.passes < 1:
         raise UserError(f"--passes {args.passes}: the trunk runs at least once")
     if args.samples is not None and args.samples < 1:
         raise UserError(f"--samples {args.samples}: at least one diffusion sample")
     jobs, had_errors = read_jobs(args.fasta, allow_dna=args.allow_dna, as_one_complex=args.complex)
     try:
-        model, is_random = load_fold2_model(args.model)
+        args.stem_precision = _stem_precision(args)  # before the weights: the device's plan
+        model, is_random = load_fold2_model(args.model, stem_precision=args.stem_precision)
     except (ValueError, ModelNotAvailableError) as err:
         raise UserError(str(err)) from None
     if is_random:
         say("note: untrained test model (random weights): the structures are not biology")
+    args.stem_note = stem_note(model)
+    if args.stem_note:
+        say(f"note: {args.stem_note}")
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
     plan, key = _plan(jobs, out, args)
@@ -71,6 +74,17 @@ def cmd_fold2(args) -> int:
     return EXIT_USAGE if had_errors or plan.refused else EXIT_OK
 
 
+def _stem_precision(args) -> str:
+    """The ESM C stem's precision: ``--stem-precision``, or the device's plan where it was not given
+    (``complex_prediction.stem_precision_plan``: bf16 where the fp32 stem cannot fit, said)."""
+    from flamino_core.structure.folding.complex_prediction import complex_config, stem_precision_plan
+
+    precision, why = stem_precision_plan(complex_config(args.model), args.stem_precision)
+    if why:
+        say(f"note: {why}")
+    return precision
+
+
 def _plan(jobs: list[FoldJob], out: Path, args):
     """The run's plan (``fold_run.plan_run``: lengths, resume; no estimate of ESMFold2 yet) and the
     key its journal notes are kept under: the model and every option that changes a fold."""
@@ -78,7 +92,8 @@ def _plan(jobs: list[FoldJob], out: Path, args):
 
     records = [_Record(job.name, ":".join(job.chains)) for job in jobs]
     key = (f"esmfold2|{args.model.text}|seed={args.seed or 0}|samples={args.samples}|steps={args.steps}"
-           f"|passes={args.passes}|pdb={bool(args.pdb)}")
+           f"|passes={args.passes}|pdb={bool(args.pdb)}"
+           + ("" if args.stem_precision == Precision.FP32 else f"|stem={args.stem_precision}"))
     where = "with ESMFold2 (flamino's limit for one fold, over all chains)"
     return plan_run(records, out, None, key, MAX_TOKENS, where, None, "fp32", None, suffix=".cif"), key
 
@@ -102,6 +117,7 @@ def _fold_one(model, job: FoldJob, stem: str, out: Path, is_random: bool, args) 
     except ValueError as err:  # a chain that cannot be featurised, said before any work
         raise UserError(str(err)) from None
     label = f"{args.model.text}: {RANDOM_NOTE}" if is_random else args.model.text
+    label += f"; {args.stem_note}" if args.stem_note else ""
     title = f"ESMFold2 prediction of {job.name} ({label})"
     files = {f"{stem}.cif": complex_files.to_mmcif(folded, title),
              f"{stem}.confidences.json": complex_files.confidences_json(folded, label)}
