@@ -16,7 +16,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
-import re
 import sys
 import tempfile
 from pathlib import Path
@@ -139,73 +138,23 @@ def _fold_one(model, job: FoldJob, stem: str, out: Path, is_random: bool, args) 
 
 def read_jobs(path: str, *, allow_dna: bool = False, as_one_complex: bool = False) -> tuple[list[FoldJob], bool]:
     """The folds an input asks for and whether any record had errors (each said on stderr): one per
-    record, a record with ':' a complex of its parts, or (``as_one_complex``) every record one chain."""
+    record, a record with ':' a complex of its parts (the input reader's ``chain_records``: its
+    chains are records ``<id>:A``, ``<id>:B``, ... of one complex), or (``as_one_complex``) every
+    record one chain."""
     data = sys.stdin.buffer.read() if path == "-" else None
-    text = _text(path, data)
-    if text is not None and _has_chain_separators(text):
-        jobs, had_errors = _split_records(text, allow_dna)
-    else:
-        records, had_errors = _read_records(path, data, allow_dna)
-        jobs = [FoldJob(r.id, (r.sequence,), (r.id,)) for r in records]
+    records, had_errors = _read_records(path, data, allow_dna)
+    jobs: dict[str, FoldJob] = {}
+    for record in records:
+        name = record.complex_of or record.id
+        job = jobs.get(name, FoldJob(name, (), ()))
+        jobs[name] = FoldJob(name, job.chains + (record.sequence,), job.chain_names + (record.id,))
     if not jobs:
         raise UserError(f"{path}: no usable protein sequence")
     if as_one_complex:
         name = "complex" if path == "-" else Path(path).name.split(".")[0] or "complex"
-        jobs = [FoldJob(name, tuple(c for job in jobs for c in job.chains),
-                        tuple(n for job in jobs for n in job.chain_names))]
-    return jobs, had_errors
-
-
-def _text(path: str, data: bytes | None) -> str | None:
-    from flamino_core.inputs.formats import Unreadable, decode_bytes
-    from flamino_core.inputs.input_limits import MAX_GUNZIP_BYTES
-
-    try:
-        raw = data if data is not None else Path(path).read_bytes()
-        return decode_bytes(raw, MAX_GUNZIP_BYTES)[0]
-    except (OSError, Unreadable):
-        return None  # the ordinary reader says what is wrong with it
-
-
-def _has_chain_separators(text: str) -> bool:
-    """A FASTA text with ':' in a sequence line (the complex notation)."""
-    lines = [line for line in text.splitlines() if line.strip()]
-    return bool(lines) and lines[0].lstrip().startswith(">") and any(
-        ":" in line for line in lines if not line.lstrip().startswith((">", ";")))
-
-
-def _split_records(text: str, allow_dna: bool) -> tuple[list[FoldJob], bool]:
-    """Each FASTA record's chains, each chain checked by the one input reader (as its own record)."""
-    from flamino_core.inputs.fasta import parse_fasta_text
-    from flamino_core.model.esmfold2.features import CHAIN_IDS
-
-    jobs, had_errors = [], False
-    for block in re.split(r"^>", text, flags=re.MULTILINE)[1:]:
-        header, _, body = block.partition("\n")
-        name = header.split()[0] if header.split() else "record"
-        sequence = "".join(line.strip() for line in body.splitlines() if not line.lstrip().startswith(";"))
-        parts = sequence.split(":")
-        if len(parts) > len(CHAIN_IDS):
-            say(f"error: {name}: {len(parts)} chains; flamino letters {len(CHAIN_IDS)} at most: skipped")
-            had_errors = True
-            continue
-        chains = []
-        for letter, part in zip(CHAIN_IDS, parts):
-            where = f"{name} chain {letter}" if len(parts) > 1 else name
-            parsed = parse_fasta_text(f">{name}\n{part}\n", allow_nucleotides=allow_dna)
-            for issue in parsed.warnings:
-                say(f"warning: {where}: {issue.message}")
-            for issue in parsed.errors:
-                say(f"error: {where}: {issue.message}")
-            if not parsed.records:
-                say(f"error: {where}: {'no sequence' if not part else 'refused'}: record skipped")
-                had_errors = True
-                break
-            chains.append(parsed.records[0].sequence)
-        else:
-            names = (name,) if len(chains) == 1 else tuple(f"{name}:{c}" for c in CHAIN_IDS[:len(chains)])
-            jobs.append(FoldJob(name, tuple(chains), names))
-    return jobs, had_errors
+        return [FoldJob(name, tuple(c for job in jobs.values() for c in job.chains),
+                        tuple(n for job in jobs.values() for n in job.chain_names))], had_errors
+    return list(jobs.values()), had_errors
 
 
 def _read_records(path: str, data: bytes | None, allow_dna: bool):
