@@ -234,7 +234,7 @@ def with_stem_precision(model, stem_precision: str):
     """``model`` (an ``ESMFold`` or an ``EsmFold2``) with its stem's dense layers in
     ``stem_precision`` (``STEM_PRECISIONS``): the mode its stem's engine runs (``engine/fold.py``, the
     language models' bf16 mode), the kernels stored rounded here whatever the machine (the memory
-    is the point: the fold holds the trunk beside; ESM C 6B's 25 GB of fp32 weights are 12.6 GB)."""
+    is the point: the fold holds the trunk beside; ESM C 6B's 25.4 GB of fp32 weights are 12.7 GB)."""
     check_stem_precision(stem_precision)
     if stem_precision == Precision.BF16:
         from flamino_core.model.precision import use_bf16_matmuls
