@@ -38,7 +38,7 @@ CHAINS = "fold2_chains"  # session state: the records picked as chains, in chain
 MODEL = "fold2_model"
 STEM = "fold2_stem_precision"  # session state: ESM C's precision (fp32, or the labelled bf16)
 STEM_HELP = ("ESMFold2's ESM C stem in bf16 stores its dense layers in half the memory (ESM C 6B: 12.7 GB instead "
-             "of 25 GB, what one 16 GiB accelerator can hold) and gives other numbers than the reference: its folds "
+             "of 25.4 GB, what one 16 GiB accelerator can hold) and gives other numbers than the reference: its folds "
              "are labelled and stored apart")
 COLOUR = "fold2_colour"
 PREDICTION = "_structure_complex"  # (structure key, FoldedComplex, model label)
