@@ -38,6 +38,7 @@ def cmd_fold(args) -> int:
                             "not ESMFold2")
 
         return cmd_fold2(args)
+    args.stem_precision = args.stem_precision or Precision.FP32  # ESMFold2 alone plans it from the device
     given = [f"--{name}" for name in ESMFOLD2_ONLY if getattr(args, name) not in (None, False)]
     if given:
         raise UserError(f"{', '.join(given)}: for ESMFold2 models only (-m esmfold2-fast, random:esmfold2-tiny, ...)")
@@ -144,10 +145,11 @@ def add_parsers(sub) -> None:
     fold.add_argument("--max-residues", type=int, default=None, metavar="N",
                       help="fold records of N residues at most (default: the longest this device's memory holds "
                            "by the estimate, said in the plan)")
-    fold.add_argument("--stem-precision", choices=STEM_PRECISIONS, default="fp32",
+    fold.add_argument("--stem-precision", choices=STEM_PRECISIONS, default=None,
                       help="the language-model stem's dense layers: fp32 (default: the reference's numbers) or bf16 "
-                           "(5.6 GB less for esmfold_v1, what a long fold on a 16 GiB accelerator needs; not the "
-                           "reference's numbers, said in every PDB)")
+                           "(5.6 GB less for esmfold_v1, 12.7 GB less for ESMFold2's ESM C 6B, what a 16 GiB "
+                           "accelerator needs; not the reference's numbers, said in every output file). ESMFold2 "
+                           "without it: bf16 where the device cannot hold the fp32 stem, said")
     fold.add_argument("--fold-precision", type=FoldPrecision, choices=tuple(FoldPrecision), default=FoldPrecision.FP32,
                       help="the whole fold: fp32 (default: the reference's numbers) or fast (opt-in: bf16 products "
                            "with fp32 accumulation in the trunk's dense layers, triangular updates and attentions, "

@@ -16,7 +16,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
-import re
 import sys
 import tempfile
 from pathlib import Path
@@ -39,12 +38,11 @@ class FoldJob:
 
 
 def cmd_fold2(args) -> int:
+    from flamino_core.engine.fold import stem_note
     from flamino_core.structure.folding.fold_run import run_folds
     from flamino_core.weights.esmfold2_hub import load_fold2_model
     from flamino_core.weights.model_cache import ModelNotAvailableError
 
-    if args.stem_precision != Precision.FP32:
-        raise UserError("--stem-precision bf16 is for ESMFold (v1); ESMFold2 runs in fp32")
     if args.fold_precision != FoldPrecision.FP32:
         raise UserError("--fold-precision fast is for ESMFold (v1); ESMFold2 runs in fp32")
     if args.passes is not None and args.passes < 1:
@@ -53,11 +51,15 @@ def cmd_fold2(args) -> int:
         raise UserError(f"--samples {args.samples}: at least one diffusion sample")
     jobs, had_errors = read_jobs(args.fasta, allow_dna=args.allow_dna, as_one_complex=args.complex)
     try:
-        model, is_random = load_fold2_model(args.model)
+        args.stem_precision = _stem_precision(args)  # before the weights: the device's plan
+        model, is_random = load_fold2_model(args.model, stem_precision=args.stem_precision)
     except (ValueError, ModelNotAvailableError) as err:
         raise UserError(str(err)) from None
     if is_random:
         say("note: untrained test model (random weights): the structures are not biology")
+    args.stem_note = stem_note(model)
+    if args.stem_note:
+        say(f"note: {args.stem_note}")
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
     plan, key = _plan(jobs, out, args)
@@ -73,6 +75,17 @@ def cmd_fold2(args) -> int:
     return EXIT_USAGE if had_errors or plan.refused else EXIT_OK
 
 
+def _stem_precision(args) -> str:
+    """The ESM C stem's precision: ``--stem-precision``, or the device's plan where it was not given
+    (``complex_prediction.stem_precision_plan``: bf16 where the fp32 stem cannot fit, said)."""
+    from flamino_core.structure.folding.complex_prediction import complex_config, stem_precision_plan
+
+    precision, why = stem_precision_plan(complex_config(args.model), args.stem_precision)
+    if why:
+        say(f"note: {why}")
+    return precision
+
+
 def _plan(jobs: list[FoldJob], out: Path, args):
     """The run's plan (``fold_run.plan_run``: lengths, resume; no estimate of ESMFold2 yet) and the
     key its journal notes are kept under: the model and every option that changes a fold."""
@@ -80,7 +93,8 @@ def _plan(jobs: list[FoldJob], out: Path, args):
 
     records = [_Record(job.name, ":".join(job.chains)) for job in jobs]
     key = (f"esmfold2|{args.model.text}|seed={args.seed or 0}|samples={args.samples}|steps={args.steps}"
-           f"|passes={args.passes}|pdb={bool(args.pdb)}")
+           f"|passes={args.passes}|pdb={bool(args.pdb)}"
+           + ("" if args.stem_precision == Precision.FP32 else f"|stem={args.stem_precision}"))
     where = "with ESMFold2 (flamino's limit for one fold, over all chains)"
     return plan_run(records, out, None, key, MAX_TOKENS, where, None, "fp32", None, suffix=".cif"), key
 
@@ -104,6 +118,7 @@ def _fold_one(model, job: FoldJob, stem: str, out: Path, is_random: bool, args) 
     except ValueError as err:  # a chain that cannot be featurised, said before any work
         raise UserError(str(err)) from None
     label = f"{args.model.text}: {RANDOM_NOTE}" if is_random else args.model.text
+    label += f"; {args.stem_note}" if args.stem_note else ""
     title = f"ESMFold2 prediction of {job.name} ({label})"
     files = {f"{stem}.cif": complex_files.to_mmcif(folded, title),
              f"{stem}.confidences.json": complex_files.confidences_json(folded, label)}
@@ -125,73 +140,23 @@ def _fold_one(model, job: FoldJob, stem: str, out: Path, is_random: bool, args) 
 
 def read_jobs(path: str, *, allow_dna: bool = False, as_one_complex: bool = False) -> tuple[list[FoldJob], bool]:
     """The folds an input asks for and whether any record had errors (each said on stderr): one per
-    record, a record with ':' a complex of its parts, or (``as_one_complex``) every record one chain."""
+    record, a record with ':' a complex of its parts (the input reader's ``chain_records``: its
+    chains are records ``<id>:A``, ``<id>:B``, ... of one complex), or (``as_one_complex``) every
+    record one chain."""
     data = sys.stdin.buffer.read() if path == "-" else None
-    text = _text(path, data)
-    if text is not None and _has_chain_separators(text):
-        jobs, had_errors = _split_records(text, allow_dna)
-    else:
-        records, had_errors = _read_records(path, data, allow_dna)
-        jobs = [FoldJob(r.id, (r.sequence,), (r.id,)) for r in records]
+    records, had_errors = _read_records(path, data, allow_dna)
+    jobs: dict[str, FoldJob] = {}
+    for record in records:
+        name = record.complex_of or record.id
+        job = jobs.get(name, FoldJob(name, (), ()))
+        jobs[name] = FoldJob(name, job.chains + (record.sequence,), job.chain_names + (record.id,))
     if not jobs:
         raise UserError(f"{path}: no usable protein sequence")
     if as_one_complex:
         name = "complex" if path == "-" else Path(path).name.split(".")[0] or "complex"
-        jobs = [FoldJob(name, tuple(c for job in jobs for c in job.chains),
-                        tuple(n for job in jobs for n in job.chain_names))]
-    return jobs, had_errors
-
-
-def _text(path: str, data: bytes | None) -> str | None:
-    from flamino_core.inputs.formats import Unreadable, decode_bytes
-    from flamino_core.inputs.input_limits import MAX_GUNZIP_BYTES
-
-    try:
-        raw = data if data is not None else Path(path).read_bytes()
-        return decode_bytes(raw, MAX_GUNZIP_BYTES)[0]
-    except (OSError, Unreadable):
-        return None  # the ordinary reader says what is wrong with it
-
-
-def _has_chain_separators(text: str) -> bool:
-    """A FASTA text with ':' in a sequence line (the complex notation)."""
-    lines = [line for line in text.splitlines() if line.strip()]
-    return bool(lines) and lines[0].lstrip().startswith(">") and any(
-        ":" in line for line in lines if not line.lstrip().startswith((">", ";")))
-
-
-def _split_records(text: str, allow_dna: bool) -> tuple[list[FoldJob], bool]:
-    """Each FASTA record's chains, each chain checked by the one input reader (as its own record)."""
-    from flamino_core.inputs.fasta import parse_fasta_text
-    from flamino_core.model.esmfold2.features import CHAIN_IDS
-
-    jobs, had_errors = [], False
-    for block in re.split(r"^>", text, flags=re.MULTILINE)[1:]:
-        header, _, body = block.partition("\n")
-        name = header.split()[0] if header.split() else "record"
-        sequence = "".join(line.strip() for line in body.splitlines() if not line.lstrip().startswith(";"))
-        parts = sequence.split(":")
-        if len(parts) > len(CHAIN_IDS):
-            say(f"error: {name}: {len(parts)} chains; flamino letters {len(CHAIN_IDS)} at most: skipped")
-            had_errors = True
-            continue
-        chains = []
-        for letter, part in zip(CHAIN_IDS, parts):
-            where = f"{name} chain {letter}" if len(parts) > 1 else name
-            parsed = parse_fasta_text(f">{name}\n{part}\n", allow_nucleotides=allow_dna)
-            for issue in parsed.warnings:
-                say(f"warning: {where}: {issue.message}")
-            for issue in parsed.errors:
-                say(f"error: {where}: {issue.message}")
-            if not parsed.records:
-                say(f"error: {where}: {'no sequence' if not part else 'refused'}: record skipped")
-                had_errors = True
-                break
-            chains.append(parsed.records[0].sequence)
-        else:
-            names = (name,) if len(chains) == 1 else tuple(f"{name}:{c}" for c in CHAIN_IDS[:len(chains)])
-            jobs.append(FoldJob(name, tuple(chains), names))
-    return jobs, had_errors
+        return [FoldJob(name, tuple(c for job in jobs.values() for c in job.chains),
+                        tuple(n for job in jobs.values() for n in job.chain_names))], had_errors
+    return list(jobs.values()), had_errors
 
 
 def _read_records(path: str, data: bytes | None, allow_dna: bool):

@@ -33,6 +33,7 @@ from flamino_core.engine.engine import Engine, compiled
 from flamino_core.model.esmfold.folded import PAD_TO, FoldedProtein
 from flamino_core.model.esmfold import predict
 from flamino_core.model.stack import Capture
+from flamino_core.weights.esmfold import stem_network
 from flamino_core.weights.loading import ModelWeights
 
 # Each fold network's stem engine, for as long as the network lives (the app and the fold worker
@@ -64,11 +65,11 @@ class StemPass:
 def stem_engine(model) -> Engine:
     """The ``Engine`` that runs ``model``'s stem (an ``ESMFold``'s ESM-2, ``esm``, or an
     ``EsmFold2``'s ESM C, ``esmc``), built on first use: precision the network's ``stem_precision``
-    (``weights.esmfold.with_stem_precision``; ESMFold2's is fp32), attention and memory as every
+    (``weights.esmfold.with_stem_precision``, for either network), attention and memory as every
     engine's on this machine."""
     engine = _STEM_ENGINES.get(model)
     if engine is None:
-        network = model.esmc if hasattr(model, "esmc") else model.esm
+        network = stem_network(model)
         weights = ModelWeights(f"{model.config.name} stem", model.config.stem, None, "the fold's network",
                                checksum=f"stem of {model.config.name} {id(model):x}")  # not kept in the store
         precision = getattr(model, "stem_precision", "fp32")
@@ -78,6 +79,18 @@ def stem_engine(model) -> Engine:
         # beside the engine's device copy, and travel to the device with every fold).
         nnx.update(network, engine.state)
     return engine
+
+
+STEM_BF16_NOTE = "stem in bf16 (opt-in: not the reference's numbers)"
+
+
+def stem_note(model) -> str:
+    """The label of a fold whose stem runs in bf16 ("" in fp32), saying where the machine only
+    emulates bf16 (a CPU without bf16 arithmetic: the engine's ``precision_why``)."""
+    if getattr(model, "stem_precision", "fp32") == "fp32":
+        return ""
+    why = stem_engine(model).backend.precision_why
+    return f"{STEM_BF16_NOTE}, {why}" if why else STEM_BF16_NOTE
 
 
 def stem_pass(model) -> StemPass:

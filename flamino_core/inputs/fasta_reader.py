@@ -14,7 +14,7 @@ from itertools import chain
 from typing import BinaryIO, Iterable, Iterator
 
 from flamino_core.alphabet import AA_TO_IDX
-from flamino_core.inputs.fasta_records import CheckedRecord, InputIssue, RawRecord, check_record
+from flamino_core.inputs.fasta_records import CheckedRecord, InputIssue, RawRecord, chain_records, check_record
 from flamino_core.inputs.input_limits import NO_LIMITS, InputLimits
 from flamino_core.inputs.flat_files import read_flat_records, unframed
 from flamino_core.inputs.formats import (
@@ -231,8 +231,26 @@ class _Reader:
             text="\n".join(typed),
             notes=notes,
         )
-        checked = check_record(raw, self.used_ids, self.max_residues, self.allow_nucleotides)
         self.read_count += 1
+        for checked in self._chains_checked(raw):
+            yield self._counted(checked)
+
+    def _chains_checked(self, raw: RawRecord) -> list[CheckedRecord]:
+        """The record checked, or each chain of its complex (``chain_records``: the A:B notation);
+        a complex is read whole or not at all (one chain refused, every chain said refused)."""
+        try:
+            chains = chain_records(raw, self.used_ids)
+        except ValueError as err:
+            label = raw.title.split()[0] if raw.title and raw.title.split() else f"record {raw.number}"
+            return [CheckedRecord(raw.number, label, label, "", None, (), (str(err),))]
+        checked = [check_record(chain, self.used_ids, self.max_residues, self.allow_nucleotides) for chain in chains]
+        refused = [c.label for c in checked if c.record is None]
+        if len(checked) > 1 and refused:
+            why = f"the complex is read whole or not at all ({', '.join(refused)} refused)"
+            checked = [c if c.record is None else replace(c, record=None, warnings=(), errors=(why,)) for c in checked]
+        return checked
+
+    def _counted(self, checked: CheckedRecord) -> CheckedRecord:
         if checked.record is not None and self.max_total is not None:
             self.residues += len(checked.record.sequence)
             if self.residues > self.max_total:
@@ -241,7 +259,7 @@ class _Reader:
                 checked = replace(checked, record=None)  # its warnings are still reported
             else:
                 self.kept += 1
-        yield checked
+        return checked
 
     def _closing_issues(self) -> Iterator[InputIssue]:
         over_count = self.max_records is not None and self.seen > self.max_records

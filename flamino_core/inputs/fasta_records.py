@@ -77,11 +77,20 @@ class InputIssue:
         return text if self.source is None else f"{self.source}: {text}"
 
 
+# The complex notation (``flamino fold``, ColabFold's): ':' inside a record's sequence separates the
+# chains of one complex, lettered A, B, ... in order (the letters ESMFold2's files use).
+CHAIN_SEPARATOR = ":"
+CHAIN_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+
+
 @dataclass(frozen=True)
 class ProteinRecord:
     id: str
     description: str  # header text after the id
     sequence: str  # uppercase, only letters in alphabet.AA_TO_IDX
+    # The record written ``A:B`` this is one chain of (``chain_records``): its id, "" for a plain
+    # record. The chain's own id is ``<complex_of>:<letter>``.
+    complex_of: str = ""
 
 
 @dataclass
@@ -94,6 +103,32 @@ class RawRecord:
     had_whitespace: bool
     text: str = ""  # the sequence lines as typed, whitespace kept (three-letter codes need it)
     notes: tuple[str, ...] = ()  # what the reader did to find it (a flat file read ...), warned first
+    complex_of: str = ""  # one chain of this record's complex (``chain_records``): the complex's id
+    chain: str = ""  # and its letter
+
+
+def chain_records(raw: RawRecord, used_ids: set[str]) -> list[RawRecord]:
+    """The complex notation read: a record whose sequence holds ':' is a complex, each
+    ':'-separated part one chain, lettered A, B, ... in order; returned as one raw record per chain
+    (id ``<record id>:<letter>``, the record's id reserved in ``used_ids`` for the complex, each
+    chain then checked as any record: ``check_record``). A record without ':' is returned as it is.
+    The one reader of the notation: the Input page, ``flamino fold`` and every command read it so.
+
+    Raises:
+      ValueError: more chains than there are letters (the complex's id reserved all the same).
+    """
+    if CHAIN_SEPARATOR not in raw.sequence:
+        return [raw]
+    record_id, description, _, _ = _header(raw, used_ids)
+    parts = raw.sequence.split(CHAIN_SEPARATOR)
+    if len(parts) > len(CHAIN_LETTERS):
+        raise ValueError(f"{len(parts)} chains (':' separates a complex's chains); flamino letters "
+                         f"{len(CHAIN_LETTERS)} at most")
+    text_parts = raw.text.split(CHAIN_SEPARATOR) if raw.text.count(CHAIN_SEPARATOR) + 1 == len(parts) else parts
+    rest = f" {description}" if description else ""
+    return [RawRecord(raw.number, f"{record_id}:{letter}{rest}", part, raw.had_whitespace, text, raw.notes,
+                      complex_of=record_id, chain=letter)
+            for letter, part, text in zip(CHAIN_LETTERS, parts, text_parts)]
 
 
 @dataclass(frozen=True)
@@ -148,7 +183,7 @@ def check_record(
         errors.append(f"{len(sequence):,} residues, more than the limit of {max_residues:,} per sequence")
     if errors:
         return CheckedRecord(raw.number, label, record_id, description, None, (), tuple(errors), nucleotides)
-    record = ProteinRecord(record_id, description, sequence)
+    record = ProteinRecord(record_id, description, sequence, raw.complex_of)
     return CheckedRecord(
         raw.number, label, record_id, description, record, tuple(warnings + seq_warnings), (), nucleotides
     )
@@ -199,6 +234,8 @@ def _header(raw: RawRecord, used_ids: set[str]) -> tuple[str, str, str, list[str
         warnings.append(f"the id '{record_id}' was already used; renamed this record '{unique}'")
         record_id = unique
     label = f"record {raw.number}" if unnamed else record_id
+    if raw.complex_of:  # one chain of an A:B record: named as the complex's chain
+        label = f"{raw.complex_of} chain {raw.chain}"
     return record_id, description, label, warnings
 
 
@@ -242,7 +279,9 @@ def _check_sequence(raw: RawRecord) -> tuple[str, list[str], list[str]]:
             f"removed {len(text) - len(residues):,} gap character(s) ('-' or '.'); "
             "ESM-2 reads ungapped sequences"
         )
-    if not raw.sequence:
+    if not raw.sequence and raw.complex_of:
+        errors.append("an empty chain: ':' separates a complex's chains (A:B), with residues on both sides")
+    elif not raw.sequence:
         errors.append("no sequence under this header")
     elif not residues and not errors:
         errors.append("no amino-acid letters left after removing gaps, digits and '*'")
@@ -291,6 +330,8 @@ def _positions(where: list[int]) -> str:
 def _describe_bad(char: str) -> str:
     if char == "*":
         return "'*' (stop codon) inside the sequence; only a terminal '*' is allowed"
+    if char == CHAIN_SEPARATOR:
+        return "':' separates a complex's chains (A:B) in a sequence only, not here"
     shown = f"'{char}'" if char.isprintable() else f"U+{ord(char):04X}"
     if char.isalpha():
         return (

@@ -219,20 +219,27 @@ def load_esmfold(folder: Path | str, expect: FoldConfig | None = None):
     return params_to_model(params, config)
 
 
-def _check_stem_precision(stem_precision: str) -> None:
+def check_stem_precision(stem_precision: str) -> None:
     if stem_precision not in STEM_PRECISIONS:
         raise ValueError(f"stem precision {stem_precision!r}: choose one of {', '.join(STEM_PRECISIONS)}")
 
 
+def stem_network(model):
+    """The language-model stem of a fold network: an ``ESMFold``'s ESM-2 (``esm``) or an
+    ``EsmFold2``'s ESM C (``esmc``)."""
+    return model.esmc if hasattr(model, "esmc") else model.esm
+
+
 def with_stem_precision(model, stem_precision: str):
-    """``model`` with its stem's dense layers in ``stem_precision`` (``STEM_PRECISIONS``): the mode
-    its stem's engine runs (``engine/fold.py``, the language models' bf16 mode), the kernels stored
-    rounded here whatever the machine (the memory is the point: the fold holds the trunk beside)."""
-    _check_stem_precision(stem_precision)
+    """``model`` (an ``ESMFold`` or an ``EsmFold2``) with its stem's dense layers in
+    ``stem_precision`` (``STEM_PRECISIONS``): the mode its stem's engine runs (``engine/fold.py``, the
+    language models' bf16 mode), the kernels stored rounded here whatever the machine (the memory
+    is the point: the fold holds the trunk beside; ESM C 6B's 25.4 GB of fp32 weights are 12.7 GB)."""
+    check_stem_precision(stem_precision)
     if stem_precision == Precision.BF16:
         from flamino_core.model.precision import use_bf16_matmuls
 
-        use_bf16_matmuls(model.esm, store_bf16=True)
+        use_bf16_matmuls(stem_network(model), store_bf16=True)
     model.stem_precision = stem_precision
     return model
 
@@ -271,7 +278,7 @@ def load_fold_model(model_id: ModelId, stem_precision: Precision = Precision.FP3
     Raises:
       ValueError: an identifier that is neither, with what is accepted; an unknown precision.
     """
-    _check_stem_precision(stem_precision)  # before any download
+    check_stem_precision(stem_precision)  # before any download
     model, is_random = _load_fold_model(model_id)
     return with_fold_precision(with_stem_precision(model, stem_precision), fold_precision), is_random
 

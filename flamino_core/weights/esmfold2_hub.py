@@ -38,19 +38,26 @@ class Fold2Preset:
 FOLD2_PRESETS = {name: Fold2Preset(repo) for name, (repo, family) in FOLD_PRESETS.items() if family == "esmfold2"}
 
 
-def load_fold2_model(model_id: ModelId, progress: Progress = lambda fraction, text: None):
-    """``(model, is_random)`` for an ESMFold2 (``model_id.fold_family() == "esmfold2"``).
+def load_fold2_model(model_id: ModelId, progress: Progress = lambda fraction, text: None,
+                     stem_precision: str = "fp32"):
+    """``(model, is_random)`` for an ESMFold2 (``model_id.fold_family() == "esmfold2"``), its ESM C
+    stem in ``stem_precision`` (``esmfold.with_stem_precision``, as ESMFold's: bf16 labelled, opt-in).
 
     Raises:
-      ValueError: a malformed seed, a folder that is not ESMFold2's (the loader's strict message).
+      ValueError: a malformed seed, a folder that is not ESMFold2's (the loader's strict message),
+        an unknown precision (before any download).
       ModelNotAvailableError: a preset neither cached nor downloadable now (what to do, said).
     """
+    from flamino_core.weights.esmfold import check_stem_precision, with_stem_precision
+
+    check_stem_precision(stem_precision)  # before any download
     if model_id.is_random:
-        return random_model(model_id.fold_seed), True
+        return with_stem_precision(random_model(model_id.fold_seed), stem_precision), True
     from flamino_core.weights.esmfold2 import load_esmfold2
 
     name = model_id.fold_preset if model_id.fold == "esmfold2" else None
-    return load_esmfold2(preset_folder(name, progress) if name else Path(model_id.text)), False
+    model = load_esmfold2(preset_folder(name, progress) if name else Path(model_id.text))
+    return with_stem_precision(model, stem_precision), False
 
 
 def random_model(seed: int):

@@ -30,12 +30,16 @@ from app_pages._ui.frame.widgets import plain
 from app_pages._ui.server import background, heavy_jobs, jobs_panel
 from app_pages._ui.server.policy import current_limits, hosted_mode
 from app_pages._ui.structure import loaded_structure, molecule_view
-from app_pages._ui.structure.prediction import in_worker
+from app_pages._ui.structure.prediction import in_worker, stem_choice, with_stem
 
 ENGINE = "fold_engine"  # session state: which structure model the offer uses
 V1, V2 = "ESMFold (one record)", "ESMFold2 (a record or a complex)"
 CHAINS = "fold2_chains"  # session state: the records picked as chains, in chain order
 MODEL = "fold2_model"
+STEM = "fold2_stem_precision"  # session state: ESM C's precision (fp32, or the labelled bf16)
+STEM_HELP = ("ESMFold2's ESM C stem in bf16 stores its dense layers in half the memory (ESM C 6B: 12.7 GB instead "
+             "of 25.4 GB, what one 16 GiB accelerator can hold) and gives other numbers than the reference: its folds "
+             "are labelled and stored apart")
 COLOUR = "fold2_colour"
 PREDICTION = "_structure_complex"  # (structure key, FoldedComplex, model label)
 PREDICT = "Predict the complex (ESMFold2)"
@@ -64,18 +68,36 @@ def model_choice() -> str:
 
 
 @st.cache_resource(show_spinner=False, max_entries=2)
-def _model(identifier: ModelId):
-    return folding.load_complex_model(identifier)
+def _model(identifier: ModelId, stem_precision: str = "fp32"):
+    return folding.load_complex_model(identifier, stem_precision)
+
+
+def complex_chains(records, record) -> list[str]:
+    """The ids of the chains of ``record``'s complex where it was written ``A:B`` (the input
+    reader's ``chain_records``: ``hd:A``, ``hd:B``, ...), in order; else just ``record``'s."""
+    if not record.complex_of:
+        return [record.id]
+    return [r.id for r in records if r.complex_of == record.complex_of]
+
+
+def _pick(ids: list[str]) -> None:
+    st.session_state[CHAINS] = ids
 
 
 def picked_chains(ctx) -> list:
-    """The records picked as chains, in the order picked (chain A first)."""
+    """The records picked as chains, in the order picked (chain A first): by default the record, or
+    every chain of its complex where the record was written in the A:B notation."""
     by_id = {r.id: r for r in ctx.records}
+    own = complex_chains(ctx.records, ctx.record)
     if CHAINS not in st.session_state or any(i not in by_id for i in st.session_state[CHAINS]):
-        st.session_state[CHAINS] = [ctx.record.id]
+        st.session_state[CHAINS] = own
+    if len(own) > 1 and st.session_state[CHAINS] != own:
+        st.button(f"Fold {ctx.record.complex_of} as written ({len(own)} chains: {', '.join(own)})",
+                  on_click=_pick, args=(own,), key="fold2_own_complex")
     ids = st.multiselect("Chains of the complex, in order", list(by_id), key=CHAINS,
                          help="The first record picked is chain A, the second chain B, and so on; one record folds "
-                              "as a single chain. A homodimer: the record twice, under two ids on the Input page.")
+                              "as a single chain. A record written A:B on the Input page (a homodimer: MKV...:MKV...) "
+                              "is read as its chains, <id>:A, <id>:B, ..., picked together here.")
     st.caption(plain("Chains: " + (", ".join(f"{letter} = {i} ({len(by_id[i].sequence):,} residues)"
                                              for letter, i in zip(folding.chain_letters(len(ids)), ids)) or "none")
                      + ". Pick records in the order you want them lettered."))
@@ -87,9 +109,10 @@ def offer(ctx) -> None:
     st.subheader("Predict a complex (ESMFold2)")
     records = picked_chains(ctx)
     identifier = ModelId.parse(model_choice())  # the page's door: read once, passed as a value
-    label = folding.complex_label(identifier, hosted_mode())
+    stem = stem_choice(STEM, STEM_HELP)
     if folding.is_random(identifier):
-        st.warning(f"Folding with {label}; it shows what the page does.", icon=":material/science:")
+        st.warning(f"Folding with {folding.complex_label(identifier, hosted_mode())}; it shows what the page does.",
+                   icon=":material/science:")
     if hosted_mode():
         st.caption(f"This server folds {folding.hosted_fold_limit():,} residues at most, all chains together: "
                    "the trunk's pair state covers every pair of residues of the complex, so its memory grows as the "
@@ -101,10 +124,15 @@ def offer(ctx) -> None:
         return
     try:
         config = folding.complex_config(identifier)
-        key = folding.complex_key(identifier)
+        # The device's plan (``stem_precision_plan``): bf16 where the fp32 stem cannot fit, said.
+        stem, why = folding.stem_precision_plan(config, None if stem == "fp32" else stem)
+        key = folding.complex_key(identifier, stem)
     except (ValueError, OSError) as err:
-        st.error(plain(f"The ESMFold2 model could not be read: {err}"), icon=":material/error:")
+        st.error(plain(f"The ESMFold2 model could not be read or held here: {err}"), icon=":material/error:")
         return
+    if why:
+        st.info(plain(why), icon=":material/memory:")
+    label = with_stem(folding.complex_label(identifier, hosted_mode()), stem)
     sequences = tuple(r.sequence.upper() for r in records)
     names = tuple(r.id for r in records)
     name = "_".join(safe_name(n) for n in names)[:80]
@@ -127,8 +155,8 @@ def offer(ctx) -> None:
         st.button(PREDICT, on_click=jobs_panel.approve, args=(work_key,), icon=":material/neurology:", type="primary")
         return
     short = f"{identifier.text} (untrained test model)" if folding.is_random(identifier) else "ESMFold2"
-    request = folding.ComplexRequest(identifier, sequences, names, name) if in_worker() else None
-    plan = folding.ComplexPlan(functools.partial(_model, identifier), store, key, sequences, names, name, config,
+    request = folding.ComplexRequest(identifier, sequences, names, name, stem) if in_worker() else None
+    plan = folding.ComplexPlan(functools.partial(_model, identifier, stem), store, key, sequences, names, name, config,
                                timing.seconds, label, visitor=heavy_jobs.visitor_key() or "", request=request,
                                budget=2 * budget if budget else None)
     job = jobs_panel.follow_plan(work_key, f"ESMFold2 of {' + '.join(names)} ({sum(lengths):,} residues)", plan,
@@ -213,5 +241,5 @@ def section(ctx, structure_key: str) -> None:
                         "chemical/x-pdb", "complex_pdb")
         else:
             st.caption(plain(f"No PDB download: {problem}."))
-        text_button("Confidences (JSON: pLDDT, PAE, pTM, ipTM)", lambda: folding.confidences_json(folded),
+        text_button("Confidences (JSON: pLDDT, PAE, pTM, ipTM)", lambda: folding.confidences_json(folded, label),
                     f"{stem}_confidences.json", "application/json", "complex_json")

@@ -67,20 +67,23 @@ def chosen_model() -> tuple[str, str]:
     return ss.get(CHOSEN) or folding.RANDOM_MODEL, ss.get(CHOSEN_STEM, "fp32")
 
 
-def stem_choice() -> str:
+STEM_HELP = ("ESMFold's ESM-2 stem in bf16 stores its dense layers in half the memory (5.6 GB less for esmfold_v1) "
+             "and gives other numbers than the reference: its folds are labelled and stored apart")
+
+
+def stem_choice(key: str = STEM, help_text: str = STEM_HELP) -> str:
     """The stem's precision: fp32 by default; bf16 on request (half the stem's dense weights: what
-    a long fold with esmfold_v1 needs on a 16 GiB accelerator), labelled. Hosted: the operator's
-    ``FLAMINO_FOLD_STEM_PRECISION``."""
+    a long fold with esmfold_v1, or ESMFold2's ESM C 6B at all, needs on a 16 GiB accelerator),
+    labelled. ``key``: the widget's (ESMFold's by default, whose choice other pages read; ESMFold2's
+    panel has its own). Hosted: the operator's ``FLAMINO_FOLD_STEM_PRECISION``."""
     if hosted_mode():
         return settings.FOLD_STEM_PRECISION.get()
-    st.session_state.setdefault(STEM, st.session_state.get(CHOSEN_STEM, "fp32"))
-    chosen = st.radio("Language-model stem", STEM_PRECISIONS, key=STEM, horizontal=True,
+    st.session_state.setdefault(key, st.session_state.get(CHOSEN_STEM, "fp32") if key == STEM else "fp32")
+    chosen = st.radio("Language-model stem", STEM_PRECISIONS, key=key, horizontal=True,
                       format_func=lambda p: "fp32 (the reference's numbers)" if p == Precision.FP32
-                      else "bf16 (less memory)",
-                      help="ESMFold's ESM-2 stem in bf16 stores its dense layers in half the memory (5.6 GB less for "
-                           "esmfold_v1) and gives other numbers than the reference: its folds are labelled and "
-                           "stored apart")
-    st.session_state[CHOSEN_STEM] = chosen
+                      else "bf16 (less memory)", help=help_text)
+    if key == STEM:
+        st.session_state[CHOSEN_STEM] = chosen
     return chosen
 
 

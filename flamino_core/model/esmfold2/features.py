@@ -30,12 +30,13 @@ from typing import Sequence
 
 import numpy as np
 
+from flamino_core.inputs.fasta_records import CHAIN_LETTERS
 from flamino_core.model.esmfold2.residues import (CHARGED_ATOMS, ELEMENT_TO_ATOMIC_NUMBER, ESM_VOCAB, HEAVY_ATOMS,
                                                   ONE_TO_THREE, REF_POS, RES_TYPE, UNK_RES_TYPE)
 
 MOL_TYPE_PROTEIN = 0  # the reference's codes: 0 protein, 1 DNA, 2 RNA, 3 non-polymer
 ATOM_PAD = 32  # the reference pads the atom axis to a multiple of 32 (the atom attention's window blocks)
-CHAIN_IDS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"  # as output_to_pdb's tags
+CHAIN_IDS = CHAIN_LETTERS  # as output_to_pdb's tags; the A:B notation's letters (inputs.fasta_records)
 MOLECULE_REFUSALS = {
     "dna": "DNA chains are not supported: the reference's nucleotide conformers come from a component "
            "dictionary shipped as a pickle, which flamino does not unpickle",

@@ -121,6 +121,9 @@ def one_hot_features(features: dict, config: EsmFold2Config):
 class EsmFold2(nnx.Module):
     def __init__(self, config: EsmFold2Config, rngs: nnx.Rngs):
         self.config = config
+        # The ESM C stem's precision mode, as its engine runs it (``engine/fold.py``): "fp32", or
+        # "bf16" (``weights.esmfold.with_stem_precision``, as ESMFold's: its dense kernels stored rounded).
+        self.stem_precision = "fp32"
         self.input_embedder = InputEmbedder(config, rngs)
         self.language_model = LanguageModelEncoder(config, rngs)
         self.esmc = ESMC(config.esmc, rngs)

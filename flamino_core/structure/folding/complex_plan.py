@@ -16,11 +16,12 @@ from flamino_core.structure.folding.complex_prediction import record_complex_tim
 from flamino_core.structure.folding.fold_plan import fold_in_worker
 
 
-def load_complex_model(identifier: ModelId):
-    """The ESMFold2 an identifier names (``weights/esmfold2_hub.load_fold2_model``), for the app."""
+def load_complex_model(identifier: ModelId, stem_precision: str = "fp32"):
+    """The ESMFold2 an identifier names (``weights/esmfold2_hub.load_fold2_model``), for the app; its
+    ESM C stem in ``stem_precision`` (bf16: opt-in, labelled)."""
     from flamino_core.weights.esmfold2_hub import load_fold2_model
 
-    return load_fold2_model(identifier)[0]
+    return load_fold2_model(identifier, stem_precision=stem_precision)[0]
 
 
 def fold_complex_exact(model, sequences: Sequence[str], names: Sequence[str], name: str) -> FoldedComplex:
@@ -60,20 +61,21 @@ class ComplexRequest:
     sequences: tuple[str, ...]
     names: tuple[str, ...]
     name: str
+    stem_precision: str = "fp32"
 
     @property
     def shape_key(self) -> tuple:
-        """What one compiled program serves: the model and every chain's length (ESMFold2 folds
-        its shapes unpadded)."""
-        return (self.identifier, tuple(len(s) for s in self.sequences))
+        """What one compiled program serves: the model, its stem's precision and every chain's
+        length (ESMFold2 folds its shapes unpadded)."""
+        return (self.identifier, self.stem_precision, tuple(len(s) for s in self.sequences))
 
     def __call__(self):
         from flamino_core.structure.folding.fold_worker import _MODELS
 
-        key = (self.identifier, "esmfold2")
+        key = (self.identifier, "esmfold2", self.stem_precision)
         if key not in _MODELS:
             _MODELS.clear()  # one model at a time, as for ESMFold
-            _MODELS[key] = load_complex_model(self.identifier)
+            _MODELS[key] = load_complex_model(self.identifier, self.stem_precision)
         started = time.perf_counter()
         folded = fold_complex_exact(_MODELS[key], self.sequences, self.names, self.name)
         return folded, time.perf_counter() - started

@@ -69,19 +69,21 @@ def complex_config(model: ModelId):
     return read_config(model.text)
 
 
-def complex_key(model: ModelId) -> str:
+def complex_key(model: ModelId, stem_precision: str = "fp32") -> str:
     """The store's key of an ESMFold2 model: the test model by its seed, a preset by its Hub repository,
-    a folder by its path and its files' sizes and modification times (saved again: a new model)."""
+    a folder by its path and its files' sizes and modification times (saved again: a new model); a
+    bf16 stem's folds under a key of their own (other numbers), fp32's as before."""
     from flamino_core.weights.esmfold2_hub import FOLD2_PRESETS
 
+    stem = "" if stem_precision == "fp32" else f"|stem={stem_precision}"
     if is_random(model):
-        return f"esmfold2|{RANDOM_MODEL2}:{model.text[len(RANDOM_MODEL2) + 1:] or '0'}|seed=0"
+        return f"esmfold2|{RANDOM_MODEL2}:{model.text[len(RANDOM_MODEL2) + 1:] or '0'}|seed=0{stem}"
     if model.fold == "esmfold2":
-        return f"esmfold2|{FOLD2_PRESETS[model.fold_preset].repo}|seed=0"
+        return f"esmfold2|{FOLD2_PRESETS[model.fold_preset].repo}|seed=0{stem}"
     folder = Path(model.text).expanduser().resolve()
     stamp = ",".join(f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}"
                      for p in sorted(folder.glob("*")) if p.suffix in (".safetensors", ".json"))
-    return f"esmfold2|{folder}|{stamp}|seed=0"
+    return f"esmfold2|{folder}|{stamp}|seed=0{stem}"
 
 
 def complex_sequence(sequences: Sequence[str]) -> str:
@@ -163,6 +165,32 @@ def complex_memory(config, lengths: Sequence[int], parameters: int | None = None
     samples = n * (atoms * config.sliding_window * FLOAT + 2 * length * length * config.pairwise_hidden_size * FLOAT)
     count = parameter_count(config) if parameters is None else parameters
     return ComplexMemory(length, count * FLOAT, stem, pair, samples)
+
+
+_UNSET = object()
+
+
+def stem_precision_plan(config, requested: str | None, memory=_UNSET) -> tuple[str, str]:
+    """(the ESM C stem's precision, why when it is not the one asked) for a fold on this device:
+    the language models' rule (``device_memory.fitting_precision``) applied to the stem, with the
+    rest of the network (trunk, heads: fp32) counted as in use beside it. fp32 by default; where the
+    fp32 stem cannot fit (ESM C 6B's 25 GB against a 16 GiB chip) and fp32 was not asked by name
+    (``requested`` None), bf16 (12.7 GB), said; nothing fitting: ``ModelTooLargeError`` with the
+    bytes, naming bf16 where it would fit. ``memory``: the device's (default ``device_memory()``;
+    None on a CPU, where the host's memory is the fold's estimate's concern and nothing changes)."""
+    from flamino_core.engine.device_memory import DeviceMemory, device_memory, fitting_precision, weights_bytes
+
+    precision = requested or "fp32"
+    memory = device_memory() if memory is _UNSET else memory
+    if memory is None:
+        return precision, ""
+    rest = max(0, parameter_count(config) * FLOAT - weights_bytes(config.stem, "fp32"))
+    beside = DeviceMemory(memory.device, memory.capacity, memory.in_use + rest)
+    chosen, why = fitting_precision(config.stem, precision, requested is not None, beside)
+    if why:
+        why = (f"the ESM C stem in bf16 ({why} after the fold's other weights, {byte_size(rest)} in fp32); "
+               "labelled in every output")
+    return chosen, why
 
 
 def complex_gflop(config, lengths: Sequence[int]) -> float:
