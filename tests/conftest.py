@@ -55,7 +55,7 @@ FILE_KINDS = {
                      "test_structure_figures.py", "test_structure_tracks.py", "test_three_letter.py", "test_wording.py",
                      "test_dms_proteingym.py", "test_code_shape.py", "test_table_encodings.py", "test_design_rounds.py", "test_indels.py", "test_layers.py", "test_values_inside.py",
                      "test_hosted_attacks_indels.py",
-                     "test_families.py", "test_three_di.py", "test_time_left.py", "test_ray_rows.py", "test_ray_pool_plan.py", "test_fold_estimate.py",
+                     "test_families.py", "test_three_di.py", "test_time_left.py", "test_countdown.py", "test_ray_rows.py", "test_ray_pool_plan.py", "test_fold_estimate.py",
                      "test_hosted_attacks_tables.py", "test_structure_numbering.py", "test_predict_metrics.py",
                      "test_esmfold2_files.py", "test_plddt_bands.py", "test_variant_structures.py",
                      "test_structure_complex.py", "test_hosted_structure_bounds.py", "test_fold_plan_run.py",
@@ -85,7 +85,7 @@ FILE_KINDS = {
                      "test_hosted_server_attacks.py", "test_browser_sets.py", "test_browser_families.py", "test_browser_variants.py",
                      "test_browser_saprot.py", "test_browser_estimates.py",
                      "test_browser_fold.py", "test_browser_structure_ux.py", "test_browser_fold_complex.py"], "browser"),
-    **dict.fromkeys(["test_batch_cluster.py", "test_jobs_ray.py", "test_ray_twice.py"], "ray"),
+    **dict.fromkeys(["test_batch_cluster.py", "test_jobs_ray.py", "test_ray_twice.py", "test_batch_fold.py"], "ray"),
 }
 TEST_KINDS = {  # "file::test name prefix" -> kind, where a test is not its file's kind
     "test_structure_numbering.py::test_the_command_line_": "integration",
@@ -294,6 +294,9 @@ def isolated_cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("HF_HOME", str(root / "hf"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.delenv("FLAMINO_MODEL", raising=False)
+    # A fixed load share (jobs/rates.load_share): a 5-second tick of the load average between a
+    # rate's recording and its reading would move the tests' exact figures.
+    monkeypatch.setenv("FLAMINO_LOAD_SHARE", "1")
     return root
 
 

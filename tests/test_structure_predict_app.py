@@ -282,3 +282,35 @@ def test_a_variants_structure_is_folded_beside_the_wild_type_superposed_with_its
     np.testing.assert_allclose([r["value"] for r in view["residues"]], expected.table["ca_displacement"], atol=1e-3)
     assert any("against the wild type" in f["layout"]["title"]["text"] for f in figures(at))
     assert handed["variant_fold_mt_pdb"][0] == "abeta42_esmfold-tiny_F19P.pdb"
+
+
+def test_the_page_says_this_devices_length_limit_as_the_command_lines_plan_does(monkeypatch, tmp_path, capsys):
+    """The limit before any work (#64 item 5): the page's words and number are the plan's of
+    `flamino fold` (one core rule, ``folding.run_length_limit``), for a host whose available
+    memory is fixed here (64 GiB: a limit past the stem's trained length); a record over the
+    trained length is flagged before Predict."""
+    from flamino_core.cli import main as cli_main
+    from flamino_core.engine import device_memory, memory
+    from flamino_core.model.esmfold.config import FoldConfig
+    from flamino_core.structure.folding.prediction import device_fold_limit
+
+    monkeypatch.setattr(memory, "available_memory", lambda: 64 << 30)
+    monkeypatch.setattr(device_memory, "device_memory", lambda: None)
+    at = structure_page()
+    said = [unescaped(c.value) for c in at.caption if "Length limit on this device" in c.value]
+    longest = device_fold_limit(FoldConfig.tiny(), 64 << 30)  # the estimate's scan, 64 residues a step
+    assert longest > 1022
+    words = f"{longest:,} residues on this device (the memory estimate in the host's 64.0 GiB available"
+    assert len(said) == 1 and words in said[0]
+    assert not any("past the ESM-2 stem's trained length" in unescaped(w.value) for w in at.warning)
+    fasta = tmp_path / "long.fa"
+    fasta.write_text(f">over\n{'ACDEFGHIKLMNPQRSTVWY' * (longest // 20 + 1)}\n")
+    capsys.readouterr()
+    assert cli_main(["fold", str(fasta), "-m", "random:esmfold-tiny", "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert f"length limit: {words}" in err and "over: " in err  # refused before any fold
+    long_page = start()
+    paste(long_page, f">long\n{'ACDEFGHIKLMNPQRSTVWY' * 55}\n")  # 1,100 residues
+    long_page = open_page(long_page, "structure")
+    assert any("1,100 residues: past the ESM-2 stem's trained length" in unescaped(w.value) for w in long_page.warning)
+    assert any(b.label == PREDICT for b in long_page.button)

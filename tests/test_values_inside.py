@@ -30,6 +30,8 @@ DOOR_FUNCTIONS = {
     ("app_pages/_ui/structure/prediction.py", "offer"): "the ESMFold panel's model choice",
     ("app_pages/_ui/structure/complex_prediction.py", "offer"): "the ESMFold2 panel's model choice",
     ("app_pages/_ui/structure/variant_structure.py", "section"): "the Structure page's fold model, read here again",
+    ("flamino_core/batch/run.py", "_checked_fold_model"): "flamino batch fold's -m (the job keeps the text)",
+    ("flamino_core/batch/fold_shards.py", "__init__"): "the batch job manifest's fold model, read back in an actor",
 }
 # Not moved yet: each is a parse of the language model's identifier that the app or the loader
 # still makes from text (#65 goes on). The list may only shrink.

@@ -105,6 +105,7 @@ def read_records(
 SPOOL_SCHEMA = pa.schema([
     ("index", pa.int64()), ("file", pa.int32()), ("id", pa.string()), ("description", pa.string()),
     ("sequence", pa.string()), ("warnings", pa.string()), ("error", pa.string()),
+    ("out_file", pa.string()),  # a fold job's file name for the record (``fold_run.file_name``); else null
 ])
 
 
@@ -120,18 +121,25 @@ def spool_shards(
     residues_per_shard: list[int] = []
     issues: list[FileIssue] = []
     buffer: list[InputRecord] = []
+    names: list[str | None] = []
+    # A fold job names each valid record's file here, over the whole input in order, as `flamino
+    # fold` names them (``fold_run.file_name``): the same names whichever actor folds a shard.
+    used: set[str] | None = set() if job.command == "fold" else None
 
     def flush() -> None:
         shard = len(records_per_shard)
-        columns = {name: [getattr(r, name) for r in buffer] for name in SPOOL_SCHEMA.names}
+        columns = {name: [getattr(r, name) for r in buffer] for name in SPOOL_SCHEMA.names if name != "out_file"}
+        columns["out_file"] = list(names)
         with written_atomically(spool_path(job.out_dir, shard)) as tmp:
             pq.write_table(pa.table(columns, schema=SPOOL_SCHEMA), tmp)
         records_per_shard.append(len(buffer))
         residues_per_shard.append(sum(len(r.sequence or "") for r in buffer))
         buffer.clear()
+        names.clear()
 
     for count, record in enumerate(read_records(files, issues), 1):
         buffer.append(record)
+        names.append(_fold_file(record, used))
         if len(buffer) == job.shard_size:
             flush()
         if progress and count % 100_000 == 0:
@@ -139,3 +147,12 @@ def spool_shards(
     if buffer:
         flush()
     return records_per_shard, residues_per_shard, issues
+
+
+def _fold_file(record: InputRecord, used: set[str] | None) -> str | None:
+    """A fold job's file name for a valid record (None: not a fold job, or a refused record)."""
+    if used is None or record.error is not None:
+        return None
+    from flamino_core.structure.folding.fold_run import file_name
+
+    return file_name(record.id, used)

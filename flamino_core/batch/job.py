@@ -13,7 +13,7 @@ from pathlib import Path
 
 from flamino_core.atomic import open_own_file, written_atomically
 
-COMMANDS = ("embed", "score")
+COMMANDS = ("embed", "score", "fold")
 MANIFEST = "manifest.json"
 FAILURES = "failures.jsonl"
 WORK_DIR = ".work"
@@ -41,6 +41,8 @@ class Job:
     # Masked passes read from and kept in the result store (not part of the job's identity:
     # the numbers are the same either way).
     store: bool = True
+    # ``fold``: how each record is folded (passes, chunk_size, stem_precision, max_residues); None otherwise.
+    fold: dict | None = None
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -77,12 +79,15 @@ def file_fingerprint(path: Path, previous: dict | None = None) -> dict:
 
 def identity(job: Job, inputs: list[dict], model_info: dict) -> dict:
     """What must match for a rerun to continue a job (not actors or batching: results don't depend on them)."""
+    options = {"include": list(job.include), "long": job.long, "strategy": job.strategy}
+    if job.command == "fold":  # only a fold job's: every other job's key stays what it was
+        options["fold"] = job.fold
     return {
         "format": FORMAT_VERSION,
         "command": job.command,
         "model": job.model,
         "model_config": model_info,
-        "options": {"include": list(job.include), "long": job.long, "strategy": job.strategy},
+        "options": options,
         "shard_size": job.shard_size,
         "inputs": [{"path": i["abs_path"], "size": i["size"], "sha256": i["sha256"]} for i in inputs],
     }

@@ -55,7 +55,8 @@ def run_on_ray(job: Job, pending: list[int], address: str, actors: int | None, c
 
 
 class ShardWorker:
-    """Ray Data actor: loads the model once, then turns shard numbers into shard files."""
+    """Ray Data actor: loads the model once (an ``Engine``, or a fold job's ``FoldReplica``), then
+    turns shard numbers into shard files."""
 
     job: dict = {}  # set on the per-job subclass made by ``_worker_class``
     cores = 0  # CPU actors: cores to pin this actor to (0: GPU actor, no pinning)
@@ -68,7 +69,13 @@ class ShardWorker:
 
         enable_compilation_cache()
         self._job = Job.from_dict(self.job)
-        self._engine = Engine(load_weights(self._job.model), token_budget=self._job.token_budget)
+        if self._job.command == "fold":  # one ESMFold replica on this actor's device (fold_shards)
+            from flamino_core.batch.fold_shards import FoldReplica, fold_shard
+
+            self._engine, self._compute = FoldReplica(self._job), fold_shard
+        else:
+            self._engine = Engine(load_weights(self._job.model), token_budget=self._job.token_budget)
+            self._compute = process_shard
 
     def __call__(self, batch: dict) -> dict:
         import ray
@@ -76,7 +83,7 @@ class ShardWorker:
         infos, seconds, cpu_seconds = [], [], []
         for shard in batch["shard"]:
             start, cpu_start = time.monotonic(), time.process_time()
-            infos.append(process_shard(self._engine, self._job, int(shard)))
+            infos.append(self._compute(self._engine, self._job, int(shard)))
             seconds.append(time.monotonic() - start)
             cpu_seconds.append(time.process_time() - cpu_start)  # all of this actor's threads
         return {

@@ -100,6 +100,7 @@ def run_batch(
     gpus_per_actor: float | None = None,
     overwrite: bool = False,
     store: bool = True,
+    fold: dict | None = None,
     say: Callable[[str], None] = say_on_stderr,
 ) -> BatchSummary:
     """Run (or continue) a batch job; see the package docstring for what is written where.
@@ -121,18 +122,19 @@ def run_batch(
       overwrite: delete a different job's results in ``out_dir`` instead of refusing.
       store: ``score`` with a masked strategy reads and keeps its masked passes in the result
         store (``FLAMINO_CACHE`` on each node); False computes them without it.
+      fold: ``fold``'s options (``passes``, ``chunk_size``, ``stem_precision``, ``max_residues``).
 
     Raises:
       BatchError: unusable inputs, options or model, or ``out_dir`` holds another job.
     """
     include, strategy = _checked_options(command, include, long, strategy, shard_size, actors)
-    files = fasta_inputs(inputs)
+    fold, files = _checked_fold(fold) if command == "fold" else None, fasta_inputs(inputs)
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise BatchError(f"output {out} exists and is not a folder")
-    model_id, model_info = _checked_model(model, say)
+    model_id, model_info = _checked_fold_model(model, say) if command == "fold" else _checked_model(model, say)
     job = Job(command, str(out.absolute()), model_id, include, long, strategy, shard_size,
-              token_budget or DEFAULT_TOKEN_BUDGET, files=tuple(str(f) for f in files), store=store)
+              token_budget or DEFAULT_TOKEN_BUDGET, files=tuple(str(f) for f in files), store=store, fold=fold)
 
     out.mkdir(parents=True, exist_ok=True)
     with DirectoryLock(out):
@@ -150,7 +152,7 @@ def _checked_options(command: str, include: Iterable[str], long: str, strategy: 
     if command not in COMMANDS:
         raise BatchError(f"unknown batch command {command!r}; choose {' or '.join(COMMANDS)}")
     include = tuple(dict.fromkeys(include))
-    allowed = BATCH_EMBED_PARTS if command == "embed" else BATCH_SCORE_PARTS
+    allowed = {"embed": BATCH_EMBED_PARTS, "score": BATCH_SCORE_PARTS, "fold": ()}[command]
     unknown = [part for part in include if part not in allowed]
     if unknown:
         raise BatchError(f"--include: {', '.join(unknown)} not available for batch {command}; "
@@ -187,6 +189,45 @@ def _checked_model(model: str | None, say: Callable[[str], None]) -> tuple[str, 
         say("note: untrained test model (random weights): outputs are not biology")
     # Resolved here: actors on other nodes lack this environment.
     return model or default_model(), weights.config.to_dict()
+
+
+def _checked_fold(options: dict | None) -> dict:
+    """A fold job's options, refused before anything starts where `flamino fold` refuses them."""
+    from flamino_core.model.esmfold.config import STEM_PRECISIONS
+
+    options = {"passes": None, "chunk_size": 64, "stem_precision": "fp32", "max_residues": None, **(options or {})}
+    if options["passes"] is not None and options["passes"] < 1:
+        raise BatchError(f"--passes {options['passes']}: the trunk runs at least once (1 = no recycling)")
+    if options["chunk_size"] < 0:
+        raise BatchError(f"--chunk-size {options['chunk_size']}: a number of rows, or 0 for all at once")
+    if options["max_residues"] is not None and options["max_residues"] < 1:
+        raise BatchError(f"--max-residues {options['max_residues']}: at least one residue")
+    if options["stem_precision"] not in STEM_PRECISIONS:
+        raise BatchError(f"--stem-precision must be one of {', '.join(STEM_PRECISIONS)}")
+    return options
+
+
+def _checked_fold_model(model: str | None, say: Callable[[str], None]) -> tuple[str, dict]:
+    """An ESMFold (v1) identifier and its shape (part of the job's identity), read without its
+    weights (esmfold_v1's are 8.4 GB: only the actors load them). A door: ``-m``'s text is parsed
+    here (the job keeps the text, its manifest is JSON)."""
+    from flamino_core.model.model_id import ModelId
+    from flamino_core.structure.folding.fold_files import known_config
+    from flamino_core.structure.folding.prediction import RANDOM_LABEL
+
+    if not model:
+        raise BatchError("batch fold needs a model (-m): esmfold_v1, an ESMFold folder or random:esmfold-tiny")
+    parsed = ModelId.parse(model)
+    if parsed.fold_family() == "esmfold2":
+        raise BatchError(f"{model}: batch fold folds with ESMFold (v1) models for now; "
+                         "fold ESMFold2 models with `flamino fold`")
+    config = known_config(parsed)
+    if config is None:
+        raise BatchError(f"{model}: not an ESMFold model flamino can read (a preset, random:esmfold-tiny, or a "
+                         "folder with the config.json of EsmForProteinFolding.save_pretrained)")
+    if parsed.is_random:
+        say(f"note: {RANDOM_LABEL}")
+    return model, dataclasses.asdict(config)
 
 
 def _claim_folder(out: Path, job: Job, files: list[Path], model_info: dict, overwrite: bool) -> tuple[Job, dict]:
@@ -270,6 +311,10 @@ def _compute_pending(out: Path, job: Job, manifest: dict, pending: list[int], ra
         return _RunStats(0, 0.0, 0, 0, {})
     manifest["complete"] = False
     write_json(out / MANIFEST, manifest)
+    if job.command == "fold":
+        from flamino_core.batch.fold_shards import spoken_limit
+
+        say(spoken_limit(job))
     tally = _ComputeTally(out / MANIFEST, manifest, pending)
     seconds, n_actors = run_on_ray(job, pending, ray_address, actors, cpus_per_actor, gpus_per_actor,
                                    tally.on_start, tally.on_shard, say)
@@ -313,6 +358,10 @@ def _finish(out: Path, job: Job, manifest: dict, this_run: _RunStats) -> BatchSu
     failures = [{"index": None, "file": i["file"], "id": None, "reason": i["reason"]}
                 for i in manifest.get("file_issues", [])]
     failures += [f for info in infos for f in info["failures"]]
+    if job.command == "fold":  # folds.csv, as `flamino fold` writes it, from the shard files in order
+        from flamino_core.batch.fold_shards import write_fold_table
+
+        write_fold_table(out, n_shards)
     with written_atomically(out / FAILURES) as tmp, open(tmp, "w") as handle:
         for failure in failures:
             handle.write(json.dumps(failure) + "\n")

@@ -3,21 +3,18 @@
 
 from __future__ import annotations
 
-import csv
-import io
 from pathlib import Path
 
-from flamino_core.atomic import written_atomically
 from flamino_core.cli.common import EXIT_OK, EXIT_USAGE, UserError, add_fasta_argument, read_fasta_argument
 from flamino_core.model.esmfold.config import STEM_PRECISIONS
 from flamino_core.options import Precision
 from flamino_core.progress import say
+from flamino_core.structure.folding.fold_files import (  # noqa: F401  (COLUMNS: read by scripts from here)
+    COLUMNS, STEM_BF16_NOTE, TABLE, FoldSettings, fold_record, known_config, run_length_limit, write_table,
+)
 from flamino_core.structure.folding.prediction import TRAINED_RESIDUES
 
-STEM_BF16_NOTE = "stem in bf16 (opt-in fast mode: not the reference's numbers)"
-TABLE = "folds.csv"
-# The table's columns, in this order (scripts read them): past_trained_length (yes/no) added last.
-COLUMNS = ["name", "length", "mean_plddt", "ptm", "pdb", "past_trained_length"]
+
 MODEL_HELP = ("esmfold_v1 (facebook/esmfold_v1, MIT licence: downloaded once into the Hugging Face cache), an "
               "ESMFold folder written by transformers' EsmForProteinFolding.save_pretrained, or "
               "random:esmfold-tiny[:seed] (an untrained test model: its structures are not biology); or ESMFold2: "
@@ -57,9 +54,9 @@ def cmd_fold(args) -> int:
 
         model, is_random = _load(args)
         Path(args.output).mkdir(parents=True, exist_ok=True)
-        return fold_mutations.run(args, model, is_random, records, _write_table)
+        return fold_mutations.run(args, model, is_random, records, write_table)
     room = memory_room()  # before the weights arrive: the plan counts them in each fold's memory
-    config, model, is_random = _known_config(args.model), None, False
+    config, model, is_random = known_config(args.model), None, False
     if config is None:  # a folder without a readable config.json: the loader says what is wrong
         model, is_random = _load(args)
         config = model.config
@@ -72,10 +69,11 @@ def cmd_fold(args) -> int:
         say(f"error: {name}: {reason}: skipped")
     if plan.todo and model is None:  # the plan is said before the weights load (esmfold_v1: 8.4 GB)
         model, is_random = _load(args)
-    rows = run_folds(plan, out, key, lambda task: _fold_one(model, task, out, is_random, args), say,
+    settings = FoldSettings(args.model, is_random, args.passes, args.chunk_size or None, args.stem_precision)
+    rows = run_folds(plan, out, key, lambda task: fold_record(model, task, out, settings, say), say,
                      folded_in=lambda task, seconds: record_fold_time(config, task.length, key, seconds,
                                                                       passes=args.passes))
-    _write_table(out / TABLE, [rows[i] for i in sorted(rows)])
+    write_table(out / TABLE, [rows[i] for i in sorted(rows)])
     kept = f" ({len(plan.done)} kept from an earlier run)" if plan.done else ""
     print(f"wrote {len(rows) - len(plan.done)} PDB file(s) and {out / TABLE}{kept}")
     return EXIT_USAGE if had_errors or plan.refused else EXIT_OK
@@ -95,71 +93,17 @@ def _load(args):
     return model, is_random
 
 
-def _known_config(model):
-    """The model's shape (``model``: a ``ModelId``) before its weights load: the test model's, a
-    preset's, a folder's ``config.json``; None where it cannot be read (the loader then says why)."""
-    import json
-
-    from flamino_core.model.esmfold.config import FoldConfig
-    from flamino_core.weights.esmfold_hub import FOLD_PRESETS
-
-    if model.is_random and model.fold == "esmfold":
-        return FoldConfig.tiny()
-    if model.fold_preset in FOLD_PRESETS:
-        return FOLD_PRESETS[model.fold_preset].expect()
-    try:
-        return FoldConfig.from_hf_config(json.loads((Path(model.text) / "config.json").read_text()),
-                                         name=Path(model.text).name)
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
 def _plan(config, records, out: Path, args, memory: tuple[int | None, str]):
     """The run's plan (``fold_run.plan_run``) and the model's store key: the length limit is the
-    core's (``prediction.fold_length_limit``), or ``--max-residues`` where lower."""
-    from flamino_core.engine import hardware
+    core's (``fold_files.run_length_limit``), or ``--max-residues`` where lower."""
     from flamino_core.structure.folding.fold_run import plan_run
-    from flamino_core.structure.folding.prediction import fold_length_limit, model_key
+    from flamino_core.structure.folding.prediction import model_key
 
     chunk = args.chunk_size or None
-    room, host = memory
-    longest, where = fold_length_limit(config, room, host, chunk, args.stem_precision, hardware.detect().platform)
-    device = ""
-    if args.max_residues is not None and args.max_residues < longest:
-        device = f"this device: {longest:,} {where}"
-        longest, where = args.max_residues, "by --max-residues"
+    longest, where, device = run_length_limit(config, memory, chunk, args.stem_precision, args.max_residues)
     key = model_key(args.model, args.passes or config.trunk.max_recycles, args.stem_precision)
     return plan_run(records, out, config, key, longest, where, chunk, args.stem_precision, args.passes,
                     device=device), key
-
-
-def _fold_one(model, task, out: Path, is_random: bool, args) -> dict:
-    from flamino_core.model.esmfold.pdb import to_pdb
-    from flamino_core.structure.folding.fold_run import row_flag
-    from flamino_core.structure.folding.prediction import PAST_TRAINED_NOTE, fold
-
-    folded = fold(model, task.sequence, passes=args.passes, chunk_size=args.chunk_size or None)
-    label = "UNTRAINED TEST MODEL, not biology" if is_random else args.model.text
-    remark = f"flamino ESMFold ({label}): {task.name}"
-    if args.stem_precision == Precision.BF16:
-        remark += f"; {STEM_BF16_NOTE}"
-    text = to_pdb(folded, remark=remark)
-    if task.past_trained:  # a second REMARK line, before the atoms: viewers and parsers keep it
-        text = f"REMARK {len(task.sequence):,} residues: {PAST_TRAINED_NOTE.upper()}\n" + text
-        say(f"warning: {task.name}: {len(task.sequence):,} residues, {PAST_TRAINED_NOTE}")
-    with written_atomically(out / task.file) as tmp:
-        Path(tmp).write_text(text)
-    return {"name": task.name, "length": len(task.sequence), "mean_plddt": round(100 * folded.mean_plddt, 2),
-            "ptm": round(folded.ptm, 4), "pdb": task.file, "past_trained_length": row_flag(task)}
-
-
-def _write_table(path: Path, rows: list[dict]) -> None:
-    text = io.StringIO()
-    writer = csv.DictWriter(text, fieldnames=COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    with written_atomically(path) as tmp:
-        Path(tmp).write_text(text.getvalue())
 
 
 def add_parsers(sub) -> None:

@@ -24,7 +24,8 @@ import time
 from typing import Callable
 
 from flamino_core.jobs.status import Status
-from flamino_core.jobs.time_left import BORROWED_SHARE, PRIOR_SHARE, seconds_left_from
+from flamino_core.jobs.time_left import (BORROWED_SHARE, COMPILE_SLACK, PRIOR_SHARE, countdown_step,
+                                        progress_weighted, seconds_left_from)
 # How fast this machine runs a model (``jobs/rates.py``), re-exported: callers find these names here.
 from flamino_core.jobs.rates import Rates, default_rates, machine  # noqa: F401
 
@@ -97,6 +98,7 @@ class Job:
         self._anchor: tuple[float, float | None] | None = None
         self._reported: tuple[float, float] | None = None  # (time, compiled seconds) at the last report
         self._gap = 0.0
+        self._shown: tuple[float, float] | None = None  # (time, seconds) the countdown last showed
 
     # --- what the work calls ------------------------------------------------------------------
     def progress(self, done: int, total: int, work: tuple[float, float] | None = None) -> None:
@@ -249,15 +251,35 @@ class Job:
             since = now - said_at
             return max(said - min(since, self._gap) + max(since - self._gap, 0.0), 0.0)
 
+    def countdown(self) -> float | None:
+        """The time left as shown (``status``): ``seconds_left``, or the job's wall-clock pace weighted
+        by its progress where that is more (``time_left.progress_weighted``), followed by
+        ``time_left.countdown_step``, never rising from one reading to the next, across stages too."""
+        with self._changed:
+            estimate, now = self.seconds_left(), time.monotonic()
+            if estimate is None:
+                return None
+            if self._baseline is not None and self.total is not None:
+                estimate = max(estimate, progress_weighted(*self._amounts(), now - self._baseline[0]))
+            shown = estimate if self._shown is None else countdown_step(self._shown[1], estimate, now - self._shown[0])
+            self._shown = (now, shown)
+            return shown
+
     def _left(self, now: float) -> float | None:
         """``seconds_left`` under the lock, by the rule of ``time_left.seconds_left_from``."""
         if self.total is None or self._baseline is None:
             return self._expected
         first, done, total = self._amounts()
         return seconds_left_from(
-            first=first, done=done, total=total, elapsed=now - self._baseline[0] - self._compiled_s,
+            first=first, done=done, total=total, elapsed=now - self._baseline[0] - self._compiles_apart(),
             units=(self._baseline[1], self.total), expected=self._expected, compiling=self._expected_compiling,
             compiled=self._compiled_s, carried=self._carried, prior_share=self._prior_share)
+
+    def _compiles_apart(self) -> float:
+        """Compilation seconds kept out of the job's own pace: those paid, at most ``COMPILE_SLACK``
+        times the cost model's (``expect``'s ``compiling``) where it gave any (why: there)."""
+        cap = None if self._expected_compiling is None else COMPILE_SLACK * self._expected_compiling
+        return self._compiled_s if cap is None else min(self._compiled_s, cap)
 
     def _amounts(self) -> tuple[float, float, float]:
         """(first, done, total) in the job's measure of its work: the work it reports beside its
@@ -294,7 +316,7 @@ class Job:
             return Status("cancelling", **fields)
         if finished is not None or waiting:
             return Status(finished or "queued", **fields)
-        left = self.seconds_left()
+        left = self.countdown()
         return Status("measuring" if left is None else "running", seconds_left=left, **fields)
 
     # --- plumbing ---------------------------------------------------------------------------

@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 from typing import Iterable
 
+from flamino_core import settings
+
 
 LOG = logging.getLogger("flamino")
 
@@ -51,6 +53,9 @@ class Rates:
         # "model kind" -> [[seconds per unit, source tag]] (``record_sample``)
         self._samples: dict[str, list[list]] = {}
         self._sizes: dict[str, float] = {}  # "model kind" -> the model's size (``record``)
+        # "model kind" -> the machine's load share (``load_share``) while it was measured, averaged
+        # as the rate is: ``seconds`` scales the rate by the load now over it (#66 D1).
+        self._loads: dict[str, float] = {}
 
     def record(self, model: str, kind: str, amount: float, seconds: float, size: float | None = None) -> None:
         """``seconds`` measured for ``amount`` of ``kind``: MFLOP of passes, operations of a fit,
@@ -61,8 +66,11 @@ class Rates:
         with self._lock:
             rates = self._load()
             key = f"{model} {kind}"
-            old = rates.get(key)
+            old, load, old_load = rates.get(key), load_share(), self._loads.get(key)
             rates[key] = rate if old is None else (1 - self.weight) * old + self.weight * rate
+            # (a rate kept from a file without loads: its load unknown, taken as now's)
+            self._loads[key] = load if old is None or old_load is None else (
+                (1 - self.weight) * old_load + self.weight * load)
             if size is not None and size > 0:
                 self._sizes[key] = float(size)
             self._save(rates)
@@ -84,18 +92,22 @@ class Rates:
         random:tiny and of the 8M model took 8.0e-6 and 7.5e-6 s, 2.2e-5 and 7.8e-6 per MFLOP
         alone, on the AMD EPYC), else
         this model's other kind (an unmasked pass of the result store keeps every layer: for
-        random:tiny 2-6x a masked pass's time per MFLOP, issue 50's pseudo-perplexity 6-13x long)."""
+        random:tiny 2-6x a masked pass's time per MFLOP, issue 50's pseudo-perplexity 6-13x long).
+        The rate is scaled from the load it was measured at to the load now (``load_scale``)."""
         with self._lock:
             rates = self._load()
-        rate = rates.get(f"{model} {kind}")
-        if rate is None and kind in PASS_KINDS:
-            others = sorted(v for k, v in rates.items() if k.endswith(f" {kind}") and not k.startswith(f"{model} "))
+            loads = dict(self._loads)
+        key = f"{model} {kind}"
+        if key not in rates and kind in PASS_KINDS:
+            others = sorted((v, k) for k, v in rates.items()
+                            if k.endswith(f" {kind}") and not k.startswith(f"{model} "))
             other = PASS_KINDS[1 - PASS_KINDS.index(kind)]
             # (the other kind's full batches, else its narrow ones: a set of a few records runs
             # only narrow unmasked batches)
-            rate = (others[(len(others) - 1) // 2] if others
-                    else rates.get(f"{model} {other}", rates.get(f"{model} {other} {NARROW}")))
-        return None if rate is None else rate * amount
+            key = (others[(len(others) - 1) // 2][1] if others
+                   else f"{model} {other}" if f"{model} {other}" in rates else f"{model} {other} {NARROW}")
+        rate = rates.get(key)
+        return None if rate is None else rate * amount * load_scale(loads.get(key))
 
     def typical(self, kind: str) -> float | None:
         """The median rate of ``kind`` over every model (or architecture) measured here, None if
@@ -188,6 +200,9 @@ class Rates:
                 samples = samples if isinstance(samples, dict) else {}
                 self._samples = {k: [[float(x[0]), str(x[1])] for x in v if _sample(x)][-RECENT:]
                                  for k, v in samples.items() if isinstance(v, list)}
+                loads = found.get(LOADS)
+                self._loads = {k: float(v) for k, v in loads.items() if isinstance(v, (int, float)) and v > 0
+                               and k in self._rates} if isinstance(loads, dict) else {}
                 sizes = found.get(SIZES)
                 self._sizes = {k: float(v) for k, v in sizes.items() if isinstance(v, (int, float)) and v > 0
                                and k in self._rates} if isinstance(sizes, dict) else {}
@@ -205,7 +220,8 @@ class Rates:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with written_atomically(self.path) as tmp:
                 tmp.write_text(json.dumps({**rates, PASS_UNIT: PASS_UNIT_NOW, HISTORY: self._history,
-                                           SHAPES: self._shapes, SAMPLES: self._samples, SIZES: self._sizes}, indent=0,
+                                           SHAPES: self._shapes, SAMPLES: self._samples, SIZES: self._sizes,
+                                           LOADS: self._loads}, indent=0,
                                           sort_keys=True))
         except OSError as err:  # a read-only cache: the rates live in memory only
             LOG.debug("pass rates not saved (%s)", err)
@@ -224,6 +240,7 @@ NARROW = "narrow"
 NARROW_KINDS = tuple(f"{kind} {NARROW}" for kind in PASS_KINDS)
 SAMPLES = "samples"  # the pass-rate file's whole jobs' rates per key (``Rates.record_sample``)
 SIZES = "sizes"  # the pass-rate file's model sizes per pass-rate key (``Rates.record``)
+LOADS = "loads"  # the pass-rate file's load share per rate key when it was measured (``Rates.record``)
 RECENT = 9  # samples a key keeps
 PRIOR_SAMPLES = 2  # copies of the prior among them: a median that one outlier cannot move
 CLAMP = 4.0  # a robust rate stays within this factor of its prior either way
@@ -242,6 +259,46 @@ SHAPES = "shapes"  # the pass-rate file's shapes compiled into the persistent ca
 PASS_UNIT, PASS_UNIT_NOW = "pass_unit", "MFLOP+token-layers"
 
 
+# A rate measured at one load is scaled to another at most this much either way (``load_scale``): the
+# load average counts threads waiting on disk too, and another agent's burst may end in seconds.
+LOAD_CLAMP = 4.0
+
+
+def load_share(starting: bool = False) -> float:
+    """How many times slower than alone a CPU-bound job runs here now: runnable threads per core,
+    the 1-minute load average over the cores, at least 1 (a quiet machine). ``starting``: for a job
+    about to start, counted as one more thread (a rate was measured while its own job ran, in the
+    load average it was recorded with: without it, a job estimated at load 5 on 2 cores from a rate
+    measured at load 6, its own included, is said a sixth short). ``FLAMINO_LOAD_SHARE`` fixes it
+    (the tests: the load average ticks every 5 s, and a tick between a rate's recording and its
+    reading would move their exact figures)."""
+    fixed = settings.LOAD_SHARE.get()
+    if fixed is not None:
+        return max(fixed, 1.0)
+    try:
+        load = os.getloadavg()[0]
+    except (OSError, AttributeError):  # (no load average on this platform: taken as quiet)
+        return 1.0
+    cores = _cores()
+    return max(load + (1.0 if starting else 0.0), cores) / cores
+
+
+def load_scale(measured_at: float | None) -> float:
+    """What a rate measured at load share ``measured_at`` (``Rates.record``) is multiplied by for a
+    job starting now (``load_share``), within ``LOAD_CLAMP`` either way (None: a rate kept from a file
+    without loads, unscaled). Why: a rate is a running average of the jobs run here, at their
+    load; #66 D1's first estimate, a set's entropies on a machine at load 8-9, was said 89 s for
+    171.7 s from rates measured while the machine was quieter. The 1-minute average lags a load
+    that just changed; the job's own pace takes over as it runs (``time_left``)."""
+    if measured_at is None or measured_at <= 0:
+        return 1.0
+    return min(max(load_share(starting=True) / measured_at, 1 / LOAD_CLAMP), LOAD_CLAMP)
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def machine() -> str:
     """This machine in a few words: ``AMD EPYC 9R14, 2 cores``."""
     name = ""
@@ -252,8 +309,7 @@ def machine() -> str:
                 break
     except OSError:
         pass
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return f"{name or 'unknown CPU'}, {cores} cores"
+    return f"{name or 'unknown CPU'}, {_cores()} cores"
 
 
 def _default_rates_path() -> Path:

@@ -144,16 +144,20 @@ def offer(ctx) -> None:
     if _is_random(identifier):
         st.warning(f"Folding with {label}: the coordinates, pLDDT and PAE only show what the page does.",
                    icon=":material/science:")
-    refusal = folding.length_refusal(len(seq), hosted_mode())
-    if refusal:
-        st.error(plain(f"Not folded: {refusal}."), icon=":material/block:")
-        return
     try:
         config = _config(identifier)
         key = folding.model_key(identifier, config.trunk.max_recycles, stem)
     except (ValueError, OSError) as err:  # ModelNotAvailableError is a ValueError
         st.error(plain(f"The ESMFold model could not be read: {err}"), icon=":material/error:")
         return
+    longest, where = device_limit(config, stem)
+    refusal = folding.length_refusal(len(seq), hosted_mode(), longest=longest, where=where)
+    if refusal:
+        st.error(plain(f"Not folded: {refusal}."), icon=":material/block:")
+        return
+    if len(seq) > folding.TRAINED_RESIDUES:
+        st.warning(plain(f"{len(seq):,} residues: {folding.PAST_TRAINED_NOTE}."), icon=":material/warning:")
+        label += f"; {len(seq):,} residues, {folding.PAST_TRAINED_NOTE}"
     store = default_store()
     found = folding.stored_fold(store, key, seq)
     if found is not None:
@@ -185,6 +189,16 @@ def offer(ctx) -> None:
     if job is not None and job.state == DONE and job.value is not None:
         hold(job.value, key, label, ctx.record.id)
         st.rerun()
+
+
+def device_limit(config, stem_precision: str) -> tuple[int, str]:
+    """(the longest fold here, where that comes from), said on the page before any work: the rule
+    ``flamino fold``'s plan says (``folding.run_length_limit``: this device's memory by the estimate,
+    at the page's 64-row chunks), with this server's own limit when hosted."""
+    longest, where, _ = folding.run_length_limit(config, folding.memory_room(), 64, stem_precision)
+    hosted = f"; this server folds {folding.hosted_fold_limit():,} at most" if hosted_mode() else ""
+    st.caption(plain(f"Length limit on this device: {longest:,} residues {where}{hosted}."))
+    return longest, where
 
 
 def hold(folded, key: str, label: str, record_id: str) -> None:

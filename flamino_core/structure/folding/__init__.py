@@ -1,14 +1,15 @@
-"""A predicted structure (ESMFold) as the app and the command line use it: ``prediction`` (the
-fold's memory and time before any work, the hosted length limit, the fold kept in the result
-store by model and sequence, its PDB and mmCIF text), ``fold_time`` (a fold's time before the
-work, from the platform's first guess and this machine's folds), ``fold_plan`` (a fold as the
-background job's plan), ``fold_run`` (many records folded by ``flamino fold``: buckets, the plan
-said first, resume), ``fold_worker`` (a server's folds in a process of their own),
-``variant_structures`` (a variant's fold superposed on the wild type's) and ``figures`` (the PAE
-heatmap, pLDDT along the sequence in its bands); for ESMFold2's complexes ``complex_prediction``
-(model, key, limits, memory, time, store), ``complex_plan`` (the job's plan) and ``complex_figures``
-(PAE with chain blocks, the ipTM table, the 3D scene by chain or pLDDT). The network itself is
-``model/esmfold/`` (``model/esmfold2/``); its weights, ``weights/esmfold.py``.
+"""A predicted structure (ESMFold) as the app and the command line use it: ``prediction`` (the fold's
+memory and time before any work, the hosted length limit, the fold kept in the result store by model
+and sequence, its PDB and mmCIF text), ``fold_time`` (a fold's time before the work, from the
+platform's first guess and this machine's folds), ``fold_plan`` (a fold as the background job's
+plan), ``fold_run`` (many records folded by ``flamino fold``: buckets, the plan said first, resume),
+``fold_files`` (one record folded into its PDB file and table row, for ``flamino fold`` and
+``flamino batch fold`` alike; the run's length limit), ``fold_worker`` (a server's folds in a
+process of their own), ``variant_structures`` (a variant's fold superposed on the wild type's) and
+``figures`` (the PAE heatmap, pLDDT along the sequence in its bands); for ESMFold2's complexes
+``complex_prediction`` (model, key, limits, memory, time, store), ``complex_plan`` (the job's plan)
+and ``complex_figures`` (PAE with chain blocks, the ipTM table, the 3D scene by chain or pLDDT). The
+network itself is ``model/esmfold/`` (``model/esmfold2/``); its weights, ``weights/esmfold.py``.
 
 The door: ``from flamino_core.structure import folding`` then ``folding.fold_memory(...)``.
 """
@@ -28,6 +29,8 @@ _EXPORTS = {
                     "fold_time"),
     **dict.fromkeys(["FoldPlan", "FoldOverBudget"], "fold_plan"),
     **dict.fromkeys(["FoldTask", "FoldRunPlan", "plan_run", "run_folds", "done_rows", "file_name"], "fold_run"),
+    **dict.fromkeys(["FoldSettings", "fold_record", "write_table", "known_config", "run_length_limit"],
+                    "fold_files"),
     **dict.fromkeys(["FoldRequest", "FoldRunner", "fold_runner", "fold_share", "runner_for", "warm_express"],
                     "fold_worker"),
     **dict.fromkeys(["CAVEAT", "substitution_variants", "fold_variants", "both_chains_pdb", "superposed_pdb",

@@ -125,10 +125,13 @@ def duration_words(seconds: float) -> str:
 
 def plan_run(records: Sequence, out: Path, config, model_key: str, longest: int,
              where: str, chunk_size: int | None, stem_precision: str, passes: int | None,
-             platform: str | None = None, rates=None, device: str = "", suffix: str = ".pdb") -> FoldRunPlan:
+             platform: str | None = None, rates=None, device: str = "", suffix: str = ".pdb",
+             files: Sequence[str] | None = None) -> FoldRunPlan:
     """The run over ``records`` (``.id``, ``.sequence``): each refused by the length rule
     (``longest``, said as ``where``), already done in ``out`` (``done_rows``), or to fold, ordered
-    by bucket; file names given in input order (``file_name``), so a rerun names them alike.
+    by bucket; file names given in input order to every record, refused ones too (``file_name``),
+    so a rerun names them alike whatever its limit; ``files``: the names given already (``flamino
+    batch fold`` names a shard's records over the whole input).
     ``config``: ESMFold's (v1: lengths padded, the estimate, the trained length flagged), or None
     for ESMFold2 (lengths compiled as they are, no estimate yet, nothing flagged)."""
     from flamino_core.structure.folding.fold_time import fold_time_estimate
@@ -136,12 +139,13 @@ def plan_run(records: Sequence, out: Path, config, model_key: str, longest: int,
     pad_to, trained = (PAD_TO, TRAINED_RESIDUES) if config is not None else (None, None)
     refused, tasks, used = [], [], set()
     for i, record in enumerate(records):
-        task = FoldTask(i, record.id, record.sequence.upper(), "", pad_to, trained)
+        name = files[i] if files is not None else file_name(record.id, used, suffix)
+        task = FoldTask(i, record.id, record.sequence.upper(), name, pad_to, trained)
         reason = length_refusal(task.length, False, longest=longest, where=where)
         if reason:
             refused.append((record.id, reason))
         else:
-            tasks.append(dataclasses.replace(task, file=file_name(record.id, used, suffix)))
+            tasks.append(task)
     notes = done_rows(out, model_key)
     done = {t.index: notes[t.note_key(model_key)] for t in tasks
             if t.note_key(model_key) in notes and (out / t.file).is_file()}
