@@ -7,10 +7,10 @@ from pathlib import Path
 
 from flamino_core.cli.common import EXIT_OK, EXIT_USAGE, UserError, add_fasta_argument, read_fasta_argument
 from flamino_core.model.esmfold.config import STEM_PRECISIONS
-from flamino_core.options import Precision
+from flamino_core.options import FoldPrecision, Precision
 from flamino_core.progress import say
 from flamino_core.structure.folding.fold_files import (  # noqa: F401  (COLUMNS: read by scripts from here)
-    COLUMNS, STEM_BF16_NOTE, TABLE, FoldSettings, fold_record, known_config, run_length_limit, write_table,
+    COLUMNS, TABLE, FoldSettings, fold_record, known_config, precision_note, run_length_limit, write_table,
 )
 from flamino_core.structure.folding.prediction import TRAINED_RESIDUES
 
@@ -54,7 +54,7 @@ def cmd_fold(args) -> int:
 
         model, is_random = _load(args)
         Path(args.output).mkdir(parents=True, exist_ok=True)
-        return fold_mutations.run(args, model, is_random, records, write_table)
+        return fold_mutations.run(args, model, is_random, records, write_table, _note(args))
     room = memory_room()  # before the weights arrive: the plan counts them in each fold's memory
     config, model, is_random = known_config(args.model), None, False
     if config is None:  # a folder without a readable config.json: the loader says what is wrong
@@ -69,7 +69,8 @@ def cmd_fold(args) -> int:
         say(f"error: {name}: {reason}: skipped")
     if plan.todo and model is None:  # the plan is said before the weights load (esmfold_v1: 8.4 GB)
         model, is_random = _load(args)
-    settings = FoldSettings(args.model, is_random, args.passes, args.chunk_size or None, args.stem_precision)
+    settings = FoldSettings(args.model, is_random, args.passes, args.chunk_size or None, _stem(args),
+                            args.fold_precision)
     rows = run_folds(plan, out, key, lambda task: fold_record(model, task, out, settings, say), say,
                      folded_in=lambda task, seconds: record_fold_time(config, task.length, key, seconds,
                                                                       passes=args.passes))
@@ -83,13 +84,13 @@ def _load(args):
     from flamino_core.weights.esmfold import load_fold_model
 
     try:
-        model, is_random = load_fold_model(args.model, args.stem_precision)
+        model, is_random = load_fold_model(args.model, args.stem_precision, args.fold_precision)
     except ValueError as err:
         raise UserError(str(err)) from None
     if is_random:
         say("note: untrained test model (random weights): the structures are not biology")
-    if args.stem_precision == Precision.BF16:
-        say(f"note: {STEM_BF16_NOTE}")
+    if note := _note(args):
+        say(f"note: {note}")
     return model, is_random
 
 
@@ -100,10 +101,20 @@ def _plan(config, records, out: Path, args, memory: tuple[int | None, str]):
     from flamino_core.structure.folding.prediction import model_key
 
     chunk = args.chunk_size or None
-    longest, where, device = run_length_limit(config, memory, chunk, args.stem_precision, args.max_residues)
-    key = model_key(args.model, args.passes or config.trunk.max_recycles, args.stem_precision)
-    return plan_run(records, out, config, key, longest, where, chunk, args.stem_precision, args.passes,
+    stem = _stem(args)
+    longest, where, device = run_length_limit(config, memory, chunk, stem, args.max_residues)
+    key = model_key(args.model, args.passes or config.trunk.max_recycles, stem, args.fold_precision)
+    return plan_run(records, out, config, key, longest, where, chunk, stem, args.passes,
                     device=device), key
+
+
+def _stem(args) -> Precision:
+    """The stem's precision the fold runs (and its memory is planned) in: bf16 in the fast mode."""
+    return Precision.BF16 if args.fold_precision == FoldPrecision.FAST else Precision(args.stem_precision)
+
+
+def _note(args) -> str:
+    return precision_note(_stem(args), args.fold_precision)
 
 
 def add_parsers(sub) -> None:
@@ -137,6 +148,11 @@ def add_parsers(sub) -> None:
                       help="the language-model stem's dense layers: fp32 (default: the reference's numbers) or bf16 "
                            "(5.6 GB less for esmfold_v1, what a long fold on a 16 GiB accelerator needs; not the "
                            "reference's numbers, said in every PDB)")
+    fold.add_argument("--fold-precision", type=FoldPrecision, choices=tuple(FoldPrecision), default=FoldPrecision.FP32,
+                      help="the whole fold: fp32 (default: the reference's numbers) or fast (opt-in: bf16 products "
+                           "with fp32 accumulation in the trunk's dense layers, triangular updates and attentions, "
+                           "the stem in bf16; layer norms, softmax, the structure module and the heads in fp32; "
+                           "not the reference's numbers, said in every PDB and stored apart; docs/esmfold.md)")
     two = fold.add_argument_group("ESMFold2 (docs/esmfold.md): mmCIF per fold, complexes as A:B in a record")
     two.add_argument("--complex", action="store_true",
                      help="fold every record of the input as one complex (chains A, B, ... in record order)")

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from flamino_core.atomic import written_atomically
 from flamino_core.cli.common import EXIT_OK, EXIT_USAGE, UserError, read_records
-from flamino_core.options import Precision
+from flamino_core.options import FoldPrecision, Precision
 from flamino_core.progress import say
 
 TABLE = "folds.csv"
@@ -45,6 +45,8 @@ def cmd_fold2(args) -> int:
 
     if args.stem_precision != Precision.FP32:
         raise UserError("--stem-precision bf16 is for ESMFold (v1); ESMFold2 runs in fp32")
+    if args.fold_precision != FoldPrecision.FP32:
+        raise UserError("--fold-precision fast is for ESMFold (v1); ESMFold2 runs in fp32")
     if args.passes is not None and args.passes < 1:
         raise UserError(f"--passes {args.passes}: the trunk runs at least once")
     if args.samples is not None and args.samples < 1:

@@ -27,9 +27,10 @@ HELP = ("fold the wild type and these variants (substitutions in the record's nu
         "gained and lost per residue); one record only")
 
 
-def run(args, model, is_random: bool, records: list, write_table) -> int:
+def run(args, model, is_random: bool, records: list, write_table, note: str = "") -> int:
     """The ``--mutations`` run of ``flamino fold`` on its one record (``write_table``: fold.py's
-    ``folds.csv`` writer). Exit status 0; a ``UserError`` for anything the user must change."""
+    ``folds.csv`` writer; ``note``: its precision note, the fast mode's or a bf16 stem's, said in
+    every file). Exit status 0; a ``UserError`` for anything the user must change."""
     from flamino_core.numbering import Numbering
     from flamino_core.structure.folding import variant_structures as vs
     from flamino_core.structure.folding.prediction import fold
@@ -44,6 +45,8 @@ def run(args, model, is_random: bool, records: list, write_table) -> int:
     except ValueError as err:
         raise UserError(f"--mutations: {record.id}: {err}") from None
     label = "UNTRAINED TEST MODEL, not biology" if is_random else args.model.text
+    if note:  # the fast mode or a bf16 stem, in every file's REMARK
+        label += f"; {note}"
     say(f"note: {vs.CAVEAT}")
 
     def fold_one(sequence: str):

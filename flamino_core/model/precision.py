@@ -24,6 +24,14 @@ def bf16_dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_elem
                                precision=precision, preferred_element_type=jnp.float32, **kwargs)
 
 
+
+def einsum(spec: str, a: jax.Array, b: jax.Array, bf16: bool = False) -> jax.Array:
+    """``jnp.einsum(spec, a, b)``; with ``bf16`` on bf16-rounded operands with an fp32 result (fp32
+    accumulation), as ``bf16_dot_general``: ESMFold's fast mode's triangular and attention products."""
+    if not bf16:
+        return jnp.einsum(spec, a, b)
+    return jnp.einsum(spec, a.astype(jnp.bfloat16), b.astype(jnp.bfloat16), preferred_element_type=jnp.float32)
+
 class Bf16Linear(nnx.Module):
     """``nnx.Linear`` of the fast mode on an accelerator with a bf16 output: bf16 operands, fp32
     accumulation and bias, the sum rounded to bf16 once (``round_outputs`` of ``use_bf16_matmuls``).

@@ -105,6 +105,9 @@ class ESMFold(nnx.Module):
         # The stem's precision mode, as its engine runs it (``engine/fold.py``): "fp32", or "bf16"
         # (``weights.esmfold.with_stem_precision``: its dense kernels stored rounded).
         self.stem_precision = "fp32"
+        # The whole fold's: "fp32", or "fast" (``weights.esmfold.with_fold_precision``: the trunk's
+        # blocks on bf16 operands with fp32 accumulation, the stem in bf16), labelled in every output.
+        self.fold_precision = "fp32"
         stem, trunk = config.stem, config.trunk
         sm_dim = trunk.structure_module.sequence_dim
         self.esm = ESMFoldStem(stem, rngs)

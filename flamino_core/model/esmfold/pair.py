@@ -4,6 +4,10 @@ Algorithms 11 and 12) and triangular self-attention around the starting and the 
 (attribute names are its checkpoint keys). Everything here is (B, L, L, C) or bigger: the
 reference's ``chunk_size`` bounds the attention's (B, rows, H, L, L) logits by running rows in
 chunks, and ``rows_in_chunks`` does the same here.
+
+``bf16_products`` (False unless ESMFold's opt-in fast mode set it, ``weights.esmfold.with_fold_precision``):
+the triangular einsums and the attention's two products on bf16 operands with fp32 accumulation;
+the layer norms, sigmoid gates and softmax always see fp32.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 from flax import nnx
+
+from flamino_core.model.precision import einsum
 
 LN_EPS = 1e-5  # torch.nn.LayerNorm's default, every LayerNorm of the trunk
 
@@ -56,6 +62,7 @@ class TriangleMultiplicativeUpdate(nnx.Module):
             setattr(self, name, linear(dim, dim, rngs))
         self.layer_norm_in = layer_norm(dim, rngs)
         self.layer_norm_out = layer_norm(dim, rngs)
+        self.bf16_products = False
 
     def __call__(self, z: jax.Array, pair_mask: jax.Array) -> jax.Array:
         """z (B, L, L, C), pair_mask (B, L, L); returns the update (B, L, L, C)."""
@@ -63,10 +70,8 @@ class TriangleMultiplicativeUpdate(nnx.Module):
         mask = pair_mask[..., None]
         a = mask * jax.nn.sigmoid(self.linear_a_g(z)) * self.linear_a_p(z)
         b = mask * jax.nn.sigmoid(self.linear_b_g(z)) * self.linear_b_p(z)
-        if self.outgoing:
-            x = jnp.einsum("bikc,bjkc->bijc", a, b)
-        else:
-            x = jnp.einsum("bkic,bkjc->bijc", a, b)
+        spec = "bikc,bjkc->bijc" if self.outgoing else "bkic,bkjc->bijc"
+        x = einsum(spec, a, b, self.bf16_products)  # fp32 out: the layer norm after it in fp32
         x = self.linear_z(self.layer_norm_out(x))
         return x * jax.nn.sigmoid(self.linear_g(z))
 
@@ -83,6 +88,7 @@ class GatedAttention(nnx.Module):
         self.linear_v = linear(dim, hidden, rngs, bias=False)
         self.linear_o = linear(hidden, dim, rngs)
         self.linear_g = linear(dim, hidden, rngs)
+        self.bf16_products = False
 
     def _heads(self, x: jax.Array) -> jax.Array:
         x = x.reshape(x.shape[:-1] + (self.heads, self.head_width))  # (..., Q, H, c)
@@ -93,10 +99,11 @@ class GatedAttention(nnx.Module):
         # q divided by sqrt(c) before the product, as the reference (not the logits after).
         q = self._heads(self.linear_q(x)) / math.sqrt(self.head_width)
         k, v = self._heads(self.linear_k(x)), self._heads(self.linear_v(x))
-        logits = q @ jnp.swapaxes(k, -1, -2)  # (..., H, Q, Q)
+        logits = einsum("...qc,...kc->...qk", q, k, self.bf16_products)  # (..., H, Q, Q), fp32
         for bias in biases:
             logits = logits + bias
-        out = jnp.swapaxes(jax.nn.softmax(logits, axis=-1) @ v, -2, -3)  # (..., Q, H, c)
+        out = jnp.swapaxes(einsum("...qk,...kc->...qc", jax.nn.softmax(logits, axis=-1), v, self.bf16_products),
+                           -2, -3)  # (..., Q, H, c)
         gate = jax.nn.sigmoid(self.linear_g(x)).reshape(out.shape)
         return self.linear_o((out * gate).reshape(out.shape[:-2] + (-1,)))
 

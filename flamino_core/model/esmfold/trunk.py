@@ -21,6 +21,7 @@ from flamino_core.model.esmfold.pair import (
     TriangleAttention, TriangleMultiplicativeUpdate, layer_norm, linear, rows_in_chunks,
 )
 from flamino_core.model.esmfold.structure import StructureModule
+from flamino_core.model.precision import einsum
 
 RECYCLE_BINS = 15  # pseudo-beta distance bins fed back at each recycle
 RECYCLE_MIN, RECYCLE_MAX = 3.375, 21.375  # Angstrom, AlphaFold's recycling distogram
@@ -34,6 +35,7 @@ class SelfAttention(nnx.Module):
         self.proj = linear(dim, 3 * dim, rngs, bias=False)
         self.o_proj = linear(dim, dim, rngs)
         self.g_proj = linear(dim, dim, rngs)
+        self.bf16_products = False  # the fast mode's (``pair.py``): bf16 operands, fp32 accumulation
 
     def __call__(self, x: jax.Array, mask: jax.Array, bias: jax.Array) -> jax.Array:
         """x (B, L, D), mask (B, L) valid residues, bias (B, L, L, H)."""
@@ -41,9 +43,10 @@ class SelfAttention(nnx.Module):
         # The projection's columns are per head [q | k | v] (a view to (H, 3c) then a chunk).
         t = self.proj(x).reshape(batch, length, self.heads, 3 * self.head_width).transpose(0, 2, 1, 3)  # (B, H, L, 3c)
         q, k, v = jnp.split(t, 3, axis=-1)
-        logits = jnp.einsum("bhqc,bhkc->bhqk", self.head_width**-0.5 * q, k) + bias.transpose(0, 3, 1, 2)
+        logits = einsum("bhqc,bhkc->bhqk", self.head_width**-0.5 * q, k, self.bf16_products)
+        logits = logits + bias.transpose(0, 3, 1, 2)
         logits = jnp.where(mask[:, None, None, :], logits, -jnp.inf)  # padding is never attended to
-        y = jnp.einsum("bhqk,bhkc->bqhc", jax.nn.softmax(logits, axis=-1), v).reshape(batch, length, -1)
+        y = einsum("bhqk,bhkc->bqhc", jax.nn.softmax(logits, axis=-1), v, self.bf16_products).reshape(batch, length, -1)
         return self.o_proj(jax.nn.sigmoid(self.g_proj(x)) * y)
 
 

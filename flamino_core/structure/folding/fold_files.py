@@ -15,10 +15,12 @@ from typing import Callable
 
 from flamino_core.atomic import written_atomically
 from flamino_core.model.model_id import ModelId
-from flamino_core.options import Precision
+from flamino_core.options import FoldPrecision, Precision
 from flamino_core.structure.folding.fold_run import FoldTask, row_flag
 
 STEM_BF16_NOTE = "stem in bf16 (opt-in fast mode: not the reference's numbers)"
+FAST_NOTE = ("fast mode: bf16 products with fp32 accumulation in the trunk and the stem (opt-in: not the "
+             "reference's numbers)")
 TABLE = "folds.csv"
 # The table's columns, in this order (scripts read them): past_trained_length (yes/no) added last.
 COLUMNS = ["name", "length", "mean_plddt", "ptm", "pdb", "past_trained_length"]
@@ -28,13 +30,27 @@ COLUMNS = ["name", "length", "mean_plddt", "ptm", "pdb", "past_trained_length"]
 class FoldSettings:
     """How every record of a run is folded and labelled: the model's identifier (said in each
     file), whether it is the untrained test model, the trunk passes (None: the model's), the
-    pair-state rows per step (None: all at once) and the stem's precision."""
+    pair-state rows per step (None: all at once), the stem's precision and the whole fold's (the
+    fast mode: its stem in bf16 too)."""
 
     model: ModelId
     is_random: bool
     passes: int | None = None
     chunk_size: int | None = 64
     stem_precision: Precision = Precision.FP32
+    fold_precision: FoldPrecision = FoldPrecision.FP32
+
+    @property
+    def note(self) -> str:
+        """What each file says of the precision: the fast mode's note, the bf16 stem's, or '' (fp32)."""
+        return precision_note(self.stem_precision, self.fold_precision)
+
+
+def precision_note(stem_precision: Precision, fold_precision: FoldPrecision = FoldPrecision.FP32) -> str:
+    """The fast mode's note, the bf16 stem's, or '' (fp32): said in every file and on stderr."""
+    if fold_precision == FoldPrecision.FAST:
+        return FAST_NOTE
+    return STEM_BF16_NOTE if stem_precision == Precision.BF16 else ""
 
 
 def fold_record(model, task: FoldTask, out: Path, settings: FoldSettings,
@@ -48,8 +64,8 @@ def fold_record(model, task: FoldTask, out: Path, settings: FoldSettings,
     folded = fold(model, task.sequence, passes=settings.passes, chunk_size=settings.chunk_size)
     label = "UNTRAINED TEST MODEL, not biology" if settings.is_random else settings.model.text
     remark = f"flamino ESMFold ({label}): {task.name}"
-    if settings.stem_precision == Precision.BF16:
-        remark += f"; {STEM_BF16_NOTE}"
+    if settings.note:
+        remark += f"; {settings.note}"
     text = to_pdb(folded, remark=remark)
     if task.past_trained:  # a second REMARK line, before the atoms: viewers and parsers keep it
         text = f"REMARK {len(task.sequence):,} residues: {PAST_TRAINED_NOTE.upper()}\n" + text

@@ -26,7 +26,7 @@ from flamino_core.wording import byte_size
 from flamino_core.model.esmfold.config import FoldConfig
 from flamino_core.model.esmfold.folded import PAD_TO, FoldedProtein, padded_length
 from flamino_core.model.model_id import RANDOM_FOLD_MODELS, ModelId
-from flamino_core.options import Precision
+from flamino_core.options import FoldPrecision, Precision
 
 RANDOM_MODEL = RANDOM_FOLD_MODELS["esmfold"]
 RANDOM_LABEL = "untrained test model (random weights): its structures are not biology"
@@ -241,11 +241,15 @@ def time_refusal(seconds: float, budget: float | None) -> str | None:
             "fold it on your own machine with `flamino fold`")
 
 
-def model_key(model: ModelId, passes: int, stem_precision: Precision = Precision.FP32) -> str:
+def model_key(model: ModelId, passes: int, stem_precision: Precision = Precision.FP32,
+              fold_precision: FoldPrecision = FoldPrecision.FP32) -> str:
     """The store's key of an ESMFold model: the test model by its seed, esmfold_v1 by its Hub
     repository, a folder by its path and its weight files' sizes and modification times (a folder
-    saved again is a new model); a bf16 stem's folds apart from the fp32 ones (other numbers)."""
+    saved again is a new model); a bf16 stem's folds apart from the fp32 ones (other numbers), and
+    the fast mode's apart from both (its stem is bf16 too: one key for it)."""
     key = _model_key(model, passes)
+    if fold_precision == FoldPrecision.FAST:
+        return f"{key}|fold={fold_precision}"
     return key if stem_precision == Precision.FP32 else f"{key}|stem={stem_precision}"
 
 
