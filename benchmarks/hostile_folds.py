@@ -26,6 +26,11 @@ Parts (``--only``):
   it from the prior) and one fold worker at the hosted share, then a sixth visitor's 60-residue fold
   5 s after the first press: its seconds from click to done against the first fold's, the order the
   folds started in; the folds still waiting are then cancelled (their order is the queue's rule).
+  A fold of at most ``express_residues`` (128) goes, as on the server, to the express lane: its
+  own queue (1 slot, 4 waiting, 1 per visitor) and its own worker (``FLAMINO_FOLD_EXPRESS_RESIDUES=0``:
+  no lane, the victim in the heavy queue as before); the express worker's RSS after its fold. The
+  express worker is warmed first (64 and 128 compiled, as ``warm_express`` when a page offers a
+  fold; ``FLAMINO_FOLD_EXPRESS_WARM=0``: cold, started at the victim's click).
 
 The machine is shared with other agents' work: each part prints the load average beside its
 numbers; the quiet rerun is the lead's.
@@ -250,9 +255,9 @@ def prior(model: str) -> dict:
     from flamino_core.model import FoldConfig
     from flamino_core.structure import folding
     from flamino_core.structure.folding.fold_time import COMPILE_SECONDS
-    from flamino_core.weights import FOLD_PRESETS, fold_preset_name
+    from flamino_core.weights import FOLD_PRESETS
 
-    preset = fold_preset_name(model)
+    preset = model.fold_preset
     config = FOLD_PRESETS[preset].expect() if preset else FoldConfig.tiny()
     key = folding.model_key(model, config.trunk.max_recycles)
     empty = Rates(Path(tempfile.mkdtemp()) / "rates.json")  # no fold timed: the prior alone
@@ -281,33 +286,42 @@ def fold_queue(model: str) -> dict:
     from flamino_core.model import FoldConfig
     from flamino_core.store.passes import Cancelled
     from flamino_core.structure import folding
-    from flamino_core.weights import FOLD_PRESETS, fold_preset_name
+    from flamino_core.weights import FOLD_PRESETS
 
-    preset = fold_preset_name(model)
+    preset = model.fold_preset
     config = FOLD_PRESETS[preset].expect() if preset else FoldConfig.tiny()
     key = folding.model_key(model, config.trunk.max_recycles)
     rates = Rates(Path(tempfile.mkdtemp()) / "rates.json")  # a fresh server: the prior alone
+    from flamino_core.structure.folding.fold_worker import is_express
+
     runner, queue = FoldRunner(), HeavyJobQueue(workers=1, max_waiting=4, per_visitor=2)
+    express, express_queue = FoldRunner(), HeavyJobQueue(workers=1, max_waiting=4, per_visitor=1)
     runner.fold(FoldRequest(model, "fp32", protein(130)))  # a server that folded before: the worker up
-    measured, done = {}, threading.Event()
+    warmed = os.environ.get("FLAMINO_FOLD_EXPRESS_WARM", "1") != "0"
+    for length in (64, 128) if warmed else ():  # as ``warm_express`` when the pages offered their folds
+        express.fold(FoldRequest(model, "fp32", "A" * length))
+    measured, done, running = {}, threading.Event(), set()
     origin = time.monotonic()
 
     def visitor(name: str, length: int) -> None:
         request = FoldRequest(model, "fp32", protein(length, len(measured) + 3))
+        lane, its_queue = (express, express_queue) if is_express(request) else (runner, queue)
         said = folding.fold_time_estimate(config, length, key, platform="cpu", rates=rates,
-                                          compiled=runner.compiled(request.shape_key))
+                                          compiled=lane.compiled(request.shape_key))
         clicked = time.monotonic()
         row = measured.setdefault(name, {"length": length, "estimate_s": round(said.seconds, 1),
-                                         "clicked_s": round(clicked - origin, 1)})
+                                         "clicked_s": round(clicked - origin, 1),
+                                         "lane": "express" if lane is express else "heavy"})
 
-        def check():
-            if done.is_set():
+        def check():  # once the victim is done, the folds still waiting stop; the running one ends its fold
+            if done.is_set() and name not in running:
                 raise Cancelled("the row is measured")
 
         try:
-            with queue.slot(timeout=None, visitor=name, work=said.seconds):
+            with its_queue.slot(timeout=None, visitor=name, work=said.seconds):
                 row["started_s"] = round(time.monotonic() - origin, 1)
-                runner.fold(request, check)
+                lane.fold(request, check)
+                row["worker_rss_mib"] = round((lane._worker.rss_bytes() or 0) / MiB)
                 row["done_s"] = round(time.monotonic() - origin, 1)
                 row["click_to_done_s"] = round(time.monotonic() - clicked, 1)
         except Cancelled:
@@ -322,16 +336,21 @@ def fold_queue(model: str) -> dict:
     victim = threading.Thread(target=visitor, args=("victim", 60))
     victim.start()
     victim.join()
+    victim_load = load()
+    running.update(n for n, row in measured.items() if "started_s" in row and "done_s" not in row)
     done.set()
     for thread in threads:
         thread.join()
     runner.close()
+    express.close()
     first = measured["visitor 1"]
     started = sorted((row["started_s"], name) for name, row in measured.items() if "started_s" in row)
     return {"rows": measured, "started_in_order": [name for _, name in started],
             "victim_click_to_done_s": measured["victim"].get("click_to_done_s"),
             "first_fold_s": round(first["done_s"] - first["started_s"], 1) if "done_s" in first else None,
-            "load": load()}
+            "first_fold_running_s_at_victim_done": round(measured["victim"].get("done_s", 0) - first["started_s"], 1)
+            if "started_s" in first else None,
+            "load_at_victim_done": victim_load, "load": load(), "express_warmed": warmed}
 
 
 PARTS = {"share": share, "close": close, "lengths": lengths, "memory": memory, "prior": prior, "queue": fold_queue}

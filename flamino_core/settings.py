@@ -103,6 +103,8 @@ FOLD_NICE = Setting("FLAMINO_FOLD_NICE", int)
 FOLD_CORES = Setting("FLAMINO_FOLD_CORES", int)
 FOLD_WORKER_LENGTHS = Setting("FLAMINO_FOLD_WORKER_LENGTHS", int)
 FOLD_WORKER_MIB = Setting("FLAMINO_FOLD_WORKER_MIB", int)
+FOLD_EXPRESS_RESIDUES = Setting("FLAMINO_FOLD_EXPRESS_RESIDUES", int)  # None: fold_worker's 128; 0: no lane
+FOLD_EXPRESS_WARM = Setting("FLAMINO_FOLD_EXPRESS_WARM", lambda t: t.lower() in _TRUE, True)
 FOLD_PLATFORM = Setting("FLAMINO_FOLD_PLATFORM", _text)  # the worker's JAX_PLATFORMS
 # Not an operator's setting: how a parent hands its worker process that worker's share ("nice;cpu,cpu").
 WORKER_SHARE = Setting("FLAMINO_WORKER_SHARE", str, "")

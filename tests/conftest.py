@@ -68,7 +68,7 @@ FILE_KINDS = {
                      "test_dms_indels.py", "test_design_cli.py", "test_compare.py", "test_device_memory.py", "test_hosted_attacks_fits.py",
                      "test_sharding.py", "test_esmfold2_weights.py", "test_esmfold2_cli.py", "test_esmfold2_hub.py",
                      "test_esmfold2_stem_precision.py",
-                     "test_cli_fold_mutations.py", "test_fold_worker.py", "test_batch_invariance.py",
+                     "test_cli_fold_mutations.py", "test_fold_worker.py", "test_fold_express.py", "test_batch_invariance.py",
                      "test_fold_run.py", "test_cli_plan.py", "test_fold_stem_engine.py",
                      "test_esmfold_fast_mode.py"], "integration"),
     **dict.fromkeys(["test_cli.py", "test_fused_attention.py", "test_int8.py", "test_long_windows.py", "test_parity.py", "test_family_parity.py", "test_esmfold_parity.py",
@@ -192,6 +192,7 @@ def pytest_configure(config):
         # and, without a token, writes one to ~/.ray/auth_token: the run gives it one instead.
         "RAY_AUTH_TOKEN": secrets.token_hex(16),
         "FLAMINO_JAX_CACHE": str(cache),  # read by engine.enable_compilation_cache (CLI, app, Ray)
+        "FLAMINO_FOLD_EXPRESS_WARM": "0",  # no page's fold offer starts a worker of its own (test_fold_express)
         "JAX_COMPILATION_CACHE_DIR": str(cache),  # JAX's own default, for in-process engines
         # The tiny test models compile in tenths of a second, each shape in many processes:
         # keep those too (JAX's default keeps only compilations over 1 s; flamino's over 0.2 s).

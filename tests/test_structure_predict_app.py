@@ -167,19 +167,22 @@ def test_a_hosted_server_refuses_a_fold_over_its_time_budget_before_work(monkeyp
 
 def test_a_hosted_fold_runs_in_the_fold_worker_not_the_server(monkeypatch):
     """Issue #67 row 2: hosted, Predict folds in the server's fold worker (another process) and the
-    page holds its result as it holds one made here."""
+    page holds its result as it holds one made here. 42 residues: the express worker's, the
+    long folds' worker not started (the first row: a short fold never waits for a long one)."""
     from flamino_core.structure.folding import fold_worker
 
     monkeypatch.setenv("FLAMINO_HOSTED", "1")
     monkeypatch.setattr(fold_worker, "_RUNNER", None)
+    monkeypatch.setattr(fold_worker, "_EXPRESS", None)
     at = structure_page()
     next(b for b in at.button if b.label == PREDICT).click()
     settle(at.run())
     assert_clean(at)
-    runner = fold_worker.fold_runner()
+    runner = fold_worker.express_runner()
     try:
         assert runner.pid is not None and runner.compiled(fold_worker.FoldRequest(
             ModelId.parse("random:esmfold-tiny"), "fp32", ABETA42).shape_key)
+        assert fold_worker.fold_runner().pid is None
         assert any("Predicted aligned error" in f["layout"]["title"]["text"] for f in figures(at))
     finally:
         runner.close()

@@ -27,26 +27,31 @@ class MeteredEngine:
       slot: a context manager factory held around each call (None: no queue). It may raise
         ``Stopped`` (or anything) to refuse the call. Public as ``slot()``: a job's steps that
         are not engine calls (a scikit-learn fit) take their turn in the same queue.
+      express_slot: the factory of the express lane's slot (``slot(express=True)``: a short fold's,
+        issue #67), apart from the heavy jobs'; None: the heavy slot serves both.
 
     Masked passes go through the result store by handing this engine to
     ``passes.masked_log_probs``, which calls ``compute_masked`` only for what is missing.
     """
 
     def __init__(self, engine, rates: Rates | None = None, slot: Callable[[], ContextManager] | None = None,
-                 on_compile: Callable[[float], None] | None = None, on_compiling: Callable[[], None] | None = None):
+                 on_compile: Callable[[float], None] | None = None, on_compiling: Callable[[], None] | None = None,
+                 express_slot: Callable[[], ContextManager] | None = None):
         self._engine, self._rates, self._slot = engine, rates, slot or contextlib.nullcontext
+        self._express_slot = express_slot or self._slot
         self._on_compile = on_compile  # told the seconds a call spent compiling (``Job.compiled``)
         self._on_compiling = on_compiling  # told before a call that compiles new shapes (``Job.compiling``)
 
     def __getattr__(self, name):
         return getattr(self._engine, name)
 
-    def slot(self) -> ContextManager:
+    def slot(self, express: bool = False) -> ContextManager:
         """The caller's heavy-job slot for one step of the job that is not an engine call (a
         scikit-learn fit): it waits its turn as the engine's calls do, and may refuse the step as
         it refuses a call (``Stopped``; the app's: ``Cancelled`` once the job is cancelled or its
-        tab closed). Not timed: the pass rates are the engine's."""
-        return self._slot()
+        tab closed). Not timed: the pass rates are the engine's. ``express``: the express lane's
+        slot instead (a short fold in the express worker, ``fold_worker.is_express``)."""
+        return self._express_slot() if express else self._slot()
 
     def compute_masked(self, sequence: str, positions=None, progress=None, **options):
         """``Engine.compute_masked``, timed in a slot; ``options``: its own (a structure's letters)."""

@@ -24,7 +24,7 @@ from typing import Callable, Hashable
 
 from flamino_core.jobs import Job, MeteredEngine, Stopped, default_rates, start
 
-from app_pages._ui.server.heavy_jobs import TURNS, QueueFull, heavy_job_queue, ordinal, visitor_key
+from app_pages._ui.server.heavy_jobs import TURNS, QueueFull, express_queue, heavy_job_queue, ordinal, visitor_key
 from app_pages._ui.server.heavy_jobs import jobs as jobs_phrase
 
 LOG = logging.getLogger("flamino")
@@ -152,7 +152,7 @@ def metered(engine, job: Job) -> MeteredEngine:
     cancelled, and is timed into this machine's pass rates (the core's functions take it where
     they take an engine; their masked passes go through the result store)."""
     return MeteredEngine(engine, default_rates(), slot=lambda: _slot(job), on_compile=job.compiled,
-                         on_compiling=job.compiling)
+                         on_compiling=job.compiling, express_slot=lambda: _slot(job, express_queue()))
 
 
 def _session_open(job: Job) -> bool:
@@ -191,8 +191,12 @@ def _give_up(job: Job) -> None:
 
 
 @contextlib.contextmanager
-def _slot(job: Job):
+def _slot(job: Job, queue=None):
+    """A slot of ``queue`` (None: the heavy jobs'; the express lane's for a short fold) for one call
+    of ``job``, its wait said on the job, given up when the job is cancelled or its tab closed."""
     from flamino_core.store import Cancelled
+
+    queue = heavy_job_queue() if queue is None else queue
 
     if job.cancelled() or not _session_open(job):
         _give_up(job)
@@ -203,14 +207,14 @@ def _slot(job: Job):
             _give_up(job)
             raise Cancelled(f"{job.title}: cancelled while waiting")
         ahead = "next in line" if place == 1 else f"{ordinal(place)} in line"
-        job.waiting(f"waiting for a free slot: {ahead} ({jobs_phrase(heavy_job_queue().running)} running, "
+        job.waiting(f"waiting for a free slot: {ahead} ({jobs_phrase(queue.running)} running, "
                     f"waited {seconds:.0f} s; the {TURNS})")
 
     # The queue orders by the work left (issue #67, ``flamino_core/jobs/queue_order.py``): the job's
     # own time left, its cost model's before it measured any (a fold's estimate, a fit's, a scan's);
     # ``aged``: what it waited on its earlier calls, so a long job's many short turns age it too.
     try:
-        with heavy_job_queue().slot(timeout=None, on_wait=waiting, visitor=job.visitor, work=job.seconds_left(),
+        with queue.slot(timeout=None, on_wait=waiting, visitor=job.visitor, work=job.seconds_left(),
                                     aged=job.queued_s) as turn:
             job.queued_s += turn.waited
             job.waiting(None)

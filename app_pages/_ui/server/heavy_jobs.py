@@ -83,6 +83,7 @@ def visitor_key() -> str | None:
 _QUEUE: HeavyJobQueue | None = None
 _QUEUE_LOCK = threading.Lock()
 _FETCHES: HeavyJobQueue | None = None
+_EXPRESS: HeavyJobQueue | None = None
 FETCH_WAIT_S = 30.0  # a fetch waits this long for a turn, then is refused ("try again")
 
 
@@ -97,6 +98,19 @@ def heavy_job_queue() -> HeavyJobQueue:
             else:
                 _QUEUE = HeavyJobQueue(workers=2, max_waiting=64)
         return _QUEUE
+
+
+def express_queue() -> HeavyJobQueue:
+    """The process-wide queue of the express lane (issue #67): short folds
+    (``folding.fold_worker.is_express``) in their own worker, apart from the heavy jobs, so a
+    60-residue fold never waits for a 400-residue one. One at a time (one express worker); hosted,
+    ``FLAMINO_HEAVY_WAITING`` (4) waiting and one per visitor, in the heavy queue's order."""
+    global _EXPRESS
+    with _QUEUE_LOCK:
+        if _EXPRESS is None:
+            _EXPRESS = (HeavyJobQueue(1, settings.HEAVY_WAITING.get(), per_visitor=1) if hosted_mode()
+                        else HeavyJobQueue(workers=1, max_waiting=64))
+        return _EXPRESS
 
 
 def fetch_queue() -> HeavyJobQueue:

@@ -167,7 +167,9 @@ def offer(ctx) -> None:
         hold(found, key, label, ctx.record.id)
         st.rerun()
     request = folding.FoldRequest(identifier, stem, seq) if in_worker() else None
-    compiled = folding.fold_runner().compiled(request.shape_key) if request is not None else None
+    if request is not None:  # the express lane's lengths compiled before a short fold is asked (issue #67)
+        folding.warm_express(identifier, stem)
+    compiled = folding.runner_for(request).compiled(request.shape_key) if request is not None else None
     memory = folding.fold_memory(config, len(seq), stem_precision=stem, compiled=bool(compiled),
                                  platform=folding.fold_platform())
     timing = folding.fold_time_estimate(config, len(seq), key, compiled=compiled)

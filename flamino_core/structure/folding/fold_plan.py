@@ -56,13 +56,21 @@ class FoldPlan:
         not read (one step is its own first chunk); ``stop`` is polled every ``POLL_S`` while the
         worker folds (without a worker, a fold once started runs to its end)."""
         job.progress(0, 1)
-        with engine.slot():
+        with engine.slot(**self._lane()):
             if self.request is None:
                 folded = predict_stored(self.load_model(), self.store, self.key, self.sequence, folded_in=self._timed)
             else:
                 folded = self._in_worker(job, stop or job.cancelled)
         job.progress(1, 1)
         return folded
+
+    def _lane(self) -> dict:
+        """The express lane's slot for a short fold in the server's worker (``fold_worker.is_express``:
+        its own queue and worker, never behind a long fold); ``{}``: the heavy slot. An engine whose
+        ``slot`` knows no lanes (the CLI's, tests') is asked as before."""
+        from flamino_core.structure.folding.fold_worker import is_express
+
+        return {"express": True} if self.runner is None and is_express(self.request) else {}
 
     def _in_worker(self, job, stop: Callable[[], bool]):
         found = stored_fold(self.store, self.key, self.sequence.upper())
@@ -78,13 +86,14 @@ class FoldPlan:
 
 
 def fold_in_worker(job, request, stop: Callable[[], bool], budget: float | None, runner=None):
-    """(fold, seconds, warm) of ``request`` run in the fold worker (``runner``; None: the server's),
+    """(fold, seconds, warm) of ``request`` run in the fold worker (``runner``; None: the server's,
+    its express worker for a short fold: ``fold_worker.runner_for``),
     ``stop`` polled while it folds (a ``Cancelled``), killed past ``budget`` seconds (a
     ``FoldOverBudget``); ``warm``: whether the worker had compiled its shape. ESMFold's and
     ESMFold2's plans both fold here."""
-    from flamino_core.structure.folding.fold_worker import fold_runner
+    from flamino_core.structure.folding.fold_worker import runner_for
 
-    runner = runner or fold_runner()
+    runner = runner or runner_for(request)
     started = time.monotonic()
 
     def check() -> None:

@@ -16,6 +16,14 @@ or its time budget (``FoldRunner.fold``'s ``check``), its memory goes with the p
   one) after a fold when it has compiled ``FLAMINO_FOLD_WORKER_LENGTHS`` (3) padded lengths or its
   resident memory passed ``FLAMINO_FOLD_WORKER_MIB`` (1,024 MiB); the server's own memory does not
   grow with folds at all.
+* an express lane (``express_runner``): folds of at most ``FLAMINO_FOLD_EXPRESS_RESIDUES`` (128)
+  residues run in a second worker of their own, beside the long folds' worker, in their own queue
+  (the app's ``heavy_jobs.express_queue``): a 60-residue fold never waits for a 400-residue one
+  (issue #67: it waited the running fold's 156-270 s, then compiled its own length). Its padded
+  lengths are at most two (64, 128), so it compiles each once and keeps them; its memory is
+  bounded as the other's (docs/reliability.md says both figures). ``warm_express`` starts it and
+  compiles those lengths when a page first offers a fold (``FLAMINO_FOLD_EXPRESS_WARM``), so the
+  first short fold does not spend its worker's start and compilation (34-75 s at load) either.
 
 What runs there is any picklable call returning ``(FoldedProtein, seconds of folding)`` (a fold
 job: ``FoldRequest`` for ESMFold; another fold model brings its own request). The worker keeps the
@@ -40,6 +48,7 @@ MODULE = "flamino_core.structure.folding.fold_worker"
 NICE = 10  # the worker's priority below the server's (hosted default)
 MAX_LENGTHS = 3  # padded lengths a worker compiles before it is recycled
 MAX_RSS_MIB = 1024  # resident memory past which a worker is recycled after its fold
+EXPRESS_RESIDUES = 128  # folds this short run in the express worker (two padded lengths: 64, 128)
 _MODELS: dict[tuple[ModelId, str], object] = {}  # in the worker: (identifier, stem precision) -> model
 
 
@@ -150,6 +159,7 @@ class FoldRunner:
 
 
 _RUNNER: FoldRunner | None = None
+_EXPRESS: FoldRunner | None = None
 _RUNNER_LOCK = threading.Lock()
 
 
@@ -160,6 +170,63 @@ def fold_runner() -> FoldRunner:
         if _RUNNER is None:
             _RUNNER = FoldRunner()
         return _RUNNER
+
+
+def express_residues() -> int:
+    """The longest fold the express lane takes (``FLAMINO_FOLD_EXPRESS_RESIDUES``; 0: no lane)."""
+    return _or(settings.FOLD_EXPRESS_RESIDUES.get(), EXPRESS_RESIDUES)
+
+
+def is_express(request) -> bool:
+    """Whether ``request`` folds in the express lane: an ESMFold fold of at most ``express_residues``
+    (a complex's fold, or any other request, keeps the long folds' worker)."""
+    return isinstance(request, FoldRequest) and len(request.sequence) <= express_residues()
+
+
+def express_runner() -> FoldRunner:
+    """The process-wide express worker: the short folds' (``is_express``), one at a time, at the
+    fold share. Its lengths never reach the recycle bound at the default 128 residues (64 and 128:
+    two), so a short fold compiles at most once per server; its memory bound is the other's."""
+    global _EXPRESS
+    with _RUNNER_LOCK:
+        if _EXPRESS is None:
+            _EXPRESS = FoldRunner()
+        return _EXPRESS
+
+
+_WARMED: set[tuple] = set()  # (identifier, stem precision) whose express lengths were asked to warm
+
+
+def warm_express(identifier: ModelId, stem_precision: str) -> threading.Thread | None:
+    """Start the express worker and compile its padded lengths (64 and 128 at the default) for this
+    model, in a thread of the server's, once per model and process; None when there is nothing to
+    do (done before, no lane, ``FLAMINO_FOLD_EXPRESS_WARM=0``). A short fold asked meanwhile waits
+    for the worker as it would for its own compilation. What fails here is left to the first fold."""
+    from flamino_core.model.esmfold.folded import PAD_TO, padded_length
+
+    key = (identifier, stem_precision)
+    longest = express_residues()
+    with _RUNNER_LOCK:
+        if key in _WARMED or not longest or not settings.FOLD_EXPRESS_WARM.get():
+            return None
+        _WARMED.add(key)
+    runner = express_runner()
+
+    def warm() -> None:
+        for length in range(PAD_TO, padded_length(longest, PAD_TO) + 1, PAD_TO):
+            try:
+                runner.fold(FoldRequest(identifier, stem_precision, "A" * length))
+            except Exception:  # noqa: BLE001 - a visitor's fold says what went wrong, in words
+                return
+
+    thread = threading.Thread(target=warm, name="fold express warm-up", daemon=True)
+    thread.start()
+    return thread
+
+
+def runner_for(request) -> FoldRunner:
+    """The worker that folds ``request``: the express one for a short fold, else the long folds'."""
+    return express_runner() if is_express(request) else fold_runner()
 
 
 if __name__ == "__main__":
