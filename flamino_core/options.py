@@ -196,9 +196,8 @@ class Precision(enum.StrEnum):
     INT8 = "int8"
 
 
-
 class FoldPrecision(enum.StrEnum):
-    """ESMFold (v1)'s whole-fold precision (``--fold-precision``, ``FLAMINO_FOLD_PRECISION``): ``FP32``,
+    """ESMFold (v1)'s whole-fold precision (``flamino fold --fold-precision``; no setting yet): ``FP32``,
     the reference's numbers; ``FAST``, opt-in and labelled: the trunk's dense layers and its
     triangular and attention products on bf16 operands with fp32 accumulation, the stem in the
     engine's bf16 mode, layer norms, softmax, the structure module and the heads in fp32
@@ -206,6 +205,7 @@ class FoldPrecision(enum.StrEnum):
 
     FP32 = "fp32"
     FAST = "fast"
+
 
 # Tokens per forward pass: rows x padded width of one batch (see ``planner.plan``).
 DEFAULT_TOKEN_BUDGET = 8192

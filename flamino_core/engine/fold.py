@@ -33,6 +33,7 @@ from flamino_core.engine.engine import Engine, compiled
 from flamino_core.model.esmfold.folded import PAD_TO, FoldedProtein
 from flamino_core.model.esmfold import predict
 from flamino_core.model.stack import Capture
+from flamino_core.options import Precision
 from flamino_core.weights.esmfold import stem_network
 from flamino_core.weights.loading import ModelWeights
 
@@ -72,7 +73,7 @@ def stem_engine(model) -> Engine:
         network = stem_network(model)
         weights = ModelWeights(f"{model.config.name} stem", model.config.stem, None, "the fold's network",
                                checksum=f"stem of {model.config.name} {id(model):x}")  # not kept in the store
-        precision = getattr(model, "stem_precision", "fp32")
+        precision = getattr(model, "stem_precision", Precision.FP32)
         engine = _STEM_ENGINES[model] = Engine(weights, precision=precision, network=network)
         # The network holds what the engine placed: one copy of the stem's weights on the device, which
         # the fold's program reads too (a checkpoint's NumPy leaves would otherwise stay on the host
@@ -87,7 +88,7 @@ STEM_BF16_NOTE = "stem in bf16 (opt-in: not the reference's numbers)"
 def stem_note(model) -> str:
     """The label of a fold whose stem runs in bf16 ("" in fp32), saying where the machine only
     emulates bf16 (a CPU without bf16 arithmetic: the engine's ``precision_why``)."""
-    if getattr(model, "stem_precision", "fp32") == "fp32":
+    if getattr(model, "stem_precision", Precision.FP32) == Precision.FP32:
         return ""
     why = stem_engine(model).backend.precision_why
     return f"{STEM_BF16_NOTE}, {why}" if why else STEM_BF16_NOTE

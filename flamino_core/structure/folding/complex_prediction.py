@@ -20,6 +20,7 @@ import numpy as np
 
 from flamino_core.model.esmfold2.folded import FoldedComplex
 from flamino_core.model.model_id import RANDOM_FOLD_MODELS, ModelId
+from flamino_core.options import Precision
 from flamino_core.structure.folding.prediction import hosted_fold_limit
 from flamino_core.wording import byte_size
 
@@ -69,13 +70,13 @@ def complex_config(model: ModelId):
     return read_config(model.text)
 
 
-def complex_key(model: ModelId, stem_precision: str = "fp32") -> str:
+def complex_key(model: ModelId, stem_precision: Precision = Precision.FP32) -> str:
     """The store's key of an ESMFold2 model: the test model by its seed, a preset by its Hub repository,
     a folder by its path and its files' sizes and modification times (saved again: a new model); a
     bf16 stem's folds under a key of their own (other numbers), fp32's as before."""
     from flamino_core.weights.esmfold2_hub import FOLD2_PRESETS
 
-    stem = "" if stem_precision == "fp32" else f"|stem={stem_precision}"
+    stem = "" if stem_precision == Precision.FP32 else f"|stem={stem_precision}"
     if is_random(model):
         return f"esmfold2|{RANDOM_MODEL2}:{model.text[len(RANDOM_MODEL2) + 1:] or '0'}|seed=0{stem}"
     if model.fold == "esmfold2":
