@@ -31,8 +31,7 @@ import threading
 import time
 
 from flamino_core import settings
-from flamino_core.model import RANDOM_TEST_MODEL, ModelId
-from flamino_core.model.model_id import short_name
+from flamino_core.model import RANDOM_TEST_MODEL, ModelId, short_name
 from flamino_core.inputs import MAX_GUNZIP_BYTES, InputLimits
 from flamino_core.options import PLL_HOSTED_MAX_PASSES
 from flamino_core.wording import byte_size
