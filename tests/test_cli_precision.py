@@ -11,7 +11,7 @@ from flamino_core.cli import build_parser, main
 from flamino_core.engine import hardware
 from flamino_core.options import Precision
 
-COMMANDS = ("embed", "score", "contacts", "variants", "dms", "fit", "suggest")
+COMMANDS = ("embed", "score", "contacts", "variants", "dms", "fit", "predict", "suggest")
 
 
 @pytest.fixture

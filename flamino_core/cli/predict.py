@@ -218,6 +218,7 @@ def add_parsers(sub) -> None:
     predict.add_argument("--offset", type=int, help=OFFSET_HELP)
     predict.add_argument("-m", "--model", help="the model the predictor's features come from (default: the one it "
                                                "was fitted with; another model is refused)")
+    add_precision_argument(predict)
     predict.add_argument("-o", "--output", required=True, metavar="OUT.csv",
                          help="the input's columns (or record_id) plus prediction")
     predict.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
