@@ -89,7 +89,7 @@ def main() -> None:
         st.warning(problem)
     session.link_model_banner()
     ctx = context.build(current, parsed, counts, first)  # the one engine lookup in this rerun
-    models.model_banner(ctx.engine, ctx.engine_problem, engine_slot)
+    models.model_banner(ctx.model_id, ctx.engine, ctx.engine_problem, engine_slot)
     jobs_seen = jobs_panel.version()  # before the page draws: news during it reruns the page
     try:
         context.serve(page, ctx)

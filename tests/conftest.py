@@ -69,7 +69,7 @@ FILE_KINDS = {
                      "test_sharding.py", "test_esmfold2_weights.py", "test_esmfold2_cli.py", "test_esmfold2_hub.py",
                      "test_esmfold2_stem_precision.py",
                      "test_cli_fold_mutations.py", "test_fold_worker.py", "test_fold_express.py", "test_batch_invariance.py",
-                     "test_fold_run.py", "test_cli_plan.py", "test_fold_stem_engine.py",
+                     "test_fold_run.py", "test_cli_plan.py", "test_cli_precision.py", "test_fold_stem_engine.py",
                      "test_esmfold_fast_mode.py"], "integration"),
     **dict.fromkeys(["test_cli.py", "test_fused_attention.py", "test_int8.py", "test_long_windows.py", "test_parity.py", "test_family_parity.py", "test_esmfold_parity.py",
                      "test_esmfold2_trunk.py", "test_esmfold2_confidence.py", "test_esmfold2_atoms.py", "test_esmfold2_denoiser.py", "test_ensemble.py",

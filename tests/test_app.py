@@ -18,6 +18,7 @@ import pytest
 
 from flamino_core.alphabet import AA_TO_IDX
 from flamino_core.engine.engine import Engine
+from flamino_core.model.model_id import ModelId
 from flamino_core.weights.loading import ModelNotAvailableError, load_weights, save_checkpoint
 
 from app_pages._ui.frame.links import decode_fasta, encode_fasta
@@ -441,20 +442,21 @@ def test_a_failed_load_is_not_retried_on_every_click_until_asked(monkeypatch):
 
     calls = []
 
-    def offline(identifier, progress=None, **policy):
-        calls.append(identifier)
+    def offline(model, progress=None, **policy):
+        calls.append(model)
         progress(None, "Fetching from the Hub")
-        raise ModelNotAvailableError(f"Model {identifier} is not on this machine")
+        raise ModelNotAvailableError(f"Model {model.text} is not on this machine")
 
     monkeypatch.setattr(weights, "load_weights", offline)
     monkeypatch.setenv("FLAMINO_MODEL", "esm2_t30_150M_UR50D")
     at = example(start(), "Ubiquitin (human)")
     open_page(at, "predictions")
     at.run()
-    assert calls == ["esm2_t30_150M_UR50D"]
+    chosen = ModelId.parse("esm2_t30_150M_UR50D")  # the context's value reaches the loader, not its text (#65)
+    assert calls == [chosen]
     assert "is not on this machine" in at.error[0].value
     next(b for b in at.button if b.label == "Try again").click().run()
-    assert calls == ["esm2_t30_150M_UR50D"] * 2
+    assert calls == [chosen] * 2
     assert not at.exception
 
 
@@ -623,15 +625,16 @@ def test_there_is_no_legacy_pages_folder():
 # --- hosted mode -----------------------------------------------------------------------------
 @pytest.fixture
 def loads_seen_by_app(monkeypatch) -> list:
-    """Every ``load_weights(identifier, **keywords)`` call the app makes, recorded and passed on."""
+    """Every ``load_weights(model, **keywords)`` call the app makes, recorded (the identifier's text)
+    and passed on. The app passes the ``ModelId`` its context read (#65): text has no ``.text``."""
     from flamino_core.weights import loading as weights
 
     calls = []
     real = weights.load_weights
 
-    def recording(identifier, **kw):
-        calls.append((identifier, kw))
-        return real(identifier, **kw)
+    def recording(model, **kw):
+        calls.append((model.text, kw))
+        return real(model, **kw)
 
     monkeypatch.setattr(weights, "load_weights", recording)
     return calls

@@ -12,6 +12,7 @@ from app_pages._ui.server import heavy_jobs, policy
 from app_pages._ui.server.heavy_jobs import HeavyJobQueue, QueueFull
 from app_pages._ui.server.policy import LinkModel, current_limits, hosted_mode, model_from_link, weights_permissions
 from flamino_core.model.config import PRESETS
+from flamino_core.model.model_id import ModelId
 from flamino_core.inputs.fasta import parse_fasta_text
 from flamino_core.weights.loading import ModelError, load_weights
 
@@ -243,10 +244,10 @@ def test_hosted_mode_offers_only_its_models(monkeypatch):
     monkeypatch.setenv("FLAMINO_HOSTED_MODELS", "facebook/esm2_t12_35M_UR50D, ")
     limits = current_limits()
     assert limits.allowed_models == {"esm2_t6_8M_UR50D", "esm2_t12_35M_UR50D", "random:tiny"}
-    assert limits.check_model("facebook/esm2_t12_35M_UR50D") is None
-    assert limits.check_model("random:tiny") is None
+    assert limits.check_model(ModelId.parse("facebook/esm2_t12_35M_UR50D")) is None
+    assert limits.check_model(ModelId.parse("random:tiny")) is None
     for refused in ("esm2_t48_15B_UR50D", "/srv/models/x", "random:esm2_t48_15B_UR50D", "../etc"):
-        message = limits.check_model(refused)
+        message = limits.check_model(ModelId.parse(refused))
         assert message and "esm2_t12_35M_UR50D" in message
         named = refused.startswith("random:") or refused in PRESETS  # model names, not paths
         assert (refused in message) == named, message
@@ -254,7 +255,7 @@ def test_hosted_mode_offers_only_its_models(monkeypatch):
     assert "esm2_t30_150M_UR50D" in current_limits().allowed_models  # small presets by default
     assert "esm2_t33_650M_UR50D" not in current_limits().allowed_models
     monkeypatch.delenv("FLAMINO_HOSTED")
-    assert current_limits().check_model("/any/path") is None  # locally: anything
+    assert current_limits().check_model(ModelId.parse("/any/path")) is None  # locally: anything
 
 
 def test_upload_and_paste_size_messages_say_both_sizes(monkeypatch):
@@ -324,7 +325,8 @@ def test_hosted_links_use_the_operators_public_name_and_only_models_that_load_no
     assert policy.public_model_name(str(operator), limits) == "lab-esm2"
     assert model_from_link("lab-esm2", limits) == LinkModel(use=str(operator))
     # Allowed but not on this offline machine: not offered, and a link to it is refused.
-    assert policy.offered_now(["esm2_t6_8M_UR50D", "random:tiny", str(operator)]) == ["random:tiny", str(operator)]
+    assert policy.offered_now([ModelId.parse(m) for m in ("esm2_t6_8M_UR50D", "random:tiny", str(operator))]) \
+        == [ModelId.parse("random:tiny"), ModelId.parse(str(operator))]
     assert model_from_link("esm2_t6_8M_UR50D", limits).refused
     monkeypatch.delenv("FLAMINO_HOSTED")
     assert policy.public_model_name(str(operator), current_limits()) == str(operator)  # locally: as it is
@@ -333,11 +335,11 @@ def test_hosted_links_use_the_operators_public_name_and_only_models_that_load_no
 def test_weights_are_loaded_without_pickles_or_server_paths_when_hosted(monkeypatch):
     monkeypatch.setenv("FLAMINO_MODEL", OPERATOR_MODEL)
     monkeypatch.delenv("FLAMINO_HOSTED", raising=False)
-    assert weights_permissions("/any/path", current_limits()) == {"allow_local_paths": True, "allow_pickle": True}
+    assert weights_permissions(ModelId.parse("/any/path"), current_limits()) == {"allow_local_paths": True, "allow_pickle": True}
     monkeypatch.setenv("FLAMINO_HOSTED", "1")
     limits = current_limits()
-    assert weights_permissions("/any/path", limits) == {"allow_local_paths": False, "allow_pickle": False}
-    assert weights_permissions(OPERATOR_MODEL, limits) == {"allow_local_paths": True, "allow_pickle": False}
+    assert weights_permissions(ModelId.parse("/any/path"), limits) == {"allow_local_paths": False, "allow_pickle": False}
+    assert weights_permissions(ModelId.parse(OPERATOR_MODEL), limits) == {"allow_local_paths": True, "allow_pickle": False}
 
 
 def test_server_side_downloads_are_bounded_one_per_visitor(monkeypatch):

@@ -7,8 +7,11 @@ model's name written out (``"random:esmfold-tiny"``: ``model_id.RANDOM_FOLD_MODE
 
 A door is where text comes in: the command line (``flamino_core/cli/``, argparse and the
 commands reading their arguments), the declarations themselves (``options.py``,
-``model/model_id.py``) and, in the app, the function where a page's model choice is read (named
-with its file below).
+``model/model_id.py``), the library's entry point for weights (``load_weights``: a Python
+caller's text, docs/architecture.md says why it stays a door) and, in the app, the functions
+where a model choice is read: the context builder (the session's model, once per rerun), a
+link's, the server's environment's, a page's comparison's and fold panel's (named with their
+files below).
 """
 
 from __future__ import annotations
@@ -27,6 +30,12 @@ NAMES = set(STRATEGIES) | {p.value for p in Precision}
 DOOR_FILES = ("flamino_core/cli/", "flamino_core/options.py", "flamino_core/model/model_id.py")
 # Functions that are doors: (file, function) -> what comes in there.
 DOOR_FUNCTIONS = {
+    ("app_pages/_ui/rerun/context.py", "build"): "the session's model, read once per rerun into PageContext.model_id",
+    ("app_pages/_ui/server/policy.py", "model_from_link"): "a share link's model",
+    ("app_pages/_ui/server/policy.py", "hosted_models"): "FLAMINO_HOSTED_MODELS and FLAMINO_MODEL, the environment",
+    ("app_pages/_ui/server/policy.py", "operator_model"): "FLAMINO_MODEL, the environment",
+    ("app_pages/_ui/input/model_loading.py", "other_engine"): "a page's Compare models choice",
+    ("flamino_core/weights/loading.py", "_parsed"): "load_weights and available_now: a Python caller's text",
     ("app_pages/_ui/structure/prediction.py", "offer"): "the ESMFold panel's model choice",
     ("app_pages/_ui/structure/complex_prediction.py", "offer"): "the ESMFold2 panel's model choice",
     ("app_pages/_ui/structure/variant_structure.py", "section"): "the Structure page's fold model, read here again",
@@ -36,10 +45,8 @@ DOOR_FUNCTIONS = {
 # Not moved yet: each is a parse of the language model's identifier that the app or the loader
 # still makes from text (#65 goes on). The list may only shrink.
 NOT_YET = {
-    "flamino_core/weights/loading.py": 1,  # load_weights and available_now still take text (181 test calls)
-    "app_pages/_ui/server/policy.py": 7,  # the hosting policy's checks, from the session's text
-    "app_pages/_ui/input/model_loading.py": 3,
-    "app_pages/_ui/input/model_picker.py": 4,
+    "app_pages/_ui/input/model_loading.py": 2,  # model_choices and _choose_trained: the picker's texts
+    "app_pages/_ui/input/model_picker.py": 4,  # its labels and details, and the session's model before the context
 }
 
 

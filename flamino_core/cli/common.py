@@ -8,6 +8,7 @@ and every such command takes the same flags and prints the same messages.
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -19,6 +20,8 @@ EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
 MODEL_HELP = ("preset name (e.g. esm2_t33_650M_UR50D), local model folder, fair-esm .pt file, flamino "
               "checkpoint, or random:tiny (untrained test model); default $FLAMINO_MODEL or esm2_t12_35M_UR50D")
+PRECISION_HELP = ("fp32 (default, or $FLAMINO_PRECISION: the reference, 1e-4 parity), bf16 or int8 (opt-in fast modes, "
+                  "labelled, stored apart; bf16 refused where the machine would only emulate it)")
 VERBOSE_HELP = "say which hardware, attention path (fused kernel or pure JAX) and precision run the model"
 FASTA_HELP = ("FASTA file ('-' for standard input), plain or gzipped; GenBank, GenPept, EMBL and "
               "Swiss-Prot flat files are read too")
@@ -47,9 +50,24 @@ def say_plan(label: str, needed, engine) -> None:
     say(f"{label}: to run: {needed.describe()}{when}")
 
 
-def load_engine(model, verbose: bool = False):
+def add_precision_argument(parser) -> None:
+    """``--precision``, read into an ``options.Precision`` here at the door (``load_engine``'s
+    ``precision``); unset: $FLAMINO_PRECISION, else fp32."""
+    parser.add_argument("--precision", type=_precision, metavar="{fp32,bf16,int8}", help=PRECISION_HELP)
+
+
+def _precision(text: str) -> Precision:
+    try:
+        return Precision(text.strip().lower())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: choose one of {', '.join(Precision)}") from None
+
+
+def load_engine(model, verbose: bool = False, precision: Precision | None = None):
     """The engine for a model identifier (text, a parsed ``ModelId`` or None for the default), or
-    a ``UserError`` saying why it cannot load."""
+    a ``UserError`` saying why it cannot load. ``precision``: the command's ``--precision``
+    (None: $FLAMINO_PRECISION, else fp32), refused before any weight is read where this machine
+    would only emulate it."""
     from flamino_core.engine.device_memory import ModelTooLargeError
     from flamino_core.engine.hardware import PrecisionRefused, refuse_named_model
     from flamino_core.engine.engine import Engine, enable_compilation_cache
@@ -59,9 +77,9 @@ def load_engine(model, verbose: bool = False):
     enable_compilation_cache()
     model = model if isinstance(model, ModelId) else ModelId.parse(model or default_model())  # read once, here
     try:
-        refuse_named_model(model)  # before a download an accelerator cannot hold
+        refuse_named_model(model, precision)  # bf16 emulated, or more than an accelerator holds: before a download
         weights = load_weights(model, progress=Progress("model").message)
-        engine = Engine(weights)
+        engine = Engine(weights, precision=precision)
     except (ModelError, ModelTooLargeError, PrecisionRefused) as err:  # the reason, as it is worded
         raise UserError(str(err)) from None
     except (ValueError, OSError) as err:  # a damaged checkpoint folder, an unreadable file

@@ -17,8 +17,8 @@ from flamino_core.atomic import written_atomically
 from flamino_core.options import LONG_POLICIES, STRATEGIES
 from flamino_core.progress import Progress, say
 from flamino_core.cli.common import (
-    EXIT_OK, EXIT_USAGE, MODEL_HELP, VERBOSE_HELP, UserError, add_fasta_argument, check_output, load_engine,
-    read_fasta_argument, say_plan,
+    EXIT_OK, EXIT_USAGE, MODEL_HELP, VERBOSE_HELP, UserError, add_fasta_argument, add_precision_argument,
+    check_output, load_engine, read_fasta_argument, say_plan,
 )
 
 FETCH_PREFIXES = {"pdb": "an RCSB PDB entry", "afdb": "an AlphaFold DB model"}
@@ -208,7 +208,7 @@ def cmd_contacts(args) -> int:
             raise UserError(refused[0])
         raise UserError(f"none of the {len(records)} records can be compared with {parsed.name} (see above)")
 
-    engine = load_engine(args.model, args.verbose)
+    engine = load_engine(args.model, args.verbose, args.precision)
     track = args.track or "entropy"
     options, paths = {}, []
     if pdb_out:  # the track's choices that depend on the model, and what it asks of each run
@@ -275,6 +275,7 @@ def add_parsers(sub) -> None:
     contacts.add_argument("--min-identity", type=float, metavar="F",
                           help="identity (0-1) the alignment needs (default: Rost's curve for its length)")
     contacts.add_argument("-m", "--model", help=MODEL_HELP)
+    add_precision_argument(contacts)
     contacts.add_argument("-o", "--output", required=True, help="output .csv: record_id,chain,range,cutoff,"
                           "precision,n_pairs,identity,coverage")
     contacts.add_argument("--pdb-out", metavar="FILE.pdb",

@@ -9,8 +9,8 @@ from flamino_core.atomic import written_atomically
 from flamino_core.options import EMBED_PARTS, LONG_POLICIES
 from flamino_core.progress import Progress, say
 from flamino_core.cli.common import (
-    EXIT_OK, EXIT_USAGE, MODEL_HELP, VERBOSE_HELP, UserError, add_fasta_argument, check_output, load_engine,
-    read_fasta_argument, say_plan,
+    EXIT_OK, EXIT_USAGE, MODEL_HELP, VERBOSE_HELP, UserError, add_fasta_argument, add_precision_argument,
+    check_output, load_engine, read_fasta_argument, say_plan,
 )
 
 NPZ_DEFAULT_PARTS = "mean,per_tok"
@@ -24,7 +24,7 @@ def cmd_embed(args) -> int:
     if as_h5 and len(args.repr_layers) != 1:
         raise UserError("--repr-layers: an .h5 output holds one per-sequence embedding per record; give one layer")
     records, had_errors = read_fasta_argument(args)
-    engine = load_engine(args.model, args.verbose)
+    engine = load_engine(args.model, args.verbose, args.precision)
     n = engine.config.num_layers
     try:
         repr_layers = engine.normalize_layers(args.repr_layers)
@@ -121,6 +121,7 @@ def add_parsers(sub) -> None:
     )
     add_fasta_argument(embed)
     embed.add_argument("-m", "--model", help=MODEL_HELP)
+    add_precision_argument(embed)
     embed.add_argument("-o", "--output", required=True, help="output .npz, or .h5 for ProtSpace")
     embed.add_argument("--include", help=f"comma-separated: {','.join(EMBED_PARTS)} "
                                          f"(default {NPZ_DEFAULT_PARTS}; .h5: mean only)")

@@ -17,8 +17,8 @@ from flamino_core.numbering import Numbering
 from flamino_core.options import DEFAULT_VARIANT_STRATEGY, PREDICT_FEATURES, VARIANT_STRATEGIES
 from flamino_core.progress import Progress, say
 from flamino_core.cli.common import (
-    EXIT_OK, MODEL_HELP, OFFSET_HELP, VERBOSE_HELP, UserError, add_fasta_argument, check_output, first_residue_number,
-    load_engine, read_fasta_argument, read_records,
+    EXIT_OK, MODEL_HELP, OFFSET_HELP, VERBOSE_HELP, UserError, add_fasta_argument, add_precision_argument,
+    check_output, first_residue_number, load_engine, read_fasta_argument, read_records,
 )
 
 TABLE_SUFFIXES = (".csv", ".tsv", ".tab", ".txt")
@@ -82,7 +82,7 @@ def cmd_fit(args) -> int:
     if wild_type is None and table.wild_type is not None:
         say(f"{args.table}: wild type ({len(table.wild_type):,} residues) derived from mutated_sequence")
     say(f"{args.table}: {table.labelled.sum():,} labelled rows of {len(table.frame):,}, {table.task} of {args.target}")
-    engine = load_engine(args.model, args.verbose)
+    engine = load_engine(args.model, args.verbose, args.precision)
     model = args.model or default_model()
     kinds = feature_sets(table, True) if not args.no_compare else [args.features]
     for planned in planned_work(table, kinds, engine, layer=args.layer, zero_shot=args.zero_shot):
@@ -132,7 +132,7 @@ def cmd_predict(args) -> int:
     wild_type, given_numbering = _wild_type(args.sequence, args.offset)
     engine = None
     if predictor.spec.uses_model:
-        engine = load_engine(args.model or predictor.model_id, args.verbose)
+        engine = load_engine(args.model or predictor.model_id, args.verbose, args.precision)
     try:
         if _is_table(args.fasta) and not args.singles:
             data = Path(args.fasta).read_bytes() if Path(args.fasta).is_file() else None
@@ -192,6 +192,7 @@ def add_parsers(sub) -> None:
                      help="evaluate only --features and, for classes, the majority class (by default every feature set "
                           "is evaluated on the same folds)")
     fit.add_argument("-m", "--model", help=MODEL_HELP)
+    add_precision_argument(fit)
     fit.add_argument("-o", "--output", required=True, metavar="OUT.csv",
                      help="every input column plus prediction (out-of-fold) and fold")
     fit.add_argument("--metrics", required=True, metavar="M.json",
@@ -217,6 +218,7 @@ def add_parsers(sub) -> None:
     predict.add_argument("--offset", type=int, help=OFFSET_HELP)
     predict.add_argument("-m", "--model", help="the model the predictor's features come from (default: the one it "
                                                "was fitted with; another model is refused)")
+    add_precision_argument(predict)
     predict.add_argument("-o", "--output", required=True, metavar="OUT.csv",
                          help="the input's columns (or record_id) plus prediction")
     predict.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)

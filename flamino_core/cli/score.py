@@ -16,8 +16,8 @@ from flamino_core.numbering import Numbering
 from flamino_core.options import DEFAULT_STRATEGY, STRATEGIES, names
 from flamino_core.progress import Progress
 from flamino_core.cli.common import (
-    EXIT_OK, EXIT_USAGE, MODEL_HELP, OFFSET_HELP, VERBOSE_HELP, add_fasta_argument, check_output,
-    first_residue_number, load_engine, read_fasta_argument, say_plan,
+    EXIT_OK, EXIT_USAGE, MODEL_HELP, OFFSET_HELP, VERBOSE_HELP, add_fasta_argument, add_precision_argument,
+    check_output, first_residue_number, load_engine, read_fasta_argument, say_plan,
 )
 
 
@@ -28,7 +28,7 @@ def cmd_score(args) -> int:
 
     out_path = check_output(args.output, ".csv")
     records, had_errors = read_fasta_argument(args)
-    engine = load_engine(args.model, args.verbose)
+    engine = load_engine(args.model, args.verbose, args.precision)
     per_record = STRATEGIES[args.strategy].per_record
     # A record made of a structure's chain carries the file's numbering (1GBT: chymotrypsin
     # numbering, 184A ...): each position is then named in it too (blank for other records).
@@ -60,6 +60,7 @@ def add_parsers(sub) -> None:
     score = sub.add_parser("score", help="single-substitution scores or pseudo-perplexity to a .csv file")
     add_fasta_argument(score)
     score.add_argument("-m", "--model", help=MODEL_HELP)
+    add_precision_argument(score)
     score.add_argument("-o", "--output", required=True, help="output .csv")
     score.add_argument("--strategy", choices=names("map"), default=DEFAULT_STRATEGY,
                        help="; ".join(f"{name}: {STRATEGIES[name].help}" for name in names("map")))

@@ -9,8 +9,8 @@ from flamino_core.numbering import Numbering
 from flamino_core.options import VARIANT_STRATEGIES
 from flamino_core.progress import Progress, say
 from flamino_core.cli.common import (
-    EXIT_OK, MODEL_HELP, OFFSET_HELP, VERBOSE_HELP, UserError, add_fasta_argument, check_output, first_residue_number,
-    load_engine, read_fasta_argument,
+    EXIT_OK, MODEL_HELP, OFFSET_HELP, VERBOSE_HELP, UserError, add_fasta_argument, add_precision_argument,
+    check_output, first_residue_number, load_engine, read_fasta_argument,
 )
 from flamino_core.cli.variants import SCORE_FORMAT
 
@@ -35,12 +35,12 @@ def cmd_suggest(args) -> int:
             raise UserError(str(err)) from None
     records, _ = read_fasta_argument(args)
     names = list(dict.fromkeys(args.model or [default_model()]))
-    engines = [(name, load_engine(name, args.verbose)) for name in names]
+    engines = [(name, load_engine(name, args.verbose, args.precision)) for name in names]
     predictor_engine = None
     if predictor is not None and predictor.spec.uses_model:
         fingerprints = {engine.fingerprint: engine for _, engine in engines}
         predictor_engine = (fingerprints.get(predictor.model_fingerprint)
-                            or load_engine(predictor.model_id, args.verbose))
+                            or load_engine(predictor.model_id, args.verbose, args.precision))
     tables = []
     for record in records:
         numbering = Numbering(first_residue_number(record, args.offset))
@@ -77,6 +77,7 @@ def add_parsers(sub) -> None:
     add_fasta_argument(suggest, help="FASTA file ('-' for standard input); proposals for every record")
     suggest.add_argument("-m", "--model", action="append",
                          help=MODEL_HELP + "; repeat for a consensus: a proposal must pass under every model")
+    add_precision_argument(suggest)
     suggest.add_argument("--keep", default="", metavar="POSITIONS",
                          help="positions never mutated, in the record's numbering: 1-20,45")
     suggest.add_argument("--explore", default="", metavar="POSITIONS",

@@ -16,8 +16,8 @@ from flamino_core.atomic import written_atomically
 from flamino_core.options import DEFAULT_VARIANT_STRATEGY, STRATEGIES, names, scoring_strategies
 from flamino_core.progress import Progress, say
 from flamino_core.cli.common import (
-    EXIT_OK, MODEL_HELP, OFFSET_HELP, VERBOSE_HELP, UserError, add_fasta_argument, check_output, first_residue_number,
-    load_engine, read_fasta_argument, read_records, say_plan,
+    EXIT_OK, MODEL_HELP, OFFSET_HELP, VERBOSE_HELP, UserError, add_fasta_argument, add_precision_argument,
+    check_output, first_residue_number, load_engine, read_fasta_argument, read_records, say_plan,
 )
 
 SCORE_FORMAT = "%.6g"  # as ``flamino score`` writes scores
@@ -127,8 +127,9 @@ def _variants_of_every_model(args, records, mutations):
         raise UserError(str(err)) from None
     if not members:
         model = model_id if args.model else None  # None: the default model
-        return _variants(args, records, mutations, load_engine(model, args.verbose))
-    results = [_variants(args, records, mutations, load_engine(member, args.verbose)) for member in members]
+        return _variants(args, records, mutations, load_engine(model, args.verbose, args.precision))
+    results = [_variants(args, records, mutations, load_engine(member, args.verbose, args.precision))
+               for member in members]
     return mean_frame(members, [table for table, _ in results]), results[0][1]
 
 
@@ -274,7 +275,7 @@ def _score_dms(args, dms, record_id: str, model: str):
     except ValueError as err:
         raise UserError(str(err)) from None
     if not members:
-        engine = load_engine(model_id, args.verbose)
+        engine = load_engine(model_id, args.verbose, args.precision)
         # --structure is the -m model's: a compared model that reads sequences only scores without it.
         main = model == (args.model or default_model())
         structure = structure_letters(args, dms.wild_type, engine) if engine.family.structure_aware or main else None
@@ -286,8 +287,8 @@ def _score_dms(args, dms, record_id: str, model: str):
     if args.structure and model == (args.model or default_model()):
         raise UserError(f"--structure is read by structure-aware models; {model} is an ensemble of sequence models")
     say(f"{record_id}: an ensemble of {len(members)} models, scored one after the other")
-    return score_dms_ensemble(lambda member: load_engine(member, args.verbose), members, dms, args.strategy,
-                              record_id=record_id, progress=Progress(record_id))
+    return score_dms_ensemble(lambda member: load_engine(member, args.verbose, args.precision), members, dms,
+                              args.strategy, record_id=record_id, progress=Progress(record_id))
 
 
 def _shown(value) -> str:
@@ -305,6 +306,7 @@ def add_parsers(sub) -> None:
     variants.add_argument("--strategy", choices=scoring_strategies(), default=DEFAULT_VARIANT_STRATEGY,
                           help=STRATEGY_HELP)
     variants.add_argument("-m", "--model", help=MODEL_HELP)
+    add_precision_argument(variants)
     variants.add_argument("-o", "--output", required=True,
                           help="output .csv: record_id,mutant,score[,non_additivity],status[,normalisation (pll "
                                "strategies)] in input order")
@@ -327,6 +329,7 @@ def add_parsers(sub) -> None:
     dms.add_argument("--singles-only", action="store_true",
                      help="compute the metrics on single substitutions only (multi-mutants are still scored)")
     dms.add_argument("-m", "--model", help=MODEL_HELP)
+    add_precision_argument(dms)
     dms.add_argument("-o", "--output", required=True, help="output .csv: every input column plus score and status")
     dms.add_argument("--metrics", required=True, metavar="METRICS.json",
                      help="output .json: spearman, auc, mcc, ndcg, top10_recall, n_scored, n_skipped, "

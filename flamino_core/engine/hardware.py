@@ -272,8 +272,8 @@ def bf16_emulation(hw: Hardware, precision: str, emulated_ok: bool = False) -> s
     raise PrecisionRefused(
         f"precision bf16 is refused on this machine ({hw.device}): {hw.native_bf16_why}. The bf16 mode "
         "only pays where the hardware multiplies bf16 (AVX512_BF16, AMX, Arm BF16 or an accelerator); "
-        "emulated it is slower than fp32 and less exact. Use fp32 (the default: unset FLAMINO_PRECISION) "
-        f"or int8 (opt-in, any x86-64 CPU); {EMULATED_BF16_ENV}=1 runs bf16 emulated anyway "
+        "emulated it is slower than fp32 and less exact. Use fp32 (the default: no --precision, "
+        f"FLAMINO_PRECISION unset) or int8 (opt-in, any x86-64 CPU); {EMULATED_BF16_ENV}=1 runs bf16 emulated anyway "
         "(accuracy studies, tests).")
 
 
@@ -368,13 +368,14 @@ def refuse_before_loading(config, precision: str | None = None) -> None:
     device_memory.fitting_precision(config, chosen, explicit, device_memory.device_memory(), shards)
 
 
-def refuse_named_model(model_id: ModelId) -> None:
+def refuse_named_model(model_id: ModelId, precision: str | None = None) -> None:
     """``refuse_before_loading`` for a published model named by its preset (``esm2_t48_15B_UR50D``,
-    ``random:esm2_t48_15B_UR50D``): called before the download or the random draw. Other sources
-    are checked when the engine is built from their config (``hardware.configure``)."""
+    ``random:esm2_t48_15B_UR50D``) in ``precision`` (None: $FLAMINO_PRECISION, else fp32): called
+    before the download or the random draw. Other sources are checked when the engine is built
+    from their config (``hardware.configure``)."""
     from flamino_core.model.config import PRESETS, ModelConfig
 
-    refuse_precision()  # bf16 this CPU would only emulate: before a download, whatever the source
+    refuse_precision(precision)  # bf16 this CPU would only emulate: before a download, whatever the source
     name = model_id.preset or (model_id.random_spec or "").partition(":")[0]
     if name in PRESETS:
-        refuse_before_loading(ModelConfig.preset(name))
+        refuse_before_loading(ModelConfig.preset(name), precision)

@@ -13,6 +13,6 @@ _EXPORTS = {
     **dict.fromkeys(["FoldConfig", "STEM_PRECISIONS"], "esmfold.config"),
     **dict.fromkeys(["ENSEMBLES", "ENSEMBLE_PREFIX", "FAMILIES", "PRESETS", "contact_families",
                      "ensemble_members"], "families"),
-    **dict.fromkeys(["ModelId", "RANDOM_TEST_MODEL"], "model_id"),
+    **dict.fromkeys(["ModelId", "RANDOM_TEST_MODEL", "short_name"], "model_id"),
 }
 __all__, __getattr__, __dir__ = lazy_door(__name__, _EXPORTS)

@@ -43,38 +43,38 @@ MODEL_FAILURES = "_model_failures"
 # happens outside the cached function on purpose: Streamlit records the elements a cached
 # function draws and replays them on every later hit, which for a download's progress bar would
 # mean hundreds of stale updates per run, forever.
-_prepared: dict[str, ModelWeights] = {}
-_ready: set[str] = set()  # identifiers load_engine has built an engine for
+_prepared: dict[ModelId, ModelWeights] = {}
+_ready: set[ModelId] = set()  # models load_engine has built an engine for
 _prepare_lock = threading.Lock()
 
 
-def _load_weights(identifier: str, progress=None) -> ModelWeights:
+def _load_weights(model: ModelId, progress=None) -> ModelWeights:
     """``load_weights`` under this server's policy (no server paths or pickles when hosted)."""
     from flamino_core.weights import loading as weights
 
-    return weights.load_weights(identifier, progress=progress, **weights_permissions(identifier, current_limits()))
+    return weights.load_weights(model, progress=progress, **weights_permissions(model, current_limits()))
 
 
 @st.cache_resource(show_spinner="Loading the model…", max_entries=2)
-def load_engine(identifier: str) -> Engine:
-    """The engine for a model identifier: built once per process and shared by all sessions
+def load_engine(model: ModelId) -> Engine:
+    """The engine for a model: built once per process and shared by all sessions
     (``st.cache_resource`` holds one instance per identifier; the engine is thread-safe and its
     jitted functions compile once per shape for the whole process)."""
     from flamino_core.engine import engine
 
-    weights = _prepared.pop(identifier, None)
+    weights = _prepared.pop(model, None)
     if weights is None:
         with _prepare_lock:  # evicted and asked for again: one load at a time, as in _prepare
-            weights = _prepared.pop(identifier, None) or _load_weights(identifier)
+            weights = _prepared.pop(model, None) or _load_weights(model)
     engine.enable_compilation_cache()
     built = engine.Engine(weights)
-    _ready.add(identifier)
+    _ready.add(model)
     return built
 
 
-def _prepare(identifier: str) -> None:
+def _prepare(model: ModelId) -> None:
     """First use in this process: download, convert or restore the weights, showing progress."""
-    if identifier in _ready:
+    if model in _ready:
         return
     slot = st.empty()
     shown = {"fraction": -1.0, "message": ""}
@@ -92,15 +92,15 @@ def _prepare(identifier: str) -> None:
     try:
         slot.info("Waiting for another session that is loading this model…", icon=":material/hourglass_top:")
         with _prepare_lock:  # one download per model, not one per session
-            if identifier not in _ready and identifier not in _prepared:
-                progress(None, f"Loading model {public_model_name(identifier, current_limits())}")
-                _prepared[identifier] = _load_weights(identifier, progress=progress)
+            if model not in _ready and model not in _prepared:
+                progress(None, f"Loading model {public_model_name(model.text, current_limits())}")
+                _prepared[model] = _load_weights(model, progress=progress)
     finally:
         slot.empty()
 
 
-def active_engine() -> tuple[Engine | None, str | None]:
-    """The engine for the chosen model, or the loader's message for the user.
+def active_engine(model: ModelId) -> tuple[Engine | None, str | None]:
+    """The engine for the chosen model (``context.build`` reads it), or the loader's message for the user.
 
     A failure is remembered for the session (``st.cache_resource`` does not cache exceptions):
     offline, the Hub client retries for ~25 s, which must not happen again on every click.
@@ -108,11 +108,11 @@ def active_engine() -> tuple[Engine | None, str | None]:
     from flamino_core.engine import PrecisionRefused, refuse_precision
     from flamino_core.weights import ModelError
 
-    identifier = model_id()
+    identifier = model.text
     failures = st.session_state.setdefault(MODEL_FAILURES, {})
     if identifier in failures:
         return None, failures[identifier]
-    refused = current_limits().check_model(identifier)
+    refused = current_limits().check_model(model)
     if refused:
         failures[identifier] = refused[:1].upper() + refused[1:]
         return None, failures[identifier]
@@ -120,8 +120,8 @@ def active_engine() -> tuple[Engine | None, str | None]:
         # The server's precision ($FLAMINO_PRECISION) refused before any download: bf16 on a CPU
         # that would only emulate it (the message says why and what to set instead).
         refuse_precision()
-        _prepare(identifier)
-        return load_engine(identifier), None
+        _prepare(model)
+        return load_engine(model), None
     except (ModelError, PrecisionRefused) as err:
         failures[identifier] = str(err)
     except ValueError as err:  # a config the engine cannot build: still the user's model file
@@ -147,7 +147,7 @@ def model_id() -> str:
 
 
 # --- what the pages see -------------------------------------------------------------------------
-def model_banner(engine: Engine | None, problem: str | None, engine_slot=None) -> None:
+def model_banner(model: ModelId, engine: Engine | None, problem: str | None, engine_slot=None) -> None:
     """Say clearly if the chosen model (``active_engine``'s answer, looked up once per rerun by
     ``context.build``) is the untrained one or cannot be loaded.
 
@@ -155,15 +155,15 @@ def model_banner(engine: Engine | None, problem: str | None, engine_slot=None) -
     runs: the attention path (fused C++ kernel or pure JAX, and why), precision, packing."""
     if engine is not None and engine_slot is not None:
         with engine_slot.container():
-            read_as = checkpoint_details(engine.config, model_id())
+            read_as = checkpoint_details(engine.config, model)
             if read_as:
                 st.caption(plain(read_as))
             st.caption(plain(without_paths(f"Runs on {engine.backend.describe()}")))
     if problem:
         st.error("**The model could not be loaded.**\n\n" + plain(problem), icon=":material/error:")
         row = st.container(horizontal=True)
-        row.button("Try again", on_click=forget_failure, args=(model_id(),), icon=":material/refresh:")
-        if model_id() != RANDOM_TEST_MODEL and RANDOM_TEST_MODEL in model_choices():
+        row.button("Try again", on_click=forget_failure, args=(model.text,), icon=":material/refresh:")
+        if model.text != RANDOM_TEST_MODEL and RANDOM_TEST_MODEL in model_choices():
             row.button("Try the interface with the untrained test model", on_click=_use_test_model,
                        icon=":material/science:")
             st.caption("Meanwhile the untrained test model (random weights: its output is not biology) lets you "
@@ -184,11 +184,11 @@ def model_banner(engine: Engine | None, problem: str | None, engine_slot=None) -
                    icon=":material/speed:")
 
 
-def checkpoint_details(config, identifier: str) -> str | None:
+def checkpoint_details(config, model: ModelId) -> str | None:
     """What a checkpoint of this machine (a folder or file, not a preset or a test model) was read
     as: its family, paper, size and the family's licence, as the picker says of a preset; the
     sidebar showed only its path, so an ESM-1b folder read as ESM-1b could not be told."""
-    if ModelId.parse(identifier).kind != "path":
+    if model.kind != "path":
         return None
     family = FAMILIES[config.family]
     twin = next((name for name, p in PRESETS.items()
@@ -215,10 +215,10 @@ def model_choices() -> list[str]:
     if allowed is None:
         return [*PRESETS, LOCAL_CHOICE, RANDOM_TEST_MODEL]
     listed = [p for p in PRESETS if p in allowed] + sorted(m for m in allowed if m not in PRESETS)
-    offered = offered_now(listed)  # an offline server offers only what it has
+    offered = offered_now([ModelId.parse(m) for m in listed])  # an offline server offers only what it has
     # One untrained model is enough to try the interface: two read as a choice that is none.
-    untrained = [m for m in offered if ModelId.parse(m).is_random]
-    return [m for m in offered if m not in untrained or m == untrained[0]]
+    untrained = [m for m in offered if m.is_random]
+    return [m.text for m in offered if m not in untrained or m == untrained[0]]
 
 
 def _use_test_model() -> None:
@@ -227,15 +227,17 @@ def _use_test_model() -> None:
 
 
 def other_engine(identifier: str) -> tuple[Engine | None, str | None]:
-    """An engine for a model beside the sidebar's (the pages' "Compare models"), or the reason it
-    cannot load: the same policy, progress and cache as the sidebar's model."""
+    """An engine for a model beside the sidebar's (the pages' "Compare models": the door where
+    their choice, text, is read once into a ``ModelId``), or the reason it cannot load: the same
+    policy, progress and cache as the sidebar's model."""
     from flamino_core.weights import ModelError
 
-    refused = current_limits().check_model(identifier)
+    model = ModelId.parse(identifier)
+    refused = current_limits().check_model(model)
     if refused:
         return None, refused[:1].upper() + refused[1:]
     try:
-        _prepare(identifier)
-        return load_engine(identifier), None
+        _prepare(model)
+        return load_engine(model), None
     except (ModelError, ValueError) as err:
         return None, UNAVAILABLE if hosted_mode() else f"{identifier}: {err}"

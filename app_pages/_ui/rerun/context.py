@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import streamlit as st
 
 from flamino_core.inputs import Numbering, ParsedInput, ProteinRecord
-
+from flamino_core.model import ModelId
 
 from app_pages._ui.frame.downloads import safe_name
 from app_pages._ui.server.policy import visitor_model_name, visitor_short_name
@@ -50,7 +50,7 @@ class PageContext:
     record: ProteinRecord | None
     window_start: int  # 0-based start of ``record`` in ``record_read`` (hosted windows)
     first: int  # the number of the first residue of ``record``
-    model: str  # the model identifier the session chose
+    model_id: ModelId  # the model the session chose, read once here (``build``)
     engine: Engine | None  # None when it cannot be loaded (``engine_problem`` says why)
     engine_problem: str | None
     missing_link_record: str | None = None  # a link's record id that this input lacks
@@ -60,6 +60,11 @@ class PageContext:
     def sequence(self) -> str:
         """The selected record's sequence as analysed ("" without a record)."""
         return self.record.sequence if self.record is not None else ""
+
+    @property
+    def model(self) -> str:
+        """The chosen model's identifier as written (the result store's and downloads' key)."""
+        return self.model_id.text
 
     @property
     def model_name(self) -> str:
@@ -89,7 +94,9 @@ class PageContext:
 
 
 def build(page: str, parsed: ParsedInput | None, counts: tuple[int, ...], first_read: int | None) -> PageContext:
-    """The context of this rerun, once the sidebar has drawn its choices.
+    """The context of this rerun, once the sidebar has drawn its choices: the app's door for the
+    session's model, read into a ``ModelId`` here once and passed as a value to the policy's
+    check, the weights' permissions and ``load_weights`` (``models.active_engine``).
 
     Args:
       page: the page's key.
@@ -106,11 +113,12 @@ def build(page: str, parsed: ParsedInput | None, counts: tuple[int, ...], first_
     record = next((r for r in records if r.id == selected), None)
     window = numbering.window_start(record_read, selected) if record_read is not None else 0
     base = first_read if first_read is not None else (numbering.id_first_number(record_read) if record_read else 1)
-    engine, problem = models.active_engine()
+    model = ModelId.parse(models.model_id())  # the session's text, read once per rerun
+    engine, problem = models.active_engine(model)
     return PageContext(
         page=page, parsed=parsed, counts=counts, records_read=records_read, records=records,
         record_read=record_read, record=record, window_start=window, first=base + window,
-        model=models.model_id(), engine=engine, engine_problem=problem,
+        model_id=model, engine=engine, engine_problem=problem,
         missing_link_record=inputs.missing_link_record(records_read),
     )
 

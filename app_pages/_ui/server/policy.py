@@ -31,7 +31,7 @@ import threading
 import time
 
 from flamino_core import settings
-from flamino_core.model import RANDOM_TEST_MODEL, ModelId
+from flamino_core.model import RANDOM_TEST_MODEL, ModelId, short_name
 from flamino_core.inputs import MAX_GUNZIP_BYTES, InputLimits
 from flamino_core.options import PLL_HOSTED_MAX_PASSES
 from flamino_core.wording import byte_size
@@ -122,21 +122,22 @@ class Limits:
 
         return passes_problem(sequence, variants, strategy, self.max_pll_passes)
 
-    def check_model(self, identifier: str) -> str | None:
-        """A message if this server does not offer the model ``identifier``, else None."""
+    def check_model(self, model: ModelId) -> str | None:
+        """A message if this server does not offer ``model``, else None."""
         if self.allowed_models is None:
             return None
-        if ModelId.parse(identifier).key in self.allowed_models:
+        if model.key in self.allowed_models:
             return None
         offered = ", ".join(sorted(public_model_name(m, self) for m in self.allowed_models))
-        name = shown_model_name(identifier, self)
+        name = shown_model_name(model, self)
         which = f"the model {name}" if name else "that model"
         return (f"this server does not offer {which}; choose one of {offered}, "
                 "or run flamino on your own machine for other models and local checkpoints")
 
 
 def hosted_models() -> frozenset[str]:
-    """The identifiers a hosted server offers (FLAMINO_HOSTED_MODELS, FLAMINO_MODEL, random:tiny)."""
+    """The identifiers a hosted server offers (FLAMINO_HOSTED_MODELS, FLAMINO_MODEL, random:tiny),
+    by their ``ModelId.key``: a door, where the server's environment is read into values."""
     from flamino_core.weights import default_model  # imports Flax (via convert): not at import
 
     listed = settings.HOSTED_MODELS.get()
@@ -204,7 +205,8 @@ SERVER_MODEL_NAME = settings.MODEL_NAME.default
 
 
 def operator_model() -> str | None:
-    """The operator's own checkpoint (``FLAMINO_MODEL`` when it is not a preset or test model)."""
+    """The operator's own checkpoint (``FLAMINO_MODEL`` when it is not a preset or test model): a
+    door, where the environment's text is read."""
     model = settings.MODEL.get()
     if not model or ModelId.parse(model).kind in ("random", "preset"):
         return None
@@ -240,9 +242,10 @@ def visitor_model_name(identifier: str) -> str:
 
 
 def visitor_short_name(identifier: str) -> str:
-    """``visitor_model_name`` as a file-name-like name (``ModelId.short_name``): a preset's name,
-    a checkpoint's file or folder name, hosted the operator's checkpoint by its public name."""
-    return ModelId.parse(visitor_model_name(identifier)).short_name
+    """``visitor_model_name`` as a file-name-like name (``model_id.short_name``, read from the
+    text alone): a preset's name, a checkpoint's file or folder name, hosted the operator's
+    checkpoint by its public name."""
+    return short_name(visitor_model_name(identifier))
 
 
 def from_public_name(name: str, limits: Limits) -> str:
@@ -253,11 +256,11 @@ def from_public_name(name: str, limits: Limits) -> str:
     return name
 
 
-def shown_model_name(identifier: str, limits: Limits) -> str | None:
+def shown_model_name(model: ModelId, limits: Limits) -> str | None:
     """The name a message to a visitor may give a model: presets and test models as they are,
     the server's checkpoint by its public name, anything else (hosted: a path from a link) None."""
-    name = identifier.strip()
-    if ModelId.parse(name).kind in ("random", "preset") or limits.allowed_models is None:
+    name = model.text
+    if model.kind in ("random", "preset") or limits.allowed_models is None:
         return name
     if name == operator_model():
         return public_model_name(name, limits)
@@ -281,8 +284,8 @@ def _hub_reachable_now() -> bool:
     return _hub_answer[1]
 
 
-def offered_now(identifiers: list[str]) -> list[str]:
-    """Those of ``identifiers`` whose weights this server can load now (hosted mode's picker).
+def offered_now(models: list[ModelId]) -> list[ModelId]:
+    """Those of ``models`` whose weights this server can load now (hosted mode's picker).
 
     An offline server without a model's weights would only tell the visitor to run ``flamino
     fetch`` and copy a cache folder; it hides the model instead and says so once in the log,
@@ -293,13 +296,12 @@ def offered_now(identifiers: list[str]) -> list[str]:
     with _offered_lock:
         reachable: bool | None = None
         offered = []
-        for identifier in identifiers:
-            model_id = ModelId.parse(identifier)
-            preset = model_id.preset
+        for model_id in models:
+            identifier, preset = model_id.text, model_id.preset
             if preset is not None and reachable is None:
                 reachable = _hub_reachable_now()
             if available_now(model_id, reachable=reachable):
-                offered.append(identifier)
+                offered.append(model_id)
             elif identifier not in _reported:
                 _reported.add(identifier)
                 why = offline_message(preset) if preset is not None else "its path does not exist"
@@ -308,11 +310,11 @@ def offered_now(identifiers: list[str]) -> list[str]:
         return offered
 
 
-def weights_permissions(identifier: str, limits: Limits) -> dict[str, bool]:
+def weights_permissions(model: ModelId, limits: Limits) -> dict[str, bool]:
     """Keyword arguments for ``load_weights``: in hosted mode no server paths (except the
     operator's own ``FLAMINO_MODEL``) and never a pickle."""
     return {
-        "allow_local_paths": limits.allow_local_paths or identifier == settings.MODEL.get(),
+        "allow_local_paths": limits.allow_local_paths or model.text == settings.MODEL.get(),
         "allow_pickle": limits.allow_pickle,
     }
 
@@ -335,20 +337,23 @@ def model_from_link(identifier: str, limits: Limits) -> LinkModel:
     else is taken for a path on this machine and pre-filled, so a link from someone else never
     makes the server open files by itself.
 
+    A door: the link's text is read into a ``ModelId`` here, once for what it names.
+
     Args:
       identifier: the ``model`` value of a decoded link.
       limits: the limits in force (``current_limits()``).
     """
     from flamino_core.weights import default_model  # imports Flax (via convert): not at import
 
+    model_id = ModelId.parse(identifier)
     if limits.allowed_models is not None:
-        wanted = from_public_name(identifier, limits)
-        if limits.check_model(wanted) or not offered_now([wanted]):
-            name = shown_model_name(identifier, limits)
+        wanted = from_public_name(identifier, limits)  # the operator's checkpoint, named by its public name
+        wanted_id = model_id if wanted == identifier else ModelId.parse(wanted)
+        if limits.check_model(wanted_id) or not offered_now([wanted_id]):
+            name = shown_model_name(model_id, limits)
             return LinkModel(refused=f"The link was made with the model {name}, which this server does not offer"
                              if name else "The link was made with a model this server does not offer")
         return LinkModel(use=wanted)
-    model_id = ModelId.parse(identifier)
     if identifier in (RANDOM_TEST_MODEL, default_model()) or model_id.is_preset:
         return LinkModel(use=identifier)
     if model_id.is_random:
