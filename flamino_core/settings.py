@@ -86,7 +86,7 @@ ALLOW_EMULATED_BF16 = Setting("FLAMINO_ALLOW_EMULATED_BF16", lambda t: t == "1",
 KERNEL_VARIANT = Setting("FLAMINO_KERNEL_VARIANT", _text, "auto")
 DEVICE_CAPACITY_BYTES = Setting("FLAMINO_DEVICE_CAPACITY_BYTES", int, strict=True)  # None: what the device says
 DEBUG = Setting("FLAMINO_DEBUG", lambda t: bool(t) or None, False)  # any text: the CLI shows tracebacks
-LOAD_SHARE = Setting("FLAMINO_LOAD_SHARE", float)  # None: the load average per core (jobs.rates.load_share)
+LOAD_SHARE = Setting("FLAMINO_LOAD_SHARE", lambda t: "auto" if t == "auto" else float(t))  # None: 1 (off)
 
 # --- set-level jobs on Ray ----------------------------------------------------------------------
 RAY_ADDRESS = Setting("FLAMINO_RAY_ADDRESS", _text)

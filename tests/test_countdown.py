@@ -59,7 +59,7 @@ def test_a_rates_file_without_loads_is_read_unscaled(monkeypatch, tmp_path):
 
 
 def test_the_load_share_is_runnable_threads_per_core_counting_the_job_about_to_start(monkeypatch):
-    monkeypatch.delenv("FLAMINO_LOAD_SHARE", raising=False)
+    monkeypatch.setenv("FLAMINO_LOAD_SHARE", "auto")  # off unless asked (unset: 1, tested below)
     monkeypatch.setattr(rates_module, "_cores", lambda: 2)
     monkeypatch.setattr(rates_module.os, "getloadavg", lambda: (5.0, 4.0, 3.0))
     assert rates_module.load_share() == pytest.approx(2.5)
@@ -67,6 +67,15 @@ def test_the_load_share_is_runnable_threads_per_core_counting_the_job_about_to_s
     monkeypatch.setattr(rates_module.os, "getloadavg", lambda: (0.4, 0.4, 0.4))
     assert rates_module.load_share(starting=True) == 1.0  # a quiet machine: the rate as measured alone
     assert rates_module.load_scale(2.5) == pytest.approx(1 / 2.5)
+
+
+def test_the_load_share_is_off_unless_asked(monkeypatch):
+    """Unset, the share is 1 whatever the load average says (docs/reliability.md: scaling by the
+    load average said browser-test jobs 1.6-1.8x too long when the load fell)."""
+    monkeypatch.delenv("FLAMINO_LOAD_SHARE", raising=False)
+    monkeypatch.setattr(rates_module, "_cores", lambda: 2)
+    monkeypatch.setattr(rates_module.os, "getloadavg", lambda: (5.0, 4.0, 3.0))
+    assert rates_module.load_share() == 1.0 and rates_module.load_share(starting=True) == 1.0
 
 
 # --- the countdown ------------------------------------------------------------------------------------------

@@ -64,8 +64,8 @@ class StemPass:
 
 
 def stem_engine(model) -> Engine:
-    """The ``Engine`` that runs ``model``'s stem (an ``ESMFold``'s ESM-2, ``esm``, or an
-    ``EsmFold2``'s ESM C, ``esmc``), built on first use: precision the network's ``stem_precision``
+    """The ``Engine`` that runs ``model``'s stem (an ``ESMFold``'s or an ``EsmFold2``'s language
+    model, ``weights.esmfold.stem_network``), built on first use: precision the network's ``stem_precision``
     (``weights.esmfold.with_stem_precision``, for either network), attention and memory as every
     engine's on this machine."""
     engine = _STEM_ENGINES.get(model)
