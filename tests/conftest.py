@@ -72,7 +72,7 @@ FILE_KINDS = {
                      "test_fold_run.py", "test_cli_plan.py", "test_cli_precision.py", "test_fold_stem_engine.py",
                      "test_esmfold_fast_mode.py"], "integration"),
     **dict.fromkeys(["test_cli.py", "test_fused_attention.py", "test_int8.py", "test_long_windows.py", "test_parity.py", "test_family_parity.py", "test_esmfold_parity.py",
-                     "test_esmfold2_trunk.py", "test_esmfold2_confidence.py", "test_esmfold2_atoms.py", "test_esmfold2_denoiser.py", "test_ensemble.py",
+                     "test_esmfold2_trunk.py", "test_exact_math.py", "test_esmfold2_confidence.py", "test_esmfold2_atoms.py", "test_esmfold2_denoiser.py", "test_ensemble.py",
                      "test_variant_scores.py", "test_indel_scores.py", "test_indel_windows.py", "test_saprot.py",
                      "test_accelerator_parity.py", "test_accelerator_saprot.py", "test_accelerator_esmfold2.py",
                      "test_accelerator_batch_invariance.py",
