@@ -201,24 +201,34 @@ def checkpoint_details(config, model: ModelId) -> str | None:
 def _choose_trained(family) -> str:
     """What the untrained model's banner asks for: a trained model of its family when this server
     offers one (it said "Choose an ESM-2 model" whatever the family), else any trained one."""
-    trained = [m for m in model_choices() if not ModelId.parse(m).is_random and m != LOCAL_CHOICE]
-    if not trained:
+    offered = offered_models()
+    local = offered is None  # every preset and a local checkpoint are offered
+    trained = [] if local else [m for m in offered if not m.is_random]
+    if not trained and not local:
         return "This server offers no trained model right now, so the pages show the interface only."
-    offered = {PRESETS[m].family for m in trained if m in PRESETS}
-    wanted = f"{family.title} model" if family.id in offered or LOCAL_CHOICE in model_choices() else "trained model"
+    families = {PRESETS[m.preset].family for m in trained if m.preset in PRESETS}
+    wanted = f"{family.title} model" if local or family.id in families else "trained model"
     return f"Choose {with_article(wanted)} in the sidebar for real predictions."
 
 
-def model_choices() -> list[str]:
-    """What the model picker offers: everything locally, the server's models in hosted mode."""
+def offered_models() -> list[ModelId] | None:
+    """The server's models that can load now (hosted mode), as values; None locally, where the
+    picker offers every preset, a local checkpoint and the test model."""
     allowed = current_limits().allowed_models
     if allowed is None:
-        return [*PRESETS, LOCAL_CHOICE, RANDOM_TEST_MODEL]
+        return None
     listed = [p for p in PRESETS if p in allowed] + sorted(m for m in allowed if m not in PRESETS)
     offered = offered_now([ModelId.parse(m) for m in listed])  # an offline server offers only what it has
     # One untrained model is enough to try the interface: two read as a choice that is none.
     untrained = [m for m in offered if m.is_random]
-    return [m.text for m in offered if m not in untrained or m == untrained[0]]
+    return [m for m in offered if m not in untrained or m == untrained[0]]
+
+
+def model_choices() -> list[str]:
+    """What the model picker offers, as the widget's texts: everything locally, the server's models
+    in hosted mode."""
+    offered = offered_models()
+    return [*PRESETS, LOCAL_CHOICE, RANDOM_TEST_MODEL] if offered is None else [m.text for m in offered]
 
 
 def _use_test_model() -> None:
