@@ -54,7 +54,7 @@ $(VENV)/.installed-test: pyproject.toml $(KERNEL_SOURCES) | $(PY)
 	touch $@ $(VENV)/.installed
 
 # Biopython's own test files (Tests/ of its PyPI source distribution, tests/data/SOURCES.md), read by
-# tests/test_peer_corpus.py; downloaded once into test-artifacts/ (never committed).
+# tests/integration/test_peer_corpus.py; downloaded once into test-artifacts/ (never committed).
 peer-corpus: install-test
 	$(PY) tests/peer_corpus.py
 

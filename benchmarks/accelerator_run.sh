@@ -23,11 +23,11 @@ guarded() {
   wait $pid
 }
 export FLAMINO_TEST_EDITING=1 PYTHONUNBUFFERED=1
-tests="tests/test_accelerator_parity.py tests/test_accelerator_saprot.py tests/test_accelerator_batch_invariance.py tests/test_device_memory.py"
+tests="tests/parity/test_accelerator_parity.py tests/parity/test_accelerator_saprot.py tests/parity/test_accelerator_batch_invariance.py tests/integration/test_device_memory.py"
 guarded timeout "${PARITY_S:-240}" python3 -m pytest -v -p no:cacheprovider ${PARITY_K:+-k "$PARITY_K"} $tests -rs \
   > "$OUT/parity_highest.log" 2>&1; grep -E "PASS|FAIL|ERROR|SKIP|passed|failed|Error" "$OUT/parity_highest.log" | tail -40
 FLAMINO_MATMUL_PRECISION=high guarded timeout "${HIGH_S:-70}" python3 -m pytest -v -p no:cacheprovider \
-  tests/test_accelerator_parity.py -k "forward_matches_hf or esmc_matches" > "$OUT/parity_high.log" 2>&1
+  tests/parity/test_accelerator_parity.py -k "forward_matches_hf or esmc_matches" > "$OUT/parity_high.log" 2>&1
 grep -E "PASS|FAIL|passed|failed|error [0-9]" "$OUT/parity_high.log" | tail -14
 guarded timeout "${BENCH_S:-150}" python3 benchmarks/accelerator.py --shapes "${SHAPES:-t33,t48}" --modes fp32,bf16 \
   --scan-shapes "${SCAN_SHAPES:-}" --extras "${EXTRAS:-}" --out "$OUT/accelerator.jsonl" 2>&1 | tail -6

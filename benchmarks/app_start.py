@@ -4,7 +4,7 @@
 
 Starts the server as ``make run`` does (headless, on a free port of 127.0.0.1, with a warm
 flamino cache and compile cache for MODEL: one untimed start first), opens the first page in
-headless Chromium (Debian's, as tests/test_browser.py drives it) and times until the sidebar
+headless Chromium (Debian's, as tests/browser/test_browser.py drives it) and times until the sidebar
 says how the model runs ("Runs on ...": the engine is loaded), which is what a visitor waits
 for before anything computes. With ``--other-tree`` (a checkout of another revision) the two
 trees start in turn, round after round, each with its own caches: an A/B on a shared machine.

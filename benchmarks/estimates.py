@@ -44,6 +44,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+import kind_folders  # noqa: E402,F401  (the test folders on the path: test modules' helpers)
 
 
 def targets(low: int, high: int, count: int) -> str:

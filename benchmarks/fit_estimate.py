@@ -44,7 +44,7 @@ def classes_table(rows: int, length: int, classes: int, seed: int = 0, learnable
 
 
 def assay_bins() -> bytes | None:
-    """The shared assay's mutants with their fitness bins (DMS_score_bin), as tests/test_predict.py fits them."""
+    """The shared assay's mutants with their fitness bins (DMS_score_bin), as tests/integration/test_predict.py fits them."""
     if not ASSAY.exists():
         return None
     import pandas as pd

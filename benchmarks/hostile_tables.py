@@ -21,6 +21,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parents[1]
 sys.path[:0] = [os.environ.get("ROOT", str(HERE)), str(HERE / "tests")]
+import kind_folders  # noqa: E402,F401  (the test folders on the path: test modules' helpers)
 
 import Bio.PDB  # noqa: E402,F401  (imported before the baseline, as a running server has them)
 import pandas  # noqa: E402,F401
@@ -78,7 +79,8 @@ def _input_page(file: Path, copies: int):
     ``copies`` copies of ``file``, named apart (the hosted page takes 10 files at a time), to time."""
     os.environ.update(FLAMINO_HOSTED="1", FLAMINO_MODEL="random:tiny", HF_HUB_OFFLINE="1",
                       FLAMINO_CACHE=tempfile.mkdtemp())
-    sys.path.insert(0, str(Path(sys.path[0]) / "tests"))  # the measured tree's app.py (test_app.APP)
+    tests = Path(sys.path[0]) / "tests"  # the measured tree's app.py (test_app.APP); its tests by kind
+    sys.path[:0] = [str(tests / "app"), str(tests)]
     from test_app import start
 
     at = start()

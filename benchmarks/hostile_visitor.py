@@ -34,6 +34,7 @@ import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "benchmarks")]
+import kind_folders  # noqa: E402,F401  (the test folders on the path: test modules' helpers)
 
 import hostile_files  # noqa: E402
 from fit_estimate import classes_table  # noqa: E402
@@ -43,7 +44,7 @@ MODEL = "random:esm2_t6_8M_UR50D"
 ANSWER_MS = int(os.environ.get("ANSWER_MS", 600_000))  # a page's answer may take this long before it counts as never
 AFTER_S = 10.0  # memory "after" is read this long after the attack's tabs closed
 AMINO = "ACDEFGHIKLMNPQRSTVWY"
-RECORD = "".join(random.Random(53).choices(AMINO, k=2_000))  # tests/test_hosted_attacks_indels.py's record
+RECORD = "".join(random.Random(53).choices(AMINO, k=2_000))  # tests/unit/test_hosted_attacks_indels.py's record
 SCAN = "".join(random.Random(300).choices(AMINO, k=300))  # the second visitor's 300-residue protein
 MiB = 2**20
 

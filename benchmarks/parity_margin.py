@@ -2,7 +2,7 @@
 
 For each seed: a random HF checkpoint at the test scale (``reference_checkpoints``), our logits
 against ``EsmForMaskedLM``'s on the real FASTA files, then the same with each modelling error of
-``tests/test_parity.py::MODELLING_ERRORS`` injected. Prints the worst faithful difference (fp32
+``tests/parity/test_parity.py::MODELLING_ERRORS`` injected. Prints the worst faithful difference (fp32
 noise) and the smallest injected one; the bound must sit well between them.
 
     .venv/bin/python benchmarks/parity_margin.py --seeds 20 [--embedding-std 1.0]
@@ -18,6 +18,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "tests")]
+import kind_folders  # noqa: E402,F401  (the test folders on the path: test modules' helpers)
 
 
 class _Patch:

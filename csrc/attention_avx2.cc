@@ -20,7 +20,7 @@ namespace {
 void flamino::tasks_avx2(const Problem& p, Progress& progress) { run_tasks<8, 6>(p, progress); }
 
 // The AVX-512 variant's template arguments (16-float vectors, 12-query blocks) built for AVX2,
-// so that a CPU without AVX-512 can test that arithmetic (tests/test_fused_attention.py). Slow.
+// so that a CPU without AVX-512 can test that arithmetic (tests/parity/test_fused_attention.py). Slow.
 void flamino::tasks_wide16_on_avx2(const Problem& p, Progress& progress) { run_tasks<16, 12>(p, progress); }
 
 #if defined(__clang__)

@@ -1,14 +1,14 @@
 """A package's door: the names the layers above import from a package, each imported from the
 module that defines it on first use (PEP 562), as ``flamino_core/__init__.py`` does for the
 package's face. A door costs nothing to import: the app's pages import no JAX until a model is
-loaded (``tests/test_imports.py``), so a door may not import its modules eagerly.
+loaded (``tests/integration/test_imports.py``), so a door may not import its modules eagerly.
 
 A package's ``__init__`` declares its door once::
 
     _EXPORTS = {"pae_heatmap": "figures", "fold_memory": "prediction"}
     __all__, __getattr__, __dir__ = lazy_door(__name__, _EXPORTS)
 
-``tests/test_layers.py`` holds the app to its doors and each door to names its modules define.
+``tests/unit/test_layers.py`` holds the app to its doors and each door to names its modules define.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Every ``FLAMINO_*`` environment variable flamino reads, declared and read here and nowhere else
-(tests/test_settings.py holds it); docs/settings.md is their one table.
+(tests/unit/test_settings.py holds it); docs/settings.md is their one table.
 
 A ``Setting`` reads the environment each time it is asked (``get``), never at import: a test's
 ``monkeypatch.setenv`` and a server's restart see the value in force. Its typed value is the

@@ -2,7 +2,7 @@
 .streamlit/config.toml) and with Streamlit's file watcher forced on, for comparison.
 
 Run: `.venv/bin/python loadtest/idle_cpu.py` (needs Debian's chromium; about 2 minutes). The
-figure is in docs/reliability.md; tests/test_browser.py checks the first case stays under 10%.
+figure is in docs/reliability.md; tests/browser/test_browser.py checks the first case stays under 10%.
 """
 import os, subprocess, tempfile, time, urllib.request
 import psutil

@@ -21,6 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+import kind_folders  # noqa: E402,F401  (the test folders on the path: test modules' helpers)
 
 from test_browser import CHROMIUM, _nav, _wait_for_charts  # noqa: E402
 from test_browser_sets import Server, records_done, upload_targets  # noqa: E402

@@ -43,53 +43,12 @@ TINY = ESM2Config.tiny()
 # model on random weights, whole commands, subprocesses, file corpora; parity: numbers against HF
 # transformers / fair-esm / torch; app: Streamlit's AppTest; browser: Chromium; ray: starts Ray.
 # `slow` (parity at full preset shapes) is kept as it was, on top of a kind. A file's tests take
-# its kind unless the test is marked itself or named in TEST_KINDS; a file not listed yet counts
-# as integration (never in the fast loop by accident) until it is.
+# its folder's kind unless the test is marked itself or named in TEST_KINDS.
 pytest.register_assert_rewrite("suite_timing")  # imported here before pytest loads it as a plugin
 from suite_timing import KINDS  # noqa: E402  (one list for the markers and the timing report)
-FILE_KINDS = {
-    **dict.fromkeys(["test_alphabet.py", "test_analysis.py", "test_contact_eval.py", "test_fasta.py", "test_heavy_queue.py",
-                     "test_contact_pairs.py", "test_figures.py", "test_flat_files.py", "test_hosting.py", "test_mutations.py",
-                     "test_notation_pasted.py", "test_numbering.py", "test_model_id.py", "test_planning.py", "test_record_sets.py", "test_result_store.py", "test_share.py",
-                     "test_structure.py", "test_structure_export.py", "test_structure_fetch.py",
-                     "test_structure_figures.py", "test_structure_tracks.py", "test_three_letter.py", "test_wording.py",
-                     "test_dms_proteingym.py", "test_code_shape.py", "test_table_encodings.py", "test_design_rounds.py", "test_indels.py", "test_layers.py", "test_values_inside.py",
-                     "test_hosted_attacks_indels.py",
-                     "test_families.py", "test_three_di.py", "test_time_left.py", "test_countdown.py", "test_ray_rows.py", "test_ray_pool_plan.py", "test_fold_estimate.py",
-                     "test_hosted_attacks_tables.py", "test_structure_numbering.py", "test_predict_metrics.py",
-                     "test_esmfold2_files.py", "test_plddt_bands.py", "test_variant_structures.py",
-                     "test_structure_complex.py", "test_hosted_structure_bounds.py", "test_fold_plan_run.py",
-                     "test_settings.py", "test_one_home.py"], "unit"),
-    **dict.fromkeys(["test_batch.py", "test_cli_contacts.py", "test_cli_inputs.py", "test_cli_variants.py",
-                     "test_dms.py", "test_dms_numbering.py", "test_engine.py", "test_hosted_attacks.py",
-                     "test_imports.py", "test_passes.py", "test_peer_corpus.py", "test_peer_inputs.py",
-                     "test_peer_structures.py", "test_predict.py", "test_registration.py", "test_robustness.py",
-                     "test_store_wiring.py", "test_esmfold_hub.py", "test_suggest.py", "test_weights.py", "test_jobs.py",
-                     "test_dms_indels.py", "test_design_cli.py", "test_compare.py", "test_device_memory.py", "test_hosted_attacks_fits.py",
-                     "test_sharding.py", "test_esmfold2_weights.py", "test_esmfold2_cli.py", "test_esmfold2_hub.py",
-                     "test_esmfold2_stem_precision.py",
-                     "test_cli_fold_mutations.py", "test_fold_worker.py", "test_fold_express.py", "test_batch_invariance.py",
-                     "test_fold_run.py", "test_cli_plan.py", "test_cli_precision.py", "test_fold_stem_engine.py",
-                     "test_esmfold_fast_mode.py"], "integration"),
-    **dict.fromkeys(["test_cli.py", "test_fused_attention.py", "test_int8.py", "test_long_windows.py", "test_parity.py", "test_family_parity.py", "test_esmfold_parity.py",
-                     "test_esmfold2_trunk.py", "test_exact_math.py", "test_esmfold2_confidence.py", "test_esmfold2_atoms.py", "test_esmfold2_denoiser.py", "test_ensemble.py",
-                     "test_variant_scores.py", "test_indel_scores.py", "test_indel_windows.py", "test_saprot.py",
-                     "test_accelerator_parity.py", "test_accelerator_saprot.py", "test_accelerator_esmfold2.py",
-                     "test_accelerator_batch_invariance.py",
-                     "test_esmfold2_features.py", "test_esmfold2_sampling.py", "test_esmfold2_predict.py", "test_esmc_chains.py",
-                     "test_esmc_6b.py"], "parity"),
-    **dict.fromkeys(["test_app.py", "test_app_context.py", "test_app_links.py", "test_app_long.py",
-                     "test_app_predict.py", "test_app_sets.py", "test_app_variants.py", "test_hosted_attacks_pages.py",
-                     "test_app_jobs.py", "test_structure_app.py", "test_app_design.py", "test_app_families.py",
-                     "test_app_compare.py", "test_app_compare_maps.py", "test_app_saprot.py",
-                     "test_structure_predict_app.py", "test_job_sessions.py", "test_structure_complex_app.py",
-                     "test_structure_complex_notation_app.py"], "app"),
-    **dict.fromkeys(["test_browser.py", "test_browser_design.py", "test_browser_predict.py", "test_browser_structure.py", "test_browser_views.py",
-                     "test_hosted_server_attacks.py", "test_browser_sets.py", "test_browser_families.py", "test_browser_variants.py",
-                     "test_browser_saprot.py", "test_browser_estimates.py",
-                     "test_browser_fold.py", "test_browser_structure_ux.py", "test_browser_fold_complex.py"], "browser"),
-    **dict.fromkeys(["test_batch_cluster.py", "test_jobs_ray.py", "test_ray_twice.py", "test_batch_fold.py"], "ray"),
-}
+# A test file's kind is its folder (tests/unit, tests/integration, tests/parity, tests/app,
+# tests/browser, tests/ray); the shared helpers stay beside this file. Every folder on the path:
+import kind_folders  # noqa: E402,F401
 TEST_KINDS = {  # "file::test name prefix" -> kind, where a test is not its file's kind
     "test_structure_numbering.py::test_the_command_line_": "integration",
     "test_structure_numbering.py::test_flamino_score_": "integration",
@@ -210,17 +169,19 @@ def pytest_unconfigure(config):
 def pytest_ignore_collect(collection_path, config):
     """Under ``-m unit``, a file with no unit test is not even imported: JAX, torch and Streamlit
     cost more to import than the unit tests take to run."""
-    name = collection_path.name
-    if config.getoption("markexpr", "") != "unit" or name not in FILE_KINDS:
+    name, folder = collection_path.name, collection_path.parent.name
+    if config.getoption("markexpr", "") != "unit" or not name.startswith("test_") or folder not in KINDS:
         return None
-    unit = FILE_KINDS[name] == "unit" or any(k.startswith(f"{name}::") and v == "unit" for k, v in TEST_KINDS.items())
+    unit = folder == "unit" or any(k.startswith(f"{name}::") and v == "unit" for k, v in TEST_KINDS.items())
     return None if unit else True
 
 
-def kind_of(file_name: str, test_name: str) -> str:
-    """The kind the tables above give a test (a test marked with a kind in its file keeps it)."""
+def kind_of(folder: str, file_name: str, test_name: str) -> str:
+    """A test's kind: TEST_KINDS's where it names the test, else its folder's (a test marked with
+    a kind in its file keeps it)."""
     key = f"{file_name}::{test_name}"
-    return next((k for prefix, k in TEST_KINDS.items() if key.startswith(prefix)), FILE_KINDS.get(file_name, "integration"))
+    return next((k for prefix, k in TEST_KINDS.items() if key.startswith(prefix)),
+                folder if folder in KINDS else "integration")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -228,13 +189,13 @@ def pytest_collection_modifyitems(config, items):
     groups = {}
     for item in items:
         if not any(item.get_closest_marker(kind) for kind in KINDS):
-            item.add_marker(getattr(pytest.mark, kind_of(item.path.name, item.name)))
+            item.add_marker(getattr(pytest.mark, kind_of(item.path.parent.name, item.path.name, item.name)))
         marked = _group_of_kind(next(k for k in KINDS if item.get_closest_marker(k)), item.path.name)
         groups[item.nodeid] = group_of(item.nodeid)
         if marked != groups[item.nodeid]:
             raise pytest.UsageError(f"{item.nodeid} is marked {marked!r} but the tables of tests/conftest.py "
-                                    f"put it in the xdist group {groups[item.nodeid]!r}: name it in FILE_KINDS "
-                                    "or TEST_KINDS")
+                                    f"put it in the xdist group {groups[item.nodeid]!r}: move its file to its kind's "
+                                    "folder or name it in TEST_KINDS")
     rank = {group: i for i, group in enumerate(LONGEST_FIRST)}
     # Stable: within a group, and for groups not named, the collection order is kept.
     items.sort(key=lambda item: rank.get(groups[item.nodeid], len(rank)))
@@ -258,8 +219,8 @@ def _group_of_kind(kind: str, file_name: str) -> str:
 def group_of(nodeid: str) -> str:
     """A test's xdist group, from its node id alone (the scheduler runs where no test is collected)."""
     path, _, test_name = nodeid.partition("::")
-    file_name = path.rsplit("/", 1)[-1]
-    return _group_of_kind(kind_of(file_name, test_name), file_name)
+    folder, file_name = (["", *path.split("/")])[-2:]
+    return _group_of_kind(kind_of(folder, file_name, test_name), file_name)
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -1,4 +1,4 @@
-"""A Ray cluster of several nodes on this machine, for tests/test_batch_cluster.py and
+"""A Ray cluster of several nodes on this machine, for tests/ray/test_batch_cluster.py and
 benchmarks/scale_nodes.py: ``ray start`` nodes on 127.0.0.1, each on a CPU set of its own,
 joined the way docs/scale.md tells a user to join real machines, with a token of their own
 (``RAY_AUTH_TOKEN``).

@@ -6,7 +6,7 @@ way the Hub and fair-esm ship them. Weights are drawn larger than the default in
 token dropout, rotary, LayerNorm or attention shows up in the outputs.
 
 The scale is chosen for the 1e-4 parity bound to mean something in both directions (see
-``EMBEDDING_STD`` and ``tests/test_parity.py::test_bound_separates_rounding_from_modelling_errors``).
+``EMBEDDING_STD`` and ``tests/parity/test_parity.py::test_bound_separates_rounding_from_modelling_errors``).
 """
 
 from __future__ import annotations

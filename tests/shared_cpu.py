@@ -6,7 +6,7 @@ xdist workers share the cores by construction, each with a Streamlit server and 
 own; the other worker's tests start and stop mid-measurement, and no estimator can foresee them
 (on 2026-12-07 a quiet machine running only two such files said 69.7 s at 10% of a job that took
 37.0 s, the load average 2.2-2.8 on 2 cores, under the old load rule's bar). So such a bar is
-asserted only when the test has the machine: run alone (``pytest tests/test_browser_estimates.py``,
+asserted only when the test has the machine: run alone (``pytest tests/browser/test_browser_estimates.py``,
 no ``-n``) and the 1-minute load average at most the cores + 1.5 (benchmarks/report.py's rule for
 a shared CPU). Otherwise the measurement is printed with its reason and a looser bar, one that
 still catches the failure the test exists for, is asserted where the test names one. The

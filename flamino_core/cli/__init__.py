@@ -3,13 +3,13 @@
 One module per command family, each declaring its subcommands' arguments (``add_parsers``) and
 running them (``cmd_*``); ``build_parser`` below assembles them, and ``main`` maps every failure
 to an exit status and one line on stderr. Each command imports the heavy modules it needs (JAX,
-Ray) only when it runs: ``flamino --help`` loads neither (``tests/test_imports.py``). A command
+Ray) only when it runs: ``flamino --help`` loads neither (``tests/integration/test_imports.py``). A command
 module is itself imported only when its parser is built, and ``main`` builds the named command's
 alone: ``flamino embed`` neither imports nor builds the other nine (40 ms of CPU of a one-protein
 start, docs/benchmarks.md "The start of a one-protein embed").
 
 Adding a command: a module here with ``add_parsers(sub)`` and its ``cmd_*``, its name in
-``COMMAND_MODULES`` and each command it declares in ``COMMANDS`` (``tests/test_cli_commands.py`` checks
+``COMMAND_MODULES`` and each command it declares in ``COMMANDS`` (``tests/integration/test_cli_commands.py`` checks
 that the two agree).
 """
 

@@ -29,7 +29,7 @@ CLASS_COLOURS = {
 # Tol's (high-contrast's blue, the dark brown of his 12-colour scheme, light's cyan, muted's wine).
 # Every pair, and each against the map's white and its greys ("no value"; "other" for the first
 # eleven), stays at least 10 CIEDE2000 apart in normal vision and in simulated protanopia,
-# deuteranopia and tritanopia (Machado et al. 2009): tests/test_record_sets.py measures it.
+# deuteranopia and tritanopia (Machado et al. 2009): tests/unit/test_record_sets.py measures it.
 # The twelfth is nearer "other"'s grey under deuteranopia, so it is used only when there is none.
 SAFE_CATEGORY_COLOURS = (
     "#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#000000",

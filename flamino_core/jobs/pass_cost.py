@@ -60,7 +60,7 @@ from flamino_core.engine import planner, windows
 from flamino_core.jobs.rates import NARROW
 from flamino_core.store.passes import CHUNK, record_groups
 
-if TYPE_CHECKING:  # model.stack imports JAX; the pages that show costs must not (tests/test_app.py)
+if TYPE_CHECKING:  # model.stack imports JAX; the pages that show costs must not (tests/app/test_app.py)
     from flamino_core.model.stack import Capture
 
 # Seconds per compilation before this machine measured any, for a new shape of each pass kind and
@@ -160,7 +160,7 @@ def sized_guess(engine, kind: str, rates) -> float | None:
     and this is the median's guess; under load the wide models' threaded matmuls slow most (at
     load 5.6-5.9 random:tiny and the 8M model ran at 2.3e-5 and 2.0e-5 s per MFLOP, where quiet
     they differ 3x), c falls, and the fit follows: ESM-2 35M, guessed from those two, is said
-    within 1.5x where the median said 2.5-3.2x short (``tests/test_first_guess.py``). c < 0 (a
+    within 1.5x where the median said 2.5-3.2x short (``tests/integration/test_first_guess.py``). c < 0 (a
     narrow model faster per MFLOP) is held at 0: one rate per MFLOP."""
     points = rates.sized(kind, exclude=engine.fingerprint)
     k = TOKEN_LAYER_MFLOP[kind]

@@ -1,7 +1,7 @@
 """How long a job has left: its own measured pace, smoothed with the cost model's prediction
 while it has measured little (``Job.seconds_left`` asks this with its counters, under its lock).
-Pure arithmetic, apart from the job so that its rule reads (and is tested, tests/test_time_left.py,
-tests/test_jobs.py) on its own.
+Pure arithmetic, apart from the job so that its rule reads (and is tested, tests/unit/test_time_left.py,
+tests/integration/test_jobs.py) on its own.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Everything outside ``model/`` and ``weights/`` reads these declarations (through
 ``ModelConfig.family``) and never names a family: the engine asks ``family_of(config)`` whether
 the contact head exists and how far positions reach, the picker and the docs read titles, sizes
 and licences from ``PRESETS``. Adding a family is one ``Family`` here, its network in ``model/``
-and its key map in ``weights/`` (``tests/test_families.py`` checks that nothing else names one).
+and its key map in ``weights/`` (``tests/unit/test_families.py`` checks that nothing else names one).
 Light: no JAX at import, so the picker and the command line read it for free.
 """
 

@@ -29,7 +29,7 @@ VOCAB_FILE = Path(__file__).with_name("saprot_vocab.txt")  # as published with t
 
 
 def published_vocabulary() -> tuple[str, ...]:
-    """The tokens of the vocabulary file flamino ships (equal to ``TOKENS``: tests/test_saprot.py)."""
+    """The tokens of the vocabulary file flamino ships (equal to ``TOKENS``: tests/parity/test_saprot.py)."""
     return tuple(VOCAB_FILE.read_text().split())
 
 

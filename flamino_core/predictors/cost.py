@@ -77,7 +77,7 @@ RATE_TASK = {"regression": "ridge"}
 # in its first fit. Measured on the 2-core AMD EPYC at load 4-5 (2026-12-06, a 200-row embedding fit
 # of the NEIME assay, four jobs): the first of 67 fits took 2.4-4.7 s beyond the others' mean (median
 # 2.8), the others 0.03-0.04 s each (median). Left out of the estimate, a 200-row fit was predicted at
-# 3.3 s and took 10.3 s warm, 22.3 s in a fresh process (issue 50 row 3; tests/test_fit_worker_start.py).
+# 3.3 s and took 10.3 s warm, 22.3 s in a fresh process (issue 50 row 3; tests/integration/test_fit_worker_start.py).
 WORKER_START_S = 2.8
 WORKER_KEY = "scikit-learn worker start"  # its measured seconds' key in ``jobs.Rates`` (kind RATE_KIND)
 

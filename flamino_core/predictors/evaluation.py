@@ -37,7 +37,7 @@ def spearman(truth: np.ndarray, predicted: np.ndarray) -> float:
 
 def auc(truth: np.ndarray, probabilities: np.ndarray, classes: tuple[str, ...]) -> float:
     """scikit-learn's ``roc_auc_score`` (binary; or one-vs-rest, macro-averaged), NaN where a class
-    is missing: computed by ``_auc_of_codes``, checked against scikit-learn in tests/test_predict_metrics.py."""
+    is missing: computed by ``_auc_of_codes``, checked against scikit-learn in tests/unit/test_predict_metrics.py."""
     return _auc_of_codes(_codes(truth, classes), probabilities, len(classes))
 
 
@@ -77,7 +77,7 @@ def _auc_of_codes(codes: np.ndarray, probabilities: np.ndarray, n_classes: int) 
 def mcc(truth: np.ndarray, predicted: np.ndarray) -> float:
     """scikit-learn's ``matthews_corrcoef`` (its multiclass form; 0 where undefined), from the
     confusion matrix as scikit-learn computes it: written out for the bootstrap's 1,000 calls
-    (see ``_auc_of_codes``), checked against scikit-learn in tests/test_predict_metrics.py."""
+    (see ``_auc_of_codes``), checked against scikit-learn in tests/unit/test_predict_metrics.py."""
     labels, codes = np.unique(np.concatenate([np.asarray(truth).astype(str), np.asarray(predicted).astype(str)]),
                               return_inverse=True)
     return _mcc_of_codes(codes[:len(truth)], codes[len(truth):], len(labels))

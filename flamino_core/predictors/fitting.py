@@ -184,7 +184,7 @@ def baseline_majority(table: LabelledTable, folds: np.ndarray) -> CrossValidated
     majority class. Its probabilities are one constant for every row (the labelled rows' class
     frequencies), so it ranks nothing and its AUC is 0.5: each fold's own training frequencies
     would rank the rows of a fold with more positives lower (fewer positives left to train on),
-    an AUC below 0.5 (0.4987 on the fitness bins of the assay in tests/test_predict.py) that is an
+    an AUC below 0.5 (0.4987 on the fitness bins of the assay in tests/integration/test_predict.py) that is an
     artefact of pooling folds, not a skill. A constant carries no row's label."""
     labelled = table.labelled
     y = _targets(table)

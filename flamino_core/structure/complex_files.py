@@ -8,7 +8,7 @@ reference's ``asym_id`` (0, 1, ...), residues numbered from 1 in each chain. The
 here, not by Biopython's MMCIFIO, so that no user text reaches it unescaped: the data block name is
 the name reduced to letters, digits, '.', '-' and '_'; record names (entity descriptions, the
 title) are quoted as CIF requires, with control characters replaced. Biopython's ``MMCIFParser``
-reads the file back (tests/test_esmfold2_cli.py checks chains, residues and B-factors).
+reads the file back (tests/integration/test_esmfold2_cli.py checks chains, residues and B-factors).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ bytes input makes ``parse_mutations`` raise.
 Every step is linear in the input's length (a list can come from a stranger on a hosted server):
 an entry longer than ``MAX_ENTRY_CHARS`` is refused before any regex sees it, no regex here has
 nested or overlapping quantifiers, and ``parse_mutations`` refuses a list over ``max_chars``
-before reading it (``tests/test_hosted_attacks.py`` times every parser on 1 MB of hostile text).
+before reading it (``tests/integration/test_hosted_attacks.py`` times every parser on 1 MB of hostile text).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ forms of stops and deletions (``W1282X``, ``ΔF508``, ``delF508``).
 nucleotide-only change (``c.35G>T``), a prefix that names another sequence than the record's, a
 legacy deletion. Everything here is linear in the entry's length: ``str`` methods and anchored
 patterns without nested or overlapping quantifiers (``notation`` caps an entry at
-``MAX_ENTRY_CHARS`` before this runs; tests/test_hosted_attacks.py times the parsers).
+``MAX_ENTRY_CHARS`` before this runs; tests/integration/test_hosted_attacks.py times the parsers).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ two projections of it plus the relative-position and token-bond encodings, as tr
 Relative offsets are ``x_i - x_j`` for the pair (i, j) (row minus column), the reference's and
 AlphaFold 3's (Algorithm 3) convention; an independent port suspected the reference of flipping
 them. It does not flip anything against AF3, and flamino follows it numerically either way:
-``tests/test_esmfold2_atoms.py`` pins the convention (the pair (0, 3) of one chain lands in the
+``tests/parity/test_esmfold2_atoms.py`` pins the convention (the pair (0, 3) of one chain lands in the
 bin ``num_bins - 3``).
 """
 

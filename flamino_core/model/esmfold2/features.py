@@ -3,7 +3,7 @@
 dtypes and shapes (a leading batch axis of 1), so the same dict feeds flamino's network and, as
 tensors, transformers' ``EsmFold2Model.fold``.
 
-One chain gives exactly the reference's arrays (tests/test_esmfold2_features.py compares them
+One chain gives exactly the reference's arrays (tests/parity/test_esmfold2_features.py compares them
 array by array). Several chains follow the conventions the reference's inputs document
 (``EsmFold2Model.forward``) and that its relative-position encoding and confidence head read
 (AlphaFold 3's): tokens are the chains' residues one after another; ``asym_id`` numbers the

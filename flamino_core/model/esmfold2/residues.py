@@ -3,7 +3,7 @@
 of each canonical residue in training-time order, their reference-conformer positions (Angstrom), the
 charged atoms, the residue-type and ESM C vocabulary codes. Generated from that module's values
 (every float as Python printed it, which reads back to the same float), not retyped;
-tests/test_esmfold2_features.py compares them with the reference's."""
+tests/parity/test_esmfold2_features.py compares them with the reference's."""
 
 from __future__ import annotations
 

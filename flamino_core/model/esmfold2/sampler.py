@@ -10,7 +10,7 @@ the quaternions of the random rotation, the translation and the churn noise (dra
 ``torch.manual_seed(seed)``'s stream in that order, so a test gives both sides the same numbers;
 ``SamplerNoise.draw`` uses a NumPy generator for flamino's own folds.
 
-The schedule, as the reference computes it (checked in tests/test_esmfold2_sampling.py): the
+The schedule, as the reference computes it (checked in tests/parity/test_esmfold2_sampling.py): the
 Karras schedule has ``inference_num_steps`` entries from ``sigma_data * sigma_max_ratio`` to
 ``sigma_data * sigma_min_ratio`` plus a final 0; entries above the absolute cap
 ``inference_sigma_cap`` are dropped and the cap put in front. The cap therefore truncates the
