@@ -120,7 +120,10 @@ def test_a_complex_plan_folds_in_the_worker_as_here_and_stores_it(tmp_path):
                            "esmfold2|test", chains, names, "a_b", None, 1.0, "test", request=ComplexRequest(
                                ModelId.parse("random:esmfold2-tiny"), chains, names, "a_b"), runner=runner)
         folded = plan.run(Job, Engine)
-        assert runner.pid is not None and runner.pid != os.getpid()
+        # Another process folded it: the worker is alive, or was recycled right after the fold for
+        # its resident memory (ESMFold2's compiled programs put it past 1 GiB on a loaded machine:
+        # the fresh clone of 2026-12-07 evening), which only a worker is.
+        assert (runner.pid is not None and runner.pid != os.getpid()) or runner.recycled == 1
         here = fold_complex_exact(load_complex_model(ModelId.parse("random:esmfold2-tiny")), chains, names, "a_b")
         np.testing.assert_allclose(folded.positions, here.positions, atol=1e-4)
         np.testing.assert_allclose(folded.plddt, here.plddt, atol=1e-5)
